@@ -1,0 +1,68 @@
+"""The ``AsyncBook`` protocol every book satisfies (in memory, in Redis)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from .models import (
+    AsyncEvent,
+    AsyncTask,
+    AsyncTransition,
+    CallbackResult,
+    DeliveryResult,
+    Notification,
+    ResumeResult,
+)
+
+__all__ = ["AsyncBook", "EventInput"]
+
+EventInput = AsyncEvent | Mapping[str, Any]
+"""An event model, or the same event in wire format (camelCase keys)."""
+
+
+@runtime_checkable
+class AsyncBook(Protocol):
+    """A store of tasks with callback de-duplication, an outbox, resume and delivery."""
+
+    retention_versions: int
+
+    def create(
+        self,
+        *,
+        id: str,
+        now_ms: int | float,
+        ttl_ms: int | float,
+        max_attempts: int,
+        exist_ok: bool = False,
+    ) -> AsyncTask:
+        """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``."""
+        ...
+
+    def get(self, id: str) -> AsyncTask | None:
+        """The stored task, or None."""
+        ...
+
+    def apply(
+        self, task_id: str, event: EventInput, callback_id: str | None = None
+    ) -> CallbackResult:
+        """Apply one event; a callback id already recorded changes nothing."""
+        ...
+
+    def expire(self, task_id: str) -> AsyncTransition:
+        """Expire the task at its deadline, as the sweep does."""
+        ...
+
+    def resume(self, task_id: str, cursor_version: int) -> ResumeResult:
+        """What changed after ``cursor_version``: caught-up, a delta, or a snapshot."""
+        ...
+
+    def deliver_result(
+        self, task_id: str, idempotency_key: str, now_ms: int | float
+    ) -> DeliveryResult:
+        """Hand the result over once per idempotency key."""
+        ...
+
+    def drain_notifications(self) -> list[Notification]:
+        """Every pending notification, sorted by task id then time; empties the outbox."""
+        ...

@@ -1,0 +1,146 @@
+"""The pure async-task state machine: SPEC.md rule by rule, no I/O.
+
+Every book (in memory, in Redis) follows these functions; the Redis book's Lua is held
+to them by a differential test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .checks import require_integer, require_non_negative, require_positive, require_text
+from .errors import invalid
+from .jsrules import is_blank, normalize_number
+from .models import (
+    AsyncEvent,
+    AsyncState,
+    AsyncTask,
+    AsyncTransition,
+    ExpireEvent,
+    FailEvent,
+    HistoryEntry,
+    ProgressEvent,
+    StartEvent,
+    SucceedEvent,
+    parse_event,
+)
+
+__all__ = ["apply_async_event", "create_async_task", "expire_task"]
+
+
+def create_async_task(
+    *, id: str, now_ms: int | float, ttl_ms: int | float, max_attempts: int
+) -> AsyncTask:
+    """A new queued task whose result is accepted until ``now_ms + ttl_ms``."""
+    require_text(id, "id")
+    now = require_non_negative(now_ms, "nowMs")
+    ttl = require_positive(ttl_ms, "ttlMs")
+    attempts = require_integer(max_attempts, "maxAttempts", 1)
+    return AsyncTask(
+        id=id,
+        state=AsyncState.QUEUED,
+        expires_at_ms=normalize_number(now + ttl),
+        attempts=0,
+        max_attempts=attempts,
+        progress=0,
+        version=0,
+        history=(),
+    )
+
+
+def _advance(task: AsyncTask, event: AsyncEvent, **patch: Any) -> AsyncTask:
+    version = task.version + 1
+    entry = HistoryEntry(version=version, event=event)
+    return task.model_copy(update={**patch, "version": version, "history": (*task.history, entry)})
+
+
+def _unchanged(task: AsyncTask, reason: str, duplicate: bool = False) -> AsyncTransition:
+    return AsyncTransition(
+        task=task, changed=False, duplicate=duplicate, notify=False, reason=reason
+    )
+
+
+def _changed(task: AsyncTask, reason: str, *, notify: bool) -> AsyncTransition:
+    return AsyncTransition(task=task, changed=True, duplicate=False, notify=notify, reason=reason)
+
+
+def expire_task(task: AsyncTask) -> AsyncTransition:
+    """Expire a live task at its deadline; a terminal task stays as it is."""
+    if task.terminal:
+        expired = task.state is AsyncState.EXPIRED
+        return _unchanged(task, "duplicate-expire" if expired else "terminal-conflict", expired)
+    event = ExpireEvent(at_ms=task.expires_at_ms)
+    return _changed(_advance(task, event, state=AsyncState.EXPIRED), "expired", notify=True)
+
+
+def coerce_event(event: AsyncEvent | Mapping[str, Any]) -> AsyncEvent:
+    """An event model as it is, or a wire-format mapping parsed into one."""
+    if isinstance(event, StartEvent | ProgressEvent | SucceedEvent | FailEvent | ExpireEvent):
+        return event
+    return parse_event(event)
+
+
+def apply_async_event(task: AsyncTask, event: AsyncEvent | Mapping[str, Any]) -> AsyncTransition:
+    """The pure transition: what ``event`` does to ``task`` (SPEC.md, in its order).
+
+    ``event`` is a model, or a wire-format mapping (camelCase keys).
+    """
+    event = coerce_event(event)
+    require_non_negative(event.at_ms, "event.atMs")
+    if task.terminal:
+        if (
+            isinstance(event, SucceedEvent)
+            and task.state is AsyncState.SUCCEEDED
+            and task.result_hash == event.result_hash
+        ):
+            return _unchanged(task, "duplicate-result", True)
+        if isinstance(event, ExpireEvent) and task.state is AsyncState.EXPIRED:
+            return _unchanged(task, "duplicate-expire", True)
+        return _unchanged(task, "terminal-conflict")
+    if isinstance(event, ExpireEvent) or event.at_ms >= task.expires_at_ms:
+        return expire_task(task)
+
+    if isinstance(event, StartEvent):
+        if task.state is AsyncState.RUNNING:
+            return _unchanged(task, "already-running", True)
+        if task.state is not AsyncState.QUEUED or task.attempts >= task.max_attempts:
+            return _unchanged(task, "not-startable")
+        started = _advance(
+            task, event, state=AsyncState.RUNNING, attempts=task.attempts + 1, progress=0
+        )
+        return _changed(started, "started", notify=False)
+
+    if isinstance(event, ProgressEvent):
+        if task.state is not AsyncState.RUNNING:
+            return _unchanged(task, "not-running")
+        progress = require_integer(event.progress, "progress", 0)
+        if progress > 100:
+            raise invalid("progress must not exceed 100", field="progress")
+        if progress < task.progress:
+            return _unchanged(task, "stale-progress")
+        if progress == task.progress:
+            return _unchanged(task, "duplicate-progress", True)
+        return _changed(_advance(task, event, progress=progress), "progress", notify=False)
+
+    if task.state is not AsyncState.RUNNING:
+        return _unchanged(task, "not-running")
+    if isinstance(event, SucceedEvent):
+        if is_blank(event.result_ref):
+            raise invalid("resultRef must not be empty", field="resultRef")
+        if is_blank(event.result_hash):
+            raise invalid("resultHash must not be empty", field="resultHash")
+        succeeded = _advance(
+            task,
+            event,
+            state=AsyncState.SUCCEEDED,
+            progress=100,
+            result_ref=event.result_ref,
+            result_hash=event.result_hash,
+        )
+        return _changed(succeeded, "succeeded", notify=True)
+    if event.retryable and task.attempts < task.max_attempts:
+        requeued = _advance(task, event, state=AsyncState.QUEUED, progress=0, error=event.error)
+        return _changed(requeued, "requeued", notify=False)
+    failed = _advance(task, event, state=AsyncState.FAILED, error=event.error)
+    return _changed(failed, "failed", notify=True)

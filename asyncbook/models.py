@@ -1,0 +1,293 @@
+"""Immutable models of tasks, events and results, with the reference's JSON shape.
+
+Python attributes are snake_case; the wire (``parse_event``, ``parse_task``,
+``to_wire``) uses the reference's camelCase keys. Event models check only the wire
+shape; ranges and integrality are the machine's rules (SPEC.md order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from .errors import invalid
+from .jsrules import is_integer, is_number, normalize_number
+
+__all__ = [
+    "TERMINAL_STATES",
+    "AsyncEvent",
+    "AsyncState",
+    "AsyncTask",
+    "AsyncTransition",
+    "CallbackResult",
+    "DeliveryReceipt",
+    "DeliveryResult",
+    "ExpireEvent",
+    "FailEvent",
+    "HistoryEntry",
+    "Notification",
+    "ProgressEvent",
+    "ResumeMode",
+    "ResumeResult",
+    "StartEvent",
+    "SucceedEvent",
+    "parse_event",
+    "parse_task",
+    "to_wire",
+]
+
+
+class AsyncState(StrEnum):
+    """Where a task is in its life."""
+
+    QUEUED = "queued"
+    """Waiting for a worker: just created, or requeued after a retryable failure."""
+    RUNNING = "running"
+    """A worker has started an attempt and has not reported its end."""
+    SUCCEEDED = "succeeded"
+    """Terminal: a result was accepted before the deadline."""
+    FAILED = "failed"
+    """Terminal: the last attempt failed, or the failure was not retryable."""
+    EXPIRED = "expired"
+    """Terminal: the deadline passed before a result was accepted."""
+
+
+TERMINAL_STATES = frozenset({AsyncState.SUCCEEDED, AsyncState.FAILED, AsyncState.EXPIRED})
+
+
+def _json_number(value: Any) -> int | float:
+    if not is_number(value):
+        raise PydanticCustomError("json_number", "must be a JSON number")
+    return normalize_number(value)
+
+
+def _json_integer(value: Any) -> int:
+    if not is_integer(value):
+        raise PydanticCustomError("json_integer", "must be an integer")
+    return int(value)
+
+
+def _serialize_number(value: int | float) -> int | float:
+    return value
+
+
+Number = Annotated[
+    int | float,
+    PlainValidator(_json_number),
+    PlainSerializer(_serialize_number, return_type=int | float),
+]
+"""A JSON number: int or float, never bool or str; an integral float becomes an int."""
+Integer = Annotated[int, PlainValidator(_json_integer), PlainSerializer(int, return_type=int)]
+"""A JSON integer: an int, or a float with no fractional part."""
+
+
+class WireModel(BaseModel):
+    """Frozen, camelCase on the wire, snake_case in Python; unknown keys ignored."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="ignore",
+    )
+
+
+class StartEvent(WireModel):
+    """A worker began an attempt."""
+
+    type: Literal["start"] = "start"
+    at_ms: Number
+    worker: StrictStr
+
+
+class ProgressEvent(WireModel):
+    """A running attempt reports how far it got; ``cursor`` lives only in the history."""
+
+    type: Literal["progress"] = "progress"
+    at_ms: Number
+    progress: Number
+    cursor: StrictStr
+
+
+class SucceedEvent(WireModel):
+    """A running attempt produced its result."""
+
+    type: Literal["succeed"] = "succeed"
+    at_ms: Number
+    result_ref: StrictStr
+    result_hash: StrictStr
+
+
+class FailEvent(WireModel):
+    """A running attempt failed; ``retryable`` asks for another attempt if one is left."""
+
+    type: Literal["fail"] = "fail"
+    at_ms: Number
+    error: StrictStr
+    retryable: StrictBool
+
+
+class ExpireEvent(WireModel):
+    """The deadline passed (the sweep, or an explicit expiry)."""
+
+    type: Literal["expire"] = "expire"
+    at_ms: Number
+
+
+AsyncEvent = Annotated[
+    StartEvent | ProgressEvent | SucceedEvent | FailEvent | ExpireEvent,
+    Field(discriminator="type"),
+]
+
+
+class HistoryEntry(WireModel):
+    """One recorded change: the version it produced and the event that caused it."""
+
+    version: Integer
+    event: AsyncEvent
+
+
+class AsyncTask(WireModel):
+    """The versioned record of one task."""
+
+    id: StrictStr
+    state: AsyncState
+    expires_at_ms: Number
+    attempts: Integer
+    max_attempts: Integer
+    progress: Number
+    version: Integer
+    result_ref: StrictStr | None = None
+    result_hash: StrictStr | None = None
+    error: StrictStr | None = None
+    history: tuple[HistoryEntry, ...] = ()
+
+    @property
+    def terminal(self) -> bool:
+        """True once the task is succeeded, failed or expired."""
+        return self.state in TERMINAL_STATES
+
+
+class AsyncTransition(WireModel):
+    """What one event (or expiry) did to a task."""
+
+    task: AsyncTask
+    changed: StrictBool
+    duplicate: StrictBool
+    notify: StrictBool
+    reason: StrictStr
+
+
+class CallbackResult(AsyncTransition):
+    """A transition applied through the book, with callback de-duplication."""
+
+    duplicate_callback: StrictBool
+
+
+ResumeMode = Literal["caught-up", "delta", "snapshot"]
+
+
+class ResumeResult(WireModel):
+    """What a client reconnecting with a version cursor gets."""
+
+    mode: ResumeMode
+    events: tuple[HistoryEntry, ...]
+    task: AsyncTask
+
+
+class DeliveryReceipt(WireModel):
+    """Proof that a task's result was handed over under an idempotency key."""
+
+    task_id: StrictStr
+    result_ref: StrictStr
+    result_hash: StrictStr
+    idempotency_key: StrictStr
+    delivered_at_ms: Number
+
+
+class DeliveryResult(WireModel):
+    """The answer to a delivery request."""
+
+    ok: StrictBool
+    duplicate: StrictBool
+    reason: StrictStr
+    receipt: DeliveryReceipt | None = None
+
+
+class Notification(WireModel):
+    """A task reached a terminal state (one per terminal state)."""
+
+    task_id: StrictStr
+    state: AsyncState
+    at_ms: Number
+
+
+_EVENT_ADAPTER: TypeAdapter[AsyncEvent] = TypeAdapter(AsyncEvent)
+_TASK_ADAPTER: TypeAdapter[AsyncTask] = TypeAdapter(AsyncTask)
+_Model = TypeVar("_Model")
+
+
+_EVENT_TAGS = frozenset({"start", "progress", "succeed", "fail", "expire"})
+
+
+def _describe(error: ValidationError, root: str) -> tuple[str, str]:
+    first = error.errors(include_url=False)[0]
+    loc: list[str] = []
+    parent = root
+    for part in (str(part) for part in first["loc"]):
+        # A discriminated union puts the tag in the path: drop it (event.start.atMs).
+        if not (part in _EVENT_TAGS and parent == "event"):
+            loc.append(part)
+        parent = part
+    if first["type"] == "union_tag_invalid":
+        loc, message = [*loc, "type"], "must be one of start, progress, succeed, fail, expire"
+    elif first["type"] == "union_tag_not_found":
+        loc, message = [*loc, "type"], "is required"
+    elif first["type"] == "missing":
+        message = "is required"
+    else:
+        message = first["msg"]
+    field = ".".join([root, *loc])
+    return field, f"{field} {message}"
+
+
+def _parse(adapter: TypeAdapter[_Model], data: Mapping[str, Any], root: str) -> _Model:
+    if not isinstance(data, Mapping):
+        raise invalid(f"{root} must be a JSON object", field=root)
+    try:
+        return adapter.validate_python(dict(data), by_alias=True, by_name=False)
+    except ValidationError as error:
+        field, message = _describe(error, root)
+        raise invalid(message, field=field) from None
+
+
+def parse_event(data: Mapping[str, Any]) -> AsyncEvent:
+    """Read an event in wire format (camelCase keys); ``AsyncBookError`` if malformed."""
+    return _parse(_EVENT_ADAPTER, data, "event")
+
+
+def parse_task(data: Mapping[str, Any]) -> AsyncTask:
+    """Read a task in wire format (camelCase keys); ``AsyncBookError`` if malformed."""
+    return _parse(_TASK_ADAPTER, data, "task")
+
+
+def to_wire(model: BaseModel) -> dict[str, Any]:
+    """The reference's JSON shape: camelCase keys, absent optional fields omitted."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
