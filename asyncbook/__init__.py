@@ -1,7 +1,7 @@
 """asyncbook: a durable, exact lifecycle in Redis for long-running Celery tasks."""
 
 from ._version import __version__
-from .book import AsyncBook, EventInput
+from .book import ApplyItem, AsyncBook, EventInput
 from .errors import AsyncBookError, UnknownTaskError
 from .machine import apply_async_event, create_async_task, expire_task
 from .memory import MemoryBook
@@ -23,6 +23,7 @@ from .models import (
     ResumeResult,
     StartEvent,
     SucceedEvent,
+    TaskPage,
     parse_event,
     parse_task,
     to_wire,
@@ -47,6 +48,7 @@ __all__ = [
     "ResumeResult",
     "StartEvent",
     "SucceedEvent",
+    "TaskPage",
     "parse_event",
     "parse_task",
     "to_wire",
@@ -55,6 +57,7 @@ __all__ = [
     "create_async_task",
     "expire_task",
     # books
+    "ApplyItem",
     "AsyncBook",
     "EventInput",
     "MemoryBook",

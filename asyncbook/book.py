@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from .errors import AsyncBookError
 from .models import (
     AsyncEvent,
     AsyncTask,
@@ -13,12 +14,15 @@ from .models import (
     DeliveryResult,
     Notification,
     ResumeResult,
+    TaskPage,
 )
 
-__all__ = ["AsyncBook", "EventInput"]
+__all__ = ["ApplyItem", "AsyncBook", "EventInput"]
 
 EventInput = AsyncEvent | Mapping[str, Any]
 """An event model, or the same event in wire format (camelCase keys)."""
+ApplyItem = tuple[str, EventInput, str | None]
+"""One ``apply`` call: task id, event, callback id."""
 
 
 @runtime_checkable
@@ -65,4 +69,22 @@ class AsyncBook(Protocol):
 
     def drain_notifications(self) -> list[Notification]:
         """Every pending notification, sorted by task id then time; empties the outbox."""
+        ...
+
+    def apply_many(self, items: Iterable[ApplyItem]) -> list[CallbackResult | AsyncBookError]:
+        """Apply many events, each atomic on its own; errors are returned in place."""
+        ...
+
+    def expire_many(self, task_ids: Iterable[str]) -> list[AsyncTransition | AsyncBookError]:
+        """Expire many tasks at their deadlines; errors are returned in place."""
+        ...
+
+    def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
+        """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
+        ...
+
+    def list_tasks(
+        self, state: str | None = None, limit: int = 50, after: str | None = None
+    ) -> TaskPage:
+        """Tasks, newest first, optionally in one state; ``after`` continues a page."""
         ...

@@ -57,3 +57,33 @@ def require_string(value: Any, field: str) -> str:
 def require_optional_string(value: Any, field: str) -> str | None:
     """None, or a string (a callback id may be any string, as in the reference)."""
     return None if value is None else require_string(value, field)
+
+
+MAX_PAGE = 1000
+
+
+def require_limit(value: Any, field: str = "limit", maximum: int = MAX_PAGE) -> int:
+    """A page size from 1 to ``maximum``."""
+    limit = require_integer(value, field, 1)
+    if limit > maximum:
+        raise invalid(f"{field} must be at most {maximum}", field=field)
+    return limit
+
+
+def require_state(value: Any, field: str = "state") -> str | None:
+    """None, or one of the five state names."""
+    states = ("queued", "running", "succeeded", "failed", "expired")
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in states:
+        raise invalid(f"{field} must be one of {', '.join(states)}", field=field)
+    return value
+
+
+def require_page_cursor(value: Any, field: str = "after") -> int | None:
+    """None, or a listing cursor: the decimal text a previous page returned."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit() or len(value) > 18:
+        raise invalid(f"{field} must be a cursor returned by a previous page", field=field)
+    return int(value)

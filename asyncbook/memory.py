@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections.abc import Iterable
 
-from .book import EventInput
+from .book import ApplyItem, EventInput
 from .checks import (
     require_integer,
+    require_limit,
     require_non_negative,
     require_optional_string,
+    require_page_cursor,
+    require_state,
     require_string,
     require_text,
 )
@@ -24,6 +29,7 @@ from .models import (
     ExpireEvent,
     Notification,
     ResumeResult,
+    TaskPage,
 )
 
 __all__ = ["MemoryBook", "sort_notifications"]
@@ -44,6 +50,8 @@ class MemoryBook:
         self._callbacks: dict[str, tuple[str, int | float]] = {}
         self._notifications: dict[tuple[str, str, int], Notification] = {}
         self._deliveries: dict[str, DeliveryReceipt] = {}
+        self._created: dict[str, int] = {}
+        self._sequence = itertools.count(1)
 
     def _task(self, task_id: object) -> AsyncTask:
         task = self._tasks.get(require_string(task_id, "taskId"))
@@ -69,6 +77,7 @@ class MemoryBook:
                     return existing
                 raise AsyncBookError("conflict", f"async-task: task {id!r} exists", field="id")
             self._tasks[id] = task
+            self._created[id] = next(self._sequence)
             return task
 
     def get(self, id: str) -> AsyncTask | None:
@@ -160,3 +169,55 @@ class MemoryBook:
             pending = list(self._notifications.values())
             self._notifications.clear()
         return sort_notifications(pending)
+
+    def apply_many(self, items: Iterable[ApplyItem]) -> list[CallbackResult | AsyncBookError]:
+        """Apply many events, each atomic on its own; errors are returned in place."""
+        results: list[CallbackResult | AsyncBookError] = []
+        for task_id, event, callback_id in items:
+            try:
+                results.append(self.apply(task_id, event, callback_id))
+            except AsyncBookError as error:
+                results.append(error)
+        return results
+
+    def expire_many(self, task_ids: Iterable[str]) -> list[AsyncTransition | AsyncBookError]:
+        """Expire many tasks at their deadlines; errors are returned in place."""
+        results: list[AsyncTransition | AsyncBookError] = []
+        for task_id in task_ids:
+            try:
+                results.append(self.expire(task_id))
+            except AsyncBookError as error:
+                results.append(error)
+        return results
+
+    def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
+        """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
+        now = require_non_negative(now_ms, "nowMs")
+        count = require_limit(limit, maximum=1_000_000)
+        with self._lock:
+            due = [t for t in self._tasks.values() if not t.terminal and t.expires_at_ms <= now]
+        due.sort(key=lambda task: (task.expires_at_ms, self._created[task.id]))
+        return [task.id for task in due[:count]]
+
+    def list_tasks(
+        self, state: str | None = None, limit: int = 50, after: str | None = None
+    ) -> TaskPage:
+        """Tasks, newest first, optionally in one state; ``after`` continues a page."""
+        wanted = require_state(state)
+        count = require_limit(limit)
+        cursor = require_page_cursor(after)
+        with self._lock:
+            ordered = sorted(self._created.items(), key=lambda item: -item[1])
+            page: list[AsyncTask] = []
+            for task_id, sequence in ordered:
+                if cursor is not None and sequence >= cursor:
+                    continue
+                task = self._tasks[task_id]
+                if wanted is None or task.state == wanted:
+                    page.append(task)
+                    if len(page) > count:
+                        break
+        more = len(page) > count
+        page = page[:count]
+        next_after = str(self._created[page[-1].id]) if more and page else None
+        return TaskPage(tasks=tuple(page), next_after=next_after)

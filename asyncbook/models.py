@@ -231,6 +231,13 @@ class DeliveryResult(WireModel):
     receipt: DeliveryReceipt | None = None
 
 
+class TaskPage(WireModel):
+    """One page of a listing, newest first; pass ``next_after`` as ``after`` for the next."""
+
+    tasks: tuple[AsyncTask, ...]
+    next_after: StrictStr | None = None
+
+
 class Notification(WireModel):
     """A task reached a terminal state (one per terminal state)."""
 
