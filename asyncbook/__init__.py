@@ -28,6 +28,7 @@ from .models import (
     parse_task,
     to_wire,
 )
+from .redis_book import RedisBook
 
 __all__ = [
     # models
@@ -61,6 +62,7 @@ __all__ = [
     "AsyncBook",
     "EventInput",
     "MemoryBook",
+    "RedisBook",
     # errors
     "AsyncBookError",
     "UnknownTaskError",

@@ -196,7 +196,7 @@ class MemoryBook:
         count = require_limit(limit, maximum=1_000_000)
         with self._lock:
             due = [t for t in self._tasks.values() if not t.terminal and t.expires_at_ms <= now]
-        due.sort(key=lambda task: (task.expires_at_ms, self._created[task.id]))
+        due.sort(key=lambda task: (task.expires_at_ms, task.id.encode()))  # Redis's order
         return [task.id for task in due[:count]]
 
     def list_tasks(

@@ -1,31 +1,74 @@
-"""Shared fixtures: a factory of books, parametrized over every book implementation."""
+"""Shared fixtures: a factory of books, parametrized over every book implementation.
+
+``memory`` is the reference book in one process; ``redis`` is RedisBook on the real
+Redis (127.0.0.1:6379, db 10, a fresh namespace per test, cleaned up afterwards);
+``fakeredis`` is RedisBook on an embedded fakeredis server with Lua.
+"""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import fakeredis
 import pytest
+import redis
 
-from asyncbook import AsyncBook, MemoryBook
+from asyncbook import AsyncBook, MemoryBook, RedisBook
 
 BookFactory = Callable[..., AsyncBook]
 
-BOOK_KINDS = ["memory"]
+REDIS_URL = os.environ.get("ASYNCBOOK_TEST_REDIS_URL", "redis://127.0.0.1:6379/10")
+BOOK_KINDS = ["memory", "redis", "fakeredis"]
+
+
+def redis_client() -> redis.Redis:
+    """A client on the test Redis; fails the test when Redis does not answer."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError as error:  # pragma: no cover - environment problem
+        pytest.fail(f"Redis at {REDIS_URL} does not answer ({error}); .ci/run starts one")
+    return client
+
+
+def delete_namespace(client: Any, namespace: str) -> None:
+    """Remove every key of one namespace (its keys share the hash tag {namespace})."""
+    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
+    for start in range(0, len(keys), 500):
+        client.delete(*keys[start : start + 500])
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A namespace no other test uses."""
+    return f"test-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture(params=BOOK_KINDS)
-def make_book(request: pytest.FixtureRequest) -> Iterator[BookFactory]:
+def make_book(request: pytest.FixtureRequest, namespace: str) -> Iterator[BookFactory]:
     """Build books of one kind; each test gets its own, cleaned up afterwards."""
     kind = request.param
     if kind == "memory":
 
-        def factory(**kwargs: Any) -> AsyncBook:
+        def memory_factory(**kwargs: Any) -> AsyncBook:
             return MemoryBook(**kwargs)
 
-        yield factory
+        yield memory_factory
         return
-    raise AssertionError(f"unknown book kind {kind}")
+    if kind == "redis":
+        client: Any = redis_client()
+    else:
+        client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+
+    def redis_factory(**kwargs: Any) -> AsyncBook:
+        return RedisBook(client, namespace=namespace, **kwargs)
+
+    yield redis_factory
+    delete_namespace(client, namespace)
+    client.close()
 
 
 @pytest.fixture

@@ -1,0 +1,95 @@
+"""The Redis key schema, in one place.
+
+Every key of a namespace carries the hash tag ``{namespace}``, so all of a book's keys
+live in one Redis Cluster slot: every script touches one slot, and callback ids and
+idempotency keys stay global and exact on a single Redis and on a Cluster alike.
+Ids follow a fixed per-kind prefix and are escaped (``%``, ``{``, ``}``), so different
+ids never share a key and no id can move a key into another slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import invalid
+
+__all__ = ["STATE_NAMES", "KeySchema", "escape_id"]
+
+STATE_NAMES = ("queued", "running", "succeeded", "failed", "expired")
+
+
+def escape_id(value: str) -> str:
+    """Injective, brace-free spelling of an id for use inside a key."""
+    return value.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+@dataclass(frozen=True)
+class KeySchema:
+    """Names of every key and channel a book uses under one namespace."""
+
+    namespace: str
+
+    def __post_init__(self) -> None:
+        ns = self.namespace
+        if not isinstance(ns, str) or not ns or any(c in ns for c in "{}") or ns.isspace():
+            raise invalid("namespace must be a non-empty string without braces", field="namespace")
+
+    @property
+    def tag(self) -> str:
+        """The hash tag shared by every key of the namespace."""
+        return "{" + self.namespace + "}"
+
+    def task(self, task_id: str) -> str:
+        """Hash with a task's fields."""
+        return f"{self.tag}:t:{escape_id(task_id)}"
+
+    def history(self, task_id: str) -> str:
+        """List of a task's history entries (JSON), index i holding version i + 1."""
+        return f"{self.tag}:h:{escape_id(task_id)}"
+
+    def callback(self, callback_id: str) -> str:
+        """Marker that a callback id was applied."""
+        return f"{self.tag}:c:{escape_id(callback_id)}"
+
+    def delivery(self, idempotency_key: str) -> str:
+        """A delivery receipt (JSON) under its idempotency key."""
+        return f"{self.tag}:d:{escape_id(idempotency_key)}"
+
+    def state_index(self, state: str) -> str:
+        """Sorted set of the task ids in one state, scored by creation order."""
+        return f"{self.tag}:idx:{state}"
+
+    @property
+    def state_indexes(self) -> list[str]:
+        """The five state indexes, in ``STATE_NAMES`` order."""
+        return [self.state_index(state) for state in STATE_NAMES]
+
+    @property
+    def all_index(self) -> str:
+        """Sorted set of every task id, scored by creation order."""
+        return f"{self.tag}:idx:all"
+
+    @property
+    def sequence(self) -> str:
+        """Counter giving each created task its creation order."""
+        return f"{self.tag}:seq"
+
+    @property
+    def deadlines(self) -> str:
+        """Sorted set of live task ids by deadline (``expiresAtMs``): the sweep's work list."""
+        return f"{self.tag}:deadlines"
+
+    @property
+    def ended(self) -> str:
+        """Sorted set of ended task ids by end time (server ms), for pruning the indexes."""
+        return f"{self.tag}:ended"
+
+    @property
+    def outbox(self) -> str:
+        """Stream of notifications, one per terminal state."""
+        return f"{self.tag}:outbox"
+
+    @property
+    def changes_channel(self) -> str:
+        """Pub/sub channel announcing every change: JSON taskId, version, state, progress."""
+        return f"{self.tag}:changes"

@@ -1,0 +1,156 @@
+-- apply: one event on one task, atomically: callback de-duplication, the transition,
+-- history, indexes, retention, the outbox and the change feed.
+-- KEYS: 1 task hash, 2 history list, 3 callback marker, 4 deadlines, 5 ended, 6 outbox,
+--       7..11 state indexes (queued, running, succeeded, failed, expired)
+-- ARGV: 1 task id, 2 callback given (1/0), 3 event shape valid (1/0),
+--       4 type: start | progress | succeed | fail | expire | deadline (expire at the deadline),
+--       5 atMs (JSON number text; '' when not a finite number), 6 event JSON,
+--       7 progress ('' when not a finite number), 8 retryable (1/0),
+--       9 resultRef JSON, 10 resultHash JSON, 11 resultRef blank (1/0), 12 resultHash blank (1/0),
+--       13 error JSON, 14 retention ms ('' keeps forever), 15 changes channel
+-- Returns: {'!unknown'} | {'!shape'} | {'!invalid', field, message}
+--          | {reason, flags, taskJSON}: flags is four 0/1 characters,
+--            changed, duplicate, notify, duplicateCallback
+
+local t = load_task(KEYS[1])
+if not t then
+  return {'!unknown'}
+end
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'duplicate-callback', '0101', render_task(t, KEYS[2], true)}
+end
+if ARGV[3] ~= '1' then
+  return {'!shape'}
+end
+
+local kind, at_text, event_json = ARGV[4], ARGV[5], ARGV[6]
+if kind == 'deadline' then
+  kind, at_text = 'expire', t.exp
+end
+local at = tonumber(at_text)
+if not at or at < 0 then
+  return {'!invalid', 'event.atMs', 'event.atMs must be a non-negative number'}
+end
+
+local reason, changed, duplicate, notify = nil, false, false, false
+local old_state, entry = t.st, nil
+
+local function unchanged(why, dup)
+  reason, duplicate = why, dup or false
+end
+local function advance(json, patch)
+  t.ver = t.ver + 1
+  entry = '{"version":' .. tostring(t.ver) .. ',"event":' .. json .. '}'
+  for field, value in pairs(patch) do
+    t[field] = value
+  end
+  changed = true
+end
+local function expire_task()
+  if TERMINAL[t.st] then
+    if t.st == 'expired' then unchanged('duplicate-expire', true) else unchanged('terminal-conflict') end
+    return
+  end
+  advance('{"type":"expire","atMs":' .. t.exp .. '}', {st = 'expired'})
+  reason, notify = 'expired', true
+end
+
+if TERMINAL[t.st] then
+  if kind == 'succeed' and t.st == 'succeeded' and t.rh == ARGV[10] then
+    unchanged('duplicate-result', true)
+  elseif kind == 'expire' and t.st == 'expired' then
+    unchanged('duplicate-expire', true)
+  else
+    unchanged('terminal-conflict')
+  end
+elseif kind == 'expire' or at >= tonumber(t.exp) then
+  expire_task()
+elseif kind == 'start' then
+  if t.st == 'running' then
+    unchanged('already-running', true)
+  elseif t.st ~= 'queued' or t.att >= t.max then
+    unchanged('not-startable')
+  else
+    advance(event_json, {st = 'running', att = t.att + 1, prog = 0})
+    reason = 'started'
+  end
+elseif kind == 'progress' then
+  if t.st ~= 'running' then
+    unchanged('not-running')
+  else
+    local p = tonumber(ARGV[7])
+    if not p or p < 0 or p ~= math.floor(p) then
+      return {'!invalid', 'progress', 'progress must be an integer >= 0'}
+    end
+    if p > 100 then
+      return {'!invalid', 'progress', 'progress must not exceed 100'}
+    end
+    if p < t.prog then
+      unchanged('stale-progress')
+    elseif p == t.prog then
+      unchanged('duplicate-progress', true)
+    else
+      advance(event_json, {prog = p})
+      reason = 'progress'
+    end
+  end
+elseif t.st ~= 'running' then
+  unchanged('not-running')
+elseif kind == 'succeed' then
+  if ARGV[11] == '1' then
+    return {'!invalid', 'resultRef', 'resultRef must not be empty'}
+  end
+  if ARGV[12] == '1' then
+    return {'!invalid', 'resultHash', 'resultHash must not be empty'}
+  end
+  advance(event_json, {st = 'succeeded', prog = 100, ref = ARGV[9], rh = ARGV[10]})
+  reason, notify = 'succeeded', true
+elseif ARGV[8] == '1' and t.att < t.max then
+  advance(event_json, {st = 'queued', prog = 0, err = ARGV[13]})
+  reason = 'requeued'
+else
+  advance(event_json, {st = 'failed', err = ARGV[13]})
+  reason, notify = 'failed', true
+end
+
+local retention = tonumber(ARGV[14])
+local now = nil
+if changed then
+  redis.call('RPUSH', KEYS[2], entry)
+  redis.call('HSET', KEYS[1], 'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog),
+    'ver', tostring(t.ver))
+  if t.ref then redis.call('HSET', KEYS[1], 'ref', t.ref, 'rh', t.rh) end
+  if t.err then redis.call('HSET', KEYS[1], 'err', t.err) end
+  if t.st ~= old_state then
+    redis.call('ZREM', KEYS[6 + STATE_SLOT[old_state]], ARGV[1])
+    redis.call('ZADD', KEYS[6 + STATE_SLOT[t.st]], t.seq, ARGV[1])
+  end
+  if TERMINAL[t.st] then
+    now = server_ms()
+    redis.call('ZREM', KEYS[4], ARGV[1])
+    redis.call('ZADD', KEYS[5], now, ARGV[1])
+    if retention then
+      redis.call('PEXPIRE', KEYS[1], retention)
+      redis.call('PEXPIRE', KEYS[2], retention)
+    end
+  end
+  announce(ARGV[15], t)
+end
+if ARGV[2] == '1' then
+  redis.call('SET', KEYS[3], '1')
+  if retention then
+    -- Kept until the task's records go: it ends by its deadline at the latest.
+    now = now or server_ms()
+    redis.call('PEXPIREAT', KEYS[3], math.max(tonumber(t.exp), now) + retention)
+  end
+end
+if notify then
+  local fields = {'taskId', ARGV[1], 'state', t.st, 'atMs', at_text, 'version', tostring(t.ver)}
+  if retention then
+    redis.call('XADD', KEYS[6], 'MINID', '~', tostring(math.max(now - retention, 0)), '*', unpack(fields))
+  else
+    redis.call('XADD', KEYS[6], '*', unpack(fields))
+  end
+end
+local flags = (changed and '1' or '0') .. (duplicate and '1' or '0') .. (notify and '1' or '0') .. '0'
+return {reason, flags, render_task(t, KEYS[2], true)}

@@ -1,0 +1,17 @@
+-- drain: take every pending notification out of the outbox.
+-- KEYS: 1 outbox stream
+-- Returns: a flat list: taskId, state, atMs, taskId, state, atMs, ... in outbox order
+
+local out = {}
+for _, item in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
+  local fields = {}
+  local kv = item[2]
+  for i = 1, #kv, 2 do
+    fields[kv[i]] = kv[i + 1]
+  end
+  out[#out + 1] = fields.taskId
+  out[#out + 1] = fields.state
+  out[#out + 1] = fields.atMs
+end
+redis.call('XTRIM', KEYS[1], 'MAXLEN', 0)
+return out

@@ -1,0 +1,529 @@
+"""``RedisBook``: the durable book, one atomic Lua call per change.
+
+Follows SPEC.md exactly as ``MemoryBook`` does (a differential test holds them to the
+same results). Event shapes are checked in Python; every rule that reads stored state
+runs inside the script, in the reference's order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from redis.exceptions import NoScriptError, ResponseError
+
+from .book import ApplyItem, EventInput
+from .checks import (
+    require_integer,
+    require_limit,
+    require_non_negative,
+    require_optional_string,
+    require_page_cursor,
+    require_state,
+    require_string,
+    require_text,
+)
+from .connection import DEFAULT_REDIS_URL, connect
+from .errors import AsyncBookError, UnknownTaskError, invalid
+from .jsrules import is_blank, is_finite_number
+from .keys import STATE_NAMES, KeySchema
+from .machine import create_async_task
+from .memory import sort_notifications
+from .models import (
+    AsyncEvent,
+    AsyncState,
+    AsyncTask,
+    AsyncTransition,
+    CallbackResult,
+    DeliveryReceipt,
+    DeliveryResult,
+    ExpireEvent,
+    FailEvent,
+    HistoryEntry,
+    Notification,
+    ProgressEvent,
+    ResumeResult,
+    StartEvent,
+    SucceedEvent,
+    TaskPage,
+    parse_event,
+)
+from .scripts import BookScripts
+
+__all__ = ["RedisBook"]
+
+_DEFAULT_RETENTION = timedelta(hours=24)
+
+
+def _dumps(value: Any, field: str) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid(f"{field} must be valid Unicode text", field=field) from None
+    return text
+
+
+def _number_text(value: Any) -> str:
+    """JSON text of a finite number; '' for anything the script must refuse."""
+    return json.dumps(value) if is_finite_number(value) else ""
+
+
+def _utf8(value: str, field: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid(f"{field} must be valid Unicode text", field=field) from None
+    return value
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+
+
+def _event_args(event: AsyncEvent) -> list[str]:
+    """ARGV 4..13 of apply.lua for a well-shaped event."""
+    at = _number_text(event.at_ms)
+    event_json = _dumps(event.model_dump(mode="json", by_alias=True), "event") if at else ""
+    progress = ref = digest = error = ""
+    retryable = ref_blank = digest_blank = "0"
+    if isinstance(event, ProgressEvent):
+        progress = _number_text(event.progress)
+        if not progress:
+            event_json = ""
+    elif isinstance(event, SucceedEvent):
+        ref, digest = (
+            _dumps(event.result_ref, "event.resultRef"),
+            _dumps(event.result_hash, "event.resultHash"),
+        )
+        ref_blank = "1" if is_blank(event.result_ref) else "0"
+        digest_blank = "1" if is_blank(event.result_hash) else "0"
+    elif isinstance(event, FailEvent):
+        retryable = "1" if event.retryable else "0"
+        error = _dumps(event.error, "event.error")
+    elif isinstance(event, StartEvent):
+        _dumps(event.worker, "event.worker")
+    return [
+        event.type,
+        at,
+        event_json,
+        progress,
+        retryable,
+        ref,
+        digest,
+        ref_blank,
+        digest_blank,
+        error,
+    ]
+
+
+def _coerce(event: EventInput) -> tuple[AsyncEvent | None, AsyncBookError | None]:
+    if isinstance(event, StartEvent | ProgressEvent | SucceedEvent | FailEvent | ExpireEvent):
+        return event, None
+    try:
+        return parse_event(event), None
+    except AsyncBookError as error:
+        return None, error
+
+
+class RedisBook:
+    """A book in Redis: durable, shared by workers, beat and the status server."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        namespace: str = "asyncbook",
+        retention_versions: int = 8,
+        retention: timedelta | None = _DEFAULT_RETENTION,
+    ) -> None:
+        self.client = client
+        self.keys = KeySchema(namespace)
+        self.namespace = namespace
+        self.retention_versions = require_integer(retention_versions, "retention_versions")
+        if retention is not None and (
+            not isinstance(retention, timedelta) or retention <= timedelta(0)
+        ):
+            raise invalid("retention must be a positive timedelta or None", field="retention")
+        self.retention = retention
+        self._retention_ms = (
+            "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
+        )
+        self._scripts = BookScripts.register(client)
+        self._groups: set[str] = set()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str = DEFAULT_REDIS_URL,
+        *,
+        namespace: str = "asyncbook",
+        retention_versions: int = 8,
+        retention: timedelta | None = _DEFAULT_RETENTION,
+    ) -> RedisBook:
+        """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://)."""
+        return cls(
+            connect(url),
+            namespace=namespace,
+            retention_versions=retention_versions,
+            retention=retention,
+        )
+
+    # -- creating and reading -------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        id: str,
+        now_ms: int | float,
+        ttl_ms: int | float,
+        max_attempts: int,
+        exist_ok: bool = False,
+    ) -> AsyncTask:
+        """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``."""
+        task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
+        k = self.keys
+        reply = self._scripts.create(
+            keys=[
+                k.task(id),
+                k.history(id),
+                k.all_index,
+                k.state_index("queued"),
+                k.deadlines,
+                k.sequence,
+                k.ended,
+            ],
+            args=[
+                _utf8(id, "id"),
+                _dumps(id, "id"),
+                _number_text(task.expires_at_ms),
+                str(task.max_attempts),
+                "1" if exist_ok else "0",
+                k.changes_channel,
+            ],
+        )
+        status = _text(reply[0])
+        if status == "!conflict":
+            raise AsyncBookError("conflict", f"async-task: task {id!r} exists", field="id")
+        if status == "exists":
+            return AsyncTask.model_validate_json(reply[1])
+        return task
+
+    def get(self, id: str) -> AsyncTask | None:
+        """The stored task with its history, or None."""
+        task_id = _utf8(require_string(id, "id"), "id")
+        reply = self._scripts.get(keys=[self.keys.task(task_id), self.keys.history(task_id)])
+        return None if reply is None else AsyncTask.model_validate_json(reply)
+
+    # -- applying events ---------------------------------------------------------------
+
+    def _apply_call(
+        self, task_id: Any, event: EventInput | None, callback_id: Any
+    ) -> tuple[list[str], list[str], AsyncBookError | None]:
+        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        callback = require_optional_string(callback_id, "callbackId")
+        k = self.keys
+        if event is None:
+            event_args, shape_error = ["deadline", "", "", "", "0", "", "", "0", "0", ""], None
+        else:
+            parsed, shape_error = _coerce(event)
+            event_args = ["", "", "", "", "0", "", "", "0", "0", ""]
+            if parsed is not None:
+                try:
+                    event_args = _event_args(parsed)
+                except AsyncBookError as error:
+                    shape_error = error
+        keys = [
+            k.task(task_id),
+            k.history(task_id),
+            k.callback(_utf8(callback, "callbackId")) if callback is not None else k.callback(""),
+            k.deadlines,
+            k.ended,
+            k.outbox,
+            *k.state_indexes,
+        ]
+        args = [
+            task_id,
+            "0" if callback is None else "1",
+            "0" if shape_error else "1",
+            *event_args,
+            self._retention_ms,
+            k.changes_channel,
+        ]
+        return keys, args, shape_error
+
+    @staticmethod
+    def _apply_result(
+        task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
+    ) -> CallbackResult:
+        status = _text(reply[0])
+        if status == "!unknown":
+            raise UnknownTaskError(task_id)
+        if status == "!shape":
+            assert shape_error is not None
+            raise shape_error
+        if status == "!invalid":
+            field, message = _text(reply[1]), _text(reply[2])
+            raise invalid(message, field=field)
+        flags = _text(reply[1])
+        return CallbackResult(
+            task=AsyncTask.model_validate_json(reply[2]),
+            changed=flags[0] == "1",
+            duplicate=flags[1] == "1",
+            notify=flags[2] == "1",
+            reason=status,
+            duplicate_callback=flags[3] == "1",
+        )
+
+    def apply(
+        self, task_id: str, event: EventInput, callback_id: str | None = None
+    ) -> CallbackResult:
+        """Apply one event; a callback id already recorded changes nothing."""
+        keys, args, shape_error = self._apply_call(task_id, event, callback_id)
+        return self._apply_result(task_id, self._scripts.apply(keys=keys, args=args), shape_error)
+
+    def expire(self, task_id: str) -> AsyncTransition:
+        """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
+        keys, args, _ = self._apply_call(task_id, None, None)
+        result = self._apply_result(task_id, self._scripts.apply(keys=keys, args=args), None)
+        return _transition(result)
+
+    def apply_many(self, items: Iterable[ApplyItem]) -> list[CallbackResult | AsyncBookError]:
+        """Apply many events in one pipelined round trip, each atomic on its own."""
+        return self._run_many([(task_id, event, cb) for task_id, event, cb in items])
+
+    def expire_many(self, task_ids: Iterable[str]) -> list[AsyncTransition | AsyncBookError]:
+        """Expire many tasks at their deadlines in one pipelined round trip."""
+        results = self._run_many([(task_id, None, None) for task_id in task_ids])
+        return [r if isinstance(r, AsyncBookError) else _transition(r) for r in results]
+
+    def _run_many(
+        self, items: list[tuple[Any, EventInput | None, Any]]
+    ) -> list[CallbackResult | AsyncBookError]:
+        results: list[CallbackResult | AsyncBookError | None] = [None] * len(items)
+        calls: list[tuple[int, list[str], list[str], AsyncBookError | None]] = []
+        for index, (task_id, event, callback_id) in enumerate(items):
+            try:
+                calls.append((index, *self._apply_call(task_id, event, callback_id)))
+            except AsyncBookError as error:
+                results[index] = error
+        script = self._scripts.apply
+        pending = calls
+        for _ in range(3):
+            if not pending:
+                break
+            pipe = self.client.pipeline(transaction=False)
+            for _index, keys, args, _error in pending:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            replies = pipe.execute(raise_on_error=False)
+            retry = []
+            for call, reply in zip(pending, replies, strict=True):
+                index, _keys, args, shape_error = call
+                if isinstance(reply, NoScriptError):
+                    retry.append(call)
+                    continue
+                if isinstance(reply, ResponseError):
+                    raise reply
+                try:
+                    results[index] = self._apply_result(args[0], reply, shape_error)
+                except AsyncBookError as error:
+                    results[index] = error
+            if retry:
+                script.sha = self.client.script_load(script.script)
+            pending = retry
+        if pending:
+            raise NoScriptError("apply script could not be loaded")
+        return [r for r in results if r is not None]
+
+    # -- reconnecting and delivering ----------------------------------------------------
+
+    def resume(self, task_id: str, cursor_version: int, *, full_task: bool = True) -> ResumeResult:
+        """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.
+
+        With ``full_task=False`` a caught-up or delta answer carries the task without its
+        history, so it costs O(events returned) however long the history is.
+        """
+        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        keys = [self.keys.task(task_id), self.keys.history(task_id)]
+        try:
+            cursor = require_integer(cursor_version, "cursorVersion")
+        except AsyncBookError:
+            if not self.client.exists(keys[0]):
+                raise UnknownTaskError(task_id) from None
+            raise
+        reply = self._scripts.resume(
+            keys=keys, args=[cursor, self.retention_versions, "1" if full_task else "0"]
+        )
+        mode = _text(reply[0])
+        if mode == "!unknown":
+            raise UnknownTaskError(task_id)
+        task = AsyncTask.model_validate_json(reply[1])
+        events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
+        return ResumeResult(mode=mode, events=events, task=task)
+
+    def deliver_result(
+        self, task_id: str, idempotency_key: str, now_ms: int | float
+    ) -> DeliveryResult:
+        """Hand the result over once per idempotency key."""
+        key = _utf8(require_text(idempotency_key, "idempotencyKey"), "idempotencyKey")
+        now = require_non_negative(now_ms, "nowMs")
+        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        reply = self._scripts.deliver(
+            keys=[self.keys.delivery(key), self.keys.task(task_id)],
+            args=[_dumps(key, "idempotencyKey"), _number_text(now), self._retention_ms],
+        )
+        status = _text(reply[0])
+        if status == "!unknown":
+            raise UnknownTaskError(task_id)
+        if status == "not-succeeded":
+            return DeliveryResult(ok=False, duplicate=False, reason="not-succeeded")
+        receipt = DeliveryReceipt.model_validate_json(reply[1])
+        if status == "delivered":
+            return DeliveryResult(ok=True, duplicate=False, reason="delivered", receipt=receipt)
+        if receipt.task_id == task_id:
+            return DeliveryResult(
+                ok=True, duplicate=True, reason="duplicate-delivery", receipt=receipt
+            )
+        return DeliveryResult(
+            ok=False, duplicate=True, reason="key-reused-for-other-task", receipt=receipt
+        )
+
+    # -- notifications ------------------------------------------------------------------
+
+    def drain_notifications(self) -> list[Notification]:
+        """Every pending notification, sorted by task id then time; empties the outbox."""
+        flat = [_text(item) for item in self._scripts.drain(keys=[self.keys.outbox])]
+        notes = [
+            Notification(
+                task_id=flat[i], state=AsyncState(flat[i + 1]), at_ms=json.loads(flat[i + 2])
+            )
+            for i in range(0, len(flat), 3)
+        ]
+        return sort_notifications(notes)
+
+    def consume_notifications(
+        self,
+        group: str,
+        consumer: str,
+        count: int = 100,
+        block_ms: int | None = None,
+        min_idle_ms: int = 60_000,
+    ) -> list[tuple[str, Notification]]:
+        """Read notifications at least once: acknowledge each with ``ack`` when handled.
+
+        Entries another consumer read but never acknowledged for ``min_idle_ms`` are
+        claimed first; then new entries. The group is created on first use.
+        """
+        group = require_text(group, "group")
+        consumer = require_text(consumer, "consumer")
+        limit = require_limit(count, "count")
+        idle = require_integer(min_idle_ms, "min_idle_ms")
+        block = None if block_ms is None else require_integer(block_ms, "block_ms")
+        self._ensure_group(group)
+        outbox = self.keys.outbox
+        claimed = self.client.xautoclaim(outbox, group, consumer, idle, "0-0", count=limit)
+        entries = list(claimed[1])
+        if len(entries) < limit:
+            fresh = self.client.xreadgroup(
+                group,
+                consumer,
+                {outbox: ">"},
+                count=limit - len(entries),
+                block=None if entries else block,
+            )
+            for _stream, items in fresh or []:
+                entries.extend(items)
+        return [
+            (_text(entry_id), _entry_notification(fields)) for entry_id, fields in entries if fields
+        ]
+
+    def ack(self, group: str, *entry_ids: str) -> int:
+        """Acknowledge handled notifications; returns how many were pending."""
+        if not entry_ids:
+            return 0
+        return int(self.client.xack(self.keys.outbox, require_text(group, "group"), *entry_ids))
+
+    def _ensure_group(self, group: str) -> None:
+        if group in self._groups:
+            return
+        try:
+            self.client.xgroup_create(self.keys.outbox, group, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+        self._groups.add(group)
+
+    # -- indexes ------------------------------------------------------------------------
+
+    def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
+        """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
+        now = require_non_negative(now_ms, "nowMs")
+        count = require_limit(limit, maximum=1_000_000)
+        ids = self.client.zrangebyscore(self.keys.deadlines, "-inf", now, start=0, num=count)
+        return [_text(task_id) for task_id in ids]
+
+    def list_tasks(
+        self, state: str | None = None, limit: int = 50, after: str | None = None
+    ) -> TaskPage:
+        """Tasks, newest first, optionally in one state; ``after`` continues a page."""
+        wanted = require_state(state)
+        count = require_limit(limit)
+        cursor = require_page_cursor(after)
+        index = self.keys.all_index if wanted is None else self.keys.state_index(wanted)
+        top = "+inf" if cursor is None else f"({cursor}"
+        rows = self.client.zrevrangebyscore(
+            index, top, "-inf", start=0, num=count + 1, withscores=True
+        )
+        more = len(rows) > count
+        rows = rows[:count]
+        if not rows:
+            return TaskPage(tasks=())
+        keys: list[str] = []
+        for raw_id, _score in rows:
+            task_id = _text(raw_id)
+            keys += [self.keys.task(task_id), self.keys.history(task_id)]
+        found = self._scripts.get_many(keys=keys)
+        tasks = tuple(AsyncTask.model_validate_json(raw) for raw in found if raw)
+        next_after = str(int(rows[-1][1])) if more else None
+        return TaskPage(tasks=tasks, next_after=next_after)
+
+    def count_by_state(self) -> dict[str, int]:
+        """How many tasks each state index holds (one pipelined round trip)."""
+        pipe = self.client.pipeline(transaction=False)
+        for key in self.keys.state_indexes:
+            pipe.zcard(key)
+        return dict(zip(STATE_NAMES, (int(n) for n in pipe.execute()), strict=True))
+
+    def prune(self, limit: int = 1000) -> int:
+        """Drop ended tasks past retention from the listing indexes; returns how many."""
+        if self.retention is None:
+            return 0
+        k = self.keys
+        return int(
+            self._scripts.prune(
+                keys=[k.ended, k.all_index, *k.state_indexes[2:]],
+                args=[self._retention_ms, require_limit(limit, maximum=1_000_000)],
+            )
+        )
+
+
+def _transition(result: CallbackResult) -> AsyncTransition:
+    return AsyncTransition(
+        task=result.task,
+        changed=result.changed,
+        duplicate=result.duplicate,
+        notify=result.notify,
+        reason=result.reason,
+    )
+
+
+def _entry_notification(fields: dict[bytes | str, bytes | str]) -> Notification:
+    values = {_text(key): _text(value) for key, value in fields.items()}
+    return Notification(
+        task_id=values["taskId"],
+        state=AsyncState(values["state"]),
+        at_ms=json.loads(values["atMs"]),
+    )
