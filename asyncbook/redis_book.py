@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from .book import ApplyItem, EventInput
@@ -315,7 +316,8 @@ class RedisBook:
         for _ in range(3):
             if not pending:
                 break
-            pipe = self.client.pipeline(transaction=False)
+            node = self._slot_client()
+            pipe = node.pipeline(transaction=False)
             for _index, keys, args, _error in pending:
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
             replies = pipe.execute(raise_on_error=False)
@@ -332,11 +334,22 @@ class RedisBook:
                 except AsyncBookError as error:
                     results[index] = error
             if retry:
-                script.sha = self.client.script_load(script.script)
+                script.sha = node.script_load(script.script)
             pending = retry
         if pending:
             raise NoScriptError("apply script could not be loaded")
         return [r for r in results if r is not None]
+
+    def _slot_client(self) -> Any:
+        """A client for pipelines: on a Cluster, the node owning the book's one slot.
+
+        redis-py refuses EVALSHA in cluster pipelines; every key of a book shares one hash
+        tag, so a plain pipeline on that node is exact.
+        """
+        if isinstance(self.client, RedisCluster):
+            cluster: Any = self.client
+            return cluster.get_node_from_key(self.keys.tag).redis_connection
+        return self.client
 
     # -- reconnecting and delivering ----------------------------------------------------
 
@@ -492,7 +505,7 @@ class RedisBook:
 
     def count_by_state(self) -> dict[str, int]:
         """How many tasks each state index holds (one pipelined round trip)."""
-        pipe = self.client.pipeline(transaction=False)
+        pipe = self._slot_client().pipeline(transaction=False)
         for key in self.keys.state_indexes:
             pipe.zcard(key)
         return dict(zip(STATE_NAMES, (int(n) for n in pipe.execute()), strict=True))

@@ -2,7 +2,8 @@
 
 ``memory`` is the reference book in one process; ``redis`` is RedisBook on the real
 Redis (127.0.0.1:6379, db 10, a fresh namespace per test, cleaned up afterwards);
-``fakeredis`` is RedisBook on an embedded fakeredis server with Lua.
+``fakeredis`` is RedisBook on an embedded fakeredis server with Lua; ``cluster`` is
+RedisBook on a 3-master Redis Cluster started on loopback ports for the session.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import pytest
 import redis
 
 from asyncbook import AsyncBook, MemoryBook, RedisBook
+from asyncbook.connection import connect
+
+from .cluster import local_cluster, require_binaries
 
 BookFactory = Callable[..., AsyncBook]
 
 REDIS_URL = os.environ.get("ASYNCBOOK_TEST_REDIS_URL", "redis://127.0.0.1:6379/10")
-BOOK_KINDS = ["memory", "redis", "fakeredis"]
+BOOK_KINDS = ["memory", "redis", "fakeredis", "cluster"]
 
 
 def redis_client() -> redis.Redis:
@@ -39,6 +43,14 @@ def delete_namespace(client: Any, namespace: str) -> None:
     keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
     for start in range(0, len(keys), 500):
         client.delete(*keys[start : start + 500])
+
+
+@pytest.fixture(scope="session")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a local 3-master Redis Cluster, up for the whole session."""
+    require_binaries()
+    with local_cluster(tmp_path_factory.mktemp("cluster")) as ports:
+        yield f"redis+cluster://127.0.0.1:{ports[0]}"
 
 
 @pytest.fixture
@@ -60,6 +72,8 @@ def make_book(request: pytest.FixtureRequest, namespace: str) -> Iterator[BookFa
         return
     if kind == "redis":
         client: Any = redis_client()
+    elif kind == "cluster":
+        client = connect(request.getfixturevalue("cluster_url"))
     else:
         client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
 

@@ -1,0 +1,106 @@
+"""A throwaway 3-master Redis Cluster on loopback ports, stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+
+
+def _free_base_port() -> int:
+    """A port p such that p..p+2 and their bus ports p+10000.. are free."""
+    for base in range(21000, 25000, 7):
+        ports = [base + i for i in range(3)] + [base + 10000 + i for i in range(3)]
+        if all(_is_free(port) for port in ports):
+            return base
+    raise RuntimeError("no free ports for a local Redis Cluster")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def require_binaries() -> None:
+    """Skip when redis-server/redis-cli are truly absent; never in CI."""
+    missing = [name for name in ("redis-server", "redis-cli") if shutil.which(name) is None]
+    if missing:
+        reason = f"{', '.join(missing)} not installed: the Redis Cluster tests cannot run"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@contextmanager
+def local_cluster(folder: Path) -> Iterator[list[int]]:
+    """Start three cluster-enabled masters, join them, yield their ports, stop them."""
+    base = _free_base_port()
+    ports = [base, base + 1, base + 2]
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        for port in ports:
+            node = folder / str(port)
+            node.mkdir()
+            processes.append(
+                subprocess.Popen(
+                    [
+                        "redis-server",
+                        "--port", str(port),
+                        "--bind", "127.0.0.1",
+                        "--cluster-enabled", "yes",
+                        "--cluster-config-file", "nodes.conf",
+                        "--cluster-node-timeout", "5000",
+                        "--save", "",
+                        "--appendonly", "no",
+                        "--dir", str(node),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )  # fmt: skip
+        for port in ports:
+            _wait(lambda port=port: redis.Redis(port=port).ping())
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+        for port in ports:
+            _wait(lambda port=port: redis.Redis(port=port).cluster("info")["cluster_state"] == "ok")
+        yield ports
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _wait(check: object, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if check():  # type: ignore[operator]
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError("the local Redis Cluster did not come up")
+        time.sleep(0.1)
