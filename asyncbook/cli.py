@@ -1,0 +1,384 @@
+"""The ``asyncbook`` command: look tasks up, watch them, sweep, serve the status page.
+
+Exit codes: 0 ok, 1 not found (or refused: nothing to deliver, key used elsewhere, Redis
+unreachable), 2 usage error (bad option or argument).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import click
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+from .connection import DEFAULT_REDIS_URL
+from .errors import AsyncBookError, UnknownTaskError
+from .keys import STATE_NAMES
+from .models import AsyncTask, to_wire
+from .redis_book import RedisBook
+from .watch import Message, follow_task, task_summary
+
+__all__ = ["cli", "main"]
+
+EXIT_NOT_FOUND = 1
+EXIT_USAGE = 2
+
+
+@dataclass
+class Settings:
+    """What the group's options say; the book is built on first use."""
+
+    redis_url: str = DEFAULT_REDIS_URL
+    namespace: str = "asyncbook"
+    _book: RedisBook | None = field(default=None, repr=False)
+
+    @property
+    def book(self) -> RedisBook:
+        """The book at ``redis_url`` under ``namespace``."""
+        if self._book is None:
+            try:
+                self._book = RedisBook.from_url(self.redis_url, namespace=self.namespace)
+            except AsyncBookError as error:
+                raise click.BadParameter(error.message, param_hint="--redis-url") from None
+        return self._book
+
+
+def _fail(message: str, code: int = EXIT_NOT_FOUND) -> NoReturn:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Map the book's errors to exit codes: unknown task 1, bad input 2, Redis down 1."""
+    try:
+        yield
+    except UnknownTaskError as error:
+        _fail(f"no task {error.task_id!r}", EXIT_NOT_FOUND)
+    except AsyncBookError as error:
+        _fail(error.message, EXIT_USAGE)
+    except (RedisConnectionError, RedisTimeoutError) as error:
+        _fail(f"cannot reach Redis: {error}", EXIT_NOT_FOUND)
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False))
+
+
+def _console() -> Console:
+    return Console(soft_wrap=True, highlight=False)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--redis-url",
+    envvar="ASYNCBOOK_REDIS_URL",
+    default=DEFAULT_REDIS_URL,
+    show_default=True,
+    help="The book's Redis (env ASYNCBOOK_REDIS_URL).",
+)
+@click.option(
+    "--namespace",
+    envvar="ASYNCBOOK_NAMESPACE",
+    default="asyncbook",
+    show_default=True,
+    help="The book's key namespace (env ASYNCBOOK_NAMESPACE).",
+)
+@click.version_option(package_name="asyncbook")
+@click.pass_context
+def cli(ctx: click.Context, redis_url: str, namespace: str) -> None:
+    """Look up, watch and serve the tasks asyncbook keeps in Redis."""
+    ctx.obj = Settings(redis_url=redis_url, namespace=namespace)
+
+
+def _task_or_exit(settings: Settings, task_id: str) -> AsyncTask:
+    with _errors():
+        task = settings.book.get(task_id)
+    if task is None:
+        _fail(f"no task {task_id!r}")
+    return task
+
+
+def _summary_table(task: AsyncTask) -> Table:
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in task_summary(task).items():
+        table.add_row(key, str(value))
+    return table
+
+
+@cli.command()
+@click.argument("task_id")
+@json_option
+@click.pass_obj
+def status(settings: Settings, task_id: str, as_json: bool) -> None:
+    """Show one task (state, progress, version, attempts, result)."""
+    task = _task_or_exit(settings, task_id)
+    if as_json:
+        _emit_json(task_summary(task))
+    else:
+        _console().print(_summary_table(task))
+
+
+@cli.command("ls")
+@click.option("--state", type=click.Choice(STATE_NAMES), help="Only tasks in this state.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--after", help="Continue from a previous page's next cursor.")
+@json_option
+@click.pass_obj
+def list_tasks(
+    settings: Settings, state: str | None, limit: int, after: str | None, as_json: bool
+) -> None:
+    """List tasks, newest first."""
+    with _errors():
+        page = settings.book.list_tasks(state=state, limit=limit, after=after)
+    if as_json:
+        body: dict[str, Any] = {"tasks": [task_summary(t) for t in page.tasks]}
+        if page.next_after is not None:
+            body["nextAfter"] = page.next_after
+        _emit_json(body)
+        return
+    table = Table("id", "state", "progress", "version", "attempts")
+    for task in page.tasks:
+        attempts = f"{task.attempts}/{task.max_attempts}"
+        table.add_row(task.id, task.state.value, f"{task.progress}%", str(task.version), attempts)
+    console = _console()
+    console.print(table)
+    if page.next_after is not None:
+        console.print(f"more: --after {page.next_after}")
+
+
+@cli.command()
+@click.argument("task_id")
+@json_option
+@click.pass_obj
+def history(settings: Settings, task_id: str, as_json: bool) -> None:
+    """Show a task's history: every version and the event that made it."""
+    task = _task_or_exit(settings, task_id)
+    entries = [to_wire(entry) for entry in task.history]
+    if as_json:
+        _emit_json(entries)
+        return
+    table = Table("version", "event", "atMs", "details")
+    for entry in entries:
+        event = dict(entry["event"])
+        kind, at = event.pop("type"), event.pop("atMs")
+        table.add_row(str(entry["version"]), kind, str(at), json.dumps(event, ensure_ascii=False))
+    _console().print(table)
+
+
+@cli.command()
+@click.argument("task_id")
+@click.option("--cursor", type=click.IntRange(0), default=0, help="The last version you saw.")
+@json_option
+@click.pass_obj
+def watch(settings: Settings, task_id: str, cursor: int, as_json: bool) -> None:
+    """Follow a task until it ends: a live progress bar (or JSON lines with --json).
+
+    When the connection to Redis drops it reconnects and resumes from the last version
+    it saw, so nothing is skipped or shown twice. Exits 0 when the task succeeded.
+    """
+    book = settings.book
+    _task_or_exit(settings, task_id)
+
+    def reconnecting(error: Exception) -> None:
+        click.echo(f"connection lost ({error}); reconnecting", err=True)
+
+    if as_json:
+
+        def print_batch(batch: list[Message]) -> None:
+            for message in batch:
+                _emit_json({"event": message.event, "id": message.id, "data": message.data})
+
+        with _errors():
+            follow_task(book, task_id, print_batch, cursor=cursor, on_reconnect=reconnecting)
+        return
+
+    console = _console()
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task(task_id, total=100)
+
+        def show(batch: list[Message]) -> None:
+            for message in batch:
+                if message.event in ("task", "snapshot"):
+                    data = message.data
+                    label = f"{task_id} {data['state']} v{data['version']}"
+                    progress.update(bar, completed=data["progress"], description=label)
+                elif message.event == "change":
+                    event = message.data["event"]
+                    progress.console.print(f"v{message.data['version']} {event['type']}")
+
+        with _errors():
+            final = follow_task(book, task_id, show, cursor=cursor, on_reconnect=reconnecting)
+    if final is not None:
+        console.print(f"{task_id}: {final.state.value} at v{final.version}")
+
+
+@cli.command()
+@click.argument("task_id")
+@click.option("--key", required=True, help="The idempotency key (reuse it when retrying).")
+@json_option
+@click.pass_obj
+def deliver(settings: Settings, task_id: str, key: str, as_json: bool) -> None:
+    """Hand a task's result over once per idempotency key."""
+    with _errors():
+        result = settings.book.deliver_result(task_id, key, time.time() * 1000)
+    if result.reason == "key-reused-for-other-task":
+        _fail("this key was already used for another task")
+    if not result.ok:
+        _fail(f"task {task_id!r} has no result to deliver ({result.reason})")
+    if as_json:
+        _emit_json(to_wire(result))
+    else:
+        assert result.receipt is not None
+        click.echo(f"{result.reason}: {result.receipt.result_ref} ({result.receipt.result_hash})")
+
+
+def _sweep_once(book: RedisBook, limit: int) -> dict[str, int]:
+    """One expiry pass: the integration's sweep when installed, else overdue + expire_many."""
+    now = time.time() * 1000
+    try:
+        module = importlib.import_module("asyncbook.sweep")
+    except ImportError:
+        module = None
+    run: Callable[..., Any] | None = getattr(module, "sweep", None)
+    if run is not None:
+        report = run(book, now, batch=limit)
+        return {"expired": int(report.expired), "errors": int(report.errors)}
+    results = book.expire_many(book.overdue(now, limit))
+    expired = sum(1 for r in results if not isinstance(r, AsyncBookError) and r.changed)
+    errors = sum(1 for r in results if isinstance(r, AsyncBookError))
+    return {"expired": expired, "errors": errors}
+
+
+@cli.command()
+@click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@json_option
+@click.pass_obj
+def sweep(settings: Settings, limit: int, as_json: bool) -> None:
+    """Expire every task whose deadline has passed (one pass)."""
+    with _errors():
+        report = _sweep_once(settings.book, limit)
+    if as_json:
+        _emit_json(report)
+    else:
+        click.echo(f"expired {report['expired']} task(s), {report['errors']} error(s)")
+
+
+@cli.group()
+def notifications() -> None:
+    """Read the outbox: one notification per terminal state."""
+
+
+@notifications.command()
+@json_option
+@click.pass_obj
+def drain(settings: Settings, as_json: bool) -> None:
+    """Take every pending notification (the outbox is emptied)."""
+    with _errors():
+        notes = settings.book.drain_notifications()
+    if as_json:
+        _emit_json([to_wire(note) for note in notes])
+        return
+    for note in notes:
+        click.echo(f"{note.task_id}\t{note.state.value}\t{note.at_ms}")
+
+
+@notifications.command()
+@click.option("--group", default="asyncbook-cli", show_default=True)
+@click.option("--consumer", default=lambda: f"cli-{os.getpid()}", show_default="cli-<pid>")
+@click.option("--count", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--block-ms", type=click.IntRange(0), default=None, help="Wait this long for news.")
+@click.option("--no-ack", is_flag=True, help="Leave them pending (another consumer gets them).")
+@json_option
+@click.pass_obj
+def consume(
+    settings: Settings,
+    group: str,
+    consumer: str,
+    count: int,
+    block_ms: int | None,
+    no_ack: bool,
+    as_json: bool,
+) -> None:
+    """Read notifications at least once through a consumer group, then acknowledge them."""
+    book = settings.book
+    with _errors():
+        entries = book.consume_notifications(group, consumer, count=count, block_ms=block_ms)
+        if entries and not no_ack:
+            book.ack(group, *(entry_id for entry_id, _ in entries))
+    if as_json:
+        _emit_json([{"id": entry_id, **to_wire(note)} for entry_id, note in entries])
+        return
+    for entry_id, note in entries:
+        click.echo(f"{entry_id}\t{note.task_id}\t{note.state.value}\t{note.at_ms}")
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=5566, show_default=True)
+@click.option(
+    "--token",
+    envvar="ASYNCBOOK_API_TOKEN",
+    default=None,
+    help="Bearer token required on every endpoint but /metrics (env ASYNCBOOK_API_TOKEN).",
+)
+@click.option("--log-level", default="info", show_default=True)
+@click.pass_obj
+def serve(settings: Settings, host: str, port: int, token: str | None, log_level: str) -> None:
+    """Serve the JSON API, task streams, /metrics and the status page."""
+    from .web import RedisChangeFeed
+    from .web import serve as run_server
+
+    book = settings.book
+    feed = RedisChangeFeed.from_url(settings.redis_url, book.keys.changes_channel)
+    try:
+        run_server(
+            book,
+            feed,
+            host=host,
+            port=port,
+            token=token or None,
+            log_level=log_level,
+            on_ready=lambda url: click.echo(f"asyncbook status page: {url}"),
+        )
+    except AsyncBookError as error:
+        raise click.BadParameter(error.message, param_hint="--host") from None
+
+
+@cli.command()
+def demo() -> None:
+    """Run the demo (the same as ``make demo``)."""
+    try:
+        module = importlib.import_module("asyncbook.demo")
+    except ModuleNotFoundError as error:
+        if error.name != "asyncbook.demo":
+            raise
+        module = importlib.import_module("asyncbook.walkthrough")
+    module.main()
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of the ``asyncbook`` script."""
+    cli.main(args=args, prog_name="asyncbook")

@@ -1,0 +1,316 @@
+"""The status server: a JSON API, task streams, metrics and the page (Starlette)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..book import AsyncBook
+from ..errors import AsyncBookError, UnknownTaskError, invalid
+from ..models import to_wire
+from ..watch import Message, task_summary
+from .auth import COOKIE, TokenAuth, token_matches
+from .feed import ChangeFeed, LocalChangeFeed
+from .hub import Hub
+from .metrics import FeedCounters, count_by_state, render_metrics, sweep_lateness
+from .openapi import openapi_schema
+from .pages import read_page
+from .paths import TASKS_PREFIX, split_task_path
+from .sse import format_comment, format_event, parse_count, parse_cursor
+
+__all__ = ["create_app"]
+
+KEEPALIVE_SECONDS = 15.0
+OPEN_PATHS = frozenset({"/metrics", "/login"})
+PAGE_PATHS = frozenset({"/", "/task"})
+_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
+
+
+def error_response(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
+    """The API's error shape: ``{"code", "message"}`` (and ``field`` when one is to blame)."""
+    body: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=status)
+
+
+def _book_error(error: AsyncBookError) -> JSONResponse:
+    if isinstance(error, UnknownTaskError):
+        return error_response(404, "not-found", f"no task {error.task_id!r}", "taskId")
+    status = 409 if error.code == "conflict" else 400
+    return error_response(status, error.code, error.message, error.field)
+
+
+async def _on_book_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, AsyncBookError)
+    return _book_error(error)
+
+
+async def _on_http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    codes = {404: "not-found", 405: "method-not-allowed"}
+    code = codes.get(error.status_code, "http-error")
+    return error_response(error.status_code, code, str(error.detail))
+
+
+async def _on_unavailable(request: Request, error: Exception) -> Response:
+    return error_response(503, "unavailable", f"the book is unreachable: {error}")
+
+
+class StatusApp:
+    """Handlers over one book and one hub; ``create_app`` wires them into Starlette."""
+
+    def __init__(self, book: AsyncBook, hub: Hub, counters: FeedCounters, keepalive: float):
+        self.book = book
+        self.hub = hub
+        self.counters = counters
+        self.keepalive = keepalive
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking book call off the event loop."""
+        return await run_in_threadpool(fn, *args)
+
+    async def list_tasks(self, request: Request) -> Response:
+        params = request.query_params
+        state = params.get("state") or None
+        limit_text = params.get("limit")
+        limit = 50 if limit_text in (None, "") else parse_count(limit_text, "limit")
+        after = params.get("after") or None
+        page = await self.call(self.book.list_tasks, state, limit, after)
+        body = {"tasks": [task_summary(task) for task in page.tasks]}
+        if page.next_after is not None:
+            body["nextAfter"] = page.next_after
+        return JSONResponse(body)
+
+    async def task_route(self, request: Request) -> Response:
+        raw = request.scope.get("raw_path") or request.url.path.encode("latin-1")
+        task_id, suffix = split_task_path(raw)
+        handlers: dict[tuple[str | None, str], Callable[[Request, str], Awaitable[Response]]] = {
+            (None, "GET"): self.get_task,
+            ("events", "GET"): self.events,
+            ("stream", "GET"): self.stream,
+            ("delivery", "POST"): self.deliver,
+        }
+        method = "GET" if request.method == "HEAD" else request.method
+        handler = handlers.get((suffix, method))
+        if handler is None:
+            allowed = ", ".join(m for (s, m) in handlers if s == suffix)
+            return error_response(
+                405, "method-not-allowed", f"{request.method} is not allowed here; use {allowed}"
+            )
+        return await handler(request, task_id)
+
+    async def get_task(self, request: Request, task_id: str) -> Response:
+        task = await self.call(self.book.get, task_id)
+        if task is None:
+            raise UnknownTaskError(task_id)
+        return JSONResponse(to_wire(task))
+
+    async def events(self, request: Request, task_id: str) -> Response:
+        cursor = parse_cursor(request.query_params.get("cursor"), "cursor")
+        result = await self.call(self.book.resume, task_id, cursor)
+        return JSONResponse(to_wire(result))
+
+    async def deliver(self, request: Request, task_id: str) -> Response:
+        key = request.headers.get("idempotency-key")
+        if key is None:
+            raise invalid("the Idempotency-Key header is required", field="idempotencyKey")
+        result = await self.call(self.book.deliver_result, task_id, key, time.time() * 1000)
+        if result.reason == "key-reused-for-other-task":
+            # The stored receipt belongs to another task: never show it.
+            return error_response(
+                409,
+                "conflict",
+                "this Idempotency-Key was already used for another task",
+                "idempotencyKey",
+            )
+        if not result.ok:
+            body = {
+                "code": result.reason,
+                "message": f"task {task_id!r} has no result to deliver (not succeeded)",
+            }
+            return JSONResponse(body, status_code=409)
+        return JSONResponse(to_wire(result))
+
+    async def stream(self, request: Request, task_id: str) -> Response:
+        header = request.headers.get("last-event-id")
+        if header is not None:
+            cursor = parse_cursor(header, "Last-Event-ID")
+        else:
+            cursor = parse_cursor(request.query_params.get("cursor"), "cursor")
+        watcher = self.hub.watch(task_id, cursor)
+        first = await watcher.queue.get()
+        if isinstance(first, BaseException):
+            self.hub.unwatch(watcher)
+            if isinstance(first, AsyncBookError):
+                return _book_error(first)
+            return error_response(503, "unavailable", f"the book is unreachable: {first}")
+
+        async def body() -> AsyncIterator[bytes]:
+            batch: list[Message] | BaseException = first
+            try:
+                yield b"retry: 1000\n\n"
+                while True:
+                    if isinstance(batch, BaseException):
+                        yield format_event(
+                            "stream-error", {"code": "stream-ended", "message": str(batch)}
+                        )
+                        return
+                    for message in batch:
+                        yield format_event(message.event, message.data, message.id)
+                        if message.event == "end":
+                            return
+                    try:
+                        batch = await asyncio.wait_for(watcher.queue.get(), self.keepalive)
+                    except TimeoutError:
+                        yield format_comment("keepalive")
+                        batch = []
+            finally:
+                self.hub.unwatch(watcher)
+
+        return _sse(body())
+
+    async def changes(self, request: Request) -> Response:
+        queue = self.hub.follow()
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                yield b"retry: 1000\n\n"
+                while True:
+                    try:
+                        change = await asyncio.wait_for(queue.get(), self.keepalive)
+                    except TimeoutError:
+                        yield format_comment("keepalive")
+                        continue
+                    if change is None:
+                        yield format_event("resync", {})
+                    else:
+                        yield format_event("change", change.to_wire())
+            finally:
+                self.hub.unfollow(queue)
+
+        return _sse(body())
+
+    async def metrics(self, request: Request) -> Response:
+        states = await self.call(count_by_state, self.book)
+        lateness = await self.call(sweep_lateness, self.book)
+        counts_fn: Callable[[], dict[str, int]] | None = getattr(
+            self.book, "transition_counts", None
+        )
+        reasons: dict[str, int] = dict(self.counters.by_reason)
+        duplicates = None
+        if counts_fn is not None:
+            reasons = dict(await self.call(counts_fn))
+            duplicates = reasons.pop("duplicate-callback", 0)
+        text = render_metrics(
+            states,
+            reasons,
+            lateness,
+            duplicate_callbacks=duplicates,
+            watchers=self.hub.watcher_count,
+            lookups=self.hub.lookups,
+        )
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi_schema())
+
+    async def page(self, request: Request) -> Response:
+        name = "index.html" if request.url.path == "/" else "task.html"
+        return HTMLResponse(await self.call(read_page, name))
+
+
+def _sse(body: AsyncIterator[bytes]) -> StreamingResponse:
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+
+def _login_routes(token: str | None) -> list[Route]:
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return HTMLResponse(await run_in_threadpool(read_page, "login.html"))
+        body = (await request.body())[:4096].decode("utf-8", errors="replace")
+        given = parse_qs(body).get("token", [None])[0]
+        if token is None or given is None or not token_matches(given, token):
+            return HTMLResponse(await run_in_threadpool(read_page, "login.html"), 401)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
+        return response
+
+    return [Route("/login", login, methods=["GET", "POST"])]
+
+
+def create_app(
+    book: AsyncBook,
+    feed: ChangeFeed | None = None,
+    *,
+    token: str | None = None,
+    keepalive: float = KEEPALIVE_SECONDS,
+) -> Starlette:
+    """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
+
+    With ``token`` set every path but ``/metrics`` (and the login form) needs it.
+    """
+    feed = feed if feed is not None else LocalChangeFeed()
+    hub = Hub(book, run_sync=run_in_threadpool)
+    counters = FeedCounters()
+    hub.on_change_hooks.append(counters)
+    status = StatusApp(book, hub, counters, keepalive)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        listener = asyncio.get_running_loop().create_task(feed.listen(hub.on_change, hub.on_reset))
+        try:
+            yield
+        finally:
+            await hub.close()
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+
+    routes = [
+        Route("/", status.page),
+        Route("/task", status.page),
+        Route("/api/tasks", status.list_tasks),
+        Route("/api/changes", status.changes),
+        Route(TASKS_PREFIX + "{rest:path}", status.task_route, methods=["GET", "POST"]),
+        Route("/metrics", status.metrics),
+        Route("/openapi.json", status.openapi),
+        Mount("/static", StaticFiles(packages=[("asyncbook.web", "static")]), name="static"),
+    ]
+    if token:
+        routes += _login_routes(token)
+    handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+        AsyncBookError: _on_book_error,
+        HTTPException: _on_http_error,
+    }
+    for kind in _UNAVAILABLE:
+        handlers[kind] = _on_unavailable
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    app.state.book = book
+    app.state.hub = hub
+    app.state.feed = feed
+    if token:
+        app.add_middleware(TokenAuth, token=token, open_paths=OPEN_PATHS, page_paths=PAGE_PATHS)
+    return app

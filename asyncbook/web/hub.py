@@ -1,0 +1,193 @@
+"""Fan-out of one change feed to many stream watchers.
+
+A watcher costs nothing while its task is quiet. When a change arrives for a watched
+task, the hub resumes the task once from the lowest version any of its watchers has
+seen (again only for watchers that lot could not serve) and hands every watcher just
+the messages it lacks, in version order. Lookups for one task never overlap: a change
+that arrives meanwhile marks the task dirty and runs one more round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..book import AsyncBook
+from ..errors import AsyncBookError
+from ..models import ResumeResult
+from ..watch import Message, messages_for, resume_light
+from .feed import Change
+
+__all__ = ["Hub", "Watcher"]
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_ERROR = 1.0
+"""Seconds before a lookup that failed (Redis unreachable) is tried again."""
+WATCHER_BACKLOG = 10_000
+"""Messages a watcher may fall behind before it is cut off (its client then resumes)."""
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One stream client: the last version it was sent, and its queue of batches."""
+
+    task_id: str
+    version: int
+    fresh: bool = True
+    queue: asyncio.Queue[list[Message] | BaseException] = field(default_factory=asyncio.Queue)
+    done: bool = False
+
+
+class Hub:
+    """Watchers by task, fed from the book when the change feed says something moved."""
+
+    def __init__(
+        self,
+        book: AsyncBook,
+        run_sync: Callable[..., Awaitable[Any]] | None = None,
+    ) -> None:
+        self.book = book
+        self._run_sync = run_sync or asyncio.to_thread
+        self._watchers: dict[str, set[Watcher]] = {}
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+        self._listeners: set[asyncio.Queue[Change | None]] = set()
+        self.lookups = 0
+        self.on_change_hooks: list[Callable[[Change], None]] = []
+
+    @property
+    def watcher_count(self) -> int:
+        """Stream clients connected now."""
+        return sum(len(group) for group in self._watchers.values())
+
+    def watch(self, task_id: str, cursor: int) -> Watcher:
+        """Register a stream client that has seen ``cursor``; its first batch follows."""
+        watcher = Watcher(task_id=task_id, version=cursor)
+        self._watchers.setdefault(task_id, set()).add(watcher)
+        self._schedule(task_id)
+        return watcher
+
+    def unwatch(self, watcher: Watcher) -> None:
+        """Forget a stream client (it disconnected or its stream ended)."""
+        watcher.done = True
+        group = self._watchers.get(watcher.task_id)
+        if group is not None:
+            group.discard(watcher)
+            if not group:
+                del self._watchers[watcher.task_id]
+
+    def follow(self) -> asyncio.Queue[Change | None]:
+        """A queue of every change as published (no lookups); None means "resync"."""
+        queue: asyncio.Queue[Change | None] = asyncio.Queue(maxsize=WATCHER_BACKLOG)
+        self._listeners.add(queue)
+        return queue
+
+    def unfollow(self, queue: asyncio.Queue[Change | None]) -> None:
+        """Stop following changes."""
+        self._listeners.discard(queue)
+
+    def on_change(self, change: Change) -> None:
+        """The feed saw a change: look the task up if a watcher lacks that version."""
+        for hook in self.on_change_hooks:
+            hook(change)
+        for queue in list(self._listeners):
+            _offer(queue, change)
+        group = self._watchers.get(change.task_id)
+        if group and any(w.fresh or w.version < change.version for w in group):
+            self._schedule(change.task_id)
+
+    def on_reset(self) -> None:
+        """The feed (re)connected: changes may have been missed, look every task up."""
+        for queue in list(self._listeners):
+            _offer(queue, None)
+        for task_id in list(self._watchers):
+            self._schedule(task_id)
+
+    async def close(self) -> None:
+        """End every stream and stop pending lookups."""
+        for task in list(self._running.values()):
+            task.cancel()
+        for group in list(self._watchers.values()):
+            for watcher in list(group):
+                watcher.queue.put_nowait([Message("end", None, {"reason": "server-closing"})])
+                self.unwatch(watcher)
+        for queue in list(self._listeners):
+            queue.put_nowait(None)
+
+    def _schedule(self, task_id: str) -> None:
+        if task_id in self._running:
+            self._dirty.add(task_id)
+            return
+        self._running[task_id] = asyncio.get_running_loop().create_task(self._refresh(task_id))
+
+    async def _refresh(self, task_id: str) -> None:
+        try:
+            while True:
+                self._dirty.discard(task_id)
+                try:
+                    await self._deliver(task_id)
+                except AsyncBookError as error:
+                    self._fail(task_id, error)
+                except Exception as error:
+                    log.warning("looking up %r failed (%s); retrying", task_id, error)
+                    self._fail_fresh(task_id, error)
+                    await asyncio.sleep(RETRY_AFTER_ERROR)
+                    self._dirty.add(task_id)
+                if task_id not in self._dirty or task_id not in self._watchers:
+                    return
+        finally:
+            del self._running[task_id]
+
+    async def _deliver(self, task_id: str) -> None:
+        waiting = set(self._watchers.get(task_id, ()))
+        while waiting:
+            cursor = min(w.version for w in waiting)
+            self.lookups += 1
+            result: ResumeResult = await self._run_sync(resume_light, self.book, task_id, cursor)
+            retention = self.book.retention_versions
+            for watcher in list(waiting):
+                if watcher.done:
+                    waiting.discard(watcher)
+                    continue
+                behind = result.task.version - watcher.version
+                if result.mode == "delta" or behind <= 0 or behind > retention:
+                    waiting.discard(watcher)
+                    self._send(watcher, messages_for(result, watcher.version, watcher.fresh))
+                    watcher.version = max(watcher.version, result.task.version)
+                    watcher.fresh = False
+
+    def _send(self, watcher: Watcher, batch: list[Message]) -> None:
+        if not batch:
+            return
+        if watcher.queue.qsize() >= WATCHER_BACKLOG:
+            watcher.queue.put_nowait(OverflowError("the client fell too far behind"))
+            self.unwatch(watcher)
+            return
+        watcher.queue.put_nowait(batch)
+        if batch[-1].event == "end":
+            self.unwatch(watcher)
+
+    def _fail(self, task_id: str, error: AsyncBookError) -> None:
+        for watcher in list(self._watchers.get(task_id, ())):
+            watcher.queue.put_nowait(error)
+            self.unwatch(watcher)
+
+    def _fail_fresh(self, task_id: str, error: Exception) -> None:
+        for watcher in list(self._watchers.get(task_id, ())):
+            if watcher.fresh:
+                watcher.queue.put_nowait(error)
+                self.unwatch(watcher)
+
+
+def _offer(queue: asyncio.Queue[Change | None], item: Change | None) -> None:
+    try:
+        queue.put_nowait(item)
+    except asyncio.QueueFull:
+        # A follower that cannot keep up loses its backlog and is told to resync.
+        while not queue.empty():
+            queue.get_nowait()
+        queue.put_nowait(None)

@@ -1,0 +1,32 @@
+"use strict";
+// Shared helpers for the status pages: no framework, no network beyond this server.
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value; else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+function bar(progress) {
+  const inner = el("div");
+  inner.style.width = Math.max(0, Math.min(100, progress)) + "%";
+  const outer = el("span", { class: "bar", role: "progressbar", "aria-valuemin": "0",
+    "aria-valuemax": "100" }, inner);
+  setBar(outer, progress);
+  return outer;
+}
+function setBar(outer, progress) {
+  outer.setAttribute("aria-valuenow", String(progress));
+  outer.dataset.progress = String(progress);
+  outer.firstChild.style.width = Math.max(0, Math.min(100, progress)) + "%";
+}
+function stateBadge(state) {
+  return el("span", { class: "state " + state, "data-state": state }, state);
+}
+function taskUrl(id, suffix) {
+  return "/api/tasks/" + encodeURIComponent(id) + (suffix ? "/" + suffix : "");
+}
+function setStatus(text) {
+  document.getElementById("status").textContent = text;
+}
