@@ -1,0 +1,136 @@
+"""Notification delivery: read the outbox at least once, hand each entry to the sinks.
+
+An entry is acknowledged only when every sink took it; otherwise it stays pending and
+is claimed again later (by this or another consumer).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .book import AsyncBook
+from .models import Notification
+from .sinks import Sink
+
+__all__ = [
+    "DeliveryReport",
+    "DrainSource",
+    "NotificationSource",
+    "deliver_notifications",
+    "notification_source",
+]
+
+logger = logging.getLogger("asyncbook.sinks")
+
+
+@runtime_checkable
+class NotificationSource(Protocol):
+    """An outbox read through a consumer group, with acknowledgement (``RedisBook``)."""
+
+    def consume_notifications(
+        self,
+        group: str,
+        consumer: str,
+        count: int = 100,
+        block_ms: int | None = None,
+        min_idle_ms: int = 60_000,
+    ) -> list[tuple[str, Notification]]:
+        """Unacknowledged entries: first those idle for ``min_idle_ms``, then new ones."""
+        ...
+
+    def ack(self, group: str, *entry_ids: str) -> int:
+        """Acknowledge handled entries."""
+        ...
+
+
+class DrainSource:
+    """A ``NotificationSource`` over a book that can only drain (``MemoryBook``).
+
+    Entries live in this object until acknowledged: at least once within one process.
+    """
+
+    def __init__(self, book: AsyncBook) -> None:
+        self.book = book
+        self._pending: dict[str, Notification] = {}
+        self._next = 0
+
+    def consume_notifications(
+        self,
+        group: str,
+        consumer: str,
+        count: int = 100,
+        block_ms: int | None = None,
+        min_idle_ms: int = 60_000,
+    ) -> list[tuple[str, Notification]]:
+        """Pending entries first, then whatever the book drains."""
+        for note in self.book.drain_notifications():
+            self._next += 1
+            self._pending[f"{self._next}-0"] = note
+        return list(self._pending.items())[:count]
+
+    def ack(self, group: str, *entry_ids: str) -> int:
+        """Forget handled entries."""
+        return sum(self._pending.pop(entry, None) is not None for entry in entry_ids)
+
+
+_drain_sources: dict[int, DrainSource] = {}
+
+
+def notification_source(book: AsyncBook) -> NotificationSource:
+    """The book itself if it has a consumer group outbox, else a ``DrainSource`` on it."""
+    if isinstance(book, NotificationSource):
+        return book
+    source = _drain_sources.get(id(book))
+    if source is None or source.book is not book:
+        source = _drain_sources[id(book)] = DrainSource(book)
+    return source
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    """What one delivery pass did."""
+
+    delivered: int = 0
+    """Entries every sink took (acknowledged)."""
+    failed: int = 0
+    """Entries left for redelivery."""
+
+
+def deliver_notifications(
+    source: NotificationSource,
+    sinks: Sequence[Sink],
+    *,
+    group: str = "asyncbook",
+    consumer: str = "asyncbook",
+    count: int = 100,
+    min_idle_ms: int = 60_000,
+    max_rounds: int = 100,
+) -> DeliveryReport:
+    """Hand every pending notification to each sink; ack those all sinks took."""
+    delivered = failed = 0
+    for _ in range(max_rounds):
+        entries = source.consume_notifications(group, consumer, count, None, min_idle_ms)
+        done: list[str] = []
+        for entry_id, note in entries:
+            try:
+                for sink in sinks:
+                    sink(note)
+            except Exception as error:
+                failed += 1
+                logger.error(
+                    "asyncbook: notification %s of task %s not delivered (%s); it will be retried",
+                    note.state.value,
+                    note.task_id,
+                    error,
+                )
+            else:
+                done.append(entry_id)
+        if done:
+            source.ack(group, *done)
+            delivered += len(done)
+        if len(done) < count:
+            break
+    return DeliveryReport(delivered=delivered, failed=failed)

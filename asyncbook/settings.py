@@ -1,0 +1,94 @@
+"""The integration's settings, read from a Celery app's ``conf`` under ``asyncbook_``."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from .connection import DEFAULT_REDIS_URL
+from .errors import invalid
+
+__all__ = ["Settings", "duration_ms", "import_path"]
+
+
+def duration_ms(value: Any, name: str) -> int:
+    """A ``timedelta`` or a number of seconds, in whole milliseconds (> 0)."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise invalid(f"{name} must be a timedelta or a number of seconds", field=name)
+    if not seconds > 0:
+        raise invalid(f"{name} must be positive", field=name)
+    return max(1, round(seconds * 1000))
+
+
+def import_path(path: str) -> Any:
+    """The object ``package.module:attribute`` (or ``package.module.attribute``) names."""
+    module, _, attribute = path.partition(":") if ":" in path else path.rpartition(".")
+    if not module or not attribute:
+        raise invalid(f"{path!r} is not a dotted path to an object", field="path")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as error:
+        raise invalid(f"{path!r} cannot be imported: {error}", field="path") from None
+
+
+def _seconds(value: Any, name: str) -> float:
+    return duration_ms(value, name) / 1000
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What ``install`` reads from ``app.conf`` (each setting is ``asyncbook_<name>``)."""
+
+    redis_url: str = DEFAULT_REDIS_URL
+    """The book's Redis; defaults to the broker URL when the broker is Redis."""
+    namespace: str = "asyncbook"
+    """Prefix of every key the book writes."""
+    default_ttl_ms: int = 3_600_000
+    """Deadline of a tracked task without its own ``ttl`` (``asyncbook_default_ttl``)."""
+    flush_delay: float = 0.005
+    """How long (s) a start or progress event may wait to ride with the next write."""
+    retry_for: float = 10.0
+    """How long (s) a write is retried, with backoff, while the book is unreachable."""
+    result_ref: Any = None
+    """``callable(task, task_id, result) -> str`` (or its dotted path) naming the result."""
+    sinks: tuple[Any, ...] = ()
+    """Notification sinks: callables, dotted paths to callables, or webhook URLs."""
+    sweep_batch: int = 1000
+    """Tasks expired per round trip by the sweep."""
+    consumer_group: str = "asyncbook"
+    """Consumer group of the notification delivery task."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Every other ``asyncbook_*`` setting, unread."""
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> Settings:
+        """Settings from a Celery ``app.conf`` (or any mapping)."""
+        values = {
+            key[len("asyncbook_") :]: conf[key]
+            for key in list(conf.keys())
+            if isinstance(key, str) and key.startswith("asyncbook_")
+        }
+        broker = conf.get("broker_url") or ""
+        default_url = broker if str(broker).startswith(("redis://", "rediss://")) else None
+        sinks = values.pop("sinks", ())
+        known = {
+            "redis_url": str(values.pop("redis_url", None) or default_url or DEFAULT_REDIS_URL),
+            "namespace": str(values.pop("namespace", cls.namespace)),
+            "default_ttl_ms": duration_ms(
+                values.pop("default_ttl", timedelta(hours=1)), "asyncbook_default_ttl"
+            ),
+            "flush_delay": float(values.pop("flush_delay", cls.flush_delay)),
+            "retry_for": _seconds(values.pop("retry_for", cls.retry_for), "asyncbook_retry_for"),
+            "result_ref": values.pop("result_ref", None),
+            "sinks": tuple(sinks) if isinstance(sinks, list | tuple) else (sinks,),
+            "sweep_batch": int(values.pop("sweep_batch", cls.sweep_batch)),
+            "consumer_group": str(values.pop("consumer_group", cls.consumer_group)),
+        }
+        return cls(**known, extra=values)

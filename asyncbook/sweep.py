@@ -1,0 +1,64 @@
+"""The expiry sweep: every live task whose deadline has passed is expired, in batches.
+
+Beat runs it every second as ``asyncbook.sweep``. Expiring is idempotent (a second
+expire is ``duplicate-expire`` and notifies nothing), so two sweeps at once, or two
+beats by mistake, never notify twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .book import AsyncBook
+from .errors import AsyncBookError
+
+__all__ = ["Prunable", "SweepReport", "sweep"]
+
+
+@runtime_checkable
+class Prunable(Protocol):
+    """A book that drops ended tasks past retention from its indexes (``RedisBook``)."""
+
+    def prune(self, limit: int = 1000) -> int:
+        """Drop up to ``limit`` ended tasks past retention; returns how many."""
+        ...
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What one sweep did."""
+
+    expired: int = 0
+    """Tasks this sweep expired (a task another sweep expired first is not counted)."""
+    batches: int = 0
+    """Round trips of ``expire_many``."""
+    errors: int = 0
+    """Tasks the book refused to expire."""
+    pruned: int = 0
+    """Ended tasks dropped from the indexes."""
+
+
+def sweep(
+    book: AsyncBook, now_ms: int | float, *, batch: int = 1000, max_batches: int = 1000
+) -> SweepReport:
+    """Expire every task due at ``now_ms``, ``batch`` per round trip, then prune once."""
+    expired = batches = errors = 0
+    while batches < max_batches:
+        due = book.overdue(now_ms, limit=batch)
+        if not due:
+            break
+        results = book.expire_many(due)
+        batches += 1
+        changed = 0
+        for result in results:
+            if isinstance(result, AsyncBookError):
+                errors += 1
+            elif result.changed:
+                changed += 1
+        expired += changed
+        # Nothing changed: another sweep got there first, or the book keeps refusing.
+        if len(due) < batch or changed == 0:
+            break
+    pruned = book.prune() if isinstance(book, Prunable) else 0
+    return SweepReport(expired=expired, batches=batches, errors=errors, pruned=pruned)

@@ -1,0 +1,43 @@
+"""Celery configuration of the example workers (``celery -A workers worker -B``).
+
+Environment: ``REDIS_URL`` (broker, results and book; default redis://127.0.0.1:6379/0),
+``ASYNCBOOK_NAMESPACE`` (the book's key prefix), ``ASYNCBOOK_QUEUE`` (the task queue),
+``ASYNCBOOK_WEBHOOK_URL`` (a webhook that receives every notification).
+"""
+
+import os
+from datetime import timedelta
+
+redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+broker_url = redis_url
+result_backend = redis_url
+result_expires = timedelta(hours=24)
+broker_connection_retry_on_startup = True
+task_default_queue = os.environ.get("ASYNCBOOK_QUEUE", "celery")
+
+# A task is acknowledged after it ran: a worker killed mid-task gives it back.
+task_acks_late = True
+task_reject_on_worker_lost = True
+worker_prefetch_multiplier = 1
+
+# asyncbook (read by asyncbook.signals.install)
+asyncbook_redis_url = redis_url
+asyncbook_namespace = os.environ.get("ASYNCBOOK_NAMESPACE", "asyncbook")
+asyncbook_default_ttl = timedelta(hours=1)
+asyncbook_sinks = [url for url in [os.environ.get("ASYNCBOOK_WEBHOOK_URL")] if url]
+
+beat_schedule = {
+    # Expire every task whose deadline has passed. Two beats by mistake are harmless.
+    "asyncbook-sweep": {
+        "task": "asyncbook.sweep",
+        "schedule": 1.0,
+        "options": {"expires": 5.0},
+    },
+    # Hand notifications to asyncbook_sinks, at least once.
+    "asyncbook-deliver": {
+        "task": "asyncbook.deliver",
+        "schedule": 1.0,
+        "options": {"expires": 5.0},
+    },
+}

@@ -1,0 +1,282 @@
+"""The Celery integration in one process: start_worker, memory broker, fakeredis book."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import fakeredis
+import pytest
+from celery import Celery, Task
+from celery.app.task import Context
+from celery.contrib.testing.worker import start_worker
+
+from asyncbook import AsyncBookError, Notification
+from asyncbook.progress import report_progress
+from asyncbook.signals import DEADLINE_HEADER, Integration, install, uninstall
+from asyncbook.tracking import callback_id, now_ms, result_hash
+
+from .celery_support import CountingBook, history, unique, wait_for, wait_terminal
+
+DELIVERED: list[Notification] = []
+
+
+def make_app() -> Celery:
+    app = Celery(
+        unique("inproc"), broker="memory://", backend="cache+memory://", set_as_current=False
+    )
+    app.conf.update(
+        task_default_queue=unique("q"),
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"polling_interval": 0.01},
+        worker_hijack_root_logger=False,
+        asyncbook_sinks=[DELIVERED.append],
+        asyncbook_flush_delay=0.005,
+        asyncbook_retry_for=2.0,
+    )
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=timedelta(seconds=30), max_retries=2)
+    def generate(self: Task[Any, Any], steps: int = 4) -> dict[str, Any]:
+        for step in range(1, steps + 1):
+            time.sleep(0.01)
+            report_progress(self, step * 100 // steps, cursor=f"chunk-{step}")
+        return {"steps": steps}
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=30, max_retries=3)
+    def flaky(self: Task[Any, Any], failures: int = 1) -> str:
+        try:
+            if self.request.retries < failures:
+                raise ConnectionError(f"busy {self.request.retries}")
+        except ConnectionError as error:
+            raise self.retry(exc=error, countdown=0.05) from error
+        return "ok"
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=30, max_retries=1)
+    def doomed(self: Task[Any, Any]) -> None:
+        raise ValueError("bad input")
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=0.6, max_retries=0)
+    def late(self: Task[Any, Any]) -> str:
+        time.sleep(1.2)
+        return "late"
+
+    @app.task(bind=True, shared=False)
+    def plain(self: Task[Any, Any]) -> str:
+        report_progress(self, 50)
+        return "plain"
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def app() -> Celery:
+    return make_app()
+
+
+@pytest.fixture(scope="module")
+def book(app: Celery) -> CountingBook:
+    return CountingBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="inproc")
+
+
+@pytest.fixture(scope="module")
+def integration(app: Celery, book: CountingBook) -> Iterator[Integration]:
+    integration = install(app, book)
+    with start_worker(app, perform_ping_check=False, pool="threads", concurrency=4):
+        yield integration
+    uninstall(app)
+
+
+def task_of(app: Celery, name: str) -> Task[Any, Any]:
+    return app.tasks[f"tests.test_celery_inprocess.{name}"]
+
+
+def run(app: Celery, name: str, *args: Any, **kwargs: Any) -> Any:
+    return task_of(app, name).apply_async(args, kwargs)
+
+
+def test_generate_succeeds_with_progress_in_one_round_trip(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    app.conf.asyncbook_flush_delay = 0.005
+    before = len(book.calls)
+    result = run(app, "generate", steps=4)
+    assert result.get(timeout=10) == {"steps": 4}
+    task = wait_terminal(book, result.id)
+    assert task.state == "succeeded"
+    assert task.attempts == 1
+    assert task.max_attempts == 3
+    assert history(task)[0] == "start"
+    assert history(task)[-1] == "succeed"
+    assert "progress" in history(task)
+    assert task.progress == 100
+    assert task.result_ref == f"celery-task-meta-{result.id}"
+    assert task.result_hash == result_hash({"steps": 4})
+    assert book.calls[before] == "create"
+    assert book.calls.count("create") >= 1
+
+
+def test_no_op_execution_costs_one_synchronous_write(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    integration.recorder.flush_delay = 1.0  # the start can only ride with the result
+    try:
+        before = len(book.calls)
+        result = run(app, "generate", steps=0)
+        result.get(timeout=10)
+        task = wait_terminal(book, result.id)
+        assert history(task) == ["start", "succeed"]
+        assert book.calls[before:] == ["create", "apply_many"]
+    finally:
+        integration.recorder.flush_delay = 0.005
+
+
+def test_retry_then_success(app: Celery, book: CountingBook, integration: Integration) -> None:
+    result = run(app, "flaky", failures=2)
+    assert result.get(timeout=10) == "ok"
+    task = wait_terminal(book, result.id)
+    assert task.state == "succeeded"
+    assert task.attempts == 3
+    assert history(task) == ["start", "fail", "start", "fail", "start", "succeed"]
+    assert task.error == "ConnectionError: busy 1"
+
+
+def test_retries_exhausted_fail_for_good(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    result = run(app, "flaky", failures=9)
+    with pytest.raises(ConnectionError):
+        result.get(timeout=10)
+    task = wait_terminal(book, result.id)
+    assert task.state == "failed"
+    assert task.attempts == 4
+    assert history(task) == ["start", "fail"] * 4
+
+
+def test_failure_is_not_retried(app: Celery, book: CountingBook, integration: Integration) -> None:
+    result = run(app, "doomed")
+    with pytest.raises(ValueError, match="bad input"):
+        result.get(timeout=10)
+    task = wait_terminal(book, result.id)
+    assert (task.state, task.attempts, task.error) == ("failed", 1, "ValueError: bad input")
+
+
+def test_late_success_is_refused(app: Celery, book: CountingBook, integration: Integration) -> None:
+    result = run(app, "late")
+    wait_for(lambda: (t := book.get(result.id)) is not None and t.state == "running")
+    time.sleep(0.7)
+    assert integration.sweep().expired >= 1
+    assert result.get(timeout=10) == "late"
+    time.sleep(0.1)
+    task = book.get(result.id)
+    assert task is not None
+    assert task.state == "expired"
+    assert task.result_ref is None
+    assert history(task) == ["start", "expire"]
+
+
+def test_message_expires_at_the_deadline(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    captured: dict[str, Any] = {}
+
+    def spy(headers: dict[str, Any] | None = None, **_: Any) -> None:
+        if headers is not None:
+            captured.update(headers)
+
+    from celery import signals
+
+    signals.before_task_publish.connect(spy, weak=False)
+    try:
+        result = run(app, "doomed")
+    finally:
+        signals.before_task_publish.disconnect(spy)
+    stored = book.get(result.id)
+    assert stored is not None
+    assert captured[DEADLINE_HEADER] == stored.expires_at_ms
+    expires = datetime.fromisoformat(captured["expires"])
+    assert expires == datetime.fromtimestamp(stored.expires_at_ms / 1000, tz=UTC)
+    with pytest.raises(ValueError, match="bad input"):
+        result.get(timeout=10)
+
+
+def test_expired_message_expires_the_task(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    # The book gives 30 s, the caller's own expiry is shorter: the earlier one wins.
+    result = task_of(app, "generate").apply_async(kwargs={"steps": 1}, countdown=0.3, expires=0.1)
+    task = wait_terminal(book, result.id)
+    assert task.state == "expired"
+    assert history(task) == ["expire"]
+
+
+def test_revoked_running_task_fails(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    task_id = unique("revoked")
+    book.create(id=task_id, now_ms=now_ms(), ttl_ms=60_000, max_attempts=1)
+    book.apply(task_id, {"type": "start", "atMs": now_ms(), "worker": "w"})
+    request = Context(id=task_id, retries=0)
+    integration.on_task_revoked(sender=task_of(app, "generate"), request=request, expired=False)
+    task = book.get(task_id)
+    assert task is not None
+    assert (task.state, task.error) == ("failed", "revoked")
+
+
+def test_redelivered_signals_change_nothing_twice(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    result = run(app, "generate", steps=2)
+    result.get(timeout=10)
+    task = wait_terminal(book, result.id)
+    # The same execution reported again (acks_late redelivery): all duplicates.
+    again = book.apply_many(
+        [
+            (
+                result.id,
+                {"type": "start", "atMs": 1, "worker": "w"},
+                callback_id(result.id, "start", 0),
+            ),
+            (
+                result.id,
+                {"type": "succeed", "atMs": 2, "resultRef": "r", "resultHash": "h"},
+                callback_id(result.id, "success", 0),
+            ),
+        ]
+    )
+    assert all(not isinstance(r, AsyncBookError) and r.duplicate_callback for r in again)
+    assert book.get(result.id) == task
+
+
+def test_untracked_tasks_are_untouched(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    before = len(book.calls)
+    result = run(app, "plain")
+    assert result.get(timeout=10) == "plain"
+    assert book.get(result.id) is None
+    assert book.calls[before:] == []
+
+
+def test_progress_is_validated() -> None:
+    app = make_app()
+    generate = app.tasks["tests.test_celery_inprocess.generate"]
+    with pytest.raises(AsyncBookError, match="progress"):
+        report_progress(generate, 101)
+    with pytest.raises(AsyncBookError, match="progress"):
+        report_progress(generate, -1)
+    report_progress(generate, 50)  # not installed: nothing to do
+
+
+def test_each_terminal_task_notifies_once(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    results = [run(app, "generate", steps=1), run(app, "doomed")]
+    for result in results:
+        result.get(timeout=10, propagate=False)
+        wait_terminal(book, result.id)
+    wait_for(lambda: integration.deliver().delivered == 0 and DELIVERED)
+    for result in results:
+        notes = [n for n in DELIVERED if n.task_id == result.id]
+        assert len(notes) == 1

@@ -1,0 +1,146 @@
+"""Notification delivery: sinks, the webhook, at-least-once with acknowledgement."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from asyncbook import AsyncBook, AsyncBookError, MemoryBook, Notification
+from asyncbook.delivery import DrainSource, deliver_notifications, notification_source
+from asyncbook.sinks import SinkError, WebhookSink, idempotency_key, resolve_sink
+
+
+class Receiver:
+    """A loopback HTTP server recording POSTs; answers from a script of statuses."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
+        self.statuses: list[int] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append((dict(self.headers), json.loads(body)))
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    yield server
+    server.close()
+
+
+def finished(book: AsyncBook, *ids: str) -> None:
+    for task_id in ids:
+        book.create(id=task_id, now_ms=0, ttl_ms=10, max_attempts=1)
+        book.expire(task_id)
+
+
+def test_webhook_posts_json_with_idempotency_key(receiver: Receiver) -> None:
+    note = Notification(task_id="t-1", state="succeeded", at_ms=5)
+    assert WebhookSink(receiver.url)(note) == 200
+    ((headers, body),) = receiver.requests
+    assert headers["Idempotency-Key"] == "t-1:succeeded" == idempotency_key(note)
+    assert headers["Content-Type"] == "application/json"
+    assert body == {"taskId": "t-1", "state": "succeeded", "atMs": 5}
+
+
+def test_webhook_retries_server_errors_with_backoff(receiver: Receiver) -> None:
+    receiver.statuses = [503, 500]
+    note = Notification(task_id="t", state="failed", at_ms=1)
+    assert WebhookSink(receiver.url, retries=2, backoff=0.01)(note) == 200
+    assert len(receiver.requests) == 3
+    assert len({r[0]["Idempotency-Key"] for r in receiver.requests}) == 1
+
+
+def test_webhook_gives_up_after_bounded_retries(receiver: Receiver) -> None:
+    receiver.statuses = [500, 500, 500]
+    sink = WebhookSink(receiver.url, retries=2, backoff=0.01)
+    with pytest.raises(SinkError, match="500"):
+        sink(Notification(task_id="t", state="failed", at_ms=1))
+    assert len(receiver.requests) == 3
+
+
+def test_webhook_does_not_retry_a_client_error(receiver: Receiver) -> None:
+    receiver.statuses = [400]
+    with pytest.raises(SinkError, match="400"):
+        WebhookSink(receiver.url, backoff=0.01)(Notification(task_id="t", state="failed", at_ms=1))
+    assert len(receiver.requests) == 1
+
+
+def test_webhook_unreachable_is_a_sink_error() -> None:
+    sink = WebhookSink("http://127.0.0.1:9/hook", retries=1, backoff=0.01, timeout=1)
+    with pytest.raises(SinkError, match="unreachable"):
+        sink(Notification(task_id="t", state="failed", at_ms=1))
+
+
+def test_resolve_sink() -> None:
+    assert isinstance(resolve_sink("http://127.0.0.1:1/x"), WebhookSink)
+    assert resolve_sink(print) is print
+    assert resolve_sink("json:dumps") is json.dumps
+    assert resolve_sink("json.dumps") is json.dumps
+    with pytest.raises(AsyncBookError):
+        resolve_sink(42)
+    with pytest.raises(AsyncBookError):
+        resolve_sink("no.such.module:thing")
+
+
+def test_delivery_acks_what_every_sink_took(make_book: Any) -> None:
+    book = make_book()
+    finished(book, "a", "b")
+    got: list[Notification] = []
+    source = notification_source(book)
+    report = deliver_notifications(source, [got.append], group="g", consumer="c")
+    assert (report.delivered, report.failed) == (2, 0)
+    assert sorted(n.task_id for n in got) == ["a", "b"]
+    again = deliver_notifications(source, [got.append], group="g", consumer="c", min_idle_ms=0)
+    assert again.delivered == 0
+    assert len(got) == 2
+
+
+def test_failed_sink_leaves_the_entry_for_redelivery(make_book: Any, receiver: Receiver) -> None:
+    book = make_book()
+    finished(book, "a")
+    source = notification_source(book)
+    receiver.statuses = [500]
+    sink = WebhookSink(receiver.url, retries=0)
+    first = deliver_notifications(source, [sink], group="g", consumer="c1", min_idle_ms=0)
+    assert (first.delivered, first.failed) == (0, 1)
+    second = deliver_notifications(source, [sink], group="g", consumer="c2", min_idle_ms=0)
+    assert (second.delivered, second.failed) == (1, 0)
+    keys = [headers["Idempotency-Key"] for headers, _ in receiver.requests]
+    assert keys == ["a:expired", "a:expired"]
+
+
+def test_drain_source_keeps_unacked_entries() -> None:
+    book = MemoryBook()
+    finished(book, "a")
+    source = DrainSource(book)
+    ((entry, note),) = source.consume_notifications("g", "c")
+    assert note.task_id == "a"
+    assert source.consume_notifications("g", "c") == [(entry, note)]
+    assert source.ack("g", entry) == 1
+    assert source.consume_notifications("g", "c") == []

@@ -1,0 +1,9 @@
+"""The Celery app: configured from ``celeryconfig``, with asyncbook installed."""
+
+from celery import Celery
+
+from asyncbook.signals import install
+
+app = Celery("workers")
+app.config_from_object("celeryconfig")
+integration = install(app)
