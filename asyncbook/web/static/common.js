@@ -20,6 +20,7 @@ function setBar(outer, progress) {
   outer.setAttribute("aria-valuenow", String(progress));
   outer.dataset.progress = String(progress);
   outer.firstChild.style.width = Math.max(0, Math.min(100, progress)) + "%";
+  outer.classList.toggle("done", progress >= 100);
 }
 function stateBadge(state) {
   return el("span", { class: "state " + state, "data-state": state }, state);

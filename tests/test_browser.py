@@ -1,0 +1,130 @@
+"""The status page in headless Chromium (Debian's package), driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
+
+from .servers import Running, running_server
+
+pytestmark = pytest.mark.redis
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+]
+NOW = 1_000_000
+
+if not Path(CHROMIUM).exists() and os.environ.get("CI") != "true":
+    pytest.skip(f"{CHROMIUM} is not installed (.ci/run installs it)", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture
+def server() -> Iterator[Running]:
+    with running_server() as running:
+        yield running
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists()
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": 1100, "height": 600})
+        finally:
+            browser.close()
+
+
+def drive(book: RedisBook, task_id: str, started: threading.Event) -> None:
+    """Run a task slowly enough to watch: start, ten progress steps, succeed."""
+    started.wait(10)
+    book.apply(task_id, StartEvent(at_ms=NOW + 1, worker="worker-a"))
+    for step in range(1, 11):
+        time.sleep(0.15)
+        book.apply(task_id, ProgressEvent(at_ms=NOW + 1 + step, progress=step * 10, cursor="c"))
+    time.sleep(0.15)
+    book.apply(task_id, SucceedEvent(at_ms=NOW + 50, result_ref="s3://out.png", result_hash="h"))
+
+
+def bar_values(page: Any, selector: str) -> list[int]:
+    """Sample a bar's aria value until it stops changing or reaches 100."""
+    values: list[int] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        value = int(page.get_attribute(selector, "aria-valuenow") or "0")
+        if not values or values[-1] != value:
+            values.append(value)
+        if value == 100:
+            break
+        time.sleep(0.05)
+    return values
+
+
+def test_list_page_shows_a_running_task_reach_100_and_succeed(
+    server: Running, page: Any, tmp_path: Path
+):
+    book = server.book
+    book.create(id="older", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    book.create(id="render 42/ü", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    started = threading.Event()
+    worker = threading.Thread(target=drive, args=(book, "render 42/ü", started))
+    worker.start()
+    try:
+        page.goto(server.url + "/")
+        row = 'tr[data-task-id="render 42/ü"]'
+        page.wait_for_selector(row)
+        page.wait_for_function("document.getElementById('status').textContent === 'live'")
+        started.set()
+        values = bar_values(page, f"{row} .bar")
+        page.wait_for_selector(f'{row} [data-state="succeeded"]', timeout=10_000)
+        page.screenshot(path=str(tmp_path / "tasks.png"), full_page=True)
+    finally:
+        started.set()
+        worker.join()
+    assert values[-1] == 100
+    assert len(values) >= 3, values  # seen moving, not just jumping to the end
+    assert values == sorted(values)
+    assert (tmp_path / "tasks.png").stat().st_size > 1000
+    page.select_option("#state", "queued")
+    page.wait_for_function("document.querySelectorAll('#tasks tr').length === 1")
+    assert page.get_attribute("#tasks tr", "data-task-id") == "older"
+
+
+def test_task_page_streams_history_and_state(server: Running, page: Any, tmp_path: Path):
+    book = server.book
+    book.create(id="a/b%c", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    started = threading.Event()
+    worker = threading.Thread(target=drive, args=(book, "a/b%c", started))
+    worker.start()
+    try:
+        page.goto(server.url + "/task?id=a%2Fb%25c")
+        page.wait_for_selector('#summary[data-version="0"]')
+        started.set()
+        values = bar_values(page, "#summary .bar")
+        page.wait_for_selector('#summary[data-state="succeeded"]', timeout=10_000)
+        page.wait_for_function("document.getElementById('status').textContent === 'finished'")
+        page.screenshot(path=str(tmp_path / "task.png"), full_page=True)
+    finally:
+        started.set()
+        worker.join()
+    assert values[-1] == 100
+    rows = page.locator("#history tr")
+    assert rows.count() == 12
+    assert page.inner_text("#title") == "a/b%c"
+    assert "s3://out.png" in page.inner_text("#summary")

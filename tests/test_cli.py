@@ -1,0 +1,254 @@
+"""The ``asyncbook`` command, through click's runner, on RedisBook with real Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
+from asyncbook.cli import cli
+
+from .servers import delete_namespace
+
+pytestmark = pytest.mark.redis
+
+CLI_REDIS_URL = os.environ.get("ASYNCBOOK_TEST_CLI_REDIS_URL", "redis://127.0.0.1:6379/15")
+NOW = 1_000_000
+
+
+@pytest.fixture
+def book() -> Iterator[RedisBook]:
+    client = redis.Redis.from_url(CLI_REDIS_URL)
+    namespace = f"cli-{uuid.uuid4().hex[:12]}"
+    yield RedisBook(client, namespace=namespace)
+    delete_namespace(client, namespace)
+    client.close()
+
+
+def run(book: RedisBook, *args: str, url: str = CLI_REDIS_URL) -> Result:
+    env = {"ASYNCBOOK_REDIS_URL": url, "ASYNCBOOK_NAMESPACE": book.namespace}
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def finish(book: RedisBook, task_id: str, steps: int = 3, pause: float = 0.0) -> None:
+    book.create(id=task_id, now_ms=NOW, ttl_ms=10_000_000, max_attempts=1, exist_ok=True)
+    book.apply(task_id, StartEvent(at_ms=NOW + 1, worker="w"))
+    for i in range(1, steps + 1):
+        time.sleep(pause)
+        book.apply(task_id, ProgressEvent(at_ms=NOW + 1 + i, progress=i * 100 // steps, cursor="c"))
+    book.apply(task_id, SucceedEvent(at_ms=NOW + 100, result_ref="s3://r", result_hash="h"))
+
+
+def test_status_table_json_and_not_found(book: RedisBook):
+    finish(book, "a/b ü")
+    table = run(book, "status", "a/b ü")
+    assert table.exit_code == 0, table.output
+    assert "succeeded" in table.stdout
+    as_json = json.loads(run(book, "status", "a/b ü", "--json").stdout)
+    assert as_json["state"] == "succeeded"
+    assert as_json["version"] == 5
+    missing = run(book, "status", "nope")
+    assert missing.exit_code == 1
+    assert "no task 'nope'" in missing.stderr
+
+
+def test_ls_pages_and_filters(book: RedisBook):
+    for i in range(3):
+        book.create(id=f"t{i}", now_ms=NOW, ttl_ms=60_000, max_attempts=1)
+    finish(book, "done")
+    page = json.loads(run(book, "ls", "--limit", "2", "--json").stdout)
+    assert [t["id"] for t in page["tasks"]] == ["done", "t2"]
+    rest = json.loads(
+        run(book, "ls", "--limit", "2", "--after", page["nextAfter"], "--json").stdout
+    )
+    assert [t["id"] for t in rest["tasks"]] == ["t1", "t0"]
+    assert "nextAfter" not in rest
+    queued = json.loads(run(book, "ls", "--state", "queued", "--json").stdout)
+    assert [t["id"] for t in queued["tasks"]] == ["t2", "t1", "t0"]
+    table = run(book, "ls")
+    assert table.exit_code == 0
+    assert "done" in table.stdout
+    assert "succeeded" in table.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ls", "--state", "done"],
+        ["ls", "--limit", "0"],
+        ["ls", "--after", "x"],
+        ["status"],
+        ["deliver", "t"],
+        ["watch", "t", "--cursor", "-1"],
+        ["no-such-command"],
+        ["serve", "--host", "0.0.0.0"],
+    ],
+)
+def test_usage_errors_exit_2(book: RedisBook, args: list[str]):
+    result = run(book, *args)
+    assert result.exit_code == 2, result.output
+
+
+def test_serve_without_token_refuses_a_public_address(book: RedisBook):
+    result = run(book, "serve", "--host", "0.0.0.0")
+    assert result.exit_code == 2
+    assert "ASYNCBOOK_API_TOKEN" in result.stderr
+
+
+def test_bad_redis_url_is_a_usage_error(book: RedisBook):
+    result = run(book, "status", "x", url="http://nowhere")
+    assert result.exit_code == 2
+    assert "--redis-url" in result.stderr
+
+
+def test_history(book: RedisBook):
+    finish(book, "h", steps=2)
+    entries = json.loads(run(book, "history", "h", "--json").stdout)
+    assert [e["version"] for e in entries] == [1, 2, 3, 4]
+    assert entries[-1]["event"]["type"] == "succeed"
+    table = run(book, "history", "h")
+    assert "progress" in table.stdout
+    assert run(book, "history", "nope").exit_code == 1
+
+
+def test_deliver(book: RedisBook):
+    finish(book, "a")
+    finish(book, "b")
+    first = json.loads(run(book, "deliver", "a", "--key", "k", "--json").stdout)
+    assert first["reason"] == "delivered"
+    again = run(book, "deliver", "a", "--key", "k")
+    assert again.exit_code == 0
+    assert again.stdout.startswith("duplicate-delivery: s3://r")
+    other = run(book, "deliver", "b", "--key", "k")
+    assert other.exit_code == 1
+    assert "another task" in other.stderr
+    assert "s3://r" not in other.output
+    book.create(id="q", now_ms=NOW, ttl_ms=60_000, max_attempts=1)
+    assert run(book, "deliver", "q", "--key", "k2").exit_code == 1
+    assert run(book, "deliver", "nope", "--key", "k3").exit_code == 1
+
+
+def test_sweep_expires_overdue_tasks(book: RedisBook):
+    book.create(id="late", now_ms=0, ttl_ms=1, max_attempts=1)
+    book.create(id="fine", now_ms=time.time() * 1000, ttl_ms=3_600_000, max_attempts=1)
+    report = json.loads(run(book, "sweep", "--json").stdout)
+    assert report["expired"] == 1
+    late = book.get("late")
+    fine = book.get("fine")
+    assert late is not None
+    assert fine is not None
+    assert late.state == "expired"
+    assert fine.state == "queued"
+    assert run(book, "sweep").stdout.startswith("expired 0 task(s)")
+
+
+def test_notifications_drain_and_consume(book: RedisBook):
+    finish(book, "n1")
+    consumed = json.loads(
+        run(book, "notifications", "consume", "--group", "g", "--consumer", "c", "--json").stdout
+    )
+    assert [(n["taskId"], n["state"]) for n in consumed] == [("n1", "succeeded")]
+    assert consumed[0]["id"]
+    again = run(book, "notifications", "consume", "--group", "g", "--json")
+    assert json.loads(again.stdout) == []  # acknowledged: not handed out again
+    drained = json.loads(run(book, "notifications", "drain", "--json").stdout)
+    assert [n["taskId"] for n in drained] == ["n1"]
+    assert json.loads(run(book, "notifications", "drain", "--json").stdout) == []
+
+
+def test_consume_without_ack_hands_them_out_again(book: RedisBook):
+    finish(book, "n2")
+    args = ["notifications", "consume", "--group", "g", "--no-ack", "--json"]
+    first = json.loads(run(book, *args, "--consumer", "a").stdout)
+    assert len(first) == 1
+    idle = ["notifications", "consume", "--group", "g", "--consumer", "b"]
+    # min idle is a minute: another consumer does not get them yet
+    assert run(book, *idle).stdout == ""
+
+
+def test_watch_json_lines_until_terminal(book: RedisBook):
+    book.create(id="w", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    threading.Timer(0.3, finish, args=(book, "w", 5, 0.02)).start()
+    result = run(book, "watch", "w", "--json")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    versions = versions_seen(lines)
+    assert versions == list(range(1, 8))
+    assert lines[-1] == {"event": "end", "id": None, "data": {"state": "succeeded", "version": 7}}
+
+
+def versions_seen(lines: list[dict[str, Any]]) -> list[int]:
+    """Every version a watcher was shown: change ids, and a snapshot's history."""
+    seen: list[int] = []
+    for line in lines:
+        if line["event"] == "change":
+            seen.append(line["id"])
+        elif line["event"] == "snapshot":
+            seen.extend(e["version"] for e in line["data"]["history"] if e["version"] not in seen)
+    return seen
+
+
+def test_watch_progress_bar(book: RedisBook):
+    finish(book, "done")
+    result = run(book, "watch", "done")
+    assert result.exit_code == 0
+    assert "100%" in result.stdout
+    assert "done: succeeded at v5" in result.stdout
+    assert run(book, "watch", "nope").exit_code == 1
+
+
+def test_watch_resumes_across_a_dropped_connection(book: RedisBook):
+    name = f"watch-{uuid.uuid4().hex[:8]}"
+    url = f"{CLI_REDIS_URL}?client_name={name}"
+    admin = redis.Redis.from_url(CLI_REDIS_URL)
+    book.create(id="d", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    killed: list[int] = []
+
+    def subscribed_client() -> int | None:
+        for info in admin.client_list(_type="pubsub"):
+            if info.get("name") == name:
+                return int(info["id"])
+        return None
+
+    def drive() -> None:
+        deadline = time.monotonic() + 10
+        while subscribed_client() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        book.apply("d", StartEvent(at_ms=NOW + 1, worker="w"))
+        book.apply("d", ProgressEvent(at_ms=NOW + 2, progress=10, cursor="c"))
+        time.sleep(0.2)
+        client_id = subscribed_client()
+        if client_id is not None:
+            killed.append(admin.client_kill_filter(_id=client_id))
+        # Changes while the watcher is away: it must resume, not skip them.
+        for p in (20, 30, 40):
+            book.apply("d", ProgressEvent(at_ms=NOW + p, progress=p, cursor="c"))
+        time.sleep(0.3)
+        book.apply("d", ProgressEvent(at_ms=NOW + 90, progress=90, cursor="c"))
+        book.apply("d", SucceedEvent(at_ms=NOW + 100, result_ref="r", result_hash="h"))
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    result = run(book, "watch", "d", "--json", url=url)
+    driver.join()
+    admin.close()
+    assert killed == [1]
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert versions_seen(lines) == list(range(1, 8))
+    assert lines[-1]["event"] == "end"
+
+
+def test_demo_runs(book: RedisBook):
+    result = run(book, "demo")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip()

@@ -1,0 +1,114 @@
+"""Hostile input against the status server: no 500s, and nothing stored changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from asyncbook import RedisBook, StartEvent, SucceedEvent, to_wire
+from asyncbook.web.paths import task_path
+
+from .servers import Running, running_server
+
+pytestmark = pytest.mark.redis
+
+NOW = 1_000_000
+SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+ids = st.text(max_size=40) | st.sampled_from(["", "/", "%", "%2F", "..", "q", "done", "a/stream"])
+header_text = (
+    st.text(
+        st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"),
+        max_size=40,
+    )
+    .map(lambda text: text.strip(" "))
+    .map(lambda text: text.encode("latin-1"))
+)
+cursors = st.one_of(
+    st.text(max_size=24),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(str),
+)
+raw_segments = st.text(
+    st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="?#/"), max_size=30
+)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Running]:
+    with running_server() as running:
+        book = running.book
+        book.create(id="q", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+        book.create(id="done", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+        book.apply("done", StartEvent(at_ms=NOW + 1, worker="w"))
+        book.apply("done", SucceedEvent(at_ms=NOW + 2, result_ref="r", result_hash="h"))
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server: Running) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        yield http
+
+
+def stored(book: RedisBook) -> Any:
+    """Everything a request could have changed: the tasks, the keys, the outbox."""
+    tasks = [to_wire(task) for task in book.list_tasks(limit=1000).tasks]
+    keys = sorted(book.client.scan_iter(match="{" + book.namespace + "}:*"))
+    return tasks, keys, book.client.xlen(book.keys.outbox)
+
+
+def check(response: httpx.Response) -> None:
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        body = response.json()
+        assert set(body) >= {"code", "message"}
+
+
+@SETTINGS
+@given(task_id=ids, cursor=cursors, last_event_id=header_text)
+def test_reads_never_fail_or_change_anything(
+    server: Running, client: httpx.Client, task_id: str, cursor: str, last_event_id: bytes
+):
+    before = stored(server.book)
+    check(client.get(task_path(task_id)) if task_id else client.get("/api/tasks/"))
+    if task_id:
+        check(client.get(task_path(task_id, "events"), params={"cursor": cursor}))
+    check(client.get(task_path("done", "events"), params={"cursor": cursor}))
+    # "done" is terminal: a stream on it ends by itself whatever the cursor.
+    check(client.get(task_path("done", "stream"), headers={"Last-Event-ID": last_event_id}))
+    check(client.get(task_path("done", "stream"), params={"cursor": cursor}))
+    check(client.get("/api/tasks", params={"state": task_id, "limit": cursor, "after": cursor}))
+    assert stored(server.book) == before
+
+
+@SETTINGS
+@given(task_id=ids, key=header_text, auth=header_text)
+def test_deliveries_that_cannot_deliver_change_nothing(
+    server: Running, client: httpx.Client, task_id: str, key: bytes, auth: bytes
+):
+    before = stored(server.book)
+    headers = {"Idempotency-Key": key, "Authorization": auth}
+    check(client.post(task_path("q", "delivery"), headers=headers))
+    if task_id and task_id != "done":
+        check(client.post(task_path(task_id, "delivery"), headers=headers))
+    assert stored(server.book) == before
+
+
+@SETTINGS
+@given(segment=raw_segments, suffix=st.sampled_from(["", "/events", "/stream", "/delivery", "/x"]))
+def test_raw_paths_never_fail(server: Running, client: httpx.Client, segment: str, suffix: str):
+    before = stored(server.book)
+    path = "/api/tasks/" + segment + suffix
+    target = httpx.URL(server.url).copy_with(raw_path=path.encode("ascii"))
+    check(client.send(client.build_request("GET", target)))
+    assert stored(server.book) == before
