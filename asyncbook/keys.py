@@ -40,12 +40,8 @@ class KeySchema:
         return "{" + self.namespace + "}"
 
     def task(self, task_id: str) -> str:
-        """Hash with a task's fields."""
+        """Hash with a task's fields and its history (field "N": the event of version N)."""
         return f"{self.tag}:t:{escape_id(task_id)}"
-
-    def history(self, task_id: str) -> str:
-        """List of a task's history entries (JSON), index i holding version i + 1."""
-        return f"{self.tag}:h:{escape_id(task_id)}"
 
     def callback(self, callback_id: str) -> str:
         """Marker that a callback id was applied."""
@@ -65,11 +61,6 @@ class KeySchema:
         return [self.state_index(state) for state in STATE_NAMES]
 
     @property
-    def all_index(self) -> str:
-        """Sorted set of every task id, scored by creation order."""
-        return f"{self.tag}:idx:all"
-
-    @property
     def sequence(self) -> str:
         """Counter giving each created task its creation order."""
         return f"{self.tag}:seq"
@@ -78,11 +69,6 @@ class KeySchema:
     def deadlines(self) -> str:
         """Sorted set of live task ids by deadline (``expiresAtMs``): the sweep's work list."""
         return f"{self.tag}:deadlines"
-
-    @property
-    def ended(self) -> str:
-        """Sorted set of ended task ids by end time (server ms), for pruning the indexes."""
-        return f"{self.tag}:ended"
 
     @property
     def outbox(self) -> str:

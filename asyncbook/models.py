@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    PlainSerializer,
-    PlainValidator,
     StrictBool,
+    StrictFloat,
+    StrictInt,
     StrictStr,
     TypeAdapter,
     ValidationError,
@@ -26,7 +27,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from .errors import invalid
-from .jsrules import is_integer, is_number, normalize_number
+from .jsrules import is_integer, normalize_number
 
 __all__ = [
     "TERMINAL_STATES",
@@ -70,30 +71,25 @@ class AsyncState(StrEnum):
 TERMINAL_STATES = frozenset({AsyncState.SUCCEEDED, AsyncState.FAILED, AsyncState.EXPIRED})
 
 
-def _json_number(value: Any) -> int | float:
-    if not is_number(value):
-        raise PydanticCustomError("json_number", "must be a JSON number")
+def _integral_float(value: float) -> int | float:
     return normalize_number(value)
 
 
-def _json_integer(value: Any) -> int:
+def _whole_float(value: float) -> int:
     if not is_integer(value):
         raise PydanticCustomError("json_integer", "must be an integer")
     return int(value)
 
 
-def _serialize_number(value: int | float) -> int | float:
-    return value
-
-
-Number = Annotated[
-    int | float,
-    PlainValidator(_json_number),
-    PlainSerializer(_serialize_number, return_type=int | float),
-]
+# Ints take pydantic-core's fast path; only floats reach Python, to become ints when
+# integral (40.0 is 40, -0.0 is 0). Strict: no bool, no numeric strings.
+Number = Annotated[StrictInt | Annotated[StrictFloat, AfterValidator(_integral_float)], Field()]
 """A JSON number: int or float, never bool or str; an integral float becomes an int."""
-Integer = Annotated[int, PlainValidator(_json_integer), PlainSerializer(int, return_type=int)]
-"""A JSON integer: an int, or a float with no fractional part."""
+if TYPE_CHECKING:
+    Integer = int
+else:
+    Integer = Annotated[StrictInt | Annotated[StrictFloat, AfterValidator(_whole_float)], Field()]
+    """A JSON integer: an int, or a float with no fractional part (validated to an int)."""
 
 
 class WireModel(BaseModel):
@@ -252,14 +248,24 @@ _Model = TypeVar("_Model")
 
 
 _EVENT_TAGS = frozenset({"start", "progress", "succeed", "fail", "expire"})
+_NUMBER_BRANCHES = frozenset({"int", "float"})
+_INTEGER_FIELDS = frozenset({"attempts", "maxAttempts", "version"})
+
+
+def _is_integer_field(loc: list[str]) -> bool:
+    return bool(loc) and loc[-1] in _INTEGER_FIELDS
 
 
 def _describe(error: ValidationError, root: str) -> tuple[str, str]:
     first = error.errors(include_url=False)[0]
     loc: list[str] = []
     parent = root
+    number_error = False
     for part in (str(part) for part in first["loc"]):
-        # A discriminated union puts the tag in the path: drop it (event.start.atMs).
+        # Unions put member tags in the path: drop them (event.start.atMs, atMs.int).
+        if part in _NUMBER_BRANCHES or part.startswith("function-after"):
+            number_error = True
+            continue
         if not (part in _EVENT_TAGS and parent == "event"):
             loc.append(part)
         parent = part
@@ -269,6 +275,10 @@ def _describe(error: ValidationError, root: str) -> tuple[str, str]:
         loc, message = [*loc, "type"], "is required"
     elif first["type"] == "missing":
         message = "is required"
+    elif first["type"] == "json_integer" or (number_error and "int" in first["type"]):
+        message = "must be an integer" if _is_integer_field(loc) else "must be a JSON number"
+    elif number_error:
+        message = "must be a JSON number"
     else:
         message = first["msg"]
     field = ".".join([root, *loc])

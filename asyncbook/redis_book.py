@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from pydantic_core import PydanticSerializationError
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
@@ -59,13 +60,11 @@ __all__ = ["RedisBook"]
 _DEFAULT_RETENTION = timedelta(hours=24)
 
 
-def _dumps(value: Any, field: str) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise invalid(f"{field} must be valid Unicode text", field=field) from None
-    return text
+def _dumps(value: str, field: str) -> str:
+    """JSON text of a string, refusing text Redis cannot store (lone surrogates)."""
+    if not value.isascii():
+        _utf8(value, field)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _number_text(value: Any) -> str:
@@ -74,10 +73,11 @@ def _number_text(value: Any) -> str:
 
 
 def _utf8(value: str, field: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise invalid(f"{field} must be valid Unicode text", field=field) from None
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid(f"{field} must be valid Unicode text", field=field) from None
     return value
 
 
@@ -85,28 +85,32 @@ def _text(raw: bytes | str) -> str:
     return raw.decode("utf-8") if isinstance(raw, bytes) else raw
 
 
+_NO_EVENT = ["", "", "", "", "0", "", "", "0", "0", ""]
+_AT_DEADLINE = ["deadline", "", "", "", "0", "", "", "0", "0", ""]
+
+
 def _event_args(event: AsyncEvent) -> list[str]:
     """ARGV 4..13 of apply.lua for a well-shaped event."""
     at = _number_text(event.at_ms)
-    event_json = _dumps(event.model_dump(mode="json", by_alias=True), "event") if at else ""
     progress = ref = digest = error = ""
     retryable = ref_blank = digest_blank = "0"
     if isinstance(event, ProgressEvent):
         progress = _number_text(event.progress)
-        if not progress:
-            event_json = ""
     elif isinstance(event, SucceedEvent):
-        ref, digest = (
-            _dumps(event.result_ref, "event.resultRef"),
-            _dumps(event.result_hash, "event.resultHash"),
-        )
+        ref = _dumps(event.result_ref, "event.resultRef")
+        digest = _dumps(event.result_hash, "event.resultHash")
         ref_blank = "1" if is_blank(event.result_ref) else "0"
         digest_blank = "1" if is_blank(event.result_hash) else "0"
     elif isinstance(event, FailEvent):
         retryable = "1" if event.retryable else "0"
         error = _dumps(event.error, "event.error")
-    elif isinstance(event, StartEvent):
-        _dumps(event.worker, "event.worker")
+    # The event is recorded only when its numbers are finite (the script checks first).
+    event_json = ""
+    if at and (progress or not isinstance(event, ProgressEvent)):
+        try:
+            event_json = event.model_dump_json(by_alias=True)
+        except PydanticSerializationError:
+            raise invalid("event text must be valid Unicode", field="event") from None
     return [
         event.type,
         at,
@@ -155,6 +159,7 @@ class RedisBook:
         )
         self._scripts = BookScripts.register(client)
         self._groups: set[str] = set()
+        self._prune_from: dict[str, str] = {}
 
     @classmethod
     def from_url(
@@ -188,17 +193,9 @@ class RedisBook:
         task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
         k = self.keys
         reply = self._scripts.create(
-            keys=[
-                k.task(id),
-                k.history(id),
-                k.all_index,
-                k.state_index("queued"),
-                k.deadlines,
-                k.sequence,
-                k.ended,
-            ],
+            keys=[k.task(id), k.state_index("queued"), k.deadlines, k.sequence],
             args=[
-                _utf8(id, "id"),
+                id,
                 _dumps(id, "id"),
                 _number_text(task.expires_at_ms),
                 str(task.max_attempts),
@@ -216,7 +213,7 @@ class RedisBook:
     def get(self, id: str) -> AsyncTask | None:
         """The stored task with its history, or None."""
         task_id = _utf8(require_string(id, "id"), "id")
-        reply = self._scripts.get(keys=[self.keys.task(task_id), self.keys.history(task_id)])
+        reply = self._scripts.get(keys=[self.keys.task(task_id)])
         return None if reply is None else AsyncTask.model_validate_json(reply)
 
     # -- applying events ---------------------------------------------------------------
@@ -228,10 +225,10 @@ class RedisBook:
         callback = require_optional_string(callback_id, "callbackId")
         k = self.keys
         if event is None:
-            event_args, shape_error = ["deadline", "", "", "", "0", "", "", "0", "0", ""], None
+            event_args, shape_error = _AT_DEADLINE, None
         else:
             parsed, shape_error = _coerce(event)
-            event_args = ["", "", "", "", "0", "", "", "0", "0", ""]
+            event_args = _NO_EVENT
             if parsed is not None:
                 try:
                     event_args = _event_args(parsed)
@@ -239,10 +236,8 @@ class RedisBook:
                     shape_error = error
         keys = [
             k.task(task_id),
-            k.history(task_id),
             k.callback(_utf8(callback, "callbackId")) if callback is not None else k.callback(""),
             k.deadlines,
-            k.ended,
             k.outbox,
             *k.state_indexes,
         ]
@@ -360,7 +355,7 @@ class RedisBook:
         history, so it costs O(events returned) however long the history is.
         """
         task_id = _utf8(require_string(task_id, "taskId"), "taskId")
-        keys = [self.keys.task(task_id), self.keys.history(task_id)]
+        keys = [self.keys.task(task_id)]
         try:
             cursor = require_integer(cursor_version, "cursorVersion")
         except AsyncBookError:
@@ -485,20 +480,25 @@ class RedisBook:
         wanted = require_state(state)
         count = require_limit(limit)
         cursor = require_page_cursor(after)
-        index = self.keys.all_index if wanted is None else self.keys.state_index(wanted)
+        states = STATE_NAMES if wanted is None else (wanted,)
         top = "+inf" if cursor is None else f"({cursor}"
-        rows = self.client.zrevrangebyscore(
-            index, top, "-inf", start=0, num=count + 1, withscores=True
-        )
+        pipe = self._slot_client().pipeline(transaction=False)
+        for state_name in states:
+            pipe.zrevrangebyscore(
+                self.keys.state_index(state_name),
+                top,
+                "-inf",
+                start=0,
+                num=count + 1,
+                withscores=True,
+            )
+        # Scores are creation order, unique per task: merging the indexes gives "newest first".
+        rows = sorted((row for rows in pipe.execute() for row in rows), key=lambda row: -row[1])
         more = len(rows) > count
         rows = rows[:count]
         if not rows:
             return TaskPage(tasks=())
-        keys: list[str] = []
-        for raw_id, _score in rows:
-            task_id = _text(raw_id)
-            keys += [self.keys.task(task_id), self.keys.history(task_id)]
-        found = self._scripts.get_many(keys=keys)
+        found = self._scripts.get_many(keys=[self.keys.task(_text(raw_id)) for raw_id, _ in rows])
         tasks = tuple(AsyncTask.model_validate_json(raw) for raw in found if raw)
         next_after = str(int(rows[-1][1])) if more else None
         return TaskPage(tasks=tasks, next_after=next_after)
@@ -511,16 +511,31 @@ class RedisBook:
         return dict(zip(STATE_NAMES, (int(n) for n in pipe.execute()), strict=True))
 
     def prune(self, limit: int = 1000) -> int:
-        """Drop ended tasks past retention from the listing indexes; returns how many."""
+        """Drop listing entries of ended tasks whose records expired; returns how many.
+
+        Looks at up to ``limit`` entries per terminal state, oldest first, resuming where
+        the previous call stopped, so regular calls (the sweep makes one per pass) visit
+        every entry in turn.
+        """
         if self.retention is None:
             return 0
-        k = self.keys
-        return int(
-            self._scripts.prune(
-                keys=[k.ended, k.all_index, *k.state_indexes[2:]],
-                args=[self._retention_ms, require_limit(limit, maximum=1_000_000)],
+        count = require_limit(limit, maximum=1_000_000)
+        dropped = 0
+        for state in ("succeeded", "failed", "expired"):
+            index = self.keys.state_index(state)
+            low = self._prune_from.get(state, "-inf")
+            rows = self.client.zrangebyscore(
+                index, low, "+inf", start=0, num=count, withscores=True
             )
-        )
+            if len(rows) < count:
+                self._prune_from.pop(state, None)
+            else:
+                self._prune_from[state] = f"({int(rows[-1][1])}"
+            ids = [_text(raw_id) for raw_id, _ in rows]
+            if ids:
+                keys = [index, *(self.keys.task(task_id) for task_id in ids)]
+                dropped += int(self._scripts.prune(keys=keys, args=ids))
+        return dropped
 
 
 def _transition(result: CallbackResult) -> AsyncTransition:

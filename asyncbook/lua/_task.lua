@@ -1,6 +1,7 @@
 -- Shared helpers, prepended to every script that reads or writes a task.
--- A task hash holds: id (JSON string), st, exp (deadline, JSON number text), att, max,
--- prog, ver, seq (creation order), and when set ref, rh, err (JSON strings).
+-- A task is one hash: id (JSON string), st, exp (deadline, JSON number text), att, max,
+-- prog, ver, seq (creation order), ref, rh, err (JSON strings, when set), and its history:
+-- field "N" holds the JSON of the event that produced version N.
 
 local TERMINAL = {succeeded = true, failed = true, expired = true}
 local STATE_SLOT = {queued = 1, running = 2, succeeded = 3, failed = 4, expired = 5}
@@ -16,7 +17,24 @@ local function load_task(key)
   }
 end
 
-local function render_task(t, history_key, with_history)
+-- History entries first..last as JSON objects, read in chunks (unpack has a stack limit).
+local function history_entries(key, first, last, out)
+  local chunk = 500
+  for low = first, last, chunk do
+    local high = math.min(low + chunk - 1, last)
+    local names = {}
+    for v = low, high do
+      names[#names + 1] = tostring(v)
+    end
+    local events = redis.call('HMGET', key, unpack(names))
+    for i, event in ipairs(events) do
+      out[#out + 1] = '{"version":' .. names[i] .. ',"event":' .. event .. '}'
+    end
+  end
+  return out
+end
+
+local function render_task(t, key, with_history)
   local parts = {
     '{"id":', t.id, ',"state":"', t.st, '","expiresAtMs":', t.exp,
     ',"attempts":', tostring(t.att), ',"maxAttempts":', tostring(t.max),
@@ -27,7 +45,7 @@ local function render_task(t, history_key, with_history)
   if t.err then parts[#parts + 1] = ',"error":'; parts[#parts + 1] = t.err end
   parts[#parts + 1] = ',"history":['
   if with_history and t.ver > 0 then
-    parts[#parts + 1] = table.concat(redis.call('LRANGE', history_key, 0, -1), ',')
+    parts[#parts + 1] = table.concat(history_entries(key, 1, t.ver, {}), ',')
   end
   parts[#parts + 1] = ']}'
   return table.concat(parts)

@@ -1,7 +1,7 @@
 -- apply: one event on one task, atomically: callback de-duplication, the transition,
 -- history, indexes, retention, the outbox and the change feed.
--- KEYS: 1 task hash, 2 history list, 3 callback marker, 4 deadlines, 5 ended, 6 outbox,
---       7..11 state indexes (queued, running, succeeded, failed, expired)
+-- KEYS: 1 task hash, 2 callback marker, 3 deadlines, 4 outbox,
+--       5..9 state indexes (queued, running, succeeded, failed, expired)
 -- ARGV: 1 task id, 2 callback given (1/0), 3 event shape valid (1/0),
 --       4 type: start | progress | succeed | fail | expire | deadline (expire at the deadline),
 --       5 atMs (JSON number text; '' when not a finite number), 6 event JSON,
@@ -16,8 +16,8 @@ local t = load_task(KEYS[1])
 if not t then
   return {'!unknown'}
 end
-if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
-  return {'duplicate-callback', '0101', render_task(t, KEYS[2], true)}
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then
+  return {'duplicate-callback', '0101', render_task(t, KEYS[1], true)}
 end
 if ARGV[3] ~= '1' then
   return {'!shape'}
@@ -33,14 +33,14 @@ if not at or at < 0 then
 end
 
 local reason, changed, duplicate, notify = nil, false, false, false
-local old_state, entry = t.st, nil
+local old_state, entry = t.st, nil  -- entry: the recorded event's JSON
 
 local function unchanged(why, dup)
   reason, duplicate = why, dup or false
 end
 local function advance(json, patch)
   t.ver = t.ver + 1
-  entry = '{"version":' .. tostring(t.ver) .. ',"event":' .. json .. '}'
+  entry = json
   for field, value in pairs(patch) do
     t[field] = value
   end
@@ -116,41 +116,43 @@ end
 local retention = tonumber(ARGV[14])
 local now = nil
 if changed then
-  redis.call('RPUSH', KEYS[2], entry)
-  redis.call('HSET', KEYS[1], 'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog),
-    'ver', tostring(t.ver))
-  if t.ref then redis.call('HSET', KEYS[1], 'ref', t.ref, 'rh', t.rh) end
-  if t.err then redis.call('HSET', KEYS[1], 'err', t.err) end
+  local fields = {tostring(t.ver), entry, 'st', t.st, 'att', tostring(t.att),
+    'prog', tostring(t.prog), 'ver', tostring(t.ver)}
+  if t.ref then
+    fields[#fields + 1] = 'ref'; fields[#fields + 1] = t.ref
+    fields[#fields + 1] = 'rh'; fields[#fields + 1] = t.rh
+  end
+  if t.err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
+  redis.call('HSET', KEYS[1], unpack(fields))
   if t.st ~= old_state then
-    redis.call('ZREM', KEYS[6 + STATE_SLOT[old_state]], ARGV[1])
-    redis.call('ZADD', KEYS[6 + STATE_SLOT[t.st]], t.seq, ARGV[1])
+    redis.call('ZREM', KEYS[4 + STATE_SLOT[old_state]], ARGV[1])
+    redis.call('ZADD', KEYS[4 + STATE_SLOT[t.st]], t.seq, ARGV[1])
   end
   if TERMINAL[t.st] then
-    now = server_ms()
-    redis.call('ZREM', KEYS[4], ARGV[1])
-    redis.call('ZADD', KEYS[5], now, ARGV[1])
+    redis.call('ZREM', KEYS[3], ARGV[1])
     if retention then
       redis.call('PEXPIRE', KEYS[1], retention)
-      redis.call('PEXPIRE', KEYS[2], retention)
     end
   end
   announce(ARGV[15], t)
 end
 if ARGV[2] == '1' then
-  redis.call('SET', KEYS[3], '1')
   if retention then
-    -- Kept until the task's records go: it ends by its deadline at the latest.
-    now = now or server_ms()
-    redis.call('PEXPIREAT', KEYS[3], math.max(tonumber(t.exp), now) + retention)
+    -- Kept until the task's record goes: it ends by its deadline at the latest.
+    now = server_ms()
+    redis.call('SET', KEYS[2], '1', 'PXAT', math.max(tonumber(t.exp), now) + retention)
+  else
+    redis.call('SET', KEYS[2], '1')
   end
 end
 if notify then
-  local fields = {'taskId', ARGV[1], 'state', t.st, 'atMs', at_text, 'version', tostring(t.ver)}
+  local fields = {'taskId', ARGV[1], 'state', t.st, 'atMs', at_text}
   if retention then
-    redis.call('XADD', KEYS[6], 'MINID', '~', tostring(math.max(now - retention, 0)), '*', unpack(fields))
+    now = now or server_ms()
+    redis.call('XADD', KEYS[4], 'MINID', '~', tostring(math.max(now - retention, 0)), '*', unpack(fields))
   else
-    redis.call('XADD', KEYS[6], '*', unpack(fields))
+    redis.call('XADD', KEYS[4], '*', unpack(fields))
   end
 end
 local flags = (changed and '1' or '0') .. (duplicate and '1' or '0') .. (notify and '1' or '0') .. '0'
-return {reason, flags, render_task(t, KEYS[2], true)}
+return {reason, flags, render_task(t, KEYS[1], true)}

@@ -1,23 +1,20 @@
 -- create: store a new queued task, unless the id exists.
--- KEYS: 1 task hash, 2 history list, 3 all index, 4 queued index, 5 deadlines, 6 sequence, 7 ended
+-- KEYS: 1 task hash, 2 queued index, 3 deadlines, 4 sequence
 -- ARGV: 1 task id, 2 task id as JSON, 3 deadline (JSON number text), 4 maxAttempts,
 --       5 exist_ok (1/0), 6 changes channel
--- Returns: {'created', taskJSON} | {'exists', taskJSON} | {'!conflict'}
+-- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'}
 
 local existing = load_task(KEYS[1])
 if existing then
   if ARGV[5] == '1' then
-    return {'exists', render_task(existing, KEYS[2], true)}
+    return {'exists', render_task(existing, KEYS[1], true)}
   end
   return {'!conflict'}
 end
-local seq = redis.call('INCR', KEYS[6])
+local seq = redis.call('INCR', KEYS[4])
 redis.call('HSET', KEYS[1], 'id', ARGV[2], 'st', 'queued', 'exp', ARGV[3], 'att', '0',
   'max', ARGV[4], 'prog', '0', 'ver', '0', 'seq', tostring(seq))
-redis.call('ZADD', KEYS[3], seq, ARGV[1])
-redis.call('ZADD', KEYS[4], seq, ARGV[1])
-redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
-redis.call('ZREM', KEYS[7], ARGV[1])
-local t = {id = ARGV[2], st = 'queued', exp = ARGV[3], att = 0, max = tonumber(ARGV[4]), prog = 0, ver = 0}
-announce(ARGV[6], t)
-return {'created', render_task(t, KEYS[2], false)}
+redis.call('ZADD', KEYS[2], seq, ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+announce(ARGV[6], {id = ARGV[2], st = 'queued', prog = 0, ver = 0})
+return {'created'}

@@ -1,16 +1,12 @@
--- prune: drop ended tasks past their retention from the listing indexes.
--- KEYS: 1 ended, 2 all index, 3..5 terminal state indexes (succeeded, failed, expired)
--- ARGV: 1 retention ms, 2 how many at most
--- Returns: how many tasks were dropped
+-- prune: drop listing-index entries whose task record has expired (retention).
+-- KEYS: 1 a state index, 2.. the task hashes of the ids in ARGV, in the same order
+-- ARGV: the task ids to check
+-- Returns: how many entries were dropped
 
-local now = redis.call('TIME')
-local cutoff = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - tonumber(ARGV[1])
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', cutoff, 'LIMIT', 0, tonumber(ARGV[2]))
-for _, id in ipairs(ids) do
-  redis.call('ZREM', KEYS[2], id)
-  redis.call('ZREM', KEYS[3], id)
-  redis.call('ZREM', KEYS[4], id)
-  redis.call('ZREM', KEYS[5], id)
-  redis.call('ZREM', KEYS[1], id)
+local dropped = 0
+for i, id in ipairs(ARGV) do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 then
+    dropped = dropped + redis.call('ZREM', KEYS[1], id)
+  end
 end
-return #ids
+return dropped

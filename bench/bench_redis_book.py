@@ -1,0 +1,226 @@
+"""RedisBook benchmarks: apply vs a bare EVALSHA, apply_many, resume, memory per task.
+
+Run:  .venv/bin/python bench/bench_redis_book.py [--url redis://127.0.0.1:6379/12]
+
+Every comparison is measured in one run, interleaved round by round, and reported as a
+ratio; absolute numbers on a shared machine are noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+import redis
+
+from asyncbook import FailEvent, ProgressEvent, RedisBook, StartEvent, SucceedEvent
+
+ROUNDS = 5
+
+
+def wipe(client: redis.Redis, book: RedisBook) -> None:
+    keys = list(client.scan_iter(match=book.keys.tag + ":*", count=5000))
+    for start in range(0, len(keys), 1000):
+        client.delete(*keys[start : start + 1000])
+
+
+def timed(work: Callable[[], int]) -> float:
+    """Operations per second of one call of ``work`` (which returns its operation count)."""
+    started = time.perf_counter()
+    count = work()
+    return count / (time.perf_counter() - started)
+
+
+def bench_apply_vs_evalsha(client: redis.Redis, book: RedisBook, n: int) -> None:
+    bare = client.register_script("return 1")
+    bare()
+
+    def fresh_tasks() -> list[str]:
+        prefix = uuid.uuid4().hex[:8]
+        ids = [f"{prefix}-{i}" for i in range(n // 3)]
+        for task_id in ids:
+            book.create(id=task_id, now_ms=0, ttl_ms=10**12, max_attempts=1)
+        return ids
+
+    def applies(ids: list[str]) -> int:
+        for task_id in ids:
+            book.apply(task_id, StartEvent(at_ms=1, worker="w"), f"{task_id}:s")
+            book.apply(task_id, ProgressEvent(at_ms=2, progress=50, cursor="c"), f"{task_id}:p")
+            book.apply(
+                task_id,
+                SucceedEvent(at_ms=3, result_ref="s3://r", result_hash="h"),
+                f"{task_id}:d",
+            )
+        return 3 * len(ids)
+
+    def evalshas() -> int:
+        for _ in range(n):
+            bare()
+        return n
+
+    book_rates, bare_rates = [], []
+    for _ in range(ROUNDS):
+        ids = fresh_tasks()
+        bare_rates.append(timed(evalshas))
+        book_rates.append(timed(lambda ids=ids: applies(ids)))  # type: ignore[misc]
+        wipe(client, book)
+    ratio = statistics.median(b / e for b, e in zip(book_rates, bare_rates, strict=True))
+    print(
+        f"apply (sequential, one client): {statistics.median(book_rates):,.0f}/s; "
+        f"bare EVALSHA 'return 1': {statistics.median(bare_rates):,.0f}/s; "
+        f"ratio {ratio:.2f} (target >= 0.70)"
+    )
+
+
+def bench_apply_many(client: redis.Redis, book: RedisBook, tasks: int) -> None:
+    rates = []
+    for _ in range(ROUNDS):
+        prefix = uuid.uuid4().hex[:8]
+        ids = [f"{prefix}-{i}" for i in range(tasks)]
+        for task_id in ids:
+            book.create(id=task_id, now_ms=0, ttl_ms=10**12, max_attempts=2)
+        items = []
+        for task_id in ids:
+            items += [
+                (task_id, StartEvent(at_ms=1, worker="w"), f"{task_id}:s"),
+                (task_id, ProgressEvent(at_ms=2, progress=50, cursor="c"), f"{task_id}:p"),
+                (task_id, FailEvent(at_ms=3, error="x", retryable=True), f"{task_id}:f"),
+                (task_id, StartEvent(at_ms=4, worker="w"), f"{task_id}:s2"),
+                (task_id, SucceedEvent(at_ms=5, result_ref="r", result_hash="h"), f"{task_id}:d"),
+            ]
+        # Batches of 100 events, in stream order (each task's events stay in order).
+        batches = [items[i : i + 100] for i in range(0, len(items), 100)]
+
+        def run(batches: list[list[tuple[str, object, str]]] = batches) -> int:
+            for batch in batches:
+                book.apply_many(batch)  # type: ignore[arg-type]
+            return sum(len(batch) for batch in batches)
+
+        rates.append(timed(run))
+        wipe(client, book)
+    print(
+        f"apply_many, batches of 100: median {statistics.median(rates):,.0f} events/s "
+        f"(min {min(rates):,.0f}; target >= 20,000)"
+    )
+
+
+def bench_resume(client: redis.Redis, book: RedisBook) -> None:
+    lengths = {}
+    for size in (10, 1000):
+        task_id = f"resume-{size}"
+        book.create(id=task_id, now_ms=0, ttl_ms=10**12, max_attempts=size)
+        items = []
+        for _attempt in range(size // 2):
+            items.append((task_id, StartEvent(at_ms=1, worker="w"), None))
+            items.append((task_id, FailEvent(at_ms=2, error="x", retryable=True), None))
+        book.apply_many(items)  # type: ignore[arg-type]
+        task = book.get(task_id)
+        assert task is not None
+        assert task.version == size
+        lengths[size] = task_id
+
+    def resumes(task_id: str, full: bool) -> Callable[[], int]:
+        def run() -> int:
+            version = book.resume(task_id, 0, full_task=False).task.version
+            for _ in range(2000):
+                book.resume(task_id, version - 3, full_task=full)
+            return 2000
+
+        return run
+
+    for full in (False, True):
+        small, large = [], []
+        for _ in range(ROUNDS):
+            small.append(timed(resumes(lengths[10], full)))
+            large.append(timed(resumes(lengths[1000], full)))
+        ratio = statistics.median(s / big for s, big in zip(small, large, strict=True))
+        label = "full task" if full else "events only (full_task=False)"
+        print(
+            f"resume delta of 3 events, {label}: 10 entries {statistics.median(small):,.0f}/s, "
+            f"1000 entries {statistics.median(large):,.0f}/s, time ratio {ratio:.2f}"
+            + (" (target <= 1.5)" if not full else "")
+        )
+    wipe(client, book)
+
+
+def bench_memory(client: redis.Redis, book: RedisBook, tasks: int) -> None:
+    wipe(client, book)
+    client.memory_purge()
+    before = client.info("memory")["used_memory"]
+    ids = [f"mem-{uuid.uuid4().hex[:10]}-{i}" for i in range(tasks)]
+    for task_id in ids:
+        book.create(id=task_id, now_ms=1_700_000_000_000, ttl_ms=1_800_000, max_attempts=2)
+    items = []
+    for task_id in ids:
+        items += [
+            (
+                task_id,
+                StartEvent(at_ms=1_700_000_000_100, worker="celery@host-1"),
+                f"{task_id}:s:0",
+            ),
+            (
+                task_id,
+                ProgressEvent(at_ms=1_700_000_001_000, progress=40, cursor="chunk-4"),
+                f"{task_id}:p:40",
+            ),
+            (
+                task_id,
+                FailEvent(at_ms=1_700_000_002_000, error="gpu lost", retryable=True),
+                f"{task_id}:r:0",
+            ),
+            (
+                task_id,
+                StartEvent(at_ms=1_700_000_003_000, worker="celery@host-2"),
+                f"{task_id}:s:1",
+            ),
+            (
+                task_id,
+                SucceedEvent(
+                    at_ms=1_700_000_004_000,
+                    result_ref=f"celery-task-meta-{task_id}",
+                    result_hash="sha256:" + "ab" * 32,
+                ),
+                f"{task_id}:ok:1",
+            ),
+        ]
+    for start in range(0, len(items), 500):
+        book.apply_many(items[start : start + 500])  # type: ignore[arg-type]
+    client.memory_purge()
+    after = client.info("memory")["used_memory"]
+    sample = ids[0]
+    keys = [book.keys.task(sample)] + [
+        book.keys.callback(f"{sample}:{suffix}") for suffix in ("s:0", "p:40", "r:0", "s:1", "ok:1")
+    ]
+    own = sum(client.memory_usage(key) or 0 for key in keys)
+    print(
+        f"memory per finished task with 5 events: {(after - before) / tasks:,.0f} B by INFO over "
+        f"{tasks:,} tasks (task id ~45 chars, 5 callback records, indexes, outbox entry); "
+        f"MEMORY USAGE of one task's own keys {own} B (target <= 2,048)"
+    )
+    wipe(client, book)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--url", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--ops", type=int, default=6000)
+    args = parser.parse_args()
+    client = redis.Redis.from_url(args.url)
+    book = RedisBook(
+        client, namespace=f"bench-{uuid.uuid4().hex[:8]}", retention=timedelta(hours=24)
+    )
+    try:
+        bench_apply_vs_evalsha(client, book, args.ops)
+        bench_apply_many(client, book, 2000)
+        bench_resume(client, book)
+        bench_memory(client, book, 10_000)
+    finally:
+        wipe(client, book)
+
+
+if __name__ == "__main__":
+    main()
