@@ -348,11 +348,11 @@ def consume(
 @click.pass_obj
 def serve(settings: Settings, host: str, port: int, token: str | None, log_level: str) -> None:
     """Serve the JSON API, task streams, /metrics and the status page."""
-    from .web import RedisChangeFeed
+    from .web import feed_for
     from .web import serve as run_server
 
     book = settings.book
-    feed = RedisChangeFeed.from_url(settings.redis_url, book.keys.changes_channel)
+    feed = feed_for(book, settings.redis_url)
     try:
         run_server(
             book,

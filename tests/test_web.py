@@ -8,14 +8,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import fakeredis
 import httpx
 import pytest
+import redis
 
 from asyncbook import AsyncBookError, ProgressEvent, RedisBook, StartEvent, SucceedEvent
+from asyncbook.web import feed_for
 from asyncbook.web.auth import check_bind, is_loopback, token_matches
 from asyncbook.web.paths import split_task_path, task_path
 
-from .servers import Running, running_server
+from .servers import WEB_REDIS_URL, Running, running_server
 
 pytestmark = pytest.mark.redis
 
@@ -475,3 +478,34 @@ def test_split_task_path():
     with pytest.raises(AsyncBookError):
         split_task_path(b"/api/tasks/")
     assert task_path("a/b c%", "events") == "/api/tasks/a%2Fb%20c%25/events"
+
+
+def test_embedded_fakeredis_book_streams_live():
+    """The demo's embedded mode: RedisBook on fakeredis, the feed on the same server."""
+    fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    with (
+        running_server(client=fake) as server,
+        httpx.Client(base_url=server.url, timeout=10) as client,
+    ):
+        server.book.create(id="e", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+        hub = server.app.state.hub
+
+        def work() -> None:
+            while hub.watcher_count == 0:
+                time.sleep(0.01)
+            run_task(server.book, "e", 3, 0.05)
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        events = stream(client, "e")
+        worker.join()
+    assert [e["id"] for e in events if e["event"] == "change"] == [1, 2, 3, 4, 5]
+    assert events[-1]["data"]["state"] == "succeeded"
+
+
+def test_cli_serve_feed_uses_the_url():
+    book = RedisBook(redis.Redis.from_url(WEB_REDIS_URL), namespace="feed-url")
+    feed = feed_for(book, WEB_REDIS_URL)
+    assert feed.channel == book.keys.changes_channel
+    assert feed_for(book).channel == book.keys.changes_channel
+    book.client.close()

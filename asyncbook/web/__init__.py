@@ -2,6 +2,15 @@
 
 from .app import create_app
 from .feed import Change, ChangeFeed, LocalChangeFeed, RedisChangeFeed
-from .server import serve
+from .server import BackgroundServer, feed_for, serve
 
-__all__ = ["Change", "ChangeFeed", "LocalChangeFeed", "RedisChangeFeed", "create_app", "serve"]
+__all__ = [
+    "BackgroundServer",
+    "Change",
+    "ChangeFeed",
+    "LocalChangeFeed",
+    "RedisChangeFeed",
+    "create_app",
+    "feed_for",
+    "serve",
+]
