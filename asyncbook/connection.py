@@ -1,13 +1,16 @@
 """Redis clients from URLs, with an explicit retry policy.
 
 ``redis://`` and ``rediss://`` (TLS) and ``unix://`` give a ``Redis`` client;
-``redis+cluster://`` and ``rediss+cluster://`` a ``RedisCluster``; user and password
-in the URL authenticate with Redis ACLs.
+``redis+cluster://`` and ``rediss+cluster://`` a ``RedisCluster``;
+``redis+sentinel://host:port[,host:port…]/service[/db]`` (or ``rediss+sentinel://``) the
+current master of a Sentinel-monitored service. User and password in the URL authenticate
+with Redis ACLs (for Sentinel: on the master).
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -15,13 +18,22 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from .errors import invalid
 
 __all__ = ["DEFAULT_REDIS_URL", "connect", "retry_policy"]
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+_SCHEMES = (
+    "redis",
+    "rediss",
+    "unix",
+    "redis+cluster",
+    "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+)
 
 
 def retry_policy(retries: int = 5) -> Retry:
@@ -47,8 +59,43 @@ def connect(url: str = DEFAULT_REDIS_URL, **options: Any) -> Any:
         "health_check_interval": 30,
         **options,
     }
+    if scheme.endswith("+sentinel"):
+        return _sentinel_master(scheme, rest, settings)
     if scheme.endswith("+cluster"):
         plain = scheme.removesuffix("+cluster")
         settings.pop("health_check_interval")
         return RedisCluster.from_url(f"{plain}://{rest}", **settings)
     return redis.Redis.from_url(url, **settings)
+
+
+def _sentinel_master(scheme: str, rest: str, settings: dict[str, Any]) -> Any:
+    credentials, _, location = rest.rpartition("@")
+    hosts, _, path = location.partition("/")
+    parts = [unquote(part) for part in path.split("/") if part]
+    if not hosts or not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise invalid(
+            "sentinel url must look like redis+sentinel://host:port[,host:port]/service[/db]",
+            field="redis_url",
+        )
+    sentinels = []
+    for host in hosts.split(","):
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit():
+            raise invalid(f"sentinel address {host!r} must be host:port", field="redis_url")
+        sentinels.append((name.strip("[]"), int(port)))
+    username, _, password = credentials.partition(":")
+    master_settings = {
+        **settings,
+        "username": unquote(username) or None,
+        "password": unquote(password) or None,
+        "db": int(parts[1]) if len(parts) == 2 else 0,
+        "ssl": scheme.startswith("rediss"),
+    }
+    master_settings.pop("health_check_interval", None)
+    monitor: Any = Sentinel  # redis-py leaves Sentinel untyped
+    sentinel = monitor(
+        sentinels,
+        socket_timeout=settings["socket_timeout"],
+        socket_connect_timeout=settings["socket_connect_timeout"],
+    )
+    return sentinel.master_for(parts[0], **master_settings)

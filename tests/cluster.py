@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 import redis
+
+from .servers import redis_server, wait_until
 
 
 def _free_base_port() -> int:
@@ -38,7 +38,7 @@ def require_binaries() -> None:
     """Skip when redis-server/redis-cli are truly absent; never in CI."""
     missing = [name for name in ("redis-server", "redis-cli") if shutil.which(name) is None]
     if missing:
-        reason = f"{', '.join(missing)} not installed: the Redis Cluster tests cannot run"
+        reason = f"{', '.join(missing)} not installed: these tests need a local redis-server"
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
@@ -49,30 +49,19 @@ def local_cluster(folder: Path) -> Iterator[list[int]]:
     """Start three cluster-enabled masters, join them, yield their ports, stop them."""
     base = _free_base_port()
     ports = [base, base + 1, base + 2]
-    processes: list[subprocess.Popen[bytes]] = []
-    try:
+    with ExitStack() as servers:
         for port in ports:
-            node = folder / str(port)
-            node.mkdir()
-            processes.append(
-                subprocess.Popen(
-                    [
-                        "redis-server",
-                        "--port", str(port),
-                        "--bind", "127.0.0.1",
-                        "--cluster-enabled", "yes",
-                        "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", "5000",
-                        "--save", "",
-                        "--appendonly", "no",
-                        "--dir", str(node),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+            servers.enter_context(
+                redis_server(
+                    folder / str(port),
+                    "--port", str(port),
+                    "--cluster-enabled", "yes",
+                    "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "5000",
                 )
             )  # fmt: skip
         for port in ports:
-            _wait(lambda port=port: redis.Redis(port=port).ping())
+            wait_until(lambda port=port: redis.Redis(port=port).ping(), what="cluster node")
         subprocess.run(
             ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
              "--cluster-replicas", "0", "--cluster-yes"],
@@ -81,26 +70,8 @@ def local_cluster(folder: Path) -> Iterator[list[int]]:
             timeout=60,
         )  # fmt: skip
         for port in ports:
-            _wait(lambda port=port: redis.Redis(port=port).cluster("info")["cluster_state"] == "ok")
+            wait_until(
+                lambda port=port: redis.Redis(port=port).cluster("info")["cluster_state"] == "ok",
+                what="cluster",
+            )
         yield ports
-    finally:
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
-def _wait(check: object, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if check():  # type: ignore[operator]
-                return
-        except redis.RedisError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError("the local Redis Cluster did not come up")
-        time.sleep(0.1)

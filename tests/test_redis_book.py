@@ -16,6 +16,7 @@ from redis.crc import key_slot
 
 from asyncbook import AsyncBookError, MemoryBook, RedisBook, to_wire
 from asyncbook.book import ApplyItem
+from asyncbook.connection import connect
 from asyncbook.keys import KeySchema, escape_id
 
 from .conftest import REDIS_URL, delete_namespace, redis_client
@@ -291,3 +292,25 @@ def test_retention_removes_everything(client: redis.Redis, namespace: str) -> No
         assert after - before < 2_000_000, (before, after)
     finally:
         delete_namespace(client, namespace)
+
+
+def test_cluster_outbox_script_flush_and_listing(cluster_url: str, namespace: str) -> None:
+    client = connect(cluster_url)
+    book = RedisBook(client, namespace=namespace)
+    try:
+        for task_id in ("a", "b"):
+            book.create(id=task_id, now_ms=0, ttl_ms=100, max_attempts=1)
+        client.script_flush()
+        assert [getattr(r, "reason", r) for r in book.expire_many(["a", "b"])] == ["expired"] * 2
+        client.script_flush()
+        assert book.resume("a", 0).mode == "delta"
+        read = book.consume_notifications("g", "dies", count=10)
+        assert [note.task_id for _, note in read] == ["a", "b"]
+        time.sleep(0.05)
+        again = book.consume_notifications("g", "alive", count=10, min_idle_ms=10)
+        assert book.ack("g", *(entry for entry, _ in again)) == 2
+        assert [task.id for task in book.list_tasks(state="expired").tasks] == ["b", "a"]
+        assert book.count_by_state()["expired"] == 2
+    finally:
+        delete_namespace(client, namespace)
+        client.close()
