@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m asyncbook.walkthrough
+	$(BIN)/python -m asyncbook.demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -129,17 +129,13 @@ class Integration:
         """Connect the handlers and register ``asyncbook.sweep`` / ``asyncbook.deliver``."""
         for signal, handler in self._handlers():
             signal.connect(handler, weak=False, dispatch_uid=f"{self._uid}-{handler.__name__}")
-        app = self.app
-
-        @app.task(name="asyncbook.sweep", ignore_result=True, shared=False)
-        def sweep_task() -> int:
-            current = installed(app)
-            return 0 if current is None else current.sweep().expired
-
-        @app.task(name="asyncbook.deliver", ignore_result=True, shared=False)
-        def deliver_task() -> int:
-            current = installed(app)
-            return 0 if current is None else current.deliver().delivered
+        # The same module-level callables each time: installing again re-registers nothing.
+        self.app.task(name="asyncbook.sweep", bind=True, ignore_result=True, shared=False)(
+            _sweep_task
+        )
+        self.app.task(name="asyncbook.deliver", bind=True, ignore_result=True, shared=False)(
+            _deliver_task
+        )
 
     def disconnect(self) -> None:
         """Disconnect the handlers and write what is buffered."""
@@ -344,6 +340,18 @@ class Integration:
                 result.reason,
                 result.task.state.value,
             )
+
+
+def _sweep_task(task: Task[Any, Any]) -> int:
+    """``asyncbook.sweep``: expire every task whose deadline has passed."""
+    current = installed(task.app)
+    return 0 if current is None else current.sweep().expired
+
+
+def _deliver_task(task: Task[Any, Any]) -> int:
+    """``asyncbook.deliver``: hand pending notifications to the configured sinks."""
+    current = installed(task.app)
+    return 0 if current is None else current.deliver().delivered
 
 
 def install(app: Celery, book: AsyncBook | None = None) -> Integration:

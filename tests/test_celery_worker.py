@@ -20,11 +20,11 @@ import redis
 from celery import Celery
 
 from asyncbook import AsyncTask, RedisBook
+from asyncbook.demo import WebhookReceiver as Receiver
 from asyncbook.signals import install
 
 from .celery_support import history, unique, wait_for, wait_terminal
 from .conftest import delete_namespace
-from .test_sinks import Receiver
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")

@@ -3,47 +3,15 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from asyncbook import AsyncBook, AsyncBookError, MemoryBook, Notification
 from asyncbook.delivery import DrainSource, deliver_notifications, notification_source
+from asyncbook.demo import WebhookReceiver as Receiver
 from asyncbook.sinks import SinkError, WebhookSink, idempotency_key, resolve_sink
-
-
-class Receiver:
-    """A loopback HTTP server recording POSTs; answers from a script of statuses."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
-        self.statuses: list[int] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append((dict(self.headers), json.loads(body)))
-                status = receiver.statuses.pop(0) if receiver.statuses else 200
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
 
 
 @pytest.fixture
