@@ -18,8 +18,13 @@ __all__ = ["STATE_NAMES", "KeySchema", "escape_id"]
 STATE_NAMES = ("queued", "running", "succeeded", "failed", "expired")
 
 
+_SPECIAL = frozenset("%{}")
+
+
 def escape_id(value: str) -> str:
     """Injective, brace-free spelling of an id for use inside a key."""
+    if _SPECIAL.isdisjoint(value):
+        return value
     return value.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
 
 

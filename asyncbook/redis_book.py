@@ -158,6 +158,7 @@ class RedisBook:
             "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
         )
         self._scripts = BookScripts.register(client)
+        self._apply_keys = [self.keys.deadlines, self.keys.outbox, *self.keys.state_indexes]
         self._groups: set[str] = set()
         self._prune_from: dict[str, str] = {}
 
@@ -237,9 +238,7 @@ class RedisBook:
         keys = [
             k.task(task_id),
             k.callback(_utf8(callback, "callbackId")) if callback is not None else k.callback(""),
-            k.deadlines,
-            k.outbox,
-            *k.state_indexes,
+            *self._apply_keys,
         ]
         args = [
             task_id,

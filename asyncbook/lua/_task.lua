@@ -1,7 +1,8 @@
 -- Shared helpers, prepended to every script that reads or writes a task.
 -- A task is one hash: id (JSON string), st, exp (deadline, JSON number text), att, max,
 -- prog, ver, seq (creation order), ref, rh, err (JSON strings, when set), and its history:
--- field "N" holds the JSON of the event that produced version N.
+-- field "N" holds the JSON of the event that produced version N. load_task reads the
+-- fields only (for answers that need a few entries); load_full reads everything at once.
 
 local TERMINAL = {succeeded = true, failed = true, expired = true}
 local STATE_SLOT = {queued = 1, running = 2, succeeded = 3, failed = 4, expired = 5}
@@ -34,6 +35,24 @@ local function history_entries(key, first, last, out)
   return out
 end
 
+-- The whole task in one call: its fields and, in t.events, every history entry's event.
+local function load_full(key)
+  local flat = redis.call('HGETALL', key)
+  if #flat == 0 then
+    return nil
+  end
+  local f, events = {}, {}
+  for i = 1, #flat, 2 do
+    local version = tonumber(flat[i])
+    if version then events[version] = flat[i + 1] else f[flat[i]] = flat[i + 1] end
+  end
+  return {
+    id = f.id, st = f.st, exp = f.exp, att = tonumber(f.att), max = tonumber(f.max),
+    prog = tonumber(f.prog), ver = tonumber(f.ver), seq = f.seq, ref = f.ref, rh = f.rh,
+    err = f.err, events = events,
+  }
+end
+
 local function render_task(t, key, with_history)
   local parts = {
     '{"id":', t.id, ',"state":"', t.st, '","expiresAtMs":', t.exp,
@@ -45,7 +64,15 @@ local function render_task(t, key, with_history)
   if t.err then parts[#parts + 1] = ',"error":'; parts[#parts + 1] = t.err end
   parts[#parts + 1] = ',"history":['
   if with_history and t.ver > 0 then
-    parts[#parts + 1] = table.concat(history_entries(key, 1, t.ver, {}), ',')
+    if t.events then
+      local entries = {}
+      for v = 1, t.ver do
+        entries[v] = '{"version":' .. v .. ',"event":' .. t.events[v] .. '}'
+      end
+      parts[#parts + 1] = table.concat(entries, ',')
+    else
+      parts[#parts + 1] = table.concat(history_entries(key, 1, t.ver, {}), ',')
+    end
   end
   parts[#parts + 1] = ']}'
   return table.concat(parts)

@@ -12,7 +12,7 @@
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,
 --            changed, duplicate, notify, duplicateCallback
 
-local t = load_task(KEYS[1])
+local t = load_full(KEYS[1])
 if not t then
   return {'!unknown'}
 end
@@ -41,6 +41,7 @@ end
 local function advance(json, patch)
   t.ver = t.ver + 1
   entry = json
+  t.events[t.ver] = json
   for field, value in pairs(patch) do
     t[field] = value
   end
@@ -129,6 +130,7 @@ if changed then
     redis.call('ZADD', KEYS[4 + STATE_SLOT[t.st]], t.seq, ARGV[1])
   end
   if TERMINAL[t.st] then
+    now = server_ms()
     redis.call('ZREM', KEYS[3], ARGV[1])
     if retention then
       redis.call('PEXPIRE', KEYS[1], retention)
@@ -138,9 +140,9 @@ if changed then
 end
 if ARGV[2] == '1' then
   if retention then
-    -- Kept until the task's record goes: it ends by its deadline at the latest.
-    now = server_ms()
-    redis.call('SET', KEYS[2], '1', 'PXAT', math.max(tonumber(t.exp), now) + retention)
+    -- Kept until the task's record goes: it ends by its deadline at the latest, which
+    -- is (exp - at) from now on the task's own clock.
+    redis.call('SET', KEYS[2], '1', 'PX', retention + math.max(0, math.ceil(tonumber(t.exp) - at)))
   else
     redis.call('SET', KEYS[2], '1')
   end
@@ -148,7 +150,6 @@ end
 if notify then
   local fields = {'taskId', ARGV[1], 'state', t.st, 'atMs', at_text}
   if retention then
-    now = now or server_ms()
     redis.call('XADD', KEYS[4], 'MINID', '~', tostring(math.max(now - retention, 0)), '*', unpack(fields))
   else
     redis.call('XADD', KEYS[4], '*', unpack(fields))

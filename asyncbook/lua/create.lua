@@ -4,7 +4,7 @@
 --       5 exist_ok (1/0), 6 changes channel
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'}
 
-local existing = load_task(KEYS[1])
+local existing = load_full(KEYS[1])
 if existing then
   if ARGV[5] == '1' then
     return {'exists', render_task(existing, KEYS[1], true)}

@@ -2,7 +2,7 @@
 -- KEYS: 1 task hash
 -- Returns: taskJSON, or false when the task does not exist
 
-local t = load_task(KEYS[1])
+local t = load_full(KEYS[1])
 if not t then
   return false
 end

@@ -4,7 +4,7 @@
 
 local out = {}
 for i = 1, #KEYS do
-  local t = load_task(KEYS[i])
+  local t = load_full(KEYS[i])
   out[i] = t and render_task(t, KEYS[i], true) or false
 end
 return out
