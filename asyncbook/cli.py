@@ -382,3 +382,7 @@ def demo() -> None:
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``asyncbook`` script."""
     cli.main(args=args, prog_name="asyncbook")
+
+
+if __name__ == "__main__":
+    main()

@@ -14,7 +14,7 @@ import pytest
 
 from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
 
-from .servers import Running, running_server
+from .web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook.cli import cli
 
-from .servers import delete_namespace
+from .web_server import delete_namespace
 
 pytestmark = pytest.mark.redis
 
@@ -248,7 +248,10 @@ def test_watch_resumes_across_a_dropped_connection(book: RedisBook):
     assert lines[-1]["event"] == "end"
 
 
-def test_demo_runs(book: RedisBook):
+def test_demo_runs_the_projects_demo(book: RedisBook, monkeypatch: pytest.MonkeyPatch):
+    demo = pytest.importorskip("asyncbook.demo")
+    calls: list[str] = []
+    monkeypatch.setattr(demo, "main", lambda: calls.append("demo"))
     result = run(book, "demo")
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip()
+    assert calls == ["demo"]

@@ -18,7 +18,7 @@ from asyncbook.web import feed_for
 from asyncbook.web.auth import check_bind, is_loopback, token_matches
 from asyncbook.web.paths import split_task_path, task_path
 
-from .servers import WEB_REDIS_URL, Running, running_server
+from .web_server import WEB_REDIS_URL, Running, running_server
 
 pytestmark = pytest.mark.redis
 

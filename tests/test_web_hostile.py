@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from asyncbook import RedisBook, StartEvent, SucceedEvent, to_wire
 from asyncbook.web.paths import task_path
 
-from .servers import Running, running_server
+from .web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
 

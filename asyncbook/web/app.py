@@ -29,10 +29,10 @@ from starlette.staticfiles import StaticFiles
 from ..book import AsyncBook
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ..models import to_wire
-from ..watch import Message, task_summary
+from ..watch import task_summary
 from .auth import COOKIE, TokenAuth, token_matches
 from .feed import ChangeFeed, LocalChangeFeed
-from .hub import Hub
+from .hub import Batch, Hub
 from .metrics import FeedCounters, count_by_state, render_metrics, sweep_lateness
 from .openapi import openapi_schema
 from .pages import read_page
@@ -168,24 +168,22 @@ class StatusApp:
             return error_response(503, "unavailable", f"the book is unreachable: {first}")
 
         async def body() -> AsyncIterator[bytes]:
-            batch: list[Message] | BaseException = first
+            batch: Batch | BaseException = first
             try:
                 yield b"retry: 1000\n\n"
                 while True:
                     if isinstance(batch, BaseException):
-                        yield format_event(
-                            "stream-error", {"code": "stream-ended", "message": str(batch)}
-                        )
+                        error = {"code": "stream-ended", "message": str(batch)}
+                        yield format_event("stream-error", error)
                         return
-                    for message in batch:
-                        yield format_event(message.event, message.data, message.id)
-                        if message.event == "end":
-                            return
+                    yield batch.payload
+                    if batch.end:
+                        return
                     try:
                         batch = await asyncio.wait_for(watcher.queue.get(), self.keepalive)
                     except TimeoutError:
                         yield format_comment("keepalive")
-                        batch = []
+                        batch = Batch(payload=b"", end=False)
             finally:
                 self.hub.unwatch(watcher)
 

@@ -20,8 +20,9 @@ from ..errors import AsyncBookError
 from ..models import ResumeResult
 from ..watch import Message, messages_for, resume_light
 from .feed import Change
+from .sse import format_event
 
-__all__ = ["Hub", "Watcher"]
+__all__ = ["Batch", "Hub", "Watcher"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,20 @@ WATCHER_BACKLOG = 10_000
 """Messages a watcher may fall behind before it is cut off (its client then resumes)."""
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Messages for one watcher, already encoded as server-sent events."""
+
+    payload: bytes
+    end: bool
+
+    @classmethod
+    def of(cls, messages: list[Message]) -> Batch:
+        """Encode ``messages`` (a batch is shared by every watcher at the same cursor)."""
+        payload = b"".join(format_event(m.event, m.data, m.id) for m in messages)
+        return cls(payload=payload, end=bool(messages) and messages[-1].event == "end")
+
+
 @dataclass(eq=False)
 class Watcher:
     """One stream client: the last version it was sent, and its queue of batches."""
@@ -38,7 +53,7 @@ class Watcher:
     task_id: str
     version: int
     fresh: bool = True
-    queue: asyncio.Queue[list[Message] | BaseException] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[Batch | BaseException] = field(default_factory=asyncio.Queue)
     done: bool = False
 
 
@@ -113,7 +128,8 @@ class Hub:
             task.cancel()
         for group in list(self._watchers.values()):
             for watcher in list(group):
-                watcher.queue.put_nowait([Message("end", None, {"reason": "server-closing"})])
+                closing = Message("end", None, {"reason": "server-closing"})
+                watcher.queue.put_nowait(Batch.of([closing]))
                 self.unwatch(watcher)
         for queue in list(self._listeners):
             queue.put_nowait(None)
@@ -149,6 +165,8 @@ class Hub:
             self.lookups += 1
             result: ResumeResult = await self._run_sync(resume_light, self.book, task_id, cursor)
             retention = self.book.retention_versions
+            # Watchers at the same cursor get the same bytes: build and encode them once.
+            served: dict[tuple[int, bool], list[Watcher]] = {}
             for watcher in list(waiting):
                 if watcher.done:
                     waiting.discard(watcher)
@@ -156,19 +174,23 @@ class Hub:
                 behind = result.task.version - watcher.version
                 if result.mode == "delta" or behind <= 0 or behind > retention:
                     waiting.discard(watcher)
-                    self._send(watcher, messages_for(result, watcher.version, watcher.fresh))
+                    served.setdefault((watcher.version, watcher.fresh), []).append(watcher)
+            for (version, fresh), group in served.items():
+                messages = messages_for(result, version, fresh)
+                batch = Batch.of(messages) if messages else None
+                for watcher in group:
+                    if batch is not None:
+                        self._send(watcher, batch)
                     watcher.version = max(watcher.version, result.task.version)
                     watcher.fresh = False
 
-    def _send(self, watcher: Watcher, batch: list[Message]) -> None:
-        if not batch:
-            return
+    def _send(self, watcher: Watcher, batch: Batch) -> None:
         if watcher.queue.qsize() >= WATCHER_BACKLOG:
             watcher.queue.put_nowait(OverflowError("the client fell too far behind"))
             self.unwatch(watcher)
             return
         watcher.queue.put_nowait(batch)
-        if batch[-1].event == "end":
+        if batch.end:
             self.unwatch(watcher)
 
     def _fail(self, task_id: str, error: AsyncBookError) -> None:

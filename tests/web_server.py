@@ -1,0 +1,64 @@
+"""A real status server on loopback for the web tests: RedisBook on the test Redis."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from asyncbook import RedisBook
+from asyncbook.web import BackgroundServer, feed_for
+
+WEB_REDIS_URL = os.environ.get("ASYNCBOOK_TEST_WEB_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+
+@dataclass
+class Running:
+    """A server that is up: its base URL (no trailing slash), its book, its app."""
+
+    url: str
+    book: RedisBook
+    app: Any
+
+
+def delete_namespace(client: Any, namespace: str) -> None:
+    """Remove every key of one namespace."""
+    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@contextmanager
+def running_server(
+    *, token: str | None = None, retention_versions: int = 8, client: Any = None
+) -> Iterator[Running]:
+    """A status server over a fresh RedisBook namespace (the test Redis unless ``client``)."""
+    client = client if client is not None else redis.Redis.from_url(WEB_REDIS_URL)
+    client.ping()
+    namespace = f"web-{uuid.uuid4().hex[:12]}"
+    book = RedisBook(client, namespace=namespace, retention_versions=retention_versions)
+    try:
+        with BackgroundServer(book, feed_for(book), token=token) as server:
+            wait_for_listener(book)
+            yield Running(url=server.url.rstrip("/"), book=book, app=server.app)
+    finally:
+        delete_namespace(client, namespace)
+        client.close()
+
+
+def wait_for_listener(book: RedisBook, timeout: float = 5.0) -> None:
+    """Block until the server's change feed is subscribed to the book's channel."""
+    channel = book.keys.changes_channel
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        counts = dict(book.client.pubsub_numsub(channel))
+        if counts.get(channel.encode(), 0) > 0:
+            return
+        time.sleep(0.01)
+    raise RuntimeError("the change feed never subscribed")
