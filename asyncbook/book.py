@@ -57,8 +57,12 @@ class AsyncBook(Protocol):
         """Expire the task at its deadline, as the sweep does."""
         ...
 
-    def resume(self, task_id: str, cursor_version: int) -> ResumeResult:
-        """What changed after ``cursor_version``: caught-up, a delta, or a snapshot."""
+    def resume(self, task_id: str, cursor_version: int, *, full_task: bool = True) -> ResumeResult:
+        """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.
+
+        With ``full_task=False`` a caught-up or delta answer carries the task without its
+        history (a snapshot always carries it).
+        """
         ...
 
     def deliver_result(
@@ -71,11 +75,18 @@ class AsyncBook(Protocol):
         """Every pending notification, sorted by task id then time; empties the outbox."""
         ...
 
-    def apply_many(self, items: Iterable[ApplyItem]) -> list[CallbackResult | AsyncBookError]:
-        """Apply many events, each atomic on its own; errors are returned in place."""
+    def apply_many(
+        self, items: Iterable[ApplyItem], *, full_task: bool = True
+    ) -> list[CallbackResult | AsyncBookError]:
+        """Apply many events, each atomic on its own; errors are returned in place.
+
+        With ``full_task=False`` each result's task comes without its history.
+        """
         ...
 
-    def expire_many(self, task_ids: Iterable[str]) -> list[AsyncTransition | AsyncBookError]:
+    def expire_many(
+        self, task_ids: Iterable[str], *, full_task: bool = True
+    ) -> list[AsyncTransition | AsyncBookError]:
         """Expire many tasks at their deadlines; errors are returned in place."""
         ...
 

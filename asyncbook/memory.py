@@ -40,6 +40,10 @@ def sort_notifications(notifications: list[Notification]) -> list[Notification]:
     return sorted(notifications, key=lambda note: (utf16_key(note.task_id), note.at_ms))
 
 
+def _without_history(task: AsyncTask) -> AsyncTask:
+    return task.model_copy(update={"history": ()})
+
+
 class MemoryBook:
     """An in-process book: exact SPEC semantics, nothing durable, nothing expires."""
 
@@ -124,15 +128,20 @@ class MemoryBook:
             result = self._apply(task_id, ExpireEvent(at_ms=task.expires_at_ms), None)
             return AsyncTransition(**{k: v for k, v in result if k != "duplicate_callback"})
 
-    def resume(self, task_id: str, cursor_version: int) -> ResumeResult:
-        """What changed after ``cursor_version``: caught-up, a delta, or a snapshot."""
+    def resume(self, task_id: str, cursor_version: int, *, full_task: bool = True) -> ResumeResult:
+        """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.
+
+        With ``full_task=False`` a caught-up or delta answer carries the task without its
+        history (a snapshot always carries it).
+        """
         task = self._task(task_id)
         cursor = require_integer(cursor_version, "cursorVersion")
-        if task.version <= cursor:
-            return ResumeResult(mode="caught-up", events=(), task=task)
         if task.version - cursor > self.retention_versions:
             return ResumeResult(mode="snapshot", events=(), task=task)
-        return ResumeResult(mode="delta", events=task.history[cursor:], task=task)
+        shown = task if full_task else _without_history(task)
+        if task.version <= cursor:
+            return ResumeResult(mode="caught-up", events=(), task=shown)
+        return ResumeResult(mode="delta", events=task.history[cursor:], task=shown)
 
     def deliver_result(
         self, task_id: str, idempotency_key: str, now_ms: int | float
@@ -170,24 +179,39 @@ class MemoryBook:
             self._notifications.clear()
         return sort_notifications(pending)
 
-    def apply_many(self, items: Iterable[ApplyItem]) -> list[CallbackResult | AsyncBookError]:
-        """Apply many events, each atomic on its own; errors are returned in place."""
+    def apply_many(
+        self, items: Iterable[ApplyItem], *, full_task: bool = True
+    ) -> list[CallbackResult | AsyncBookError]:
+        """Apply many events, each atomic on its own; errors are returned in place.
+
+        With ``full_task=False`` each result's task comes without its history.
+        """
         results: list[CallbackResult | AsyncBookError] = []
         for task_id, event, callback_id in items:
             try:
-                results.append(self.apply(task_id, event, callback_id))
+                result = self.apply(task_id, event, callback_id)
             except AsyncBookError as error:
                 results.append(error)
+                continue
+            if not full_task:
+                result = result.model_copy(update={"task": _without_history(result.task)})
+            results.append(result)
         return results
 
-    def expire_many(self, task_ids: Iterable[str]) -> list[AsyncTransition | AsyncBookError]:
+    def expire_many(
+        self, task_ids: Iterable[str], *, full_task: bool = True
+    ) -> list[AsyncTransition | AsyncBookError]:
         """Expire many tasks at their deadlines; errors are returned in place."""
         results: list[AsyncTransition | AsyncBookError] = []
         for task_id in task_ids:
             try:
-                results.append(self.expire(task_id))
+                result = self.expire(task_id)
             except AsyncBookError as error:
                 results.append(error)
+                continue
+            if not full_task:
+                result = result.model_copy(update={"task": _without_history(result.task)})
+            results.append(result)
         return results
 
     def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:

@@ -92,13 +92,12 @@ _AT_DEADLINE = ["deadline", "", "", "", "0", "", "", "0", "0", ""]
 def _event_args(event: AsyncEvent) -> list[str]:
     """ARGV 4..13 of apply.lua for a well-shaped event."""
     at = _number_text(event.at_ms)
-    progress = ref = digest = error = ""
+    progress = digest = error = ""
     retryable = ref_blank = digest_blank = "0"
     if isinstance(event, ProgressEvent):
         progress = _number_text(event.progress)
     elif isinstance(event, SucceedEvent):
-        ref = _dumps(event.result_ref, "event.resultRef")
-        digest = _dumps(event.result_hash, "event.resultHash")
+        digest = _utf8(event.result_hash, "event.resultHash")
         ref_blank = "1" if is_blank(event.result_ref) else "0"
         digest_blank = "1" if is_blank(event.result_hash) else "0"
     elif isinstance(event, FailEvent):
@@ -117,8 +116,8 @@ def _event_args(event: AsyncEvent) -> list[str]:
         event_json,
         progress,
         retryable,
-        ref,
         digest,
+        "",
         ref_blank,
         digest_blank,
         error,
@@ -194,7 +193,7 @@ class RedisBook:
         task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
         k = self.keys
         reply = self._scripts.create(
-            keys=[k.task(id), k.state_index("queued"), k.deadlines, k.sequence],
+            keys=[k.task(id), k.history(id), k.state_index("queued"), k.deadlines, k.sequence],
             args=[
                 id,
                 _dumps(id, "id"),
@@ -214,13 +213,13 @@ class RedisBook:
     def get(self, id: str) -> AsyncTask | None:
         """The stored task with its history, or None."""
         task_id = _utf8(require_string(id, "id"), "id")
-        reply = self._scripts.get(keys=[self.keys.task(task_id)])
+        reply = self._scripts.get(keys=[self.keys.task(task_id), self.keys.history(task_id)])
         return None if reply is None else AsyncTask.model_validate_json(reply)
 
     # -- applying events ---------------------------------------------------------------
 
     def _apply_call(
-        self, task_id: Any, event: EventInput | None, callback_id: Any
+        self, task_id: Any, event: EventInput | None, callback_id: Any, full_task: bool = True
     ) -> tuple[list[str], list[str], AsyncBookError | None]:
         task_id = _utf8(require_string(task_id, "taskId"), "taskId")
         callback = require_optional_string(callback_id, "callbackId")
@@ -237,6 +236,7 @@ class RedisBook:
                     shape_error = error
         keys = [
             k.task(task_id),
+            k.history(task_id),
             k.callback(_utf8(callback, "callbackId")) if callback is not None else k.callback(""),
             *self._apply_keys,
         ]
@@ -247,6 +247,7 @@ class RedisBook:
             *event_args,
             self._retention_ms,
             k.changes_channel,
+            "1" if full_task else "0",
         ]
         return keys, args, shape_error
 
@@ -286,23 +287,31 @@ class RedisBook:
         result = self._apply_result(task_id, self._scripts.apply(keys=keys, args=args), None)
         return _transition(result)
 
-    def apply_many(self, items: Iterable[ApplyItem]) -> list[CallbackResult | AsyncBookError]:
-        """Apply many events in one pipelined round trip, each atomic on its own."""
-        return self._run_many([(task_id, event, cb) for task_id, event, cb in items])
+    def apply_many(
+        self, items: Iterable[ApplyItem], *, full_task: bool = True
+    ) -> list[CallbackResult | AsyncBookError]:
+        """Apply many events in one pipelined round trip, each atomic on its own.
 
-    def expire_many(self, task_ids: Iterable[str]) -> list[AsyncTransition | AsyncBookError]:
+        With ``full_task=False`` each result's task comes without its history (cheaper,
+        for callers that only need the reasons, such as the sweep).
+        """
+        return self._run_many([(task_id, event, cb) for task_id, event, cb in items], full_task)
+
+    def expire_many(
+        self, task_ids: Iterable[str], *, full_task: bool = True
+    ) -> list[AsyncTransition | AsyncBookError]:
         """Expire many tasks at their deadlines in one pipelined round trip."""
-        results = self._run_many([(task_id, None, None) for task_id in task_ids])
+        results = self._run_many([(task_id, None, None) for task_id in task_ids], full_task)
         return [r if isinstance(r, AsyncBookError) else _transition(r) for r in results]
 
     def _run_many(
-        self, items: list[tuple[Any, EventInput | None, Any]]
+        self, items: list[tuple[Any, EventInput | None, Any]], full_task: bool
     ) -> list[CallbackResult | AsyncBookError]:
         results: list[CallbackResult | AsyncBookError | None] = [None] * len(items)
         calls: list[tuple[int, list[str], list[str], AsyncBookError | None]] = []
         for index, (task_id, event, callback_id) in enumerate(items):
             try:
-                calls.append((index, *self._apply_call(task_id, event, callback_id)))
+                calls.append((index, *self._apply_call(task_id, event, callback_id, full_task)))
             except AsyncBookError as error:
                 results[index] = error
         script = self._scripts.apply
@@ -354,7 +363,7 @@ class RedisBook:
         history, so it costs O(events returned) however long the history is.
         """
         task_id = _utf8(require_string(task_id, "taskId"), "taskId")
-        keys = [self.keys.task(task_id)]
+        keys = [self.keys.task(task_id), self.keys.history(task_id)]
         try:
             cursor = require_integer(cursor_version, "cursorVersion")
         except AsyncBookError:
@@ -379,7 +388,7 @@ class RedisBook:
         now = require_non_negative(now_ms, "nowMs")
         task_id = _utf8(require_string(task_id, "taskId"), "taskId")
         reply = self._scripts.deliver(
-            keys=[self.keys.delivery(key), self.keys.task(task_id)],
+            keys=[self.keys.delivery(key), self.keys.task(task_id), self.keys.history(task_id)],
             args=[_dumps(key, "idempotencyKey"), _number_text(now), self._retention_ms],
         )
         status = _text(reply[0])
@@ -497,7 +506,10 @@ class RedisBook:
         rows = rows[:count]
         if not rows:
             return TaskPage(tasks=())
-        found = self._scripts.get_many(keys=[self.keys.task(_text(raw_id)) for raw_id, _ in rows])
+        keys: list[str] = []
+        for raw_id, _score in rows:
+            keys += [self.keys.task(_text(raw_id)), self.keys.history(_text(raw_id))]
+        found = self._scripts.get_many(keys=keys)
         tasks = tuple(AsyncTask.model_validate_json(raw) for raw in found if raw)
         next_after = str(int(rows[-1][1])) if more else None
         return TaskPage(tasks=tasks, next_after=next_after)

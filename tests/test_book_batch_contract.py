@@ -85,3 +85,37 @@ def test_list_tasks_bad_input(book: AsyncBook, kwargs: dict[str, object], field:
     with pytest.raises(AsyncBookError) as caught:
         book.list_tasks(**kwargs)  # type: ignore[arg-type]
     assert caught.value.field == field
+
+
+def test_results_without_history(book: AsyncBook) -> None:
+    book.create(id="a", now_ms=0, ttl_ms=100, max_attempts=1)
+    book.create(id="b", now_ms=0, ttl_ms=100, max_attempts=1)
+    [started, again] = book.apply_many(
+        [("a", start(), "c1"), ("a", start(), "c1")], full_task=False
+    )
+    assert not isinstance(started, AsyncBookError)
+    assert not isinstance(again, AsyncBookError)
+    assert (started.reason, started.task.version, started.task.history) == ("started", 1, ())
+    assert (again.reason, again.task.state) == ("duplicate-callback", "running")
+    book.apply("a", progress(30))
+    book.apply("a", succeed())
+    [expired, done] = book.expire_many(["b", "a"], full_task=False)
+    assert not isinstance(expired, AsyncBookError)
+    assert not isinstance(done, AsyncBookError)
+    assert (expired.reason, expired.task.history) == ("expired", ())
+    assert (done.reason, done.task.result_hash, done.task.history) == (
+        "terminal-conflict",
+        "h1",
+        (),
+    )
+    full = book.get("a")
+    assert full is not None
+    delta = book.resume("a", 1, full_task=False)
+    assert (delta.mode, [e.version for e in delta.events], delta.task.history) == (
+        "delta",
+        [2, 3],
+        (),
+    )
+    assert delta.task == full.model_copy(update={"history": ()})
+    assert book.resume("a", 3, full_task=False).task.history == ()
+    assert book.resume("a", 1).task == full

@@ -1,23 +1,25 @@
 -- apply: one event on one task, atomically: callback de-duplication, the transition,
 -- history, indexes, retention, the outbox and the change feed.
--- KEYS: 1 task hash, 2 callback marker, 3 deadlines, 4 outbox,
---       5..9 state indexes (queued, running, succeeded, failed, expired)
+-- KEYS: 1 task hash, 2 history list, 3 callback marker, 4 deadlines, 5 outbox,
+--       6..10 state indexes (queued, running, succeeded, failed, expired)
 -- ARGV: 1 task id, 2 callback given (1/0), 3 event shape valid (1/0),
 --       4 type: start | progress | succeed | fail | expire | deadline (expire at the deadline),
 --       5 atMs (JSON number text; '' when not a finite number), 6 event JSON,
 --       7 progress ('' when not a finite number), 8 retryable (1/0),
---       9 resultRef JSON, 10 resultHash JSON, 11 resultRef blank (1/0), 12 resultHash blank (1/0),
---       13 error JSON, 14 retention ms ('' keeps forever), 15 changes channel
+--       9 resultHash (as given), 10 unused, 11 resultRef blank (1/0), 12 resultHash blank (1/0),
+--       13 error JSON, 14 retention ms ('' keeps forever), 15 changes channel,
+--       16 answer with the task's history (1/0)
 -- Returns: {'!unknown'} | {'!shape'} | {'!invalid', field, message}
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,
 --            changed, duplicate, notify, duplicateCallback
 
-local t = load_full(KEYS[1])
+local with_history = ARGV[16] == '1'
+local t = with_history and load_full(KEYS[1], KEYS[2]) or load_task(KEYS[1])
 if not t then
   return {'!unknown'}
 end
-if ARGV[2] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then
-  return {'duplicate-callback', '0101', render_task(t, KEYS[1], true)}
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'duplicate-callback', '0101', render_task(t, KEYS[2], with_history)}
 end
 if ARGV[3] ~= '1' then
   return {'!shape'}
@@ -41,7 +43,7 @@ end
 local function advance(json, patch)
   t.ver = t.ver + 1
   entry = json
-  t.events[t.ver] = json
+  if t.events then t.events[t.ver] = json end
   for field, value in pairs(patch) do
     t[field] = value
   end
@@ -57,7 +59,7 @@ local function expire_task()
 end
 
 if TERMINAL[t.st] then
-  if kind == 'succeed' and t.st == 'succeeded' and t.rh == ARGV[10] then
+  if kind == 'succeed' and t.st == 'succeeded' and result_of(t, KEYS[2]).resultHash == ARGV[9] then
     unchanged('duplicate-result', true)
   elseif kind == 'expire' and t.st == 'expired' then
     unchanged('duplicate-expire', true)
@@ -104,7 +106,7 @@ elseif kind == 'succeed' then
   if ARGV[12] == '1' then
     return {'!invalid', 'resultHash', 'resultHash must not be empty'}
   end
-  advance(event_json, {st = 'succeeded', prog = 100, ref = ARGV[9], rh = ARGV[10]})
+  advance(event_json, {st = 'succeeded', prog = 100})
   reason, notify = 'succeeded', true
 elseif ARGV[8] == '1' and t.att < t.max then
   advance(event_json, {st = 'queued', prog = 0, err = ARGV[13]})
@@ -117,23 +119,20 @@ end
 local retention = tonumber(ARGV[14])
 local now = nil
 if changed then
-  local fields = {tostring(t.ver), entry, 'st', t.st, 'att', tostring(t.att),
-    'prog', tostring(t.prog), 'ver', tostring(t.ver)}
-  if t.ref then
-    fields[#fields + 1] = 'ref'; fields[#fields + 1] = t.ref
-    fields[#fields + 1] = 'rh'; fields[#fields + 1] = t.rh
-  end
+  local fields = {'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog), 'ver', tostring(t.ver)}
   if t.err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
   redis.call('HSET', KEYS[1], unpack(fields))
+  redis.call('RPUSH', KEYS[2], entry)
   if t.st ~= old_state then
-    redis.call('ZREM', KEYS[4 + STATE_SLOT[old_state]], ARGV[1])
-    redis.call('ZADD', KEYS[4 + STATE_SLOT[t.st]], t.seq, ARGV[1])
+    redis.call('ZREM', KEYS[5 + STATE_SLOT[old_state]], ARGV[1])
+    redis.call('ZADD', KEYS[5 + STATE_SLOT[t.st]], t.seq, ARGV[1])
   end
   if TERMINAL[t.st] then
     now = server_ms()
-    redis.call('ZREM', KEYS[3], ARGV[1])
+    redis.call('ZREM', KEYS[4], ARGV[1])
     if retention then
       redis.call('PEXPIRE', KEYS[1], retention)
+      redis.call('PEXPIRE', KEYS[2], retention)
     end
   end
   announce(ARGV[15], t)
@@ -142,18 +141,18 @@ if ARGV[2] == '1' then
   if retention then
     -- Kept until the task's record goes: it ends by its deadline at the latest, which
     -- is (exp - at) from now on the task's own clock.
-    redis.call('SET', KEYS[2], '1', 'PX', retention + math.max(0, math.ceil(tonumber(t.exp) - at)))
+    redis.call('SET', KEYS[3], '1', 'PX', retention + math.max(0, math.ceil(tonumber(t.exp) - at)))
   else
-    redis.call('SET', KEYS[2], '1')
+    redis.call('SET', KEYS[3], '1')
   end
 end
 if notify then
   local fields = {'taskId', ARGV[1], 'state', t.st, 'atMs', at_text}
   if retention then
-    redis.call('XADD', KEYS[4], 'MINID', '~', tostring(math.max(now - retention, 0)), '*', unpack(fields))
+    redis.call('XADD', KEYS[5], 'MINID', '~', tostring(math.max(now - retention, 0)), '*', unpack(fields))
   else
-    redis.call('XADD', KEYS[4], '*', unpack(fields))
+    redis.call('XADD', KEYS[5], '*', unpack(fields))
   end
 end
 local flags = (changed and '1' or '0') .. (duplicate and '1' or '0') .. (notify and '1' or '0') .. '0'
-return {reason, flags, render_task(t, KEYS[1], true)}
+return {reason, flags, render_task(t, KEYS[2], with_history)}

@@ -1,20 +1,20 @@
 -- create: store a new queued task, unless the id exists.
--- KEYS: 1 task hash, 2 queued index, 3 deadlines, 4 sequence
+-- KEYS: 1 task hash, 2 history list, 3 queued index, 4 deadlines, 5 sequence
 -- ARGV: 1 task id, 2 task id as JSON, 3 deadline (JSON number text), 4 maxAttempts,
 --       5 exist_ok (1/0), 6 changes channel
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'}
 
-local existing = load_full(KEYS[1])
+local existing = load_full(KEYS[1], KEYS[2])
 if existing then
   if ARGV[5] == '1' then
-    return {'exists', render_task(existing, KEYS[1], true)}
+    return {'exists', render_task(existing, KEYS[2], true)}
   end
   return {'!conflict'}
 end
-local seq = redis.call('INCR', KEYS[4])
+local seq = redis.call('INCR', KEYS[5])
 redis.call('HSET', KEYS[1], 'id', ARGV[2], 'st', 'queued', 'exp', ARGV[3], 'att', '0',
   'max', ARGV[4], 'prog', '0', 'ver', '0', 'seq', tostring(seq))
-redis.call('ZADD', KEYS[2], seq, ARGV[1])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[3], seq, ARGV[1])
+redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
 announce(ARGV[6], {id = ARGV[2], st = 'queued', prog = 0, ver = 0})
 return {'created'}

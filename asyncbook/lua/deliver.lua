@@ -1,5 +1,5 @@
 -- deliver: hand a succeeded task's result over once per idempotency key.
--- KEYS: 1 delivery receipt, 2 task hash
+-- KEYS: 1 delivery receipt, 2 task hash, 3 history list
 -- ARGV: 1 idempotency key as JSON, 2 now (JSON number text), 3 retention ms ('' keeps forever)
 -- Returns: {'existing', receiptJSON} | {'!unknown'} | {'not-succeeded'} | {'delivered', receiptJSON}
 
@@ -7,14 +7,16 @@ local existing = redis.call('GET', KEYS[1])
 if existing then
   return {'existing', existing}
 end
-local f = redis.call('HMGET', KEYS[2], 'id', 'st', 'ref', 'rh')
+local f = redis.call('HMGET', KEYS[2], 'id', 'st')
 if not f[1] then
   return {'!unknown'}
 end
-if f[2] ~= 'succeeded' or not f[3] or not f[4] then
+if f[2] ~= 'succeeded' then
   return {'not-succeeded'}
 end
-local receipt = '{"taskId":' .. f[1] .. ',"resultRef":' .. f[3] .. ',"resultHash":' .. f[4]
+local result = cjson.decode(redis.call('LINDEX', KEYS[3], -1))
+local receipt = '{"taskId":' .. f[1] .. ',"resultRef":' .. cjson.encode(result.resultRef)
+  .. ',"resultHash":' .. cjson.encode(result.resultHash)
   .. ',"idempotencyKey":' .. ARGV[1] .. ',"deliveredAtMs":' .. ARGV[2] .. '}'
 local retention = tonumber(ARGV[3])
 if retention then

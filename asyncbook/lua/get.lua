@@ -1,9 +1,9 @@
 -- get: one task with its history.
--- KEYS: 1 task hash
+-- KEYS: 1 task hash, 2 history list
 -- Returns: taskJSON, or false when the task does not exist
 
-local t = load_full(KEYS[1])
+local t = load_full(KEYS[1], KEYS[2])
 if not t then
   return false
 end
-return render_task(t, KEYS[1], true)
+return render_task(t, KEYS[2], true)
