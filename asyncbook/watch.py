@@ -18,6 +18,7 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .book import AsyncBook
 from .models import AsyncTask, ResumeResult, to_wire
 from .redis_book import RedisBook
 
@@ -60,12 +61,9 @@ def messages_for(result: ResumeResult, cursor: int, fresh: bool) -> list[Message
     return batch
 
 
-def resume_light(book: Any, task_id: str, cursor: int) -> ResumeResult:
-    """``book.resume``, leaving the history out of caught-up and delta answers when it can."""
-    if isinstance(book, RedisBook):
-        return book.resume(task_id, cursor, full_task=False)
-    result: ResumeResult = book.resume(task_id, cursor)
-    return result
+def resume_light(book: AsyncBook, task_id: str, cursor: int) -> ResumeResult:
+    """``book.resume`` without the history in caught-up and delta answers (O(new events))."""
+    return book.resume(task_id, cursor, full_task=False)
 
 
 _DROPPED = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)

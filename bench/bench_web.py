@@ -72,7 +72,9 @@ def start_server(url: str, namespace: str, port: int) -> subprocess.Popen[bytes]
     raise SystemExit("the server did not start")
 
 
-def drive(url: str, namespace: str, tasks: list[str], steps: int, out: Any) -> None:
+def drive(
+    url: str, namespace: str, tasks: list[str], steps: int, interval: float, out: Any
+) -> None:
     """Driver process: advance every task step by step; report when each version landed."""
     book = RedisBook.from_url(url, namespace=namespace)
     landed: dict[str, dict[int, float]] = {task: {} for task in tasks}
@@ -85,11 +87,11 @@ def drive(url: str, namespace: str, tasks: list[str], steps: int, out: Any) -> N
     for task in tasks:
         step(task, StartEvent(at_ms=NOW + 1, worker="bench"))
     for i in range(1, steps + 1):
-        time.sleep(0.02)
+        time.sleep(interval)
         for task in tasks:
             step(task, ProgressEvent(at_ms=NOW + 1 + i, progress=i * 100 // steps, cursor=str(i)))
         version = i + 1
-    time.sleep(0.02)
+    time.sleep(interval)
     for task in tasks:
         step(task, SucceedEvent(at_ms=NOW + steps + 10, result_ref="r", result_hash="h"))
     out.put((landed, version + 1))
@@ -177,7 +179,7 @@ async def fan_out(port: int, url: str, namespace: str, args: argparse.Namespace)
     idle_with = await asyncio.to_thread(idle_rate, admin, args.idle_seconds)
     out: Any = multiprocessing.get_context("spawn").Queue()
     driver = multiprocessing.get_context("spawn").Process(
-        target=drive, args=(url, namespace, tasks, args.steps, out)
+        target=drive, args=(url, namespace, tasks, args.steps, args.interval, out)
     )
     started = time.monotonic()
     driver.start()
@@ -200,6 +202,7 @@ async def fan_out(port: int, url: str, namespace: str, args: argparse.Namespace)
         "watchers": args.watchers,
         "tasks": args.tasks,
         "versions_per_task": last_version,
+        "changes_per_s": round(args.tasks / args.interval),
         "deliveries": len(delays),
         "every_watcher_saw_every_version_in_order": in_order,
         "delay_ms_p50": round(percentile(delays, 0.50), 1),
@@ -273,6 +276,7 @@ def main() -> None:
     parser.add_argument("--watchers", type=int, default=500)
     parser.add_argument("--tasks", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--interval", type=float, default=0.02, help="Seconds between steps.")
     parser.add_argument("--idle-seconds", type=float, default=5.0)
     parser.add_argument("--lookup-seconds", type=float, default=5.0)
     args = parser.parse_args()
