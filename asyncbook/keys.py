@@ -45,8 +45,12 @@ class KeySchema:
         return "{" + self.namespace + "}"
 
     def task(self, task_id: str) -> str:
-        """Hash with a task's fields and its history (field "N": the event of version N)."""
+        """Hash with a task's short fields."""
         return f"{self.tag}:t:{escape_id(task_id)}"
+
+    def history(self, task_id: str) -> str:
+        """List of a task's recorded events (JSON); index N-1 produced version N."""
+        return f"{self.tag}:h:{escape_id(task_id)}"
 
     def callback(self, callback_id: str) -> str:
         """Marker that a callback id was applied."""
