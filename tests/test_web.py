@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,11 +15,11 @@ import pytest
 import redis
 
 from asyncbook import AsyncBookError, ProgressEvent, RedisBook, StartEvent, SucceedEvent
-from asyncbook.web import feed_for
+from asyncbook.web import BackgroundServer, RedisChangeFeed, feed_for
 from asyncbook.web.auth import check_bind, is_loopback, token_matches
 from asyncbook.web.paths import split_task_path, task_path
 
-from .web_server import WEB_REDIS_URL, Running, running_server
+from .web_server import WEB_REDIS_URL, Running, delete_namespace, running_server
 
 pytestmark = pytest.mark.redis
 
@@ -509,3 +510,63 @@ def test_cli_serve_feed_uses_the_url():
     assert feed.channel == book.keys.changes_channel
     assert feed_for(book).channel == book.keys.changes_channel
     book.client.close()
+
+
+def test_streams_lose_nothing_when_the_change_feed_connection_drops():
+    """The server's pub/sub link is killed mid-task: it resubscribes and looks tasks up."""
+    name = f"feed-{uuid.uuid4().hex[:8]}"
+    admin = redis.Redis.from_url(WEB_REDIS_URL)
+    book = RedisBook(admin, namespace=f"web-{uuid.uuid4().hex[:12]}")
+    feed = RedisChangeFeed.from_url(
+        f"{WEB_REDIS_URL}?client_name={name}", book.keys.changes_channel
+    )
+    book.create(id="k", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+
+    def feed_client() -> int | None:
+        for info in admin.client_list(_type="pubsub"):
+            if info.get("name") == name:
+                return int(info["id"])
+        return None
+
+    try:
+        with (
+            BackgroundServer(book, feed) as server,
+            httpx.Client(base_url=server.url, timeout=20) as client,
+        ):
+            hub = server.app.state.hub
+
+            def work() -> None:
+                while hub.watcher_count == 0 or feed_client() is None:
+                    time.sleep(0.01)
+                book.apply("k", StartEvent(at_ms=NOW + 1, worker="w"))
+                time.sleep(0.2)
+                assert admin.client_kill_filter(_id=feed_client()) == 1
+                # While the feed is away: these changes are never heard on the channel.
+                for p in (10, 20, 30):
+                    book.apply("k", ProgressEvent(at_ms=NOW + p, progress=p, cursor="c"))
+                # No change follows until the stream has 2..4: only the feed's reset can
+                # bring them (it looks every watched task up after resubscribing).
+                deadline = time.monotonic() + 10
+                while 4 not in seen and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                caught_up.append(4 in seen)
+                book.apply("k", SucceedEvent(at_ms=NOW + 99, result_ref="r", result_hash="h"))
+
+            seen: list[int] = []
+            caught_up: list[bool] = []
+            worker = threading.Thread(target=work)
+            worker.start()
+            with client.stream("GET", url("k", "stream")) as response:
+                for line in response.iter_lines():
+                    if line.startswith("id: "):
+                        seen.append(int(line[4:]))
+            worker.join()
+            resets = hub.resets
+            metrics = client.get("/metrics").text
+    finally:
+        delete_namespace(admin, book.namespace)
+        admin.close()
+    assert resets >= 2  # subscribed, and subscribed again after the kill
+    assert f"asyncbook_change_feed_connects_total {resets}" in metrics
+    assert caught_up == [True]
+    assert sorted(set(seen)) == [0, 1, 2, 3, 4, 5]

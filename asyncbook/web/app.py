@@ -228,6 +228,7 @@ class StatusApp:
             duplicate_callbacks=duplicates,
             watchers=self.hub.watcher_count,
             lookups=self.hub.lookups,
+            feed_resets=self.hub.resets,
         )
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 

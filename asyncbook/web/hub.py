@@ -72,6 +72,7 @@ class Hub:
         self._dirty: set[str] = set()
         self._listeners: set[asyncio.Queue[Change | None]] = set()
         self.lookups = 0
+        self.resets = 0
         self.on_change_hooks: list[Callable[[Change], None]] = []
 
     @property
@@ -117,6 +118,7 @@ class Hub:
 
     def on_reset(self) -> None:
         """The feed (re)connected: changes may have been missed, look every task up."""
+        self.resets += 1
         for queue in list(self._listeners):
             _offer(queue, None)
         for task_id in list(self._watchers):

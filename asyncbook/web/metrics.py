@@ -86,6 +86,7 @@ def render_metrics(
     duplicate_callbacks: int | None,
     watchers: int,
     lookups: int,
+    feed_resets: int = 0,
 ) -> str:
     """The exposition text (Prometheus format 0.0.4)."""
     out: list[str] = []
@@ -127,5 +128,11 @@ def render_metrics(
         "counter",
         "Book lookups made to feed task streams.",
         [("", lookups)],
+    )
+    family(
+        "asyncbook_change_feed_connects_total",
+        "counter",
+        "Times this server (re)subscribed to the change feed.",
+        [("", feed_resets)],
     )
     return "\n".join(out) + "\n"

@@ -1,0 +1,92 @@
+"""The hub on an in-memory book with a local change feed: who is sent what, and when."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from asyncbook import MemoryBook, ProgressEvent, StartEvent, SucceedEvent
+from asyncbook.web import BackgroundServer, Change, LocalChangeFeed
+from asyncbook.web.feed import parse_change
+from asyncbook.web.paths import task_path
+
+NOW = 1_000
+
+
+def publish_all(book: MemoryBook, feed: LocalChangeFeed, task_id: str) -> None:
+    task = book.get(task_id)
+    assert task is not None
+    feed.publish(Change(task_id, task.version, task.state.value, task.progress))
+
+
+def read_stream(base: str, task_id: str, headers: dict[str, str], out: list[Any]) -> None:
+    with (
+        httpx.Client(base_url=base, timeout=20) as client,
+        client.stream("GET", task_path(task_id, "stream"), headers=headers) as response,
+    ):
+        event = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                out.append((event, json.loads(line[6:])))
+
+
+def test_watchers_at_different_cursors_each_get_their_resume():
+    book = MemoryBook(retention_versions=3)
+    feed = LocalChangeFeed()
+    book.create(id="t", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    book.apply("t", StartEvent(at_ms=NOW + 1, worker="w"))
+    with BackgroundServer(book, feed) as server:
+        hub = server.app.state.hub
+        near: list[Any] = []
+        far: list[Any] = []
+        threads = [
+            threading.Thread(
+                target=read_stream, args=(server.url, "t", {"Last-Event-ID": "1"}, near)
+            ),
+            threading.Thread(
+                target=read_stream, args=(server.url, "t", {"Last-Event-ID": "0"}, far)
+            ),
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while hub.watcher_count < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        # The far watcher (at 0) was sent v1 on connect; now three changes land unheard,
+        # then one is published: both are at 1, 4 behind > 3 retained -> a snapshot each.
+        for p in (10, 20, 30):
+            book.apply("t", ProgressEvent(at_ms=NOW + p, progress=p, cursor="c"))
+        book.apply("t", SucceedEvent(at_ms=NOW + 99, result_ref="r", result_hash="h"))
+        lookups = hub.lookups
+        publish_all(book, feed, "t")
+        for thread in threads:
+            thread.join(15)
+        assert hub.lookups - lookups == 1
+    assert [kind for kind, _ in near] == ["task", "snapshot", "end"]
+    assert [kind for kind, _ in far] == ["change", "task", "snapshot", "end"]
+    assert far[2][1]["version"] == 5
+    assert len(far[2][1]["history"]) == 5
+
+
+def test_parse_change_rejects_malformed_payloads():
+    good = {"taskId": "a", "version": 3, "state": "running", "progress": 40}
+    change = parse_change(json.dumps(good))
+    assert change is not None
+    assert change.to_wire() == good
+    for bad in (
+        b"\xff",
+        "[]",
+        "{",
+        json.dumps({**good, "version": "3"}),
+        json.dumps({**good, "version": True}),
+        json.dumps({**good, "taskId": 1}),
+        json.dumps({**good, "progress": None}),
+    ):
+        assert parse_change(bad) is None
