@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import TypeVar
 
 from .book import ApplyItem, EventInput
 from .checks import (
@@ -42,6 +44,26 @@ def sort_notifications(notifications: list[Notification]) -> list[Notification]:
 
 def _without_history(task: AsyncTask) -> AsyncTask:
     return task.model_copy(update={"history": ()})
+
+
+_Result = TypeVar("_Result", bound=AsyncTransition)
+
+
+def _each(
+    calls: Sequence[Callable[[], _Result]], full_task: bool
+) -> list[_Result | AsyncBookError]:
+    """Run each call, keeping its error in place; drop histories unless ``full_task``."""
+    results: list[_Result | AsyncBookError] = []
+    for call in calls:
+        try:
+            result = call()
+        except AsyncBookError as error:
+            results.append(error)
+            continue
+        if not full_task:
+            result = result.model_copy(update={"task": _without_history(result.task)})
+        results.append(result)
+    return results
 
 
 class MemoryBook:
@@ -186,33 +208,14 @@ class MemoryBook:
 
         With ``full_task=False`` each result's task comes without its history.
         """
-        results: list[CallbackResult | AsyncBookError] = []
-        for task_id, event, callback_id in items:
-            try:
-                result = self.apply(task_id, event, callback_id)
-            except AsyncBookError as error:
-                results.append(error)
-                continue
-            if not full_task:
-                result = result.model_copy(update={"task": _without_history(result.task)})
-            results.append(result)
-        return results
+        calls = [partial(self.apply, task_id, event, cb) for task_id, event, cb in items]
+        return _each(calls, full_task)
 
     def expire_many(
         self, task_ids: Iterable[str], *, full_task: bool = True
     ) -> list[AsyncTransition | AsyncBookError]:
         """Expire many tasks at their deadlines; errors are returned in place."""
-        results: list[AsyncTransition | AsyncBookError] = []
-        for task_id in task_ids:
-            try:
-                result = self.expire(task_id)
-            except AsyncBookError as error:
-                results.append(error)
-                continue
-            if not full_task:
-                result = result.model_copy(update={"task": _without_history(result.task)})
-            results.append(result)
-        return results
+        return _each([partial(self.expire, task_id) for task_id in task_ids], full_task)
 
     def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
         """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
