@@ -1,9 +1,10 @@
 """``Recorder``: writes a worker process's events to the book, cheaply and in order.
 
-Start and progress events wait up to ``flush_delay`` in a buffer; a background thread
-sends them, unless a terminal event comes first and carries them along in the same
-round trip (``apply_many``). Terminal events are written synchronously, so they are in
-the book before the task is acknowledged. One writer at a time keeps the order.
+Buffered events wait up to ``flush_delay``; a background thread sends whatever has
+accumulated in one round trip (``apply_many``), every ``flush_delay`` while events keep
+coming, and sleeps when none do. ``write`` sends the buffer and its own events at once,
+synchronously: the integration uses it for an event that must be in the book before the
+task is acknowledged (``acks_late``). One writer at a time keeps the order.
 
 A book that does not answer is retried with backoff for ``retry_for`` seconds; then the
 events are logged as an error naming their task ids, and the worker carries on (the
@@ -17,10 +18,10 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from .book import ApplyItem, AsyncBook
+from .book import ApplyItem, AsyncBook, EventInput
 from .errors import AsyncBookError
 from .models import CallbackResult
 
@@ -53,6 +54,14 @@ def retrying(call: Callable[[], _Result], retry_for: float, what: str) -> _Resul
             logger.warning("asyncbook: %s failed (%r), retrying in %.2f s", what, error, delay)
             time.sleep(delay)
             delay = min(delay * 2, _MAX_DELAY)
+
+
+def _kind(event: EventInput) -> str:
+    return str(event.get("type") if isinstance(event, Mapping) else event.type)
+
+
+def _ends(event: EventInput) -> bool:
+    return _kind(event) in ("succeed", "fail")
 
 
 class Recorder:
@@ -142,9 +151,16 @@ class Recorder:
         while not self._stopping:
             self._wakeup.wait()
             self._wakeup.clear()
-            if self.flush_delay > 0 and not self._stopping:
-                time.sleep(self.flush_delay)
-            self.flush()
+            # Tick while events keep coming, so a busy worker wakes no thread per task.
+            while not self._stopping:
+                if self.flush_delay > 0:
+                    time.sleep(self.flush_delay)
+                with self._write_lock:
+                    with self._lock:
+                        batch, self._pending = self._pending, []
+                    self._send(batch)
+                if not batch:
+                    break
 
     def _send(self, batch: Sequence[ApplyItem]) -> list[CallbackResult | AsyncBookError | None]:
         if not batch:
@@ -159,7 +175,15 @@ class Recorder:
             lost = [(task_id, event) for task_id, event, _ in batch]
             logger.error("asyncbook: events not recorded for task(s) %s: %r", ", ".join(ids), lost)
             return [None] * len(batch)
-        for (task_id, _, _), result in zip(batch, results, strict=True):
+        for (task_id, event, _), result in zip(batch, results, strict=True):
             if isinstance(result, AsyncBookError):
                 logger.error("asyncbook: task %s refused an event: %s", task_id, result)
+            elif not result.changed and not result.duplicate_callback and _ends(event):
+                logger.warning(
+                    "asyncbook: task %s refused its %s (%s, state %s)",
+                    task_id,
+                    _kind(event),
+                    result.reason,
+                    result.task.state.value,
+                )
         return list(results)

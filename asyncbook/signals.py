@@ -5,7 +5,7 @@
 | publish (client side) | create if absent, deadline = now + ttl; message ``expires`` = deadline |
 | ``task_prerun`` | start (worker = hostname), buffered |
 | ``report_progress`` | progress, buffered |
-| ``task_success`` | succeed (resultRef, resultHash), written before the ack |
+| ``task_success`` | succeed (resultRef, resultHash), in the book before the ack |
 | ``task_retry`` | fail, retryable (written before the retry is republished) |
 | ``task_failure`` | fail, not retryable |
 | ``task_revoked`` | expire when expired, else fail "revoked" |
@@ -27,7 +27,7 @@ from typing import Any
 
 from celery import Celery, Task, signals
 
-from .book import ApplyItem, AsyncBook
+from .book import AsyncBook
 from .delivery import DeliveryReport, deliver_notifications, notification_source
 from .errors import AsyncBookError
 from .models import AsyncTask, FailEvent, ProgressEvent, StartEvent, SucceedEvent
@@ -263,7 +263,7 @@ class Integration:
             result_hash=result_hash(result),
         )
         callback = callback_id(task_id, "success", int(request.retries or 0))
-        self._write(task_id, event, callback)
+        self._finish(sender, task_id, event, callback)
 
     def on_task_retry(
         self, sender: object = None, request: Any = None, reason: Any = None, **_: Any
@@ -293,7 +293,7 @@ class Integration:
         # In the worker's main process (a lost pool child) there is no request context.
         retries: int | str = int(request.retries or 0) if request.id == task_id else "lost"
         event = FailEvent(at_ms=now_ms(), error=_describe(exception), retryable=False)
-        self._write(task_id, event, callback_id(task_id, "failure", retries))
+        self._finish(sender, task_id, event, callback_id(task_id, "failure", retries))
 
     def on_task_revoked(
         self, sender: object = None, request: Any = None, expired: bool = False, **_: Any
@@ -325,21 +325,16 @@ class Integration:
         self.recorder.flush()
 
     def _write(self, task_id: str, event: Any, callback: str) -> None:
-        item: ApplyItem = (task_id, event, callback)
-        (result,) = self.recorder.write(item)
-        if (
-            result is not None
-            and not isinstance(result, AsyncBookError)
-            and not result.changed
-            and not result.duplicate_callback
-        ):
-            logger.warning(
-                "asyncbook: task %s refused %s (%s, state %s)",
-                task_id,
-                event.type,
-                result.reason,
-                result.task.state.value,
-            )
+        self.recorder.write((task_id, event, callback))
+
+    def _finish(self, task: Task[Any, Any], task_id: str, event: Any, callback: str) -> None:
+        # acks_late: the message is acknowledged after this handler, so the event must
+        # be in the book first. Early ack: the message is gone already; the event rides
+        # with the next background flush, within flush_delay.
+        if task.acks_late:
+            self._write(task_id, event, callback)
+        else:
+            self.recorder.buffer((task_id, event, callback))
 
 
 def _sweep_task(task: Task[Any, Any]) -> int:

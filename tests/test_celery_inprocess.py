@@ -62,6 +62,14 @@ def make_app() -> Celery:
         time.sleep(1.2)
         return "late"
 
+    @app.task(shared=False, tracked=True, ttl=30, acks_late=True)
+    def noop_late() -> None:
+        pass
+
+    @app.task(shared=False, tracked=True, ttl=30)
+    def noop() -> None:
+        pass
+
     @app.task(bind=True, shared=False)
     def plain(self: Task[Any, Any]) -> str:
         report_progress(self, 50)
@@ -117,17 +125,35 @@ def test_generate_succeeds_with_progress_in_one_round_trip(
     assert book.calls.count("create") >= 1
 
 
-def test_no_op_execution_costs_one_synchronous_write(
+def test_acks_late_execution_costs_one_synchronous_write(
     app: Celery, book: CountingBook, integration: Integration
 ) -> None:
-    integration.recorder.flush_delay = 1.0  # the start can only ride with the result
+    integration.recorder.flush_delay = 2.0  # the start can only ride with the result
     try:
         before = len(book.calls)
-        result = run(app, "generate", steps=0)
+        result = run(app, "noop_late")
         result.get(timeout=10)
-        task = wait_terminal(book, result.id)
+        task = wait_terminal(book, result.id, timeout=1.5)
         assert history(task) == ["start", "succeed"]
         assert book.calls[before:] == ["create", "apply_many"]
+    finally:
+        integration.recorder.flush_delay = 0.005
+
+
+def test_early_ack_executions_share_background_writes(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    integration.recorder.flush_delay = 0.5
+    try:
+        before = len(book.calls)
+        results = [run(app, "noop") for _ in range(6)]
+        for result in results:
+            result.get(timeout=10)
+        for result in results:
+            assert history(wait_terminal(book, result.id)) == ["start", "succeed"]
+        calls = book.calls[before:]
+        assert calls.count("create") == 6
+        assert 1 <= calls.count("apply_many") <= 3
     finally:
         integration.recorder.flush_delay = 0.005
 

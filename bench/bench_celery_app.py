@@ -1,0 +1,75 @@
+"""The Celery app the Celery benchmark runs: four no-op tasks, tracked or not.
+
+Configured from the environment by ``bench_celery.py``: ``BENCH_REDIS_URL`` (broker,
+results and book), ``BENCH_NAMESPACE``, ``BENCH_READY_FILE`` (touched when the worker
+is ready to consume).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from celery import Celery, Task, signals
+
+from asyncbook.progress import report_progress
+from asyncbook.signals import install
+
+URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+app = Celery("bench_celery_app")
+app.conf.update(
+    broker_url=URL,
+    result_backend=URL,
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+    asyncbook_redis_url=URL,
+    asyncbook_namespace=os.environ.get("BENCH_NAMESPACE", "bench"),
+    asyncbook_flush_delay=float(os.environ.get("BENCH_FLUSH_DELAY", "0.005")),
+)
+install(app)
+
+
+@signals.worker_ready.connect
+def on_worker_ready(**_: Any) -> None:
+    ready = os.environ.get("BENCH_READY_FILE")
+    if ready:
+        Path(ready).touch()
+
+
+@app.task(name="bench.untracked")
+def untracked() -> None:
+    """A no-op, as Celery runs it."""
+
+
+@app.task(name="bench.tracked", tracked=True, ttl=3600)
+def tracked() -> None:
+    """A no-op, tracked by asyncbook."""
+
+
+@app.task(name="bench.tracked_progress", bind=True, tracked=True, ttl=3600)
+def tracked_progress(self: Task[Any, Any]) -> None:
+    """A no-op, tracked, reporting progress once."""
+    report_progress(self, 50)
+
+
+@app.task(name="bench.started_update", bind=True, track_started=True)
+def started_update(self: Task[Any, Any]) -> None:
+    """What users do today: task_track_started plus one update_state for progress."""
+    self.update_state(state="PROGRESS", meta={"percent": 50})
+
+
+@app.task(name="bench.untracked_expires", expires=3600)
+def untracked_expires() -> None:
+    """A no-op with a message expiry, as tracked tasks get: what the expiry costs Celery."""
+
+
+@app.task(name="bench.tracked_late", tracked=True, ttl=3600, acks_late=True)
+def tracked_late() -> None:
+    """A no-op, tracked, acknowledged after it ran (the terminal write is synchronous)."""
+
+
+@app.task(name="bench.untracked_late", acks_late=True)
+def untracked_late() -> None:
+    """A no-op acknowledged after it ran."""
