@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright import sync_api
 
 from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
 
@@ -30,8 +31,6 @@ NOW = 1_000_000
 
 if not Path(CHROMIUM).exists() and os.environ.get("CI") != "true":
     pytest.skip(f"{CHROMIUM} is not installed (.ci/run installs it)", allow_module_level=True)
-
-sync_api = pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from click.testing import CliRunner, Result
@@ -102,6 +107,37 @@ def test_serve_without_token_refuses_a_public_address(book: RedisBook):
     result = run(book, "serve", "--host", "0.0.0.0")
     assert result.exit_code == 2
     assert "ASYNCBOOK_API_TOKEN" in result.stderr
+
+
+def test_serve_answers_on_loopback_and_prints_the_page_url(book: RedisBook):
+    finish(book, "s")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, ASYNCBOOK_REDIS_URL=CLI_REDIS_URL, ASYNCBOOK_NAMESPACE=book.namespace)
+    env.pop("ASYNCBOOK_API_TOKEN", None)
+    command = [sys.executable, "-m", "asyncbook.cli", "serve", "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline().decode()
+        assert line.strip() == f"asyncbook status page: http://127.0.0.1:{port}/"
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/api/tasks/s", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert response.json()["state"] == "succeeded"
+    finally:
+        server.terminate()
+        server.wait(15)
+        assert server.stdout is not None
+        server.stdout.close()
+    # uvicorn shuts down gracefully, then re-raises the signal it caught.
+    assert server.returncode == -signal.SIGTERM
 
 
 def test_bad_redis_url_is_a_usage_error(book: RedisBook):
