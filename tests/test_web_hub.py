@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from typing import Any
 
 import httpx
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from asyncbook import MemoryBook, ProgressEvent, StartEvent, SucceedEvent
+from asyncbook import MemoryBook, ProgressEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook.web import BackgroundServer, Change, LocalChangeFeed
 from asyncbook.web.feed import parse_change
 from asyncbook.web.paths import task_path
@@ -90,3 +94,36 @@ def test_parse_change_rejects_malformed_payloads():
         json.dumps({**good, "progress": None}),
     ):
         assert parse_change(bad) is None
+
+
+class CountingBook(MemoryBook):
+    """A book that keeps counters of every apply's reason (as ``transition_counts``)."""
+
+    def transition_counts(self) -> dict[str, int]:
+        return {"started": 2, "progress": 5, "duplicate-callback": 3}
+
+
+def test_metrics_use_the_books_counters_when_it_keeps_them():
+    with BackgroundServer(CountingBook()) as server:
+        text = httpx.get(server.url + "metrics", timeout=10).text
+    assert 'asyncbook_transitions_total{reason="progress"} 5' in text
+    assert "asyncbook_duplicate_callbacks_total 3" in text
+    assert 'reason="duplicate-callback"' not in text
+    assert "asyncbook_sweep_lateness_seconds 0.000" in text
+    assert 'asyncbook_tasks{state="queued"} 0' in text
+
+
+def test_an_unreachable_book_is_503_not_500():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    client = redis.Redis(port=port, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    with (
+        BackgroundServer(RedisBook(client, namespace="down"), LocalChangeFeed()) as server,
+        httpx.Client(base_url=server.url, timeout=20) as http,
+    ):
+        for path in ("api/tasks", task_path("x")[1:], task_path("x", "stream")[1:], "metrics"):
+            response = http.get(path)
+            assert response.status_code == 503, (path, response.text)
+            assert response.json()["code"] == "unavailable"
+    client.close()
