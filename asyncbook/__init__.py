@@ -2,6 +2,7 @@
 
 from ._version import __version__
 from .book import ApplyItem, AsyncBook, EventInput
+from .delivery import DeliveryReport, deliver_notifications, notification_source
 from .errors import AsyncBookError, UnknownTaskError
 from .machine import apply_async_event, create_async_task, expire_task
 from .memory import MemoryBook
@@ -29,6 +30,8 @@ from .models import (
     to_wire,
 )
 from .redis_book import RedisBook
+from .sinks import Sink, SinkError, WebhookSink
+from .sweep import SweepReport, sweep
 
 __all__ = [
     # models
@@ -63,6 +66,16 @@ __all__ = [
     "EventInput",
     "MemoryBook",
     "RedisBook",
+    # celery integration (install and report_progress are in asyncbook.signals and
+    # asyncbook.progress: importing asyncbook does not import Celery)
+    "DeliveryReport",
+    "Sink",
+    "SinkError",
+    "SweepReport",
+    "WebhookSink",
+    "deliver_notifications",
+    "notification_source",
+    "sweep",
     # errors
     "AsyncBookError",
     "UnknownTaskError",
