@@ -99,3 +99,11 @@ class AsyncBook(Protocol):
     ) -> TaskPage:
         """Tasks, newest first, optionally in one state; ``after`` continues a page."""
         ...
+
+    def count_by_state(self) -> dict[str, int]:
+        """How many tasks the book holds in each of the five states."""
+        ...
+
+    def transition_counts(self) -> dict[str, int]:
+        """How many times each reason was answered (``duplicate-callback`` included)."""
+        ...

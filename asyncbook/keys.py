@@ -80,6 +80,11 @@ class KeySchema:
         return f"{self.tag}:deadlines"
 
     @property
+    def counters(self) -> str:
+        """Hash counting the book's answers by reason (for metrics)."""
+        return f"{self.tag}:counters"
+
+    @property
     def outbox(self) -> str:
         """Stream of notifications, one per terminal state."""
         return f"{self.tag}:outbox"

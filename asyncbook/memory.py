@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TypeVar
@@ -23,6 +24,7 @@ from .errors import AsyncBookError, UnknownTaskError
 from .jsrules import utf16_key
 from .machine import apply_async_event, coerce_event, create_async_task
 from .models import (
+    AsyncState,
     AsyncTask,
     AsyncTransition,
     CallbackResult,
@@ -77,6 +79,7 @@ class MemoryBook:
         self._notifications: dict[tuple[str, str, int], Notification] = {}
         self._deliveries: dict[str, DeliveryReceipt] = {}
         self._created: dict[str, int] = {}
+        self._reasons: Counter[str] = Counter()
         self._sequence = itertools.count(1)
 
     def _task(self, task_id: object) -> AsyncTask:
@@ -121,6 +124,7 @@ class MemoryBook:
         task = self._task(task_id)
         callback_id = require_optional_string(callback_id, "callbackId")
         if callback_id is not None and callback_id in self._callbacks:
+            self._reasons["duplicate-callback"] += 1
             return CallbackResult(
                 task=task,
                 changed=False,
@@ -131,6 +135,7 @@ class MemoryBook:
             )
         parsed = coerce_event(event)
         result = apply_async_event(task, parsed)
+        self._reasons[result.reason] += 1
         if result.changed:
             self._tasks[task_id] = result.task
         if callback_id is not None:
@@ -216,6 +221,17 @@ class MemoryBook:
     ) -> list[AsyncTransition | AsyncBookError]:
         """Expire many tasks at their deadlines; errors are returned in place."""
         return _each([partial(self.expire, task_id) for task_id in task_ids], full_task)
+
+    def count_by_state(self) -> dict[str, int]:
+        """How many tasks are in each state."""
+        with self._lock:
+            counts = Counter(task.state.value for task in self._tasks.values())
+        return {state.value: counts[state.value] for state in AsyncState}
+
+    def transition_counts(self) -> dict[str, int]:
+        """How many times each reason was answered."""
+        with self._lock:
+            return dict(self._reasons)
 
     def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
         """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""

@@ -157,7 +157,12 @@ class RedisBook:
             "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
         )
         self._scripts = BookScripts.register(client)
-        self._apply_keys = [self.keys.deadlines, self.keys.outbox, *self.keys.state_indexes]
+        self._apply_keys = [
+            self.keys.deadlines,
+            self.keys.outbox,
+            *self.keys.state_indexes,
+            self.keys.counters,
+        ]
         self._groups: set[str] = set()
         self._prune_from: dict[str, str] = {}
 
@@ -520,6 +525,11 @@ class RedisBook:
         for key in self.keys.state_indexes:
             pipe.zcard(key)
         return dict(zip(STATE_NAMES, (int(n) for n in pipe.execute()), strict=True))
+
+    def transition_counts(self) -> dict[str, int]:
+        """How many times each reason was answered, by every client of this book."""
+        counts = self.client.hgetall(self.keys.counters)
+        return {_text(reason): int(count) for reason, count in counts.items()}
 
     def prune(self, limit: int = 1000) -> int:
         """Drop listing entries of ended tasks whose records expired; returns how many.

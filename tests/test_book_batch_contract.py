@@ -119,3 +119,31 @@ def test_results_without_history(book: AsyncBook) -> None:
     assert delta.task == full.model_copy(update={"history": ()})
     assert book.resume("a", 3, full_task=False).task.history == ()
     assert book.resume("a", 1).task == full
+
+
+def test_counts_by_state_and_reason(book: AsyncBook) -> None:
+    for task_id in ("a", "b", "c"):
+        book.create(id=task_id, now_ms=0, ttl_ms=100, max_attempts=1)
+    book.apply("a", start(), "cb-a")
+    book.apply("a", start(), "cb-a")
+    book.apply("a", progress(10))
+    book.apply("a", progress(10))
+    book.expire("b")
+    book.expire("b")
+    with pytest.raises(AsyncBookError):
+        book.apply("a", progress(500))
+    assert book.count_by_state() == {
+        "queued": 1,
+        "running": 1,
+        "succeeded": 0,
+        "failed": 0,
+        "expired": 1,
+    }
+    assert book.transition_counts() == {
+        "started": 1,
+        "duplicate-callback": 1,
+        "progress": 1,
+        "duplicate-progress": 1,
+        "expired": 1,
+        "duplicate-expire": 1,
+    }

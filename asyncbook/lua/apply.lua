@@ -1,7 +1,8 @@
 -- apply: one event on one task, atomically: callback de-duplication, the transition,
 -- history, indexes, retention, the outbox and the change feed.
 -- KEYS: 1 task hash, 2 history list, 3 callback marker, 4 deadlines, 5 outbox,
---       6..10 state indexes (queued, running, succeeded, failed, expired)
+--       6..10 state indexes (queued, running, succeeded, failed, expired),
+--       11 counters (hash: answers by reason)
 -- ARGV: 1 task id, 2 callback given (1/0), 3 event shape valid (1/0),
 --       4 type: start | progress | succeed | fail | expire | deadline (expire at the deadline),
 --       5 atMs (JSON number text; '' when not a finite number), 6 event JSON,
@@ -19,6 +20,7 @@ if not t then
   return {'!unknown'}
 end
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('HINCRBY', KEYS[11], 'duplicate-callback', 1)
   return {'duplicate-callback', '0101', render_task(t, KEYS[2], with_history)}
 end
 if ARGV[3] ~= '1' then
@@ -154,5 +156,6 @@ if notify then
     redis.call('XADD', KEYS[5], '*', unpack(fields))
   end
 end
+redis.call('HINCRBY', KEYS[11], reason, 1)
 local flags = (changed and '1' or '0') .. (duplicate and '1' or '0') .. (notify and '1' or '0') .. '0'
 return {reason, flags, render_task(t, KEYS[2], with_history)}
