@@ -19,11 +19,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from redis.exceptions import RedisError
 
 from .book import ApplyItem, AsyncBook, EventInput
 from .errors import AsyncBookError
 from .models import CallbackResult
+from .redis_book import RedisBook
 
 __all__ = ["Recorder", "retrying"]
 
@@ -38,7 +41,8 @@ _REMEMBERED = 4096
 def retrying(call: Callable[[], _Result], retry_for: float, what: str) -> _Result | None:
     """``call()``, retried with backoff for ``retry_for`` seconds; None if it never worked.
 
-    ``AsyncBookError`` (a rejected input) is not retried: it propagates.
+    Only errors of reaching Redis are retried. ``AsyncBookError`` (a rejected input)
+    propagates; anything else is logged with ``what`` and gives None at once.
     """
     deadline = time.monotonic() + retry_for
     delay = _FIRST_DELAY
@@ -47,13 +51,23 @@ def retrying(call: Callable[[], _Result], retry_for: float, what: str) -> _Resul
             return call()
         except AsyncBookError:
             raise
-        except Exception as error:
+        except (RedisError, OSError) as error:
             if time.monotonic() + delay > deadline:
                 logger.error("asyncbook: gave up on %s after %.1f s: %r", what, retry_for, error)
                 return None
             logger.warning("asyncbook: %s failed (%r), retrying in %.2f s", what, error, delay)
             time.sleep(delay)
             delay = min(delay * 2, _MAX_DELAY)
+        except Exception:
+            logger.exception("asyncbook: %s failed", what)
+            return None
+
+
+def _apply_many(book: AsyncBook, batch: Sequence[ApplyItem]) -> list[Any]:
+    # The recorder reads only states and reasons: spare RedisBook the histories.
+    if isinstance(book, RedisBook):
+        return list(book.apply_many(batch, full_task=False))
+    return list(book.apply_many(batch))
 
 
 def _kind(event: EventInput) -> str:
@@ -167,7 +181,7 @@ class Recorder:
             return []
         ids = sorted({item[0] for item in batch})
         results = retrying(
-            lambda: self.book.apply_many(batch),
+            lambda: _apply_many(self.book, batch),
             self.retry_for,
             f"writing {len(batch)} event(s) of task(s) {', '.join(ids)}",
         )

@@ -26,9 +26,9 @@ class CountingBook(RedisBook):
         self.calls.append("apply")
         return super().apply(*args, **kwargs)
 
-    def apply_many(self, items: Iterable[ApplyItem]) -> Any:
+    def apply_many(self, items: Iterable[ApplyItem], **kwargs: Any) -> Any:
         self.calls.append("apply_many")
-        return super().apply_many(items)
+        return super().apply_many(items, **kwargs)
 
     def expire(self, task_id: str) -> Any:
         self.calls.append("expire")

@@ -110,6 +110,19 @@ def test_refused_events_are_returned_in_place(caplog: pytest.LogCaptureFixture) 
     recorder.close()
 
 
+def test_a_bug_is_logged_not_retried(caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[int] = []
+
+    def broken() -> None:
+        calls.append(1)
+        raise TypeError("bug")
+
+    with caplog.at_level(logging.ERROR, "asyncbook.celery"):
+        assert retrying(broken, 5.0, "writing task t-bug") is None
+    assert calls == [1]
+    assert "t-bug" in caplog.text
+
+
 def test_retrying_gives_up_after_the_bound() -> None:
     calls: list[float] = []
 
