@@ -76,17 +76,12 @@ class DrainSource:
         return sum(self._pending.pop(entry, None) is not None for entry in entry_ids)
 
 
-_drain_sources: dict[int, DrainSource] = {}
-
-
 def notification_source(book: AsyncBook) -> NotificationSource:
-    """The book itself if it has a consumer group outbox, else a ``DrainSource`` on it."""
-    if isinstance(book, NotificationSource):
-        return book
-    source = _drain_sources.get(id(book))
-    if source is None or source.book is not book:
-        source = _drain_sources[id(book)] = DrainSource(book)
-    return source
+    """The book itself if it has a consumer group outbox, else a ``DrainSource`` on it.
+
+    Keep the ``DrainSource`` you get: unacknowledged entries live in it.
+    """
+    return book if isinstance(book, NotificationSource) else DrainSource(book)
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ class Settings:
     consumer_group: str = "asyncbook"
     """Consumer group of the notification delivery task."""
     extra: Mapping[str, Any] = field(default_factory=dict)
-    """Every other ``asyncbook_*`` setting, unread."""
+    """Every other ``asyncbook_*`` setting: unknown, so ``install`` warns (a typo?)."""
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> Settings:

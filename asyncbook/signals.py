@@ -28,7 +28,12 @@ from typing import Any
 from celery import Celery, Task, signals
 
 from .book import AsyncBook
-from .delivery import DeliveryReport, deliver_notifications, notification_source
+from .delivery import (
+    DeliveryReport,
+    NotificationSource,
+    deliver_notifications,
+    notification_source,
+)
 from .errors import AsyncBookError
 from .models import AsyncTask, FailEvent, ProgressEvent, StartEvent, SucceedEvent
 from .recorder import Recorder, retrying
@@ -96,6 +101,10 @@ class Integration:
         )
         self.sinks: tuple[Sink, ...] = tuple(resolve_sink(spec) for spec in settings.sinks)
         self._uid = f"asyncbook-{id(self)}"
+        self._source: NotificationSource | None = None
+        if settings.extra:
+            unknown = ", ".join(f"asyncbook_{name}" for name in sorted(settings.extra))
+            logger.warning("asyncbook: unknown settings ignored: %s", unknown)
 
     def _make_book(self) -> AsyncBook:
         if self._book is None:
@@ -153,8 +162,10 @@ class Integration:
         """Hand pending notifications to the sinks, at least once (``asyncbook.deliver``)."""
         if not self.sinks:
             return DeliveryReport()
+        if self._source is None:
+            self._source = notification_source(self.book)
         return deliver_notifications(
-            notification_source(self.book),
+            self._source,
             self.sinks,
             group=self.settings.consumer_group,
             consumer=consumer or socket.gethostname(),

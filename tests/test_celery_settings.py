@@ -1,0 +1,97 @@
+"""Settings from app.conf, task options, and the ids and hashes events carry."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from asyncbook import AsyncBookError, MemoryBook
+from asyncbook.settings import Settings, duration_ms, import_path
+from asyncbook.signals import install, uninstall
+from asyncbook.tracking import (
+    UNLIMITED_ATTEMPTS,
+    callback_id,
+    is_tracked,
+    max_attempts,
+    result_hash,
+    ttl_ms,
+)
+
+
+def test_defaults_follow_a_redis_broker() -> None:
+    settings = Settings.from_conf({"broker_url": "redis://10.0.0.5:6380/3"})
+    assert settings.redis_url == "redis://10.0.0.5:6380/3"
+    assert settings.default_ttl_ms == 3_600_000
+    assert Settings.from_conf({"broker_url": "amqp://x"}).redis_url.startswith("redis://")
+
+
+def test_settings_are_read_under_the_prefix() -> None:
+    settings = Settings.from_conf(
+        {
+            "asyncbook_redis_url": "redis://h:1/2",
+            "asyncbook_namespace": "ns",
+            "asyncbook_default_ttl": timedelta(minutes=2),
+            "asyncbook_retry_for": 3,
+            "asyncbook_sinks": print,
+            "asyncbook_typo": 1,
+        }
+    )
+    assert (settings.redis_url, settings.namespace) == ("redis://h:1/2", "ns")
+    assert settings.default_ttl_ms == 120_000
+    assert settings.retry_for == 3.0
+    assert settings.sinks == (print,)
+    assert settings.extra == {"typo": 1}
+
+
+def test_install_warns_about_unknown_settings(caplog: pytest.LogCaptureFixture) -> None:
+    app = Celery("settings", broker="memory://", set_as_current=False)
+    app.conf.asyncbook_flush_dealy = 1
+    with caplog.at_level(logging.WARNING, "asyncbook.celery"):
+        integration = install(app, MemoryBook())
+    try:
+        assert "asyncbook_flush_dealy" in caplog.text
+        assert install(app) is integration  # once per app
+    finally:
+        uninstall(app)
+
+
+@pytest.mark.parametrize("value", [0, -1, "5", None, True])
+def test_durations_must_be_positive(value: Any) -> None:
+    with pytest.raises(AsyncBookError):
+        duration_ms(value, "ttl")
+
+
+def test_import_path() -> None:
+    assert import_path("os.path:join") is import_path("os.path.join")
+    with pytest.raises(AsyncBookError):
+        import_path("nothing")
+
+
+class Options:
+    tracked = True
+    ttl = timedelta(seconds=90)
+    max_retries = 2
+
+
+def test_task_options() -> None:
+    assert is_tracked(Options)
+    assert not is_tracked(object())
+    assert ttl_ms(Options, 5) == 90_000
+    assert ttl_ms(object(), 5) == 5
+    assert max_attempts(Options) == 3
+    unlimited = type("Unlimited", (), {"max_retries": None})
+    assert max_attempts(unlimited) == UNLIMITED_ATTEMPTS
+    explicit = type("Explicit", (), {"max_retries": 2, "max_attempts": 7})
+    assert max_attempts(explicit) == 7
+
+
+def test_callback_ids_and_hashes_are_stable() -> None:
+    assert callback_id("t", "progress", 1, 40) == "celery:t:progress:1:40"
+    assert callback_id("t", "start", 0) != callback_id("t", "start", 1)
+    assert result_hash({"b": 1, "a": [1, 2]}) == result_hash({"a": [1, 2], "b": 1})
+    assert result_hash({"a": 1}).startswith("sha256:")
+    assert result_hash(object) == result_hash(object)  # no JSON: hashed through repr
