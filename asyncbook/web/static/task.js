@@ -24,7 +24,8 @@ function addHistory(entry) {
   shownVersion = entry.version;
   const { type, atMs, ...details } = entry.event;
   document.getElementById("history").append(el("tr", { "data-version": String(entry.version) },
-    el("td", {}, String(entry.version)), el("td", {}, type), el("td", {}, String(atMs)),
+    el("td", {}, String(entry.version)), el("td", {}, type),
+    el("td", { class: "time", title: String(atMs) + " ms" }, new Date(atMs).toISOString()),
     el("td", {}, el("pre", {}, JSON.stringify(details)))));
 }
 
