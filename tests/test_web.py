@@ -169,6 +169,7 @@ def test_bad_paths_and_methods(client: httpx.Client):
     assert_error(client.get("/api/tasks/%FF%FE"), 400, "invalid-request")
     assert_error(client.get("/no/such/page"), 404, "not-found")
     assert_error(client.post(url("a")), 405, "method-not-allowed")
+    assert client.post(url("a", "events")).headers["allow"] == "GET"
     assert_error(client.get(url("a", "delivery")), 405, "method-not-allowed")
     assert_error(client.delete("/api/tasks"), 405, "method-not-allowed")
 

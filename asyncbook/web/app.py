@@ -114,6 +114,14 @@ class StatusApp:
         self.counters = counters
         self.keepalive = keepalive
         self.call = threads
+        self.task_handlers: dict[
+            tuple[str | None, str], Callable[[Request, str], Awaitable[Response]]
+        ] = {
+            (None, "GET"): self.get_task,
+            ("events", "GET"): self.events,
+            ("stream", "GET"): self.stream,
+            ("delivery", "POST"): self.deliver,
+        }
 
     async def list_tasks(self, request: Request) -> Response:
         params = request.query_params
@@ -130,19 +138,15 @@ class StatusApp:
     async def task_route(self, request: Request) -> Response:
         raw = request.scope.get("raw_path") or request.url.path.encode("latin-1")
         task_id, suffix = split_task_path(raw)
-        handlers: dict[tuple[str | None, str], Callable[[Request, str], Awaitable[Response]]] = {
-            (None, "GET"): self.get_task,
-            ("events", "GET"): self.events,
-            ("stream", "GET"): self.stream,
-            ("delivery", "POST"): self.deliver,
-        }
         method = "GET" if request.method == "HEAD" else request.method
-        handler = handlers.get((suffix, method))
+        handler = self.task_handlers.get((suffix, method))
         if handler is None:
-            allowed = ", ".join(m for (s, m) in handlers if s == suffix)
-            return error_response(
+            allowed = ", ".join(m for (s, m) in self.task_handlers if s == suffix)
+            response = error_response(
                 405, "method-not-allowed", f"{request.method} is not allowed here; use {allowed}"
             )
+            response.headers["Allow"] = allowed
+            return response
         return await handler(request, task_id)
 
     async def get_task(self, request: Request, task_id: str) -> Response:
