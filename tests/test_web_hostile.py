@@ -112,3 +112,19 @@ def test_raw_paths_never_fail(server: Running, client: httpx.Client, segment: st
     target = httpx.URL(server.url).copy_with(raw_path=path.encode("ascii"))
     check(client.send(client.build_request("GET", target)))
     assert stored(server.book) == before
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[Running]:
+    with running_server(token="s3cret-token") as running:
+        running.book.create(id="q", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+        yield running
+
+
+@SETTINGS
+@given(auth=header_text, cookie=header_text, path=st.sampled_from(["/api/tasks", "/api/tasks/q"]))
+def test_guessed_credentials_are_401_never_500(guarded: Running, auth: bytes, cookie: bytes, path):
+    with httpx.Client(base_url=guarded.url, timeout=10) as client:
+        response = client.get(path, headers={"Authorization": auth, "Cookie": cookie})
+    assert response.status_code == 401, response.text
+    assert response.json()["code"] == "unauthorized"
