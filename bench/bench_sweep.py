@@ -98,7 +98,8 @@ def bench_lateness(url: str, count: int, spread_s: float) -> None:
         with log.open("wb") as out:
             worker = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
         try:
-            while b"ready" not in log.read_bytes():
+            # Beat starts after the worker: measure from its first sweep on.
+            while b"asyncbook.sweep" not in log.read_bytes():
                 if worker.poll() is not None:
                     raise SystemExit(log.read_text())
                 time.sleep(0.05)
@@ -138,7 +139,8 @@ def main() -> None:
     parser.add_argument("--spread", type=float, default=15.0, help="seconds of deadlines")
     args = parser.parse_args()
     redis.Redis.from_url(args.url).ping()
-    bench_bulk(args.url, args.tasks, args.rounds)
+    if args.rounds:
+        bench_bulk(args.url, args.tasks, args.rounds)
     bench_lateness(args.url, args.live, args.spread)
 
 
