@@ -28,7 +28,7 @@ from .errors import AsyncBookError, UnknownTaskError
 from .keys import STATE_NAMES
 from .models import AsyncTask, to_wire
 from .redis_book import RedisBook
-from .watch import Message, follow_task, task_summary
+from .watch import Message, follow_stream, follow_task, task_summary
 
 __all__ = ["cli", "main"]
 
@@ -186,19 +186,45 @@ def history(settings: Settings, task_id: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("task_id")
 @click.option("--cursor", type=click.IntRange(0), default=0, help="The last version you saw.")
+@click.option(
+    "--api",
+    envvar="ASYNCBOOK_API_URL",
+    default=None,
+    help="Follow through a status server (its URL) instead of Redis (env ASYNCBOOK_API_URL).",
+)
+@click.option(
+    "--token", envvar="ASYNCBOOK_API_TOKEN", default=None, help="The server's bearer token."
+)
 @json_option
 @click.pass_obj
-def watch(settings: Settings, task_id: str, cursor: int, as_json: bool) -> None:
+def watch(
+    settings: Settings,
+    task_id: str,
+    cursor: int,
+    api: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
     """Follow a task until it ends: a live progress bar (or JSON lines with --json).
 
-    When the connection to Redis drops it reconnects and resumes from the last version
-    it saw, so nothing is skipped or shown twice. Exits 0 when the task succeeded.
+    Follows the book's change channel on Redis, or with --api a status server's stream.
+    When the connection drops it reconnects and resumes from the last version it saw, so
+    nothing is skipped or shown twice. Exits 0 once the task has ended, whatever its state.
     """
-    book = settings.book
-    _task_or_exit(settings, task_id)
 
     def reconnecting(error: Exception) -> None:
         click.echo(f"connection lost ({error}); reconnecting", err=True)
+
+    def follow(on_batch: Callable[[list[Message]], None]) -> None:
+        with _errors():
+            if api is not None:
+                follow_stream(
+                    api, task_id, on_batch, cursor=cursor, token=token, on_reconnect=reconnecting
+                )
+            else:
+                _task_or_exit(settings, task_id)
+                book = settings.book
+                follow_task(book, task_id, on_batch, cursor=cursor, on_reconnect=reconnecting)
 
     if as_json:
 
@@ -206,8 +232,7 @@ def watch(settings: Settings, task_id: str, cursor: int, as_json: bool) -> None:
             for message in batch:
                 _emit_json({"event": message.event, "id": message.id, "data": message.data})
 
-        with _errors():
-            follow_task(book, task_id, print_batch, cursor=cursor, on_reconnect=reconnecting)
+        follow(print_batch)
         return
 
     console = _console()
@@ -216,6 +241,7 @@ def watch(settings: Settings, task_id: str, cursor: int, as_json: bool) -> None:
         BarColumn(),
         TextColumn("{task.percentage:>3.0f}%"),
     )
+    final: dict[str, Any] = {}
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task(task_id, total=100)
 
@@ -228,11 +254,12 @@ def watch(settings: Settings, task_id: str, cursor: int, as_json: bool) -> None:
                 elif message.event == "change":
                     event = message.data["event"]
                     progress.console.print(f"v{message.data['version']} {event['type']}")
+                elif message.event == "end":
+                    final.update(message.data)
 
-        with _errors():
-            final = follow_task(book, task_id, show, cursor=cursor, on_reconnect=reconnecting)
-    if final is not None:
-        console.print(f"{task_id}: {final.state.value} at v{final.version}")
+        follow(show)
+    if final:
+        console.print(f"{task_id}: {final['state']} at v{final['version']}")
 
 
 @cli.command()

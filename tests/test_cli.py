@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 
 from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook.cli import cli
+from asyncbook.web import BackgroundServer, feed_for
 
 from .web_server import delete_namespace
 
@@ -291,3 +292,58 @@ def test_demo_runs_the_projects_demo(book: RedisBook, monkeypatch: pytest.Monkey
     result = run(book, "demo")
     assert result.exit_code == 0, result.output
     assert calls == ["demo"]
+
+
+def test_watch_through_the_server_resumes_after_it_restarts(book: RedisBook):
+    """``watch --api``: the server goes away mid-task and comes back on the same port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    book.create(id="via/api", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    first = BackgroundServer(book, feed_for(book), port=port)
+    first.start()
+    servers = [first]
+
+    def wait_for_watcher(server: BackgroundServer) -> None:
+        deadline = time.monotonic() + 10
+        while server.app.state.hub.watcher_count == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def drive() -> None:
+        wait_for_watcher(first)
+        book.apply("via/api", StartEvent(at_ms=NOW + 1, worker="w"))
+        book.apply("via/api", ProgressEvent(at_ms=NOW + 10, progress=10, cursor="c"))
+        time.sleep(0.3)
+        first.stop()  # the stream is cut; the watcher retries against a closed port
+        for p in (20, 30, 40):
+            book.apply("via/api", ProgressEvent(at_ms=NOW + p, progress=p, cursor="c"))
+        second = BackgroundServer(book, feed_for(book), port=port)
+        second.start()
+        servers.append(second)
+        wait_for_watcher(second)
+        book.apply("via/api", ProgressEvent(at_ms=NOW + 90, progress=90, cursor="c"))
+        book.apply("via/api", SucceedEvent(at_ms=NOW + 99, result_ref="r", result_hash="h"))
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    try:
+        result = run(book, "watch", "via/api", "--api", f"http://127.0.0.1:{port}", "--json")
+    finally:
+        driver.join()
+        for server in servers:
+            server.stop()
+    assert result.exit_code == 0, result.output
+    assert "reconnecting" in result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert versions_seen(lines) == list(range(1, 8))
+    assert lines[-1] == {"event": "end", "id": None, "data": {"state": "succeeded", "version": 7}}
+
+
+def test_watch_through_the_server_unknown_task_and_bad_token(book: RedisBook):
+    with BackgroundServer(book, feed_for(book), token="t0ken") as server:
+        missing = run(book, "watch", "nope", "--api", server.url, "--token", "t0ken")
+        assert missing.exit_code == 1
+        assert "no task 'nope'" in missing.stderr
+        refused = run(book, "watch", "nope", "--api", server.url, "--token", "wrong")
+        assert refused.exit_code == 2
+        assert "401" in refused.stderr

@@ -130,8 +130,8 @@ class Hub:
             task.cancel()
         for group in list(self._watchers.values()):
             for watcher in list(group):
-                closing = Message("end", None, {"reason": "server-closing"})
-                watcher.queue.put_nowait(Batch.of([closing]))
+                # Close without an ``end`` event: the task goes on, so clients reconnect.
+                watcher.queue.put_nowait(Batch(payload=b"", end=True))
                 self.unwatch(watcher)
         for queue in list(self._listeners):
             queue.put_nowait(None)
