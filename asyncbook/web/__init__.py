@@ -1,11 +1,12 @@
 """The status server (``asyncbook serve``): JSON API, task streams, metrics, the page."""
 
 from .app import create_app
-from .feed import Change, ChangeFeed, LocalChangeFeed, RedisChangeFeed
+from .feed import BookChangeFeed, Change, ChangeFeed, LocalChangeFeed, RedisChangeFeed
 from .server import BackgroundServer, feed_for, serve
 
 __all__ = [
     "BackgroundServer",
+    "BookChangeFeed",
     "Change",
     "ChangeFeed",
     "LocalChangeFeed",

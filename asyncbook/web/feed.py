@@ -3,14 +3,18 @@
 A feed calls ``on_change`` once per published change and ``on_reset`` whenever it
 (re)connects, because changes published while it was away are lost and every watched
 task has to be looked up again. ``RedisChangeFeed`` follows the book's pub/sub channel;
-``LocalChangeFeed`` is fed by the caller (a book with no channel, tests).
+``BookChangeFeed`` follows the same channel through the book's own (sync) client in a
+thread, so it works for every URL the book does (Sentinel, Cluster); ``LocalChangeFeed`` is
+fed by the caller (a book with no channel, tests).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,7 +23,14 @@ import redis.asyncio
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["Change", "ChangeFeed", "LocalChangeFeed", "RedisChangeFeed", "parse_change"]
+__all__ = [
+    "BookChangeFeed",
+    "Change",
+    "ChangeFeed",
+    "LocalChangeFeed",
+    "RedisChangeFeed",
+    "parse_change",
+]
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +157,63 @@ class RedisChangeFeed:
                 await _close(pubsub, client)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._max_backoff)
+
+
+class BookChangeFeed:
+    """Follows a channel through a sync client's pub/sub, in one thread per listener.
+
+    For clients with no asyncio twin at hand (a Sentinel master, a Cluster): the book's
+    own client subscribes, and changes are handed to the event loop as they arrive.
+    """
+
+    def __init__(
+        self, client: Any, channel: str, *, poll: float = 0.2, max_backoff: float = 2.0
+    ) -> None:
+        self.client = client
+        self.channel = channel
+        self._poll = poll
+        self._max_backoff = max_backoff
+
+    async def listen(self, on_change: OnChange, on_reset: OnReset) -> None:
+        """Deliver changes until cancelled; ``on_reset`` after every (re)subscribe."""
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+
+        def hand_over(callback: Callable[..., None], *args: Any) -> None:
+            if not stop.is_set():
+                loop.call_soon_threadsafe(callback, *args)
+
+        def follow() -> None:
+            delay = 0.1
+            while not stop.is_set():
+                pubsub = self.client.pubsub()
+                try:
+                    pubsub.subscribe(self.channel)
+                    while not stop.is_set():
+                        message = pubsub.get_message(timeout=self._poll)
+                        kind = None if message is None else message.get("type")
+                        if kind == "subscribe":
+                            delay = 0.1
+                            hand_over(on_reset)
+                        elif kind == "message":
+                            change = parse_change(message["data"])
+                            if change is not None:
+                                hand_over(on_change, change)
+                except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+                    log.warning("change feed lost (%s); reconnecting in %.1fs", error, delay)
+                    stop.wait(delay)
+                    delay = min(delay * 2, self._max_backoff)
+                finally:
+                    with contextlib.suppress(RedisConnectionError, RedisTimeoutError, OSError):
+                        pubsub.close()
+
+        thread = threading.Thread(target=follow, name="asyncbook-change-feed", daemon=True)
+        thread.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stop.set()
+            await asyncio.to_thread(thread.join, self._poll * 4)
 
 
 async def _close(pubsub: Any, client: redis.asyncio.Redis) -> None:

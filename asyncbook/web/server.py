@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import redis.asyncio
 import uvicorn
 
 from ..book import AsyncBook
@@ -16,34 +15,30 @@ from ..errors import invalid
 from ..redis_book import RedisBook
 from .app import create_app
 from .auth import check_bind
-from .feed import ChangeFeed, RedisChangeFeed
+from .feed import BookChangeFeed, ChangeFeed, RedisChangeFeed
 
 __all__ = ["BackgroundServer", "feed_for", "serve"]
 
-_CONNECTION_KEYS = ("host", "port", "db", "username", "password", "path")
+_ASYNC_SCHEMES = ("redis", "rediss", "unix")
 
 
-def feed_for(book: RedisBook, redis_url: str | None = None) -> RedisChangeFeed:
+def feed_for(book: RedisBook, redis_url: str | None = None) -> ChangeFeed:
     """The change feed of ``book``: from ``redis_url``, else from the book's own client.
 
-    A book on an embedded fakeredis server gets an async fakeredis client on the same
-    server, so the demo's page is live without a Redis.
+    A plain ``redis://``, ``rediss://`` or ``unix://`` URL gets an asyncio subscriber;
+    Sentinel and Cluster URLs (and a book given no URL) follow through the book's own
+    client. A book on an embedded fakeredis server gets an async fakeredis client on the
+    same server, so the demo's page is live without a Redis.
     """
     channel = book.keys.changes_channel
-    if redis_url is not None:
+    if redis_url is not None and redis_url.split("://", 1)[0] in _ASYNC_SCHEMES:
         return RedisChangeFeed.from_url(redis_url, channel)
-    kwargs: dict[str, Any] = dict(book.client.connection_pool.connection_kwargs)
+    kwargs = getattr(getattr(book.client, "connection_pool", None), "connection_kwargs", {})
     if "server" in kwargs:
         fake = importlib.import_module("fakeredis.aioredis")
         server = kwargs["server"]
         return RedisChangeFeed(lambda: fake.FakeRedis(server=server), channel)
-    settings = {key: kwargs[key] for key in _CONNECTION_KEYS if kwargs.get(key) is not None}
-    if "path" in settings:
-        pool = redis.asyncio.ConnectionPool(
-            connection_class=redis.asyncio.UnixDomainSocketConnection, **settings
-        )
-        return RedisChangeFeed(lambda: redis.asyncio.Redis(connection_pool=pool), channel)
-    return RedisChangeFeed(lambda: redis.asyncio.Redis(**settings), channel)
+    return BookChangeFeed(book.client, channel)
 
 
 def _server(app: Any, host: str, port: int, log_level: str) -> uvicorn.Server:
