@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -9,13 +10,16 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from asyncbook import MemoryBook, ProgressEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook.web import BackgroundServer, Change, LocalChangeFeed
+from asyncbook.web import hub as hub_module
 from asyncbook.web.feed import parse_change
+from asyncbook.web.hub import Batch, Hub
 from asyncbook.web.paths import task_path
 
 NOW = 1_000
@@ -127,3 +131,29 @@ def test_an_unreachable_book_is_503_not_500():
             assert response.status_code == 503, (path, response.text)
             assert response.json()["code"] == "unavailable"
     client.close()
+
+
+def test_a_reader_too_slow_is_closed_without_end_to_resume(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(hub_module, "WATCHER_BACKLOG", 3)
+    book = MemoryBook(retention_versions=100)
+    book.create(id="s", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    book.apply("s", StartEvent(at_ms=NOW + 1, worker="w"))
+
+    async def scenario() -> list[Any]:
+        hub = Hub(book)
+        watcher = hub.watch("s", 0)
+        for p in range(1, 10):
+            while hub._running:  # one lookup at a time, as changes would arrive
+                await asyncio.sleep(0.001)
+            book.apply("s", ProgressEvent(at_ms=NOW + 1 + p, progress=p, cursor="c"))
+            hub.on_change(Change("s", p + 1, "running", p))
+        while hub._running:
+            await asyncio.sleep(0.001)
+        left = []
+        while not watcher.queue.empty():
+            left.append(watcher.queue.get_nowait())
+        assert hub.watcher_count == 0
+        return left
+
+    left = asyncio.run(scenario())
+    assert left == [Batch(payload=b"", end=True)]

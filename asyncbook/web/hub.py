@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 RETRY_AFTER_ERROR = 1.0
 """Seconds before a lookup that failed (Redis unreachable) is tried again."""
 WATCHER_BACKLOG = 10_000
-"""Messages a watcher may fall behind before it is cut off (its client then resumes)."""
+"""Unread batches a watcher may hold before its stream is closed (its client resumes)."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,11 @@ class Hub:
 
     def _send(self, watcher: Watcher, batch: Batch) -> None:
         if watcher.queue.qsize() >= WATCHER_BACKLOG:
-            watcher.queue.put_nowait(OverflowError("the client fell too far behind"))
+            # Too slow a reader: drop what it has not read and close its stream without an
+            # ``end``; it reconnects with the last version it read and gets a resume.
+            while not watcher.queue.empty():
+                watcher.queue.get_nowait()
+            watcher.queue.put_nowait(Batch(payload=b"", end=True))
             self.unwatch(watcher)
             return
         watcher.queue.put_nowait(batch)
