@@ -185,7 +185,9 @@ class Integration:
         task = self.app.tasks.get(sender)
         if task is None or not is_tracked(task):
             return
-        task_id = str(headers.get("id"))
+        task_id = headers.get("id")
+        if not isinstance(task_id, str):  # task protocol 1 keeps the id in the body
+            return
         retries = int(headers.get("retries") or 0)
         if retries > 0:
             self._record_retry(task_id, retries - 1)

@@ -306,3 +306,14 @@ def test_each_terminal_task_notifies_once(
     for result in results:
         notes = [n for n in DELIVERED if n.task_id == result.id]
         assert len(notes) == 1
+
+
+def test_a_publisher_without_asyncbook_is_covered_by_the_worker(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    client = Celery("plain-client", broker="memory://", backend="cache+memory://")
+    client.conf.broker_connection_retry_on_startup = True
+    result = client.send_task("tests.test_celery_inprocess.noop", queue=app.conf.task_default_queue)
+    task = wait_terminal(book, result.id)
+    assert history(task) == ["start", "succeed"]
+    assert task.max_attempts == 4  # Celery's default max_retries (3) + 1
