@@ -21,7 +21,7 @@ from celery import Celery
 
 from asyncbook import AsyncTask, RedisBook
 from asyncbook.demo import WebhookReceiver as Receiver
-from asyncbook.signals import install
+from asyncbook.signals import install, uninstall
 
 from .celery_support import history, unique, wait_for, wait_terminal
 from .conftest import delete_namespace
@@ -106,14 +106,15 @@ def worker(
 
 
 @pytest.fixture(scope="module")
-def app(worker: Worker) -> Celery:
+def app(worker: Worker) -> Iterator[Celery]:
     """The example app, publishing to the test worker's queue and namespace."""
     import workers
 
     app: Celery = workers.app
     app.conf.update(broker_url=URL, result_backend=URL, task_default_queue=worker.queue)
     install(app, RedisBook.from_url(URL, namespace=worker.namespace))
-    return app
+    yield app
+    uninstall(app)
 
 
 @pytest.fixture(scope="module")
