@@ -235,22 +235,23 @@ def test_delivery_refusals(server: Running, client: httpx.Client):
 
 def test_metrics_are_prometheus_text(server: Running, client: httpx.Client):
     run_task(server.book, "done", steps=2)
+    server.book.apply("done", StartEvent(at_ms=NOW + 600, worker="w"), callback_id="cb")
+    server.book.apply("done", StartEvent(at_ms=NOW + 601, worker="w"), callback_id="cb")
     server.book.create(id="late", now_ms=0, ttl_ms=1, max_attempts=1)
-    deadline = time.monotonic() + 5
-    while True:
-        text = client.get("/metrics").text
-        if 'asyncbook_transitions_total{reason="succeeded"} 1' in text:
-            break
-        assert time.monotonic() < deadline, text
-        time.sleep(0.05)
+    response = client.get("/metrics")
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
     assert 'asyncbook_tasks{state="succeeded"} 1' in text
     assert 'asyncbook_tasks{state="queued"} 1' in text
+    assert 'asyncbook_transitions_total{reason="started"} 1' in text
     assert 'asyncbook_transitions_total{reason="progress"} 2' in text
+    assert 'asyncbook_transitions_total{reason="succeeded"} 1' in text
+    assert 'asyncbook_transitions_total{reason="terminal-conflict"} 1' in text
+    assert "asyncbook_duplicate_callbacks_total 1" in text
+    assert 'reason="duplicate-callback"' not in text
     assert "# TYPE asyncbook_sweep_lateness_seconds gauge" in text
     lateness = float(text.split("\nasyncbook_sweep_lateness_seconds ")[1].split()[0])
     assert lateness > 1_000_000  # "late" has been overdue since the epoch
-    response = client.get("/metrics")
-    assert response.headers["content-type"].startswith("text/plain")
 
 
 def test_openapi_schema_describes_every_endpoint(client: httpx.Client):

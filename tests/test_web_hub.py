@@ -100,21 +100,19 @@ def test_parse_change_rejects_malformed_payloads():
         assert parse_change(bad) is None
 
 
-class CountingBook(MemoryBook):
-    """A book that keeps counters of every apply's reason (as ``transition_counts``)."""
-
-    def transition_counts(self) -> dict[str, int]:
-        return {"started": 2, "progress": 5, "duplicate-callback": 3}
-
-
-def test_metrics_use_the_books_counters_when_it_keeps_them():
-    with BackgroundServer(CountingBook()) as server:
+def test_metrics_of_an_in_memory_book():
+    book = MemoryBook()
+    now = time.time() * 1000
+    book.create(id="m", now_ms=now, ttl_ms=3_600_000, max_attempts=1)
+    book.apply("m", StartEvent(at_ms=now + 1, worker="w"), callback_id="c")
+    book.apply("m", StartEvent(at_ms=now + 1, worker="w"), callback_id="c")
+    with BackgroundServer(book) as server:
         text = httpx.get(server.url + "metrics", timeout=10).text
-    assert 'asyncbook_transitions_total{reason="progress"} 5' in text
-    assert "asyncbook_duplicate_callbacks_total 3" in text
-    assert 'reason="duplicate-callback"' not in text
+    assert 'asyncbook_transitions_total{reason="started"} 1' in text
+    assert "asyncbook_duplicate_callbacks_total 1" in text
     assert "asyncbook_sweep_lateness_seconds 0.000" in text
-    assert 'asyncbook_tasks{state="queued"} 0' in text
+    assert 'asyncbook_tasks{state="running"} 1' in text
+    assert "asyncbook_stream_watchers 0" in text
 
 
 def test_an_unreachable_book_is_503_not_500():

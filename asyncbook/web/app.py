@@ -35,7 +35,7 @@ from ..watch import task_summary
 from .auth import COOKIE, TokenAuth, token_matches
 from .feed import ChangeFeed, LocalChangeFeed
 from .hub import Batch, Hub
-from .metrics import FeedCounters, count_by_state, render_metrics, sweep_lateness
+from .metrics import render_metrics, sweep_lateness
 from .openapi import openapi_schema
 from .pages import read_page
 from .paths import TASKS_PREFIX, split_task_path
@@ -105,13 +105,11 @@ class StatusApp:
         self,
         book: AsyncBook,
         hub: Hub,
-        counters: FeedCounters,
         keepalive: float,
         threads: BookThreads,
     ):
         self.book = book
         self.hub = hub
-        self.counters = counters
         self.keepalive = keepalive
         self.call = threads
         self.task_handlers: dict[
@@ -239,21 +237,13 @@ class StatusApp:
         return _sse(body())
 
     async def metrics(self, request: Request) -> Response:
-        states = await self.call(count_by_state, self.book)
+        states = await self.call(self.book.count_by_state)
+        answers = await self.call(self.book.transition_counts)
         lateness = await self.call(sweep_lateness, self.book)
-        counts_fn: Callable[[], dict[str, int]] | None = getattr(
-            self.book, "transition_counts", None
-        )
-        reasons: dict[str, int] = dict(self.counters.by_reason)
-        duplicates = None
-        if counts_fn is not None:
-            reasons = dict(await self.call(counts_fn))
-            duplicates = reasons.pop("duplicate-callback", 0)
         text = render_metrics(
             states,
-            reasons,
+            answers,
             lateness,
-            duplicate_callbacks=duplicates,
             watchers=self.hub.watcher_count,
             lookups=self.hub.lookups,
             feed_resets=self.hub.resets,
@@ -302,9 +292,7 @@ def create_app(
     feed = feed if feed is not None else LocalChangeFeed()
     threads = BookThreads()
     hub = Hub(book, run_sync=threads)
-    counters = FeedCounters()
-    hub.on_change_hooks.append(counters)
-    status = StatusApp(book, hub, counters, keepalive, threads)
+    status = StatusApp(book, hub, keepalive, threads)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -73,7 +73,6 @@ class Hub:
         self._listeners: set[asyncio.Queue[Change | None]] = set()
         self.lookups = 0
         self.resets = 0
-        self.on_change_hooks: list[Callable[[Change], None]] = []
 
     @property
     def watcher_count(self) -> int:
@@ -108,8 +107,6 @@ class Hub:
 
     def on_change(self, change: Change) -> None:
         """The feed saw a change: look the task up if a watcher lacks that version."""
-        for hook in self.on_change_hooks:
-            hook(change)
         for queue in list(self._listeners):
             _offer(queue, change)
         group = self._watchers.get(change.task_id)
