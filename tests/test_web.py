@@ -483,9 +483,13 @@ def test_split_task_path():
     assert task_path("a/b c%", "events") == "/api/tasks/a%2Fb%20c%25/events"
 
 
-def test_embedded_fakeredis_book_streams_live():
+@pytest.mark.parametrize("shared", ["explicit server", "default server"])
+def test_embedded_fakeredis_book_streams_live(shared: str):
     """The demo's embedded mode: RedisBook on fakeredis, the feed on the same server."""
-    fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    if shared == "explicit server":
+        fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    else:
+        fake = fakeredis.FakeRedis()
     with (
         running_server(client=fake) as server,
         httpx.Client(base_url=server.url, timeout=10) as client,

@@ -34,10 +34,11 @@ def feed_for(book: RedisBook, redis_url: str | None = None) -> ChangeFeed:
     if redis_url is not None and redis_url.split("://", 1)[0] in _ASYNC_SCHEMES:
         return RedisChangeFeed.from_url(redis_url, channel)
     kwargs = getattr(getattr(book.client, "connection_pool", None), "connection_kwargs", {})
-    if "server" in kwargs:
+    if "server" in kwargs:  # fakeredis: same server, given or found by host and port
         fake = importlib.import_module("fakeredis.aioredis")
-        server = kwargs["server"]
-        return RedisChangeFeed(lambda: fake.FakeRedis(server=server), channel)
+        where = {key: kwargs.get(key) for key in ("server", "host", "port")}
+        where = {key: value for key, value in where.items() if value is not None}
+        return RedisChangeFeed(lambda: fake.FakeRedis(**where), channel)
     return BookChangeFeed(book.client, channel)
 
 
