@@ -95,9 +95,17 @@ class AsyncBook(Protocol):
         ...
 
     def list_tasks(
-        self, state: str | None = None, limit: int = 50, after: str | None = None
+        self,
+        state: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+        *,
+        full_task: bool = True,
     ) -> TaskPage:
-        """Tasks, newest first, optionally in one state; ``after`` continues a page."""
+        """Tasks, newest first, optionally in one state; ``after`` continues a page.
+
+        With ``full_task=False`` the listed tasks come without their histories.
+        """
         ...
 
     def count_by_state(self) -> dict[str, int]:

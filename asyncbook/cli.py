@@ -147,7 +147,7 @@ def list_tasks(
 ) -> None:
     """List tasks, newest first."""
     with _errors():
-        page = settings.book.list_tasks(state=state, limit=limit, after=after)
+        page = settings.book.list_tasks(state=state, limit=limit, after=after, full_task=False)
     if as_json:
         body: dict[str, Any] = {"tasks": [task_summary(t) for t in page.tasks]}
         if page.next_after is not None:

@@ -243,9 +243,17 @@ class MemoryBook:
         return [task.id for task in due[:count]]
 
     def list_tasks(
-        self, state: str | None = None, limit: int = 50, after: str | None = None
+        self,
+        state: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+        *,
+        full_task: bool = True,
     ) -> TaskPage:
-        """Tasks, newest first, optionally in one state; ``after`` continues a page."""
+        """Tasks, newest first, optionally in one state; ``after`` continues a page.
+
+        With ``full_task=False`` the listed tasks come without their histories.
+        """
         wanted = require_state(state)
         count = require_limit(limit)
         cursor = require_page_cursor(after)
@@ -257,7 +265,7 @@ class MemoryBook:
                     continue
                 task = self._tasks[task_id]
                 if wanted is None or task.state == wanted:
-                    page.append(task)
+                    page.append(task if full_task else _without_history(task))
                     if len(page) > count:
                         break
         more = len(page) > count

@@ -487,9 +487,18 @@ class RedisBook:
         return [_text(task_id) for task_id in ids]
 
     def list_tasks(
-        self, state: str | None = None, limit: int = 50, after: str | None = None
+        self,
+        state: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+        *,
+        full_task: bool = True,
     ) -> TaskPage:
-        """Tasks, newest first, optionally in one state; ``after`` continues a page."""
+        """Tasks, newest first, optionally in one state; ``after`` continues a page.
+
+        With ``full_task=False`` the listed tasks come without their histories (the
+        listing then reads no history at all).
+        """
         wanted = require_state(state)
         count = require_limit(limit)
         cursor = require_page_cursor(after)
@@ -514,7 +523,7 @@ class RedisBook:
         keys: list[str] = []
         for raw_id, _score in rows:
             keys += [self.keys.task(_text(raw_id)), self.keys.history(_text(raw_id))]
-        found = self._scripts.get_many(keys=keys)
+        found = self._scripts.get_many(keys=keys, args=["1" if full_task else "0"])
         tasks = tuple(AsyncTask.model_validate_json(raw) for raw in found if raw)
         next_after = str(int(rows[-1][1])) if more else None
         return TaskPage(tasks=tasks, next_after=next_after)

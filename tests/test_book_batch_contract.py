@@ -147,3 +147,15 @@ def test_counts_by_state_and_reason(book: AsyncBook) -> None:
         "expired": 1,
         "duplicate-expire": 1,
     }
+
+
+def test_listing_without_histories(book: AsyncBook) -> None:
+    book.create(id="a", now_ms=0, ttl_ms=100, max_attempts=1)
+    book.apply("a", start())
+    book.apply("a", succeed())
+    [light] = book.list_tasks(full_task=False).tasks
+    full = book.get("a")
+    assert full is not None
+    assert light == full.model_copy(update={"history": ()})
+    assert light.result_hash == "h1"
+    assert book.list_tasks().tasks == (full,)

@@ -1,10 +1,12 @@
 -- get_many: several tasks with their histories, for a listing page.
 -- KEYS: task hash 1, history list 1, task hash 2, history list 2, ...
+-- ARGV: 1 with histories (1/0)
 -- Returns: one taskJSON per task, or false where the task no longer exists
 
+local with_history = ARGV[1] == '1'
 local out = {}
 for i = 1, #KEYS, 2 do
-  local t = load_full(KEYS[i], KEYS[i + 1])
-  out[#out + 1] = t and render_task(t, KEYS[i + 1], true) or false
+  local t = with_history and load_full(KEYS[i], KEYS[i + 1]) or load_task(KEYS[i])
+  out[#out + 1] = t and render_task(t, KEYS[i + 1], with_history) or false
 end
 return out

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -127,7 +128,8 @@ class StatusApp:
         limit_text = params.get("limit")
         limit = 50 if limit_text in (None, "") else parse_count(limit_text, "limit")
         after = params.get("after") or None
-        page = await self.call(self.book.list_tasks, state, limit, after)
+        listing = partial(self.book.list_tasks, full_task=False)
+        page = await self.call(listing, state, limit, after)
         body = {"tasks": [task_summary(task) for task in page.tasks]}
         if page.next_after is not None:
             body["nextAfter"] = page.next_after
