@@ -72,6 +72,8 @@ def run_once(url: str, kind: str, n: int, namespace: str) -> tuple[float, float,
                 time.sleep(0.002)
             began, cpu = time.perf_counter(), cpu_seconds(worker.pid)
             while not client.exists(last):
+                if time.perf_counter() - began > 300:
+                    raise SystemExit(f"no result for the last {kind} task after 300 s")
                 time.sleep(0.002)
             throughput = n / (time.perf_counter() - began)
             cpu_ms = (cpu_seconds(worker.pid) - cpu) * 1000 / n
