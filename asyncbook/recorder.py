@@ -3,9 +3,9 @@
 Buffered events wait up to ``flush_delay``; a background thread sends whatever has
 accumulated in one round trip (``apply_many``), every ``flush_delay`` while events keep
 coming, and sleeps when none do. ``write`` sends the buffer and its own events at once,
-synchronously: the integration uses it for the events that end an attempt, so they are
-in the book when the task returns (with ``acks_late``, before the message is
-acknowledged). One writer at a time keeps the order.
+synchronously: the integration uses it for an event that must be in the book before the
+message is acknowledged (the end of an ``acks_late`` task, a retry before its
+republish). One writer at a time keeps the order.
 
 A book that does not answer is retried with backoff for ``retry_for`` seconds; then the
 events are logged as an error naming their task ids, and the worker carries on (the

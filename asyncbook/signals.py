@@ -262,7 +262,7 @@ class Integration:
         self.recorder.buffer((request.id, event, callback))
 
     def on_task_success(self, sender: object = None, result: Any = None, **_: Any) -> None:
-        """The attempt returned: succeed, written now (with acks_late: before the ack)."""
+        """The attempt returned: succeed (with acks_late, written before the ack)."""
         if not self._mine(sender):
             return
         assert isinstance(sender, Task)
@@ -276,7 +276,7 @@ class Integration:
             result_hash=result_hash(result),
         )
         callback = callback_id(task_id, "success", int(request.retries or 0))
-        self._write(task_id, event, callback)
+        self._finish(sender, task_id, event, callback)
 
     def on_task_retry(
         self, sender: object = None, request: Any = None, reason: Any = None, **_: Any
@@ -306,7 +306,7 @@ class Integration:
         # In the worker's main process (a lost pool child) there is no request context.
         retries: int | str = int(request.retries or 0) if request.id == task_id else "lost"
         event = FailEvent(at_ms=now_ms(), error=_describe(exception), retryable=False)
-        self._write(task_id, event, callback_id(task_id, "failure", retries))
+        self._finish(sender, task_id, event, callback_id(task_id, "failure", retries))
 
     def on_task_revoked(
         self, sender: object = None, request: Any = None, expired: bool = False, **_: Any
@@ -339,6 +339,15 @@ class Integration:
 
     def _write(self, task_id: str, event: Any, callback: str) -> None:
         self.recorder.write((task_id, event, callback))
+
+    def _finish(self, task: Task[Any, Any], task_id: str, event: Any, callback: str) -> None:
+        # acks_late: the message is acknowledged after this handler, so the event must be
+        # in the book first. Early ack: the message is gone already; the event rides with
+        # the next background flush (within flush_delay), shared with other executions.
+        if task.acks_late:
+            self._write(task_id, event, callback)
+        else:
+            self.recorder.buffer((task_id, event, callback))
 
 
 def _sweep_task(task: Task[Any, Any]) -> int:

@@ -125,18 +125,35 @@ def test_generate_succeeds_with_progress_in_one_round_trip(
     assert book.calls.count("create") >= 1
 
 
-@pytest.mark.parametrize("name", ["noop", "noop_late"])
-def test_an_execution_costs_one_synchronous_write(
-    app: Celery, book: CountingBook, integration: Integration, name: str
+def test_acks_late_execution_costs_one_synchronous_write(
+    app: Celery, book: CountingBook, integration: Integration
 ) -> None:
     integration.recorder.flush_delay = 2.0  # the start can only ride with the result
     try:
         before = len(book.calls)
-        result = run(app, name)
+        result = run(app, "noop_late")
         result.get(timeout=10)
         task = wait_terminal(book, result.id, timeout=1.5)
         assert history(task) == ["start", "succeed"]
         assert book.calls[before:] == ["create", "apply_many"]
+    finally:
+        integration.recorder.flush_delay = 0.005
+
+
+def test_early_ack_executions_share_background_writes(
+    app: Celery, book: CountingBook, integration: Integration
+) -> None:
+    integration.recorder.flush_delay = 0.5
+    try:
+        before = len(book.calls)
+        results = [run(app, "noop") for _ in range(6)]
+        for result in results:
+            result.get(timeout=10)
+        for result in results:
+            assert history(wait_terminal(book, result.id)) == ["start", "succeed"]
+        calls = book.calls[before:]
+        assert calls.count("create") == 6
+        assert 1 <= calls.count("apply_many") <= 3
     finally:
         integration.recorder.flush_delay = 0.005
 
