@@ -32,7 +32,7 @@ from .connection import DEFAULT_REDIS_URL, connect
 from .errors import AsyncBookError, UnknownTaskError, invalid
 from .jsrules import is_blank, is_finite_number
 from .keys import STATE_NAMES, KeySchema
-from .machine import create_async_task
+from .machine import coerce_event, create_async_task
 from .memory import sort_notifications
 from .models import (
     AsyncEvent,
@@ -42,16 +42,13 @@ from .models import (
     CallbackResult,
     DeliveryReceipt,
     DeliveryResult,
-    ExpireEvent,
     FailEvent,
     HistoryEntry,
     Notification,
     ProgressEvent,
     ResumeResult,
-    StartEvent,
     SucceedEvent,
     TaskPage,
-    parse_event,
 )
 from .scripts import BookScripts
 
@@ -62,9 +59,7 @@ _DEFAULT_RETENTION = timedelta(hours=24)
 
 def _dumps(value: str, field: str) -> str:
     """JSON text of a string, refusing text Redis cannot store (lone surrogates)."""
-    if not value.isascii():
-        _utf8(value, field)
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(_utf8(value, field), ensure_ascii=False)
 
 
 def _number_text(value: Any) -> str:
@@ -73,6 +68,7 @@ def _number_text(value: Any) -> str:
 
 
 def _utf8(value: str, field: str) -> str:
+    """``value`` if it encodes as UTF-8 (no lone surrogates), else an error naming ``field``."""
     if not value.isascii():
         try:
             value.encode("utf-8")
@@ -85,12 +81,12 @@ def _text(raw: bytes | str) -> str:
     return raw.decode("utf-8") if isinstance(raw, bytes) else raw
 
 
-_NO_EVENT = ["", "", "", "", "0", "", "", "0", "0", ""]
-_AT_DEADLINE = ["deadline", "", "", "", "0", "", "", "0", "0", ""]
+_NO_EVENT = ["", "", "", "", "0", "", "0", "0", ""]
+_AT_DEADLINE = ["deadline", "", "", "", "0", "", "0", "0", ""]
 
 
 def _event_args(event: AsyncEvent) -> list[str]:
-    """ARGV 4..13 of apply.lua for a well-shaped event."""
+    """ARGV 4..12 of apply.lua for a well-shaped event."""
     at = _number_text(event.at_ms)
     progress = digest = error = ""
     retryable = ref_blank = digest_blank = "0"
@@ -117,7 +113,6 @@ def _event_args(event: AsyncEvent) -> list[str]:
         progress,
         retryable,
         digest,
-        "",
         ref_blank,
         digest_blank,
         error,
@@ -125,10 +120,9 @@ def _event_args(event: AsyncEvent) -> list[str]:
 
 
 def _coerce(event: EventInput) -> tuple[AsyncEvent | None, AsyncBookError | None]:
-    if isinstance(event, StartEvent | ProgressEvent | SucceedEvent | FailEvent | ExpireEvent):
-        return event, None
+    """The event model, or the shape error to raise if the script gets that far."""
     try:
-        return parse_event(event), None
+        return coerce_event(event), None
     except AsyncBookError as error:
         return None, error
 

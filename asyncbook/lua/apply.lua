@@ -7,14 +7,14 @@
 --       4 type: start | progress | succeed | fail | expire | deadline (expire at the deadline),
 --       5 atMs (JSON number text; '' when not a finite number), 6 event JSON,
 --       7 progress ('' when not a finite number), 8 retryable (1/0),
---       9 resultHash (as given), 10 unused, 11 resultRef blank (1/0), 12 resultHash blank (1/0),
---       13 error JSON, 14 retention ms ('' keeps forever), 15 changes channel,
---       16 answer with the task's history (1/0)
+--       9 resultHash (as given), 10 resultRef blank (1/0), 11 resultHash blank (1/0),
+--       12 error JSON, 13 retention ms ('' keeps forever), 14 changes channel,
+--       15 answer with the task's history (1/0)
 -- Returns: {'!unknown'} | {'!shape'} | {'!invalid', field, message}
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,
 --            changed, duplicate, notify, duplicateCallback
 
-local with_history = ARGV[16] == '1'
+local with_history = ARGV[15] == '1'
 local t = with_history and load_full(KEYS[1], KEYS[2]) or load_task(KEYS[1])
 if not t then
   return {'!unknown'}
@@ -102,23 +102,23 @@ elseif kind == 'progress' then
 elseif t.st ~= 'running' then
   unchanged('not-running')
 elseif kind == 'succeed' then
-  if ARGV[11] == '1' then
+  if ARGV[10] == '1' then
     return {'!invalid', 'resultRef', 'resultRef must not be empty'}
   end
-  if ARGV[12] == '1' then
+  if ARGV[11] == '1' then
     return {'!invalid', 'resultHash', 'resultHash must not be empty'}
   end
   advance(event_json, {st = 'succeeded', prog = 100})
   reason, notify = 'succeeded', true
 elseif ARGV[8] == '1' and t.att < t.max then
-  advance(event_json, {st = 'queued', prog = 0, err = ARGV[13]})
+  advance(event_json, {st = 'queued', prog = 0, err = ARGV[12]})
   reason = 'requeued'
 else
-  advance(event_json, {st = 'failed', err = ARGV[13]})
+  advance(event_json, {st = 'failed', err = ARGV[12]})
   reason, notify = 'failed', true
 end
 
-local retention = tonumber(ARGV[14])
+local retention = tonumber(ARGV[13])
 local now = nil
 if changed then
   local fields = {'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog), 'ver', tostring(t.ver)}
@@ -137,7 +137,7 @@ if changed then
       redis.call('PEXPIRE', KEYS[2], retention)
     end
   end
-  announce(ARGV[15], t)
+  announce(ARGV[14], t)
 end
 if ARGV[2] == '1' then
   if retention then
