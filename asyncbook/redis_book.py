@@ -314,32 +314,31 @@ class RedisBook:
             except AsyncBookError as error:
                 results[index] = error
         script = self._scripts.apply
-        pending = calls
-        for _ in range(3):
-            if not pending:
-                break
-            node = self._slot_client()
+        node = self._slot_client()
+        pipe = node.pipeline(transaction=False)
+        for _index, keys, args, _error in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        replies = pipe.execute(raise_on_error=False)
+        lost = [
+            call
+            for call, reply in zip(calls, replies, strict=True)
+            if isinstance(reply, NoScriptError)
+        ]
+        if lost:
+            # Redis lost the script (SCRIPT FLUSH, failover): those items did not run.
+            # EVAL them in order with the source, which also caches it again.
             pipe = node.pipeline(transaction=False)
-            for _index, keys, args, _error in pending:
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-            replies = pipe.execute(raise_on_error=False)
-            retry = []
-            for call, reply in zip(pending, replies, strict=True):
-                index, _keys, args, shape_error = call
-                if isinstance(reply, NoScriptError):
-                    retry.append(call)
-                    continue
-                if isinstance(reply, ResponseError):
-                    raise reply
-                try:
-                    results[index] = self._apply_result(args[0], reply, shape_error)
-                except AsyncBookError as error:
-                    results[index] = error
-            if retry:
-                script.sha = node.script_load(script.script)
-            pending = retry
-        if pending:
-            raise NoScriptError("apply script could not be loaded")
+            for _index, keys, args, _error in lost:
+                pipe.eval(script.source, len(keys), *keys, *args)
+            again = iter(pipe.execute(raise_on_error=False))
+            replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
+        for (index, _keys, args, shape_error), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, ResponseError):
+                raise reply
+            try:
+                results[index] = self._apply_result(args[0], reply, shape_error)
+            except AsyncBookError as error:
+                results[index] = error
         return [r for r in results if r is not None]
 
     def _slot_client(self) -> Any:

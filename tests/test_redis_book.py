@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import random
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -139,6 +140,28 @@ def test_script_flush_mid_run(book: RedisBook, client: redis.Redis) -> None:
     client.script_flush()
     assert book.get("a") is not None
     assert book.resume("a", 1).mode == "delta"
+
+
+def test_scripts_flushed_again_and_again(book: RedisBook, client: redis.Redis) -> None:
+    """Another client flushing scripts in a loop never surfaces as NOSCRIPT."""
+    stop = threading.Event()
+
+    def flush() -> None:
+        flusher = redis_client()
+        while not stop.is_set():
+            flusher.script_flush()
+        flusher.close()
+
+    flusher = threading.Thread(target=flush)
+    flusher.start()
+    try:
+        for index in range(150):
+            book.create(id=f"t{index}", now_ms=0, ttl_ms=100, max_attempts=1)
+            assert book.apply(f"t{index}", start(), f"cb{index}").reason == "started"
+            assert book.apply_many([(f"t{index}", progress(5), None)])[0].reason == "progress"  # type: ignore[union-attr]
+    finally:
+        stop.set()
+        flusher.join()
 
 
 def test_hostile_ids_stay_separate(book: RedisBook, client: redis.Redis) -> None:
