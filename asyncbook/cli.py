@@ -395,15 +395,14 @@ def serve(settings: Settings, host: str, port: int, token: str | None, log_level
 
 
 @cli.command()
-def demo() -> None:
-    """Run the demo (the same as ``make demo``)."""
-    try:
-        module = importlib.import_module("asyncbook.demo")
-    except ModuleNotFoundError as error:
-        if error.name != "asyncbook.demo":
-            raise
-        module = importlib.import_module("asyncbook.walkthrough")
-    module.main()
+@click.option(
+    "--serve", is_flag=True, help="Keep the status page up on port 5566 afterwards, until Ctrl-C."
+)
+def demo(serve: bool) -> None:
+    """Run the demo (the same as ``make demo``; run it from the repository root)."""
+    from . import demo as demo_module
+
+    demo_module.main(["--serve"] if serve else [])
 
 
 def main(args: list[str] | None = None) -> None:

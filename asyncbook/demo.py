@@ -10,6 +10,7 @@ Run it from the repository root (it needs ``workers/`` and ``celeryconfig.py``).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import json
@@ -203,8 +204,14 @@ def _life(name: str, task: AsyncTask, out: Out) -> None:
         out(_describe(entry, start))
 
 
-def run(url: str, out: Out = print) -> None:
-    """The whole demo against ``url`` (or embedded, when nothing answers there)."""
+def run(url: str, out: Out = print, *, serve: bool = False) -> None:
+    """The whole demo against ``url`` (or embedded, when nothing answers there).
+
+    The status page serves the demo's book while it runs; with ``serve`` it stays up
+    after the demo until interrupted (Ctrl-C).
+    """
+    from .web import BackgroundServer, feed_for
+
     workers = _workers()
     from .signals import install
 
@@ -235,6 +242,8 @@ def run(url: str, out: Out = print) -> None:
     integration = install(app, book)
     if not real:
         worker = _embedded_worker(app, integration)
+    page = BackgroundServer(book, feed_for(book, url if real else None), port=5566 if serve else 0)
+    out(f"Status page (tasks, live progress, histories): {page.start()}")
     ids: list[str] = []
     try:
         with worker:
@@ -273,7 +282,12 @@ def run(url: str, out: Out = print) -> None:
             delivery = book.deliver_result(jobs["generate"], "client-7", now_ms=now_ms())
             receipt = to_wire(delivery.receipt) if delivery.receipt else None
             out(f"  {delivery.reason}: {json.dumps(receipt)}")
+        if serve:
+            out("")
+            out(f"The status page stays up at {page.url} until you press Ctrl-C.")
+            _wait_for_interrupt()
     finally:
+        page.stop()
         receiver.close()
         integration.disconnect()
         if real:
@@ -291,9 +305,29 @@ def _cleanup(book: RedisBook, demo: str, ids: list[str]) -> None:
         client.delete(*keys[start : start + 500])
 
 
-def main() -> None:
-    """``python -m asyncbook.demo``: uses ``REDIS_URL`` if Redis answers there."""
-    run(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL))
+def _wait_for_interrupt() -> None:
+    """Block until SIGINT or SIGTERM, whatever handlers Celery left installed."""
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        stop.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m asyncbook.demo [--serve]``: uses ``REDIS_URL`` if Redis answers there."""
+    parser = argparse.ArgumentParser(prog="python -m asyncbook.demo", description=__doc__)
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep the status page up on port 5566 after the demo, until Ctrl-C",
+    )
+    args = parser.parse_args(argv)
+    run(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL), serve=args.serve)
 
 
 if __name__ == "__main__":

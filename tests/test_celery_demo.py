@@ -44,6 +44,7 @@ def check(output: str) -> None:
         assert line in lives, output
     assert lives.count("POST Idempotency-Key=") == 4, output
     assert "generate      running" in output  # live progress was shown
+    assert "Status page (tasks, live progress, histories): http://127.0.0.1:" in output
 
 
 @pytest.mark.timeout(120)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -286,12 +287,12 @@ def test_watch_resumes_across_a_dropped_connection(book: RedisBook):
 
 
 def test_demo_runs_the_projects_demo(book: RedisBook, monkeypatch: pytest.MonkeyPatch):
-    demo = pytest.importorskip("asyncbook.demo")
-    calls: list[str] = []
-    monkeypatch.setattr(demo, "main", lambda: calls.append("demo"))
-    result = run(book, "demo")
-    assert result.exit_code == 0, result.output
-    assert calls == ["demo"]
+    demo = importlib.import_module("asyncbook.demo")
+    calls: list[list[str]] = []
+    monkeypatch.setattr(demo, "main", calls.append)
+    assert run(book, "demo").exit_code == 0
+    assert run(book, "demo", "--serve").exit_code == 0
+    assert calls == [[], ["--serve"]]
 
 
 def test_watch_through_the_server_resumes_after_it_restarts(book: RedisBook):
