@@ -274,21 +274,6 @@ def test_resume_without_full_task(book: RedisBook) -> None:
     assert len(book.resume("a", 4).task.history) == 6
 
 
-def test_count_by_state_and_indexes(book: RedisBook) -> None:
-    for task_id in ("a", "b", "c"):
-        book.create(id=task_id, now_ms=0, ttl_ms=100, max_attempts=1)
-    book.apply("a", start())
-    book.expire("b")
-    assert book.count_by_state() == {
-        "queued": 1,
-        "running": 1,
-        "succeeded": 0,
-        "failed": 0,
-        "expired": 1,
-    }
-    assert book.overdue(100) == ["a", "c"]
-
-
 def test_retention_removes_everything(tmp_path: Path) -> None:
     """10k tasks end with a 1 s retention: afterwards no task keys, memory back near start.
 
