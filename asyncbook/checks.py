@@ -6,6 +6,7 @@ from typing import Any
 
 from .errors import invalid
 from .jsrules import is_blank, is_finite_number, is_integer, normalize_number
+from .models import STATE_NAMES
 
 __all__ = [
     "require_integer",
@@ -72,11 +73,10 @@ def require_limit(value: Any, field: str = "limit", maximum: int = MAX_PAGE) -> 
 
 def require_state(value: Any, field: str = "state") -> str | None:
     """None, or one of the five state names."""
-    states = ("queued", "running", "succeeded", "failed", "expired")
     if value is None:
         return None
-    if not isinstance(value, str) or value not in states:
-        raise invalid(f"{field} must be one of {', '.join(states)}", field=field)
+    if not isinstance(value, str) or value not in STATE_NAMES:
+        raise invalid(f"{field} must be one of {', '.join(STATE_NAMES)}", field=field)
     return value
 
 

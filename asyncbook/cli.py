@@ -25,8 +25,7 @@ from rich.table import Table
 
 from .connection import DEFAULT_REDIS_URL
 from .errors import AsyncBookError, UnknownTaskError
-from .keys import STATE_NAMES
-from .models import AsyncTask, to_wire
+from .models import STATE_NAMES, AsyncTask, to_wire
 from .redis_book import RedisBook
 from .watch import Message, follow_stream, follow_task, task_summary
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import invalid
+from .models import STATE_NAMES
 
-__all__ = ["STATE_NAMES", "KeySchema", "escape_id"]
-
-STATE_NAMES = ("queued", "running", "succeeded", "failed", "expired")
+__all__ = ["KeySchema", "escape_id"]
 
 
 _SPECIAL = frozenset("%{}")

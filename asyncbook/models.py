@@ -45,8 +45,10 @@ __all__ = [
     "ProgressEvent",
     "ResumeMode",
     "ResumeResult",
+    "STATE_NAMES",
     "StartEvent",
     "SucceedEvent",
+    "TaskPage",
     "parse_event",
     "parse_task",
     "to_wire",
@@ -69,6 +71,8 @@ class AsyncState(StrEnum):
 
 
 TERMINAL_STATES = frozenset({AsyncState.SUCCEEDED, AsyncState.FAILED, AsyncState.EXPIRED})
+STATE_NAMES = tuple(state.value for state in AsyncState)
+"""The five state names, in lifecycle order."""
 
 
 def _integral_float(value: float) -> int | float:

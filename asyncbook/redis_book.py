@@ -31,10 +31,11 @@ from .checks import (
 from .connection import DEFAULT_REDIS_URL, connect
 from .errors import AsyncBookError, UnknownTaskError, invalid
 from .jsrules import is_blank, is_finite_number
-from .keys import STATE_NAMES, KeySchema
+from .keys import KeySchema
 from .machine import coerce_event, create_async_task
 from .memory import sort_notifications
 from .models import (
+    STATE_NAMES,
     AsyncEvent,
     AsyncState,
     AsyncTask,

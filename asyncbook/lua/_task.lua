@@ -30,13 +30,12 @@ local function load_full(key, history_key)
   return t
 end
 
--- The decoded succeed event of a succeeded task (its last history entry).
+-- The decoded succeed event of a succeeded task (its last history entry): from t.events
+-- when loaded, else with one LINDEX.
 local function result_of(t, history_key)
   local last = t.events and t.events[t.ver] or redis.call('LINDEX', history_key, -1)
   return cjson.decode(last)
 end
-
--- Without its events loaded, a succeeded task's result is read with one LINDEX.
 
 local function entries_json(events, first_version)
   local out = {}

@@ -14,7 +14,7 @@ end
 if f[2] ~= 'succeeded' then
   return {'not-succeeded'}
 end
-local result = cjson.decode(redis.call('LINDEX', KEYS[3], -1))
+local result = result_of({}, KEYS[3])
 local receipt = '{"taskId":' .. f[1] .. ',"resultRef":' .. cjson.encode(result.resultRef)
   .. ',"resultHash":' .. cjson.encode(result.resultHash)
   .. ',"idempotencyKey":' .. ARGV[1] .. ',"deliveredAtMs":' .. ARGV[2] .. '}'
