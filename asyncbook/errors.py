@@ -22,6 +22,11 @@ class AsyncBookError(Exception):
         return f"AsyncBookError(code={self.code!r}, message={self.message!r})"
 
 
+def task_exists(task_id: str) -> AsyncBookError:
+    """Build the ``conflict`` error of ``create`` meeting an existing id (SPEC deviation)."""
+    return AsyncBookError("conflict", f"async-task: task {task_id!r} exists", field="id")
+
+
 def invalid(message: str, *, field: str | None = None) -> AsyncBookError:
     """Build an ``invalid-request`` error (the reference's ``AiError``)."""
     return AsyncBookError("invalid-request", f"async-task: {message}", field=field)

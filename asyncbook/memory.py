@@ -20,7 +20,7 @@ from .checks import (
     require_string,
     require_text,
 )
-from .errors import AsyncBookError, UnknownTaskError
+from .errors import AsyncBookError, UnknownTaskError, task_exists
 from .jsrules import utf16_key
 from .machine import apply_async_event, coerce_event, create_async_task
 from .models import (
@@ -104,7 +104,7 @@ class MemoryBook:
             if existing is not None:
                 if exist_ok:
                     return existing
-                raise AsyncBookError("conflict", f"async-task: task {id!r} exists", field="id")
+                raise task_exists(id)
             self._tasks[id] = task
             self._created[id] = next(self._sequence)
             return task
@@ -153,7 +153,7 @@ class MemoryBook:
         with self._lock:
             task = self._task(task_id)
             result = self._apply(task_id, ExpireEvent(at_ms=task.expires_at_ms), None)
-            return AsyncTransition(**{k: v for k, v in result if k != "duplicate_callback"})
+            return result.transition()
 
     def resume(self, task_id: str, cursor_version: int, *, full_task: bool = True) -> ResumeResult:
         """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.
@@ -213,8 +213,7 @@ class MemoryBook:
 
         With ``full_task=False`` each result's task comes without its history.
         """
-        calls = [partial(self.apply, task_id, event, cb) for task_id, event, cb in items]
-        return _each(calls, full_task)
+        return _each([partial(self.apply, *item) for item in items], full_task)
 
     def expire_many(
         self, task_ids: Iterable[str], *, full_task: bool = True
@@ -258,9 +257,8 @@ class MemoryBook:
         count = require_limit(limit)
         cursor = require_page_cursor(after)
         with self._lock:
-            ordered = sorted(self._created.items(), key=lambda item: -item[1])
             page: list[AsyncTask] = []
-            for task_id, sequence in ordered:
+            for task_id, sequence in reversed(self._created.items()):  # newest first
                 if cursor is not None and sequence >= cursor:
                     continue
                 task = self._tasks[task_id]

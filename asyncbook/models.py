@@ -200,6 +200,16 @@ class CallbackResult(AsyncTransition):
 
     duplicate_callback: StrictBool
 
+    def transition(self) -> AsyncTransition:
+        """The same answer without the callback flag (what ``expire`` returns)."""
+        return AsyncTransition(
+            task=self.task,
+            changed=self.changed,
+            duplicate=self.duplicate,
+            notify=self.notify,
+            reason=self.reason,
+        )
+
 
 ResumeMode = Literal["caught-up", "delta", "snapshot"]
 

@@ -29,7 +29,7 @@ from .checks import (
     require_text,
 )
 from .connection import DEFAULT_REDIS_URL, connect
-from .errors import AsyncBookError, UnknownTaskError, invalid
+from .errors import AsyncBookError, UnknownTaskError, invalid, task_exists
 from .jsrules import is_blank, is_finite_number
 from .keys import KeySchema
 from .machine import coerce_event, create_async_task
@@ -205,7 +205,7 @@ class RedisBook:
         )
         status = _text(reply[0])
         if status == "!conflict":
-            raise AsyncBookError("conflict", f"async-task: task {id!r} exists", field="id")
+            raise task_exists(id)
         if status == "exists":
             return AsyncTask.model_validate_json(reply[1])
         return task
@@ -285,7 +285,7 @@ class RedisBook:
         """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
         keys, args, _ = self._apply_call(task_id, None, None)
         result = self._apply_result(task_id, self._scripts.apply(keys=keys, args=args), None)
-        return _transition(result)
+        return result.transition()
 
     def apply_many(
         self, items: Iterable[ApplyItem], *, full_task: bool = True
@@ -295,14 +295,14 @@ class RedisBook:
         With ``full_task=False`` each result's task comes without its history (cheaper,
         for callers that only need the reasons, such as the sweep).
         """
-        return self._run_many([(task_id, event, cb) for task_id, event, cb in items], full_task)
+        return self._run_many(list(items), full_task)
 
     def expire_many(
         self, task_ids: Iterable[str], *, full_task: bool = True
     ) -> list[AsyncTransition | AsyncBookError]:
         """Expire many tasks at their deadlines in one pipelined round trip."""
         results = self._run_many([(task_id, None, None) for task_id in task_ids], full_task)
-        return [r if isinstance(r, AsyncBookError) else _transition(r) for r in results]
+        return [r if isinstance(r, AsyncBookError) else r.transition() for r in results]
 
     def _run_many(
         self, items: list[tuple[Any, EventInput | None, Any]], full_task: bool
@@ -560,16 +560,6 @@ class RedisBook:
                 keys = [index, *(self.keys.task(task_id) for task_id in ids)]
                 dropped += int(self._scripts.prune(keys=keys, args=ids))
         return dropped
-
-
-def _transition(result: CallbackResult) -> AsyncTransition:
-    return AsyncTransition(
-        task=result.task,
-        changed=result.changed,
-        duplicate=result.duplicate,
-        notify=result.notify,
-        reason=result.reason,
-    )
 
 
 def _entry_notification(fields: dict[bytes | str, bytes | str]) -> Notification:
