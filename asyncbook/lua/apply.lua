@@ -119,7 +119,6 @@ else
 end
 
 local retention = tonumber(ARGV[13])
-local now = nil
 if changed then
   local fields = {'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog), 'ver', tostring(t.ver)}
   if t.err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
@@ -130,7 +129,6 @@ if changed then
     redis.call('ZADD', KEYS[5 + STATE_SLOT[t.st]], t.seq, ARGV[1])
   end
   if TERMINAL[t.st] then
-    now = server_ms()
     redis.call('ZREM', KEYS[4], ARGV[1])
     if retention then
       redis.call('PEXPIRE', KEYS[1], retention)
@@ -151,7 +149,8 @@ end
 if notify then
   local fields = {'taskId', ARGV[1], 'state', t.st, 'atMs', at_text}
   if retention then
-    redis.call('XADD', KEYS[5], 'MINID', '~', tostring(math.max(now - retention, 0)), '*', unpack(fields))
+    local oldest = math.max(server_ms() - retention, 0)
+    redis.call('XADD', KEYS[5], 'MINID', '~', tostring(oldest), '*', unpack(fields))
   else
     redis.call('XADD', KEYS[5], '*', unpack(fields))
   end
