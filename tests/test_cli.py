@@ -6,7 +6,6 @@ import importlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +23,8 @@ from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook.cli import cli
 from asyncbook.web import BackgroundServer, feed_for
 
-from .web_server import delete_namespace
+from .conftest import delete_namespace
+from .servers import free_port
 
 pytestmark = pytest.mark.redis
 
@@ -113,9 +113,7 @@ def test_serve_without_token_refuses_a_public_address(book: RedisBook):
 
 def test_serve_answers_on_loopback_and_prints_the_page_url(book: RedisBook):
     finish(book, "s")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     env = dict(os.environ, ASYNCBOOK_REDIS_URL=CLI_REDIS_URL, ASYNCBOOK_NAMESPACE=book.namespace)
     env.pop("ASYNCBOOK_API_TOKEN", None)
     command = [sys.executable, "-m", "asyncbook.cli", "serve", "--port", str(port)]
@@ -297,9 +295,7 @@ def test_demo_runs_the_projects_demo(book: RedisBook, monkeypatch: pytest.Monkey
 
 def test_watch_through_the_server_resumes_after_it_restarts(book: RedisBook):
     """``watch --api``: the server goes away mid-task and comes back on the same port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     book.create(id="via/api", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
     first = BackgroundServer(book, feed_for(book), port=port)
     first.start()

@@ -19,7 +19,8 @@ from asyncbook.web import BackgroundServer, BookChangeFeed, RedisChangeFeed, fee
 from asyncbook.web.auth import check_bind, is_loopback, token_matches
 from asyncbook.web.paths import split_task_path, task_path
 
-from .web_server import WEB_REDIS_URL, Running, delete_namespace, running_server
+from .conftest import delete_namespace
+from .web_server import WEB_REDIS_URL, Running, running_server
 
 pytestmark = pytest.mark.redis
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from typing import Any
@@ -21,6 +20,8 @@ from asyncbook.web import hub as hub_module
 from asyncbook.web.feed import parse_change
 from asyncbook.web.hub import Batch, Hub
 from asyncbook.web.paths import task_path
+
+from .servers import free_port
 
 NOW = 1_000
 
@@ -116,9 +117,7 @@ def test_metrics_of_an_in_memory_book():
 
 
 def test_an_unreachable_book_is_503_not_500():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # closed again: nothing listens there
+    port = free_port()  # closed again: nothing listens there
     client = redis.Redis(port=port, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     with (
         BackgroundServer(RedisBook(client, namespace="down"), LocalChangeFeed()) as server,

@@ -15,6 +15,8 @@ import redis
 from asyncbook import RedisBook
 from asyncbook.web import BackgroundServer, feed_for
 
+from .conftest import delete_namespace
+
 WEB_REDIS_URL = os.environ.get("ASYNCBOOK_TEST_WEB_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
@@ -25,13 +27,6 @@ class Running:
     url: str
     book: RedisBook
     app: Any
-
-
-def delete_namespace(client: Any, namespace: str) -> None:
-    """Remove every key of one namespace."""
-    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
-    if keys:
-        client.delete(*keys)
 
 
 @contextmanager
