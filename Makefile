@@ -16,12 +16,12 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m asyncbook.demo
+	$(BIN)/asyncbook demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict asyncbook
+	$(BIN)/mypy --strict asyncbook tests
 
 test: lint
 	$(BIN)/pytest

@@ -1,12 +1,10 @@
 """asyncbook: a durable, exact lifecycle in Redis for long-running Celery tasks."""
 
-from ._version import __version__
-from .book import ApplyItem, AsyncBook, EventInput
-from .delivery import DeliveryReport, deliver_notifications, notification_source
-from .errors import AsyncBookError, UnknownTaskError
-from .machine import apply_async_event, create_async_task, expire_task
-from .memory import MemoryBook
-from .models import (
+from ._book import ApplyItem, AsyncBook, EventInput
+from ._delivery import DeliveryReport, deliver_notifications, notification_source
+from ._machine import apply_async_event, create_async_task, expire_task
+from ._memory import MemoryBook
+from ._models import (
     TERMINAL_STATES,
     AsyncEvent,
     AsyncState,
@@ -29,9 +27,11 @@ from .models import (
     parse_task,
     to_wire,
 )
-from .redis_book import RedisBook
-from .sinks import Sink, SinkError, WebhookSink
-from .sweep import SweepReport, sweep
+from ._sinks import Sink, SinkError, WebhookSink
+from ._sweep import SweepReport, sweep
+from ._version import __version__
+from .errors import AsyncBookError, UnknownTaskError
+from .redis import RedisBook
 
 __all__ = [
     # models

@@ -1,31 +1,12 @@
-"""``report_progress``: a tracked task says how far it got."""
+"""Deprecated: import ``report_progress`` from ``asyncbook.celery``."""
 
-from __future__ import annotations
+import warnings
 
-from typing import Any
+from .celery import report_progress as report_progress
 
-from celery import Task
-
-from .checks import require_integer, require_string
-from .errors import invalid
-from .signals import installed
-from .tracking import is_tracked
-
-__all__ = ["report_progress"]
-
-
-def report_progress(task: Task[Any, Any], percent: int, cursor: str = "") -> None:
-    """Record ``percent`` (0..100) and a resume ``cursor`` for the running attempt.
-
-    Call it from a bound task (``bind=True``) with ``self``. It returns at once: the
-    event is written within a few milliseconds, or with the task's result. A task that
-    is not tracked, or an app without ``install``, makes it a no-op.
-    """
-    value = require_integer(percent, "progress")
-    if value > 100:
-        raise invalid("progress must not exceed 100", field="progress")
-    require_string(cursor, "cursor")
-    integration = installed(task.app)
-    if integration is None or not is_tracked(task):
-        return
-    integration.progress(task, value, cursor)
+warnings.warn(
+    "asyncbook.progress is deprecated and will be removed in the next release; "
+    "use `from asyncbook.celery import report_progress`",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -13,8 +13,7 @@ from typing import Any
 
 from celery import Celery, Task, signals
 
-from asyncbook.progress import report_progress
-from asyncbook.signals import install
+from asyncbook.celery import install, report_progress
 
 URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 

@@ -28,9 +28,8 @@ from pathlib import Path
 
 import redis
 
-from asyncbook import RedisBook
-from asyncbook.sweep import sweep
-from asyncbook.tracking import now_ms
+from asyncbook import RedisBook, sweep
+from asyncbook.celery._tracking import now_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -40,7 +40,7 @@ import httpx
 import redis
 
 from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
-from asyncbook.web.paths import task_path
+from asyncbook.web._paths import task_path
 
 NOW = 1_000_000
 

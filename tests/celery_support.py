@@ -7,8 +7,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from asyncbook import AsyncTask, RedisBook
-from asyncbook.book import ApplyItem
+from asyncbook import ApplyItem, AsyncTask, RedisBook
 
 
 class CountingBook(RedisBook):

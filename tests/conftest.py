@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from asyncbook import AsyncBook, MemoryBook, RedisBook
-from asyncbook.connection import connect
+from asyncbook.redis import connect
 
 from .cluster import local_cluster, require_binaries
 

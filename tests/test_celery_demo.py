@@ -17,7 +17,7 @@ URL = os.environ.get("ASYNCBOOK_DEMO_TEST_REDIS_URL", "redis://127.0.0.1:6379/13
 def run_demo(url: str) -> str:
     env = {**os.environ, "REDIS_URL": url}
     done = subprocess.run(
-        [sys.executable, "-m", "asyncbook.demo"],
+        [sys.executable, "-m", "asyncbook.cli", "demo"],
         cwd=ROOT,
         env=env,
         capture_output=True,

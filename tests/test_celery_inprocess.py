@@ -14,9 +14,9 @@ from celery.app.task import Context
 from celery.contrib.testing.worker import start_worker
 
 from asyncbook import AsyncBookError, Notification
-from asyncbook.progress import report_progress
-from asyncbook.signals import DEADLINE_HEADER, Integration, install, uninstall
-from asyncbook.tracking import callback_id, now_ms, result_hash
+from asyncbook.celery import report_progress
+from asyncbook.celery._integration import DEADLINE_HEADER, Integration, install, uninstall
+from asyncbook.celery._tracking import callback_id, now_ms, result_hash
 
 from .celery_support import CountingBook, history, unique, wait_for, wait_terminal
 

@@ -6,14 +6,12 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
 
 import pytest
 import redis
 
-from asyncbook import MemoryBook
-from asyncbook.book import ApplyItem
-from asyncbook.recorder import Recorder, retrying
+from asyncbook import ApplyItem, AsyncBookError, CallbackResult, MemoryBook
+from asyncbook.celery._recorder import Recorder, retrying
 
 
 class FlakyBook(MemoryBook):
@@ -25,14 +23,16 @@ class FlakyBook(MemoryBook):
         self.batches: list[int] = []
         self.lock = threading.Lock()
 
-    def apply_many(self, items: Iterable[ApplyItem]) -> Any:
+    def apply_many(
+        self, items: Iterable[ApplyItem], *, full_task: bool = True
+    ) -> list[CallbackResult | AsyncBookError]:
         items = list(items)
         with self.lock:
             if self.failures > 0:
                 self.failures -= 1
                 raise redis.ConnectionError("book down")
             self.batches.append(len(items))
-        return super().apply_many(items)
+        return super().apply_many(items, full_task=full_task)
 
 
 def start(task_id: str, at: int = 1) -> ApplyItem:

@@ -10,9 +10,10 @@ import pytest
 from celery import Celery
 
 from asyncbook import AsyncBookError, MemoryBook
-from asyncbook.settings import Settings, duration_ms, import_path
-from asyncbook.signals import install, uninstall
-from asyncbook.tracking import (
+from asyncbook._dotted import import_path
+from asyncbook.celery import install, uninstall
+from asyncbook.celery._settings import Settings, duration_ms
+from asyncbook.celery._tracking import (
     UNLIMITED_ATTEMPTS,
     callback_id,
     is_tracked,

@@ -20,8 +20,8 @@ import redis
 from celery import Celery
 
 from asyncbook import AsyncTask, RedisBook
-from asyncbook.demo import WebhookReceiver as Receiver
-from asyncbook.signals import install, uninstall
+from asyncbook.celery import install, uninstall
+from asyncbook.cli._demo import WebhookReceiver as Receiver
 
 from .celery_support import history, unique, wait_for, wait_terminal
 from .conftest import delete_namespace

@@ -285,7 +285,7 @@ def test_watch_resumes_across_a_dropped_connection(book: RedisBook):
 
 
 def test_demo_runs_the_projects_demo(book: RedisBook, monkeypatch: pytest.MonkeyPatch):
-    demo = importlib.import_module("asyncbook.demo")
+    demo = importlib.import_module("asyncbook.cli._demo")
     calls: list[list[str]] = []
     monkeypatch.setattr(demo, "main", calls.append)
     assert run(book, "demo").exit_code == 0

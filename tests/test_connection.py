@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from asyncbook import AsyncBookError, RedisBook
-from asyncbook.connection import connect
+from asyncbook.redis import connect
 
 from .cluster import require_binaries
 from .events import start, succeed

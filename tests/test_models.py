@@ -20,7 +20,7 @@ from asyncbook import (
     parse_task,
     to_wire,
 )
-from asyncbook.jsrules import is_blank, utf16_key
+from asyncbook._jsrules import is_blank, utf16_key
 
 from .events import start, succeed
 

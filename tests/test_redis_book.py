@@ -16,10 +16,8 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from asyncbook import AsyncBookError, MemoryBook, RedisBook, to_wire
-from asyncbook.book import ApplyItem
-from asyncbook.connection import connect
-from asyncbook.keys import KeySchema, escape_id
+from asyncbook import ApplyItem, AsyncBookError, MemoryBook, RedisBook, to_wire
+from asyncbook.redis import KeySchema, connect, escape_id
 
 from .cluster import require_binaries
 from .conftest import REDIS_URL, delete_namespace, redis_client

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from asyncbook import AsyncBook, AsyncBookError, MemoryBook, Notification
-from asyncbook.delivery import DrainSource, deliver_notifications, notification_source
-from asyncbook.demo import WebhookReceiver as Receiver
-from asyncbook.sinks import SinkError, WebhookSink, idempotency_key, resolve_sink
+from asyncbook._delivery import DrainSource, deliver_notifications, notification_source
+from asyncbook._sinks import SinkError, WebhookSink, idempotency_key, resolve_sink
+from asyncbook.cli._demo import WebhookReceiver as Receiver
 
 
 @pytest.fixture

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from asyncbook import AsyncBook
-from asyncbook.sweep import SweepReport, sweep
+from asyncbook import AsyncBook, SweepReport, sweep
 
 from .conftest import BookFactory
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from asyncbook import MemoryBook
-from asyncbook.walkthrough import walk
+from asyncbook._walkthrough import walk
 
 
 def test_walkthrough_tells_the_whole_life() -> None:

@@ -15,9 +15,9 @@ import pytest
 import redis
 
 from asyncbook import AsyncBookError, ProgressEvent, RedisBook, StartEvent, SucceedEvent
-from asyncbook.web import BackgroundServer, BookChangeFeed, RedisChangeFeed, feed_for
-from asyncbook.web.auth import check_bind, is_loopback, token_matches
-from asyncbook.web.paths import split_task_path, task_path
+from asyncbook.web import BackgroundServer, BookChangeFeed, feed_for
+from asyncbook.web._auth import check_bind, is_loopback, token_matches
+from asyncbook.web._paths import split_task_path, task_path
 
 from .conftest import delete_namespace
 from .web_server import WEB_REDIS_URL, Running, running_server
@@ -511,33 +511,23 @@ def test_embedded_fakeredis_book_streams_live(shared: str):
     assert events[-1]["data"]["state"] == "succeeded"
 
 
-def test_feed_for_picks_a_subscriber_per_url_kind():
+def test_feed_for_follows_the_books_channel_through_its_client():
     book = RedisBook(redis.Redis.from_url(WEB_REDIS_URL), namespace="feed-url")
-    channel = book.keys.changes_channel
-    for url in (WEB_REDIS_URL, "rediss://h:6380/0", "unix:///tmp/redis.sock"):
-        feed = feed_for(book, url)
-        assert isinstance(feed, RedisChangeFeed)
-        assert feed.channel == channel
-    for other in ("redis+sentinel://h:26379/main", "redis+cluster://h:7000", None):
-        book_feed = feed_for(book, other)
-        assert isinstance(book_feed, BookChangeFeed)
-        assert book_feed.channel == channel
+    feed = feed_for(book)
+    assert isinstance(feed, BookChangeFeed)
+    assert feed.channel == book.keys.changes_channel
+    assert feed.client is book.client
     book.client.close()
 
 
-@pytest.mark.parametrize("kind", ["asyncio", "book-client"])
-def test_streams_lose_nothing_when_the_change_feed_connection_drops(kind: str):
+def test_streams_lose_nothing_when_the_change_feed_connection_drops():
     """The server's pub/sub link is killed mid-task: it resubscribes and looks tasks up."""
     name = f"feed-{uuid.uuid4().hex[:8]}"
     admin = redis.Redis.from_url(WEB_REDIS_URL)
     book = RedisBook(admin, namespace=f"web-{uuid.uuid4().hex[:12]}")
     channel = book.keys.changes_channel
     named_url = f"{WEB_REDIS_URL}?client_name={name}"
-    feed: Any = (
-        RedisChangeFeed.from_url(named_url, channel)
-        if kind == "asyncio"
-        else BookChangeFeed(redis.Redis.from_url(named_url), channel)
-    )
+    feed = BookChangeFeed(redis.Redis.from_url(named_url), channel)
     book.create(id="k", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
 
     def feed_client() -> int | None:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asyncbook import RedisBook, StartEvent, SucceedEvent, to_wire
-from asyncbook.web.paths import task_path
+from asyncbook.web._paths import task_path
 
 from .web_server import Running, running_server
 

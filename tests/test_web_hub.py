@@ -15,11 +15,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from asyncbook import MemoryBook, ProgressEvent, RedisBook, StartEvent, SucceedEvent
+from asyncbook.redis import parse_change
 from asyncbook.web import BackgroundServer, Change, LocalChangeFeed
-from asyncbook.web import hub as hub_module
-from asyncbook.web.feed import parse_change
-from asyncbook.web.hub import Batch, Hub
-from asyncbook.web.paths import task_path
+from asyncbook.web import _hub as hub_module
+from asyncbook.web._hub import Batch, Hub
+from asyncbook.web._paths import task_path
 
 from .servers import free_port
 

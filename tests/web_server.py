@@ -34,13 +34,12 @@ def running_server(
     *, token: str | None = None, retention_versions: int = 8, client: Any = None
 ) -> Iterator[Running]:
     """A status server over a fresh RedisBook namespace (the test Redis unless ``client``)."""
-    url = WEB_REDIS_URL if client is None else None  # as `asyncbook serve --redis-url` does
     client = client if client is not None else redis.Redis.from_url(WEB_REDIS_URL)
     client.ping()
     namespace = f"web-{uuid.uuid4().hex[:12]}"
     book = RedisBook(client, namespace=namespace, retention_versions=retention_versions)
     try:
-        with BackgroundServer(book, feed_for(book, url), token=token) as server:
+        with BackgroundServer(book, feed_for(book), token=token) as server:
             wait_for_listener(book)
             yield Running(url=server.url.rstrip("/"), book=book, app=server.app)
     finally:

@@ -2,7 +2,7 @@
 
 from celery import Celery
 
-from asyncbook.signals import install
+from asyncbook.celery import install
 
 app = Celery("workers")
 app.config_from_object("celeryconfig")

@@ -8,7 +8,7 @@ from typing import Any
 
 from celery import Task
 
-from asyncbook.progress import report_progress
+from asyncbook.celery import report_progress
 
 from .main import app
 

@@ -1,8 +1,8 @@
-"""The status server (``asyncbook serve``): JSON API, task streams, metrics, the page."""
+"""The status server: a JSON API, server-sent event streams and the status pages."""
 
-from .app import create_app
-from .feed import BookChangeFeed, Change, ChangeFeed, LocalChangeFeed, RedisChangeFeed
-from .server import BackgroundServer, feed_for, serve
+from ._app import create_app
+from ._feed import BookChangeFeed, Change, ChangeFeed, LocalChangeFeed
+from ._server import BackgroundServer, feed_for, serve
 
 __all__ = [
     "BackgroundServer",
@@ -10,7 +10,6 @@ __all__ = [
     "Change",
     "ChangeFeed",
     "LocalChangeFeed",
-    "RedisChangeFeed",
     "create_app",
     "feed_for",
     "serve",

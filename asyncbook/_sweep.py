@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .book import AsyncBook
+from ._book import AsyncBook
 from .errors import AsyncBookError
-from .redis_book import RedisBook
 
 __all__ = ["Prunable", "SweepReport", "sweep"]
 
@@ -50,11 +49,7 @@ def sweep(
         if not due:
             break
         # The sweep reads only whether each expiry changed anything: no histories.
-        results = (
-            book.expire_many(due, full_task=False)
-            if isinstance(book, RedisBook)
-            else book.expire_many(due)
-        )
+        results = book.expire_many(due, full_task=False)
         batches += 1
         changed = 0
         for result in results:

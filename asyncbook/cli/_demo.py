@@ -29,10 +29,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .connection import DEFAULT_REDIS_URL
-from .models import AsyncTask, HistoryEntry, to_wire
-from .redis_book import RedisBook
-from .tracking import now_ms
+from .._models import AsyncTask, HistoryEntry, to_wire
+from ..celery._tracking import now_ms
+from ..redis import DEFAULT_REDIS_URL, RedisBook
 
 __all__ = ["WebhookReceiver", "main"]
 
@@ -210,10 +209,10 @@ def run(url: str, out: Out = print, *, serve: bool = False) -> None:
     The status page serves the demo's book while it runs; with ``serve`` it stays up
     after the demo until interrupted (Ctrl-C).
     """
-    from .web import BackgroundServer, feed_for
+    from ..web import BackgroundServer, feed_for
 
     workers = _workers()
-    from .signals import install
+    from ..celery import install
 
     app = workers.app
     demo = f"asyncbook-demo-{uuid.uuid4().hex[:8]}"
@@ -242,7 +241,7 @@ def run(url: str, out: Out = print, *, serve: bool = False) -> None:
     integration = install(app, book)
     if not real:
         worker = _embedded_worker(app, integration)
-    page = BackgroundServer(book, feed_for(book, url if real else None), port=5566 if serve else 0)
+    page = BackgroundServer(book, feed_for(book), port=5566 if serve else 0)
     out(f"Status page (tasks, live progress, histories): {page.start()}")
     ids: list[str] = []
     try:

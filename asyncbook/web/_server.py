@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Callable
@@ -10,36 +9,19 @@ from typing import Any
 
 import uvicorn
 
-from ..book import AsyncBook
+from .._book import AsyncBook
 from ..errors import invalid
-from ..redis_book import RedisBook
-from .app import create_app
-from .auth import check_bind
-from .feed import BookChangeFeed, ChangeFeed, RedisChangeFeed
+from ..redis import RedisBook
+from ._app import create_app
+from ._auth import check_bind
+from ._feed import BookChangeFeed, ChangeFeed
 
 __all__ = ["BackgroundServer", "feed_for", "serve"]
 
-_ASYNC_SCHEMES = ("redis", "rediss", "unix")
 
-
-def feed_for(book: RedisBook, redis_url: str | None = None) -> ChangeFeed:
-    """The change feed of ``book``: from ``redis_url``, else from the book's own client.
-
-    A plain ``redis://``, ``rediss://`` or ``unix://`` URL gets an asyncio subscriber;
-    Sentinel and Cluster URLs (and a book given no URL) follow through the book's own
-    client. A book on an embedded fakeredis server gets an async fakeredis client on the
-    same server, so the demo's page is live without a Redis.
-    """
-    channel = book.keys.changes_channel
-    if redis_url is not None and redis_url.split("://", 1)[0] in _ASYNC_SCHEMES:
-        return RedisChangeFeed.from_url(redis_url, channel)
-    kwargs = getattr(getattr(book.client, "connection_pool", None), "connection_kwargs", {})
-    if "server" in kwargs:  # fakeredis: same server, given or found by host and port
-        fake = importlib.import_module("fakeredis.aioredis")
-        where = {key: kwargs.get(key) for key in ("server", "host", "port")}
-        where = {key: value for key, value in where.items() if value is not None}
-        return RedisChangeFeed(lambda: fake.FakeRedis(**where), channel)
-    return BookChangeFeed(book.client, channel)
+def feed_for(book: RedisBook) -> ChangeFeed:
+    """The change feed of ``book``: its channel, followed through the book's own client."""
+    return BookChangeFeed(book.client, book.keys.changes_channel)
 
 
 def _server(app: Any, host: str, port: int, log_level: str) -> uvicorn.Server:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._models import AsyncTask, DeliveryResult, ResumeResult
 from .._version import __version__
-from ..models import AsyncTask, DeliveryResult, ResumeResult
 
 __all__ = ["openapi_schema"]
 

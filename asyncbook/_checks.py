@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._jsrules import is_blank, is_finite_number, is_integer, normalize_number
+from ._models import STATE_NAMES
 from .errors import invalid
-from .jsrules import is_blank, is_finite_number, is_integer, normalize_number
-from .models import STATE_NAMES
 
 __all__ = [
     "require_integer",

@@ -17,7 +17,7 @@ _SHARED = "_task.lua"
 
 def load_source(name: str) -> str:
     """A script's source, with the shared task helpers in front of it."""
-    folder = resources.files("asyncbook") / "lua"
+    folder = resources.files("asyncbook.redis") / "lua"
     shared = (folder / _SHARED).read_text(encoding="utf-8")
     return shared + "\n" + (folder / name).read_text(encoding="utf-8")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from .book import AsyncBook
-from .memory import MemoryBook
-from .models import AsyncEvent, FailEvent, ProgressEvent, StartEvent, SucceedEvent, to_wire
+from ._book import AsyncBook
+from ._memory import MemoryBook
+from ._models import AsyncEvent, FailEvent, ProgressEvent, StartEvent, SucceedEvent, to_wire
 
 __all__ = ["walk"]
 

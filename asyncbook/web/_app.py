@@ -29,18 +29,18 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..book import AsyncBook
+from .._book import AsyncBook
+from .._models import to_wire
+from .._watch import task_summary
 from ..errors import AsyncBookError, UnknownTaskError, invalid
-from ..models import to_wire
-from ..watch import task_summary
-from .auth import COOKIE, TokenAuth, token_matches
-from .feed import ChangeFeed, LocalChangeFeed
-from .hub import Batch, Hub
-from .metrics import render_metrics, sweep_lateness
-from .openapi import openapi_schema
-from .pages import read_page
-from .paths import TASKS_PREFIX, split_task_path
-from .sse import format_comment, format_event, parse_count, parse_cursor
+from ._auth import COOKIE, TokenAuth, token_matches
+from ._feed import ChangeFeed, LocalChangeFeed
+from ._hub import Batch, Hub
+from ._metrics import render_metrics, sweep_lateness
+from ._openapi import openapi_schema
+from ._pages import read_page
+from ._paths import TASKS_PREFIX, split_task_path
+from ._sse import format_comment, format_event, parse_count, parse_cursor
 
 __all__ = ["create_app"]
 

@@ -17,8 +17,8 @@ from pydantic_core import PydanticSerializationError
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from .book import ApplyItem, EventInput
-from .checks import (
+from .._book import ApplyItem, EventInput, sort_notifications
+from .._checks import (
     require_integer,
     require_limit,
     require_non_negative,
@@ -28,13 +28,9 @@ from .checks import (
     require_string,
     require_text,
 )
-from .connection import DEFAULT_REDIS_URL, connect
-from .errors import AsyncBookError, UnknownTaskError, invalid, task_exists
-from .jsrules import is_blank, is_finite_number
-from .keys import KeySchema
-from .machine import coerce_event, create_async_task
-from .memory import sort_notifications
-from .models import (
+from .._jsrules import is_blank, is_finite_number
+from .._machine import coerce_event, create_async_task
+from .._models import (
     STATE_NAMES,
     AsyncEvent,
     AsyncState,
@@ -51,7 +47,10 @@ from .models import (
     SucceedEvent,
     TaskPage,
 )
-from .scripts import BookScripts
+from ..errors import AsyncBookError, UnknownTaskError, invalid, task_exists
+from ._connection import DEFAULT_REDIS_URL, connect
+from ._keys import KeySchema
+from ._scripts import BookScripts
 
 __all__ = ["RedisBook"]
 

@@ -6,7 +6,6 @@ unreachable), 2 usage error (bad option or argument).
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -23,11 +22,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from .connection import DEFAULT_REDIS_URL
-from .errors import AsyncBookError, UnknownTaskError
-from .models import STATE_NAMES, AsyncTask, to_wire
-from .redis_book import RedisBook
-from .watch import Message, follow_stream, follow_task, task_summary
+from .._models import STATE_NAMES, AsyncTask, to_wire
+from .._sweep import sweep as run_sweep
+from .._watch import Message, task_summary
+from ..errors import AsyncBookError, UnknownTaskError
+from ..redis import DEFAULT_REDIS_URL, RedisBook, follow_task
+from ._stream import follow_stream
 
 __all__ = ["cli", "main"]
 
@@ -281,23 +281,6 @@ def deliver(settings: Settings, task_id: str, key: str, as_json: bool) -> None:
         click.echo(f"{result.reason}: {result.receipt.result_ref} ({result.receipt.result_hash})")
 
 
-def _sweep_once(book: RedisBook, limit: int) -> dict[str, int]:
-    """One expiry pass: the integration's sweep when installed, else overdue + expire_many."""
-    now = time.time() * 1000
-    try:
-        module = importlib.import_module("asyncbook.sweep")
-    except ImportError:
-        module = None
-    run: Callable[..., Any] | None = getattr(module, "sweep", None)
-    if run is not None:
-        report = run(book, now, batch=limit)
-        return {"expired": int(report.expired), "errors": int(report.errors)}
-    results = book.expire_many(book.overdue(now, limit))
-    expired = sum(1 for r in results if not isinstance(r, AsyncBookError) and r.changed)
-    errors = sum(1 for r in results if isinstance(r, AsyncBookError))
-    return {"expired": expired, "errors": errors}
-
-
 @cli.command()
 @click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @json_option
@@ -305,11 +288,11 @@ def _sweep_once(book: RedisBook, limit: int) -> dict[str, int]:
 def sweep(settings: Settings, limit: int, as_json: bool) -> None:
     """Expire every task whose deadline has passed (one pass)."""
     with _errors():
-        report = _sweep_once(settings.book, limit)
+        report = run_sweep(settings.book, time.time() * 1000, batch=limit)
     if as_json:
-        _emit_json(report)
+        _emit_json({"expired": report.expired, "errors": report.errors})
     else:
-        click.echo(f"expired {report['expired']} task(s), {report['errors']} error(s)")
+        click.echo(f"expired {report.expired} task(s), {report.errors} error(s)")
 
 
 @cli.group()
@@ -374,11 +357,11 @@ def consume(
 @click.pass_obj
 def serve(settings: Settings, host: str, port: int, token: str | None, log_level: str) -> None:
     """Serve the JSON API, task streams, /metrics and the status page."""
-    from .web import feed_for
-    from .web import serve as run_server
+    from ..web import feed_for
+    from ..web import serve as run_server
 
     book = settings.book
-    feed = feed_for(book, settings.redis_url)
+    feed = feed_for(book)
     try:
         run_server(
             book,
@@ -399,9 +382,17 @@ def serve(settings: Settings, host: str, port: int, token: str | None, log_level
 )
 def demo(serve: bool) -> None:
     """Run the demo (the same as ``make demo``; run it from the repository root)."""
-    from . import demo as demo_module
+    from . import _demo as demo_module
 
     demo_module.main(["--serve"] if serve else [])
+
+
+@cli.command()
+def walkthrough() -> None:
+    """Print one task's whole life on the in-memory book (no Redis, no Celery)."""
+    from .._walkthrough import main as walk_main
+
+    walk_main()
 
 
 def main(args: list[str] | None = None) -> None:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from .connection import DEFAULT_REDIS_URL
-from .errors import invalid
+from ..errors import invalid
+from ..redis._connection import DEFAULT_REDIS_URL
 
-__all__ = ["Settings", "duration_ms", "import_path"]
+__all__ = ["Settings", "duration_ms"]
 
 
 def duration_ms(value: Any, name: str) -> int:
@@ -25,17 +24,6 @@ def duration_ms(value: Any, name: str) -> int:
     if not seconds > 0:
         raise invalid(f"{name} must be positive", field=name)
     return max(1, round(seconds * 1000))
-
-
-def import_path(path: str) -> Any:
-    """The object ``package.module:attribute`` (or ``package.module.attribute``) names."""
-    module, _, attribute = path.partition(":") if ":" in path else path.rpartition(".")
-    if not module or not attribute:
-        raise invalid(f"{path!r} is not a dotted path to an object", field="path")
-    try:
-        return getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as error:
-        raise invalid(f"{path!r} cannot be imported: {error}", field="path") from None
 
 
 def _seconds(value: Any, name: str) -> float:

@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..book import AsyncBook
+from .._book import AsyncBook
+from .._models import ResumeResult
+from .._watch import Message, messages_for, resume_light
 from ..errors import AsyncBookError
-from ..models import ResumeResult
-from ..watch import Message, messages_for, resume_light
-from .feed import Change
-from .sse import format_event
+from ._feed import Change
+from ._sse import format_event
 
 __all__ = ["Batch", "Hub", "Watcher"]
 

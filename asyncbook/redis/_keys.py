@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import invalid
-from .models import STATE_NAMES
+from .._models import STATE_NAMES
+from ..errors import invalid
 
 __all__ = ["KeySchema", "escape_id"]
 

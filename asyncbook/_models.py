@@ -26,8 +26,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from ._jsrules import is_integer, normalize_number
 from .errors import invalid
-from .jsrules import is_integer, normalize_number
 
 __all__ = [
     "TERMINAL_STATES",

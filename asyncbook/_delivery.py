@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .book import AsyncBook
-from .models import Notification
-from .sinks import Sink
+from ._book import AsyncBook
+from ._models import Notification
+from ._sinks import Sink
 
 __all__ = [
     "DeliveryReport",

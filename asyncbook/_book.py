@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import AsyncBookError
-from .models import (
+from ._jsrules import utf16_key
+from ._models import (
     AsyncEvent,
     AsyncTask,
     AsyncTransition,
@@ -16,13 +16,19 @@ from .models import (
     ResumeResult,
     TaskPage,
 )
+from .errors import AsyncBookError
 
-__all__ = ["ApplyItem", "AsyncBook", "EventInput"]
+__all__ = ["ApplyItem", "AsyncBook", "EventInput", "sort_notifications"]
 
 EventInput = AsyncEvent | Mapping[str, Any]
 """An event model, or the same event in wire format (camelCase keys)."""
 ApplyItem = tuple[str, EventInput, str | None]
 """One ``apply`` call: task id, event, callback id."""
+
+
+def sort_notifications(notifications: list[Notification]) -> list[Notification]:
+    """The reference's drain order: task id by UTF-16 code units, then time (stable)."""
+    return sorted(notifications, key=lambda note: (utf16_key(note.task_id), note.at_ms))
 
 
 @runtime_checkable

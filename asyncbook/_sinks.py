@@ -16,9 +16,9 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._dotted import import_path
+from ._models import Notification, to_wire
 from .errors import invalid
-from .models import Notification, to_wire
-from .settings import import_path
 
 __all__ = ["Sink", "SinkError", "WebhookSink", "idempotency_key", "resolve_sink"]
 

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TypeVar
 
-from .book import ApplyItem, EventInput
-from .checks import (
+from ._book import ApplyItem, EventInput, sort_notifications
+from ._checks import (
     require_integer,
     require_limit,
     require_non_negative,
@@ -20,10 +20,8 @@ from .checks import (
     require_string,
     require_text,
 )
-from .errors import AsyncBookError, UnknownTaskError, task_exists
-from .jsrules import utf16_key
-from .machine import apply_async_event, coerce_event, create_async_task
-from .models import (
+from ._machine import apply_async_event, coerce_event, create_async_task
+from ._models import (
     AsyncState,
     AsyncTask,
     AsyncTransition,
@@ -35,13 +33,9 @@ from .models import (
     ResumeResult,
     TaskPage,
 )
+from .errors import AsyncBookError, UnknownTaskError, task_exists
 
-__all__ = ["MemoryBook", "sort_notifications"]
-
-
-def sort_notifications(notifications: list[Notification]) -> list[Notification]:
-    """The reference's drain order: task id by UTF-16 code units, then time (stable)."""
-    return sorted(notifications, key=lambda note: (utf16_key(note.task_id), note.at_ms))
+__all__ = ["MemoryBook"]
 
 
 def _without_history(task: AsyncTask) -> AsyncTask:

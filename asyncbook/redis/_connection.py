@@ -20,7 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from .errors import invalid
+from ..errors import invalid
 
 __all__ = ["DEFAULT_REDIS_URL", "connect", "retry_policy"]
 

@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from .settings import duration_ms
+from ._settings import duration_ms
 
 __all__ = [
     "UNLIMITED_ATTEMPTS",

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .checks import require_integer, require_non_negative, require_positive, require_text
-from .errors import invalid
-from .jsrules import is_blank, normalize_number
-from .models import (
+from ._checks import require_integer, require_non_negative, require_positive, require_text
+from ._jsrules import is_blank, normalize_number
+from ._models import (
     AsyncEvent,
     AsyncState,
     AsyncTask,
@@ -25,6 +24,7 @@ from .models import (
     SucceedEvent,
     parse_event,
 )
+from .errors import invalid
 
 __all__ = ["apply_async_event", "create_async_task", "expire_task"]
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..book import AsyncBook
+from .._book import AsyncBook
 
 __all__ = ["render_metrics", "sweep_lateness"]
 

@@ -24,10 +24,9 @@ from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
-from .book import ApplyItem, AsyncBook, EventInput
-from .errors import AsyncBookError
-from .models import CallbackResult
-from .redis_book import RedisBook
+from .._book import ApplyItem, AsyncBook, EventInput
+from .._models import CallbackResult
+from ..errors import AsyncBookError
 
 __all__ = ["Recorder", "retrying"]
 
@@ -65,10 +64,8 @@ def retrying(call: Callable[[], _Result], retry_for: float, what: str) -> _Resul
 
 
 def _apply_many(book: AsyncBook, batch: Sequence[ApplyItem]) -> list[Any]:
-    # The recorder reads only states and reasons: spare RedisBook the histories.
-    if isinstance(book, RedisBook):
-        return list(book.apply_many(batch, full_task=False))
-    return list(book.apply_many(batch))
+    # The recorder reads only states and reasons: spare the book the histories.
+    return list(book.apply_many(batch, full_task=False))
 
 
 def _kind(event: EventInput) -> str:

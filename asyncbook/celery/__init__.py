@@ -1,0 +1,35 @@
+"""The Celery integration: tracked tasks, their signals, progress reports and beat tasks.
+
+```python
+from asyncbook.celery import install, report_progress
+
+install(app)  # once, after the app is configured
+
+@app.task(bind=True, tracked=True, ttl=timedelta(minutes=30), max_retries=2)
+def generate(self, prompt): ...; report_progress(self, 40, cursor="chunk-4"); ...
+```
+"""
+
+from ._integration import (
+    CREATED_HEADER,
+    DEADLINE_HEADER,
+    Integration,
+    default_result_ref,
+    install,
+    installed,
+    uninstall,
+)
+from ._progress import report_progress
+from ._settings import Settings
+
+__all__ = [
+    "install",
+    "uninstall",
+    "installed",
+    "report_progress",
+    "Integration",
+    "Settings",
+    "default_result_ref",
+    "CREATED_HEADER",
+    "DEADLINE_HEADER",
+]

@@ -1,0 +1,176 @@
+"""Following the book's change channel: the one follower the status server and the CLI share.
+
+Every script that changes a task publishes ``{taskId, version, state, progress}`` on the
+book's channel. Pub/sub forgets what was published while nobody listened, so a follower
+calls ``on_reset`` after every (re)subscribe: whoever follows must look its tasks up
+again then. ``follow_changes`` is the loop; ``follow_task`` uses it to pass one task's
+messages to a watcher until the task ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .._models import AsyncTask
+from .._watch import Message, messages_for, resume_light
+from ._book import RedisBook
+
+__all__ = ["DROPPED", "Change", "follow_changes", "follow_task", "parse_change"]
+
+log = logging.getLogger(__name__)
+
+DROPPED = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+"""What a lost link to Redis raises: the follower reconnects after any of these."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One published change: the task's version, state and progress after it."""
+
+    task_id: str
+    version: int
+    state: str
+    progress: int | float
+
+    def to_wire(self) -> dict[str, Any]:
+        """The channel's JSON shape (camelCase)."""
+        return {
+            "taskId": self.task_id,
+            "version": self.version,
+            "state": self.state,
+            "progress": self.progress,
+        }
+
+
+def parse_change(payload: bytes | str) -> Change | None:
+    """Read a channel message; None when it is not a well-formed change."""
+    try:
+        data = json.loads(payload)
+    except (TypeError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    task_id, version = data.get("taskId"), data.get("version")
+    state, progress = data.get("state"), data.get("progress", 0)
+    if not isinstance(task_id, str) or not isinstance(state, str):
+        return None
+    if isinstance(version, bool) or not isinstance(version, int):
+        return None
+    if isinstance(progress, bool) or not isinstance(progress, int | float):
+        return None
+    return Change(task_id=task_id, version=version, state=state, progress=progress)
+
+
+def follow_changes(
+    client: Any,
+    channel: str,
+    on_change: Callable[[Change], None],
+    on_reset: Callable[[], None],
+    *,
+    stop: Callable[[], bool] = lambda: False,
+    poll: float = 0.2,
+    max_backoff: float = 2.0,
+    on_reconnect: Callable[[Exception], None] | None = None,
+) -> None:
+    """Call ``on_change`` per change on ``channel`` until ``stop()`` is true.
+
+    ``on_reset`` runs after every (re)subscribe, including redis-py's silent
+    resubscribe after a reconnect. A dropped link (also one the callbacks meet) is
+    reopened with exponential backoff; ``on_reconnect`` hears of it. Malformed
+    messages are logged and skipped; any other error of a callback propagates.
+    """
+    delay = 0.05
+    while not stop():
+        pubsub = client.pubsub()
+        try:
+            pubsub.subscribe(channel)
+            while not stop():
+                message = pubsub.get_message(timeout=poll)
+                kind = None if message is None else message.get("type")
+                if kind == "subscribe":
+                    delay = 0.05
+                    on_reset()
+                elif kind == "message":
+                    change = parse_change(message["data"])
+                    if change is None:
+                        log.warning("ignoring a malformed change on %s", channel)
+                    else:
+                        on_change(change)
+        except DROPPED as error:
+            log.warning("change feed lost (%s); reconnecting in %.2fs", error, delay)
+            if on_reconnect is not None:
+                on_reconnect(error)
+            time.sleep(delay)
+            delay = min(delay * 2, max_backoff)
+        finally:
+            with contextlib.suppress(*DROPPED):
+                pubsub.close()
+
+
+def follow_task(
+    book: RedisBook,
+    task_id: str,
+    on_batch: Callable[[list[Message]], None],
+    *,
+    cursor: int = 0,
+    poll: float = 1.0,
+    max_backoff: float = 2.0,
+    on_reconnect: Callable[[Exception], None] | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> AsyncTask | None:
+    """Call ``on_batch`` with each batch of messages until the task is terminal.
+
+    Follows the book's change channel and resumes from the last version it passed on;
+    after a reconnect it resumes again, so no version is skipped or repeated. Returns
+    the terminal task, or None when ``stop()`` said so. ``UnknownTaskError`` propagates.
+    """
+    follower = _TaskFollower(book, task_id, on_batch, cursor)
+    follow_changes(
+        book.client,
+        book.keys.changes_channel,
+        follower.on_change,
+        follower.look_up,
+        stop=lambda: follower.ended is not None or stop(),
+        poll=poll,
+        max_backoff=max_backoff,
+        on_reconnect=on_reconnect,
+    )
+    return follower.ended
+
+
+class _TaskFollower:
+    """One watcher's cursor: looks the task up when a newer version is announced."""
+
+    def __init__(
+        self,
+        book: RedisBook,
+        task_id: str,
+        on_batch: Callable[[list[Message]], None],
+        cursor: int,
+    ) -> None:
+        self.book, self.task_id, self.on_batch = book, task_id, on_batch
+        self.cursor, self.fresh = cursor, True
+        self.ended: AsyncTask | None = None
+
+    def on_change(self, change: Change) -> None:
+        if change.task_id == self.task_id and change.version > self.cursor:
+            self.look_up()
+
+    def look_up(self) -> None:
+        result = resume_light(self.book, self.task_id, self.cursor)
+        batch = messages_for(result, self.cursor, self.fresh)
+        self.fresh = False
+        self.cursor = max(self.cursor, result.task.version)
+        if batch:
+            self.on_batch(batch)
+        if result.task.terminal:
+            self.ended = result.task
