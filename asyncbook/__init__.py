@@ -27,10 +27,11 @@ from ._models import (
     parse_task,
     to_wire,
 )
+from ._reasons import Reason
 from ._sinks import Sink, SinkError, WebhookSink
 from ._sweep import SweepReport, sweep
 from ._version import __version__
-from .errors import AsyncBookError, UnknownTaskError
+from .errors import AsyncBookError, BookUnavailableError, DamagedRecordError, UnknownTaskError
 from .redis import RedisBook
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "Notification",
     "ProgressEvent",
     "ResumeMode",
+    "Reason",
     "ResumeResult",
     "StartEvent",
     "SucceedEvent",
@@ -78,6 +80,8 @@ __all__ = [
     "sweep",
     # errors
     "AsyncBookError",
+    "BookUnavailableError",
+    "DamagedRecordError",
     "UnknownTaskError",
     # version
     "__version__",

@@ -24,6 +24,7 @@ from ._models import (
     SucceedEvent,
     parse_event,
 )
+from ._reasons import Reason
 from .errors import invalid
 
 __all__ = ["apply_async_event", "create_async_task", "expire_task"]
@@ -55,13 +56,13 @@ def _advance(task: AsyncTask, event: AsyncEvent, **patch: Any) -> AsyncTask:
     return task.model_copy(update={**patch, "version": version, "history": (*task.history, entry)})
 
 
-def _unchanged(task: AsyncTask, reason: str, duplicate: bool = False) -> AsyncTransition:
+def _unchanged(task: AsyncTask, reason: Reason, duplicate: bool = False) -> AsyncTransition:
     return AsyncTransition(
         task=task, changed=False, duplicate=duplicate, notify=False, reason=reason
     )
 
 
-def _changed(task: AsyncTask, reason: str, *, notify: bool) -> AsyncTransition:
+def _changed(task: AsyncTask, reason: Reason, *, notify: bool) -> AsyncTransition:
     return AsyncTransition(task=task, changed=True, duplicate=False, notify=notify, reason=reason)
 
 
@@ -69,9 +70,10 @@ def expire_task(task: AsyncTask) -> AsyncTransition:
     """Expire a live task at its deadline; a terminal task stays as it is."""
     if task.terminal:
         expired = task.state is AsyncState.EXPIRED
-        return _unchanged(task, "duplicate-expire" if expired else "terminal-conflict", expired)
+        reason = Reason.DUPLICATE_EXPIRE if expired else Reason.TERMINAL_CONFLICT
+        return _unchanged(task, reason, expired)
     event = ExpireEvent(at_ms=task.expires_at_ms)
-    return _changed(_advance(task, event, state=AsyncState.EXPIRED), "expired", notify=True)
+    return _changed(_advance(task, event, state=AsyncState.EXPIRED), Reason.EXPIRED, notify=True)
 
 
 def coerce_event(event: AsyncEvent | Mapping[str, Any]) -> AsyncEvent:
@@ -94,37 +96,37 @@ def apply_async_event(task: AsyncTask, event: AsyncEvent | Mapping[str, Any]) ->
             and task.state is AsyncState.SUCCEEDED
             and task.result_hash == event.result_hash
         ):
-            return _unchanged(task, "duplicate-result", True)
+            return _unchanged(task, Reason.DUPLICATE_RESULT, True)
         if isinstance(event, ExpireEvent) and task.state is AsyncState.EXPIRED:
-            return _unchanged(task, "duplicate-expire", True)
-        return _unchanged(task, "terminal-conflict")
+            return _unchanged(task, Reason.DUPLICATE_EXPIRE, True)
+        return _unchanged(task, Reason.TERMINAL_CONFLICT)
     if isinstance(event, ExpireEvent) or event.at_ms >= task.expires_at_ms:
         return expire_task(task)
 
     if isinstance(event, StartEvent):
         if task.state is AsyncState.RUNNING:
-            return _unchanged(task, "already-running", True)
+            return _unchanged(task, Reason.ALREADY_RUNNING, True)
         if task.state is not AsyncState.QUEUED or task.attempts >= task.max_attempts:
-            return _unchanged(task, "not-startable")
+            return _unchanged(task, Reason.NOT_STARTABLE)
         started = _advance(
             task, event, state=AsyncState.RUNNING, attempts=task.attempts + 1, progress=0
         )
-        return _changed(started, "started", notify=False)
+        return _changed(started, Reason.STARTED, notify=False)
 
     if isinstance(event, ProgressEvent):
         if task.state is not AsyncState.RUNNING:
-            return _unchanged(task, "not-running")
+            return _unchanged(task, Reason.NOT_RUNNING)
         progress = require_integer(event.progress, "progress", 0)
         if progress > 100:
             raise invalid("progress must not exceed 100", field="progress")
         if progress < task.progress:
-            return _unchanged(task, "stale-progress")
+            return _unchanged(task, Reason.STALE_PROGRESS)
         if progress == task.progress:
-            return _unchanged(task, "duplicate-progress", True)
-        return _changed(_advance(task, event, progress=progress), "progress", notify=False)
+            return _unchanged(task, Reason.DUPLICATE_PROGRESS, True)
+        return _changed(_advance(task, event, progress=progress), Reason.PROGRESS, notify=False)
 
     if task.state is not AsyncState.RUNNING:
-        return _unchanged(task, "not-running")
+        return _unchanged(task, Reason.NOT_RUNNING)
     if isinstance(event, SucceedEvent):
         if is_blank(event.result_ref):
             raise invalid("resultRef must not be empty", field="resultRef")
@@ -138,9 +140,9 @@ def apply_async_event(task: AsyncTask, event: AsyncEvent | Mapping[str, Any]) ->
             result_ref=event.result_ref,
             result_hash=event.result_hash,
         )
-        return _changed(succeeded, "succeeded", notify=True)
+        return _changed(succeeded, Reason.SUCCEEDED, notify=True)
     if event.retryable and task.attempts < task.max_attempts:
         requeued = _advance(task, event, state=AsyncState.QUEUED, progress=0, error=event.error)
-        return _changed(requeued, "requeued", notify=False)
+        return _changed(requeued, Reason.REQUEUED, notify=False)
     failed = _advance(task, event, state=AsyncState.FAILED, error=event.error)
-    return _changed(failed, "failed", notify=True)
+    return _changed(failed, Reason.FAILED, notify=True)

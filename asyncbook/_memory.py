@@ -33,6 +33,7 @@ from ._models import (
     ResumeResult,
     TaskPage,
 )
+from ._reasons import Reason
 from .errors import AsyncBookError, UnknownTaskError, task_exists
 
 __all__ = ["MemoryBook"]
@@ -118,13 +119,13 @@ class MemoryBook:
         task = self._task(task_id)
         callback_id = require_optional_string(callback_id, "callbackId")
         if callback_id is not None and callback_id in self._callbacks:
-            self._reasons["duplicate-callback"] += 1
+            self._reasons[Reason.DUPLICATE_CALLBACK] += 1
             return CallbackResult(
                 task=task,
                 changed=False,
                 duplicate=True,
                 notify=False,
-                reason="duplicate-callback",
+                reason=Reason.DUPLICATE_CALLBACK,
                 duplicate_callback=True,
             )
         parsed = coerce_event(event)
@@ -175,14 +176,13 @@ class MemoryBook:
             if existing is not None:
                 if existing.task_id == task_id:
                     return DeliveryResult(
-                        ok=True, duplicate=True, reason="duplicate-delivery", receipt=existing
+                        ok=True, duplicate=True, reason=Reason.DUPLICATE_DELIVERY, receipt=existing
                     )
-                return DeliveryResult(
-                    ok=False, duplicate=True, reason="key-reused-for-other-task", receipt=existing
-                )
+                reused = Reason.KEY_REUSED_FOR_OTHER_TASK
+                return DeliveryResult(ok=False, duplicate=True, reason=reused, receipt=existing)
             task = self._task(task_id)
             if task.result_ref is None or task.result_hash is None or task.state != "succeeded":
-                return DeliveryResult(ok=False, duplicate=False, reason="not-succeeded")
+                return DeliveryResult(ok=False, duplicate=False, reason=Reason.NOT_SUCCEEDED)
             receipt = DeliveryReceipt(
                 task_id=task_id,
                 result_ref=task.result_ref,
@@ -191,7 +191,9 @@ class MemoryBook:
                 delivered_at_ms=delivered_at,
             )
             self._deliveries[idempotency_key] = receipt
-            return DeliveryResult(ok=True, duplicate=False, reason="delivered", receipt=receipt)
+            return DeliveryResult(
+                ok=True, duplicate=False, reason=Reason.DELIVERED, receipt=receipt
+            )
 
     def drain_notifications(self) -> list[Notification]:
         """Every pending notification, sorted by task id then time; empties the outbox."""

@@ -27,6 +27,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from ._jsrules import is_integer, normalize_number
+from ._reasons import Reason
 from .errors import invalid
 
 __all__ = [
@@ -192,7 +193,7 @@ class AsyncTransition(WireModel):
     changed: StrictBool
     duplicate: StrictBool
     notify: StrictBool
-    reason: StrictStr
+    reason: Reason
 
 
 class CallbackResult(AsyncTransition):
@@ -237,7 +238,7 @@ class DeliveryResult(WireModel):
 
     ok: StrictBool
     duplicate: StrictBool
-    reason: StrictStr
+    reason: Reason
     receipt: DeliveryReceipt | None = None
 
 

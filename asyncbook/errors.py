@@ -1,12 +1,33 @@
-"""The one error type asyncbook raises for rejected input."""
+"""The errors asyncbook raises. Every one has a ``code``, a ``message`` and, where one
+value is to blame, the wire name of that ``field``::
+
+    Exception
+    └── AsyncBookError               rejected input: "invalid-request" or "conflict"
+        ├── UnknownTaskError         "invalid-request": the book holds no task with that id
+        ├── BookUnavailableError     "unavailable": the book's store did not answer
+        │                            (asyncbook.redis raises RedisUnavailableError, which
+        │                            is also a redis-py ConnectionError)
+        └── DamagedRecordError       "damaged": a stored record is incomplete (keys evicted
+                                     or deleted behind the book's back)
+
+Input errors say which field is wrong and why (``docs/spec.md``); a rejected call
+changes nothing. The last two are server-side failures: nothing the caller sent was
+wrong, and a retry with the same callback id or idempotency key is safe.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
-ErrorCode = Literal["invalid-request", "conflict"]
+ErrorCode = Literal["invalid-request", "conflict", "unavailable", "damaged"]
 
-__all__ = ["AsyncBookError", "ErrorCode", "UnknownTaskError"]
+__all__ = [
+    "AsyncBookError",
+    "BookUnavailableError",
+    "DamagedRecordError",
+    "ErrorCode",
+    "UnknownTaskError",
+]
 
 
 class AsyncBookError(Exception):
@@ -19,7 +40,7 @@ class AsyncBookError(Exception):
         self.field = field
 
     def __repr__(self) -> str:
-        return f"AsyncBookError(code={self.code!r}, message={self.message!r})"
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
 
 
 def task_exists(task_id: str) -> AsyncBookError:
@@ -37,4 +58,19 @@ class UnknownTaskError(AsyncBookError):
 
     def __init__(self, task_id: str) -> None:
         super().__init__("invalid-request", f"async-task: unknown task {task_id!r}", field="taskId")
+        self.task_id = task_id
+
+
+class BookUnavailableError(AsyncBookError):
+    """Raised when the book's store cannot be reached or did not answer in time."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("unavailable", message)
+
+
+class DamagedRecordError(AsyncBookError):
+    """Raised when a stored record lacks parts it must have (``task_id`` names it)."""
+
+    def __init__(self, task_id: str, detail: str) -> None:
+        super().__init__("damaged", f"async-task: the record of {task_id!r} is damaged: {detail}")
         self.task_id = task_id

@@ -17,7 +17,7 @@ class CountingBook(RedisBook):
         super().__init__(*args, **kwargs)
         self.calls: list[str] = []
 
-    def create(self, **kwargs: Any) -> AsyncTask:  # type: ignore[override]
+    def create(self, **kwargs: Any) -> AsyncTask:
         self.calls.append("create")
         return super().create(**kwargs)
 

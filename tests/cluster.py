@@ -8,6 +8,7 @@ import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,15 @@ def require_binaries() -> None:
         pytest.skip(reason)
 
 
+def _pings(port: int) -> object:
+    return redis.Redis(port=port).ping()
+
+
+def _cluster_ok(port: int) -> bool:
+    info: dict[str, str] = redis.Redis(port=port).cluster("info")
+    return info["cluster_state"] == "ok"
+
+
 @contextmanager
 def local_cluster(folder: Path) -> Iterator[list[int]]:
     """Start three cluster-enabled masters, join them, yield their ports, stop them."""
@@ -61,7 +71,7 @@ def local_cluster(folder: Path) -> Iterator[list[int]]:
                 )
             )  # fmt: skip
         for port in ports:
-            wait_until(lambda port=port: redis.Redis(port=port).ping(), what="cluster node")
+            wait_until(partial(_pings, port), what="cluster node")
         subprocess.run(
             ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
              "--cluster-replicas", "0", "--cluster-yes"],
@@ -70,8 +80,5 @@ def local_cluster(folder: Path) -> Iterator[list[int]]:
             timeout=60,
         )  # fmt: skip
         for port in ports:
-            wait_until(
-                lambda port=port: redis.Redis(port=port).cluster("info")["cluster_state"] == "ok",
-                what="cluster",
-            )
+            wait_until(partial(_cluster_ok, port), what="cluster")
         yield ports

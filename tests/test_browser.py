@@ -77,7 +77,7 @@ def bar_values(page: Any, selector: str) -> list[int]:
 
 def test_list_page_shows_a_running_task_reach_100_and_succeed(
     server: Running, page: Any, tmp_path: Path
-):
+) -> None:
     book = server.book
     book.create(id="older", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
     book.create(id="render 42/ü", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
@@ -105,7 +105,7 @@ def test_list_page_shows_a_running_task_reach_100_and_succeed(
     assert page.get_attribute("#tasks tr", "data-task-id") == "older"
 
 
-def test_task_page_streams_history_and_state(server: Running, page: Any, tmp_path: Path):
+def test_task_page_streams_history_and_state(server: Running, page: Any, tmp_path: Path) -> None:
     book = server.book
     book.create(id="a/b%c", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
     started = threading.Event()

@@ -215,7 +215,7 @@ def test_redis_pause_loses_no_event(
 
     result = workers.generate.delay("pause", steps=8, delay=0.25)
     wait_for(lambda: (t := book.get(result.id)) is not None and t.state == "running", 20)
-    client.execute_command("CLIENT", "PAUSE", 2000, "ALL")
+    client.client_pause(2000, all=True)
     task = settled(book, webhook, result.id)
     assert (task.state, task.attempts) == ("succeeded", 1)
     assert history(task) == ["start"] + ["progress"] * 8 + ["succeed"]

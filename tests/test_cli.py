@@ -55,7 +55,7 @@ def finish(book: RedisBook, task_id: str, steps: int = 3, pause: float = 0.0) ->
     book.apply(task_id, SucceedEvent(at_ms=NOW + 100, result_ref="s3://r", result_hash="h"))
 
 
-def test_status_table_json_and_not_found(book: RedisBook):
+def test_status_table_json_and_not_found(book: RedisBook) -> None:
     finish(book, "a/b ü")
     table = run(book, "status", "a/b ü")
     assert table.exit_code == 0, table.output
@@ -68,7 +68,7 @@ def test_status_table_json_and_not_found(book: RedisBook):
     assert "no task 'nope'" in missing.stderr
 
 
-def test_ls_pages_and_filters(book: RedisBook):
+def test_ls_pages_and_filters(book: RedisBook) -> None:
     for i in range(3):
         book.create(id=f"t{i}", now_ms=NOW, ttl_ms=60_000, max_attempts=1)
     finish(book, "done")
@@ -100,18 +100,18 @@ def test_ls_pages_and_filters(book: RedisBook):
         ["serve", "--host", "0.0.0.0"],
     ],
 )
-def test_usage_errors_exit_2(book: RedisBook, args: list[str]):
+def test_usage_errors_exit_2(book: RedisBook, args: list[str]) -> None:
     result = run(book, *args)
     assert result.exit_code == 2, result.output
 
 
-def test_serve_without_token_refuses_a_public_address(book: RedisBook):
+def test_serve_without_token_refuses_a_public_address(book: RedisBook) -> None:
     result = run(book, "serve", "--host", "0.0.0.0")
     assert result.exit_code == 2
     assert "ASYNCBOOK_API_TOKEN" in result.stderr
 
 
-def test_serve_answers_on_loopback_and_prints_the_page_url(book: RedisBook):
+def test_serve_answers_on_loopback_and_prints_the_page_url(book: RedisBook) -> None:
     finish(book, "s")
     port = free_port()
     env = dict(os.environ, ASYNCBOOK_REDIS_URL=CLI_REDIS_URL, ASYNCBOOK_NAMESPACE=book.namespace)
@@ -140,13 +140,13 @@ def test_serve_answers_on_loopback_and_prints_the_page_url(book: RedisBook):
     assert server.returncode == -signal.SIGTERM
 
 
-def test_bad_redis_url_is_a_usage_error(book: RedisBook):
+def test_bad_redis_url_is_a_usage_error(book: RedisBook) -> None:
     result = run(book, "status", "x", url="http://nowhere")
     assert result.exit_code == 2
     assert "--redis-url" in result.stderr
 
 
-def test_history(book: RedisBook):
+def test_history(book: RedisBook) -> None:
     finish(book, "h", steps=2)
     entries = json.loads(run(book, "history", "h", "--json").stdout)
     assert [e["version"] for e in entries] == [1, 2, 3, 4]
@@ -156,7 +156,7 @@ def test_history(book: RedisBook):
     assert run(book, "history", "nope").exit_code == 1
 
 
-def test_deliver(book: RedisBook):
+def test_deliver(book: RedisBook) -> None:
     finish(book, "a")
     finish(book, "b")
     first = json.loads(run(book, "deliver", "a", "--key", "k", "--json").stdout)
@@ -173,7 +173,7 @@ def test_deliver(book: RedisBook):
     assert run(book, "deliver", "nope", "--key", "k3").exit_code == 1
 
 
-def test_sweep_expires_overdue_tasks(book: RedisBook):
+def test_sweep_expires_overdue_tasks(book: RedisBook) -> None:
     book.create(id="late", now_ms=0, ttl_ms=1, max_attempts=1)
     book.create(id="fine", now_ms=time.time() * 1000, ttl_ms=3_600_000, max_attempts=1)
     report = json.loads(run(book, "sweep", "--json").stdout)
@@ -187,7 +187,7 @@ def test_sweep_expires_overdue_tasks(book: RedisBook):
     assert run(book, "sweep").stdout.startswith("expired 0 task(s)")
 
 
-def test_notifications_drain_and_consume(book: RedisBook):
+def test_notifications_drain_and_consume(book: RedisBook) -> None:
     finish(book, "n1")
     consumed = json.loads(
         run(book, "notifications", "consume", "--group", "g", "--consumer", "c", "--json").stdout
@@ -201,7 +201,7 @@ def test_notifications_drain_and_consume(book: RedisBook):
     assert json.loads(run(book, "notifications", "drain", "--json").stdout) == []
 
 
-def test_consume_without_ack_hands_them_out_again(book: RedisBook):
+def test_consume_without_ack_hands_them_out_again(book: RedisBook) -> None:
     finish(book, "n2")
     args = ["notifications", "consume", "--group", "g", "--no-ack", "--json"]
     first = json.loads(run(book, *args, "--consumer", "a").stdout)
@@ -211,7 +211,7 @@ def test_consume_without_ack_hands_them_out_again(book: RedisBook):
     assert run(book, *idle).stdout == ""
 
 
-def test_watch_json_lines_until_terminal(book: RedisBook):
+def test_watch_json_lines_until_terminal(book: RedisBook) -> None:
     book.create(id="w", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
     threading.Timer(0.3, finish, args=(book, "w", 5, 0.02)).start()
     result = run(book, "watch", "w", "--json")
@@ -233,7 +233,7 @@ def versions_seen(lines: list[dict[str, Any]]) -> list[int]:
     return seen
 
 
-def test_watch_progress_bar(book: RedisBook):
+def test_watch_progress_bar(book: RedisBook) -> None:
     finish(book, "done")
     result = run(book, "watch", "done")
     assert result.exit_code == 0
@@ -242,7 +242,7 @@ def test_watch_progress_bar(book: RedisBook):
     assert run(book, "watch", "nope").exit_code == 1
 
 
-def test_watch_resumes_across_a_dropped_connection(book: RedisBook):
+def test_watch_resumes_across_a_dropped_connection(book: RedisBook) -> None:
     name = f"watch-{uuid.uuid4().hex[:8]}"
     url = f"{CLI_REDIS_URL}?client_name={name}"
     admin = redis.Redis.from_url(CLI_REDIS_URL)
@@ -264,7 +264,7 @@ def test_watch_resumes_across_a_dropped_connection(book: RedisBook):
         time.sleep(0.2)
         client_id = subscribed_client()
         if client_id is not None:
-            killed.append(admin.client_kill_filter(_id=client_id))
+            killed.append(admin.client_kill_filter(_id=str(client_id)))
         # Changes while the watcher is away: it must resume, not skip them.
         for p in (20, 30, 40):
             book.apply("d", ProgressEvent(at_ms=NOW + p, progress=p, cursor="c"))
@@ -284,7 +284,7 @@ def test_watch_resumes_across_a_dropped_connection(book: RedisBook):
     assert lines[-1]["event"] == "end"
 
 
-def test_demo_runs_the_projects_demo(book: RedisBook, monkeypatch: pytest.MonkeyPatch):
+def test_demo_runs_the_projects_demo(book: RedisBook, monkeypatch: pytest.MonkeyPatch) -> None:
     demo = importlib.import_module("asyncbook.cli._demo")
     calls: list[list[str]] = []
     monkeypatch.setattr(demo, "main", calls.append)
@@ -293,7 +293,7 @@ def test_demo_runs_the_projects_demo(book: RedisBook, monkeypatch: pytest.Monkey
     assert calls == [[], ["--serve"]]
 
 
-def test_watch_through_the_server_resumes_after_it_restarts(book: RedisBook):
+def test_watch_through_the_server_resumes_after_it_restarts(book: RedisBook) -> None:
     """``watch --api``: the server goes away mid-task and comes back on the same port."""
     port = free_port()
     book.create(id="via/api", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
@@ -336,7 +336,7 @@ def test_watch_through_the_server_resumes_after_it_restarts(book: RedisBook):
     assert lines[-1] == {"event": "end", "id": None, "data": {"state": "succeeded", "version": 7}}
 
 
-def test_watch_through_the_server_unknown_task_and_bad_token(book: RedisBook):
+def test_watch_through_the_server_unknown_task_and_bad_token(book: RedisBook) -> None:
     with BackgroundServer(book, feed_for(book), token="t0ken") as server:
         missing = run(book, "watch", "nope", "--api", server.url, "--token", "t0ken")
         assert missing.exit_code == 1

@@ -9,6 +9,7 @@ import pytest
 
 from asyncbook import (
     AsyncBookError,
+    AsyncEvent,
     AsyncState,
     AsyncTask,
     apply_async_event,
@@ -275,14 +276,15 @@ class TestSucceedFail:
 
 def test_versions_and_history_are_contiguous() -> None:
     task = new(max_attempts=2)
-    for event in [
+    events: list[AsyncEvent] = [
         start(),
         progress(10),
         fail(retryable=True),
         start(at=4),
         progress(90, at=5),
         succeed(at=6),
-    ]:
+    ]
+    for event in events:
         task = apply_async_event(task, event).task
     assert [entry.version for entry in task.history] == [1, 2, 3, 4, 5, 6]
     assert task.version == 6

@@ -82,7 +82,7 @@ def test_every_result_serialises_camel_case() -> None:
         "duplicate": True,
         "reason": "duplicate-delivery",
     }
-    assert to_wire(Notification(task_id="t", state="expired", at_ms=3)) == {  # type: ignore[arg-type]
+    assert to_wire(Notification(task_id="t", state="expired", at_ms=3)) == {
         "taskId": "t",
         "state": "expired",
         "atMs": 3,

@@ -78,14 +78,14 @@ def check(response: httpx.Response) -> None:
 @given(task_id=ids, cursor=cursors, last_event_id=header_text)
 def test_reads_never_fail_or_change_anything(
     server: Running, client: httpx.Client, task_id: str, cursor: str, last_event_id: bytes
-):
+) -> None:
     before = stored(server.book)
     check(client.get(task_path(task_id)) if task_id else client.get("/api/tasks/"))
     if task_id:
         check(client.get(task_path(task_id, "events"), params={"cursor": cursor}))
     check(client.get(task_path("done", "events"), params={"cursor": cursor}))
     # "done" is terminal: a stream on it ends by itself whatever the cursor.
-    check(client.get(task_path("done", "stream"), headers={"Last-Event-ID": last_event_id}))
+    check(client.get(task_path("done", "stream"), headers={b"Last-Event-ID": last_event_id}))
     check(client.get(task_path("done", "stream"), params={"cursor": cursor}))
     check(client.get("/api/tasks", params={"state": task_id, "limit": cursor, "after": cursor}))
     assert stored(server.book) == before
@@ -95,9 +95,9 @@ def test_reads_never_fail_or_change_anything(
 @given(task_id=ids, key=header_text, auth=header_text)
 def test_deliveries_that_cannot_deliver_change_nothing(
     server: Running, client: httpx.Client, task_id: str, key: bytes, auth: bytes
-):
+) -> None:
     before = stored(server.book)
-    headers = {"Idempotency-Key": key, "Authorization": auth}
+    headers = {b"Idempotency-Key": key, b"Authorization": auth}
     check(client.post(task_path("q", "delivery"), headers=headers))
     if task_id and task_id != "done":
         check(client.post(task_path(task_id, "delivery"), headers=headers))
@@ -106,7 +106,9 @@ def test_deliveries_that_cannot_deliver_change_nothing(
 
 @SETTINGS
 @given(segment=raw_segments, suffix=st.sampled_from(["", "/events", "/stream", "/delivery", "/x"]))
-def test_raw_paths_never_fail(server: Running, client: httpx.Client, segment: str, suffix: str):
+def test_raw_paths_never_fail(
+    server: Running, client: httpx.Client, segment: str, suffix: str
+) -> None:
     before = stored(server.book)
     path = "/api/tasks/" + segment + suffix
     target = httpx.URL(server.url).copy_with(raw_path=path.encode("ascii"))
@@ -131,8 +133,10 @@ def guarded() -> Iterator[Running]:
 
 @SETTINGS
 @given(auth=header_text, cookie=header_text, path=st.sampled_from(["/api/tasks", "/api/tasks/q"]))
-def test_guessed_credentials_are_401_never_500(guarded: Running, auth: bytes, cookie: bytes, path):
+def test_guessed_credentials_are_401_never_500(
+    guarded: Running, auth: bytes, cookie: bytes, path: str
+) -> None:
     with httpx.Client(base_url=guarded.url, timeout=10) as client:
-        response = client.get(path, headers={"Authorization": auth, "Cookie": cookie})
+        response = client.get(path, headers={b"Authorization": auth, b"Cookie": cookie})
     assert response.status_code == 401, response.text
     assert response.json()["code"] == "unauthorized"

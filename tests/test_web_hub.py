@@ -45,7 +45,7 @@ def read_stream(base: str, task_id: str, headers: dict[str, str], out: list[Any]
                 out.append((event, json.loads(line[6:])))
 
 
-def test_watchers_at_different_cursors_each_get_their_resume():
+def test_watchers_at_different_cursors_each_get_their_resume() -> None:
     book = MemoryBook(retention_versions=3)
     feed = LocalChangeFeed()
     book.create(id="t", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
@@ -84,7 +84,7 @@ def test_watchers_at_different_cursors_each_get_their_resume():
     assert len(far[2][1]["history"]) == 5
 
 
-def test_parse_change_rejects_malformed_payloads():
+def test_parse_change_rejects_malformed_payloads() -> None:
     good = {"taskId": "a", "version": 3, "state": "running", "progress": 40}
     change = parse_change(json.dumps(good))
     assert change is not None
@@ -101,7 +101,7 @@ def test_parse_change_rejects_malformed_payloads():
         assert parse_change(bad) is None
 
 
-def test_metrics_of_an_in_memory_book():
+def test_metrics_of_an_in_memory_book() -> None:
     book = MemoryBook()
     now = time.time() * 1000
     book.create(id="m", now_ms=now, ttl_ms=3_600_000, max_attempts=1)
@@ -116,7 +116,7 @@ def test_metrics_of_an_in_memory_book():
     assert "asyncbook_stream_watchers 0" in text
 
 
-def test_an_unreachable_book_is_503_not_500():
+def test_an_unreachable_book_is_503_not_500() -> None:
     port = free_port()  # closed again: nothing listens there
     client = redis.Redis(port=port, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     with (
@@ -130,7 +130,9 @@ def test_an_unreachable_book_is_503_not_500():
     client.close()
 
 
-def test_a_reader_too_slow_is_closed_without_end_to_resume(monkeypatch: pytest.MonkeyPatch):
+def test_a_reader_too_slow_is_closed_without_end_to_resume(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(hub_module, "WATCHER_BACKLOG", 3)
     book = MemoryBook(retention_versions=100)
     book.create(id="s", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)

@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 
 from .._book import ApplyItem, AsyncBook, EventInput
 from .._models import CallbackResult
-from ..errors import AsyncBookError
+from ..errors import AsyncBookError, BookUnavailableError
 
 __all__ = ["Recorder", "retrying"]
 
@@ -41,23 +41,23 @@ _REMEMBERED = 4096
 def retrying(call: Callable[[], _Result], retry_for: float, what: str) -> _Result | None:
     """``call()``, retried with backoff for ``retry_for`` seconds; None if it never worked.
 
-    Only errors of reaching Redis are retried. ``AsyncBookError`` (a rejected input)
-    propagates; anything else is logged with ``what`` and gives None at once.
+    Only errors of reaching Redis are retried. Any other ``AsyncBookError`` (a rejected
+    input) propagates; anything else is logged with ``what`` and gives None at once.
     """
     deadline = time.monotonic() + retry_for
     delay = _FIRST_DELAY
     while True:
         try:
             return call()
-        except AsyncBookError:
-            raise
-        except (RedisError, OSError) as error:
+        except (BookUnavailableError, RedisError, OSError) as error:
             if time.monotonic() + delay > deadline:
                 logger.error("asyncbook: gave up on %s after %.1f s: %r", what, retry_for, error)
                 return None
             logger.warning("asyncbook: %s failed (%r), retrying in %.2f s", what, error, delay)
             time.sleep(delay)
             delay = min(delay * 2, _MAX_DELAY)
+        except AsyncBookError:
+            raise
         except Exception:
             logger.exception("asyncbook: %s failed", what)
             return None

@@ -23,9 +23,10 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from .._models import STATE_NAMES, AsyncTask, to_wire
+from .._reasons import Reason
 from .._sweep import sweep as run_sweep
 from .._watch import Message, task_summary
-from ..errors import AsyncBookError, UnknownTaskError
+from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError
 from ..redis import DEFAULT_REDIS_URL, RedisBook, follow_task
 from ._stream import follow_stream
 
@@ -66,6 +67,8 @@ def _errors() -> Iterator[None]:
         yield
     except UnknownTaskError as error:
         _fail(f"no task {error.task_id!r}", EXIT_NOT_FOUND)
+    except BookUnavailableError as error:
+        _fail(f"cannot reach Redis: {error.__cause__ or error}", EXIT_NOT_FOUND)
     except AsyncBookError as error:
         _fail(error.message, EXIT_USAGE)
     except (RedisConnectionError, RedisTimeoutError) as error:
@@ -270,7 +273,7 @@ def deliver(settings: Settings, task_id: str, key: str, as_json: bool) -> None:
     """Hand a task's result over once per idempotency key."""
     with _errors():
         result = settings.book.deliver_result(task_id, key, time.time() * 1000)
-    if result.reason == "key-reused-for-other-task":
+    if result.reason is Reason.KEY_REUSED_FOR_OTHER_TASK:
         _fail("this key was already used for another task")
     if not result.ok:
         _fail(f"task {task_id!r} has no result to deliver ({result.reason})")

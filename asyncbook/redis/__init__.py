@@ -6,7 +6,7 @@ shares one hash tag, so the same scripts run on Redis Cluster.
 
 from ._book import RedisBook
 from ._changes import Change, follow_changes, follow_task, parse_change
-from ._connection import DEFAULT_REDIS_URL, connect, retry_policy
+from ._connection import DEFAULT_REDIS_URL, RedisUnavailableError, connect, retry_policy
 from ._keys import KeySchema, escape_id
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "escape_id",
     # connections
     "DEFAULT_REDIS_URL",
+    "RedisUnavailableError",
     "connect",
     "retry_policy",
     # following changes

@@ -47,10 +47,22 @@ from .._models import (
     SucceedEvent,
     TaskPage,
 )
+from .._reasons import Reason
 from ..errors import AsyncBookError, UnknownTaskError, invalid, task_exists
-from ._connection import DEFAULT_REDIS_URL, connect
+from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
 from ._keys import KeySchema
-from ._scripts import BookScripts
+from ._scripts import (
+    AT_DEADLINE,
+    NO_EVENT,
+    ApplyArgs,
+    BookScripts,
+    CreateArgs,
+    DeliverArgs,
+    EventArgs,
+    GetManyArgs,
+    ResumeArgs,
+    ScriptStatus,
+)
 
 __all__ = ["RedisBook"]
 
@@ -81,23 +93,19 @@ def _text(raw: bytes | str) -> str:
     return raw.decode("utf-8") if isinstance(raw, bytes) else raw
 
 
-_NO_EVENT = ["", "", "", "", "0", "", "0", "0", ""]
-_AT_DEADLINE = ["deadline", "", "", "", "0", "", "0", "0", ""]
-
-
-def _event_args(event: AsyncEvent) -> list[str]:
-    """ARGV 4..12 of apply.lua for a well-shaped event."""
+def _event_args(event: AsyncEvent) -> EventArgs:
+    """The event slots of apply.lua for a well-shaped event."""
     at = _number_text(event.at_ms)
     progress = digest = error = ""
-    retryable = ref_blank = digest_blank = "0"
+    retryable = ref_blank = digest_blank = False
     if isinstance(event, ProgressEvent):
         progress = _number_text(event.progress)
     elif isinstance(event, SucceedEvent):
         digest = _utf8(event.result_hash, "event.resultHash")
-        ref_blank = "1" if is_blank(event.result_ref) else "0"
-        digest_blank = "1" if is_blank(event.result_hash) else "0"
+        ref_blank = is_blank(event.result_ref)
+        digest_blank = is_blank(event.result_hash)
     elif isinstance(event, FailEvent):
-        retryable = "1" if event.retryable else "0"
+        retryable = event.retryable
         error = _dumps(event.error, "event.error")
     # The event is recorded only when its numbers are finite (the script checks first).
     event_json = ""
@@ -106,17 +114,17 @@ def _event_args(event: AsyncEvent) -> list[str]:
             event_json = event.model_dump_json(by_alias=True)
         except PydanticSerializationError:
             raise invalid("event text must be valid Unicode", field="event") from None
-    return [
-        event.type,
-        at,
-        event_json,
-        progress,
-        retryable,
-        digest,
-        ref_blank,
-        digest_blank,
-        error,
-    ]
+    return EventArgs(
+        type=event.type,
+        at_ms=at,
+        event_json=event_json,
+        progress=progress,
+        retryable=retryable,
+        result_hash=digest,
+        result_ref_blank=ref_blank,
+        result_hash_blank=digest_blank,
+        error_json=error,
+    )
 
 
 def _coerce(event: EventInput) -> tuple[AsyncEvent | None, AsyncBookError | None]:
@@ -179,6 +187,7 @@ class RedisBook:
 
     # -- creating and reading -------------------------------------------------------
 
+    @reports_outages
     def create(
         self,
         *,
@@ -193,22 +202,23 @@ class RedisBook:
         k = self.keys
         reply = self._scripts.create(
             keys=[k.task(id), k.history(id), k.state_index("queued"), k.deadlines, k.sequence],
-            args=[
-                id,
-                _dumps(id, "id"),
-                _number_text(task.expires_at_ms),
-                str(task.max_attempts),
-                "1" if exist_ok else "0",
-                k.changes_channel,
-            ],
+            args=CreateArgs(
+                task_id=id,
+                task_id_json=_dumps(id, "id"),
+                deadline=_number_text(task.expires_at_ms),
+                max_attempts=task.max_attempts,
+                exist_ok=exist_ok,
+                changes_channel=k.changes_channel,
+            ).argv(),
         )
         status = _text(reply[0])
-        if status == "!conflict":
+        if status == ScriptStatus.CONFLICT:
             raise task_exists(id)
-        if status == "exists":
+        if status == ScriptStatus.EXISTS:
             return AsyncTask.model_validate_json(reply[1])
         return task
 
+    @reports_outages
     def get(self, id: str) -> AsyncTask | None:
         """The stored task with its history, or None."""
         task_id = _utf8(require_string(id, "id"), "id")
@@ -219,15 +229,15 @@ class RedisBook:
 
     def _apply_call(
         self, task_id: Any, event: EventInput | None, callback_id: Any, full_task: bool = True
-    ) -> tuple[list[str], list[str], AsyncBookError | None]:
+    ) -> tuple[list[str], ApplyArgs, AsyncBookError | None]:
         task_id = _utf8(require_string(task_id, "taskId"), "taskId")
         callback = require_optional_string(callback_id, "callbackId")
         k = self.keys
         if event is None:
-            event_args, shape_error = _AT_DEADLINE, None
+            event_args, shape_error = AT_DEADLINE, None
         else:
             parsed, shape_error = _coerce(event)
-            event_args = _NO_EVENT
+            event_args = NO_EVENT
             if parsed is not None:
                 try:
                     event_args = _event_args(parsed)
@@ -239,15 +249,15 @@ class RedisBook:
             k.callback(_utf8(callback, "callbackId")) if callback is not None else k.callback(""),
             *self._apply_keys,
         ]
-        args = [
-            task_id,
-            "0" if callback is None else "1",
-            "0" if shape_error else "1",
-            *event_args,
-            self._retention_ms,
-            k.changes_channel,
-            "1" if full_task else "0",
-        ]
+        args = ApplyArgs(
+            task_id=task_id,
+            callback_given=callback is not None,
+            event_valid=shape_error is None,
+            event=event_args,
+            retention_ms=self._retention_ms,
+            changes_channel=k.changes_channel,
+            with_history=full_task,
+        )
         return keys, args, shape_error
 
     @staticmethod
@@ -255,12 +265,12 @@ class RedisBook:
         task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
     ) -> CallbackResult:
         status = _text(reply[0])
-        if status == "!unknown":
+        if status == ScriptStatus.UNKNOWN:
             raise UnknownTaskError(task_id)
-        if status == "!shape":
+        if status == ScriptStatus.SHAPE:
             assert shape_error is not None
             raise shape_error
-        if status == "!invalid":
+        if status == ScriptStatus.INVALID:
             field, message = _text(reply[1]), _text(reply[2])
             raise invalid(message, field=field)
         flags = _text(reply[1])
@@ -269,23 +279,28 @@ class RedisBook:
             changed=flags[0] == "1",
             duplicate=flags[1] == "1",
             notify=flags[2] == "1",
-            reason=status,
+            reason=Reason(status),
             duplicate_callback=flags[3] == "1",
         )
 
+    @reports_outages
     def apply(
         self, task_id: str, event: EventInput, callback_id: str | None = None
     ) -> CallbackResult:
         """Apply one event; a callback id already recorded changes nothing."""
         keys, args, shape_error = self._apply_call(task_id, event, callback_id)
-        return self._apply_result(task_id, self._scripts.apply(keys=keys, args=args), shape_error)
+        reply = self._scripts.apply(keys=keys, args=args.argv())
+        return self._apply_result(args.task_id, reply, shape_error)
 
+    @reports_outages
     def expire(self, task_id: str) -> AsyncTransition:
         """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
         keys, args, _ = self._apply_call(task_id, None, None)
-        result = self._apply_result(task_id, self._scripts.apply(keys=keys, args=args), None)
+        reply = self._scripts.apply(keys=keys, args=args.argv())
+        result = self._apply_result(args.task_id, reply, None)
         return result.transition()
 
+    @reports_outages
     def apply_many(
         self, items: Iterable[ApplyItem], *, full_task: bool = True
     ) -> list[CallbackResult | AsyncBookError]:
@@ -296,6 +311,7 @@ class RedisBook:
         """
         return self._run_many(list(items), full_task)
 
+    @reports_outages
     def expire_many(
         self, task_ids: Iterable[str], *, full_task: bool = True
     ) -> list[AsyncTransition | AsyncBookError]:
@@ -307,7 +323,7 @@ class RedisBook:
         self, items: list[tuple[Any, EventInput | None, Any]], full_task: bool
     ) -> list[CallbackResult | AsyncBookError]:
         results: list[CallbackResult | AsyncBookError | None] = [None] * len(items)
-        calls: list[tuple[int, list[str], list[str], AsyncBookError | None]] = []
+        calls: list[tuple[int, list[str], ApplyArgs, AsyncBookError | None]] = []
         for index, (task_id, event, callback_id) in enumerate(items):
             try:
                 calls.append((index, *self._apply_call(task_id, event, callback_id, full_task)))
@@ -317,7 +333,7 @@ class RedisBook:
         node = self._slot_client()
         pipe = node.pipeline(transaction=False)
         for _index, keys, args, _error in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.evalsha(script.sha, len(keys), *keys, *args.argv())
         replies = pipe.execute(raise_on_error=False)
         lost = [
             call
@@ -329,14 +345,14 @@ class RedisBook:
             # EVAL them in order with the source, which also caches it again.
             pipe = node.pipeline(transaction=False)
             for _index, keys, args, _error in lost:
-                pipe.eval(script.source, len(keys), *keys, *args)
+                pipe.eval(script.source, len(keys), *keys, *args.argv())
             again = iter(pipe.execute(raise_on_error=False))
             replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
         for (index, _keys, args, shape_error), reply in zip(calls, replies, strict=True):
             if isinstance(reply, ResponseError):
                 raise reply
             try:
-                results[index] = self._apply_result(args[0], reply, shape_error)
+                results[index] = self._apply_result(args.task_id, reply, shape_error)
             except AsyncBookError as error:
                 results[index] = error
         return [r for r in results if r is not None]
@@ -354,6 +370,7 @@ class RedisBook:
 
     # -- reconnecting and delivering ----------------------------------------------------
 
+    @reports_outages
     def resume(self, task_id: str, cursor_version: int, *, full_task: bool = True) -> ResumeResult:
         """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.
 
@@ -369,15 +386,21 @@ class RedisBook:
                 raise UnknownTaskError(task_id) from None
             raise
         reply = self._scripts.resume(
-            keys=keys, args=[cursor, self.retention_versions, "1" if full_task else "0"]
+            keys=keys,
+            args=ResumeArgs(
+                cursor=cursor,
+                retention_versions=self.retention_versions,
+                with_full_task=full_task,
+            ).argv(),
         )
         mode = _text(reply[0])
-        if mode == "!unknown":
+        if mode == ScriptStatus.UNKNOWN:
             raise UnknownTaskError(task_id)
         task = AsyncTask.model_validate_json(reply[1])
         events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
         return ResumeResult(mode=mode, events=events, task=task)
 
+    @reports_outages
     def deliver_result(
         self, task_id: str, idempotency_key: str, now_ms: int | float
     ) -> DeliveryResult:
@@ -387,26 +410,33 @@ class RedisBook:
         task_id = _utf8(require_string(task_id, "taskId"), "taskId")
         reply = self._scripts.deliver(
             keys=[self.keys.delivery(key), self.keys.task(task_id), self.keys.history(task_id)],
-            args=[_dumps(key, "idempotencyKey"), _number_text(now), self._retention_ms],
+            args=DeliverArgs(
+                key_json=_dumps(key, "idempotencyKey"),
+                now_ms=_number_text(now),
+                retention_ms=self._retention_ms,
+            ).argv(),
         )
         status = _text(reply[0])
-        if status == "!unknown":
+        if status == ScriptStatus.UNKNOWN:
             raise UnknownTaskError(task_id)
-        if status == "not-succeeded":
-            return DeliveryResult(ok=False, duplicate=False, reason="not-succeeded")
+        if status == Reason.NOT_SUCCEEDED:
+            return DeliveryResult(ok=False, duplicate=False, reason=Reason.NOT_SUCCEEDED)
         receipt = DeliveryReceipt.model_validate_json(reply[1])
-        if status == "delivered":
-            return DeliveryResult(ok=True, duplicate=False, reason="delivered", receipt=receipt)
+        if status == Reason.DELIVERED:
+            return DeliveryResult(
+                ok=True, duplicate=False, reason=Reason.DELIVERED, receipt=receipt
+            )
         if receipt.task_id == task_id:
             return DeliveryResult(
-                ok=True, duplicate=True, reason="duplicate-delivery", receipt=receipt
+                ok=True, duplicate=True, reason=Reason.DUPLICATE_DELIVERY, receipt=receipt
             )
         return DeliveryResult(
-            ok=False, duplicate=True, reason="key-reused-for-other-task", receipt=receipt
+            ok=False, duplicate=True, reason=Reason.KEY_REUSED_FOR_OTHER_TASK, receipt=receipt
         )
 
     # -- notifications ------------------------------------------------------------------
 
+    @reports_outages
     def drain_notifications(self) -> list[Notification]:
         """Every pending notification, sorted by task id then time; empties the outbox."""
         flat = [_text(item) for item in self._scripts.drain(keys=[self.keys.outbox])]
@@ -418,6 +448,7 @@ class RedisBook:
         ]
         return sort_notifications(notes)
 
+    @reports_outages
     def consume_notifications(
         self,
         group: str,
@@ -454,6 +485,7 @@ class RedisBook:
             (_text(entry_id), _entry_notification(fields)) for entry_id, fields in entries if fields
         ]
 
+    @reports_outages
     def ack(self, group: str, *entry_ids: str) -> int:
         """Acknowledge handled notifications; returns how many were pending."""
         if not entry_ids:
@@ -472,6 +504,7 @@ class RedisBook:
 
     # -- indexes ------------------------------------------------------------------------
 
+    @reports_outages
     def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
         """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
         now = require_non_negative(now_ms, "nowMs")
@@ -479,6 +512,7 @@ class RedisBook:
         ids = self.client.zrangebyscore(self.keys.deadlines, "-inf", now, start=0, num=count)
         return [_text(task_id) for task_id in ids]
 
+    @reports_outages
     def list_tasks(
         self,
         state: str | None = None,
@@ -516,11 +550,12 @@ class RedisBook:
         keys: list[str] = []
         for raw_id, _score in rows:
             keys += [self.keys.task(_text(raw_id)), self.keys.history(_text(raw_id))]
-        found = self._scripts.get_many(keys=keys, args=["1" if full_task else "0"])
+        found = self._scripts.get_many(keys=keys, args=GetManyArgs(full_task).argv())
         tasks = tuple(AsyncTask.model_validate_json(raw) for raw in found if raw)
         next_after = str(int(rows[-1][1])) if more else None
         return TaskPage(tasks=tasks, next_after=next_after)
 
+    @reports_outages
     def count_by_state(self) -> dict[str, int]:
         """How many tasks each state index holds (one pipelined round trip)."""
         pipe = self._slot_client().pipeline(transaction=False)
@@ -528,11 +563,13 @@ class RedisBook:
             pipe.zcard(key)
         return dict(zip(STATE_NAMES, (int(n) for n in pipe.execute()), strict=True))
 
+    @reports_outages
     def transition_counts(self) -> dict[str, int]:
         """How many times each reason was answered, by every client of this book."""
         counts = self.client.hgetall(self.keys.counters)
         return {_text(reason): int(count) for reason, count in counts.items()}
 
+    @reports_outages
     def prune(self, limit: int = 1000) -> int:
         """Drop listing entries of ended tasks whose records expired; returns how many.
 

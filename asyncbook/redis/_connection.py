@@ -9,20 +9,29 @@ with Redis ACLs (for Sentinel: on the master).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
 from urllib.parse import unquote
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import AuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from ..errors import invalid
+from ..errors import BookUnavailableError, invalid
 
-__all__ = ["DEFAULT_REDIS_URL", "connect", "retry_policy"]
+__all__ = [
+    "DEFAULT_REDIS_URL",
+    "RedisUnavailableError",
+    "connect",
+    "reports_outages",
+    "retry_policy",
+]
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 _SCHEMES = (
@@ -99,3 +108,29 @@ def _sentinel_master(scheme: str, rest: str, settings: dict[str, Any]) -> Any:
         socket_connect_timeout=settings["socket_connect_timeout"],
     )
     return sentinel.master_for(parts[0], **master_settings)
+
+
+class RedisUnavailableError(BookUnavailableError, RedisConnectionError):
+    """Redis could not be reached, or did not answer in time, after redis-py's retries.
+
+    Also a redis-py ``ConnectionError``, so code written against redis-py still catches it.
+    """
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def reports_outages(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Let ``method`` raise ``RedisUnavailableError`` where redis-py gave up connecting."""
+
+    @wraps(method)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except (RedisUnavailableError, AuthenticationError):
+            raise  # wrong credentials are not an outage: retrying cannot help
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
+
+    return call

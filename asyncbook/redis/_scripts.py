@@ -1,18 +1,173 @@
-"""The Lua scripts, read from ``asyncbook/lua`` and registered once per book."""
+"""The Lua scripts: registered once per book, their arguments and their statuses.
+
+Each script's positional ARGV is built from one record below whose fields are the
+script's header, in order (a test holds the two together).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-__all__ = ["BookScript", "BookScripts", "load_source"]
+__all__ = [
+    "ApplyArgs",
+    "BookScript",
+    "BookScripts",
+    "CreateArgs",
+    "DeliverArgs",
+    "EventArgs",
+    "GetManyArgs",
+    "ResumeArgs",
+    "ScriptStatus",
+    "load_source",
+]
 
 _SHARED = "_task.lua"
+
+
+class ScriptStatus(StrEnum):
+    """The first element of a script's answer where it is neither a reason nor a mode."""
+
+    UNKNOWN = "!unknown"
+    """The task does not exist."""
+    SHAPE = "!shape"
+    """apply: the event was malformed; Python raises the shape error it found."""
+    INVALID = "!invalid"
+    """apply: a rule refused a value; the field and the message follow."""
+    CONFLICT = "!conflict"
+    """create: the id exists (and ``exist_ok`` was not given)."""
+    CREATED = "created"
+    """create: the task was stored."""
+    EXISTS = "exists"
+    """create with ``exist_ok``: the id exists; the stored task follows."""
+    EXISTING = "existing"
+    """deliver: the key was used before; its receipt follows."""
+
+
+def _flag(value: bool) -> str:
+    return "1" if value else "0"
+
+
+class CreateArgs(NamedTuple):
+    """ARGV of create.lua."""
+
+    task_id: str
+    task_id_json: str
+    deadline: str
+    """JSON number text."""
+    max_attempts: int
+    exist_ok: bool
+    changes_channel: str
+
+    def argv(self) -> list[str]:
+        """The positional ARGV."""
+        return [
+            self.task_id,
+            self.task_id_json,
+            self.deadline,
+            str(self.max_attempts),
+            _flag(self.exist_ok),
+            self.changes_channel,
+        ]
+
+
+class EventArgs(NamedTuple):
+    """ARGV 4..12 of apply.lua: one event, checked for shape in Python."""
+
+    type: str
+    """start | progress | succeed | fail | expire, or ``deadline`` (expire at the deadline)."""
+    at_ms: str = ""
+    """JSON number text; '' when not a finite number (the script refuses it)."""
+    event_json: str = ""
+    """The event as recorded in the history; '' when it must not be recorded."""
+    progress: str = ""
+    """JSON number text; '' when not a finite number."""
+    retryable: bool = False
+    result_hash: str = ""
+    result_ref_blank: bool = False
+    result_hash_blank: bool = False
+    error_json: str = ""
+
+
+NO_EVENT = EventArgs(type="")
+"""The event slots of a call whose event was malformed (the script answers ``!shape``)."""
+AT_DEADLINE = EventArgs(type="deadline")
+"""The event slots of an expiry at the task's own deadline."""
+
+
+class ApplyArgs(NamedTuple):
+    """ARGV of apply.lua."""
+
+    task_id: str
+    callback_given: bool
+    event_valid: bool
+    event: EventArgs
+    retention_ms: str
+    """Whole milliseconds; '' keeps ended tasks forever."""
+    changes_channel: str
+    with_history: bool
+
+    def argv(self) -> list[str]:
+        """The positional ARGV."""
+        e = self.event
+        return [
+            self.task_id,
+            _flag(self.callback_given),
+            _flag(self.event_valid),
+            e.type,
+            e.at_ms,
+            e.event_json,
+            e.progress,
+            _flag(e.retryable),
+            e.result_hash,
+            _flag(e.result_ref_blank),
+            _flag(e.result_hash_blank),
+            e.error_json,
+            self.retention_ms,
+            self.changes_channel,
+            _flag(self.with_history),
+        ]
+
+
+class ResumeArgs(NamedTuple):
+    """ARGV of resume.lua."""
+
+    cursor: int
+    retention_versions: int
+    with_full_task: bool
+
+    def argv(self) -> list[str]:
+        """The positional ARGV."""
+        return [str(self.cursor), str(self.retention_versions), _flag(self.with_full_task)]
+
+
+class DeliverArgs(NamedTuple):
+    """ARGV of deliver.lua."""
+
+    key_json: str
+    now_ms: str
+    """JSON number text."""
+    retention_ms: str
+
+    def argv(self) -> list[str]:
+        """The positional ARGV."""
+        return [self.key_json, self.now_ms, self.retention_ms]
+
+
+class GetManyArgs(NamedTuple):
+    """ARGV of get_many.lua."""
+
+    with_histories: bool
+
+    def argv(self) -> list[str]:
+        """The positional ARGV."""
+        return [_flag(self.with_histories)]
 
 
 def load_source(name: str) -> str:

@@ -12,8 +12,6 @@ from urllib.parse import parse_qs
 
 import anyio
 import anyio.to_thread
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -31,8 +29,9 @@ from starlette.staticfiles import StaticFiles
 
 from .._book import AsyncBook
 from .._models import to_wire
+from .._reasons import Reason
 from .._watch import task_summary
-from ..errors import AsyncBookError, UnknownTaskError, invalid
+from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError, invalid
 from ._auth import COOKIE, TokenAuth, token_matches
 from ._feed import ChangeFeed, LocalChangeFeed
 from ._hub import Batch, Hub
@@ -48,7 +47,9 @@ KEEPALIVE_SECONDS = 15.0
 BOOK_THREADS = 4
 OPEN_PATHS = frozenset({"/metrics", "/login"})
 PAGE_PATHS = frozenset({"/", "/task"})
-_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
+_UNAVAILABLE = (BookUnavailableError, ConnectionError, TimeoutError)
+_STATUS_OF_CODE = {"conflict": 409, "unavailable": 503, "damaged": 500}
+"""HTTP status by error code; any other code is bad input (400)."""
 
 
 def error_response(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
@@ -62,7 +63,9 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
 def _book_error(error: AsyncBookError) -> JSONResponse:
     if isinstance(error, UnknownTaskError):
         return error_response(404, "not-found", f"no task {error.task_id!r}", "taskId")
-    status = 409 if error.code == "conflict" else 400
+    if isinstance(error, BookUnavailableError):
+        return error_response(503, "unavailable", f"the book is unreachable: {error}")
+    status = _STATUS_OF_CODE.get(error.code, 400)
     return error_response(status, error.code, error.message, error.field)
 
 
@@ -165,7 +168,7 @@ class StatusApp:
         if key is None:
             raise invalid("the Idempotency-Key header is required", field="idempotencyKey")
         result = await self.call(self.book.deliver_result, task_id, key, time.time() * 1000)
-        if result.reason == "key-reused-for-other-task":
+        if result.reason is Reason.KEY_REUSED_FOR_OTHER_TASK:
             # The stored receipt belongs to another task: never show it.
             return error_response(
                 409,

@@ -13,12 +13,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from .._book import AsyncBook
 from .._models import ResumeResult
 from .._watch import Message, messages_for, resume_light
-from ..errors import AsyncBookError
+from ..errors import AsyncBookError, BookUnavailableError
 from ._feed import Change
 from ._sse import format_event
 
@@ -145,13 +145,14 @@ class Hub:
                 self._dirty.discard(task_id)
                 try:
                     await self._deliver(task_id)
-                except AsyncBookError as error:
-                    self._fail(task_id, error)
                 except Exception as error:
-                    log.warning("looking up %r failed (%s); retrying", task_id, error)
-                    self._fail_fresh(task_id, error)
-                    await asyncio.sleep(RETRY_AFTER_ERROR)
-                    self._dirty.add(task_id)
+                    if _final(error):
+                        self._fail(task_id, error)
+                    else:
+                        log.warning("looking up %r failed (%s); retrying", task_id, error)
+                        self._fail_fresh(task_id, error)
+                        await asyncio.sleep(RETRY_AFTER_ERROR)
+                        self._dirty.add(task_id)
                 if task_id not in self._dirty or task_id not in self._watchers:
                     return
         finally:
@@ -216,3 +217,8 @@ def _offer(queue: asyncio.Queue[Change | None], item: Change | None) -> None:
         while not queue.empty():
             queue.get_nowait()
         queue.put_nowait(None)
+
+
+def _final(error: Exception) -> TypeGuard[AsyncBookError]:
+    """A refusal every watcher of the task gets (unknown task, bad cursor), not an outage."""
+    return isinstance(error, AsyncBookError) and not isinstance(error, BookUnavailableError)

@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._book import AsyncBook
+from .._reasons import Reason
 
 __all__ = ["render_metrics", "sweep_lateness"]
 
-DUPLICATE_CALLBACK = "duplicate-callback"
+DUPLICATE_CALLBACK = Reason.DUPLICATE_CALLBACK
 
 
 def sweep_lateness(book: AsyncBook, now_ms: float | None = None) -> float:

@@ -1,0 +1,116 @@
+"""The public surface: what each package exports, pinned (a change here is an API change)."""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+import pytest
+
+EXPORTS = {
+    "asyncbook": [
+        "ApplyItem",
+        "AsyncBook",
+        "AsyncBookError",
+        "AsyncEvent",
+        "AsyncState",
+        "AsyncTask",
+        "AsyncTransition",
+        "BookUnavailableError",
+        "CallbackResult",
+        "DamagedRecordError",
+        "DeliveryReceipt",
+        "DeliveryReport",
+        "DeliveryResult",
+        "EventInput",
+        "ExpireEvent",
+        "FailEvent",
+        "HistoryEntry",
+        "MemoryBook",
+        "Notification",
+        "ProgressEvent",
+        "Reason",
+        "RedisBook",
+        "ResumeMode",
+        "ResumeResult",
+        "Sink",
+        "SinkError",
+        "StartEvent",
+        "SucceedEvent",
+        "SweepReport",
+        "TERMINAL_STATES",
+        "TaskPage",
+        "UnknownTaskError",
+        "WebhookSink",
+        "__version__",
+        "apply_async_event",
+        "create_async_task",
+        "deliver_notifications",
+        "expire_task",
+        "notification_source",
+        "parse_event",
+        "parse_task",
+        "sweep",
+        "to_wire",
+    ],
+    "asyncbook.redis": [
+        "Change",
+        "DEFAULT_REDIS_URL",
+        "KeySchema",
+        "RedisBook",
+        "RedisUnavailableError",
+        "connect",
+        "escape_id",
+        "follow_changes",
+        "follow_task",
+        "parse_change",
+        "retry_policy",
+    ],
+    "asyncbook.celery": [
+        "CREATED_HEADER",
+        "DEADLINE_HEADER",
+        "Integration",
+        "Settings",
+        "default_result_ref",
+        "install",
+        "installed",
+        "report_progress",
+        "uninstall",
+    ],
+    "asyncbook.web": [
+        "BackgroundServer",
+        "BookChangeFeed",
+        "Change",
+        "ChangeFeed",
+        "LocalChangeFeed",
+        "create_app",
+        "feed_for",
+        "serve",
+    ],
+    "asyncbook.cli": ["cli", "main"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTS))
+def test_exported_members(name: str) -> None:
+    module = importlib.import_module(name)
+    assert sorted(module.__all__) == EXPORTS[name]
+    public = {
+        member
+        for member in dir(module)
+        if not member.startswith("_") and not isinstance(getattr(module, member), types.ModuleType)
+    }
+    assert public == set(module.__all__) - {"__version__"}, "exported but not in __all__"
+    for member in module.__all__:
+        assert hasattr(module, member), member
+
+
+def test_private_modules_are_marked() -> None:
+    """Beside the packages' __init__, only errors.py and the deprecated aliases are public."""
+    from pathlib import Path
+
+    root = Path(importlib.import_module("asyncbook").__file__ or "").parent
+    public = sorted(
+        str(path.relative_to(root)) for path in root.rglob("*.py") if not path.name.startswith("_")
+    )
+    assert public == ["errors.py", "progress.py", "signals.py"]
