@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pytest
 import redis
@@ -134,3 +134,83 @@ def test_retrying_gives_up_after_the_bound() -> None:
     assert retrying(fail, 0.3, "x") is None
     assert 0.1 <= time.monotonic() - started <= 1.0
     assert len(calls) >= 2
+
+
+class DownForAWhile(MemoryBook):
+    """A MemoryBook that refuses connections until ``up_at`` (monotonic) and may hang."""
+
+    def __init__(self, down_for: float, hang: float = 0.0) -> None:
+        super().__init__()
+        self.up_at = time.monotonic() + down_for
+        self.hang = hang
+
+    def apply_many(
+        self, items: Iterable[ApplyItem], *, full_task: bool = True
+    ) -> list[CallbackResult | AsyncBookError]:
+        if time.monotonic() < self.up_at:
+            if self.hang:
+                time.sleep(self.hang)
+            raise redis.ConnectionError("book down")
+        return super().apply_many(items, full_task=full_task)
+
+
+def wait_for(check: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_an_outage_longer_than_retry_for_loses_no_event() -> None:
+    """The start is held through the outage, so the success after it is accepted."""
+    book = DownForAWhile(1.0)
+    for task_id in ("a", "b", "c", "d"):
+        book.create(id=task_id, now_ms=0, ttl_ms=10**15, max_attempts=1)
+    recorder = make(book, flush_delay=0.01, retry_for=0.3)
+    for task_id in ("a", "b", "c", "d"):
+        recorder.buffer(start(task_id))
+    time.sleep(0.6)  # longer than retry_for, the book still down
+    wait_for(lambda: time.monotonic() >= book.up_at)
+    results = recorder.write(*(succeed(task_id) for task_id in ("a", "b", "c", "d")))
+    assert [r.reason for r in results if isinstance(r, CallbackResult)] == ["succeeded"] * 4
+    for task_id in ("a", "b", "c", "d"):
+        task = book.get(task_id)
+        assert task is not None
+        assert [e.event.type for e in task.history] == ["start", "succeed"]
+    recorder.close()
+
+
+def test_write_waits_at_most_retry_for_even_when_the_book_hangs() -> None:
+    book = DownForAWhile(1.5, hang=1.0)
+    book.create(id="h", now_ms=0, ttl_ms=10**15, max_attempts=1)
+    recorder = make(book, flush_delay=0.0, retry_for=0.3)
+    started = time.monotonic()
+    assert recorder.write(start("h")) == [None]
+    assert time.monotonic() - started < 0.9
+    wait_for(lambda: book.get("h") is not None and book.get("h").state == "running")  # type: ignore[union-attr]
+    assert recorder.held == 0
+    recorder.close()
+
+
+def test_held_events_go_once_their_deadline_has_passed(caplog: pytest.LogCaptureFixture) -> None:
+    book = DownForAWhile(10**6)
+    book.create(id="old", now_ms=0, ttl_ms=10, max_attempts=1)
+    recorder = make(book, flush_delay=0.0, retry_for=0.1)
+    with caplog.at_level(logging.ERROR, "asyncbook.celery"):
+        recorder.buffer(start("old"), deadline_ms=10)  # long past
+        wait_for(lambda: recorder.held == 0)
+    assert "deadline has passed" in caplog.text
+    assert "old" in caplog.text
+    recorder.close()
+
+
+def test_no_more_than_max_held_events_wait(caplog: pytest.LogCaptureFixture) -> None:
+    book = DownForAWhile(10**6)
+    recorder = Recorder(lambda: book, flush_delay=5.0, retry_for=0.1, max_held=3)
+    with caplog.at_level(logging.ERROR, "asyncbook.celery"):
+        for n in range(5):
+            recorder.buffer(start(f"t{n}"))
+    assert recorder.held == 3
+    assert "more than 3 events" in caplog.text
+    assert "t0" in caplog.text
+    assert "t1" in caplog.text

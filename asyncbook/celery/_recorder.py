@@ -1,15 +1,19 @@
-"""``Recorder``: writes a worker process's events to the book, cheaply and in order.
+"""``Recorder``: writes a worker process's events to the book, in order, never dropping one
+while it can still count.
 
-Buffered events wait up to ``flush_delay``; a background thread sends whatever has
-accumulated in one round trip (``apply_many``), every ``flush_delay`` while events keep
-coming, and sleeps when none do. ``write`` sends the buffer and its own events at once,
-synchronously: the integration uses it for an event that must be in the book before the
-message is acknowledged (the end of an ``acks_late`` task, a retry before its
-republish). One writer at a time keeps the order.
+One writer thread per process sends the queued events in order, in one round trip
+(``apply_many``) per batch. ``buffer`` queues an event that may wait ``flush_delay`` to
+share that round trip; ``write`` queues events that must be in the book before the
+message is acknowledged (the end of an ``acks_late`` task, a retry before its republish),
+wakes the writer and waits for them, at most ``retry_for`` seconds.
 
-A book that does not answer is retried with backoff for ``retry_for`` seconds; then the
-events are logged as an error naming their task ids, and the worker carries on (the
-sweep still closes the task at its deadline).
+When the book does not answer, nothing is dropped: the writer keeps the events, in
+order, and sends them again with backoff until the book answers (callback ids make a
+resend safe). An event is let go only when its task's deadline has passed (the book
+would refuse it then anyway; the sweep has expired the task), or when more than
+``max_held`` events wait (the oldest go, logged as errors naming their tasks). Events
+are held in the worker process's memory: a process that dies during an outage loses
+what it held, and those tasks end by their deadline (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
@@ -36,21 +41,29 @@ _Result = TypeVar("_Result")
 _FIRST_DELAY = 0.05
 _MAX_DELAY = 1.0
 _REMEMBERED = 4096
+_MAX_BATCH = 500
+_DEADLINE_GRACE_MS = 60_000
+"""How long past its deadline (by this host's clock) an event is still held: clocks differ."""
+_OUTAGE = (BookUnavailableError, RedisError, OSError)
 
 
-def retrying(call: Callable[[], _Result], retry_for: float, what: str) -> _Result | None:
+def retrying(
+    call: Callable[[], _Result], retry_for: float, what: str, *, attempt_timeout: float = 0.0
+) -> _Result | None:
     """``call()``, retried with backoff for ``retry_for`` seconds; None if it never worked.
 
     Only errors of reaching Redis are retried. Any other ``AsyncBookError`` (a rejected
-    input) propagates; anything else is logged with ``what`` and gives None at once.
+    input) propagates; anything else is logged with ``what`` and gives None at once. No
+    attempt starts unless it can end (``attempt_timeout``: the client's own bound on one
+    call) within ``retry_for``, so the caller waits at most that long.
     """
     deadline = time.monotonic() + retry_for
     delay = _FIRST_DELAY
     while True:
         try:
             return call()
-        except (BookUnavailableError, RedisError, OSError) as error:
-            if time.monotonic() + delay > deadline:
+        except _OUTAGE as error:
+            if time.monotonic() + delay + attempt_timeout > deadline:
                 logger.error("asyncbook: gave up on %s after %.1f s: %r", what, retry_for, error)
                 return None
             logger.warning("asyncbook: %s failed (%r), retrying in %.2f s", what, error, delay)
@@ -76,30 +89,46 @@ def _ends(event: EventInput) -> bool:
     return _kind(event) in ("succeed", "fail")
 
 
+@dataclass(eq=False)
+class _Queued:
+    """One event waiting for the writer; ``done`` is set once the book answered for it."""
+
+    item: ApplyItem
+    deadline_ms: float | None
+    done: threading.Event | None = None
+    result: CallbackResult | AsyncBookError | None = field(default=None)
+
+
 class Recorder:
-    """Buffers start/progress events; writes terminal events at once, with them."""
+    """Queues events and writes them in order from one thread; never drops a live one."""
 
     def __init__(
-        self, book: Callable[[], AsyncBook], *, flush_delay: float, retry_for: float
+        self,
+        book: Callable[[], AsyncBook],
+        *,
+        flush_delay: float,
+        retry_for: float,
+        max_held: int = 100_000,
     ) -> None:
         self._book_factory = book
         self._book: AsyncBook | None = None
         self.flush_delay = flush_delay
         self.retry_for = retry_for
+        self.max_held = max_held
         self._reset()
 
     def _reset(self) -> None:
         self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._pending: list[ApplyItem] = []
-        self._wakeup = threading.Event()
+        self._lock = threading.Condition()
+        self._queue: deque[_Queued] = deque()
+        self._urgent = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._written: OrderedDict[str, None] = OrderedDict()
+        self._outage_since: float | None = None
 
     def _check_fork(self) -> None:
-        # A forked pool child inherits locks and a buffer, but not the flusher thread.
+        # A forked pool child inherits locks and a queue, but not the writer thread.
         if os.getpid() != self._pid:
             self._reset()
 
@@ -110,36 +139,53 @@ class Recorder:
             self._book = self._book_factory()
         return self._book
 
-    def buffer(self, item: ApplyItem) -> None:
-        """Queue a non-terminal event; it is written within ``flush_delay``."""
-        self._check_fork()
-        with self._lock:
-            self._pending.append(item)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="asyncbook-recorder", daemon=True
-                )
-                self._thread.start()
-        self._wakeup.set()
+    @property
+    def held(self) -> int:
+        """Events queued and not yet answered by the book."""
+        return len(self._queue)
 
-    def write(self, *items: ApplyItem) -> list[CallbackResult | AsyncBookError | None]:
-        """Write the buffer and ``items`` now, in one round trip; results of ``items``.
+    def buffer(self, item: ApplyItem, *, deadline_ms: float | None = None) -> None:
+        """Queue a non-terminal event; it is written within ``flush_delay``.
 
-        A result is None when the book could not be reached within ``retry_for``.
+        ``deadline_ms`` (the task's deadline, when known) lets the writer drop the event
+        once the book would refuse it anyway.
         """
-        self._check_fork()
-        with self._write_lock:
-            with self._lock:
-                batch, self._pending = [*self._pending, *items], []
-            results = self._send(batch)
-            for item in items:
-                if item[2] is not None:
-                    self._remember(item[2])
-        return results[len(results) - len(items) :] if items else []
+        self._enqueue([_Queued(item, deadline_ms)], urgent=False)
+
+    def write(
+        self, *items: ApplyItem, deadline_ms: float | None = None
+    ) -> list[CallbackResult | AsyncBookError | None]:
+        """Write everything queued and ``items`` now; the book's answers for ``items``.
+
+        Waits at most ``retry_for`` seconds. An answer is None when the book did not
+        answer in time: the event stays queued and is written as soon as it answers.
+        """
+        done = threading.Event()
+        entries = [_Queued(item, deadline_ms, done) for item in items]
+        self._enqueue(entries, urgent=True)
+        if entries and not done.wait(self.retry_for):
+            ids = ", ".join(sorted({entry.item[0] for entry in entries}))
+            logger.error(
+                "asyncbook: the book did not answer within %.1f s; holding the event(s) of "
+                "task(s) %s until it does",
+                self.retry_for,
+                ids,
+            )
+        for item in items:
+            if item[2] is not None:
+                self._remember(item[2])
+        return [entry.result for entry in entries]
 
     def flush(self) -> None:
-        """Write whatever is buffered, now."""
-        self.write()
+        """Write whatever is queued now (waits at most ``retry_for``)."""
+        self._check_fork()
+        with self._lock:
+            last = self._queue[-1] if self._queue else None
+            if last is not None and last.done is None:
+                last.done = threading.Event()
+        self._urgent.set()
+        if last is not None and last.done is not None:
+            last.done.wait(self.retry_for)
 
     def written(self, callback: str) -> bool:
         """True if this process already wrote ``callback`` synchronously."""
@@ -151,46 +197,127 @@ class Recorder:
             self._written.popitem(last=False)
 
     def close(self) -> None:
-        """Flush and stop the background thread."""
+        """Write what is queued (waiting at most ``retry_for``), then stop the writer."""
+        self.flush()
         self._stopping = True
-        self._wakeup.set()
+        self._urgent.set()
+        with self._lock:
+            self._lock.notify_all()
+            left = [entry.item[0] for entry in self._queue]
         thread = self._thread
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
-            thread.join(timeout=self.retry_for + 1)
-        self.flush()
+            thread.join(timeout=1.0)
+        if left:
+            logger.error(
+                "asyncbook: stopping with %d event(s) unwritten, of task(s) %s",
+                len(left),
+                ", ".join(sorted(set(left))),
+            )
+
+    def _enqueue(self, entries: list[_Queued], *, urgent: bool) -> None:
+        self._check_fork()
+        with self._lock:
+            self._queue.extend(entries)
+            overflow = len(self._queue) - self.max_held
+            dropped = [self._queue.popleft() for _ in range(max(0, overflow))]
+            if self._thread is None or not self._thread.is_alive():
+                self._stopping = False
+                self._thread = threading.Thread(
+                    target=self._run, name="asyncbook-recorder", daemon=True
+                )
+                self._thread.start()
+            self._lock.notify()
+        if urgent:
+            self._urgent.set()
+        if dropped:
+            _let_go(dropped, f"more than {self.max_held} events were held")
 
     def _run(self) -> None:
-        while not self._stopping:
-            self._wakeup.wait()
-            self._wakeup.clear()
-            # Tick while events keep coming, so a busy worker wakes no thread per task.
-            while not self._stopping:
-                if self.flush_delay > 0:
-                    time.sleep(self.flush_delay)
-                with self._write_lock:
-                    with self._lock:
-                        batch, self._pending = self._pending, []
-                    self._send(batch)
-                if not batch:
-                    break
+        delay = _FIRST_DELAY
+        while True:
+            with self._lock:
+                while not self._queue and not self._stopping:
+                    self._lock.wait()
+                if not self._queue:
+                    return
+            # Let events gather for one round trip, unless a write waits or this is a resend.
+            if self.flush_delay > 0 and not self._stopping and delay == _FIRST_DELAY:
+                self._urgent.wait(self.flush_delay)
+            self._urgent.clear()
+            with self._lock:
+                batch = list(self._queue)[:_MAX_BATCH]
+            batch = self._without_expired(batch)
+            if not batch:
+                continue
+            try:
+                results = _apply_many(self.book, [entry.item for entry in batch])
+            except _OUTAGE as error:
+                self._note_outage(batch, error, delay)
+                if self._stopping:
+                    return
+                self._urgent.wait(delay)  # a write may find the book back: try at once
+                delay = min(delay * 2, _MAX_DELAY)
+                continue
+            except Exception:
+                # A bug, not an outage: sending the same batch again would fail again.
+                logger.exception("asyncbook: writing %d event(s) failed", len(batch))
+                results = [None] * len(batch)
+            delay = _FIRST_DELAY
+            if self._outage_since is not None:
+                logger.warning(
+                    "asyncbook: the book answers again after %.1f s; held events written",
+                    time.monotonic() - self._outage_since,
+                )
+                self._outage_since = None
+            self._settle(batch, results)
 
-    def _send(self, batch: Sequence[ApplyItem]) -> list[CallbackResult | AsyncBookError | None]:
-        if not batch:
-            return []
-        ids = sorted({item[0] for item in batch})
-        results = retrying(
-            lambda: _apply_many(self.book, batch),
-            self.retry_for,
-            f"writing {len(batch)} event(s) of task(s) {', '.join(ids)}",
-        )
-        if results is None:
-            lost = [(task_id, event) for task_id, event, _ in batch]
-            logger.error("asyncbook: events not recorded for task(s) %s: %r", ", ".join(ids), lost)
-            return [None] * len(batch)
-        for (task_id, event, _), result in zip(batch, results, strict=True):
+    def _without_expired(self, batch: list[_Queued]) -> list[_Queued]:
+        """``batch`` less the events whose task's deadline is well past (they are let go)."""
+        now = time.time() * 1000
+        late = [
+            entry
+            for entry in batch
+            if entry.deadline_ms is not None and now > entry.deadline_ms + _DEADLINE_GRACE_MS
+        ]
+        if not late:
+            return batch
+        with self._lock:
+            for entry in late:
+                self._queue.remove(entry)
+        _let_go(late, "their task's deadline has passed")
+        return [entry for entry in batch if entry not in late]
+
+    def _note_outage(self, batch: list[_Queued], error: BaseException, delay: float) -> None:
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            ids = ", ".join(sorted({entry.item[0] for entry in batch}))
+            logger.warning(
+                "asyncbook: the book did not answer (%r); holding %d event(s) (tasks %s) and "
+                "retrying",
+                error,
+                len(self._queue),
+                ids,
+            )
+        else:
+            logger.debug("asyncbook: book still unreachable, retrying in %.2f s", delay)
+
+    def _settle(self, batch: list[_Queued], results: Sequence[Any]) -> None:
+        with self._lock:
+            sent = set(map(id, batch))
+            # The batch was the queue's head; the overflow rule may have dropped some of it.
+            while self._queue and id(self._queue[0]) in sent:
+                self._queue.popleft()
+        for entry, result in zip(batch, results, strict=True):
+            entry.result = result
+            task_id, event, _ = entry.item
             if isinstance(result, AsyncBookError):
                 logger.error("asyncbook: task %s refused an event: %s", task_id, result)
-            elif not result.changed and not result.duplicate_callback and _ends(event):
+            elif (
+                result is not None
+                and not result.changed
+                and not result.duplicate_callback
+                and _ends(event)
+            ):
                 logger.warning(
                     "asyncbook: task %s refused its %s (%s, state %s)",
                     task_id,
@@ -198,4 +325,14 @@ class Recorder:
                     result.reason,
                     result.task.state.value,
                 )
-        return list(results)
+            if entry.done is not None:
+                entry.done.set()
+
+
+def _let_go(entries: list[_Queued], why: str) -> None:
+    lost = [(entry.item[0], entry.item[1]) for entry in entries]
+    ids = ", ".join(sorted({task_id for task_id, _ in lost}))
+    logger.error("asyncbook: events not recorded for task(s) %s (%s): %r", ids, why, lost)
+    for entry in entries:
+        if entry.done is not None:
+            entry.done.set()
