@@ -114,6 +114,10 @@ class AsyncBook(Protocol):
         """
         ...
 
+    def now_ms(self) -> int:
+        """The book's clock, in ms since the epoch: what the book decides deadlines by."""
+        ...
+
     def count_by_state(self) -> dict[str, int]:
         """How many tasks the book holds in each of the five states."""
         ...

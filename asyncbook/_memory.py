@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -216,6 +217,10 @@ class MemoryBook:
     ) -> list[AsyncTransition | AsyncBookError]:
         """Expire many tasks at their deadlines; errors are returned in place."""
         return _each([partial(self.expire, task_id) for task_id in task_ids], full_task)
+
+    def now_ms(self) -> int:
+        """This process's clock (the in-memory book has no other)."""
+        return int(time.time() * 1000)
 
     def count_by_state(self) -> dict[str, int]:
         """How many tasks are in each state."""

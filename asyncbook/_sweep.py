@@ -40,9 +40,19 @@ class SweepReport:
 
 
 def sweep(
-    book: AsyncBook, now_ms: int | float, *, batch: int = 1000, max_batches: int = 1000
+    book: AsyncBook,
+    now_ms: int | float | None = None,
+    *,
+    batch: int = 1000,
+    max_batches: int = 1000,
 ) -> SweepReport:
-    """Expire every task due at ``now_ms``, ``batch`` per round trip, then prune once."""
+    """Expire every task due at ``now_ms``, ``batch`` per round trip, then prune once.
+
+    ``now_ms`` defaults to the book's own clock (for ``RedisBook``, the Redis server's),
+    so a host whose clock runs fast never expires a task early.
+    """
+    if now_ms is None:
+        now_ms = book.now_ms()
     expired = batches = errors = 0
     while batches < max_batches:
         due = book.overdue(now_ms, limit=batch)

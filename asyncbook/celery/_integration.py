@@ -157,7 +157,7 @@ class Integration:
 
     def sweep(self) -> SweepReport:
         """Expire every task whose deadline has passed (``asyncbook.sweep``)."""
-        return sweep(self.book, now_ms(), batch=self.settings.sweep_batch)
+        return sweep(self.book, batch=self.settings.sweep_batch)
 
     def deliver(self, consumer: str | None = None) -> DeliveryReport:
         """Hand pending notifications to the sinks, at least once (``asyncbook.deliver``)."""

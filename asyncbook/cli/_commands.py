@@ -291,7 +291,7 @@ def deliver(settings: Settings, task_id: str, key: str, as_json: bool) -> None:
 def sweep(settings: Settings, limit: int, as_json: bool) -> None:
     """Expire every task whose deadline has passed (one pass)."""
     with _errors():
-        report = run_sweep(settings.book, time.time() * 1000, batch=limit)
+        report = run_sweep(settings.book, batch=limit)
     if as_json:
         _emit_json({"expired": report.expired, "errors": report.errors})
     else:

@@ -8,6 +8,7 @@ runs inside the script, in the reference's order.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
@@ -15,7 +16,9 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError
 from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import ApplyItem, EventInput, sort_notifications
 from .._checks import (
@@ -48,7 +51,13 @@ from .._models import (
     TaskPage,
 )
 from .._reasons import Reason
-from ..errors import AsyncBookError, UnknownTaskError, invalid, task_exists
+from ..errors import (
+    AsyncBookError,
+    DamagedRecordError,
+    UnknownTaskError,
+    invalid,
+    task_exists,
+)
 from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
 from ._keys import KeySchema
 from ._scripts import (
@@ -65,6 +74,8 @@ from ._scripts import (
 )
 
 __all__ = ["RedisBook"]
+
+log = logging.getLogger(__name__)
 
 _DEFAULT_RETENTION = timedelta(hours=24)
 
@@ -167,6 +178,7 @@ class RedisBook:
         ]
         self._groups: set[str] = set()
         self._prune_from: dict[str, str] = {}
+        self._policy_checked = False
 
     @classmethod
     def from_url(
@@ -185,6 +197,35 @@ class RedisBook:
             retention=retention,
         )
 
+    def check_eviction_policy(self) -> str | None:
+        """Warn (once per book) when Redis may evict the book's keys; returns the policy.
+
+        With any ``maxmemory-policy`` but ``noeviction`` (``allkeys-lru`` and
+        ``volatile-lru`` are defaults on some managed services) a full Redis drops keys
+        of live tasks or half of a task's record. Called before the first write.
+        """
+        self._policy_checked = True
+        try:
+            info = self._slot_client().info("memory")
+        except ResponseError:
+            return None  # INFO refused (an embedded server, a restricted user): not known
+        except (RedisConnectionError, RedisTimeoutError):
+            self._policy_checked = False  # try again on the next write
+            return None
+        policy = str(info.get("maxmemory_policy", "noeviction"))
+        if policy != "noeviction":
+            log.warning(
+                "asyncbook: Redis maxmemory-policy is %r: when memory is full Redis evicts "
+                "keys, and the book loses tasks or parts of them. Set maxmemory-policy "
+                "noeviction for the book's Redis (docs/faults.md).",
+                policy,
+            )
+        return policy
+
+    def _before_write(self) -> None:
+        if not self._policy_checked:
+            self.check_eviction_policy()
+
     # -- creating and reading -------------------------------------------------------
 
     @reports_outages
@@ -199,6 +240,7 @@ class RedisBook:
     ) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``."""
         task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
+        self._before_write()
         k = self.keys
         reply = self._scripts.create(
             keys=[k.task(id), k.history(id), k.state_index("queued"), k.deadlines, k.sequence],
@@ -212,6 +254,8 @@ class RedisBook:
             ).argv(),
         )
         status = _text(reply[0])
+        if status == ScriptStatus.DAMAGED:
+            raise DamagedRecordError(id, _text(reply[1]))
         if status == ScriptStatus.CONFLICT:
             raise task_exists(id)
         if status == ScriptStatus.EXISTS:
@@ -223,7 +267,11 @@ class RedisBook:
         """The stored task with its history, or None."""
         task_id = _utf8(require_string(id, "id"), "id")
         reply = self._scripts.get(keys=[self.keys.task(task_id), self.keys.history(task_id)])
-        return None if reply is None else AsyncTask.model_validate_json(reply)
+        if reply is None:
+            return None
+        if isinstance(reply, list):
+            raise DamagedRecordError(task_id, _text(reply[1]))
+        return AsyncTask.model_validate_json(reply)
 
     # -- applying events ---------------------------------------------------------------
 
@@ -267,6 +315,8 @@ class RedisBook:
         status = _text(reply[0])
         if status == ScriptStatus.UNKNOWN:
             raise UnknownTaskError(task_id)
+        if status == ScriptStatus.DAMAGED:
+            raise DamagedRecordError(task_id, _text(reply[1]))
         if status == ScriptStatus.SHAPE:
             assert shape_error is not None
             raise shape_error
@@ -289,6 +339,7 @@ class RedisBook:
     ) -> CallbackResult:
         """Apply one event; a callback id already recorded changes nothing."""
         keys, args, shape_error = self._apply_call(task_id, event, callback_id)
+        self._before_write()
         reply = self._scripts.apply(keys=keys, args=args.argv())
         return self._apply_result(args.task_id, reply, shape_error)
 
@@ -329,33 +380,43 @@ class RedisBook:
                 calls.append((index, *self._apply_call(task_id, event, callback_id, full_task)))
             except AsyncBookError as error:
                 results[index] = error
-        script = self._scripts.apply
+        self._before_write()
         node = self._slot_client()
-        pipe = node.pipeline(transaction=False)
-        for _index, keys, args, _error in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args.argv())
-        replies = pipe.execute(raise_on_error=False)
-        lost = [
-            call
-            for call, reply in zip(calls, replies, strict=True)
-            if isinstance(reply, NoScriptError)
-        ]
-        if lost:
-            # Redis lost the script (SCRIPT FLUSH, failover): those items did not run.
-            # EVAL them in order with the source, which also caches it again.
-            pipe = node.pipeline(transaction=False)
-            for _index, keys, args, _error in lost:
-                pipe.eval(script.source, len(keys), *keys, *args.argv())
-            again = iter(pipe.execute(raise_on_error=False))
-            replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
+        replies = self._run_batch(node, calls, load_script=False)
+        if any(isinstance(reply, NoScriptError) for reply in replies):
+            # Redis lost the script (SCRIPT FLUSH, a restart, a failover). Inside MULTI/EXEC
+            # that is all or nothing: no item ran, so the whole batch runs again, in order,
+            # behind a SCRIPT LOAD in the same transaction.
+            replies = self._run_batch(node, calls, load_script=True)
         for (index, _keys, args, shape_error), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, ResponseError) and not _script_error(reply):
+                raise reply  # the server refused the whole batch (OOM, READONLY): retry it
             if isinstance(reply, ResponseError):
-                raise reply
+                results[index] = DamagedRecordError(args.task_id, str(reply))
+                continue
             try:
                 results[index] = self._apply_result(args.task_id, reply, shape_error)
             except AsyncBookError as error:
                 results[index] = error
         return [r for r in results if r is not None]
+
+    def _run_batch(
+        self,
+        node: Any,
+        calls: list[tuple[int, list[str], ApplyArgs, AsyncBookError | None]],
+        *,
+        load_script: bool,
+    ) -> list[Any]:
+        """One MULTI/EXEC of the apply calls: they run in order, with no script flush or
+        failover between them (a plain pipeline could lose one item and run the next)."""
+        script = self._scripts.apply
+        pipe = node.pipeline(transaction=True)
+        if load_script:
+            pipe.script_load(script.source)
+        for _index, keys, args, _error in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *args.argv())
+        replies = list(pipe.execute(raise_on_error=False))
+        return replies[1:] if load_script else replies
 
     def _slot_client(self) -> Any:
         """A client for pipelines: on a Cluster, the node owning the book's one slot.
@@ -396,6 +457,8 @@ class RedisBook:
         mode = _text(reply[0])
         if mode == ScriptStatus.UNKNOWN:
             raise UnknownTaskError(task_id)
+        if mode == ScriptStatus.DAMAGED:
+            raise DamagedRecordError(task_id, _text(reply[1]))
         task = AsyncTask.model_validate_json(reply[1])
         events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
         return ResumeResult(mode=mode, events=events, task=task)
@@ -419,6 +482,8 @@ class RedisBook:
         status = _text(reply[0])
         if status == ScriptStatus.UNKNOWN:
             raise UnknownTaskError(task_id)
+        if status == ScriptStatus.DAMAGED:
+            raise DamagedRecordError(task_id, _text(reply[1]))
         if status == Reason.NOT_SUCCEEDED:
             return DeliveryResult(ok=False, duplicate=False, reason=Reason.NOT_SUCCEEDED)
         receipt = DeliveryReceipt.model_validate_json(reply[1])
@@ -469,7 +534,16 @@ class RedisBook:
         block = None if block_ms is None else require_integer(block_ms, "block_ms")
         self._ensure_group(group)
         outbox = self.keys.outbox
-        claimed = self.client.xautoclaim(outbox, group, consumer, idle, "0-0", count=limit)
+        try:
+            claimed = self.client.xautoclaim(outbox, group, consumer, idle, "0-0", count=limit)
+        except ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            # The outbox key went away (deleted, evicted, a flushed Redis): so did the group.
+            log.warning("asyncbook: consumer group %r was gone; created again", group)
+            self._groups.discard(group)
+            self._ensure_group(group)
+            claimed = self.client.xautoclaim(outbox, group, consumer, idle, "0-0", count=limit)
         entries = list(claimed[1])
         if len(entries) < limit:
             fresh = self.client.xreadgroup(
@@ -551,9 +625,15 @@ class RedisBook:
         for raw_id, _score in rows:
             keys += [self.keys.task(_text(raw_id)), self.keys.history(_text(raw_id))]
         found = self._scripts.get_many(keys=keys, args=GetManyArgs(full_task).argv())
-        tasks = tuple(AsyncTask.model_validate_json(raw) for raw in found if raw)
+        tasks = tuple(_listed(found))
         next_after = str(int(rows[-1][1])) if more else None
         return TaskPage(tasks=tasks, next_after=next_after)
+
+    @reports_outages
+    def now_ms(self) -> int:
+        """The Redis server's clock (TIME): one clock for every worker, beat and client."""
+        seconds, micros = self._slot_client().time()
+        return int(seconds) * 1000 + int(micros) // 1000
 
     @reports_outages
     def count_by_state(self) -> dict[str, int]:
@@ -605,3 +685,21 @@ def _entry_notification(fields: dict[bytes | str, bytes | str]) -> Notification:
         state=AsyncState(values["state"]),
         at_ms=json.loads(values["atMs"]),
     )
+
+
+def _script_error(error: ResponseError) -> bool:
+    """True for an error raised while a script ran (one item), not a refusal of the call."""
+    text = str(error)
+    return "user_script" in text or "Error running script" in text
+
+
+def _listed(found: Sequence[Any]) -> Iterable[AsyncTask]:
+    """The listed tasks; a damaged record is skipped (and logged), never fails the page."""
+    for raw in found:
+        if not raw:
+            continue
+        text = _text(raw)
+        if text.startswith("!damaged:"):
+            log.warning("asyncbook: a listed task's record is damaged (%s); skipped", text[9:])
+            continue
+        yield AsyncTask.model_validate_json(raw)

@@ -40,6 +40,8 @@ class ScriptStatus(StrEnum):
     """apply: the event was malformed; Python raises the shape error it found."""
     INVALID = "!invalid"
     """apply: a rule refused a value; the field and the message follow."""
+    DAMAGED = "!damaged"
+    """The task's record lost parts of itself (eviction); why follows."""
     CONFLICT = "!conflict"
     """create: the id exists (and ``exist_ok`` was not given)."""
     CREATED = "created"

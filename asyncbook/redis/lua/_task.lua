@@ -13,16 +13,39 @@ local function load_task(key)
   if not f[1] then
     return nil
   end
+  for i = 2, 8 do
+    if not f[i] then
+      return {id = f[1], damaged = 'its hash lacks fields'}
+    end
+  end
   return {
     id = f[1], st = f[2], exp = f[3], att = tonumber(f[4]), max = tonumber(f[5]),
     prog = tonumber(f[6]), ver = tonumber(f[7]), seq = f[8], err = f[9],
   }
 end
 
+-- Why a loaded record cannot be used, or nil: a hash without its fields, or a history
+-- that lost entries (eviction, a stray DEL). Scripts answer {'!damaged', why} for it
+-- instead of failing on a decode, so one damaged task never fails a batch.
+local function damage(t, history_key)
+  if t.damaged then
+    return t.damaged
+  end
+  if t.ver > 0 then
+    local held = redis.call('LLEN', history_key)
+    if held ~= t.ver then
+      return 'its history holds ' .. held .. ' of ' .. t.ver .. ' entries'
+    end
+  end
+  return nil
+end
+
 -- The task with every event of its history in t.events.
 local function load_full(key, history_key)
   local t = load_task(key)
-  if t and t.ver > 0 then
+  if t and t.damaged then
+    return t
+  elseif t and t.ver > 0 then
     t.events = redis.call('LRANGE', history_key, 0, -1)
   elseif t then
     t.events = {}
@@ -69,6 +92,35 @@ end
 local function server_ms()
   local now = redis.call('TIME')
   return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
+
+-- Where the outbox may be trimmed to (a stream id for XADD MINID): entries older than
+-- oldest_ms go, but never one a consumer group has not read or not acknowledged yet.
+local function outbox_cut(outbox, oldest_ms)
+  local cut_ms, cut_seq = oldest_ms, 0
+  if redis.call('EXISTS', outbox) == 1 then
+    for _, group in ipairs(redis.call('XINFO', 'GROUPS', outbox)) do
+      local info = {}
+      for i = 1, #group, 2 do
+        info[group[i]] = group[i + 1]
+      end
+      local keep
+      if tonumber(info['pending']) > 0 then
+        keep = redis.call('XPENDING', outbox, info['name'])[2]
+      else
+        keep = info['last-delivered-id']
+      end
+      local ms, seq = string.match(keep, '^(%d+)%-(%d+)$')
+      ms, seq = tonumber(ms), tonumber(seq)
+      if tonumber(info['pending']) == 0 then
+        seq = seq + 1  -- the last delivered entry was acknowledged; what follows is unread
+      end
+      if ms < cut_ms or (ms == cut_ms and seq < cut_seq) then
+        cut_ms, cut_seq = ms, seq
+      end
+    end
+  end
+  return string.format('%.0f-%.0f', cut_ms, cut_seq)
 end
 
 local function announce(channel, t)

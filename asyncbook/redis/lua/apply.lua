@@ -10,7 +10,7 @@
 --       9 resultHash (as given), 10 resultRef blank (1/0), 11 resultHash blank (1/0),
 --       12 error JSON, 13 retention ms ('' keeps forever), 14 changes channel,
 --       15 answer with the task's history (1/0)
--- Returns: {'!unknown'} | {'!shape'} | {'!invalid', field, message}
+-- Returns: {'!unknown'} | {'!damaged', why} | {'!shape'} | {'!invalid', field, message}
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,
 --            changed, duplicate, notify, duplicateCallback
 
@@ -18,6 +18,10 @@ local with_history = ARGV[15] == '1'
 local t = with_history and load_full(KEYS[1], KEYS[2]) or load_task(KEYS[1])
 if not t then
   return {'!unknown'}
+end
+local why = damage(t, KEYS[2])
+if why then
+  return {'!damaged', why}
 end
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('HINCRBY', KEYS[11], 'duplicate-callback', 1)
@@ -149,8 +153,8 @@ end
 if notify then
   local fields = {'taskId', ARGV[1], 'state', t.st, 'atMs', at_text}
   if retention then
-    local oldest = math.max(server_ms() - retention, 0)
-    redis.call('XADD', KEYS[5], 'MINID', '~', tostring(oldest), '*', unpack(fields))
+    local cut = outbox_cut(KEYS[5], math.max(server_ms() - retention, 0))
+    redis.call('XADD', KEYS[5], 'MINID', cut, '*', unpack(fields))
   else
     redis.call('XADD', KEYS[5], '*', unpack(fields))
   end

@@ -2,15 +2,21 @@
 -- KEYS: 1 task hash, 2 history list, 3 queued index, 4 deadlines, 5 sequence
 -- ARGV: 1 task id, 2 task id as JSON, 3 deadline (JSON number text), 4 maxAttempts,
 --       5 exist_ok (1/0), 6 changes channel
--- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'}
+-- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 
 local existing = load_full(KEYS[1], KEYS[2])
 if existing then
+  local why = damage(existing, KEYS[2])
+  if why then
+    return {'!damaged', why}
+  end
   if ARGV[5] == '1' then
     return {'exists', render_task(existing, KEYS[2], true)}
   end
   return {'!conflict'}
 end
+-- A history left behind by a record that was evicted must not prefix the new one.
+redis.call('DEL', KEYS[2])
 local seq = redis.call('INCR', KEYS[5])
 redis.call('HSET', KEYS[1], 'id', ARGV[2], 'st', 'queued', 'exp', ARGV[3], 'att', '0',
   'max', ARGV[4], 'prog', '0', 'ver', '0', 'seq', tostring(seq))
