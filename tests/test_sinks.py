@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -112,3 +114,36 @@ def test_drain_source_keeps_unacked_entries() -> None:
     assert source.consume_notifications("g", "c") == [(entry, note)]
     assert source.ack("g", entry) == 1
     assert source.consume_notifications("g", "c") == []
+
+
+def test_webhook_keeps_one_connection_alive_between_notifications() -> None:
+    """Three notifications, one TCP connection (HTTP/1.1 keep-alive through httpx)."""
+    peers: list[tuple[str, int]] = []
+
+    class KeepAlive(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            peers.append(self.client_address)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeepAlive)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    sink = WebhookSink(f"http://127.0.0.1:{server.server_address[1]}/hook")
+    try:
+        for state in ("succeeded", "failed", "expired"):
+            assert sink(Notification(task_id=f"k-{state}", state=state, at_ms=1)) == 200
+    finally:
+        sink.close()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert len(peers) == 3
+    assert len(set(peers)) == 1
