@@ -188,10 +188,14 @@ class RedisBook:
         namespace: str = "asyncbook",
         retention_versions: int = 8,
         retention: timedelta | None = _DEFAULT_RETENTION,
+        **connection: Any,
     ) -> RedisBook:
-        """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://)."""
+        """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://).
+
+        ``connection`` overrides the client's options (``socket_timeout``, ``retry``...).
+        """
         return cls(
-            connect(url),
+            connect(url, **connection),
             namespace=namespace,
             retention_versions=retention_versions,
             retention=retention,
