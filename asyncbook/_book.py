@@ -18,12 +18,21 @@ from ._models import (
 )
 from .errors import AsyncBookError
 
-__all__ = ["ApplyItem", "AsyncBook", "EventInput", "sort_notifications"]
+__all__ = ["ApplyItem", "AsyncBook", "EventInput", "cancel_input", "sort_notifications"]
 
 EventInput = AsyncEvent | Mapping[str, Any]
 """An event model, or the same event in wire format (camelCase keys)."""
 ApplyItem = tuple[str, EventInput, str | None]
 """One ``apply`` call: task id, event, callback id."""
+
+
+def cancel_input(at_ms: Any, reason: Any) -> EventInput:
+    """The wire form of a ``cancel`` event, so a bad ``reason`` or ``at_ms`` gets the
+    usual error naming the field."""
+    event: dict[str, Any] = {"type": "cancel", "atMs": at_ms}
+    if reason is not None:
+        event["reason"] = reason
+    return event
 
 
 def sort_notifications(notifications: list[Notification]) -> list[Notification]:
@@ -61,6 +70,21 @@ class AsyncBook(Protocol):
 
     def expire(self, task_id: str) -> AsyncTransition:
         """Expire the task at its deadline, as the sweep does."""
+        ...
+
+    def cancel(
+        self,
+        task_id: str,
+        reason: str | None = None,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+    ) -> CallbackResult:
+        """Cancel a queued or running task (extension): ``apply`` of a ``cancel`` event.
+
+        ``at_ms`` defaults to the book's clock; a cancel at or after the deadline expires
+        the task instead, as any event would.
+        """
         ...
 
     def resume(self, task_id: str, cursor_version: int, *, full_task: bool = True) -> ResumeResult:

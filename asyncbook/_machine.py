@@ -16,6 +16,7 @@ from ._models import (
     AsyncState,
     AsyncTask,
     AsyncTransition,
+    CancelEvent,
     ExpireEvent,
     FailEvent,
     HistoryEntry,
@@ -76,9 +77,16 @@ def expire_task(task: AsyncTask) -> AsyncTransition:
     return _changed(_advance(task, event, state=AsyncState.EXPIRED), Reason.EXPIRED, notify=True)
 
 
+def cancel_reason(event: CancelEvent) -> str:
+    """The error a cancel leaves on the task: its reason, or "cancelled" when blank."""
+    return event.reason if event.reason is not None and not is_blank(event.reason) else "cancelled"
+
+
 def coerce_event(event: AsyncEvent | Mapping[str, Any]) -> AsyncEvent:
     """An event model as it is, or a wire-format mapping parsed into one."""
-    if isinstance(event, StartEvent | ProgressEvent | SucceedEvent | FailEvent | ExpireEvent):
+    if isinstance(
+        event, StartEvent | ProgressEvent | SucceedEvent | FailEvent | ExpireEvent | CancelEvent
+    ):
         return event
     return parse_event(event)
 
@@ -99,9 +107,16 @@ def apply_async_event(task: AsyncTask, event: AsyncEvent | Mapping[str, Any]) ->
             return _unchanged(task, Reason.DUPLICATE_RESULT, True)
         if isinstance(event, ExpireEvent) and task.state is AsyncState.EXPIRED:
             return _unchanged(task, Reason.DUPLICATE_EXPIRE, True)
+        if isinstance(event, CancelEvent) and task.state is AsyncState.CANCELLED:
+            return _unchanged(task, Reason.DUPLICATE_CANCEL, True)
         return _unchanged(task, Reason.TERMINAL_CONFLICT)
     if isinstance(event, ExpireEvent) or event.at_ms >= task.expires_at_ms:
         return expire_task(task)
+
+    if isinstance(event, CancelEvent):
+        why = cancel_reason(event)
+        cancelled = _advance(task, event, state=AsyncState.CANCELLED, error=why)
+        return _changed(cancelled, Reason.CANCELLED, notify=True)
 
     if isinstance(event, StartEvent):
         if task.state is AsyncState.RUNNING:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TypeVar
 
-from ._book import ApplyItem, EventInput, sort_notifications
+from ._book import ApplyItem, EventInput, cancel_input, sort_notifications
 from ._checks import (
     require_integer,
     require_limit,
@@ -150,6 +150,18 @@ class MemoryBook:
             task = self._task(task_id)
             result = self._apply(task_id, ExpireEvent(at_ms=task.expires_at_ms), None)
             return result.transition()
+
+    def cancel(
+        self,
+        task_id: str,
+        reason: str | None = None,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+    ) -> CallbackResult:
+        """Cancel a queued or running task (extension): ``apply`` of a ``cancel`` event."""
+        at = self.now_ms() if at_ms is None else at_ms
+        return self.apply(task_id, cancel_input(at, reason), callback_id)
 
     def resume(self, task_id: str, cursor_version: int, *, full_task: bool = True) -> ResumeResult:
         """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.

@@ -36,6 +36,7 @@ __all__ = [
     "AsyncState",
     "AsyncTask",
     "AsyncTransition",
+    "CancelEvent",
     "CallbackResult",
     "DeliveryReceipt",
     "DeliveryResult",
@@ -69,11 +70,15 @@ class AsyncState(StrEnum):
     """Terminal: the last attempt failed, or the failure was not retryable."""
     EXPIRED = "expired"
     """Terminal: the deadline passed before a result was accepted."""
+    CANCELLED = "cancelled"
+    """Terminal (extension): cancelled before it ended, running or not."""
 
 
-TERMINAL_STATES = frozenset({AsyncState.SUCCEEDED, AsyncState.FAILED, AsyncState.EXPIRED})
+TERMINAL_STATES = frozenset(
+    {AsyncState.SUCCEEDED, AsyncState.FAILED, AsyncState.EXPIRED, AsyncState.CANCELLED}
+)
 STATE_NAMES = tuple(state.value for state in AsyncState)
-"""The five state names, in lifecycle order."""
+"""The state names, in lifecycle order (``cancelled``, the extension's, last)."""
 
 
 def _integral_float(value: float) -> int | float:
@@ -152,8 +157,16 @@ class ExpireEvent(WireModel):
     at_ms: Number
 
 
+class CancelEvent(WireModel):
+    """Extension: end a queued or running task; ``reason`` (blank: "cancelled") is kept."""
+
+    type: Literal["cancel"] = "cancel"
+    at_ms: Number
+    reason: StrictStr | None = None
+
+
 AsyncEvent = Annotated[
-    StartEvent | ProgressEvent | SucceedEvent | FailEvent | ExpireEvent,
+    StartEvent | ProgressEvent | SucceedEvent | FailEvent | ExpireEvent | CancelEvent,
     Field(discriminator="type"),
 ]
 
@@ -262,7 +275,8 @@ _TASK_ADAPTER: TypeAdapter[AsyncTask] = TypeAdapter(AsyncTask)
 _Model = TypeVar("_Model")
 
 
-_EVENT_TAGS = frozenset({"start", "progress", "succeed", "fail", "expire"})
+_EVENT_TYPES = ("start", "progress", "succeed", "fail", "expire", "cancel")
+_EVENT_TAGS = frozenset(_EVENT_TYPES)
 _NUMBER_BRANCHES = frozenset({"int", "float"})
 _INTEGER_FIELDS = frozenset({"attempts", "maxAttempts", "version"})
 
@@ -285,7 +299,7 @@ def _describe(error: ValidationError, root: str) -> tuple[str, str]:
             loc.append(part)
         parent = part
     if first["type"] == "union_tag_invalid":
-        loc, message = [*loc, "type"], "must be one of start, progress, succeed, fail, expire"
+        loc, message = [*loc, "type"], f"must be one of {', '.join(_EVENT_TYPES)}"
     elif first["type"] == "union_tag_not_found":
         loc, message = [*loc, "type"], "is required"
     elif first["type"] == "missing":

@@ -44,6 +44,11 @@ events = st.one_of(
         st.booleans(),
     ),
     st.builds(lambda at: {"type": "expire", "atMs": at}, times),
+    st.builds(
+        lambda at, r: {"type": "cancel", "atMs": at, **({} if r is None else {"reason": r})},
+        times,
+        st.one_of(st.none(), texts, st.just(7)),
+    ),
     st.just({"type": "start", "atMs": "1", "worker": "w"}),
 )
 
@@ -63,6 +68,13 @@ operations = st.one_of(
     ),
     st.tuples(st.just("apply"), task_ids, events, st.none()),
     st.tuples(st.just("expire"), task_ids),
+    st.tuples(
+        st.just("cancel"),
+        task_ids,
+        st.one_of(st.none(), texts),
+        times,
+        st.one_of(st.none(), st.sampled_from(CALLBACK_IDS)),
+    ),
     st.tuples(st.just("resume"), task_ids, st.integers(-1, 12)),
     st.tuples(
         st.just("deliver"), task_ids, st.sampled_from(["k1", "k2", " "]), st.integers(0, 200)
@@ -98,6 +110,9 @@ def run_operation(book: AsyncBook, op: tuple[Any, ...]) -> Any:
             return to_wire(book.apply(task_id, event, callback_id))
         if kind == "expire":
             return to_wire(book.expire(op[1]))
+        if kind == "cancel":
+            _, task_id, reason, at, callback_id = op
+            return to_wire(book.cancel(task_id, reason, at_ms=at, callback_id=callback_id))
         if kind == "resume":
             return to_wire(book.resume(op[1], op[2]))
         if kind == "deliver":

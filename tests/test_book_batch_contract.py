@@ -138,6 +138,7 @@ def test_counts_by_state_and_reason(book: AsyncBook) -> None:
         "succeeded": 0,
         "failed": 0,
         "expired": 1,
+        "cancelled": 0,
     }
     assert book.transition_counts() == {
         "started": 1,

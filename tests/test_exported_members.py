@@ -18,6 +18,7 @@ EXPORTS = {
         "AsyncTransition",
         "BookUnavailableError",
         "CallbackResult",
+        "CancelEvent",
         "DamagedRecordError",
         "DeliveryReceipt",
         "DeliveryReport",

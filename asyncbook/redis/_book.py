@@ -20,7 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._book import ApplyItem, EventInput, sort_notifications
+from .._book import ApplyItem, EventInput, cancel_input, sort_notifications
 from .._checks import (
     require_integer,
     require_limit,
@@ -32,7 +32,7 @@ from .._checks import (
     require_text,
 )
 from .._jsrules import is_blank, is_finite_number
-from .._machine import coerce_event, create_async_task
+from .._machine import cancel_reason, coerce_event, create_async_task
 from .._models import (
     STATE_NAMES,
     AsyncEvent,
@@ -40,6 +40,7 @@ from .._models import (
     AsyncTask,
     AsyncTransition,
     CallbackResult,
+    CancelEvent,
     DeliveryReceipt,
     DeliveryResult,
     FailEvent,
@@ -118,6 +119,8 @@ def _event_args(event: AsyncEvent) -> EventArgs:
     elif isinstance(event, FailEvent):
         retryable = event.retryable
         error = _dumps(event.error, "event.error")
+    elif isinstance(event, CancelEvent):
+        error = _dumps(cancel_reason(event), "event.reason")
     # The event is recorded only when its numbers are finite (the script checks first).
     event_json = ""
     if at and (progress or not isinstance(event, ProgressEvent)):
@@ -346,6 +349,22 @@ class RedisBook:
         self._before_write()
         reply = self._scripts.apply(keys=keys, args=args.argv())
         return self._apply_result(args.task_id, reply, shape_error)
+
+    @reports_outages
+    def cancel(
+        self,
+        task_id: str,
+        reason: str | None = None,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+    ) -> CallbackResult:
+        """Cancel a queued or running task (extension): ``apply`` of a ``cancel`` event.
+
+        ``at_ms`` defaults to the Redis server's clock.
+        """
+        at = self.now_ms() if at_ms is None else at_ms
+        return self.apply(task_id, cancel_input(at, reason), callback_id)
 
     @reports_outages
     def expire(self, task_id: str) -> AsyncTransition:
@@ -665,7 +684,7 @@ class RedisBook:
             return 0
         count = require_limit(limit, maximum=1_000_000)
         dropped = 0
-        for state in ("succeeded", "failed", "expired"):
+        for state in ("succeeded", "failed", "expired", "cancelled"):
             index = self.keys.state_index(state)
             low = self._prune_from.get(state, "-inf")
             rows = self.client.zrangebyscore(

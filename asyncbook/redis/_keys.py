@@ -65,7 +65,7 @@ class KeySchema:
 
     @property
     def state_indexes(self) -> list[str]:
-        """The five state indexes, in ``STATE_NAMES`` order."""
+        """One index per state, in ``STATE_NAMES`` order."""
         return [self.state_index(state) for state in STATE_NAMES]
 
     @property

@@ -5,8 +5,8 @@
 -- index N-1, the JSON of the event that produced version N. resultRef and resultHash
 -- are not stored twice: a succeeded task's last event is its succeed event.
 
-local TERMINAL = {succeeded = true, failed = true, expired = true}
-local STATE_SLOT = {queued = 1, running = 2, succeeded = 3, failed = 4, expired = 5}
+local TERMINAL = {succeeded = true, failed = true, expired = true, cancelled = true}
+local STATE_SLOT = {queued = 1, running = 2, succeeded = 3, failed = 4, expired = 5, cancelled = 6}
 
 local function load_task(key)
   local f = redis.call('HMGET', key, 'id', 'st', 'exp', 'att', 'max', 'prog', 'ver', 'seq', 'err')

@@ -1,14 +1,15 @@
 -- apply: one event on one task, atomically: callback de-duplication, the transition,
 -- history, indexes, retention, the outbox and the change feed.
 -- KEYS: 1 task hash, 2 history list, 3 callback marker, 4 deadlines, 5 outbox,
---       6..10 state indexes (queued, running, succeeded, failed, expired),
---       11 counters (hash: answers by reason)
+--       6..11 state indexes (queued, running, succeeded, failed, expired, cancelled),
+--       12 counters (hash: answers by reason)
 -- ARGV: 1 task id, 2 callback given (1/0), 3 event shape valid (1/0),
---       4 type: start | progress | succeed | fail | expire | deadline (expire at the deadline),
+--       4 type: start | progress | succeed | fail | expire | cancel
+--         | deadline (expire at the deadline),
 --       5 atMs (JSON number text; '' when not a finite number), 6 event JSON,
 --       7 progress ('' when not a finite number), 8 retryable (1/0),
 --       9 resultHash (as given), 10 resultRef blank (1/0), 11 resultHash blank (1/0),
---       12 error JSON, 13 retention ms ('' keeps forever), 14 changes channel,
+--       12 error JSON (fail: its error; cancel: its reason), 13 retention ms ('' keeps forever), 14 changes channel,
 --       15 answer with the task's history (1/0)
 -- Returns: {'!unknown'} | {'!damaged', why} | {'!shape'} | {'!invalid', field, message}
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,
@@ -24,7 +25,7 @@ if why then
   return {'!damaged', why}
 end
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('HINCRBY', KEYS[11], 'duplicate-callback', 1)
+  redis.call('HINCRBY', KEYS[12], 'duplicate-callback', 1)
   return {'duplicate-callback', '0101', render_task(t, KEYS[2], with_history)}
 end
 if ARGV[3] ~= '1' then
@@ -69,11 +70,16 @@ if TERMINAL[t.st] then
     unchanged('duplicate-result', true)
   elseif kind == 'expire' and t.st == 'expired' then
     unchanged('duplicate-expire', true)
+  elseif kind == 'cancel' and t.st == 'cancelled' then
+    unchanged('duplicate-cancel', true)
   else
     unchanged('terminal-conflict')
   end
 elseif kind == 'expire' or at >= tonumber(t.exp) then
   expire_task()
+elseif kind == 'cancel' then
+  advance(event_json, {st = 'cancelled', err = ARGV[12]})
+  reason, notify = 'cancelled', true
 elseif kind == 'start' then
   if t.st == 'running' then
     unchanged('already-running', true)
@@ -159,6 +165,6 @@ if notify then
     redis.call('XADD', KEYS[5], '*', unpack(fields))
   end
 end
-redis.call('HINCRBY', KEYS[11], reason, 1)
+redis.call('HINCRBY', KEYS[12], reason, 1)
 local flags = (changed and '1' or '0') .. (duplicate and '1' or '0') .. (notify and '1' or '0') .. '0'
 return {reason, flags, render_task(t, KEYS[2], with_history)}
