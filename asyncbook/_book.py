@@ -54,8 +54,15 @@ class AsyncBook(Protocol):
         ttl_ms: int | float,
         max_attempts: int,
         exist_ok: bool = False,
+        heartbeat_timeout_ms: int | None = None,
+        retry_on_stall: bool = False,
     ) -> AsyncTask:
-        """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``."""
+        """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
+
+        With ``heartbeat_timeout_ms`` (extension) a running attempt that sends no
+        heartbeat, start or progress for that long is ended by ``end_stalled``: with a
+        ``fail`` whose error starts with "stalled", retryable when ``retry_on_stall``.
+        """
         ...
 
     def get(self, id: str) -> AsyncTask | None:
@@ -136,6 +143,24 @@ class AsyncBook(Protocol):
 
         With ``full_task=False`` the listed tasks come without their histories.
         """
+        ...
+
+    def heartbeat(self, task_ids: Iterable[str]) -> int:
+        """Say that these tasks' running attempts are alive (no version bump, no history).
+
+        Returns how many were running with a heartbeat timeout. One round trip.
+        """
+        ...
+
+    def end_stalled(
+        self, now_ms: int | float | None = None, limit: int = 1000
+    ) -> list[CallbackResult | AsyncBookError]:
+        """Fail every running task whose heartbeat is overdue at ``now_ms`` (the book's
+        clock by default); each with a callback id, so two sweeps fail it once."""
+        ...
+
+    def last_cursor(self, task_id: str) -> str | None:
+        """The cursor of the last progress the task reported (a checkpoint), or None."""
         ...
 
     def now_ms(self) -> int:

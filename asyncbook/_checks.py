@@ -87,3 +87,10 @@ def require_page_cursor(value: Any, field: str = "after") -> int | None:
     if not isinstance(value, str) or not value.isascii() or not value.isdigit() or len(value) > 18:
         raise invalid(f"{field} must be a cursor returned by a previous page", field=field)
     return int(value)
+
+
+def require_heartbeat_timeout(value: Any) -> int | None:
+    """None, or a whole number of milliseconds >= 1 (``heartbeatTimeoutMs``)."""
+    if value is None:
+        return None
+    return require_integer(value, "heartbeatTimeoutMs", 1)

@@ -82,6 +82,13 @@ def cancel_reason(event: CancelEvent) -> str:
     return event.reason if event.reason is not None and not is_blank(event.reason) else "cancelled"
 
 
+def stall_event(at_ms: int | float, timeout_ms: int, retryable: bool) -> FailEvent:
+    """The ``fail`` that ends an attempt whose heartbeat stopped (extension)."""
+    return FailEvent(
+        at_ms=at_ms, error=f"stalled: no heartbeat for {timeout_ms} ms", retryable=retryable
+    )
+
+
 def coerce_event(event: AsyncEvent | Mapping[str, Any]) -> AsyncEvent:
     """An event model as it is, or a wire-format mapping parsed into one."""
     if isinstance(

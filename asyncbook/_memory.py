@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from ._book import ApplyItem, EventInput, cancel_input, sort_notifications
 from ._checks import (
+    require_heartbeat_timeout,
     require_integer,
     require_limit,
     require_non_negative,
@@ -21,8 +22,9 @@ from ._checks import (
     require_string,
     require_text,
 )
-from ._machine import apply_async_event, coerce_event, create_async_task
+from ._machine import apply_async_event, coerce_event, create_async_task, stall_event
 from ._models import (
+    AsyncEvent,
     AsyncState,
     AsyncTask,
     AsyncTransition,
@@ -31,7 +33,9 @@ from ._models import (
     DeliveryResult,
     ExpireEvent,
     Notification,
+    ProgressEvent,
     ResumeResult,
+    StartEvent,
     TaskPage,
 )
 from ._reasons import Reason
@@ -77,6 +81,11 @@ class MemoryBook:
         self._created: dict[str, int] = {}
         self._reasons: Counter[str] = Counter()
         self._sequence = itertools.count(1)
+        self._liveness: dict[str, tuple[int, bool]] = {}
+        """Heartbeat timeout (ms) and retry-on-stall, of tasks created with a timeout."""
+        self._stalls: dict[str, int] = {}
+        """Running tasks with a timeout: when they stall, by this process's clock."""
+        self._cursors: dict[str, str] = {}
 
     def _task(self, task_id: object) -> AsyncTask:
         task = self._tasks.get(require_string(task_id, "taskId"))
@@ -92,9 +101,12 @@ class MemoryBook:
         ttl_ms: int | float,
         max_attempts: int,
         exist_ok: bool = False,
+        heartbeat_timeout_ms: int | None = None,
+        retry_on_stall: bool = False,
     ) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``."""
         task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
+        timeout = require_heartbeat_timeout(heartbeat_timeout_ms)
         with self._lock:
             existing = self._tasks.get(id)
             if existing is not None:
@@ -103,6 +115,8 @@ class MemoryBook:
                 raise task_exists(id)
             self._tasks[id] = task
             self._created[id] = next(self._sequence)
+            if timeout is not None:
+                self._liveness[id] = (timeout, bool(retry_on_stall))
             return task
 
     def get(self, id: str) -> AsyncTask | None:
@@ -142,7 +156,50 @@ class MemoryBook:
                 self._notifications[key] = Notification(
                     task_id=task_id, state=result.task.state, at_ms=parsed.at_ms
                 )
+        self._note_liveness(task_id, parsed, result)
         return CallbackResult(**dict(result), duplicate_callback=False)
+
+    def _note_liveness(self, task_id: str, event: AsyncEvent, result: AsyncTransition) -> None:
+        if isinstance(event, ProgressEvent) and result.changed:
+            self._cursors[task_id] = event.cursor
+        liveness = self._liveness.get(task_id)
+        if liveness is None:
+            return
+        if result.task.state is not AsyncState.RUNNING:
+            self._stalls.pop(task_id, None)
+        elif result.changed or isinstance(event, StartEvent | ProgressEvent):
+            self._stalls[task_id] = self.now_ms() + liveness[0]
+
+    def heartbeat(self, task_ids: Iterable[str]) -> int:
+        """Say that these tasks' running attempts are alive (no version bump)."""
+        ids = [require_string(task_id, "taskId") for task_id in task_ids]
+        now = self.now_ms()
+        with self._lock:
+            alive = [task_id for task_id in ids if task_id in self._stalls]
+            for task_id in alive:
+                self._stalls[task_id] = max(self._stalls[task_id], now + self._liveness[task_id][0])
+        return len(alive)
+
+    def end_stalled(
+        self, now_ms: int | float | None = None, limit: int = 1000
+    ) -> list[CallbackResult | AsyncBookError]:
+        """Fail every running task whose heartbeat is overdue (extension)."""
+        now = self.now_ms() if now_ms is None else require_non_negative(now_ms, "nowMs")
+        count = require_limit(limit, maximum=1_000_000)
+        with self._lock:
+            due = sorted((deadline, task_id) for task_id, deadline in self._stalls.items())
+            due = [(deadline, task_id) for deadline, task_id in due if deadline <= now][:count]
+            results: list[CallbackResult | AsyncBookError] = []
+            for deadline, task_id in due:
+                timeout, retryable = self._liveness[task_id]
+                event = stall_event(now, timeout, retryable)
+                results.append(self._apply(task_id, event, f"stalled:{task_id}:{deadline}"))
+            return results
+
+    def last_cursor(self, task_id: str) -> str | None:
+        """The cursor of the last progress the task reported, or None."""
+        self._task(task_id)
+        return self._cursors.get(task_id) or None
 
     def expire(self, task_id: str) -> AsyncTransition:
         """Expire the task at its deadline, as the sweep does (notified at the deadline)."""

@@ -1,4 +1,5 @@
-"""The expiry sweep: every live task whose deadline has passed is expired, in batches.
+"""The expiry sweep: every live task whose deadline has passed is expired, in batches;
+then every running task whose heartbeat stopped is failed as "stalled".
 
 Beat runs it every second as ``asyncbook.sweep``. Expiring is idempotent (a second
 expire is ``duplicate-expire`` and notifies nothing), so two sweeps at once, or two
@@ -37,6 +38,8 @@ class SweepReport:
     """Tasks the book refused to expire."""
     pruned: int = 0
     """Ended tasks dropped from the indexes."""
+    stalled: int = 0
+    """Running tasks whose heartbeat stopped, failed with "stalled" (extension)."""
 
 
 def sweep(
@@ -71,5 +74,13 @@ def sweep(
         # Nothing changed: another sweep got there first, or the book keeps refusing.
         if len(due) < batch or changed == 0:
             break
+    stalled = 0
+    for result in book.end_stalled(now_ms, limit=batch):
+        if isinstance(result, AsyncBookError):
+            errors += 1
+        elif result.changed:
+            stalled += 1
     pruned = book.prune() if isinstance(book, Prunable) else 0
-    return SweepReport(expired=expired, batches=batches, errors=errors, pruned=pruned)
+    return SweepReport(
+        expired=expired, batches=batches, errors=errors, pruned=pruned, stalled=stalled
+    )

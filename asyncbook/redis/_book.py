@@ -22,6 +22,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import ApplyItem, EventInput, cancel_input, sort_notifications
 from .._checks import (
+    require_heartbeat_timeout,
     require_integer,
     require_limit,
     require_non_negative,
@@ -32,7 +33,7 @@ from .._checks import (
     require_text,
 )
 from .._jsrules import is_blank, is_finite_number
-from .._machine import cancel_reason, coerce_event, create_async_task
+from .._machine import cancel_reason, coerce_event, create_async_task, stall_event
 from .._models import (
     STATE_NAMES,
     AsyncEvent,
@@ -178,6 +179,7 @@ class RedisBook:
             self.keys.outbox,
             *self.keys.state_indexes,
             self.keys.counters,
+            self.keys.stalls,
         ]
         self._groups: set[str] = set()
         self._prune_from: dict[str, str] = {}
@@ -244,9 +246,16 @@ class RedisBook:
         ttl_ms: int | float,
         max_attempts: int,
         exist_ok: bool = False,
+        heartbeat_timeout_ms: int | None = None,
+        retry_on_stall: bool = False,
     ) -> AsyncTask:
-        """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``."""
+        """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
+
+        With ``heartbeat_timeout_ms`` a running attempt silent for that long is ended by
+        ``end_stalled`` (retryable when ``retry_on_stall``).
+        """
         task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
+        timeout = require_heartbeat_timeout(heartbeat_timeout_ms)
         self._before_write()
         k = self.keys
         reply = self._scripts.create(
@@ -258,6 +267,8 @@ class RedisBook:
                 max_attempts=task.max_attempts,
                 exist_ok=exist_ok,
                 changes_channel=k.changes_channel,
+                heartbeat_timeout_ms=timeout,
+                retry_on_stall=bool(retry_on_stall),
             ).argv(),
         )
         status = _text(reply[0])
@@ -283,16 +294,25 @@ class RedisBook:
     # -- applying events ---------------------------------------------------------------
 
     def _apply_call(
-        self, task_id: Any, event: EventInput | None, callback_id: Any, full_task: bool = True
+        self,
+        task_id: Any,
+        event: EventInput | None,
+        callback_id: Any,
+        full_task: bool = True,
+        *,
+        only_if_stalled: bool = False,
     ) -> tuple[list[str], ApplyArgs, AsyncBookError | None]:
         task_id = _utf8(require_string(task_id, "taskId"), "taskId")
         callback = require_optional_string(callback_id, "callbackId")
         k = self.keys
+        cursor = ""
         if event is None:
             event_args, shape_error = AT_DEADLINE, None
         else:
             parsed, shape_error = _coerce(event)
             event_args = NO_EVENT
+            if isinstance(parsed, ProgressEvent):
+                cursor = _utf8(parsed.cursor, "event.cursor")
             if parsed is not None:
                 try:
                     event_args = _event_args(parsed)
@@ -312,6 +332,8 @@ class RedisBook:
             retention_ms=self._retention_ms,
             changes_channel=k.changes_channel,
             with_history=full_task,
+            only_if_stalled=only_if_stalled,
+            cursor=cursor,
         )
         return keys, args, shape_error
 
@@ -651,6 +673,64 @@ class RedisBook:
         tasks = tuple(_listed(found))
         next_after = str(int(rows[-1][1])) if more else None
         return TaskPage(tasks=tasks, next_after=next_after)
+
+    @reports_outages
+    def heartbeat(self, task_ids: Iterable[str]) -> int:
+        """Say that these tasks' running attempts are alive: one round trip for them all."""
+        ids = [_utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
+        if not ids:
+            return 0
+        keys = [self.keys.stalls, *(self.keys.task(task_id) for task_id in ids)]
+        return int(self._scripts.heartbeat(keys=keys, args=ids))
+
+    @reports_outages
+    def end_stalled(
+        self, now_ms: int | float | None = None, limit: int = 1000
+    ) -> list[CallbackResult | AsyncBookError]:
+        """Fail every running task whose heartbeat is overdue (by the server's clock).
+
+        The script checks again, atomically, that the task is still overdue, so a
+        heartbeat that arrives meanwhile wins; each fail carries a callback id naming the
+        stall, so two sweeps fail a task once.
+        """
+        now = self.now_ms() if now_ms is None else require_non_negative(now_ms, "nowMs")
+        count = require_limit(limit, maximum=1_000_000)
+        due = self.client.zrangebyscore(
+            self.keys.stalls, "-inf", now, start=0, num=count, withscores=True
+        )
+        if not due:
+            return []
+        hashes = [self.keys.task(_text(raw)) for raw, _ in due]
+        pipe = self._slot_client().pipeline(transaction=False)
+        for key in hashes:
+            pipe.hmget(key, "hbt", "rdl")
+        settings = pipe.execute()
+        results: list[CallbackResult | AsyncBookError] = []
+        for (raw, stall_at), (timeout, retry) in zip(due, settings, strict=True):
+            task_id = _text(raw)
+            if timeout is None:
+                continue
+            event = stall_event(now, int(timeout), _text(retry or b"0") == "1")
+            keys, args, _ = self._apply_call(
+                task_id, event, f"stalled:{task_id}:{int(stall_at)}", only_if_stalled=True
+            )
+            reply = self._scripts.apply(keys=keys, args=args.argv())
+            if _text(reply[0]) == ScriptStatus.FRESH:
+                continue
+            try:
+                results.append(self._apply_result(task_id, reply, None))
+            except AsyncBookError as error:
+                results.append(error)
+        return results
+
+    @reports_outages
+    def last_cursor(self, task_id: str) -> str | None:
+        """The cursor of the last progress the task reported (its checkpoint), or None."""
+        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        exists, cursor = self._slot_client().hmget(self.keys.task(task_id), "id", "cur")
+        if exists is None:
+            raise UnknownTaskError(task_id)
+        return _text(cursor) or None if cursor is not None else None
 
     @reports_outages
     def now_ms(self) -> int:

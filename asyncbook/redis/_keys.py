@@ -79,6 +79,11 @@ class KeySchema:
         return f"{self.tag}:deadlines"
 
     @property
+    def stalls(self) -> str:
+        """Sorted set of running task ids with a heartbeat timeout, by when they stall."""
+        return f"{self.tag}:stalls"
+
+    @property
     def counters(self) -> str:
         """Hash counting the book's answers by reason (for metrics)."""
         return f"{self.tag}:counters"

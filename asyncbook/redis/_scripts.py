@@ -42,6 +42,8 @@ class ScriptStatus(StrEnum):
     """apply: a rule refused a value; the field and the message follow."""
     DAMAGED = "!damaged"
     """The task's record lost parts of itself (eviction); why follows."""
+    FRESH = "!fresh"
+    """apply, for the sweep's stall fail: a heartbeat came in time; nothing changed."""
     CONFLICT = "!conflict"
     """create: the id exists (and ``exist_ok`` was not given)."""
     CREATED = "created"
@@ -66,9 +68,12 @@ class CreateArgs(NamedTuple):
     max_attempts: int
     exist_ok: bool
     changes_channel: str
+    heartbeat_timeout_ms: int | None = None
+    retry_on_stall: bool = False
 
     def argv(self) -> list[str]:
         """The positional ARGV."""
+        timeout = self.heartbeat_timeout_ms
         return [
             self.task_id,
             self.task_id_json,
@@ -76,6 +81,8 @@ class CreateArgs(NamedTuple):
             str(self.max_attempts),
             _flag(self.exist_ok),
             self.changes_channel,
+            "" if timeout is None else str(timeout),
+            _flag(self.retry_on_stall),
         ]
 
 
@@ -114,6 +121,9 @@ class ApplyArgs(NamedTuple):
     """Whole milliseconds; '' keeps ended tasks forever."""
     changes_channel: str
     with_history: bool
+    only_if_stalled: bool = False
+    cursor: str = ""
+    """A progress event's cursor: the task's checkpoint."""
 
     def argv(self) -> list[str]:
         """The positional ARGV."""
@@ -134,6 +144,8 @@ class ApplyArgs(NamedTuple):
             self.retention_ms,
             self.changes_channel,
             _flag(self.with_history),
+            _flag(self.only_if_stalled),
+            self.cursor,
         ]
 
 
@@ -220,11 +232,22 @@ class BookScripts:
     deliver: BookScript
     drain: BookScript
     prune: BookScript
+    heartbeat: BookScript
 
     @classmethod
     def register(cls, client: Any) -> BookScripts:
         """Register every script on ``client`` (no round trip until first use)."""
-        names = ["create", "apply", "get", "get_many", "resume", "deliver", "drain", "prune"]
+        names = [
+            "create",
+            "apply",
+            "get",
+            "get_many",
+            "resume",
+            "deliver",
+            "drain",
+            "prune",
+            "heartbeat",
+        ]
         return cls(
             **{
                 name: BookScript(client.register_script(load_source(f"{name}.lua")), client)

@@ -1,7 +1,9 @@
 -- Shared helpers, prepended to every script that reads or writes a task.
 -- A task is two keys. Its hash holds short fields only, so Redis keeps it compact
 -- (listpack): id (JSON string), st, exp (deadline, JSON number text), att, max, prog,
--- ver, seq (creation order), err (JSON string, when set). Its history list holds, at
+-- ver, seq (creation order), err (JSON string, when set), and for the extensions hbt
+-- (heartbeat timeout ms), rdl (1: a stalled attempt is retried), cur (the last progress
+-- cursor, a checkpoint). Its history list holds, at
 -- index N-1, the JSON of the event that produced version N. resultRef and resultHash
 -- are not stored twice: a succeeded task's last event is its succeed event.
 
@@ -9,7 +11,8 @@ local TERMINAL = {succeeded = true, failed = true, expired = true, cancelled = t
 local STATE_SLOT = {queued = 1, running = 2, succeeded = 3, failed = 4, expired = 5, cancelled = 6}
 
 local function load_task(key)
-  local f = redis.call('HMGET', key, 'id', 'st', 'exp', 'att', 'max', 'prog', 'ver', 'seq', 'err')
+  local f = redis.call('HMGET', key, 'id', 'st', 'exp', 'att', 'max', 'prog', 'ver', 'seq', 'err',
+    'hbt', 'rdl')
   if not f[1] then
     return nil
   end
@@ -21,6 +24,7 @@ local function load_task(key)
   return {
     id = f[1], st = f[2], exp = f[3], att = tonumber(f[4]), max = tonumber(f[5]),
     prog = tonumber(f[6]), ver = tonumber(f[7]), seq = f[8], err = f[9],
+    hbt = tonumber(f[10]), rdl = f[11],
   }
 end
 

@@ -2,7 +2,7 @@
 -- history, indexes, retention, the outbox and the change feed.
 -- KEYS: 1 task hash, 2 history list, 3 callback marker, 4 deadlines, 5 outbox,
 --       6..11 state indexes (queued, running, succeeded, failed, expired, cancelled),
---       12 counters (hash: answers by reason)
+--       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time)
 -- ARGV: 1 task id, 2 callback given (1/0), 3 event shape valid (1/0),
 --       4 type: start | progress | succeed | fail | expire | cancel
 --         | deadline (expire at the deadline),
@@ -10,8 +10,11 @@
 --       7 progress ('' when not a finite number), 8 retryable (1/0),
 --       9 resultHash (as given), 10 resultRef blank (1/0), 11 resultHash blank (1/0),
 --       12 error JSON (fail: its error; cancel: its reason), 13 retention ms ('' keeps forever), 14 changes channel,
---       15 answer with the task's history (1/0)
--- Returns: {'!unknown'} | {'!damaged', why} | {'!shape'} | {'!invalid', field, message}
+--       15 answer with the task's history (1/0), 16 only if stalled (1/0: the sweep's
+--       stall fail, refused with '!fresh' when a heartbeat came in time), 17 the progress
+--       cursor (kept as the task's checkpoint)
+-- Returns: {'!unknown'} | {'!damaged', why} | {'!fresh'} | {'!shape'}
+--          | {'!invalid', field, message}
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,
 --            changed, duplicate, notify, duplicateCallback
 
@@ -39,6 +42,13 @@ end
 local at = tonumber(at_text)
 if not at or at < 0 then
   return {'!invalid', 'event.atMs', 'event.atMs must be a non-negative number'}
+end
+if ARGV[16] == '1' then
+  -- The sweep's stall fail (its atMs is the sweep's now): only if still overdue then.
+  local stall_at = redis.call('ZSCORE', KEYS[13], ARGV[1])
+  if t.st ~= 'running' or not stall_at or tonumber(stall_at) > at then
+    return {'!fresh'}
+  end
 end
 
 local reason, changed, duplicate, notify = nil, false, false, false
@@ -146,6 +156,17 @@ if changed then
     end
   end
   announce(ARGV[14], t)
+  if kind == 'progress' then
+    redis.call('HSET', KEYS[1], 'cur', ARGV[17])
+  end
+end
+if t.hbt then
+  -- A change, a start or a progress report is also a heartbeat (no version bump).
+  if t.st == 'running' and (changed or kind == 'start' or kind == 'progress') then
+    redis.call('ZADD', KEYS[13], server_ms() + t.hbt, ARGV[1])
+  elseif t.st ~= 'running' and old_state == 'running' then
+    redis.call('ZREM', KEYS[13], ARGV[1])
+  end
 end
 if ARGV[2] == '1' then
   if retention then

@@ -1,7 +1,8 @@
 -- create: store a new queued task, unless the id exists.
 -- KEYS: 1 task hash, 2 history list, 3 queued index, 4 deadlines, 5 sequence
 -- ARGV: 1 task id, 2 task id as JSON, 3 deadline (JSON number text), 4 maxAttempts,
---       5 exist_ok (1/0), 6 changes channel
+--       5 exist_ok (1/0), 6 changes channel, 7 heartbeat timeout ms ('' for none),
+--       8 retry a stalled attempt (1/0)
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 
 local existing = load_full(KEYS[1], KEYS[2])
@@ -20,6 +21,9 @@ redis.call('DEL', KEYS[2])
 local seq = redis.call('INCR', KEYS[5])
 redis.call('HSET', KEYS[1], 'id', ARGV[2], 'st', 'queued', 'exp', ARGV[3], 'att', '0',
   'max', ARGV[4], 'prog', '0', 'ver', '0', 'seq', tostring(seq))
+if ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[1], 'hbt', ARGV[7], 'rdl', ARGV[8])
+end
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
 announce(ARGV[6], {id = ARGV[2], st = 'queued', prog = 0, ver = 0})

@@ -1,0 +1,14 @@
+-- heartbeat: the running attempts of these tasks are alive (no version bump, no history).
+-- KEYS: 1 stalls, 2.. the task hashes of the ids in ARGV, in the same order
+-- ARGV: the task ids
+-- Returns: how many were running with a heartbeat timeout (their stall time moved on)
+
+local now, alive = server_ms(), 0
+for i, task_id in ipairs(ARGV) do
+  local f = redis.call('HMGET', KEYS[i + 1], 'st', 'hbt')
+  if f[1] == 'running' and f[2] then
+    redis.call('ZADD', KEYS[1], 'GT', now + tonumber(f[2]), task_id)
+    alive = alive + 1
+  end
+end
+return alive
