@@ -1,7 +1,8 @@
 """Celery configuration of the example workers (``celery -A workers worker -B``).
 
 Environment: ``REDIS_URL`` (broker, results and book; default redis://127.0.0.1:6379/0),
-``ASYNCBOOK_NAMESPACE`` (the book's key prefix), ``ASYNCBOOK_QUEUE`` (the task queue),
+``ASYNCBOOK_NAMESPACE`` (the book's key prefix), ``ASYNCBOOK_QUEUE`` (the task queue,
+default ``celery``; asyncbook's own queue is then ``<it>-asyncbook``, else ``asyncbook``),
 ``ASYNCBOOK_WEBHOOK_URL`` (a webhook that receives every notification).
 """
 
@@ -9,23 +10,28 @@ import os
 from datetime import timedelta
 
 redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+queue = os.environ.get("ASYNCBOOK_QUEUE")
 
 broker_url = redis_url
 result_backend = redis_url
 result_expires = timedelta(hours=24)
 broker_connection_retry_on_startup = True
-task_default_queue = os.environ.get("ASYNCBOOK_QUEUE", "celery")
+task_default_queue = queue or "celery"
 
 # A task is acknowledged after it ran: a worker killed mid-task gives it back.
 task_acks_late = True
 task_reject_on_worker_lost = True
 worker_prefetch_multiplier = 1
 
-# asyncbook (read by asyncbook.signals.install)
+# asyncbook (read by the integration that asyncbook.celery.install connects)
 asyncbook_redis_url = redis_url
 asyncbook_namespace = os.environ.get("ASYNCBOOK_NAMESPACE", "asyncbook")
 asyncbook_default_ttl = timedelta(hours=1)
 asyncbook_sinks = [url for url in [os.environ.get("ASYNCBOOK_WEBHOOK_URL")] if url]
+# asyncbook.sweep and asyncbook.deliver have a queue of their own, so a backlog of tasks
+# never delays an expiry. A worker started without -Q consumes it too; with -Q, name it:
+# celery -A workers worker -Q celery,asyncbook
+asyncbook_queue = f"{queue}-asyncbook" if queue else "asyncbook"
 
 beat_schedule = {
     # Expire every task whose deadline has passed. Two beats by mistake are harmless.

@@ -1,10 +1,15 @@
-"""Helpers for the Celery integration tests: in-process apps and a counting book."""
+"""Helpers for the Celery integration tests: a counting book, waiting, a worker subprocess."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from asyncbook import ApplyItem, AsyncTask, RedisBook
@@ -65,3 +70,62 @@ def unique(prefix: str) -> str:
 def history(task: AsyncTask) -> list[str]:
     """The event types of a task's history, in order."""
     return [entry.event.type for entry in task.history]
+
+
+class CeleryWorker:
+    """A ``celery -A workers worker`` subprocess (prefork) with its own namespace and queue.
+
+    ``extra`` is added to the command line (``-B``, ``-Q ...``); ``log`` collects its output.
+    """
+
+    def __init__(
+        self, root: Path, url: str, log: Path, *, extra: Sequence[str] = (), concurrency: int = 2
+    ) -> None:
+        self.namespace = unique("e2e")
+        self.queue = unique("e2e-q")
+        self.name = f"{unique('w')}@localhost"
+        self.log = log
+        self.root = root
+        self.url = url
+        self.extra = list(extra)
+        self.concurrency = concurrency
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, webhook: str = "", ready_timeout: float = 30.0) -> None:
+        """Start the worker; returns once it logged ``ready``."""
+        env = {
+            **os.environ,
+            "REDIS_URL": self.url,
+            "ASYNCBOOK_NAMESPACE": self.namespace,
+            "ASYNCBOOK_QUEUE": self.queue,
+            "ASYNCBOOK_WEBHOOK_URL": webhook,
+            "PYTHONPATH": str(self.root),
+        }
+        command = [
+            sys.executable, "-m", "celery", "-A", "workers", "worker", *self.extra,
+            "--pool=prefork", "-c", str(self.concurrency), "-n", self.name,
+            "--without-gossip", "--without-mingle", "-l", "info",
+        ]  # fmt: skip
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        process = self.process
+        wait_for(lambda: b" ready." in self.log.read_bytes() or process.poll(), ready_timeout)
+        assert process.poll() is None, self.output()
+
+    def stop(self) -> None:
+        """SIGTERM (warm shutdown), then SIGKILL after 20 s."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def output(self) -> str:
+        """Everything the worker logged so far."""
+        return self.log.read_text(errors="replace")

@@ -48,11 +48,28 @@ def test_settings_are_read_under_the_prefix() -> None:
     assert settings.extra == {"typo": 1}
 
 
-def test_install_warns_about_unknown_settings(caplog: pytest.LogCaptureFixture) -> None:
+def test_redelivery_idle_and_queue_settings() -> None:
+    defaults = Settings.from_conf({})
+    assert (defaults.redelivery_idle_ms, defaults.queue) == (60_000, "asyncbook")
+    settings = Settings.from_conf(
+        {"asyncbook_redelivery_idle": timedelta(seconds=5), "asyncbook_queue": "house"}
+    )
+    assert (settings.redelivery_idle_ms, settings.queue) == (5_000, "house")
+    assert Settings.from_conf({"asyncbook_redelivery_idle": 0.25}).redelivery_idle_ms == 250
+    assert settings.extra == {}
+    with pytest.raises(AsyncBookError, match="asyncbook_redelivery_idle"):
+        Settings.from_conf({"asyncbook_redelivery_idle": 0})
+
+
+def test_unknown_settings_are_warned_about_when_first_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     app = Celery("settings", broker="memory://", set_as_current=False)
     app.conf.asyncbook_flush_dealy = 1
     with caplog.at_level(logging.WARNING, "asyncbook.celery"):
         integration = install(app, MemoryBook())
+        assert "asyncbook_flush_dealy" not in caplog.text  # install reads no setting
+        assert integration.settings.flush_delay == Settings.flush_delay
     try:
         assert "asyncbook_flush_dealy" in caplog.text
         assert install(app) is integration  # once per app

@@ -3,7 +3,7 @@
 ```python
 from asyncbook.celery import install, report_progress
 
-install(app)  # once, after the app is configured
+install(app)  # once; settings are read when first needed
 
 @app.task(bind=True, tracked=True, ttl=timedelta(minutes=30), max_retries=2)
 def generate(self, prompt): ...; report_progress(self, 40, cursor="chunk-4"); ...

@@ -2,30 +2,37 @@
 
 | Celery | book |
 |---|---|
-| publish (client side) | create if absent, deadline = now + ttl; message ``expires`` = deadline |
+| publish (client side) | create if absent, deadline = now + ttl or an earlier ``expires`` |
 | ``task_prerun`` | start (worker = hostname), buffered |
 | ``report_progress`` | progress, buffered |
 | ``task_success`` | succeed (resultRef, resultHash), in the book before the ack |
 | ``task_retry`` | fail, retryable (written before the retry is republished) |
-| ``task_failure`` | fail, not retryable |
+| ``task_failure`` | fail, not retryable (once per execution) |
 | ``task_revoked`` | expire when expired, else fail "revoked" |
 
 Every event carries a callback id from the task id, the signal and ``request.retries``,
 so a redelivered message changes nothing twice.
+
+Settings, sinks and the ``asyncbook_result_ref`` callable are read when first needed,
+not at ``install``: an app may be configured after ``install``, and a sink may be defined
+further down the module that calls it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery, Task, signals
+from celery.app import task as celery_task
+from celery.backends.base import DisabledBackend
 
 from .._book import AsyncBook
 from .._delivery import (
@@ -38,12 +45,22 @@ from .._dotted import import_path
 from .._models import AsyncTask, FailEvent, ProgressEvent, StartEvent, SucceedEvent
 from .._sinks import Sink, resolve_sink
 from .._sweep import SweepReport, sweep
-from ..errors import AsyncBookError
+from ..errors import AsyncBookError, invalid
 from ._recorder import Recorder, retrying
 from ._settings import Settings
-from ._tracking import callback_id, is_tracked, max_attempts, now_ms, result_hash, ttl_ms
+from ._tracking import (
+    callback_id,
+    expires_ms,
+    is_tracked,
+    iso_time,
+    max_attempts,
+    now_ms,
+    result_hash,
+    ttl_ms,
+)
 
 __all__ = [
+    "BEAT_TASKS",
     "CREATED_HEADER",
     "DEADLINE_HEADER",
     "Integration",
@@ -59,6 +76,12 @@ CREATED_HEADER = "asyncbook_created"
 """Message header: the publisher created the task in the book."""
 DEADLINE_HEADER = "asyncbook_deadline_ms"
 """Message header: the task's deadline, in ms since the epoch."""
+BEAT_TASKS = ("asyncbook.sweep", "asyncbook.deliver")
+"""The tasks ``install`` registers; they are routed to the ``asyncbook_queue``."""
+
+_SWEEP_SILENT_MS = 30_000
+"""A task overdue by this much means no sweep ran lately (beat sweeps every second)."""
+_REMEMBERED_FAILURES = 4096
 
 _installed: weakref.WeakKeyDictionary[Celery, Integration] = weakref.WeakKeyDictionary()
 _install_lock = threading.Lock()
@@ -66,11 +89,37 @@ _install_lock = threading.Lock()
 ResultRef = Callable[[Task[Any, Any], str, Any], str]
 
 
+def _result_kept(task: Task[Any, Any]) -> bool:
+    """Whether Celery stores the result of the execution running now (as its tracer decides)."""
+    request = task.request
+    if isinstance(task.backend, DisabledBackend):
+        return False
+    if request.is_eager and not task.store_eager_result:
+        return False
+    actual: Callable[[Any, Any], bool] | None = getattr(
+        celery_task, "get_actual_ignore_result", None
+    )
+    ignored = actual(task, request) if actual is not None else task.ignore_result
+    # The backend skips a request that asks to ignore its result, whatever the task says.
+    return not ignored and not request.ignore_result
+
+
 def default_result_ref(task: Task[Any, Any], task_id: str, result: Any) -> str:
-    """Where Celery keeps the result: the result backend's key for ``task_id``."""
+    """Where Celery keeps the result of ``task_id``; it names a key only where one is written.
+
+    - the result backend's key (``celery-task-meta-<id>``) for a key-value backend
+      (Redis, cache, ...);
+    - ``celery:<id>`` for a backend without a key per task (database, RPC, ...): read it
+      with ``AsyncResult(id)``;
+    - ``ignored:<id>`` when Celery keeps no result: ``ignore_result`` (of the task or the
+      call), no result backend, or an eager call without ``task_store_eager_result``.
+      ``store_errors_even_if_ignored`` stores failures only, so a success stays ignored.
+    """
+    if not _result_kept(task):
+        return f"ignored:{task_id}"
     key_for: Callable[[str], bytes | str] | None = getattr(task.backend, "get_key_for_task", None)
     if key_for is None:
-        return f"celery-task-meta-{task_id}"
+        return f"celery:{task_id}"
     key = key_for(task_id)
     return key.decode() if isinstance(key, bytes) else str(key)
 
@@ -82,30 +131,129 @@ def _describe(error: BaseException | None) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+class _BeatRouter:
+    """The router ``install`` appends to ``task_routes``: the beat tasks go to their queue.
+
+    It comes after the app's own routes, so a route of yours for them wins.
+    """
+
+    def __init__(self, app: Celery) -> None:
+        self._app = weakref.ref(app)
+
+    def __call__(
+        self, name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **_: Any
+    ) -> dict[str, str] | None:
+        app = self._app()
+        integration = None if app is None else installed(app)
+        if integration is None or name not in BEAT_TASKS:
+            return None
+        return {"queue": integration.settings.queue}
+
+
+def _configured(app: Celery) -> bool:
+    # Reading app.conf would finalize a pending configuration: look only once it is read.
+    return bool(getattr(app, "configured", False))
+
+
+def _routes(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
 class Integration:
     """The handlers ``install`` connected for one Celery app, and their book."""
 
-    def __init__(self, app: Celery, book: AsyncBook | None, settings: Settings) -> None:
+    def __init__(
+        self, app: Celery, book: AsyncBook | None = None, settings: Settings | None = None
+    ) -> None:
         self.app = app
-        self.settings = settings
         self._book = book
-        self.recorder = Recorder(
-            self._make_book, flush_delay=settings.flush_delay, retry_for=settings.retry_for
-        )
-        configured = settings.result_ref
-        self.result_ref: ResultRef = (
-            default_result_ref
-            if configured is None
-            else import_path(configured)
-            if isinstance(configured, str)
-            else configured
-        )
-        self.sinks: tuple[Sink, ...] = tuple(resolve_sink(spec) for spec in settings.sinks)
+        self._settings = settings
+        self._recorder: Recorder | None = None
+        self._result_ref: ResultRef | None = None
+        self._sinks: tuple[Sink, ...] | None = None
         self._uid = f"asyncbook-{id(self)}"
         self._source: NotificationSource | None = None
+        self._router = _BeatRouter(app)
+        self._reset_process_state()
+
+    def _reset_process_state(self) -> None:
+        self._pid = os.getpid()
+        self._lazy = threading.RLock()
+        self._state_lock = threading.Lock()
+        # Executions of tracked tasks running in this process, by task name (prerun to
+        # postrun): report_progress from a thread of the task's own finds its execution.
+        self._running: dict[str, list[tuple[str, int]]] = {}
+        self._failures: OrderedDict[str, int | str] = OrderedDict()
+
+    def _check_fork(self) -> None:
+        # A forked pool child may inherit a lock another thread held at the fork.
+        if os.getpid() != self._pid:
+            self._reset_process_state()
+
+    # -- what is read when first needed ------------------------------------------------
+
+    def _once(self, attribute: str, build: Callable[[], Any]) -> Any:
+        value = getattr(self, attribute)
+        if value is None:
+            self._check_fork()
+            with self._lazy:
+                value = getattr(self, attribute)
+                if value is None:
+                    value = build()
+                    setattr(self, attribute, value)
+        return value
+
+    def _read_settings(self) -> Settings:
+        settings = Settings.from_conf(self.app.conf)
         if settings.extra:
             unknown = ", ".join(f"asyncbook_{name}" for name in sorted(settings.extra))
             logger.warning("asyncbook: unknown settings ignored: %s", unknown)
+        return settings
+
+    @property
+    def settings(self) -> Settings:
+        """The ``asyncbook_*`` settings of ``app.conf``, read once, when first needed."""
+        settings: Settings = self._once("_settings", self._read_settings)
+        return settings
+
+    @property
+    def recorder(self) -> Recorder:
+        """Writes this process's events to the book (built on first use)."""
+        recorder: Recorder = self._once(
+            "_recorder",
+            lambda: Recorder(
+                self._make_book,
+                flush_delay=self.settings.flush_delay,
+                retry_for=self.settings.retry_for,
+            ),
+        )
+        return recorder
+
+    @property
+    def result_ref(self) -> ResultRef:
+        """``asyncbook_result_ref`` (imported on first use), else ``default_result_ref``."""
+
+        def build() -> ResultRef:
+            configured = self.settings.result_ref
+            if configured is None:
+                return default_result_ref
+            resolved: ResultRef = (
+                import_path(configured) if isinstance(configured, str) else configured
+            )
+            return resolved
+
+        result_ref: ResultRef = self._once("_result_ref", build)
+        return result_ref
+
+    @property
+    def sinks(self) -> tuple[Sink, ...]:
+        """``asyncbook_sinks``, resolved (dotted paths imported) on first use."""
+        sinks: tuple[Sink, ...] = self._once(
+            "_sinks", lambda: tuple(resolve_sink(spec) for spec in self.settings.sinks)
+        )
+        return sinks
 
     def _make_book(self) -> AsyncBook:
         if self._book is None:
@@ -127,16 +275,21 @@ class Integration:
         return [
             (signals.before_task_publish, self.on_before_task_publish),
             (signals.task_prerun, self.on_task_prerun),
+            (signals.task_postrun, self.on_task_postrun),
             (signals.task_success, self.on_task_success),
             (signals.task_retry, self.on_task_retry),
             (signals.task_failure, self.on_task_failure),
             (signals.task_revoked, self.on_task_revoked),
+            (signals.celeryd_init, self.on_celeryd_init),
+            (signals.worker_ready, self.on_worker_ready),
             (signals.worker_process_shutdown, self.on_worker_process_shutdown),
             (signals.worker_shutdown, self.on_worker_shutdown),
+            (self.app.on_after_configure, self.on_after_configure),
         ]
 
     def connect(self) -> None:
-        """Connect the handlers and register ``asyncbook.sweep`` / ``asyncbook.deliver``."""
+        """Connect the handlers, register ``asyncbook.sweep`` / ``asyncbook.deliver`` and
+        route them to their queue (once the app is configured)."""
         for signal, handler in self._handlers():
             signal.connect(handler, weak=False, dispatch_uid=f"{self._uid}-{handler.__name__}")
         # The same module-level callables each time: installing again re-registers nothing.
@@ -146,12 +299,32 @@ class Integration:
         self.app.task(name="asyncbook.deliver", bind=True, ignore_result=True, shared=False)(
             _deliver_task
         )
+        if _configured(self.app):
+            self._add_route(self.app.conf)
 
     def disconnect(self) -> None:
-        """Disconnect the handlers and write what is buffered."""
+        """Disconnect the handlers, remove the route and write what is buffered."""
         for signal, handler in self._handlers():
             signal.disconnect(handler, dispatch_uid=f"{self._uid}-{handler.__name__}")
-        self.recorder.close()
+        if _configured(self.app):
+            conf = self.app.conf
+            routes = _routes(conf.task_routes)
+            if any(route is self._router for route in routes):
+                conf.task_routes = tuple(route for route in routes if route is not self._router)
+        if self._recorder is not None:
+            self._recorder.close()
+
+    def _add_route(self, conf: Any) -> None:
+        # After the app's own routes: a route of the user's for the beat tasks wins.
+        routes = [
+            route for route in _routes(conf.task_routes) if not isinstance(route, _BeatRouter)
+        ]
+        conf.task_routes = (*routes, self._router)
+
+    def on_after_configure(self, sender: object = None, source: Any = None, **_: Any) -> None:
+        """The app read its configuration (again): route the beat tasks to their queue."""
+        if sender is self.app and source is not None:
+            self._add_route(source)
 
     # -- beat tasks -------------------------------------------------------------------
 
@@ -170,7 +343,59 @@ class Integration:
             self.sinks,
             group=self.settings.consumer_group,
             consumer=consumer or socket.gethostname(),
+            min_idle_ms=self.settings.redelivery_idle_ms,
         )
+
+    # -- the worker and its queues ------------------------------------------------------
+
+    def on_celeryd_init(self, instance: Any = None, options: Any = None, **_: Any) -> None:
+        """A worker starts: without ``-Q`` it consumes the ``asyncbook_queue`` too."""
+        if getattr(instance, "app", None) is not self.app or not isinstance(options, dict):
+            return
+        if options.get("queues"):
+            return  # the worker consumes what -Q names; on_worker_ready warns if that's wrong
+        queues = self.app.amqp.queues
+        name = self.settings.queue
+        try:
+            queue = queues[name]  # declared in task_queues, or made as Celery makes one
+        except KeyError:
+            logger.warning(
+                "asyncbook: queue %r is not in task_queues and task_create_missing_queues "
+                "is off: this worker will not run asyncbook.sweep or asyncbook.deliver",
+                name,
+            )
+            return
+        queues.select_add(queue)
+
+    def on_worker_ready(self, sender: Any = None, **_: Any) -> None:
+        """A worker that does not consume the ``asyncbook_queue`` says so; loudly when
+        the book shows that no sweep ran lately."""
+        if getattr(sender, "app", None) is not self.app:
+            return
+        name = self.settings.queue
+        if name in self.app.amqp.queues.consume_from:
+            return
+        try:
+            # One cheap call: a live task well past its deadline means no sweep ran lately.
+            late = bool(self.book.overdue(now_ms() - _SWEEP_SILENT_MS, 1))
+            evidence = f"a task is more than {_SWEEP_SILENT_MS // 1000} s past its deadline"
+        except Exception as error:  # only a check: the worker runs on
+            late, evidence = True, f"the book could not be read ({error!r})"
+        if late:
+            logger.warning(
+                "asyncbook: this worker does not consume queue %r and %s: does any "
+                "worker? asyncbook.sweep and asyncbook.deliver run only from that queue "
+                "(celery worker -Q <your queues>,%s)",
+                name,
+                evidence,
+                name,
+            )
+        else:
+            logger.info(
+                "asyncbook: this worker does not consume queue %r; another worker must "
+                "(asyncbook.sweep and asyncbook.deliver run only from it)",
+                name,
+            )
 
     # -- handlers ---------------------------------------------------------------------
 
@@ -180,7 +405,8 @@ class Integration:
     def on_before_task_publish(
         self, sender: object = None, headers: dict[str, Any] | None = None, **_: Any
     ) -> None:
-        """Publish: create the task (not on a retry) and bound the message by its deadline."""
+        """Publish: create the task (not on a retry), deadline = now + ttl or the message's
+        earlier ``expires``; the message's ``expires`` is set or made earlier, never later."""
         if headers is None or not isinstance(sender, str):
             return
         task = self.app.tasks.get(sender)
@@ -194,17 +420,15 @@ class Integration:
             self._record_retry(task_id, retries - 1)
             return
         now, ttl = now_ms(), ttl_ms(task, self.settings.default_ttl_ms)
+        given = expires_ms(headers.get("expires"))
+        if given is not None and given < now + ttl:
+            ttl = max(1, given - now)
         stored = self._create(task, task_id, now, ttl)
         deadline = now + ttl if stored is None else stored.expires_at_ms
         headers[CREATED_HEADER] = stored is not None
         headers[DEADLINE_HEADER] = deadline
-        expires = datetime.fromtimestamp(deadline / 1000, tz=UTC)
-        given = headers.get("expires")
-        if isinstance(given, str):
-            earlier = datetime.fromisoformat(given)
-            if earlier.tzinfo is not None and earlier < expires:
-                expires = earlier
-        headers["expires"] = expires.isoformat()
+        if headers.get("expires") is None or (given is not None and deadline < given):
+            headers["expires"] = iso_time(deadline)
 
     def _record_retry(self, task_id: str, retries: int) -> None:
         # Task.retry republishes before task_retry fires: record the failed attempt
@@ -224,15 +448,39 @@ class Integration:
         assert isinstance(task, Task)
         request = task.request
         retries = int(request.retries or 0)
+        self._check_fork()
+        with self._state_lock:
+            self._running.setdefault(task.name, []).append((task_id, retries))
         if retries == 0 and not request.get(CREATED_HEADER):
-            self._create_late(task, task_id, request.get(DEADLINE_HEADER))
+            self._create_late(task, task_id, request.get(DEADLINE_HEADER), request.get("expires"))
         worker = str(request.hostname or socket.gethostname())
         start = StartEvent(at_ms=now_ms(), worker=worker)
         self.recorder.buffer((task_id, start, callback_id(task_id, "start", retries)))
 
-    def _create_late(self, task: Task[Any, Any], task_id: str, deadline: Any) -> None:
+    def on_task_postrun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
+        """The attempt is over: it no longer takes progress from other threads."""
+        if task_id is None or not self._mine(task):
+            return
+        assert isinstance(task, Task)
+        self._check_fork()
+        with self._state_lock:
+            running = self._running.get(task.name, [])
+            for index, (running_id, _retries) in enumerate(running):
+                if running_id == task_id:
+                    del running[index]
+                    break
+            if not running:
+                self._running.pop(task.name, None)
+
+    def _create_late(self, task: Task[Any, Any], task_id: str, deadline: Any, expires: Any) -> None:
         ttl = ttl_ms(task, self.settings.default_ttl_ms)
-        now = deadline - ttl if isinstance(deadline, int) and deadline > ttl else now_ms()
+        if isinstance(deadline, int) and deadline > ttl:
+            now = deadline - ttl
+        else:  # a publisher without asyncbook: its message's expires still bounds the task
+            now = now_ms()
+            given = expires_ms(expires)
+            if given is not None and given < now + ttl:
+                ttl = max(1, given - now)
         self._create(task, task_id, now, ttl)
 
     def _create(self, task: Task[Any, Any], task_id: str, now: int, ttl: int) -> AsyncTask | None:
@@ -252,15 +500,37 @@ class Integration:
             logger.error("asyncbook: task %s could not be created: %s", task_id, error)
             return None
 
-    def progress(self, task: Task[Any, Any], percent: int, cursor: str) -> None:
-        """Record progress of the running attempt of ``task`` (buffered)."""
+    def _execution(self, task: Task[Any, Any], task_id: str | None) -> tuple[str, int] | None:
+        """The execution of ``task`` a progress report is for: the caller's own, else the
+        one running in this process (``task_id`` picks one of several)."""
         request = task.request
-        if request.id is None:
+        if request.id is not None and task_id in (None, request.id):
+            return str(request.id), int(request.retries or 0)
+        self._check_fork()
+        with self._state_lock:
+            running = list(self._running.get(task.name, ()))
+        if task_id is not None:
+            running = [execution for execution in running if execution[0] == task_id]
+        if len(running) > 1 and task_id is None:
+            raise invalid(
+                f"report_progress: {len(running)} executions of {task.name} run in this "
+                "process and this thread is none of them; pass task_id=self.request.id "
+                "(read in the task's own thread)",
+                field="task_id",
+            )
+        return running[0] if running else None
+
+    def progress(
+        self, task: Task[Any, Any], percent: int, cursor: str, task_id: str | None = None
+    ) -> None:
+        """Record progress of the running attempt of ``task`` (buffered)."""
+        execution = self._execution(task, task_id)
+        if execution is None:
             return
-        retries = int(request.retries or 0)
+        running_id, retries = execution
         event = ProgressEvent(at_ms=now_ms(), progress=percent, cursor=cursor)
-        callback = callback_id(request.id, "progress", retries, percent)
-        self.recorder.buffer((request.id, event, callback))
+        callback = callback_id(running_id, "progress", retries, percent)
+        self.recorder.buffer((running_id, event, callback))
 
     def on_task_success(self, sender: object = None, result: Any = None, **_: Any) -> None:
         """The attempt returned: succeed (with acks_late, written before the ack)."""
@@ -306,8 +576,25 @@ class Integration:
         request = sender.request
         # In the worker's main process (a lost pool child) there is no request context.
         retries: int | str = int(request.retries or 0) if request.id == task_id else "lost"
+        if self._failed_before(task_id, retries):
+            # A hard time limit sends task_failure twice (once with the request, once
+            # from the timeout handler without it): the second is the same failure.
+            logger.debug("asyncbook: task %s: the same failure again, ignored", task_id)
+            return
         event = FailEvent(at_ms=now_ms(), error=_describe(exception), retryable=False)
         self._finish(sender, task_id, event, callback_id(task_id, "failure", retries))
+
+    def _failed_before(self, task_id: str, retries: int | str) -> bool:
+        """True if this process already recorded this execution's failure; remembers it."""
+        self._check_fork()
+        with self._state_lock:
+            before = self._failures.get(task_id)
+            if before is not None and (before == retries or "lost" in (before, retries)):
+                return True
+            self._failures[task_id] = retries
+            while len(self._failures) > _REMEMBERED_FAILURES:
+                self._failures.popitem(last=False)
+        return False
 
     def on_task_revoked(
         self, sender: object = None, request: Any = None, expired: bool = False, **_: Any
@@ -332,11 +619,13 @@ class Integration:
 
     def on_worker_process_shutdown(self, **_: Any) -> None:
         """A pool process exits: write what is buffered."""
-        self.recorder.flush()
+        if self._recorder is not None:
+            self._recorder.flush()
 
     def on_worker_shutdown(self, **_: Any) -> None:
         """The worker stops: write what is buffered."""
-        self.recorder.flush()
+        if self._recorder is not None:
+            self._recorder.flush()
 
     def _write(self, task_id: str, event: Any, callback: str) -> None:
         self.recorder.write((task_id, event, callback))
@@ -367,7 +656,8 @@ def install(app: Celery, book: AsyncBook | None = None) -> Integration:
     """Connect asyncbook's signal handlers for ``app``, once; returns the integration.
 
     ``book`` defaults to a ``RedisBook`` on ``asyncbook_redis_url`` (the broker URL when
-    the broker is Redis), built on first use. Installing again with another book
+    the broker is Redis), built on first use. Settings are read when first needed, so
+    the app may be configured before or after. Installing again with another book
     replaces the previous integration.
     """
     with _install_lock:
@@ -376,7 +666,7 @@ def install(app: Celery, book: AsyncBook | None = None) -> Integration:
             if book is None or book is current._book:
                 return current
             current.disconnect()
-        integration = Integration(app, book, Settings.from_conf(app.conf))
+        integration = Integration(app, book)
         integration.connect()
         _installed[app] = integration
         return integration

@@ -14,12 +14,21 @@ from ._tracking import is_tracked
 __all__ = ["report_progress"]
 
 
-def report_progress(task: Task[Any, Any], percent: int, cursor: str = "") -> None:
+def report_progress(
+    task: Task[Any, Any], percent: int, cursor: str = "", *, task_id: str | None = None
+) -> None:
     """Record ``percent`` (0..100) and a resume ``cursor`` for the running attempt.
 
     Call it from a bound task (``bind=True``) with ``self``. It returns at once: the
     event is written within a few milliseconds, or with the task's result. A task that
-    is not tracked, or an app without ``install``, makes it a no-op.
+    is not tracked, or an app without ``install``, makes it a no-op; so does a call
+    when no execution of the task runs in this process.
+
+    From another thread of the task (a helper thread, a thread pool), where
+    ``self.request`` is empty, it reports for the execution of ``task`` running in this
+    process. When several run at once (a ``threads`` or ``gevent`` pool) it cannot tell
+    which is meant and raises ``AsyncBookError`` (``invalid-request``, field
+    ``task_id``): pass ``task_id=self.request.id``, read in the task's own thread.
     """
     value = require_integer(percent, "progress")
     if value > 100:
@@ -28,4 +37,6 @@ def report_progress(task: Task[Any, Any], percent: int, cursor: str = "") -> Non
     integration = installed(task.app)
     if integration is None or not is_tracked(task):
         return
-    integration.progress(task, value, cursor)
+    if task_id is not None:
+        require_string(task_id, "task_id")
+    integration.progress(task, value, cursor, task_id)

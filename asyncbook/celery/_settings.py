@@ -1,4 +1,9 @@
-"""The integration's settings, read from a Celery app's ``conf`` under ``asyncbook_``."""
+"""The integration's settings, read from a Celery app's ``conf`` under ``asyncbook_``.
+
+The integration reads them once, when it first needs them (the first tracked publish or
+execution, or the first sweep or delivery), not at ``install``: an app configured after
+``install`` (``config_from_object`` included) is read as configured.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ def _seconds(value: Any, name: str) -> float:
 
 @dataclass(frozen=True)
 class Settings:
-    """What ``install`` reads from ``app.conf`` (each setting is ``asyncbook_<name>``)."""
+    """What the integration reads from ``app.conf`` (each setting is ``asyncbook_<name>``)."""
 
     redis_url: str = DEFAULT_REDIS_URL
     """The book's Redis; defaults to the broker URL when the broker is Redis."""
@@ -43,7 +48,7 @@ class Settings:
     flush_delay: float = 0.005
     """How long (s) a start or progress event may wait to ride with the next write."""
     retry_for: float = 10.0
-    """How long (s) a write is retried, with backoff, while the book is unreachable."""
+    """How long (s) a write waits, retried with backoff, while the book is unreachable."""
     result_ref: Any = None
     """``callable(task, task_id, result) -> str`` (or its dotted path) naming the result."""
     sinks: tuple[Any, ...] = ()
@@ -52,8 +57,13 @@ class Settings:
     """Tasks expired per round trip by the sweep."""
     consumer_group: str = "asyncbook"
     """Consumer group of the notification delivery task."""
+    redelivery_idle_ms: int = 60_000
+    """How long a notification one consumer took and never acknowledged waits before
+    another consumer of ``asyncbook.deliver`` takes it (``asyncbook_redelivery_idle``)."""
+    queue: str = "asyncbook"
+    """The queue ``asyncbook.sweep`` and ``asyncbook.deliver`` are routed to."""
     extra: Mapping[str, Any] = field(default_factory=dict)
-    """Every other ``asyncbook_*`` setting: unknown, so ``install`` warns (a typo?)."""
+    """Every other ``asyncbook_*`` setting: unknown, so the integration warns (a typo?)."""
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> Settings:
@@ -78,5 +88,9 @@ class Settings:
             "sinks": tuple(sinks) if isinstance(sinks, list | tuple) else (sinks,),
             "sweep_batch": int(values.pop("sweep_batch", cls.sweep_batch)),
             "consumer_group": str(values.pop("consumer_group", cls.consumer_group)),
+            "redelivery_idle_ms": duration_ms(
+                values.pop("redelivery_idle", timedelta(minutes=1)), "asyncbook_redelivery_idle"
+            ),
+            "queue": str(values.pop("queue", None) or cls.queue),
         }
         return cls(**known, extra=values)

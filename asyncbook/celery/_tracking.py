@@ -16,19 +16,27 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from celery.utils.time import maybe_iso8601, maybe_make_aware
 
 from ._settings import duration_ms
 
 __all__ = [
     "UNLIMITED_ATTEMPTS",
     "callback_id",
+    "expires_ms",
+    "iso_time",
     "is_tracked",
     "max_attempts",
     "now_ms",
     "result_hash",
     "ttl_ms",
 ]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
 
 UNLIMITED_ATTEMPTS = 2**31 - 1
 """``max_attempts`` of a task whose ``max_retries`` is None (retries forever)."""
@@ -59,6 +67,28 @@ def max_attempts(task: object) -> int:
 def callback_id(task_id: str, signal: str, retries: int | str, *extra: object) -> str:
     """The callback id of one signal of one execution: a redelivery repeats it."""
     return ":".join(["celery", task_id, signal, str(retries), *(str(part) for part in extra)])
+
+
+def expires_ms(value: object) -> int | None:
+    """A message's ``expires`` header in ms since the epoch (rounded down), read as
+    Celery's worker reads it (ISO 8601; a time without an offset is UTC); None when it
+    is absent or unreadable.
+
+    Celery turns ``expires`` given as seconds into an aware time before publishing, so
+    the header is always a time.
+    """
+    try:
+        moment = maybe_iso8601(value) if isinstance(value, str | datetime) else None
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if moment is None:
+        return None
+    return (maybe_make_aware(moment) - _EPOCH) // _MS  # exact, rounded down
+
+
+def iso_time(ms: int | float) -> str:
+    """``ms`` since the epoch as an ISO 8601 time in UTC (a message's ``expires``)."""
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat()
 
 
 def now_ms() -> int:

@@ -1,0 +1,124 @@
+"""Edges only a real prefork worker shows: a hard time limit, which queues a worker
+consumes.
+
+``celery -A workers worker -Q <its task queue>`` (no beat, not the asyncbook queue), and
+``celery -A workers worker -B`` (no ``-Q``), on the real Redis, each in a namespace that
+already holds a task long past its deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from celery import Celery
+
+from asyncbook import RedisBook
+from asyncbook.celery import install, uninstall
+from asyncbook.celery._tracking import now_ms
+
+from .celery_support import CeleryWorker, history, wait_terminal
+from .conftest import delete_namespace
+
+ROOT = Path(__file__).resolve().parent.parent
+URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
+
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(URL)
+    try:
+        client.ping()
+    except redis.ConnectionError as error:  # pragma: no cover - environment problem
+        pytest.fail(f"Redis at {URL} does not answer ({error}); .ci/run starts one")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory: pytest.TempPathFactory, client: redis.Redis) -> Iterator[CeleryWorker]:
+    tmp = tmp_path_factory.mktemp("corner-worker")
+    worker = CeleryWorker(ROOT, URL, tmp / "worker.log", concurrency=1)
+    worker.extra = ["-Q", worker.queue]  # its tasks only: asyncbook.sweep runs elsewhere
+    book = RedisBook.from_url(URL, namespace=worker.namespace)
+    book.create(id="overdue", now_ms=now_ms() - 120_000, ttl_ms=1_000, max_attempts=1)
+    try:
+        worker.start()
+        yield worker
+    finally:
+        worker.stop()
+        delete_namespace(client, worker.namespace)
+        for key in client.scan_iter(match=f"*{worker.queue}*"):
+            client.delete(key)
+
+
+@pytest.fixture
+def beat_worker(tmp_path: Path, client: redis.Redis) -> Iterator[CeleryWorker]:
+    worker = CeleryWorker(ROOT, URL, tmp_path / "worker.log", concurrency=1)
+    worker.extra = ["-B", "-s", str(tmp_path / "beat-schedule")]
+    book = RedisBook.from_url(URL, namespace=worker.namespace)
+    book.create(id="overdue", now_ms=now_ms() - 120_000, ttl_ms=1_000, max_attempts=1)
+    try:
+        worker.start()
+        yield worker
+    finally:
+        worker.stop()
+        delete_namespace(client, worker.namespace)
+        for key in client.scan_iter(match=f"*{worker.queue}*"):
+            client.delete(key)
+
+
+@pytest.fixture(scope="module")
+def app(worker: CeleryWorker) -> Iterator[Celery]:
+    """The example app, publishing to the worker's queue and namespace."""
+    import workers
+
+    app: Celery = workers.app
+    app.conf.update(broker_url=URL, result_backend=URL, task_default_queue=worker.queue)
+    install(app, RedisBook.from_url(URL, namespace=worker.namespace))
+    yield app
+    uninstall(app)
+
+
+def test_a_worker_that_does_not_consume_the_asyncbook_queue_says_so(worker: CeleryWorker) -> None:
+    output = worker.output()
+    assert f"does not consume queue '{worker.queue}-asyncbook'" in output, output
+    assert "past its deadline" in output
+
+
+def test_a_worker_without_q_runs_the_sweep_from_the_asyncbook_queue(
+    beat_worker: CeleryWorker,
+) -> None:
+    book = RedisBook.from_url(URL, namespace=beat_worker.namespace)
+    task = wait_terminal(book, "overdue", timeout=20)  # beat -> its queue -> this worker
+    assert task.state == "expired"
+    output = beat_worker.output()
+    assert f"{beat_worker.queue}-asyncbook" in output.split("[tasks]")[0]  # [queues]
+    assert "asyncbook.sweep" in output
+    assert "does not consume" not in output
+
+
+def test_a_hard_time_limit_fails_the_task_once_without_a_refusal(
+    app: Celery, worker: CeleryWorker
+) -> None:
+    import workers
+
+    # Celery sends task_failure twice for a hard time limit: with the request, and
+    # again from the timeout handler without it. The second is the same failure.
+    result = workers.generate.apply_async(("slow",), {"steps": 20, "delay": 0.2}, time_limit=1)
+    task = wait_terminal(RedisBook.from_url(URL, namespace=worker.namespace), result.id, 30)
+    assert (task.state, task.attempts) == ("failed", 1)
+    assert task.error is not None
+    assert task.error.startswith("TimeLimitExceeded")
+    assert history(task)[0] == "start"
+    assert history(task)[-1] == "fail"
+    time.sleep(1.0)  # the second signal comes right after the first
+    output = worker.output()
+    assert "Hard time limit (1s) exceeded" in output, output
+    assert "refused" not in output, output
