@@ -127,3 +127,43 @@ def test_task_page_streams_history_and_state(server: Running, page: Any, tmp_pat
     assert rows.count() == 12
     assert page.inner_text("#title") == "a/b%c"
     assert "s3://out.png" in page.inner_text("#summary")
+
+
+def test_task_page_shows_a_deadline_past_the_dates_a_browser_holds(
+    server: Running, page: Any
+) -> None:
+    """9e15 ms is past JavaScript's last Date (8.64e15): the page shows the number."""
+    far = 9 * 10**15
+    server.book.create(id="far", now_ms=NOW, ttl_ms=far - NOW, max_attempts=1)
+    page.goto(server.url + "/task?id=far")
+    page.wait_for_selector('#summary[data-version="0"]', timeout=5_000)
+    assert f"{far} ms" in page.inner_text("#summary")
+    assert page.inner_text("#title") == "far"
+
+
+@pytest.mark.parametrize("task_id", ["..", "."])
+def test_task_page_reaches_dot_ids(server: Running, page: Any, task_id: str) -> None:
+    server.book.create(id=task_id, now_ms=NOW, ttl_ms=10_000_000, max_attempts=3)
+    page.goto(server.url + "/task?id=" + task_id)
+    page.wait_for_selector('#summary[data-version="0"]', timeout=5_000)
+    assert "0 / 3" in page.inner_text("#summary")
+
+
+def test_sign_in_returns_to_the_task_and_sign_out_ends_it(page: Any) -> None:
+    token = "browser-token-0123456789"
+    with running_server(token=token) as server:
+        server.book.create(id="a/b", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+        page.goto(server.url + "/task?id=a%2Fb")
+        assert page.url.startswith(server.url + "/login?next=")
+        page.fill('input[name="token"]', "not-the-token-0123")
+        page.click('button[type="submit"]')
+        page.wait_for_selector("text=That token is not valid.")
+        page.fill('input[name="token"]', token)
+        page.click('button[type="submit"]')
+        page.wait_for_selector('#summary[data-version="0"]', timeout=5_000)
+        assert page.url == server.url + "/task?id=a%2Fb"
+        assert page.inner_text("#title") == "a/b"
+        page.click("#signout button")
+        page.wait_for_url(server.url + "/login")
+        page.goto(server.url + "/")
+        assert page.url == server.url + "/login"

@@ -337,8 +337,8 @@ def test_watch_through_the_server_resumes_after_it_restarts(book: RedisBook) -> 
 
 
 def test_watch_through_the_server_unknown_task_and_bad_token(book: RedisBook) -> None:
-    with BackgroundServer(book, feed_for(book), token="t0ken") as server:
-        missing = run(book, "watch", "nope", "--api", server.url, "--token", "t0ken")
+    with BackgroundServer(book, feed_for(book), token="t0ken-t0ken-t0ken") as server:
+        missing = run(book, "watch", "nope", "--api", server.url, "--token", "t0ken-t0ken-t0ken")
         assert missing.exit_code == 1
         assert "no task 'nope'" in missing.stderr
         refused = run(book, "watch", "nope", "--api", server.url, "--token", "wrong")

@@ -15,8 +15,9 @@ import pytest
 import redis
 
 from asyncbook import AsyncBookError, ProgressEvent, RedisBook, StartEvent, SucceedEvent
+from asyncbook._models import STATE_NAMES
 from asyncbook.web import BackgroundServer, BookChangeFeed, feed_for
-from asyncbook.web._auth import check_bind, is_loopback, token_matches
+from asyncbook.web._auth import COOKIE, check_bind, is_loopback, token_matches
 from asyncbook.web._paths import split_task_path, task_path
 
 from .conftest import delete_namespace
@@ -25,6 +26,7 @@ from .web_server import WEB_REDIS_URL, Running, running_server
 pytestmark = pytest.mark.redis
 
 NOW = 1_000_000
+TOKEN = "s3cret-s3cret-s3cret"
 HOSTILE_IDS = ["a/b", "50%", "with space", "ünï/cödé ✓", "x/events", "events", "%2F", "{tag}:1"]
 
 
@@ -181,6 +183,71 @@ def test_bad_paths_and_methods(client: httpx.Client) -> None:
     assert_error(client.delete("/api/tasks"), 405, "method-not-allowed")
 
 
+@pytest.mark.parametrize(
+    ("raw", "task_id"),
+    [
+        (b"/api/ta%73ks/ID", "ID"),
+        (b"/%61pi/tasks/ID", "ID"),
+        (b"/api/%74asks/s%2FID", "s/ID"),
+    ],
+)
+def test_an_encoded_prefix_reaches_the_same_task_and_no_other(
+    server: Running, client: httpx.Client, raw: bytes, task_id: str
+) -> None:
+    """The router matches the decoded path: the id is read from the same split of it."""
+    server.book.create(id="ID", now_ms=NOW, ttl_ms=60_000, max_attempts=1)
+    server.book.create(id="s/ID", now_ms=NOW, ttl_ms=60_000, max_attempts=2)
+    base = httpx.URL(server.url)
+    assert client.get(base.copy_with(raw_path=raw)).json()["id"] == task_id
+    events = client.get(base.copy_with(raw_path=raw + b"/events?cursor=0")).json()
+    assert events["task"]["id"] == task_id
+
+
+@pytest.mark.parametrize("raw", [b"/api/tasks%2FID", b"/api%2Ftasks/ID", b"/api/tasks%2Fs/ID"])
+def test_an_encoded_slash_in_the_prefix_names_no_task(
+    server: Running, client: httpx.Client, raw: bytes
+) -> None:
+    for task_id in ("ID", "s/ID", "2FID", "FID", "s%2FID"):
+        server.book.create(id=task_id, now_ms=NOW, ttl_ms=60_000, max_attempts=1)
+    response = client.get(httpx.URL(server.url).copy_with(raw_path=raw))
+    assert_error(response, 404, "not-found")
+
+
+@pytest.mark.parametrize("task_id", ["a\nb", "x\n", ".", "..", "./x", "x/..", "a/./b", "%2E"])
+def test_ids_with_newlines_and_dot_segments_are_reachable(
+    server: Running, client: httpx.Client, task_id: str
+) -> None:
+    server.book.create(id=task_id, now_ms=NOW, ttl_ms=60_000, max_attempts=1)
+    task = client.get(url(task_id))
+    assert task.status_code == 200, task.text
+    assert task.json()["id"] == task_id
+    events = client.get(url(task_id, "events"), params={"cursor": "0"}).json()
+    assert events["task"]["id"] == task_id
+    refused = client.post(url(task_id, "delivery"), headers={"Idempotency-Key": "k"})
+    assert_error(refused, 409, "not-succeeded")
+    # A browser drops "." and ".." segments even as %2E: the page sends the id in the query.
+    query = client.get("/api/tasks//events", params={"id": task_id, "cursor": "0"})
+    assert query.json()["task"]["id"] == task_id
+    assert client.get("/api/tasks/", params={"id": task_id}).json()["id"] == task_id
+
+
+def test_idempotency_key_is_read_as_utf8_like_the_cli_sends_it(
+    server: Running, client: httpx.Client
+) -> None:
+    run_task(server.book, "u", steps=1)
+    key = "clé-7 ✓"
+    first = client.post(url("u", "delivery"), headers={b"Idempotency-Key": key.encode()})
+    assert first.status_code == 200
+    assert first.json()["reason"] == "delivered"
+    # `asyncbook deliver u --key 'clé-7 ✓'` calls the book with the same text: same key.
+    again = server.book.deliver_result("u", key, NOW)
+    assert again.reason == "duplicate-delivery"
+    assert again.receipt is not None
+    assert again.receipt.delivered_at_ms == first.json()["receipt"]["deliveredAtMs"]
+    latin = client.post(url("u", "delivery"), headers={b"Idempotency-Key": b"cl\xe9-7"})
+    assert assert_error(latin, 400, "invalid-request")["field"] == "idempotencyKey"
+
+
 # -- resume ------------------------------------------------------------------------------
 
 
@@ -284,6 +351,51 @@ def test_pages_and_assets_are_served(client: httpx.Client) -> None:
     for asset in ("app.css", "common.js", "index.js", "task.js"):
         assert client.get(f"/static/{asset}").status_code == 200
     assert "http" not in client.get("/static/index.js").text  # no CDN, no remote anything
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("DELETE", "/api/tasks"),
+        ("POST", "/"),
+        ("PUT", "/task"),
+        ("POST", "/api/changes"),
+        ("POST", "/metrics"),
+        ("POST", "/openapi.json"),
+        ("POST", "/static/app.css"),
+        ("POST", "/api/tasks/a"),
+        ("DELETE", "/api/tasks/a/events"),
+        ("GET", "/api/tasks/a/delivery"),
+    ],
+)
+def test_every_405_says_what_is_allowed(client: httpx.Client, method: str, path: str) -> None:
+    response = client.request(method, path)
+    assert_error(response, 405, "method-not-allowed")
+    allowed = {name.strip() for name in response.headers["allow"].split(",")}
+    assert allowed
+    assert method not in allowed
+
+
+def test_openapi_documents_401_and_its_parameters(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if operation.get("security", schema["security"]):
+                assert "401" in operation["responses"], (method, path)
+    listing = {p["name"]: p for p in schema["paths"]["/api/tasks"]["get"]["parameters"]}
+    assert listing["state"]["schema"] == {"type": "string", "enum": list(STATE_NAMES)}
+    assert listing["limit"]["schema"]["minimum"] == 1
+    assert listing["limit"]["schema"]["maximum"] == 1000
+    delivery = schema["paths"]["/api/tasks/{id}/delivery"]["post"]["parameters"]
+    key = next(p for p in delivery if p["name"] == "Idempotency-Key")
+    assert key["in"] == "header"
+    assert key["required"] is True
+    assert key["schema"]["type"] == "string"
+    assert key["schema"]["minLength"] == 1
+    assert "UTF-8" in key["description"]
+    stream = schema["paths"]["/api/tasks/{id}/stream"]["get"]["parameters"]
+    for parameter in stream[1:]:
+        assert parameter["schema"]["minimum"] == 0
 
 
 # -- streams ---------------------------------------------------------------------------------
@@ -414,7 +526,7 @@ def test_changes_stream_relays_the_feed(server: Running) -> None:
 
 def test_token_guards_everything_but_metrics() -> None:
     with (
-        running_server(token="s3cret") as server,
+        running_server(token=TOKEN) as server,
         httpx.Client(base_url=server.url, timeout=10) as client,
     ):
         run_task(server.book, "t", steps=1)
@@ -428,12 +540,12 @@ def test_token_guards_everything_but_metrics() -> None:
             response = client.get(path)
             assert_error(response, 401, "unauthorized")
             assert response.headers["www-authenticate"].startswith("Bearer")
-            wrong = client.get(path, headers={"Authorization": "Bearer s3cre"})
+            wrong = client.get(path, headers={"Authorization": "Bearer " + TOKEN[:-1]})
             assert_error(wrong, 401, "unauthorized")
         assert (
             client.post(url("t", "delivery"), headers={"Idempotency-Key": "k"}).status_code == 401
         )
-        good = {"Authorization": "Bearer s3cret"}
+        good = {"Authorization": "Bearer " + TOKEN}
         assert client.get("/api/tasks", headers=good).status_code == 200
         assert client.get(url("t"), headers=good).json()["id"] == "t"
         assert stream(client, "t", **good)[-1]["event"] == "end"
@@ -448,13 +560,13 @@ def test_token_guards_everything_but_metrics() -> None:
 
 def test_login_cookie_opens_the_page_and_streams_but_not_posts() -> None:
     with (
-        running_server(token="s3cret") as server,
+        running_server(token=TOKEN) as server,
         httpx.Client(base_url=server.url, timeout=10) as client,
     ):
         run_task(server.book, "t", steps=1)
         assert client.post("/login", data={"token": "nope"}).status_code == 401
-        assert "asyncbook_token" not in client.cookies
-        login = client.post("/login", data={"token": "s3cret"})
+        assert COOKIE not in client.cookies
+        login = client.post("/login", data={"token": TOKEN})
         assert login.status_code == 303
         assert client.get("/").status_code == 200
         assert client.get(url("t")).status_code == 200
@@ -491,6 +603,13 @@ def test_split_task_path() -> None:
     assert split_task_path(b"/api/tasks/%C3%BC?x=1") == ("ü", None)
     with pytest.raises(AsyncBookError):
         split_task_path(b"/api/tasks/")
+    assert split_task_path(b"/api/tasks//stream", "..") == ("..", "stream")
+    assert split_task_path(b"/api/tasks/x/stream", "..") == ("x", "stream")
+    assert split_task_path(b"/api/ta%73ks/x") == ("x", None)
+    with pytest.raises(AsyncBookError):
+        split_task_path(b"/api/tasks%2Fx")
+    assert task_path("..", "stream") == "/api/tasks/%2E%2E/stream"
+    assert task_path("a\n.") == "/api/tasks/a%0A."
     assert task_path("a/b c%", "events") == "/api/tasks/a%2Fb%20c%25/events"
 
 

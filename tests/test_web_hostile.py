@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asyncbook import RedisBook, StartEvent, SucceedEvent, to_wire
+from asyncbook.web._login import safe_next
 from asyncbook.web._paths import task_path
 
 from .web_server import Running, running_server
@@ -126,7 +128,7 @@ def test_raw_paths_never_fail(
 
 @pytest.fixture(scope="module")
 def guarded() -> Iterator[Running]:
-    with running_server(token="s3cret-token") as running:
+    with running_server(token="s3cret-token-s3cret-token") as running:
         running.book.create(id="q", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
         yield running
 
@@ -140,3 +142,24 @@ def test_guessed_credentials_are_401_never_500(
         response = client.get(path, headers={b"Authorization": auth, b"Cookie": cookie})
     assert response.status_code == 401, response.text
     assert response.json()["code"] == "unauthorized"
+
+
+@SETTINGS
+@given(host=header_text)
+def test_any_host_header_is_answered_or_refused_in_json(
+    server: Running, client: httpx.Client, host: bytes
+) -> None:
+    response = client.get("/api/tasks/q", headers={b"Host": host})
+    check(response)
+    loopback = host.lower().split(b":")[0] in (b"localhost", b"127.0.0.1")
+    assert response.status_code == (200 if loopback else 400), (host, response.text)
+
+
+@SETTINGS
+@given(next_page=st.text(max_size=40) | st.sampled_from(["//x", "/\\x", "/\t/x", "https:x"]))
+def test_sign_in_never_sends_a_browser_to_another_site(next_page: str) -> None:
+    # As a browser reads a Location: "\" as "/", tabs and newlines dropped.
+    target = safe_next(next_page).replace("\\", "/")
+    target = "".join(char for char in target if char not in "\t\n\r")
+    assert urlsplit(urljoin("http://127.0.0.1:5566/login", target)).netloc == "127.0.0.1:5566"
+    assert target.startswith("/")

@@ -27,21 +27,29 @@ class Running:
     url: str
     book: RedisBook
     app: Any
+    server: BackgroundServer
 
 
 @contextmanager
 def running_server(
-    *, token: str | None = None, retention_versions: int = 8, client: Any = None
+    *,
+    token: str | None = None,
+    retention_versions: int = 8,
+    client: Any = None,
+    **options: Any,
 ) -> Iterator[Running]:
-    """A status server over a fresh RedisBook namespace (the test Redis unless ``client``)."""
+    """A status server over a fresh RedisBook namespace (the test Redis unless ``client``).
+
+    ``options`` go to ``BackgroundServer`` (``allowed_hosts``, ``proxy_headers``...).
+    """
     client = client if client is not None else redis.Redis.from_url(WEB_REDIS_URL)
     client.ping()
     namespace = f"web-{uuid.uuid4().hex[:12]}"
     book = RedisBook(client, namespace=namespace, retention_versions=retention_versions)
     try:
-        with BackgroundServer(book, feed_for(book), token=token) as server:
+        with BackgroundServer(book, feed_for(book), token=token, **options) as server:
             wait_for_listener(book)
-            yield Running(url=server.url.rstrip("/"), book=book, app=server.app)
+            yield Running(url=server.url.rstrip("/"), book=book, app=server.app, server=server)
     finally:
         delete_namespace(client, namespace)
         client.close()

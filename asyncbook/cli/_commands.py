@@ -354,11 +354,47 @@ def consume(
     "--token",
     envvar="ASYNCBOOK_API_TOKEN",
     default=None,
-    help="Bearer token required on every endpoint but /metrics (env ASYNCBOOK_API_TOKEN).",
+    help="Bearer token required on every endpoint but /metrics, 16 characters at least "
+    "(env ASYNCBOOK_API_TOKEN).",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    envvar="ASYNCBOOK_ALLOWED_HOSTS",
+    # Each value may list several names separated by commas (as the variable does).
+    callback=lambda ctx, param, values: [
+        name.strip() for value in values for name in value.split(",") if name.strip()
+    ],
+    metavar="NAME",
+    help="A name clients reach the server by, besides localhost, 127.0.0.1 and [::1] "
+    "(repeatable; *.example.com for subdomains; env ASYNCBOOK_ALLOWED_HOSTS, comma-separated).",
+)
+@click.option(
+    "--proxy-headers/--no-proxy-headers",
+    default=False,
+    show_default=True,
+    help="Trust X-Forwarded-For/-Proto from --forwarded-allow-ips (behind a reverse proxy).",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    default=None,
+    metavar="IPS",
+    help="Proxy addresses trusted with --proxy-headers, comma-separated "
+    "(default: env FORWARDED_ALLOW_IPS, or 127.0.0.1).",
 )
 @click.option("--log-level", default="info", show_default=True)
 @click.pass_obj
-def serve(settings: Settings, host: str, port: int, token: str | None, log_level: str) -> None:
+def serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    token: str | None,
+    allowed_hosts: list[str],
+    proxy_headers: bool,
+    forwarded_allow_ips: str | None,
+    log_level: str,
+) -> None:
     """Serve the JSON API, task streams, /metrics and the status page."""
     from ..web import feed_for
     from ..web import serve as run_server
@@ -374,9 +410,14 @@ def serve(settings: Settings, host: str, port: int, token: str | None, log_level
             token=token or None,
             log_level=log_level,
             on_ready=lambda url: click.echo(f"asyncbook status page: {url}"),
+            allowed_hosts=allowed_hosts,
+            proxy_headers=proxy_headers,
+            forwarded_allow_ips=forwarded_allow_ips,
         )
     except AsyncBookError as error:
-        raise click.BadParameter(error.message, param_hint="--host") from None
+        option_of_field = {"token": "--token", "allowedHosts": "--allowed-host"}
+        hint = option_of_field.get(error.field or "", "--host")
+        raise click.BadParameter(error.message, param_hint=hint) from None
 
 
 @cli.command()

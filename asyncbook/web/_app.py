@@ -5,59 +5,52 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any
-from urllib.parse import parse_qs
 
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import (
     HTMLResponse,
     JSONResponse,
     PlainTextResponse,
-    RedirectResponse,
     Response,
     StreamingResponse,
 )
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Match, Mount, NoMatchFound, Route, request_response
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from .._book import AsyncBook
 from .._models import to_wire
 from .._reasons import Reason
 from .._watch import task_summary
 from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError, invalid
-from ._auth import COOKIE, TokenAuth, token_matches
+from ._auth import TokenAuth, check_token
 from ._feed import ChangeFeed, LocalChangeFeed
+from ._hosts import HostCheck, allowed_host_names
 from ._hub import Batch, Hub
+from ._login import LoginThrottle, Sessions, login_routes
 from ._metrics import render_metrics, sweep_lateness
 from ._openapi import openapi_schema
 from ._pages import read_page
-from ._paths import TASKS_PREFIX, split_task_path
+from ._paths import raw_path, split_task_path, tasks_remainder
+from ._responses import error_response
 from ._sse import format_comment, format_event, parse_count, parse_cursor
 
 __all__ = ["create_app"]
 
 KEEPALIVE_SECONDS = 15.0
 BOOK_THREADS = 4
-OPEN_PATHS = frozenset({"/metrics", "/login"})
+OPEN_PATHS = frozenset({"/metrics", "/login", "/logout"})
 PAGE_PATHS = frozenset({"/", "/task"})
 _UNAVAILABLE = (BookUnavailableError, ConnectionError, TimeoutError)
 _STATUS_OF_CODE = {"conflict": 409, "unavailable": 503, "damaged": 500}
 """HTTP status by error code; any other code is bad input (400)."""
-
-
-def error_response(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
-    """The API's error shape: ``{"code", "message"}`` (and ``field`` when one is to blame)."""
-    body: dict[str, Any] = {"code": code, "message": message}
-    if field is not None:
-        body["field"] = field
-    return JSONResponse(body, status_code=status)
 
 
 def _book_error(error: AsyncBookError) -> JSONResponse:
@@ -76,9 +69,15 @@ async def _on_book_error(request: Request, error: Exception) -> Response:
 
 async def _on_http_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, HTTPException)
-    codes = {404: "not-found", 405: "method-not-allowed"}
+    codes = {404: "not-found", 405: "method-not-allowed", 413: "too-large"}
     code = codes.get(error.status_code, "http-error")
-    return error_response(error.status_code, code, str(error.detail))
+    # The library's headers travel with it: every 405 says what is Allowed.
+    return error_response(error.status_code, code, str(error.detail), headers=error.headers)
+
+
+async def _on_disconnect(request: Request, error: Exception) -> Response:
+    """The client went away mid-body: nobody is left to answer, so nothing to log."""
+    return Response(status_code=400)
 
 
 async def _on_unavailable(request: Request, error: Exception) -> Response:
@@ -111,11 +110,13 @@ class StatusApp:
         hub: Hub,
         keepalive: float,
         threads: BookThreads,
+        signin: bool = False,
     ):
         self.book = book
         self.hub = hub
         self.keepalive = keepalive
         self.call = threads
+        self.signin = signin
         self.task_handlers: dict[
             tuple[str | None, str], Callable[[Request, str], Awaitable[Response]]
         ] = {
@@ -139,8 +140,8 @@ class StatusApp:
         return JSONResponse(body)
 
     async def task_route(self, request: Request) -> Response:
-        raw = request.scope.get("raw_path") or request.url.path.encode("latin-1")
-        task_id, suffix = split_task_path(raw)
+        query_id = request.query_params.get("id")
+        task_id, suffix = split_task_path(raw_path(request.scope), query_id)
         method = "GET" if request.method == "HEAD" else request.method
         handler = self.task_handlers.get((suffix, method))
         if handler is None:
@@ -164,7 +165,7 @@ class StatusApp:
         return JSONResponse(to_wire(result))
 
     async def deliver(self, request: Request, task_id: str) -> Response:
-        key = request.headers.get("idempotency-key")
+        key = _utf8_header(request, b"idempotency-key", "idempotencyKey")
         if key is None:
             raise invalid("the Idempotency-Key header is required", field="idempotencyKey")
         result = await self.call(self.book.deliver_result, task_id, key, time.time() * 1000)
@@ -260,27 +261,53 @@ class StatusApp:
 
     async def page(self, request: Request) -> Response:
         name = "index.html" if request.url.path == "/" else "task.html"
-        return HTMLResponse(await self.call(read_page, name))
+        text = await self.call(read_page, name)
+        if self.signin:
+            text = text.replace(_SIGN_OUT_HIDDEN, _SIGN_OUT_SHOWN)
+        return HTMLResponse(text)
+
+
+_SIGN_OUT_HIDDEN = '<form id="signout" method="post" action="/logout" hidden>'
+_SIGN_OUT_SHOWN = '<form id="signout" method="post" action="/logout">'
+
+
+def _utf8_header(request: Request, name: bytes, field: str) -> str | None:
+    """A header's value read as UTF-8 (the bytes as sent; Starlette reads latin-1)."""
+    for key, value in request.scope["headers"]:
+        if key == name:
+            try:
+                return bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                raise invalid(f"{field} must be UTF-8", field=field) from None
+    return None
+
+
+class TaskRoute(BaseRoute):
+    """Every ``/api/tasks/<id>[/suffix]`` URL, matched on the raw path (see ``_paths``).
+
+    Starlette's path patterns match the decoded path and stop at a newline; the id must
+    be found the same way it is read, or ``/api/ta%73ks/ID`` would read another id.
+    """
+
+    def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
+        self.endpoint = endpoint
+        self.app = request_response(endpoint)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] == "http" and tasks_remainder(raw_path(scope)) is not None:
+            return Match.FULL, {"endpoint": self.endpoint, "path_params": {}}
+        return Match.NONE, {}
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> Any:
+        raise NoMatchFound(name, path_params)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 def _sse(body: AsyncIterator[bytes]) -> StreamingResponse:
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(body, media_type="text/event-stream", headers=headers)
-
-
-def _login_routes(token: str | None) -> list[Route]:
-    async def login(request: Request) -> Response:
-        if request.method == "GET":
-            return HTMLResponse(await run_in_threadpool(read_page, "login.html"))
-        body = (await request.body())[:4096].decode("utf-8", errors="replace")
-        given = parse_qs(body).get("token", [None])[0]
-        if token is None or given is None or not token_matches(given, token):
-            return HTMLResponse(await run_in_threadpool(read_page, "login.html"), 401)
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
-        return response
-
-    return [Route("/login", login, methods=["GET", "POST"])]
 
 
 def create_app(
@@ -289,15 +316,20 @@ def create_app(
     *,
     token: str | None = None,
     keepalive: float = KEEPALIVE_SECONDS,
+    allowed_hosts: Iterable[str] = (),
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
-    With ``token`` set every path but ``/metrics`` (and the login form) needs it.
+    With ``token`` set (16 characters at least) every path but ``/metrics`` (and the
+    sign-in form) needs it. Requests are answered only when their ``Host`` is a loopback
+    name or one of ``allowed_hosts`` (``*.example.com`` matches subdomains).
     """
+    check_token(token)
+    hosts = allowed_host_names(allowed_hosts)
     feed = feed if feed is not None else LocalChangeFeed()
     threads = BookThreads()
     hub = Hub(book, run_sync=threads)
-    status = StatusApp(book, hub, keepalive, threads)
+    status = StatusApp(book, hub, keepalive, threads, signin=bool(token))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -310,21 +342,23 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/", status.page),
         Route("/task", status.page),
         Route("/api/tasks", status.list_tasks),
         Route("/api/changes", status.changes),
-        Route(TASKS_PREFIX + "{rest:path}", status.task_route, methods=["GET", "POST"]),
+        TaskRoute(status.task_route),
         Route("/metrics", status.metrics),
         Route("/openapi.json", status.openapi),
         Mount("/static", StaticFiles(packages=[("asyncbook.web", "static")]), name="static"),
     ]
+    throttle = LoginThrottle()
     if token:
-        routes += _login_routes(token)
+        routes += login_routes(token, throttle)
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         AsyncBookError: _on_book_error,
         HTTPException: _on_http_error,
+        ClientDisconnect: _on_disconnect,
     }
     for kind in _UNAVAILABLE:
         handlers[kind] = _on_unavailable
@@ -332,6 +366,11 @@ def create_app(
     app.state.book = book
     app.state.hub = hub
     app.state.feed = feed
+    app.state.allowed_hosts = hosts
+    app.state.login_throttle = throttle
+    # Added innermost first: HostCheck sees every request, then the session, then the token.
     if token:
         app.add_middleware(TokenAuth, token=token, open_paths=OPEN_PATHS, page_paths=PAGE_PATHS)
+        app.add_middleware(Sessions, token=token)
+    app.add_middleware(HostCheck, allowed_hosts=hosts)
     return app

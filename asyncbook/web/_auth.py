@@ -1,21 +1,38 @@
-"""Bearer-token access, and the rule that an open server listens on loopback only."""
+"""Bearer-token access, the key that signs sessions, and the rule that an open server
+listens on loopback only."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
 import socket
 from collections.abc import Iterable
+from urllib.parse import urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import invalid
 
-__all__ = ["COOKIE", "TokenAuth", "check_bind", "is_loopback", "token_matches"]
+__all__ = [
+    "COOKIE",
+    "MIN_TOKEN_LENGTH",
+    "TokenAuth",
+    "check_bind",
+    "check_token",
+    "is_loopback",
+    "session_secret",
+    "signed_in",
+    "token_matches",
+]
 
-COOKIE = "asyncbook_token"
-"""Cookie the page login sets, so a browser's ``EventSource`` (no headers) can stream."""
+COOKIE = "asyncbook_session"
+"""The signed session cookie the sign-in form sets, so a browser's ``EventSource`` (no
+headers) can stream; it holds ``{"signedIn": true}`` signed with ``session_secret``."""
+
+MIN_TOKEN_LENGTH = 16
+_SESSION_LABEL = b"asyncbook session cookie signing key v1"
 
 
 def token_matches(given: str | None, token: str) -> bool:
@@ -23,6 +40,25 @@ def token_matches(given: str | None, token: str) -> bool:
     if given is None:
         return False
     return hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
+
+
+def check_token(token: str | None) -> None:
+    """Refuse a token too short to be a secret (``AsyncBookError``, field token)."""
+    if token and len(token) < MIN_TOKEN_LENGTH:
+        raise invalid(
+            f"the API token must be at least {MIN_TOKEN_LENGTH} characters (a random secret, "
+            "e.g. `openssl rand -hex 32`): set a longer --token / ASYNCBOOK_API_TOKEN",
+            field="token",
+        )
+
+
+def session_secret(token: str) -> str:
+    """The key that signs session cookies: derived from the token, never the token itself.
+
+    The same token gives the same key, so a signed-in browser stays signed in across a
+    restart; a new token ends every session.
+    """
+    return hmac.new(token.encode("utf-8"), _SESSION_LABEL, hashlib.sha256).hexdigest()
 
 
 def is_loopback(host: str) -> bool:
@@ -49,19 +85,19 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
-def _bearer(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
-    bearer = cookie = None
+def _bearer(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     for name, value in headers:
         if name == b"authorization":
             scheme, _, credentials = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer":
-                bearer = credentials.strip()
-        elif name == b"cookie":
-            for part in value.decode("latin-1").split(";"):
-                key, _, item = part.strip().partition("=")
-                if key == COOKIE:
-                    cookie = item
-    return bearer, cookie
+                return credentials.strip()
+    return None
+
+
+def signed_in(scope: Scope) -> bool:
+    """True when the request carries a valid session cookie from the sign-in form."""
+    session = scope.get("session")
+    return isinstance(session, dict) and session.get("signedIn") is True
 
 
 class TokenAuth:
@@ -69,8 +105,10 @@ class TokenAuth:
 
     The page's static assets (style and script, nothing secret) are open too.
 
-    Safe methods also accept the login cookie, so the page and its streams work in a
-    browser; a POST needs the header, which a cross-site form cannot send.
+    Safe methods also accept the signed session cookie (the sign-in form's), so the page
+    and its streams work in a browser; a POST needs the header, which a cross-site form
+    cannot send, so the cookie never authorizes a change. A page asked for without either
+    redirects to the sign-in form, which comes back to it.
     """
 
     def __init__(
@@ -90,21 +128,14 @@ class TokenAuth:
         if scope["type"] != "http" or path in self.open_paths or path.startswith("/static/"):
             await self.app(scope, receive, send)
             return
-        bearer, cookie = _bearer(scope["headers"])
-        allowed = token_matches(bearer, self.token) or (
-            scope["method"] in ("GET", "HEAD") and token_matches(cookie, self.token)
+        allowed = token_matches(_bearer(scope["headers"]), self.token) or (
+            scope["method"] in ("GET", "HEAD") and signed_in(scope)
         )
         if allowed:
             await self.app(scope, receive, send)
             return
-        if scope["path"] in self.page_paths:
-            start = {
-                "type": "http.response.start",
-                "status": 303,
-                "headers": [(b"location", b"/login")],
-            }
-            await send(start)
-            await send({"type": "http.response.body", "body": b""})
+        if path in self.page_paths:
+            await _redirect_to_login(scope, send)
             return
         body = json.dumps({"code": "unauthorized", "message": "a valid bearer token is required"})
         await send(
@@ -118,3 +149,18 @@ class TokenAuth:
             }
         )
         await send({"type": "http.response.body", "body": body.encode()})
+
+
+async def _redirect_to_login(scope: Scope, send: Send) -> None:
+    """303 to the sign-in form, with ``next`` naming this page unless it is ``/``."""
+    page = scope["path"]
+    if scope.get("query_string"):
+        page += "?" + scope["query_string"].decode("latin-1")
+    location = "/login" if page == "/" else "/login?" + urlencode({"next": page})
+    start = {
+        "type": "http.response.start",
+        "status": 303,
+        "headers": [(b"location", location.encode())],
+    }
+    await send(start)
+    await send({"type": "http.response.body", "body": b""})

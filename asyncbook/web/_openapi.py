@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._models import AsyncTask, DeliveryResult, ResumeResult
+from .._checks import MAX_PAGE
+from .._models import STATE_NAMES, AsyncTask, DeliveryResult, ResumeResult
 from .._version import __version__
+from ._login import LOGIN_BODY_LIMIT
+from ._sse import MAX_CURSOR
 
 __all__ = ["openapi_schema"]
 
@@ -19,6 +22,10 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 
 _ERROR = _json(_ref("Error"), "An error")
+_UNAUTHORIZED = _json(
+    _ref("Error"), "No valid bearer token (only when the server has one); code `unauthorized`"
+)
+_CURSOR = {"type": "integer", "minimum": 0, "maximum": MAX_CURSOR}
 _TASK_ID = {
     "name": "id",
     "in": "path",
@@ -70,17 +77,34 @@ def openapi_schema() -> dict[str, Any]:
                 "get": {
                     "summary": "List tasks, newest first",
                     "parameters": [
-                        {"name": "state", "in": "query", "schema": {"type": "string"}},
+                        {
+                            "name": "state",
+                            "in": "query",
+                            "description": "Only tasks in this state (all when absent or empty).",
+                            "schema": {"type": "string", "enum": list(STATE_NAMES)},
+                        },
                         {
                             "name": "limit",
                             "in": "query",
-                            "schema": {"type": "integer", "minimum": 1, "maximum": 1000},
+                            "description": "Page size.",
+                            "schema": {
+                                "type": "integer",
+                                "minimum": 1,
+                                "maximum": MAX_PAGE,
+                                "default": 50,
+                            },
                         },
-                        {"name": "after", "in": "query", "schema": {"type": "string"}},
+                        {
+                            "name": "after",
+                            "in": "query",
+                            "description": "The previous page's `nextAfter`.",
+                            "schema": {"type": "string"},
+                        },
                     ],
                     "responses": {
                         "200": _json(_ref("TaskPage"), "One page (tasks without history)"),
                         "400": _ERROR,
+                        "401": _UNAUTHORIZED,
                     },
                 }
             },
@@ -88,7 +112,12 @@ def openapi_schema() -> dict[str, Any]:
                 "get": {
                     "summary": "The task, with its history",
                     "parameters": [_TASK_ID],
-                    "responses": {"200": _json(_ref("AsyncTask"), "The task"), "404": _ERROR},
+                    "responses": {
+                        "200": _json(_ref("AsyncTask"), "The task"),
+                        "400": _ERROR,
+                        "401": _UNAUTHORIZED,
+                        "404": _ERROR,
+                    },
                 }
             },
             "/api/tasks/{id}/events": {
@@ -96,11 +125,12 @@ def openapi_schema() -> dict[str, Any]:
                     "summary": "Resume from a version: caught-up, delta or snapshot",
                     "parameters": [
                         _TASK_ID,
-                        {"name": "cursor", "in": "query", "schema": {"type": "integer"}},
+                        {"name": "cursor", "in": "query", "schema": _CURSOR},
                     ],
                     "responses": {
                         "200": _json(_ref("ResumeResult"), "The resume"),
                         "400": _ERROR,
+                        "401": _UNAUTHORIZED,
                         "404": _ERROR,
                     },
                 }
@@ -115,10 +145,15 @@ def openapi_schema() -> dict[str, Any]:
                     ),
                     "parameters": [
                         _TASK_ID,
-                        {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer"}},
-                        {"name": "cursor", "in": "query", "schema": {"type": "integer"}},
+                        {"name": "Last-Event-ID", "in": "header", "schema": _CURSOR},
+                        {"name": "cursor", "in": "query", "schema": _CURSOR},
                     ],
-                    "responses": {"200": sse, "400": _ERROR, "404": _ERROR},
+                    "responses": {
+                        "200": sse,
+                        "400": _ERROR,
+                        "401": _UNAUTHORIZED,
+                        "404": _ERROR,
+                    },
                 }
             },
             "/api/tasks/{id}/delivery": {
@@ -130,12 +165,19 @@ def openapi_schema() -> dict[str, Any]:
                             "name": "Idempotency-Key",
                             "in": "header",
                             "required": True,
-                            "schema": {"type": "string"},
+                            "description": (
+                                "Names this delivery: the same key gives the same receipt "
+                                "again, and is refused (409) for another task. Sent as UTF-8 "
+                                "bytes (400 when they are not UTF-8); not blank."
+                            ),
+                            "schema": {"type": "string", "minLength": 1, "pattern": "\\S"},
+                            "example": "order-7",
                         },
                     ],
                     "responses": {
                         "200": _json(_ref("DeliveryResult"), "Delivered (or delivered before)"),
                         "400": _ERROR,
+                        "401": _UNAUTHORIZED,
                         "404": _ERROR,
                         "409": _json(_ref("Error"), "Key used for another task, or no result"),
                     },
@@ -144,7 +186,7 @@ def openapi_schema() -> dict[str, Any]:
             "/api/changes": {
                 "get": {
                     "summary": "Server-sent events: every change as published",
-                    "responses": {"200": sse},
+                    "responses": {"200": sse, "401": _UNAUTHORIZED},
                 }
             },
             "/metrics": {
@@ -152,6 +194,56 @@ def openapi_schema() -> dict[str, Any]:
                     "summary": "Prometheus metrics (no token needed)",
                     "security": [],
                     "responses": {"200": {"description": "Prometheus text"}},
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "summary": "This description",
+                    "responses": {
+                        "200": {"description": "OpenAPI 3.1 JSON"},
+                        "401": _UNAUTHORIZED,
+                    },
+                }
+            },
+            "/login": {
+                "post": {
+                    "summary": "Sign the page in (only when the server has a token)",
+                    "security": [],
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/x-www-form-urlencoded": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["token"],
+                                    "properties": {
+                                        "token": {"type": "string"},
+                                        "next": {
+                                            "type": "string",
+                                            "description": "A path on this site to go to",
+                                        },
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "303": {"description": "Signed in: a session cookie, then `next`"},
+                        "401": {"description": "Not the token: the form again"},
+                        "403": _ERROR,
+                        "413": _json(_ref("Error"), f"A body larger than {LOGIN_BODY_LIMIT} bytes"),
+                        "429": {
+                            "description": "Too many failed attempts from this address",
+                            "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+                        },
+                    },
+                }
+            },
+            "/logout": {
+                "post": {
+                    "summary": "End the page's session",
+                    "security": [],
+                    "responses": {"303": {"description": "Signed out"}, "403": _ERROR},
                 }
             },
         },

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import uvicorn
@@ -24,14 +24,49 @@ def feed_for(book: RedisBook) -> ChangeFeed:
     return BookChangeFeed(book.client, book.keys.changes_channel)
 
 
-def _server(app: Any, host: str, port: int, log_level: str) -> uvicorn.Server:
+MAX_HEAD_BYTES = 64 * 1024
+"""Largest request line plus headers; past it the server answers 400 and closes."""
+
+
+def _server(
+    app: Any,
+    host: str,
+    port: int,
+    log_level: str,
+    proxy_headers: bool = False,
+    forwarded_allow_ips: str | list[str] | None = None,
+) -> uvicorn.Server:
+    # h11, not httptools: httptools has no limit on a request's headers (a 48 MiB header
+    # was buffered whole, stalling every client for seconds); h11 refuses past the limit.
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=2
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=2,
+        http="h11",
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        proxy_headers=proxy_headers,
+        forwarded_allow_ips=forwarded_allow_ips,
     )
     return uvicorn.Server(config)
 
 
+_WILDCARDS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+"""Addresses that bind every interface, and the loopback address to show for each."""
+
+
+def _with_bind_name(host: str, allowed_hosts: Iterable[str]) -> list[str]:
+    """The allowed hosts, plus the address the server binds unless it is a wildcard."""
+    names = list(allowed_hosts)
+    if host not in _WILDCARDS:
+        names.append(host)
+    return names
+
+
 def _url(host: str, port: int) -> str:
+    """The page's URL: a wildcard bind is shown as loopback, a name the server answers for."""
+    host = _WILDCARDS.get(host, host)
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/"
 
@@ -45,10 +80,19 @@ def serve(
     token: str | None = None,
     log_level: str = "info",
     on_ready: Callable[[str], None] | None = None,
+    allowed_hosts: Iterable[str] = (),
+    proxy_headers: bool = False,
+    forwarded_allow_ips: str | list[str] | None = None,
 ) -> None:
-    """Serve until interrupted; without ``token`` only a loopback ``host`` is allowed."""
+    """Serve until interrupted; without ``token`` only a loopback ``host`` is allowed.
+
+    ``allowed_hosts`` are the names clients may reach it by besides loopback names (and
+    ``host`` itself); ``proxy_headers`` trusts ``X-Forwarded-For``/``-Proto`` from
+    ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS).
+    """
     check_bind(host, token)
-    server = _server(create_app(book, feed, token=token), host, port, log_level)
+    app = create_app(book, feed, token=token, allowed_hosts=_with_bind_name(host, allowed_hosts))
+    server = _server(app, host, port, log_level, proxy_headers, forwarded_allow_ips)
     if on_ready is not None:
         on_ready(_url(host, port))
     server.run()
@@ -71,10 +115,14 @@ class BackgroundServer:
         token: str | None = None,
         keepalive: float = 15.0,
         log_level: str = "warning",
+        allowed_hosts: Iterable[str] = (),
+        proxy_headers: bool = False,
+        forwarded_allow_ips: str | list[str] | None = None,
     ) -> None:
         check_bind(host, token)
-        self.app = create_app(book, feed, token=token, keepalive=keepalive)
-        self._server = _server(self.app, host, port, log_level)
+        names = _with_bind_name(host, allowed_hosts)
+        self.app = create_app(book, feed, token=token, keepalive=keepalive, allowed_hosts=names)
+        self._server = _server(self.app, host, port, log_level, proxy_headers, forwarded_allow_ips)
         self._host = host
         self._thread = threading.Thread(target=self._server.run, daemon=True, name="asyncbook-web")
         self.url = ""

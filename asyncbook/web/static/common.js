@@ -26,7 +26,15 @@ function stateBadge(state) {
   return el("span", { class: "state " + state, "data-state": state }, state);
 }
 function taskUrl(id, suffix) {
-  return "/api/tasks/" + encodeURIComponent(id) + (suffix ? "/" + suffix : "");
+  const tail = suffix ? "/" + suffix : "";
+  // A browser drops "." and ".." path segments, even as %2E: those ids go in the query.
+  if (id === "." || id === "..") return "/api/tasks/" + tail + "?id=" + id;
+  return "/api/tasks/" + encodeURIComponent(id) + tail;
+}
+function formatTime(ms) {
+  // A Date holds ±8.64e15 ms; past that (a far deadline) show the number itself.
+  const date = new Date(ms);
+  return Number.isNaN(date.getTime()) ? String(ms) + " ms" : date.toISOString();
 }
 function setStatus(text) {
   document.getElementById("status").textContent = text;

@@ -7,7 +7,7 @@ function showSummary(task) {
   const fields = [
     ["State", stateBadge(task.state)], ["Progress", bar(task.progress)],
     ["Version", String(task.version)], ["Attempts", task.attempts + " / " + task.maxAttempts],
-    ["Deadline", new Date(task.expiresAtMs).toISOString()],
+    ["Deadline", formatTime(task.expiresAtMs)],
   ];
   for (const key of ["resultRef", "resultHash", "error"]) {
     if (task[key] !== undefined) fields.push([key, task[key]]);
@@ -25,7 +25,7 @@ function addHistory(entry) {
   const { type, atMs, ...details } = entry.event;
   document.getElementById("history").append(el("tr", { "data-version": String(entry.version) },
     el("td", {}, String(entry.version)), el("td", {}, type),
-    el("td", { class: "time", title: String(atMs) + " ms" }, new Date(atMs).toISOString()),
+    el("td", { class: "time", title: String(atMs) + " ms" }, formatTime(atMs)),
     el("td", {}, el("pre", {}, JSON.stringify(details)))));
 }
 
