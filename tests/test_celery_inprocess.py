@@ -238,7 +238,7 @@ def test_expired_message_expires_the_task(
     assert history(task) == ["expire"]
 
 
-def test_revoked_running_task_fails(
+def test_a_revoked_running_task_is_cancelled(
     app: Celery, book: CountingBook, integration: Integration
 ) -> None:
     task_id = unique("revoked")
@@ -248,7 +248,11 @@ def test_revoked_running_task_fails(
     integration.on_task_revoked(sender=task_of(app, "generate"), request=request, expired=False)
     task = book.get(task_id)
     assert task is not None
-    assert (task.state, task.error) == ("failed", "revoked")
+    assert (task.state, task.error) == ("cancelled", "revoked")
+    integration.on_task_revoked(
+        sender=task_of(app, "generate"), request=request, expired=False, terminated=True
+    )
+    assert book.get(task_id) == task  # once cancelled, a second revoke changes nothing
 
 
 def test_redelivered_signals_change_nothing_twice(
@@ -257,13 +261,14 @@ def test_redelivered_signals_change_nothing_twice(
     result = run(app, "generate", steps=2)
     result.get(timeout=10)
     task = wait_terminal(book, result.id)
-    # The same execution reported again (acks_late redelivery): all duplicates.
-    again = book.apply_many(
+    # The message redelivered (acks_late) and run again: its start carries a callback id
+    # of its own (a new execution), its success the same one. Nothing changes.
+    start, success = book.apply_many(
         [
             (
                 result.id,
                 {"type": "start", "atMs": 1, "worker": "w"},
-                callback_id(result.id, "start", 0),
+                callback_id(result.id, "start", 0, "another-execution"),
             ),
             (
                 result.id,
@@ -272,7 +277,10 @@ def test_redelivered_signals_change_nothing_twice(
             ),
         ]
     )
-    assert all(not isinstance(r, AsyncBookError) and r.duplicate_callback for r in again)
+    assert not isinstance(start, AsyncBookError)
+    assert (start.changed, start.reason) == (False, "terminal-conflict")
+    assert not isinstance(success, AsyncBookError)
+    assert success.duplicate_callback
     assert book.get(result.id) == task
 
 

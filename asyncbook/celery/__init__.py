@@ -10,6 +10,7 @@ def generate(self, prompt): ...; report_progress(self, 40, cursor="chunk-4"); ..
 ```
 """
 
+from ._controls import cancel, last_cursor
 from ._integration import (
     CREATED_HEADER,
     DEADLINE_HEADER,
@@ -19,6 +20,7 @@ from ._integration import (
     installed,
     uninstall,
 )
+from ._lifecycle import TaskCancelled
 from ._progress import report_progress
 from ._settings import Settings
 
@@ -27,6 +29,9 @@ __all__ = [
     "uninstall",
     "installed",
     "report_progress",
+    "cancel",
+    "last_cursor",
+    "TaskCancelled",
     "Integration",
     "Settings",
     "default_result_ref",

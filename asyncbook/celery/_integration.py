@@ -25,6 +25,7 @@ import os
 import socket
 import sys
 import threading
+import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from celery import Celery, Task, signals
 from celery.app import task as celery_task
 from celery.backends.base import DisabledBackend
 
-from .._book import AsyncBook
+from .._book import ApplyItem, AsyncBook
 from .._delivery import (
     DeliveryReport,
     NotificationSource,
@@ -42,15 +43,27 @@ from .._delivery import (
     notification_source,
 )
 from .._dotted import import_path
-from .._models import AsyncTask, FailEvent, ProgressEvent, StartEvent, SucceedEvent
+from .._models import (
+    AsyncState,
+    AsyncTask,
+    CallbackResult,
+    CancelEvent,
+    FailEvent,
+    ProgressEvent,
+    StartEvent,
+    SucceedEvent,
+)
 from .._sinks import Sink, resolve_sink
 from .._sweep import SweepReport, sweep
-from ..errors import AsyncBookError, invalid
+from ..errors import AsyncBookError, UnknownTaskError, invalid
+from ..redis import RedisBook, retry_policy
+from ._lifecycle import CancelWatch, Heartbeats, TaskCancelled, add_to_revoked
 from ._recorder import Recorder, retrying
 from ._settings import Settings
 from ._tracking import (
     callback_id,
     expires_ms,
+    heartbeat_timeout_ms,
     is_tracked,
     iso_time,
     max_attempts,
@@ -186,6 +199,13 @@ class Integration:
         # postrun): report_progress from a thread of the task's own finds its execution.
         self._running: dict[str, list[tuple[str, int]]] = {}
         self._failures: OrderedDict[str, int | str] = OrderedDict()
+        # Per execution: a nonce in its start and progress callback ids, so a redelivered
+        # execution (after a stall) starts a new attempt instead of repeating the old one.
+        self._executions: dict[str, tuple[str, int | None]] = {}
+        # Tasks the book answered "cancelled" for: their next report_progress raises.
+        self._cancelled: OrderedDict[str, str | None] = OrderedDict()
+        self._heartbeats: Heartbeats | None = None
+        self._cancel_watch: CancelWatch | None = None
 
     def _check_fork(self) -> None:
         # A forked pool child may inherit a lock another thread held at the fork.
@@ -227,6 +247,7 @@ class Integration:
                 self._make_book,
                 flush_delay=self.settings.flush_delay,
                 retry_for=self.settings.retry_for,
+                on_answer=self._note_answer,
             ),
         )
         return recorder
@@ -257,12 +278,37 @@ class Integration:
 
     def _make_book(self) -> AsyncBook:
         if self._book is None:
-            from ..redis import RedisBook
-
+            # One call blocks at most _attempt_timeout (connect, then read): the recorder
+            # and ``retrying`` do the retrying, within asyncbook_retry_for.
+            timeout = self._attempt_timeout
             self._book = RedisBook.from_url(
-                self.settings.redis_url, namespace=self.settings.namespace
+                self.settings.redis_url,
+                namespace=self.settings.namespace,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry=retry_policy(0),
             )
         return self._book
+
+    @property
+    def _attempt_timeout(self) -> float:
+        return max(0.05, min(2.0, self.settings.retry_for / 4))
+
+    @property
+    def heartbeats(self) -> Heartbeats:
+        """This process's running tracked executions, beating every interval."""
+        self._check_fork()
+        if self._heartbeats is None:
+            self._heartbeats = Heartbeats(lambda: self.book, self.settings.heartbeat_interval)
+        return self._heartbeats
+
+    def _note_answer(self, item: ApplyItem, result: Any) -> None:
+        """The book's answer to an event this process sent: learn of a cancel."""
+        if isinstance(result, CallbackResult) and result.task.state is AsyncState.CANCELLED:
+            with self._state_lock:
+                self._cancelled[item[0]] = result.task.error
+                while len(self._cancelled) > _REMEMBERED_FAILURES:
+                    self._cancelled.popitem(last=False)
 
     @property
     def book(self) -> AsyncBook:
@@ -372,6 +418,7 @@ class Integration:
         the book shows that no sweep ran lately."""
         if getattr(sender, "app", None) is not self.app:
             return
+        self._watch_cancels()
         name = self.settings.queue
         if name in self.app.amqp.queues.consume_from:
             return
@@ -453,9 +500,22 @@ class Integration:
             self._running.setdefault(task.name, []).append((task_id, retries))
         if retries == 0 and not request.get(CREATED_HEADER):
             self._create_late(task, task_id, request.get(DEADLINE_HEADER), request.get("expires"))
+        deadline = request.get(DEADLINE_HEADER)
+        nonce = uuid.uuid4().hex[:12]
+        with self._state_lock:
+            self._executions[task_id] = (nonce, deadline if isinstance(deadline, int) else None)
+        if heartbeat_timeout_ms(task, self.settings.heartbeat_timeout_ms) is not None:
+            self.heartbeats.add(task_id)
         worker = str(request.hostname or socket.gethostname())
         start = StartEvent(at_ms=now_ms(), worker=worker)
-        self.recorder.buffer((task_id, start, callback_id(task_id, "start", retries)))
+        self.recorder.buffer(
+            (task_id, start, callback_id(task_id, "start", retries, nonce)),
+            deadline_ms=self._deadline_of(task_id),
+        )
+
+    def _deadline_of(self, task_id: str) -> int | None:
+        execution = self._executions.get(task_id)
+        return None if execution is None else execution[1]
 
     def on_task_postrun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
         """The attempt is over: it no longer takes progress from other threads."""
@@ -471,6 +531,9 @@ class Integration:
                     break
             if not running:
                 self._running.pop(task.name, None)
+            self._executions.pop(task_id, None)
+        if self._heartbeats is not None:
+            self._heartbeats.discard(task_id)
 
     def _create_late(self, task: Task[Any, Any], task_id: str, deadline: Any, expires: Any) -> None:
         ttl = ttl_ms(task, self.settings.default_ttl_ms)
@@ -492,9 +555,15 @@ class Integration:
                     ttl_ms=ttl,
                     max_attempts=max_attempts(task),
                     exist_ok=True,
+                    heartbeat_timeout_ms=heartbeat_timeout_ms(
+                        task, self.settings.heartbeat_timeout_ms
+                    ),
+                    # Only a message that is acknowledged late comes back after its worker died.
+                    retry_on_stall=bool(task.acks_late),
                 ),
                 self.settings.retry_for,
                 f"creating task {task_id}",
+                attempt_timeout=2 * self._attempt_timeout,
             )
         except AsyncBookError as error:
             logger.error("asyncbook: task %s could not be created: %s", task_id, error)
@@ -528,9 +597,33 @@ class Integration:
         if execution is None:
             return
         running_id, retries = execution
+        if running_id in self._cancelled:
+            raise TaskCancelled(running_id, self._cancelled[running_id])
+        nonce = self._executions.get(running_id, ("", None))[0]
         event = ProgressEvent(at_ms=now_ms(), progress=percent, cursor=cursor)
-        callback = callback_id(running_id, "progress", retries, percent)
-        self.recorder.buffer((running_id, event, callback))
+        callback = callback_id(running_id, "progress", retries, percent, nonce)
+        self.recorder.buffer(
+            (running_id, event, callback), deadline_ms=self._deadline_of(running_id)
+        )
+
+    def last_cursor(self, task: Task[Any, Any]) -> str | None:
+        """The cursor the task last reported, in this attempt or an earlier one."""
+        task_id = task.request.id
+        if task_id is None:
+            return None
+        self.recorder.flush()
+        try:
+            return self.book.last_cursor(str(task_id))
+        except UnknownTaskError:
+            return None
+
+    def cancel(
+        self, task_id: str, reason: str | None = None, *, terminate: bool = False
+    ) -> CallbackResult:
+        """Cancel in the book now, then revoke in Celery (every worker discards it)."""
+        result = self.book.cancel(task_id, reason)
+        self.app.control.revoke(task_id, terminate=terminate)
+        return result
 
     def on_task_success(self, sender: object = None, result: Any = None, **_: Any) -> None:
         """The attempt returned: succeed (with acks_late, written before the ack)."""
@@ -597,9 +690,15 @@ class Integration:
         return False
 
     def on_task_revoked(
-        self, sender: object = None, request: Any = None, expired: bool = False, **_: Any
+        self,
+        sender: object = None,
+        request: Any = None,
+        expired: bool = False,
+        terminated: bool = False,
+        **_: Any,
     ) -> None:
-        """Revoked: expire if the message expired, else fail "revoked"."""
+        """Revoked: expire if the message expired, else cancel (queued, between retries,
+        or running with ``terminate``)."""
         if request is None or not self._mine(sender):
             return
         task_id = str(request.id)
@@ -609,12 +708,13 @@ class Integration:
                     lambda: self.book.expire(task_id),
                     self.settings.retry_for,
                     f"expiring task {task_id}",
+                    attempt_timeout=2 * self._attempt_timeout,
                 )
             except AsyncBookError as error:
                 logger.error("asyncbook: task %s could not be expired: %s", task_id, error)
             return
         retries = int(getattr(request, "retries", 0) or 0)
-        event = FailEvent(at_ms=now_ms(), error="revoked", retryable=False)
+        event = CancelEvent(at_ms=now_ms(), reason="terminated" if terminated else "revoked")
         self._write(task_id, event, callback_id(task_id, "revoked", retries))
 
     def on_worker_process_shutdown(self, **_: Any) -> None:
@@ -622,8 +722,18 @@ class Integration:
         if self._recorder is not None:
             self._recorder.flush()
 
+    def _watch_cancels(self) -> None:
+        book = self.book
+        if self._cancel_watch is None and isinstance(book, RedisBook):
+            self._cancel_watch = CancelWatch(book, add_to_revoked)
+            self._cancel_watch.start()
+
     def on_worker_shutdown(self, **_: Any) -> None:
         """The worker stops: write what is buffered."""
+        if self._cancel_watch is not None:
+            self._cancel_watch.stop()
+        if self._heartbeats is not None:
+            self._heartbeats.stop()
         if self._recorder is not None:
             self._recorder.flush()
 

@@ -109,8 +109,12 @@ class Recorder:
         flush_delay: float,
         retry_for: float,
         max_held: int = 100_000,
+        on_answer: Callable[[ApplyItem, CallbackResult | AsyncBookError | None], None]
+        | None = None,
     ) -> None:
         self._book_factory = book
+        self.on_answer = on_answer
+        """Called with each event and the book's answer (in the writer thread)."""
         self._book: AsyncBook | None = None
         self.flush_delay = flush_delay
         self.retry_for = retry_for
@@ -325,6 +329,11 @@ class Recorder:
                     result.reason,
                     result.task.state.value,
                 )
+            if self.on_answer is not None:
+                try:
+                    self.on_answer(entry.item, result)
+                except Exception:
+                    logger.exception("asyncbook: on_answer failed")
             if entry.done is not None:
                 entry.done.set()
 

@@ -62,6 +62,11 @@ class Settings:
     another consumer of ``asyncbook.deliver`` takes it (``asyncbook_redelivery_idle``)."""
     queue: str = "asyncbook"
     """The queue ``asyncbook.sweep`` and ``asyncbook.deliver`` are routed to."""
+    heartbeat_interval: float = 10.0
+    """How often (s) a worker process sends one heartbeat for all its running tasks."""
+    heartbeat_timeout_ms: int = 60_000
+    """How long a running attempt may stay silent before the sweep fails it as stalled
+    (``asyncbook_heartbeat_timeout``; a task's own ``heartbeat_timeout`` option wins)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Every other ``asyncbook_*`` setting: unknown, so the integration warns (a typo?)."""
 
@@ -92,5 +97,12 @@ class Settings:
                 values.pop("redelivery_idle", timedelta(minutes=1)), "asyncbook_redelivery_idle"
             ),
             "queue": str(values.pop("queue", None) or cls.queue),
+            "heartbeat_interval": _seconds(
+                values.pop("heartbeat_interval", cls.heartbeat_interval),
+                "asyncbook_heartbeat_interval",
+            ),
+            "heartbeat_timeout_ms": duration_ms(
+                values.pop("heartbeat_timeout", timedelta(minutes=1)), "asyncbook_heartbeat_timeout"
+            ),
         }
         return cls(**known, extra=values)

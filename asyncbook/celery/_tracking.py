@@ -27,6 +27,7 @@ __all__ = [
     "UNLIMITED_ATTEMPTS",
     "callback_id",
     "expires_ms",
+    "heartbeat_timeout_ms",
     "iso_time",
     "is_tracked",
     "max_attempts",
@@ -51,6 +52,17 @@ def ttl_ms(task: object, default_ms: int) -> int:
     """The task's ``ttl`` option in milliseconds, or ``default_ms``."""
     ttl = getattr(task, "ttl", None)
     return default_ms if ttl is None else duration_ms(ttl, "ttl")
+
+
+def heartbeat_timeout_ms(task: object, default_ms: int) -> int | None:
+    """The task's ``heartbeat_timeout`` option in ms (``0``/``False``: not watched), or
+    ``default_ms``."""
+    timeout = getattr(task, "heartbeat_timeout", None)
+    if timeout is None:
+        return default_ms
+    if timeout is False or timeout == 0:
+        return None
+    return duration_ms(timeout, "heartbeat_timeout")
 
 
 def max_attempts(task: object) -> int:

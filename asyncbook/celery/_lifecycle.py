@@ -1,0 +1,154 @@
+"""Lifecycle controls in a worker: heartbeats of running tasks, and cancellation.
+
+``Heartbeats`` runs in every process that executes tracked tasks: one thread sends one
+``book.heartbeat(ids)`` round trip per interval for all of them. ``CancelWatch`` runs in
+the worker's main process: it follows the book's change channel, and a task cancelled
+there (by ``asyncbook.celery.cancel``, the CLI, the status server) joins Celery's own
+revoked set, so the worker discards its message without running it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+from celery.exceptions import Ignore
+
+from .._book import AsyncBook
+from ..errors import AsyncBookError
+from ..redis import Change, RedisBook, follow_changes
+
+__all__ = ["CancelWatch", "Heartbeats", "TaskCancelled"]
+
+logger = logging.getLogger("asyncbook.celery")
+
+RECENT_CANCELS = 1000
+"""Cancelled tasks read from the book whenever the watch (re)subscribes."""
+
+
+class TaskCancelled(Ignore):
+    """Raised by ``report_progress`` in a task whose record was cancelled.
+
+    Let it propagate: the task stops between chunks, Celery records no result for it
+    (``Ignore``), and the book already says ``cancelled``.
+    """
+
+    def __init__(self, task_id: str, reason: str | None) -> None:
+        super().__init__(f"task {task_id} was cancelled: {reason or 'cancelled'}")
+        self.task_id = task_id
+        self.reason = reason
+
+
+class Heartbeats:
+    """This process's running tracked executions, and the thread that beats for them."""
+
+    def __init__(self, book: Callable[[], AsyncBook], interval: float) -> None:
+        self._book = book
+        self.interval = interval
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._running: dict[str, int] = {}
+        self._wakeup = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.beats = 0
+        """Heartbeat round trips this process sent (for tests and benchmarks)."""
+
+    def add(self, task_id: str) -> None:
+        """An execution of ``task_id`` started in this process."""
+        if os.getpid() != self._pid:
+            self._reset()  # a forked pool child: its own thread, its own executions
+        with self._lock:
+            self._running[task_id] = self._running.get(task_id, 0) + 1
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="asyncbook-heartbeat", daemon=True
+                )
+                self._thread.start()
+
+    def discard(self, task_id: str) -> None:
+        """An execution of ``task_id`` ended in this process."""
+        with self._lock:
+            left = self._running.get(task_id, 0) - 1
+            if left > 0:
+                self._running[task_id] = left
+            else:
+                self._running.pop(task_id, None)
+
+    def stop(self) -> None:
+        """Stop beating (the thread ends within one interval)."""
+        self._wakeup.set()
+
+    def _run(self) -> None:
+        while not self._wakeup.wait(self.interval):
+            with self._lock:
+                ids = list(self._running)
+            if not ids:
+                continue
+            try:
+                self._book().heartbeat(ids)
+                self.beats += 1
+            except (AsyncBookError, OSError, ConnectionError) as error:
+                # A missed beat is no harm: the next one, or start/progress, moves it on.
+                logger.debug("asyncbook: heartbeat of %d task(s) failed: %r", len(ids), error)
+            except Exception as error:
+                logger.warning("asyncbook: heartbeat failed: %r", error)
+
+
+class CancelWatch:
+    """Follows the book's changes in a worker's main process; calls ``revoke(task_id)``
+    for every task cancelled in the book, so Celery discards its message unrun.
+
+    Pub/sub forgets what was published while nobody listened: after every (re)subscribe
+    the book itself is asked for its most recently cancelled tasks.
+    """
+
+    def __init__(self, book: RedisBook, revoke: Callable[[str], None]) -> None:
+        self.book = book
+        self.revoke = revoke
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start following, in a daemon thread."""
+        self._thread = threading.Thread(
+            target=follow_changes,
+            args=(
+                self.book.client,
+                self.book.keys.changes_channel,
+                self._on_change,
+                self._catch_up,
+            ),
+            kwargs={"stop": self._stop.is_set},
+            name="asyncbook-cancel-watch",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop following."""
+        self._stop.set()
+
+    def _on_change(self, change: Change) -> None:
+        if change.state == "cancelled":
+            self.revoke(change.task_id)
+
+    def _catch_up(self) -> None:
+        try:
+            page = self.book.list_tasks(state="cancelled", limit=RECENT_CANCELS, full_task=False)
+        except AsyncBookError as error:
+            logger.warning("asyncbook: could not read the cancelled tasks: %s", error)
+            return
+        for task in page.tasks:
+            self.revoke(task.id)
+
+
+def add_to_revoked(task_id: str) -> None:
+    """Put ``task_id`` in this worker's revoked set (as a ``revoke`` broadcast does)."""
+    from celery.worker import state
+
+    state.revoked.add(task_id)
