@@ -12,6 +12,8 @@ from ._models import (
     AsyncTransition,
     CallbackResult,
     DeliveryResult,
+    GroupNotification,
+    GroupSummary,
     Notification,
     ResumeResult,
     TaskPage,
@@ -56,12 +58,14 @@ class AsyncBook(Protocol):
         exist_ok: bool = False,
         heartbeat_timeout_ms: int | None = None,
         retry_on_stall: bool = False,
+        group_id: str | None = None,
     ) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
 
         With ``heartbeat_timeout_ms`` (extension) a running attempt that sends no
         heartbeat, start or progress for that long is ended by ``end_stalled``: with a
         ``fail`` whose error starts with "stalled", retryable when ``retry_on_stall``.
+        With ``group_id`` (extension) the task is counted as a member of that group.
         """
         ...
 
@@ -161,6 +165,22 @@ class AsyncBook(Protocol):
 
     def last_cursor(self, task_id: str) -> str | None:
         """The cursor of the last progress the task reported (a checkpoint), or None."""
+        ...
+
+    def seal_group(self, group_id: str, total: int) -> GroupSummary:
+        """Declare the group's size: once that many members ended, one group notification."""
+        ...
+
+    def group(self, group_id: str) -> GroupSummary | None:
+        """The group's counts by state and mean progress, in O(1); None if unknown."""
+        ...
+
+    def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
+        """The group's members in creation order, without histories."""
+        ...
+
+    def drain_group_notifications(self) -> list[GroupNotification]:
+        """Every pending group notification, in order; empties them."""
         ...
 
     def now_ms(self) -> int:

@@ -42,6 +42,8 @@ __all__ = [
     "DeliveryResult",
     "ExpireEvent",
     "FailEvent",
+    "GroupNotification",
+    "GroupSummary",
     "HistoryEntry",
     "Notification",
     "ProgressEvent",
@@ -268,6 +270,58 @@ class Notification(WireModel):
     task_id: StrictStr
     state: AsyncState
     at_ms: Number
+
+
+class GroupSummary(WireModel):
+    """A group of tasks (a Celery group or chord header), answered in O(1) (extension).
+
+    ``total`` is the declared size (None until declared); ``members`` how many were
+    recorded so far; ``counts`` members per state; ``progress`` the mean of the members'
+    progress (over ``total`` once declared); ``ended`` once every declared member ended.
+    """
+
+    group_id: StrictStr
+    total: Integer | None = None
+    members: Integer
+    counts: dict[str, Integer]
+    progress: Number
+    ended: StrictBool
+
+
+class GroupNotification(WireModel):
+    """The last member of a declared group ended (once per group; extension)."""
+
+    group_id: StrictStr
+    at_ms: Number
+    total: Integer
+    counts: dict[str, Integer]
+    """Members per terminal state: succeeded, failed, expired, cancelled."""
+
+
+GROUP_END_STATES = ("succeeded", "failed", "expired", "cancelled")
+
+
+def group_summary(group_id: str, fields: Mapping[str, int | None]) -> GroupSummary:
+    """A ``GroupSummary`` from a group's counters (``total``, ``members``, ``prog``, a count
+    per state); the one place the mean progress is computed."""
+    total = fields.get("total")
+    members = int(fields.get("members") or 0)
+    counts = {state: int(fields.get(state) or 0) for state in STATE_NAMES}
+    over = total if total else members
+    progress = round((fields.get("prog") or 0) / over, 2) if over else 0
+    ended = (
+        total is not None
+        and sum(counts[state] for state in GROUP_END_STATES) >= total
+        and members >= total
+    )
+    return GroupSummary(
+        group_id=group_id,
+        total=total,
+        members=members,
+        counts=counts,
+        progress=progress,
+        ended=ended,
+    )
 
 
 _EVENT_ADAPTER: TypeAdapter[AsyncEvent] = TypeAdapter(AsyncEvent)

@@ -26,6 +26,8 @@ EXPORTS = {
         "EventInput",
         "ExpireEvent",
         "FailEvent",
+        "GroupNotification",
+        "GroupSummary",
         "HistoryEntry",
         "MemoryBook",
         "Notification",

@@ -35,6 +35,7 @@ from .._checks import (
 from .._jsrules import is_blank, is_finite_number
 from .._machine import cancel_reason, coerce_event, create_async_task, stall_event
 from .._models import (
+    GROUP_END_STATES,
     STATE_NAMES,
     AsyncEvent,
     AsyncState,
@@ -45,12 +46,15 @@ from .._models import (
     DeliveryReceipt,
     DeliveryResult,
     FailEvent,
+    GroupNotification,
+    GroupSummary,
     HistoryEntry,
     Notification,
     ProgressEvent,
     ResumeResult,
     SucceedEvent,
     TaskPage,
+    group_summary,
 )
 from .._reasons import Reason
 from ..errors import (
@@ -180,8 +184,9 @@ class RedisBook:
             *self.keys.state_indexes,
             self.keys.counters,
             self.keys.stalls,
+            self.keys.group_outbox,
         ]
-        self._groups: set[str] = set()
+        self._groups: set[tuple[str, str]] = set()
         self._prune_from: dict[str, str] = {}
         self._policy_checked = False
 
@@ -248,18 +253,29 @@ class RedisBook:
         exist_ok: bool = False,
         heartbeat_timeout_ms: int | None = None,
         retry_on_stall: bool = False,
+        group_id: str | None = None,
     ) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
 
         With ``heartbeat_timeout_ms`` a running attempt silent for that long is ended by
-        ``end_stalled`` (retryable when ``retry_on_stall``).
+        ``end_stalled`` (retryable when ``retry_on_stall``). With ``group_id`` the task is
+        a member of that group (``group``, ``seal_group``).
         """
+        group = None if group_id is None else _utf8(require_text(group_id, "groupId"), "groupId")
         task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
         timeout = require_heartbeat_timeout(heartbeat_timeout_ms)
         self._before_write()
         k = self.keys
         reply = self._scripts.create(
-            keys=[k.task(id), k.history(id), k.state_index("queued"), k.deadlines, k.sequence],
+            keys=[
+                k.task(id),
+                k.history(id),
+                k.state_index("queued"),
+                k.deadlines,
+                k.sequence,
+                k.group(group or ""),
+                k.group_members(group or ""),
+            ],
             args=CreateArgs(
                 task_id=id,
                 task_id_json=_dumps(id, "id"),
@@ -269,6 +285,7 @@ class RedisBook:
                 changes_channel=k.changes_channel,
                 heartbeat_timeout_ms=timeout,
                 retry_on_stall=bool(retry_on_stall),
+                group_id_json="" if group is None else _dumps(group, "groupId"),
             ).argv(),
         )
         status = _text(reply[0])
@@ -572,37 +589,49 @@ class RedisBook:
         Entries another consumer read but never acknowledged for ``min_idle_ms`` are
         claimed first; then new entries. The group is created on first use.
         """
+        entries = self._consume(self.keys.outbox, group, consumer, count, block_ms, min_idle_ms)
+        return [(entry_id, _entry_notification(fields)) for entry_id, fields in entries]
+
+    def _consume(
+        self,
+        stream: str,
+        group: Any,
+        consumer: Any,
+        count: Any,
+        block_ms: Any,
+        min_idle_ms: Any,
+    ) -> list[tuple[str, dict[Any, Any]]]:
+        """Entries of ``stream`` for ``consumer`` of ``group``: those another consumer left
+        unacknowledged for ``min_idle_ms`` first, then new ones. The group is created on
+        first use, and again if the stream (with its groups) went away."""
         group = require_text(group, "group")
         consumer = require_text(consumer, "consumer")
         limit = require_limit(count, "count")
         idle = require_integer(min_idle_ms, "min_idle_ms")
         block = None if block_ms is None else require_integer(block_ms, "block_ms")
-        self._ensure_group(group)
-        outbox = self.keys.outbox
+        self._ensure_group(stream, group)
         try:
-            claimed = self.client.xautoclaim(outbox, group, consumer, idle, "0-0", count=limit)
+            claimed = self.client.xautoclaim(stream, group, consumer, idle, "0-0", count=limit)
         except ResponseError as error:
             if "NOGROUP" not in str(error):
                 raise
-            # The outbox key went away (deleted, evicted, a flushed Redis): so did the group.
+            # The stream went away (deleted, evicted, a flushed Redis): so did the group.
             log.warning("asyncbook: consumer group %r was gone; created again", group)
-            self._groups.discard(group)
-            self._ensure_group(group)
-            claimed = self.client.xautoclaim(outbox, group, consumer, idle, "0-0", count=limit)
+            self._groups.discard((stream, group))
+            self._ensure_group(stream, group)
+            claimed = self.client.xautoclaim(stream, group, consumer, idle, "0-0", count=limit)
         entries = list(claimed[1])
         if len(entries) < limit:
             fresh = self.client.xreadgroup(
                 group,
                 consumer,
-                {outbox: ">"},
+                {stream: ">"},
                 count=limit - len(entries),
                 block=None if entries else block,
             )
             for _stream, items in fresh or []:
                 entries.extend(items)
-        return [
-            (_text(entry_id), _entry_notification(fields)) for entry_id, fields in entries if fields
-        ]
+        return [(_text(entry_id), fields) for entry_id, fields in entries if fields]
 
     @reports_outages
     def ack(self, group: str, *entry_ids: str) -> int:
@@ -611,15 +640,15 @@ class RedisBook:
             return 0
         return int(self.client.xack(self.keys.outbox, require_text(group, "group"), *entry_ids))
 
-    def _ensure_group(self, group: str) -> None:
-        if group in self._groups:
+    def _ensure_group(self, stream: str, group: str) -> None:
+        if (stream, group) in self._groups:
             return
         try:
-            self.client.xgroup_create(self.keys.outbox, group, id="0", mkstream=True)
+            self.client.xgroup_create(stream, group, id="0", mkstream=True)
         except ResponseError as error:
             if "BUSYGROUP" not in str(error):
                 raise
-        self._groups.add(group)
+        self._groups.add((stream, group))
 
     # -- indexes ------------------------------------------------------------------------
 
@@ -733,6 +762,72 @@ class RedisBook:
         return _text(cursor) or None if cursor is not None else None
 
     @reports_outages
+    def seal_group(self, group_id: str, total: int) -> GroupSummary:
+        """Declare that ``group_id`` has ``total`` members: once they have all ended, one
+        group notification (at once if they already have)."""
+        group = _utf8(require_text(group_id, "groupId"), "groupId")
+        size = require_integer(total, "total", 1)
+        flat = self._scripts.seal_group(
+            keys=[self.keys.group(group), self.keys.group_members(group), self.keys.group_outbox],
+            args=[_dumps(group, "groupId"), str(size), str(self.now_ms()), self._retention_ms],
+        )
+        return _group_summary(group, flat)
+
+    @reports_outages
+    def group(self, group_id: str) -> GroupSummary | None:
+        """The group's counts by state and its progress: one round trip, O(1)."""
+        group = _utf8(require_text(group_id, "groupId"), "groupId")
+        flat = self.client.hgetall(self.keys.group(group))
+        return _group_summary(group, flat) if flat else None
+
+    @reports_outages
+    def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
+        """The group's members in creation order (without histories), up to ``limit``."""
+        group = _utf8(require_text(group_id, "groupId"), "groupId")
+        count = require_limit(limit, maximum=10_000)
+        ids = self.client.zrange(self.keys.group_members(group), 0, count - 1)
+        if not ids:
+            return []
+        keys: list[str] = []
+        for raw_id in ids:
+            keys += [self.keys.task(_text(raw_id)), self.keys.history(_text(raw_id))]
+        return list(_listed(self._scripts.get_many(keys=keys, args=GetManyArgs(False).argv())))
+
+    @reports_outages
+    def drain_group_notifications(self) -> list[GroupNotification]:
+        """Every pending group notification, in order; empties their stream."""
+        stream = self.keys.group_outbox
+        pipe = self._slot_client().pipeline(transaction=True)
+        pipe.xrange(stream)
+        pipe.delete(stream)
+        entries, _ = pipe.execute()
+        return [_group_notification(fields) for _entry_id, fields in entries]
+
+    @reports_outages
+    def consume_group_notifications(
+        self,
+        group: str,
+        consumer: str,
+        count: int = 100,
+        block_ms: int | None = None,
+        min_idle_ms: int = 60_000,
+    ) -> list[tuple[str, GroupNotification]]:
+        """Group notifications, at least once: acknowledge with ``ack_group_notifications``."""
+        entries = self._consume(
+            self.keys.group_outbox, group, consumer, count, block_ms, min_idle_ms
+        )
+        return [(entry_id, _group_notification(fields)) for entry_id, fields in entries]
+
+    @reports_outages
+    def ack_group_notifications(self, group: str, *entry_ids: str) -> int:
+        """Acknowledge handled group notifications; returns how many were pending."""
+        if not entry_ids:
+            return 0
+        return int(
+            self.client.xack(self.keys.group_outbox, require_text(group, "group"), *entry_ids)
+        )
+
+    @reports_outages
     def now_ms(self) -> int:
         """The Redis server's clock (TIME): one clock for every worker, beat and client."""
         seconds, micros = self._slot_client().time()
@@ -806,3 +901,24 @@ def _listed(found: Sequence[Any]) -> Iterable[AsyncTask]:
             log.warning("asyncbook: a listed task's record is damaged (%s); skipped", text[9:])
             continue
         yield AsyncTask.model_validate_json(raw)
+
+
+def _group_summary(group_id: str, flat: Any) -> GroupSummary:
+    """A summary from a group hash (a flat list from a script, or a dict from HGETALL)."""
+    pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+    fields: dict[str, int | None] = {}
+    for key, value in pairs:
+        name = _text(key)
+        if name not in ("id", "mk", "notified"):
+            fields[name] = int(value)
+    return group_summary(group_id, fields)
+
+
+def _group_notification(fields: dict[Any, Any]) -> GroupNotification:
+    values = {_text(key): _text(value) for key, value in fields.items()}
+    return GroupNotification(
+        group_id=json.loads(values["groupId"]),
+        at_ms=json.loads(values["atMs"]),
+        total=int(values["total"]),
+        counts={state: int(values.get(state, "0")) for state in GROUP_END_STATES},
+    )

@@ -59,6 +59,19 @@ class KeySchema:
         """A delivery receipt (JSON) under its idempotency key."""
         return f"{self.tag}:d:{escape_id(idempotency_key)}"
 
+    def group(self, group_id: str) -> str:
+        """Hash of a group's counters (extension)."""
+        return f"{self.tag}:g:{escape_id(group_id)}"
+
+    def group_members(self, group_id: str) -> str:
+        """Sorted set of a group's member ids, by creation order."""
+        return f"{self.tag}:gm:{escape_id(group_id)}"
+
+    @property
+    def group_outbox(self) -> str:
+        """Stream of group notifications, one per declared group whose members all ended."""
+        return f"{self.tag}:groups"
+
     def state_index(self, state: str) -> str:
         """Sorted set of the task ids in one state, scored by creation order."""
         return f"{self.tag}:idx:{state}"

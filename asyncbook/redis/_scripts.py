@@ -70,6 +70,8 @@ class CreateArgs(NamedTuple):
     changes_channel: str
     heartbeat_timeout_ms: int | None = None
     retry_on_stall: bool = False
+    group_id_json: str = ""
+    """The group the task belongs to, as JSON; '' for none."""
 
     def argv(self) -> list[str]:
         """The positional ARGV."""
@@ -83,6 +85,7 @@ class CreateArgs(NamedTuple):
             self.changes_channel,
             "" if timeout is None else str(timeout),
             _flag(self.retry_on_stall),
+            self.group_id_json,
         ]
 
 
@@ -233,6 +236,7 @@ class BookScripts:
     drain: BookScript
     prune: BookScript
     heartbeat: BookScript
+    seal_group: BookScript
 
     @classmethod
     def register(cls, client: Any) -> BookScripts:
@@ -247,6 +251,7 @@ class BookScripts:
             "drain",
             "prune",
             "heartbeat",
+            "seal_group",
         ]
         return cls(
             **{

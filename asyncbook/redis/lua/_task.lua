@@ -3,7 +3,7 @@
 -- (listpack): id (JSON string), st, exp (deadline, JSON number text), att, max, prog,
 -- ver, seq (creation order), err (JSON string, when set), and for the extensions hbt
 -- (heartbeat timeout ms), rdl (1: a stalled attempt is retried), cur (the last progress
--- cursor, a checkpoint). Its history list holds, at
+-- cursor, a checkpoint), gk (the key of its group's hash, when it belongs to one). Its history list holds, at
 -- index N-1, the JSON of the event that produced version N. resultRef and resultHash
 -- are not stored twice: a succeeded task's last event is its succeed event.
 
@@ -12,7 +12,7 @@ local STATE_SLOT = {queued = 1, running = 2, succeeded = 3, failed = 4, expired 
 
 local function load_task(key)
   local f = redis.call('HMGET', key, 'id', 'st', 'exp', 'att', 'max', 'prog', 'ver', 'seq', 'err',
-    'hbt', 'rdl')
+    'hbt', 'rdl', 'gk')
   if not f[1] then
     return nil
   end
@@ -24,7 +24,7 @@ local function load_task(key)
   return {
     id = f[1], st = f[2], exp = f[3], att = tonumber(f[4]), max = tonumber(f[5]),
     prog = tonumber(f[6]), ver = tonumber(f[7]), seq = f[8], err = f[9],
-    hbt = tonumber(f[10]), rdl = f[11],
+    hbt = tonumber(f[10]), rdl = f[11], gk = f[12],
   }
 end
 
@@ -125,6 +125,44 @@ local function outbox_cut(outbox, oldest_ms)
     end
   end
   return string.format('%.0f-%.0f', cut_ms, cut_seq)
+end
+
+-- A group's hash: id (JSON), total (once declared), members, a count per state, prog (the
+-- sum of its members' progress), mk (its members' sorted set), notified. Its key is kept
+-- in each member's hash (gk): created from create's KEYS, it shares the book's hash tag.
+local GROUP_ENDS = {'succeeded', 'failed', 'expired', 'cancelled'}
+
+-- When a declared group's last member has ended: one group notification, then retention.
+local function group_maybe_ended(gk, stream, at_text, retention)
+  local g = redis.call('HMGET', gk, 'id', 'total', 'notified', 'mk',
+    'succeeded', 'failed', 'expired', 'cancelled')
+  local total = tonumber(g[2])
+  if not g[1] or not total or g[3] then
+    return
+  end
+  local ended = 0
+  for i = 5, 8 do
+    ended = ended + (tonumber(g[i]) or 0)
+  end
+  if ended < total then
+    return
+  end
+  redis.call('HSET', gk, 'notified', '1')
+  local fields = {'groupId', g[1], 'atMs', at_text, 'total', tostring(total)}
+  for i, state in ipairs(GROUP_ENDS) do
+    fields[#fields + 1] = state
+    fields[#fields + 1] = g[i + 4] or '0'
+  end
+  if retention then
+    local cut = outbox_cut(stream, math.max(server_ms() - retention, 0))
+    redis.call('XADD', stream, 'MINID', cut, '*', unpack(fields))
+    redis.call('PEXPIRE', gk, retention)
+    if g[4] then
+      redis.call('PEXPIRE', g[4], retention)
+    end
+  else
+    redis.call('XADD', stream, '*', unpack(fields))
+  end
 end
 
 local function announce(channel, t)

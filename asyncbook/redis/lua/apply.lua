@@ -2,7 +2,9 @@
 -- history, indexes, retention, the outbox and the change feed.
 -- KEYS: 1 task hash, 2 history list, 3 callback marker, 4 deadlines, 5 outbox,
 --       6..11 state indexes (queued, running, succeeded, failed, expired, cancelled),
---       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time)
+--       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time),
+--       14 group notifications (stream); a member also updates its group's hash, named
+--       by its own gk field (see _task.lua)
 -- ARGV: 1 task id, 2 callback given (1/0), 3 event shape valid (1/0),
 --       4 type: start | progress | succeed | fail | expire | cancel
 --         | deadline (expire at the deadline),
@@ -52,7 +54,7 @@ if ARGV[16] == '1' then
 end
 
 local reason, changed, duplicate, notify = nil, false, false, false
-local old_state, entry = t.st, nil  -- entry: the recorded event's JSON
+local old_state, old_prog, entry = t.st, t.prog, nil  -- entry: the recorded event's JSON
 
 local function unchanged(why, dup)
   reason, duplicate = why, dup or false
@@ -158,6 +160,18 @@ if changed then
   announce(ARGV[14], t)
   if kind == 'progress' then
     redis.call('HSET', KEYS[1], 'cur', ARGV[17])
+  end
+end
+if t.gk and changed then
+  if t.st ~= old_state then
+    redis.call('HINCRBY', t.gk, old_state, -1)
+    redis.call('HINCRBY', t.gk, t.st, 1)
+  end
+  if t.prog ~= old_prog then
+    redis.call('HINCRBY', t.gk, 'prog', t.prog - old_prog)
+  end
+  if TERMINAL[t.st] then
+    group_maybe_ended(t.gk, KEYS[14], at_text, retention)
   end
 end
 if t.hbt then

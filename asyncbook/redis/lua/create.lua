@@ -1,8 +1,9 @@
 -- create: store a new queued task, unless the id exists.
--- KEYS: 1 task hash, 2 history list, 3 queued index, 4 deadlines, 5 sequence
+-- KEYS: 1 task hash, 2 history list, 3 queued index, 4 deadlines, 5 sequence,
+--       6 its group's hash, 7 its group's members (both unused without a group)
 -- ARGV: 1 task id, 2 task id as JSON, 3 deadline (JSON number text), 4 maxAttempts,
 --       5 exist_ok (1/0), 6 changes channel, 7 heartbeat timeout ms ('' for none),
---       8 retry a stalled attempt (1/0)
+--       8 retry a stalled attempt (1/0), 9 group id as JSON ('' for none)
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 
 local existing = load_full(KEYS[1], KEYS[2])
@@ -23,6 +24,14 @@ redis.call('HSET', KEYS[1], 'id', ARGV[2], 'st', 'queued', 'exp', ARGV[3], 'att'
   'max', ARGV[4], 'prog', '0', 'ver', '0', 'seq', tostring(seq))
 if ARGV[7] ~= '' then
   redis.call('HSET', KEYS[1], 'hbt', ARGV[7], 'rdl', ARGV[8])
+end
+if ARGV[9] ~= '' then
+  redis.call('HSET', KEYS[1], 'gk', KEYS[6])
+  redis.call('HSETNX', KEYS[6], 'id', ARGV[9])
+  redis.call('HSETNX', KEYS[6], 'mk', KEYS[7])
+  redis.call('HINCRBY', KEYS[6], 'members', 1)
+  redis.call('HINCRBY', KEYS[6], 'queued', 1)
+  redis.call('ZADD', KEYS[7], seq, ARGV[1])
 end
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
