@@ -75,6 +75,7 @@ EXPORTS = {
         "Integration",
         "Settings",
         "TaskCancelled",
+        "apply_group",
         "cancel",
         "default_result_ref",
         "install",

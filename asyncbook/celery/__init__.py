@@ -10,7 +10,7 @@ def generate(self, prompt): ...; report_progress(self, 40, cursor="chunk-4"); ..
 ```
 """
 
-from ._controls import cancel, last_cursor
+from ._controls import apply_group, cancel, last_cursor
 from ._integration import (
     CREATED_HEADER,
     DEADLINE_HEADER,
@@ -31,6 +31,7 @@ __all__ = [
     "report_progress",
     "cancel",
     "last_cursor",
+    "apply_group",
     "TaskCancelled",
     "Integration",
     "Settings",

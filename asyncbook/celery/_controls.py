@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import Celery, Task
+from celery import Celery, Task, chord, group
+from celery.result import AsyncResult, GroupResult
 
 from .._checks import require_optional_string, require_string
 from .._models import CallbackResult
 from ..errors import invalid
 from ._integration import Integration, installed
+from ._tracking import is_tracked
 
-__all__ = ["cancel", "last_cursor"]
+__all__ = ["apply_group", "cancel", "last_cursor"]
 
 
 def _integration(app: Celery) -> Integration:
@@ -44,3 +46,28 @@ def last_cursor(task: Task[Any, Any]) -> str | None:
     one (its checkpoint), or None when it never reported one. One round trip."""
     integration = installed(task.app)
     return None if integration is None else integration.last_cursor(task)
+
+
+def apply_group(
+    signature: group | chord, *args: Any, **options: Any
+) -> GroupResult | AsyncResult[Any]:
+    """Publish a Celery ``group`` (or a ``chord``, whose header is the group) and declare
+    its size to the book first, so the book sends one group notification when the last
+    tracked member ends. Returns what ``signature.apply_async`` returns.
+
+    Members are recorded at publish by any ``group.apply_async()``; only the size needs
+    this call, because Celery's publish hooks do not carry it.
+    """
+    app = signature.app
+    integration = _integration(app)
+    if not isinstance(signature, group | chord):
+        raise invalid("apply_group takes a group or a chord", field="signature")
+    signature.freeze()  # fixes the group's id and its members' ids, as apply_async uses them
+    header = signature.tasks if isinstance(signature, chord) else signature
+    if not isinstance(header, group):
+        raise invalid("apply_group takes a group or a chord", field="signature")
+    members = [app.tasks.get(str(member.task)) for member in header.tasks]
+    tracked = sum(1 for task in members if task is not None and is_tracked(task))
+    if tracked and header.id is not None:
+        integration.book.seal_group(str(header.id), tracked)
+    return signature.apply_async(args, **options)

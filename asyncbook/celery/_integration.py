@@ -57,7 +57,7 @@ from .._sinks import Sink, resolve_sink
 from .._sweep import SweepReport, sweep
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ..redis import RedisBook, retry_policy
-from ._lifecycle import CancelWatch, Heartbeats, TaskCancelled, add_to_revoked
+from ._lifecycle import CancelledRing, CancelWatch, Heartbeats, TaskCancelled, add_to_revoked
 from ._recorder import Recorder, retrying
 from ._settings import Settings
 from ._tracking import (
@@ -189,6 +189,8 @@ class Integration:
         self._uid = f"asyncbook-{id(self)}"
         self._source: NotificationSource | None = None
         self._router = _BeatRouter(app)
+        # Shared with the pool processes forked after worker_init: not reset in them.
+        self._ring: CancelledRing | None = None
         self._reset_process_state()
 
     def _reset_process_state(self) -> None:
@@ -327,6 +329,7 @@ class Integration:
             (signals.task_failure, self.on_task_failure),
             (signals.task_revoked, self.on_task_revoked),
             (signals.celeryd_init, self.on_celeryd_init),
+            (signals.worker_init, self.on_worker_init),
             (signals.worker_ready, self.on_worker_ready),
             (signals.worker_process_shutdown, self.on_worker_process_shutdown),
             (signals.worker_shutdown, self.on_worker_shutdown),
@@ -413,6 +416,12 @@ class Integration:
             return
         queues.select_add(queue)
 
+    def on_worker_init(self, sender: Any = None, **_: Any) -> None:
+        """A worker is made, its pool not yet forked: make the ring of cancelled tasks its
+        pool processes will share."""
+        if getattr(sender, "app", None) is self.app and self._ring is None:
+            self._ring = CancelledRing()
+
     def on_worker_ready(self, sender: Any = None, **_: Any) -> None:
         """A worker that does not consume the ``asyncbook_queue`` says so; loudly when
         the book shows that no sweep ran lately."""
@@ -470,7 +479,8 @@ class Integration:
         given = expires_ms(headers.get("expires"))
         if given is not None and given < now + ttl:
             ttl = max(1, given - now)
-        stored = self._create(task, task_id, now, ttl)
+        group = headers.get("group")
+        stored = self._create(task, task_id, now, ttl, group if isinstance(group, str) else None)
         deadline = now + ttl if stored is None else stored.expires_at_ms
         headers[CREATED_HEADER] = stored is not None
         headers[DEADLINE_HEADER] = deadline
@@ -499,7 +509,13 @@ class Integration:
         with self._state_lock:
             self._running.setdefault(task.name, []).append((task_id, retries))
         if retries == 0 and not request.get(CREATED_HEADER):
-            self._create_late(task, task_id, request.get(DEADLINE_HEADER), request.get("expires"))
+            self._create_late(
+                task,
+                task_id,
+                request.get(DEADLINE_HEADER),
+                request.get("expires"),
+                request.group if isinstance(request.group, str) else None,
+            )
         deadline = request.get(DEADLINE_HEADER)
         nonce = uuid.uuid4().hex[:12]
         with self._state_lock:
@@ -535,7 +551,14 @@ class Integration:
         if self._heartbeats is not None:
             self._heartbeats.discard(task_id)
 
-    def _create_late(self, task: Task[Any, Any], task_id: str, deadline: Any, expires: Any) -> None:
+    def _create_late(
+        self,
+        task: Task[Any, Any],
+        task_id: str,
+        deadline: Any,
+        expires: Any,
+        group: str | None,
+    ) -> None:
         ttl = ttl_ms(task, self.settings.default_ttl_ms)
         if isinstance(deadline, int) and deadline > ttl:
             now = deadline - ttl
@@ -544,9 +567,11 @@ class Integration:
             given = expires_ms(expires)
             if given is not None and given < now + ttl:
                 ttl = max(1, given - now)
-        self._create(task, task_id, now, ttl)
+        self._create(task, task_id, now, ttl, group)
 
-    def _create(self, task: Task[Any, Any], task_id: str, now: int, ttl: int) -> AsyncTask | None:
+    def _create(
+        self, task: Task[Any, Any], task_id: str, now: int, ttl: int, group: str | None = None
+    ) -> AsyncTask | None:
         try:
             return retrying(
                 lambda: self.book.create(
@@ -560,6 +585,7 @@ class Integration:
                     ),
                     # Only a message that is acknowledged late comes back after its worker died.
                     retry_on_stall=bool(task.acks_late),
+                    group_id=group,
                 ),
                 self.settings.retry_for,
                 f"creating task {task_id}",
@@ -599,6 +625,9 @@ class Integration:
         running_id, retries = execution
         if running_id in self._cancelled:
             raise TaskCancelled(running_id, self._cancelled[running_id])
+        if self._ring is not None and running_id in self._ring:
+            # Cancelled in the book since it started: the main process's watch said so.
+            raise TaskCancelled(running_id, None)
         nonce = self._executions.get(running_id, ("", None))[0]
         event = ProgressEvent(at_ms=now_ms(), progress=percent, cursor=cursor)
         callback = callback_id(running_id, "progress", retries, percent, nonce)
@@ -725,8 +754,17 @@ class Integration:
     def _watch_cancels(self) -> None:
         book = self.book
         if self._cancel_watch is None and isinstance(book, RedisBook):
-            self._cancel_watch = CancelWatch(book, add_to_revoked)
+            if self._ring is None:  # no worker_init (an embedded worker): this process only
+                self._ring = CancelledRing()
+            self._cancel_watch = CancelWatch(book, self._revoke_cancelled)
             self._cancel_watch.start()
+
+    def _revoke_cancelled(self, task_id: str) -> None:
+        """Cancelled in the book: this worker discards its message (Celery's revoked set),
+        and a running execution stops at its next ``report_progress`` (the ring)."""
+        add_to_revoked(task_id)
+        if self._ring is not None:
+            self._ring.add(task_id)
 
     def on_worker_shutdown(self, **_: Any) -> None:
         """The worker stops: write what is buffered."""
