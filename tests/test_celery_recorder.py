@@ -214,3 +214,18 @@ def test_no_more_than_max_held_events_wait(caplog: pytest.LogCaptureFixture) -> 
     assert "more than 3 events" in caplog.text
     assert "t0" in caplog.text
     assert "t1" in caplog.text
+
+
+def test_retrying_waits_at_most_retry_for_when_each_attempt_blocks() -> None:
+    """A hung Redis: every attempt blocks for its socket timeout, then fails."""
+    calls: list[float] = []
+
+    def hang() -> None:
+        calls.append(time.monotonic())
+        time.sleep(0.4)
+        raise redis.TimeoutError("no answer")
+
+    started = time.monotonic()
+    assert retrying(hang, 1.0, "creating task t-hung", attempt_timeout=0.4) is None
+    assert time.monotonic() - started <= 1.0 + 0.1
+    assert len(calls) >= 2
