@@ -7,19 +7,20 @@ is claimed again later (by this or another consumer).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ._book import AsyncBook
-from ._models import Notification
-from ._sinks import Sink
+from ._models import AnyNotification, GroupNotification
 
 __all__ = [
     "DeliveryReport",
     "DrainSource",
+    "GroupNotificationSource",
     "NotificationSource",
     "deliver_notifications",
+    "group_notification_source",
     "notification_source",
 ]
 
@@ -37,7 +38,7 @@ class NotificationSource(Protocol):
         count: int = 100,
         block_ms: int | None = None,
         min_idle_ms: int = 60_000,
-    ) -> list[tuple[str, Notification]]:
+    ) -> Sequence[tuple[str, AnyNotification]]:
         """Unacknowledged entries: first those idle for ``min_idle_ms``, then new ones."""
         ...
 
@@ -52,9 +53,12 @@ class DrainSource:
     Entries live in this object until acknowledged: at least once within one process.
     """
 
-    def __init__(self, book: AsyncBook) -> None:
+    def __init__(
+        self, book: AsyncBook, drain: Callable[[], Sequence[AnyNotification]] | None = None
+    ) -> None:
         self.book = book
-        self._pending: dict[str, Notification] = {}
+        self._drain = drain or book.drain_notifications
+        self._pending: dict[str, AnyNotification] = {}
         self._next = 0
 
     def consume_notifications(
@@ -64,9 +68,9 @@ class DrainSource:
         count: int = 100,
         block_ms: int | None = None,
         min_idle_ms: int = 60_000,
-    ) -> list[tuple[str, Notification]]:
+    ) -> list[tuple[str, AnyNotification]]:
         """Pending entries first, then whatever the book drains."""
-        for note in self.book.drain_notifications():
+        for note in self._drain():
             self._next += 1
             self._pending[f"{self._next}-0"] = note
         return list(self._pending.items())[:count]
@@ -84,6 +88,45 @@ def notification_source(book: AsyncBook) -> NotificationSource:
     return book if isinstance(book, NotificationSource) else DrainSource(book)
 
 
+class GroupNotificationSource:
+    """The group notifications of a ``RedisBook``, read like its outbox."""
+
+    def __init__(self, book: Any) -> None:
+        self.book = book
+
+    def consume_notifications(
+        self,
+        group: str,
+        consumer: str,
+        count: int = 100,
+        block_ms: int | None = None,
+        min_idle_ms: int = 60_000,
+    ) -> list[tuple[str, AnyNotification]]:
+        """Unacknowledged group notifications, as ``consume_notifications`` reads tasks'."""
+        entries = self.book.consume_group_notifications(
+            group, consumer, count, block_ms, min_idle_ms
+        )
+        return list(entries)
+
+    def ack(self, group: str, *entry_ids: str) -> int:
+        """Acknowledge handled group notifications."""
+        return int(self.book.ack_group_notifications(group, *entry_ids))
+
+
+def group_notification_source(book: AsyncBook) -> NotificationSource:
+    """Where the book's group notifications are read: with acknowledgement from a book
+    that has consumer groups, else a ``DrainSource`` over ``drain_group_notifications``."""
+    if isinstance(book, NotificationSource) and hasattr(book, "consume_group_notifications"):
+        return GroupNotificationSource(book)
+    return DrainSource(book, book.drain_group_notifications)
+
+
+def _describe(note: AnyNotification) -> str:
+    if isinstance(note, GroupNotification):
+        return f"of group {note.group_id}"
+    return f"{note.state.value} of task {note.task_id}"
+
+
 @dataclass(frozen=True)
 class DeliveryReport:
     """What one delivery pass did."""
@@ -96,7 +139,7 @@ class DeliveryReport:
 
 def deliver_notifications(
     source: NotificationSource,
-    sinks: Sequence[Sink],
+    sinks: Sequence[Callable[[Any], Any]],
     *,
     group: str = "asyncbook",
     consumer: str = "asyncbook",
@@ -104,7 +147,11 @@ def deliver_notifications(
     min_idle_ms: int = 60_000,
     max_rounds: int = 100,
 ) -> DeliveryReport:
-    """Hand every pending notification to each sink; ack those all sinks took."""
+    """Hand every pending notification to each sink; ack those all sinks took.
+
+    ``sinks`` take what ``source`` holds: task notifications (``Sink``), or a group
+    notification source's (``GroupSink``).
+    """
     delivered = failed = 0
     for _ in range(max_rounds):
         entries = source.consume_notifications(group, consumer, count, None, min_idle_ms)
@@ -116,9 +163,8 @@ def deliver_notifications(
             except Exception as error:
                 failed += 1
                 logger.error(
-                    "asyncbook: notification %s of task %s not delivered (%s); it will be retried",
-                    note.state.value,
-                    note.task_id,
+                    "asyncbook: notification %s not delivered (%s); it will be retried",
+                    _describe(note),
                     error,
                 )
             else:

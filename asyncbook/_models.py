@@ -43,6 +43,7 @@ __all__ = [
     "ExpireEvent",
     "FailEvent",
     "GroupNotification",
+    "AnyNotification",
     "GroupSummary",
     "HistoryEntry",
     "Notification",
@@ -299,6 +300,9 @@ class GroupNotification(WireModel):
 
 
 GROUP_END_STATES = ("succeeded", "failed", "expired", "cancelled")
+
+AnyNotification = Notification | GroupNotification
+"""What a sink is handed: a task's notification, or a group's (extension)."""
 
 
 def group_summary(group_id: str, fields: Mapping[str, int | None]) -> GroupSummary:

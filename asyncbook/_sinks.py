@@ -16,23 +16,28 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._dotted import import_path
-from ._models import Notification, to_wire
+from ._models import AnyNotification, GroupNotification, Notification, to_wire
 from .errors import invalid
 
-__all__ = ["Sink", "SinkError", "WebhookSink", "idempotency_key", "resolve_sink"]
+__all__ = ["GroupSink", "Sink", "SinkError", "WebhookSink", "idempotency_key", "resolve_sink"]
 
 logger = logging.getLogger("asyncbook.sinks")
 
 Sink = Callable[[Notification], Any]
-"""Hands one notification over; raises if it could not."""
+"""Hands one task's notification over; raises if it could not."""
+GroupSink = Callable[[GroupNotification], Any]
+"""Hands one group's notification over (extension); raises if it could not."""
 
 
 class SinkError(Exception):
     """Raised when a sink could not hand a notification over (it will be redelivered)."""
 
 
-def idempotency_key(notification: Notification) -> str:
-    """``taskId:state``: the same for every redelivery of one notification."""
+def idempotency_key(notification: AnyNotification) -> str:
+    """The same for every redelivery of one notification: ``taskId:state`` (one per
+    terminal state), or ``group:groupId`` (one per group)."""
+    if isinstance(notification, GroupNotification):
+        return f"group:{notification.group_id}"
     return f"{notification.task_id}:{notification.state.value}"
 
 
@@ -85,7 +90,7 @@ class WebhookSink:
             self._client.close()
         self._client = None
 
-    def __call__(self, notification: Notification) -> int:
+    def __call__(self, notification: AnyNotification) -> int:
         """Deliver ``notification``; returns the HTTP status."""
         import httpx
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -110,6 +110,7 @@ def test_drain_source_keeps_unacked_entries() -> None:
     finished(book, "a")
     source = DrainSource(book)
     ((entry, note),) = source.consume_notifications("g", "c")
+    assert isinstance(note, Notification)
     assert note.task_id == "a"
     assert source.consume_notifications("g", "c") == [(entry, note)]
     assert source.ack("g", entry) == 1
@@ -147,3 +148,30 @@ def test_webhook_keeps_one_connection_alive_between_notifications() -> None:
         thread.join()
     assert len(peers) == 3
     assert len(set(peers)) == 1
+
+
+def test_group_notifications_reach_the_sinks_once(receiver: Receiver) -> None:
+    import fakeredis
+
+    from asyncbook import GroupNotification, RedisBook
+    from asyncbook._delivery import group_notification_source
+
+    for book in (MemoryBook(), RedisBook(fakeredis.FakeRedis(), namespace="sinks-groups")):
+        for n in range(2):
+            book.create(id=f"m{n}", now_ms=0, ttl_ms=10, max_attempts=1, group_id="g")
+            book.expire(f"m{n}")
+        book.seal_group("g", 2)
+        got: list[GroupNotification] = []
+        source = group_notification_source(book)
+        sinks: list[Callable[[GroupNotification], object]] = [
+            got.append,
+            WebhookSink(receiver.url, retries=0),
+        ]
+        assert deliver_notifications(source, sinks).delivered == 1
+        assert deliver_notifications(source, sinks).delivered == 0
+        (note,) = got
+        assert isinstance(note, GroupNotification)
+        assert note.counts["expired"] == 2
+        headers, body = receiver.requests[-1]
+        assert headers["Idempotency-Key"] == "group:g"
+        assert body["groupId"] == "g"

@@ -40,6 +40,7 @@ from .._delivery import (
     DeliveryReport,
     NotificationSource,
     deliver_notifications,
+    group_notification_source,
     notification_source,
 )
 from .._dotted import import_path
@@ -53,7 +54,7 @@ from .._models import (
     StartEvent,
     SucceedEvent,
 )
-from .._sinks import Sink, resolve_sink
+from .._sinks import GroupSink, Sink, resolve_sink
 from .._sweep import SweepReport, sweep
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ..redis import RedisBook, retry_policy
@@ -186,8 +187,9 @@ class Integration:
         self._recorder: Recorder | None = None
         self._result_ref: ResultRef | None = None
         self._sinks: tuple[Sink, ...] | None = None
+        self._group_sinks: tuple[GroupSink, ...] | None = None
         self._uid = f"asyncbook-{id(self)}"
-        self._source: NotificationSource | None = None
+        self._sources: tuple[NotificationSource, NotificationSource] | None = None
         self._router = _BeatRouter(app)
         # Shared with the pool processes forked after worker_init: not reset in them.
         self._ring: CancelledRing | None = None
@@ -275,6 +277,15 @@ class Integration:
         """``asyncbook_sinks``, resolved (dotted paths imported) on first use."""
         sinks: tuple[Sink, ...] = self._once(
             "_sinks", lambda: tuple(resolve_sink(spec) for spec in self.settings.sinks)
+        )
+        return sinks
+
+    @property
+    def group_sinks(self) -> tuple[GroupSink, ...]:
+        """``asyncbook_group_sinks``, resolved on first use."""
+        sinks: tuple[GroupSink, ...] = self._once(
+            "_group_sinks",
+            lambda: tuple(resolve_sink(spec) for spec in self.settings.group_sinks),
         )
         return sinks
 
@@ -383,17 +394,25 @@ class Integration:
 
     def deliver(self, consumer: str | None = None) -> DeliveryReport:
         """Hand pending notifications to the sinks, at least once (``asyncbook.deliver``)."""
-        if not self.sinks:
-            return DeliveryReport()
-        if self._source is None:
-            self._source = notification_source(self.book)
-        return deliver_notifications(
-            self._source,
-            self.sinks,
-            group=self.settings.consumer_group,
-            consumer=consumer or socket.gethostname(),
-            min_idle_ms=self.settings.redelivery_idle_ms,
-        )
+        if self._sources is None:
+            self._sources = (
+                notification_source(self.book),
+                group_notification_source(self.book),
+            )
+        delivered = failed = 0
+        sinks: tuple[tuple[Any, ...], ...] = (self.sinks, self.group_sinks)
+        for source, to in zip(self._sources, sinks, strict=True):
+            if not to:
+                continue  # nobody to hand them to: they wait in the book
+            report = deliver_notifications(
+                source,
+                to,
+                group=self.settings.consumer_group,
+                consumer=consumer or socket.gethostname(),
+                min_idle_ms=self.settings.redelivery_idle_ms,
+            )
+            delivered, failed = delivered + report.delivered, failed + report.failed
+        return DeliveryReport(delivered=delivered, failed=failed)
 
     # -- the worker and its queues ------------------------------------------------------
 

@@ -53,6 +53,8 @@ class Settings:
     """``callable(task, task_id, result) -> str`` (or its dotted path) naming the result."""
     sinks: tuple[Any, ...] = ()
     """Notification sinks: callables, dotted paths to callables, or webhook URLs."""
+    group_sinks: tuple[Any, ...] = ()
+    """Sinks of group notifications (one per declared group whose members all ended)."""
     sweep_batch: int = 1000
     """Tasks expired per round trip by the sweep."""
     consumer_group: str = "asyncbook"
@@ -81,6 +83,7 @@ class Settings:
         broker = conf.get("broker_url") or ""
         default_url = broker if str(broker).startswith(("redis://", "rediss://")) else None
         sinks = values.pop("sinks", ())
+        group_sinks = values.pop("group_sinks", ())
         known = {
             "redis_url": str(values.pop("redis_url", None) or default_url or DEFAULT_REDIS_URL),
             "namespace": str(values.pop("namespace", cls.namespace)),
@@ -91,6 +94,9 @@ class Settings:
             "retry_for": _seconds(values.pop("retry_for", cls.retry_for), "asyncbook_retry_for"),
             "result_ref": values.pop("result_ref", None),
             "sinks": tuple(sinks) if isinstance(sinks, list | tuple) else (sinks,),
+            "group_sinks": (
+                tuple(group_sinks) if isinstance(group_sinks, list | tuple) else (group_sinks,)
+            ),
             "sweep_batch": int(values.pop("sweep_batch", cls.sweep_batch)),
             "consumer_group": str(values.pop("consumer_group", cls.consumer_group)),
             "redelivery_idle_ms": duration_ms(
