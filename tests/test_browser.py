@@ -167,3 +167,145 @@ def test_sign_in_returns_to_the_task_and_sign_out_ends_it(page: Any) -> None:
         page.wait_for_url(server.url + "/login")
         page.goto(server.url + "/")
         assert page.url == server.url + "/login"
+
+
+# -- cancel ------------------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+UPDATE_DOCS = os.environ.get("ASYNCBOOK_UPDATE_SCREENSHOTS") == "1"
+"""Set to 1 to refresh the screenshots under docs/ (a test run leaves the tree as it is)."""
+
+
+def keep_running(book: RedisBook, task_id: str, stop: threading.Event) -> None:
+    """Start the task and report progress every 0.2 s until it is no longer running."""
+    now = book.now_ms()
+    book.apply(task_id, StartEvent(at_ms=now, worker="celery@gpu-1"))
+    progress = 0
+    while not stop.is_set() and progress < 90:
+        stop.wait(0.2)
+        progress += 5
+        event = ProgressEvent(at_ms=book.now_ms(), progress=progress, cursor=f"chunk-{progress}")
+        if not book.apply(task_id, event).changed:
+            return  # cancelled: a worker stops at its next report
+
+
+def running_task(book: RedisBook, task_id: str) -> tuple[threading.Thread, threading.Event]:
+    book.create(id=task_id, now_ms=book.now_ms(), ttl_ms=3_600_000, max_attempts=2)
+    stop = threading.Event()
+    worker = threading.Thread(target=keep_running, args=(book, task_id, stop))
+    worker.start()
+    return worker, stop
+
+
+def test_cancel_a_running_task_from_its_page(server: Running, page: Any, tmp_path: Path) -> None:
+    book = server.book
+    page.set_viewport_size({"width": 1000, "height": 640})
+    worker, stop = running_task(book, "transcribe/interview-07.wav")
+    try:
+        page.goto(server.url + "/task?id=transcribe%2Finterview-07.wav")
+        page.wait_for_selector('#summary[data-state="running"]', timeout=5_000)
+        page.wait_for_function(
+            "Number(document.querySelector('#summary .bar').dataset.progress) >= 10"
+        )
+        assert page.is_visible("#cancel-open")
+        page.click("#cancel-open")
+        assert page.is_visible("#cancel-dialog")
+        assert page.evaluate("document.activeElement.id") == "cancel-reason"
+        assert not page.is_visible("#cancel-token")  # a server without a token needs none
+        page.fill("#cancel-reason", "customer withdrew the file")
+        page.screenshot(path=str(tmp_path / "cancel-dialog.png"))
+        page.click("#cancel-confirm")
+        page.wait_for_selector('#summary[data-state="cancelled"]', timeout=5_000)
+        page.wait_for_function("document.getElementById('status').textContent === 'finished'")
+        page.wait_for_selector("#action-status:has-text('Cancelled.')")
+        assert not page.is_visible("#cancel-open")
+        assert not page.is_visible("#cancel-dialog")
+        assert page.evaluate("document.activeElement.id") == "action-status"
+        last = page.locator("#history tr").last
+        assert "cancel" in last.inner_text()
+        assert "customer withdrew the file" in page.inner_text("#summary")
+        page.screenshot(path=str(tmp_path / "status-cancel.png"), full_page=True)
+    finally:
+        stop.set()
+        worker.join()
+    task = book.get("transcribe/interview-07.wav")
+    assert task is not None
+    assert task.state == "cancelled"
+    assert task.error == "customer withdrew the file"
+    assert (tmp_path / "status-cancel.png").stat().st_size > 1000
+    if UPDATE_DOCS:
+        shutil.copyfile(tmp_path / "status-cancel.png", DOCS / "status-cancel.png")
+    # The list shows the cancelled state in a chip of its own colour, and filters by it.
+    book.create(id="waiting", now_ms=book.now_ms(), ttl_ms=3_600_000, max_attempts=1)
+    page.goto(server.url + "/")
+    chip = '#tasks [data-state="cancelled"]'
+    page.wait_for_selector(chip)
+    colour = "(s) => getComputedStyle(document.querySelector(s)).backgroundColor"
+    cancelled = page.evaluate(colour, chip)
+    assert cancelled not in (page.evaluate(colour, '#tasks [data-state="queued"]'), "")
+    page.select_option("#state", "cancelled")
+    page.wait_for_function("document.querySelectorAll('#tasks tr').length === 1")
+    assert page.get_attribute("#tasks tr", "data-task-id") == "transcribe/interview-07.wav"
+
+
+def test_cancel_by_keyboard_with_the_token_the_page_asks_for(page: Any) -> None:
+    token = "browser-token-0123456789"
+    with running_server(token=token) as server:
+        book = server.book
+        worker, stop = running_task(book, "a/b")
+        try:
+            page.goto(server.url + "/task?id=a%2Fb")
+            page.fill('input[name="token"]', token)
+            page.click('button[type="submit"]')
+            page.wait_for_selector('#summary[data-state="running"]', timeout=5_000)
+            for _ in range(10):  # Tab along the page to the button, as a keyboard user does
+                page.keyboard.press("Tab")
+                if page.evaluate("document.activeElement.id") == "cancel-open":
+                    break
+            assert page.evaluate("document.activeElement.id") == "cancel-open"
+            outline = "getComputedStyle(document.activeElement).outlineStyle"
+            assert page.evaluate(outline) == "solid"  # focus is visible
+            # Escape leaves it running, and focus goes back to the button.
+            page.keyboard.press("Enter")
+            assert page.is_visible("#cancel-dialog")
+            page.keyboard.press("Escape")
+            page.wait_for_selector("#cancel-dialog", state="hidden")
+            page.wait_for_function("document.activeElement.id === 'cancel-open'")
+            # The cookie opens the page, not a change: the dialog asks for the token.
+            page.keyboard.press("Enter")
+            assert page.is_visible("#cancel-token")
+            page.keyboard.type("not needed")
+            page.keyboard.press("Tab")
+            page.keyboard.type("not-the-token-0123")
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#cancel-error:has-text('That token is not valid.')")
+            assert page.evaluate("document.activeElement.id") == "cancel-token"
+            still = book.get("a/b")
+            assert still is not None
+            assert still.state == "running"
+            page.fill("#cancel-token", token)
+            page.keyboard.press("Enter")
+            page.wait_for_selector('#summary[data-state="cancelled"]', timeout=5_000)
+            page.wait_for_selector("#action-status:has-text('Cancelled.')")
+            assert not page.is_visible("#cancel-open")
+        finally:
+            stop.set()
+            worker.join()
+        task = book.get("a/b")
+        assert task is not None
+        assert task.error == "not needed"
+
+
+def test_a_finished_task_has_no_cancel_button(server: Running, page: Any) -> None:
+    book = server.book
+    now = book.now_ms()
+    book.create(id="done", now_ms=now, ttl_ms=3_600_000, max_attempts=1)
+    book.apply("done", StartEvent(at_ms=now, worker="w"))
+    book.apply("done", SucceedEvent(at_ms=now + 1, result_ref="r", result_hash="h"))
+    page.goto(server.url + "/task?id=done")
+    page.wait_for_selector('#summary[data-state="succeeded"]', timeout=5_000)
+    assert not page.is_visible("#cancel-open")
+    book.create(id="queued", now_ms=now, ttl_ms=3_600_000, max_attempts=1)
+    page.goto(server.url + "/task?id=queued")
+    page.wait_for_selector('#summary[data-state="queued"]', timeout=5_000)
+    assert page.is_visible("#cancel-open")

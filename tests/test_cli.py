@@ -95,6 +95,9 @@ def test_ls_pages_and_filters(book: RedisBook) -> None:
         ["ls", "--after", "x"],
         ["status"],
         ["deliver", "t"],
+        ["cancel"],
+        ["cancel", "a", "b"],
+        ["cancel", "t", "--reason"],
         ["watch", "t", "--cursor", "-1"],
         ["no-such-command"],
         ["serve", "--host", "0.0.0.0"],
@@ -171,6 +174,94 @@ def test_deliver(book: RedisBook) -> None:
     book.create(id="q", now_ms=NOW, ttl_ms=60_000, max_attempts=1)
     assert run(book, "deliver", "q", "--key", "k2").exit_code == 1
     assert run(book, "deliver", "nope", "--key", "k3").exit_code == 1
+
+
+def live(book: RedisBook, task_id: str, *, running: bool = False) -> None:
+    """A task due in an hour by the book's clock (the one ``cancel`` uses)."""
+    now = book.now_ms()
+    book.create(id=task_id, now_ms=now, ttl_ms=3_600_000, max_attempts=1)
+    if running:
+        book.apply(task_id, StartEvent(at_ms=now + 1, worker="w"))
+        book.apply(task_id, ProgressEvent(at_ms=now + 2, progress=30, cursor="c"))
+
+
+def test_cancel_a_queued_and_a_running_task(book: RedisBook) -> None:
+    live(book, "q ü/1")
+    live(book, "r", running=True)
+    queued = run(book, "cancel", "q ü/1")
+    assert queued.exit_code == 0, queued.output
+    assert queued.stdout == "cancelled: q ü/1 (cancelled) at v1\n"
+    running = run(book, "cancel", "r", "--reason", "user left", "--json")
+    assert running.exit_code == 0, running.output
+    body = json.loads(running.stdout)
+    assert body["reason"] == "cancelled"
+    assert (body["task"]["state"], body["task"]["error"]) == ("cancelled", "user left")
+    assert body["task"]["progress"] == 30
+    task = book.get("r")
+    assert task is not None
+    assert task.state == "cancelled"
+    notes = book.drain_notifications()
+    assert sorted(note.task_id for note in notes) == ["q ü/1", "r"]
+
+
+def test_cancel_twice_is_ok_and_changes_nothing(book: RedisBook) -> None:
+    live(book, "t")
+    assert run(book, "cancel", "t", "--reason", "first").exit_code == 0
+    again = run(book, "cancel", "t", "--reason", "second")
+    assert again.exit_code == 0, again.output
+    assert again.stdout.startswith("duplicate-cancel: t (first)")
+    as_json = json.loads(run(book, "cancel", "t", "--json").stdout)
+    assert (as_json["reason"], as_json["changed"], as_json["duplicate"]) == (
+        "duplicate-cancel",
+        False,
+        True,
+    )
+
+
+def test_cancel_is_refused_for_a_task_that_ended_and_for_an_unknown_one(book: RedisBook) -> None:
+    finish(book, "done")
+    refused = run(book, "cancel", "done")
+    assert refused.exit_code == 1
+    assert refused.stdout == ""
+    assert "already ended (succeeded)" in refused.stderr
+    as_json = run(book, "cancel", "done", "--json")
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["reason"] == "terminal-conflict"
+    assert json.loads(as_json.stdout)["task"]["state"] == "succeeded"
+    book.create(id="late", now_ms=0, ttl_ms=1, max_attempts=1)  # overdue since 1970
+    late = run(book, "cancel", "late")
+    assert late.exit_code == 1
+    assert "deadline had passed, so it expired" in late.stderr
+    late_task = book.get("late")
+    assert late_task is not None
+    assert late_task.state == "expired"
+    missing = run(book, "cancel", "nope")
+    assert missing.exit_code == 1
+    assert "no task 'nope'" in missing.stderr
+
+
+def test_cancel_with_a_reason_that_is_no_text_is_a_usage_error(book: RedisBook) -> None:
+    live(book, "t")
+    # Bytes that are not UTF-8 in argv reach Python as lone surrogates.
+    result = run(book, "cancel", "t", "--reason", "caf\udce9")
+    assert result.exit_code == 2, result.output
+    assert "Unicode" in result.stderr
+    task = book.get("t")
+    assert task is not None
+    assert task.state == "queued"
+
+
+def test_ls_filters_cancelled_tasks(book: RedisBook) -> None:
+    live(book, "a")
+    live(book, "b")
+    run(book, "cancel", "a")
+    page = json.loads(run(book, "ls", "--state", "cancelled", "--json").stdout)
+    assert [task["id"] for task in page["tasks"]] == ["a"]
+    assert page["tasks"][0]["state"] == "cancelled"
+    table = run(book, "ls", "--state", "cancelled")
+    assert table.exit_code == 0
+    assert "cancelled" in table.stdout
+    assert "cancelled" in run(book, "ls", "--help").stdout
 
 
 def test_sweep_expires_overdue_tasks(book: RedisBook) -> None:

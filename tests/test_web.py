@@ -172,6 +172,7 @@ def test_unknown_task_is_404_everywhere(client: httpx.Client) -> None:
         assert "nope" in body["message"]
     response = client.post(url("nope", "delivery"), headers={"Idempotency-Key": "k"})
     assert_error(response, 404, "not-found")
+    assert_error(client.post(url("nope", "cancel")), 404, "not-found")
 
 
 def test_bad_paths_and_methods(client: httpx.Client) -> None:
@@ -337,6 +338,7 @@ def test_openapi_schema_describes_every_endpoint(client: httpx.Client) -> None:
         "/api/tasks/{id}/events",
         "/api/tasks/{id}/stream",
         "/api/tasks/{id}/delivery",
+        "/api/tasks/{id}/cancel",
         "/metrics",
     } <= set(schema["paths"])
     assert "AsyncTask" in schema["components"]["schemas"]
@@ -366,6 +368,8 @@ def test_pages_and_assets_are_served(client: httpx.Client) -> None:
         ("POST", "/api/tasks/a"),
         ("DELETE", "/api/tasks/a/events"),
         ("GET", "/api/tasks/a/delivery"),
+        ("GET", "/api/tasks/a/cancel"),
+        ("PUT", "/api/tasks/a/cancel"),
     ],
 )
 def test_every_405_says_what_is_allowed(client: httpx.Client, method: str, path: str) -> None:
@@ -545,6 +549,7 @@ def test_token_guards_everything_but_metrics() -> None:
         assert (
             client.post(url("t", "delivery"), headers={"Idempotency-Key": "k"}).status_code == 401
         )
+        assert_error(client.post(url("t", "cancel")), 401, "unauthorized")
         good = {"Authorization": "Bearer " + TOKEN}
         assert client.get("/api/tasks", headers=good).status_code == 200
         assert client.get(url("t"), headers=good).json()["id"] == "t"
@@ -573,6 +578,7 @@ def test_login_cookie_opens_the_page_and_streams_but_not_posts() -> None:
         assert stream(client, "t")[-1]["event"] == "end"
         post = client.post(url("t", "delivery"), headers={"Idempotency-Key": "k"})
         assert post.status_code == 401
+        assert client.post(url("t", "cancel")).status_code == 401
 
 
 def test_without_token_only_loopback_binds() -> None:

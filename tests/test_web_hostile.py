@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -106,8 +107,47 @@ def test_deliveries_that_cannot_deliver_change_nothing(
     assert stored(server.book) == before
 
 
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=8,
+)
+bodies = st.one_of(
+    st.binary(max_size=64),
+    json_values.map(lambda value: json.dumps(value).encode()),
+    st.dictionaries(st.sampled_from(["reason", "x"]), json_values, max_size=2).map(
+        lambda value: json.dumps(value).encode()
+    ),
+)
+content_types = st.sampled_from(
+    [None, b"application/json", b"text/plain", b"application/x-www-form-urlencoded", b"\xff"]
+)
+
+
 @SETTINGS
-@given(segment=raw_segments, suffix=st.sampled_from(["", "/events", "/stream", "/delivery", "/x"]))
+@given(task_id=ids, body=bodies, content_type=content_types, origin=header_text)
+def test_cancels_that_cannot_cancel_change_nothing(
+    server: Running,
+    client: httpx.Client,
+    task_id: str,
+    body: bytes,
+    content_type: bytes | None,
+    origin: bytes,
+) -> None:
+    """Only "done" (terminal) and unknown ids: a cancel may answer, but never a 500."""
+    before = stored(server.book)
+    headers = {b"Origin": origin} | ({b"Content-Type": content_type} if content_type else {})
+    check(client.post(task_path("done", "cancel"), content=body, headers=headers))
+    if task_id and server.book.get(task_id) is None:
+        check(client.post(task_path(task_id, "cancel"), content=body, headers=headers))
+    assert stored(server.book) == before
+
+
+@SETTINGS
+@given(
+    segment=raw_segments,
+    suffix=st.sampled_from(["", "/events", "/stream", "/delivery", "/cancel", "/x"]),
+)
 def test_raw_paths_never_fail(
     server: Running, client: httpx.Client, segment: str, suffix: str
 ) -> None:

@@ -210,6 +210,7 @@ def test_the_cookie_is_secure_when_the_proxy_says_https() -> None:
         {"Sec-Fetch-Site": "same-site"},
         {"Origin": "http://evil.example"},
         {"Origin": "null"},
+        {"Origin": "http://[x"},  # no URL at all: refused, not a 500
     ],
 )
 def test_cross_site_forms_are_refused(server: BackgroundServer, headers: dict[str, str]) -> None:
@@ -232,6 +233,10 @@ def test_the_cookie_never_authorizes_a_change(server: BackgroundServer) -> None:
         response = client.post("/api/tasks/a%2Fb/delivery", headers=same)
         assert response.status_code == 401
         assert response.json()["code"] == "unauthorized"
+        cancel = client.post("/api/tasks/a%2Fb/cancel", headers=same, json={"reason": "x"})
+        assert cancel.status_code == 401
+        assert cancel.json()["code"] == "unauthorized"
+        assert client.get("/api/tasks/a%2Fb").json()["state"] == "queued"
 
 
 @pytest.mark.parametrize("token", ["short", "x" * (MIN_TOKEN_LENGTH - 1)])

@@ -1,7 +1,7 @@
-"""The ``asyncbook`` command: look tasks up, watch them, sweep, serve the status page.
+"""The ``asyncbook`` command: look tasks up, watch them, cancel, sweep, serve the status page.
 
-Exit codes: 0 ok, 1 not found (or refused: nothing to deliver, key used elsewhere, Redis
-unreachable), 2 usage error (bad option or argument).
+Exit codes: 0 ok, 1 not found (or refused: nothing to deliver, key used elsewhere, a task
+that already ended, Redis unreachable), 2 usage error (bad option or argument).
 """
 
 from __future__ import annotations
@@ -282,6 +282,32 @@ def deliver(settings: Settings, task_id: str, key: str, as_json: bool) -> None:
     else:
         assert result.receipt is not None
         click.echo(f"{result.reason}: {result.receipt.result_ref} ({result.receipt.result_hash})")
+
+
+@cli.command("cancel")
+@click.argument("task_id")
+@click.option("--reason", default=None, help="Why (kept as the task's error; default: cancelled).")
+@json_option
+@click.pass_obj
+def cancel_task(settings: Settings, task_id: str, reason: str | None, as_json: bool) -> None:
+    """Cancel a queued or running task: it ends as cancelled.
+
+    Written to the book at once; workers learn of it through the book's change channel
+    (a queued task is never run, a running one stops at its next progress report).
+    Exits 0 when cancelled (or cancelled before), 1 when the task is unknown or had already
+    ended otherwise (its state is printed).
+    """
+    with _errors():
+        result = settings.book.cancel(task_id, reason)
+    if as_json:
+        _emit_json(to_wire(result))  # the book's answer, whatever it is: the exit code says
+    task = result.task
+    if result.reason is Reason.EXPIRED:
+        _fail(f"task {task_id!r} was not cancelled: its deadline had passed, so it expired")
+    if result.reason not in (Reason.CANCELLED, Reason.DUPLICATE_CANCEL):
+        _fail(f"task {task_id!r} was not cancelled: it had already ended ({task.state.value})")
+    if not as_json:
+        click.echo(f"{result.reason}: {task_id} ({task.error}) at v{task.version}")
 
 
 @cli.command()

@@ -31,6 +31,8 @@ from .._reasons import Reason
 from .._watch import task_summary
 from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError, invalid
 from ._auth import TokenAuth, check_token
+from ._bodies import cross_site, read_json_object, refuse_cross_site
+from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, cancel_reason
 from ._feed import ChangeFeed, LocalChangeFeed
 from ._hosts import HostCheck, allowed_host_names
 from ._hub import Batch, Hub
@@ -124,6 +126,7 @@ class StatusApp:
             ("events", "GET"): self.events,
             ("stream", "GET"): self.stream,
             ("delivery", "POST"): self.deliver,
+            ("cancel", "POST"): self.cancel,
         }
 
     async def list_tasks(self, request: Request) -> Response:
@@ -184,6 +187,30 @@ class StatusApp:
             }
             return JSONResponse(body, status_code=409)
         return JSONResponse(to_wire(result))
+
+    async def cancel(self, request: Request, task_id: str) -> Response:
+        if cross_site(request):
+            # No token, no cookie: a page on another site could post an empty body here.
+            return refuse_cross_site("this change")
+        body = await read_json_object(request, CANCEL_BODY_LIMIT, CANCEL_FIELDS)
+        if isinstance(body, Response):
+            return body
+        reason = cancel_reason(body.get("reason"))
+        try:
+            result = await self.call(partial(self.book.cancel, task_id, reason))
+        except AsyncBookError as error:
+            if error.field == "event.reason":  # the book's name for it; the API's is "reason"
+                raise AsyncBookError(error.code, error.message, field="reason") from None
+            raise
+        if result.reason in (Reason.CANCELLED, Reason.DUPLICATE_CANCEL):
+            return JSONResponse(to_wire(result))
+        state = result.task.state.value
+        if result.reason is Reason.EXPIRED:
+            message = f"task {task_id!r} was not cancelled: its deadline had passed, so it expired"
+        else:
+            message = f"task {task_id!r} was not cancelled: it had already ended ({state})"
+        refusal = {"code": str(result.reason), "message": message, "state": state}
+        return JSONResponse(refusal, status_code=409)
 
     async def stream(self, request: Request, task_id: str) -> Response:
         header = request.headers.get("last-event-id")
@@ -264,11 +291,15 @@ class StatusApp:
         text = await self.call(read_page, name)
         if self.signin:
             text = text.replace(_SIGN_OUT_HIDDEN, _SIGN_OUT_SHOWN)
+            # A change needs the bearer token (the cookie never authorizes one): ask for it.
+            text = text.replace(_TOKEN_FIELD_HIDDEN, _TOKEN_FIELD_SHOWN)
         return HTMLResponse(text)
 
 
 _SIGN_OUT_HIDDEN = '<form id="signout" method="post" action="/logout" hidden>'
 _SIGN_OUT_SHOWN = '<form id="signout" method="post" action="/logout">'
+_TOKEN_FIELD_HIDDEN = '<p id="cancel-token-field" hidden>'
+_TOKEN_FIELD_SHOWN = '<p id="cancel-token-field">'
 
 
 def _utf8_header(request: Request, name: bytes, field: str) -> str | None:

@@ -12,12 +12,10 @@ import math
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from contextlib import aclosing
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -26,8 +24,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import invalid
 from ._auth import COOKIE, session_secret, token_matches
+from ._bodies import cross_site, read_body, refuse_cross_site
 from ._pages import read_page
-from ._responses import error_response
 
 __all__ = [
     "LOGIN_BODY_LIMIT",
@@ -119,23 +117,9 @@ class LoginThrottle:
 
 
 async def read_form(request: Request, limit: int) -> dict[str, str]:
-    """A small url-encoded form, refused with 413 once it passes ``limit`` bytes.
-
-    The declared length is checked before anything is read, and a body without one is
-    read only up to the limit: a large request costs the server ``limit`` bytes at most.
-    """
-    too_large = HTTPException(
-        413, f"the request body is larger than {limit} bytes", headers={"Connection": "close"}
-    )
-    declared = request.headers.get("content-length", "0")
-    if not (declared.isascii() and declared.isdigit()) or int(declared) > limit:
-        raise too_large
-    body = bytearray()
-    async with aclosing(request.stream()) as chunks:
-        async for chunk in chunks:
-            body += chunk
-            if len(body) > limit:
-                raise too_large
+    """A small url-encoded form, refused with 413 once it passes ``limit`` bytes
+    (``read_body``: the declared length first, then no more than ``limit`` is read)."""
+    body = await read_body(request, limit)
     try:
         fields = parse_qs(body.decode("utf-8", errors="replace"), max_num_fields=MAX_FIELDS)
     except ValueError:
@@ -159,21 +143,6 @@ def safe_next(value: str | None) -> str:
     return value
 
 
-def _cross_site(request: Request) -> bool:
-    """True when a browser says the request comes from another site.
-
-    ``Sec-Fetch-Site`` when the browser sends it, else ``Origin`` against ``Host``;
-    a client that sends neither is no browser on another site.
-    """
-    fetch_site = request.headers.get("sec-fetch-site")
-    if fetch_site is not None:
-        return fetch_site not in ("same-origin", "none")
-    origin = request.headers.get("origin")
-    if origin is None:
-        return False
-    return urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower()
-
-
 def _client(request: Request) -> str:
     return request.client.host if request.client is not None else ""
 
@@ -186,18 +155,14 @@ async def _page(next_page: str, message: str = "", status: int = 200, **headers:
     return HTMLResponse(text, status, headers=headers or None)
 
 
-def _refuse_cross_site() -> Response:
-    return error_response(403, "cross-site", "refused: this form was sent from another site")
-
-
 def login_routes(token: str, throttle: LoginThrottle) -> list[Route]:
     """``GET /login`` (the form), ``POST /login`` (sign in), ``POST /logout``."""
 
     async def login(request: Request) -> Response:
         if request.method != "POST":
             return await _page(safe_next(request.query_params.get("next")))
-        if _cross_site(request):
-            return _refuse_cross_site()
+        if cross_site(request):
+            return refuse_cross_site()
         client = _client(request)
         wait = throttle.retry_after(client)
         if wait:
@@ -215,8 +180,8 @@ def login_routes(token: str, throttle: LoginThrottle) -> list[Route]:
         return RedirectResponse(next_page, status_code=303)
 
     async def logout(request: Request) -> Response:
-        if _cross_site(request):
-            return _refuse_cross_site()
+        if cross_site(request):
+            return refuse_cross_site()
         request.session.clear()
         return RedirectResponse("/login", status_code=303)
 

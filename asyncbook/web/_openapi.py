@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from .._checks import MAX_PAGE
-from .._models import STATE_NAMES, AsyncTask, DeliveryResult, ResumeResult
+from .._models import STATE_NAMES, AsyncTask, CallbackResult, DeliveryResult, ResumeResult
+from .._reasons import Reason
 from .._version import __version__
+from ._cancel import CANCEL_BODY_LIMIT, MAX_REASON
 from ._login import LOGIN_BODY_LIMIT
 from ._sse import MAX_CURSOR
 
@@ -37,7 +39,7 @@ _TASK_ID = {
 
 def _components() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in (AsyncTask, ResumeResult, DeliveryResult):
+    for model in (AsyncTask, ResumeResult, DeliveryResult, CallbackResult):
         schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
@@ -48,6 +50,35 @@ def _components() -> dict[str, Any]:
             "code": {"type": "string"},
             "message": {"type": "string"},
             "field": {"type": "string"},
+        },
+    }
+    schemas["CancelRefusal"] = {
+        "type": "object",
+        "required": ["code", "message", "state"],
+        "properties": {
+            "code": {
+                "type": "string",
+                "enum": [str(Reason.TERMINAL_CONFLICT), str(Reason.EXPIRED)],
+            },
+            "message": {"type": "string"},
+            "state": {
+                "type": "string",
+                "enum": list(STATE_NAMES),
+                "description": "The state the task is in (it ended otherwise, or expired).",
+            },
+        },
+    }
+    schemas["CancelRequest"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "reason": {
+                "type": ["string", "null"],
+                "maxLength": MAX_REASON,
+                "description": (
+                    "Why, kept as the task's `error` (absent, null or blank: `cancelled`)."
+                ),
+            }
         },
     }
     schemas["TaskPage"] = {
@@ -180,6 +211,46 @@ def openapi_schema() -> dict[str, Any]:
                         "401": _UNAUTHORIZED,
                         "404": _ERROR,
                         "409": _json(_ref("Error"), "Key used for another task, or no result"),
+                    },
+                }
+            },
+            "/api/tasks/{id}/cancel": {
+                "post": {
+                    "summary": "Cancel a queued or running task",
+                    "description": (
+                        "Writes `cancelled` to the book (once: a second cancel answers "
+                        "`duplicate-cancel`); workers learn of it through the change channel. "
+                        "The body is optional (empty, or JSON). Needs the bearer token when "
+                        "the server has one (the sign-in cookie never authorizes a change); "
+                        "a browser request from another site is refused (403)."
+                    ),
+                    "parameters": [_TASK_ID],
+                    "requestBody": {
+                        "required": False,
+                        "content": {"application/json": {"schema": _ref("CancelRequest")}},
+                    },
+                    "responses": {
+                        "200": _json(
+                            _ref("CallbackResult"),
+                            "Cancelled (reason `cancelled`), or cancelled before "
+                            "(`duplicate-cancel`)",
+                        ),
+                        "400": _json(
+                            _ref("Error"), "A bad reason (field `reason`) or body (field `body`)"
+                        ),
+                        "401": _UNAUTHORIZED,
+                        "403": _json(_ref("Error"), "Sent from another site; code `cross-site`"),
+                        "404": _json(_ref("Error"), "No such task"),
+                        "405": _json(_ref("Error"), "Another method (`Allow: POST`)"),
+                        "409": _json(
+                            _ref("CancelRefusal"),
+                            "Not cancelled: the task had ended otherwise (`terminal-conflict`), "
+                            "or its deadline had passed and it expired (`expired`)",
+                        ),
+                        "413": _json(
+                            _ref("Error"), f"A body larger than {CANCEL_BODY_LIMIT} bytes"
+                        ),
+                        "415": _json(_ref("Error"), "A body that is not sent as JSON"),
                     },
                 }
             },

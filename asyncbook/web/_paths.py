@@ -1,4 +1,5 @@
-"""Task URLs: ``/api/tasks/<id>[/events|/stream|/delivery]``, matched and split on the raw path.
+"""Task URLs: ``/api/tasks/<id>[/events|/stream|/delivery|/cancel]``, matched and split on
+the raw path.
 
 A task id may hold ``/``, ``%``, spaces, newlines or any Unicode, so it travels
 percent-encoded (``encodeURIComponent``). Routing on the decoded path would confuse the id
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 TASKS_PREFIX = "/api/tasks/"
-SUFFIXES = frozenset({"events", "stream", "delivery"})
+SUFFIXES = frozenset({"events", "stream", "delivery", "cancel"})
 _PREFIX_SEGMENTS = ["", "api", "tasks"]
 _DOT_SEGMENTS = {".": "%2E", "..": "%2E%2E"}
 

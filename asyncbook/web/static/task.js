@@ -1,7 +1,10 @@
 "use strict";
 // One task: its fields, a live bar and its history, all from the task's SSE stream.
 const taskId = new URLSearchParams(location.search).get("id") || "";
+const LIVE_STATES = new Set(["queued", "running"]);
 let shownVersion = 0;
+let apiToken = ""; // typed into the cancel dialog; kept by this page only, never stored
+let cancelling = false; // a cancel is on its way: its answer, not the stream, closes the dialog
 
 function showSummary(task) {
   const fields = [
@@ -17,6 +20,7 @@ function showSummary(task) {
   for (const [name, value] of fields) list.append(el("dt", {}, name), el("dd", {}, value));
   list.dataset.state = task.state;
   list.dataset.version = String(task.version);
+  showActions(task.state);
 }
 
 function addHistory(entry) {
@@ -28,6 +32,97 @@ function addHistory(entry) {
     el("td", { class: "time", title: String(atMs) + " ms" }, formatTime(atMs)),
     el("td", {}, el("pre", {}, JSON.stringify(details)))));
 }
+
+// -- cancel: a button while the task is live, a dialog to confirm, one POST ----------------
+
+const cancelDialog = document.getElementById("cancel-dialog");
+
+function announce(text) {
+  const status = document.getElementById("action-status");
+  status.textContent = text;
+  return status;
+}
+
+function showActions(state) {
+  const live = LIVE_STATES.has(state);
+  document.getElementById("actions").hidden = !live;
+  if (!live && cancelDialog.open && !cancelling) {
+    cancelDialog.close();
+    announce("The task ended meanwhile: " + state + ".").focus();
+  }
+}
+
+function openCancel() {
+  document.getElementById("cancel-reason").value = "";
+  document.getElementById("cancel-error").textContent = "";
+  document.getElementById("cancel-confirm").disabled = false;
+  cancelDialog.showModal();
+  document.getElementById("cancel-reason").focus();
+}
+
+function keepTask() {
+  cancelDialog.close();
+  document.getElementById("cancel-open").focus();
+}
+
+async function confirmCancel(event) {
+  event.preventDefault();
+  const confirm = document.getElementById("cancel-confirm");
+  const error = document.getElementById("cancel-error");
+  const tokenField = document.getElementById("cancel-token-field");
+  const tokenInput = document.getElementById("cancel-token");
+  if (!tokenField.hidden && tokenInput.value) apiToken = tokenInput.value;
+  const reason = document.getElementById("cancel-reason").value;
+  const headers = { "Content-Type": "application/json" };
+  if (apiToken) headers.Authorization = "Bearer " + apiToken;
+  confirm.disabled = true;
+  error.textContent = "";
+  cancelling = true;
+  let response;
+  let answer = {};
+  try {
+    response = await fetch(taskUrl(taskId, "cancel"), {
+      method: "POST", headers, credentials: "same-origin",
+      body: JSON.stringify(reason.trim() ? { reason } : {}),
+    });
+    answer = await response.json().catch(() => ({}));
+  } catch (failure) {
+    error.textContent = "The server did not answer: " + failure.message;
+    return;
+  } finally {
+    cancelling = false;
+    confirm.disabled = false;
+  }
+  if (response.status === 401) {
+    // The sign-in cookie opens pages only: a change needs the API token itself.
+    apiToken = "";
+    tokenField.hidden = false;
+    error.textContent = tokenInput.value ? "That token is not valid." : "Cancelling needs the API token.";
+    tokenInput.focus();
+    return;
+  }
+  if (response.status === 400) {
+    error.textContent = answer.message || "The server refused the request.";
+    document.getElementById(answer.field === "reason" ? "cancel-reason" : "cancel-confirm").focus();
+    return;
+  }
+  if (cancelDialog.open) cancelDialog.close();
+  let text;
+  if (response.ok) {
+    text = answer.reason === "duplicate-cancel" ? "It was already cancelled." : "Cancelled.";
+  } else {
+    text = "Not cancelled: " + (answer.message || "the server answered " + response.status);
+  }
+  announce(text).focus();
+}
+
+document.getElementById("cancel-open").addEventListener("click", openCancel);
+document.getElementById("cancel-keep").addEventListener("click", keepTask);
+document.getElementById("cancel-form").addEventListener("submit", confirmCancel);
+cancelDialog.addEventListener("cancel", () => {
+  // Escape closes the dialog; focus goes back to the button that opened it.
+  setTimeout(() => document.getElementById("cancel-open").focus(), 0);
+});
 
 function follow() {
   document.getElementById("title").textContent = taskId;
