@@ -195,3 +195,25 @@ def test_the_sweep_goes_by_the_redis_clock(
     monkeypatch.setattr(time, "time_ns", lambda: int((real_time() + 15) * 1e9))
     assert sweep(book).expired == 0
     assert book.count_by_state()["queued"] == 20
+
+
+def test_a_members_changes_name_its_group_on_the_channel(book: RedisBook) -> None:
+    from asyncbook.redis import parse_change
+
+    pubsub = book.client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub.subscribe(book.keys.changes_channel)
+    pubsub.get_message(timeout=1)  # the subscription
+    book.create(id="m", now_ms=0, ttl_ms=FAR, max_attempts=1, group_id="batch {1}")
+    book.create(id="loner", now_ms=0, ttl_ms=FAR, max_attempts=1)
+    book.apply("m", start())
+    changes = []
+    for _ in range(3):
+        message = pubsub.get_message(timeout=2)
+        assert message is not None
+        changes.append(parse_change(message["data"]))
+    pubsub.close()
+    assert [(c.task_id, c.group_id) for c in changes if c is not None] == [
+        ("m", "batch {1}"),
+        ("loner", None),
+        ("m", "batch {1}"),
+    ]

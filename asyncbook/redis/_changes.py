@@ -40,15 +40,20 @@ class Change:
     version: int
     state: str
     progress: int | float
+    group_id: str | None = None
+    """The task's group, when it is a member of one (extension)."""
 
     def to_wire(self) -> dict[str, Any]:
         """The channel's JSON shape (camelCase)."""
-        return {
+        wire: dict[str, Any] = {
             "taskId": self.task_id,
             "version": self.version,
             "state": self.state,
             "progress": self.progress,
         }
+        if self.group_id is not None:
+            wire["groupId"] = self.group_id
+        return wire
 
 
 def parse_change(payload: bytes | str) -> Change | None:
@@ -67,7 +72,14 @@ def parse_change(payload: bytes | str) -> Change | None:
         return None
     if isinstance(progress, bool) or not isinstance(progress, int | float):
         return None
-    return Change(task_id=task_id, version=version, state=state, progress=progress)
+    group_id = data.get("groupId")
+    return Change(
+        task_id=task_id,
+        version=version,
+        state=state,
+        progress=progress,
+        group_id=group_id if isinstance(group_id, str) else None,
+    )
 
 
 def follow_changes(

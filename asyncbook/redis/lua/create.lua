@@ -26,7 +26,7 @@ if ARGV[7] ~= '' then
   redis.call('HSET', KEYS[1], 'hbt', ARGV[7], 'rdl', ARGV[8])
 end
 if ARGV[9] ~= '' then
-  redis.call('HSET', KEYS[1], 'gk', KEYS[6])
+  redis.call('HSET', KEYS[1], 'gk', KEYS[6], 'gid', ARGV[9])
   redis.call('HSETNX', KEYS[6], 'id', ARGV[9])
   redis.call('HSETNX', KEYS[6], 'mk', KEYS[7])
   redis.call('HINCRBY', KEYS[6], 'members', 1)
@@ -35,5 +35,6 @@ if ARGV[9] ~= '' then
 end
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
-announce(ARGV[6], {id = ARGV[2], st = 'queued', prog = 0, ver = 0})
+announce(ARGV[6], {id = ARGV[2], st = 'queued', prog = 0, ver = 0,
+  gid = ARGV[9] ~= '' and ARGV[9] or nil})
 return {'created'}
