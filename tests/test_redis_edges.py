@@ -200,7 +200,7 @@ def test_the_sweep_goes_by_the_redis_clock(
 def test_a_members_changes_name_its_group_on_the_channel(book: RedisBook) -> None:
     from asyncbook.redis import parse_change
 
-    pubsub = book.client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub = book.client.pubsub()
     pubsub.subscribe(book.keys.changes_channel)
     pubsub.get_message(timeout=1)  # the subscription
     book.create(id="m", now_ms=0, ttl_ms=FAR, max_attempts=1, group_id="batch {1}")
