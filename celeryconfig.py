@@ -3,7 +3,10 @@
 Environment: ``REDIS_URL`` (broker, results and book; default redis://127.0.0.1:6379/0),
 ``ASYNCBOOK_NAMESPACE`` (the book's key prefix), ``ASYNCBOOK_QUEUE`` (the task queue,
 default ``celery``; asyncbook's own queue is then ``<it>-asyncbook``, else ``asyncbook``),
-``ASYNCBOOK_WEBHOOK_URL`` (a webhook that receives every notification).
+``ASYNCBOOK_WEBHOOK_URL`` (a webhook that receives every notification). For tests and
+experiments: ``ASYNCBOOK_HEARTBEAT_INTERVAL`` and ``ASYNCBOOK_HEARTBEAT_TIMEOUT`` (seconds),
+``ASYNCBOOK_VISIBILITY_TIMEOUT`` (seconds before the broker gives an unacknowledged message
+of a dead worker to another one; default: Celery's, one hour).
 """
 
 import os
@@ -32,6 +35,22 @@ asyncbook_sinks = [url for url in [os.environ.get("ASYNCBOOK_WEBHOOK_URL")] if u
 # never delays an expiry. A worker started without -Q consumes it too; with -Q, name it:
 # celery -A workers worker -Q celery,asyncbook
 asyncbook_queue = f"{queue}-asyncbook" if queue else "asyncbook"
+# Unset, the defaults apply: one heartbeat per worker process every 10 s, stalled after 60 s.
+if os.environ.get("ASYNCBOOK_HEARTBEAT_INTERVAL"):
+    asyncbook_heartbeat_interval = float(os.environ["ASYNCBOOK_HEARTBEAT_INTERVAL"])
+if os.environ.get("ASYNCBOOK_HEARTBEAT_TIMEOUT"):
+    asyncbook_heartbeat_timeout = float(os.environ["ASYNCBOOK_HEARTBEAT_TIMEOUT"])
+if os.environ.get("ASYNCBOOK_VISIBILITY_TIMEOUT"):
+    # A short visibility timeout gives a dead worker's unacknowledged message to the next
+    # worker that starts. The unacked keys are this queue's own, so that a short timeout
+    # never hands out a message another worker of the same Redis is still running.
+    _own = queue or "celery"
+    broker_transport_options = {
+        "visibility_timeout": float(os.environ["ASYNCBOOK_VISIBILITY_TIMEOUT"]),
+        "unacked_key": f"{_own}-unacked",
+        "unacked_index_key": f"{_own}-unacked_index",
+        "unacked_mutex_key": f"{_own}-unacked_mutex",
+    }
 
 beat_schedule = {
     # Expire every task whose deadline has passed. Two beats by mistake are harmless.

@@ -1,4 +1,5 @@
-"""Example tracked tasks: one succeeds with progress, one retries, one fails, one is late."""
+"""Example tracked tasks: one succeeds with progress, one retries, one fails, one is late;
+three more show the lifecycle controls (cancel, heartbeats, checkpoints)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from datetime import timedelta
 from typing import Any
 
 from celery import Task
+from celery.backends.redis import RedisBackend
 
-from asyncbook.celery import report_progress
+from asyncbook.celery import last_cursor, report_progress
 
 from .main import app
 
@@ -54,3 +56,49 @@ def outlive(self: Task[Any, Any], seconds: float = 4.0) -> str:
         time.sleep(seconds / 4)
         report_progress(self, step * 25, cursor=f"step-{step}")
     return "too late"
+
+
+# Lifecycle examples (cancel, heartbeats, checkpoints). Each writes what its body did to
+# the list ``log_key`` in the result backend's Redis, so a test can see which chunks ran.
+
+
+def _log(task: Task[Any, Any], log_key: str, entry: str) -> None:
+    backend = task.backend
+    if log_key and isinstance(backend, RedisBackend):  # celeryconfig: results in Redis
+        backend.client.rpush(log_key, entry)
+
+
+@app.task(bind=True, tracked=True, ttl=timedelta(minutes=5), max_retries=2)
+def transcribe(
+    self: Task[Any, Any], chunks: int = 20, delay: float = 0.2, log_key: str = ""
+) -> dict[str, int]:
+    """Chunked work with checkpoints: resumes after the cursor an earlier attempt reported
+    (``last_cursor``), and stops between chunks once cancelled (``report_progress``
+    raises ``TaskCancelled``)."""
+    first = int(last_cursor(self) or 0)
+    _log(self, log_key, f"resume:{first}")
+    for chunk in range(first, chunks):
+        _log(self, log_key, f"chunk:{chunk}")
+        time.sleep(delay)  # one chunk of work
+        report_progress(self, (chunk + 1) * 100 // chunks, cursor=str(chunk + 1))
+    return {"chunks": chunks, "resumed_from": first}
+
+
+@app.task(bind=True, tracked=True, ttl=timedelta(minutes=5), max_retries=1)
+def touch(self: Task[Any, Any], log_key: str, retry_after: float = 0.0) -> int:
+    """Appends its attempt number to ``log_key``; with ``retry_after``, its first attempt
+    asks for a retry that many seconds later."""
+    retries = int(self.request.retries or 0)
+    _log(self, log_key, str(retries))
+    if retry_after and retries == 0:
+        raise self.retry(countdown=retry_after)
+    return retries
+
+
+@app.task(bind=True, tracked=True, ttl=timedelta(minutes=5), acks_late=False)
+def hold(self: Task[Any, Any], seconds: float = 30.0) -> str:
+    """Works ``seconds`` without a progress report, acknowledged early (Celery's
+    default): only heartbeats show it is alive. If its worker dies, its message is gone
+    and the sweep fails it as stalled once the heartbeats stop."""
+    time.sleep(seconds)
+    return "held"

@@ -4,12 +4,16 @@
 ``book.heartbeat(ids)`` round trip per interval for all of them. ``CancelWatch`` runs in
 the worker's main process: it follows the book's change channel, and a task cancelled
 there (by ``asyncbook.celery.cancel``, the CLI, the status server) joins Celery's own
-revoked set, so the worker discards its message without running it.
+revoked set, so the worker discards its message without running it, and the
+``CancelledRing`` its pool processes share, so a running one stops at its next
+``report_progress``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -20,7 +24,7 @@ from .._book import AsyncBook
 from ..errors import AsyncBookError
 from ..redis import Change, RedisBook, follow_changes
 
-__all__ = ["CancelWatch", "Heartbeats", "TaskCancelled"]
+__all__ = ["CancelWatch", "CancelledRing", "Heartbeats", "TaskCancelled"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -39,6 +43,63 @@ class TaskCancelled(Ignore):
         super().__init__(f"task {task_id} was cancelled: {reason or 'cancelled'}")
         self.task_id = task_id
         self.reason = reason
+
+    def __reduce__(self) -> tuple[type[TaskCancelled], tuple[str, str | None]]:
+        # A prefork pool process pickles it to the main process with the task's outcome;
+        # Exception's own pickling would call __init__ with the message alone.
+        return (type(self), (self.task_id, self.reason))
+
+
+class CancelledRing:
+    """Task ids recently cancelled in the book, in memory a worker's main process shares
+    with the pool processes it forks: ``CancelWatch`` (main process) adds them, and
+    ``report_progress`` (any process) looks its task up without a round trip.
+
+    Made before the pool forks (``worker_init``). Fixed size: the oldest entries are
+    overwritten. Ids are kept as 16-byte digests; one writer thread, readers never lock
+    (a torn read can only miss an entry, and the book's answer to the task's next
+    progress event tells the task then).
+    """
+
+    SLOT = 16
+    _HEADER = 8  # entries ever written, little-endian
+
+    def __init__(self, slots: int = 4096) -> None:
+        self.slots = slots
+        # Anonymous and MAP_SHARED: the same pages in every process forked from here.
+        self._memory = mmap.mmap(-1, self._HEADER + slots * self.SLOT)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def _digest(cls, task_id: str) -> bytes:
+        data = task_id.encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(data, digest_size=cls.SLOT).digest()
+
+    def _written(self) -> int:
+        return int.from_bytes(self._memory[: self._HEADER], "little")
+
+    def _find(self, digest: bytes) -> bool:
+        end = self._HEADER + min(self._written(), self.slots) * self.SLOT
+        at = self._memory.find(digest, self._HEADER, end)
+        while at >= 0:
+            if (at - self._HEADER) % self.SLOT == 0:
+                return True
+            at = self._memory.find(digest, at + 1, end)
+        return False
+
+    def add(self, task_id: str) -> None:
+        """Remember ``task_id`` as cancelled (for this process and its pool)."""
+        digest = self._digest(task_id)
+        with self._lock:
+            if self._find(digest):
+                return
+            written = self._written()
+            offset = self._HEADER + (written % self.slots) * self.SLOT
+            self._memory[offset : offset + self.SLOT] = digest
+            self._memory[: self._HEADER] = (written + 1).to_bytes(self._HEADER, "little")
+
+    def __contains__(self, task_id: object) -> bool:
+        return isinstance(task_id, str) and self._find(self._digest(task_id))
 
 
 class Heartbeats:
