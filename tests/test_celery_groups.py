@@ -62,6 +62,9 @@ def make_app() -> Celery:
 def app() -> Iterator[Celery]:
     app = make_app()
     yield app
+    backend: Any = app.backend  # a RedisBackend: its client's sockets are closed here,
+    backend.client.connection_pool.disconnect()  # not left for the GC to find later
+    app.close()
     client = redis.Redis.from_url(URL)
     for key in client.scan_iter(match="celery-task-meta-*", count=1000):
         client.delete(key)

@@ -402,8 +402,10 @@ def test_a_running_task_stops_at_its_next_progress_once_cancelled(
     assert task.progress < 100
     assert history(task)[-1] == "cancel"
     assert notified(client, book, result.id) == ["cancelled"]
-    # Celery stores nothing for an ignored task: no result, no failure.
-    assert AsyncResult(result.id, app=app).state == "PENDING"
+    # Celery stores nothing for an ignored task (PENDING), or REVOKED when the revoke that
+    # cancel() broadcasts reached the worker before the task ended: never a result or a
+    # failure.
+    assert AsyncResult(result.id, app=app).state in ("PENDING", "REVOKED")
 
 
 def test_a_cancel_written_only_to_the_book_reaches_the_worker(

@@ -162,6 +162,52 @@ def test_scripts_flushed_again_and_again(book: RedisBook, client: redis.Redis) -
         flusher.join()
 
 
+STATE_OF = """
+local st = redis.call('HGET', KEYS[1], 'st')
+redis.call('SET', KEYS[2], st)
+return {'seen', st}
+"""
+
+
+def test_apply_many_then_runs_one_more_script_in_the_transaction(
+    book: RedisBook, client: redis.Redis, namespace: str
+) -> None:
+    """The extra script runs after the events, in the same MULTI/EXEC: it sees their
+    effect; after a SCRIPT FLUSH both scripts are loaded again and everything runs once."""
+    book.create(id="a", now_ms=0, ttl_ms=100, max_attempts=1)
+    script = book.extra_script(STATE_OF)
+    seen = f"{{{namespace}}}:seen"
+    keys = [book.keys.task("a"), seen]
+    results, reply = book.apply_many_then(
+        [("a", start(), "cb-start"), ("a", progress(40), None)], script, keys, []
+    )
+    assert [getattr(r, "reason", r) for r in results] == ["started", "progress"]
+    assert reply == [b"seen", b"running"]
+    client.script_flush()
+    results, reply = book.apply_many_then(
+        [("a", start(), "cb-start"), ("a", succeed(at=5), None)], script, keys, []
+    )
+    assert [getattr(r, "reason", r) for r in results] == ["duplicate-callback", "succeeded"]
+    assert reply == [b"seen", b"succeeded"]
+    assert client.get(seen) == b"succeeded"
+    task = book.get("a")
+    assert task is not None
+    assert [entry.event.type for entry in task.history] == ["start", "progress", "succeed"]
+    # apply.lua lost but the extra script cached: the extra runs again after the events.
+    book.create(id="b", now_ms=0, ttl_ms=100, max_attempts=1)
+    keys_b = [book.keys.task("b"), seen]
+    client.script_flush()
+    assert script(keys_b, []) == [b"seen", b"queued"]
+    results, reply = book.apply_many_then([("b", start(), "cb-b")], script, keys_b, [])
+    assert [getattr(r, "reason", r) for r in results] == ["started"]
+    assert reply == [b"seen", b"running"]
+    # No events: the script alone; an error it raises is raised.
+    assert book.apply_many_then([], script, keys, [])[1] == [b"seen", b"succeeded"]
+    failing = book.extra_script("return redis.error_reply('nope')")
+    with pytest.raises(redis.ResponseError, match="nope"):
+        book.apply_many_then([("a", progress(50), None)], failing, [], [])
+
+
 def test_hostile_ids_stay_separate(book: RedisBook, client: redis.Redis) -> None:
     for index, task_id in enumerate(HOSTILE_IDS):
         book.create(id=task_id, now_ms=0, ttl_ms=1000 + index, max_attempts=1)

@@ -10,6 +10,7 @@ def generate(self, prompt): ...; report_progress(self, 40, cursor="chunk-4"); ..
 ```
 """
 
+from ._backend import AsyncBookBackend, TaskEndedInBook, TaskExpired
 from ._controls import apply_group, cancel, last_cursor
 from ._integration import (
     CREATED_HEADER,
@@ -33,6 +34,9 @@ __all__ = [
     "last_cursor",
     "apply_group",
     "TaskCancelled",
+    "AsyncBookBackend",
+    "TaskExpired",
+    "TaskEndedInBook",
     "Integration",
     "Settings",
     "default_result_ref",

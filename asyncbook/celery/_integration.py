@@ -289,13 +289,24 @@ class Integration:
         )
         return sinks
 
+    def _book_url(self) -> str:
+        """``asyncbook_redis_url``; unset, with asyncbook's result backend, the backend's
+        Redis (so its one write holds both the book's events and Celery's meta)."""
+        conf = self.app.conf
+        backend = conf.get("result_backend")
+        if not conf.get("asyncbook_redis_url") and isinstance(backend, str):
+            scheme, plus, rest = backend.partition("+")
+            if plus and scheme == "asyncbook" and rest.startswith(("redis://", "rediss://")):
+                return rest
+        return self.settings.redis_url
+
     def _make_book(self) -> AsyncBook:
         if self._book is None:
             # One call blocks at most _attempt_timeout (connect, then read): the recorder
             # and ``retrying`` do the retrying, within asyncbook_retry_for.
             timeout = self._attempt_timeout
             self._book = RedisBook.from_url(
-                self.settings.redis_url,
+                self._book_url(),
                 namespace=self.settings.namespace,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
@@ -682,12 +693,14 @@ class Integration:
         task_id = request.id
         if task_id is None:
             return
+        callback = callback_id(task_id, "success", int(request.retries or 0))
+        if self.recorder.written(callback):
+            return  # asyncbook's result backend wrote it, with Celery's meta
         event = SucceedEvent(
             at_ms=now_ms(),
             result_ref=self.result_ref(sender, task_id, result),
             result_hash=result_hash(result),
         )
-        callback = callback_id(task_id, "success", int(request.retries or 0))
         self._finish(sender, task_id, event, callback)
 
     def on_task_retry(
@@ -717,13 +730,24 @@ class Integration:
         request = sender.request
         # In the worker's main process (a lost pool child) there is no request context.
         retries: int | str = int(request.retries or 0) if request.id == task_id else "lost"
+        callback = callback_id(task_id, "failure", retries)
+        if self.recorder.written(callback):
+            return  # asyncbook's result backend wrote it, with Celery's meta
         if self._failed_before(task_id, retries):
             # A hard time limit sends task_failure twice (once with the request, once
             # from the timeout handler without it): the second is the same failure.
             logger.debug("asyncbook: task %s: the same failure again, ignored", task_id)
             return
         event = FailEvent(at_ms=now_ms(), error=_describe(exception), retryable=False)
-        self._finish(sender, task_id, event, callback_id(task_id, "failure", retries))
+        self._finish(sender, task_id, event, callback)
+
+    def backend_wrote(self, task_id: str, signal: str, retries: int) -> None:
+        """asyncbook's result backend wrote this execution's ``signal`` event (success,
+        failure, retry) with Celery's meta: its signal handler writes nothing more."""
+        self.recorder.remember(callback_id(task_id, signal, retries))
+        if signal == "failure":
+            # A hard time limit's second task_failure (without the request) is the same.
+            self._failed_before(task_id, retries)
 
     def _failed_before(self, task_id: str, retries: int | str) -> bool:
         """True if this process already recorded this execution's failure; remembers it."""

@@ -33,7 +33,7 @@ from .._book import ApplyItem, AsyncBook, EventInput
 from .._models import CallbackResult
 from ..errors import AsyncBookError, BookUnavailableError
 
-__all__ = ["Recorder", "retrying"]
+__all__ = ["Recorder", "Taken", "retrying"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -97,6 +97,10 @@ class _Queued:
     deadline_ms: float | None
     done: threading.Event | None = None
     result: CallbackResult | AsyncBookError | None = field(default=None)
+
+
+Taken = _Queued
+"""An event ``Recorder.take`` handed out: ``.item`` is its (task id, event, callback id)."""
 
 
 class Recorder:
@@ -190,6 +194,41 @@ class Recorder:
         self._urgent.set()
         if last is not None and last.done is not None:
             last.done.wait(self.retry_for)
+
+    def take(self, task_id: str) -> list[Taken]:
+        """Remove the queued events of ``task_id`` and return them, in order, for a caller
+        that writes them itself in its own round trip (asyncbook's result backend);
+        it hands the book's answers to ``answer``.
+
+        An event the writer is sending at that moment may go out twice: callback ids
+        make the second a no-op.
+        """
+        self._check_fork()
+        with self._lock:
+            if not self._queue:
+                return []
+            taken = [entry for entry in self._queue if entry.item[0] == task_id]
+            if taken:
+                self._queue = deque(entry for entry in self._queue if entry.item[0] != task_id)
+        return taken
+
+    def answer(
+        self, taken: Sequence[Taken], results: Sequence[CallbackResult | AsyncBookError | None]
+    ) -> None:
+        """The book's answers to events ``take`` gave out (None: not written, so they are
+        queued again, in order, ahead of the queue)."""
+        if all(result is None for result in results):
+            self._check_fork()
+            with self._lock:
+                self._queue.extendleft(reversed(taken))
+                self._lock.notify()
+            return
+        self._answer(list(taken), results)
+
+    def remember(self, callback: str) -> None:
+        """Note that ``callback`` was written synchronously by someone else (the result
+        backend), so ``written`` answers True for it."""
+        self._remember(callback)
 
     def written(self, callback: str) -> bool:
         """True if this process already wrote ``callback`` synchronously."""
@@ -311,6 +350,9 @@ class Recorder:
             # The batch was the queue's head; the overflow rule may have dropped some of it.
             while self._queue and id(self._queue[0]) in sent:
                 self._queue.popleft()
+        self._answer(batch, results)
+
+    def _answer(self, batch: list[_Queued], results: Sequence[Any]) -> None:
         for entry, result in zip(batch, results, strict=True):
             entry.result = result
             task_id, event, _ = entry.item

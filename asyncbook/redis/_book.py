@@ -70,6 +70,7 @@ from ._scripts import (
     AT_DEADLINE,
     NO_EVENT,
     ApplyArgs,
+    BookScript,
     BookScripts,
     CreateArgs,
     DeliverArgs,
@@ -84,6 +85,9 @@ __all__ = ["RedisBook"]
 log = logging.getLogger(__name__)
 
 _DEFAULT_RETENTION = timedelta(hours=24)
+
+_ExtraCall = tuple[BookScript, Sequence[str], Sequence[Any]]
+"""A script call run after the events of a batch, in the same transaction."""
 
 
 def _dumps(value: str, field: str) -> str:
@@ -425,6 +429,37 @@ class RedisBook:
         return self._run_many(list(items), full_task)
 
     @reports_outages
+    def apply_many_then(
+        self,
+        items: Iterable[ApplyItem],
+        script: BookScript,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        *,
+        full_task: bool = True,
+    ) -> tuple[list[CallbackResult | AsyncBookError], Any]:
+        """``apply_many`` and then one more script, all in one MULTI/EXEC: one round trip,
+        nothing runs between them, and the script sees what the events changed.
+
+        After Redis lost the scripts (SCRIPT FLUSH, a restart) the call is sent again
+        with them: give the items callback ids, and make the script safe to run twice.
+
+        ``script`` (a ``BookScript``, for instance from ``extra_script``) must touch only
+        keys on the book's Redis (on a Cluster: in the book's slot). Returns the events'
+        results and the script's reply; an error the script raised is raised.
+        """
+        results, reply = self._run_many_then(list(items), full_task, (script, keys, args))
+        if isinstance(reply, Exception):
+            raise reply
+        return results, reply
+
+    def extra_script(self, source: str) -> BookScript:
+        """A script of the caller's, registered on the book's client, for
+        ``apply_many_then`` (no round trip until first use)."""
+        client = self._slot_client()
+        return BookScript(client.register_script(source), client)
+
+    @reports_outages
     def expire_many(
         self, task_ids: Iterable[str], *, full_task: bool = True
     ) -> list[AsyncTransition | AsyncBookError]:
@@ -435,6 +470,14 @@ class RedisBook:
     def _run_many(
         self, items: list[tuple[Any, EventInput | None, Any]], full_task: bool
     ) -> list[CallbackResult | AsyncBookError]:
+        return self._run_many_then(items, full_task, None)[0]
+
+    def _run_many_then(
+        self,
+        items: list[tuple[Any, EventInput | None, Any]],
+        full_task: bool,
+        extra: _ExtraCall | None,
+    ) -> tuple[list[CallbackResult | AsyncBookError], Any]:
         results: list[CallbackResult | AsyncBookError | None] = [None] * len(items)
         calls: list[tuple[int, list[str], ApplyArgs, AsyncBookError | None]] = []
         for index, (task_id, event, callback_id) in enumerate(items):
@@ -444,12 +487,20 @@ class RedisBook:
                 results[index] = error
         self._before_write()
         node = self._slot_client()
-        replies = self._run_batch(node, calls, load_script=False)
+        replies = self._run_batch(node, calls, load_script=False, extra=extra)
+        extra_reply = replies.pop() if extra is not None else None
         if any(isinstance(reply, NoScriptError) for reply in replies):
-            # Redis lost the script (SCRIPT FLUSH, a restart, a failover). Inside MULTI/EXEC
-            # that is all or nothing: no item ran, so the whole batch runs again, in order,
-            # behind a SCRIPT LOAD in the same transaction.
-            replies = self._run_batch(node, calls, load_script=True)
+            # Redis lost apply.lua (SCRIPT FLUSH, a restart, a failover): every apply call
+            # of the transaction failed alike, so the whole batch runs again, in order,
+            # behind a SCRIPT LOAD in the same transaction (the extra script too: it must
+            # run after the events, and may have run once already, before them).
+            replies = self._run_batch(node, calls, load_script=True, extra=extra)
+            extra_reply = replies.pop() if extra is not None else None
+        elif extra is not None and isinstance(extra_reply, NoScriptError):
+            # Only the extra script was missing: the events ran; it runs after them.
+            extra_reply = self._run_batch(node, [], load_script=True, extra=extra)[0]
+        if isinstance(extra_reply, ResponseError) and not _script_error(extra_reply):
+            raise extra_reply  # the server refused the whole batch: retry it
         for (index, _keys, args, shape_error), reply in zip(calls, replies, strict=True):
             if isinstance(reply, ResponseError) and not _script_error(reply):
                 raise reply  # the server refused the whole batch (OOM, READONLY): retry it
@@ -460,7 +511,7 @@ class RedisBook:
                 results[index] = self._apply_result(args.task_id, reply, shape_error)
             except AsyncBookError as error:
                 results[index] = error
-        return [r for r in results if r is not None]
+        return [r for r in results if r is not None], extra_reply
 
     def _run_batch(
         self,
@@ -468,17 +519,28 @@ class RedisBook:
         calls: list[tuple[int, list[str], ApplyArgs, AsyncBookError | None]],
         *,
         load_script: bool,
+        extra: _ExtraCall | None = None,
     ) -> list[Any]:
-        """One MULTI/EXEC of the apply calls: they run in order, with no script flush or
-        failover between them (a plain pipeline could lose one item and run the next)."""
+        """One MULTI/EXEC of the apply calls (and the extra script call last): they run in
+        order, with no script flush or failover between them (a plain pipeline could lose
+        one item and run the next)."""
         script = self._scripts.apply
         pipe = node.pipeline(transaction=True)
+        loads = 0
         if load_script:
-            pipe.script_load(script.source)
+            if calls:
+                pipe.script_load(script.source)
+                loads += 1
+            if extra is not None:
+                pipe.script_load(extra[0].source)
+                loads += 1
         for _index, keys, args, _error in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args.argv())
+        if extra is not None:
+            extra_script, extra_keys, extra_args = extra
+            pipe.evalsha(extra_script.sha, len(extra_keys), *extra_keys, *extra_args)
         replies = list(pipe.execute(raise_on_error=False))
-        return replies[1:] if load_script else replies
+        return replies[loads:]
 
     def _slot_client(self) -> Any:
         """A client for pipelines: on a Cluster, the node owning the book's one slot.

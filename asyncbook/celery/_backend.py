@@ -1,0 +1,307 @@
+"""``AsyncBookBackend``: asyncbook as Celery's result backend, one record per task.
+
+``result_backend = "asyncbook+redis://host:6379/0"`` (or ``asyncbook+rediss://``) picks
+this class through the ``celery.result_backends`` entry point; it is Celery's
+``RedisBackend`` with one change. When an execution of a tracked task ends (SUCCESS,
+FAILURE, RETRY), its events (the buffered start and progress, then the end) and Celery's
+result meta (same key, same encoding, same expiry, same PUBLISH) go to Redis in one
+MULTI/EXEC: one round trip, atomic. Celery's SUCCESS guard (a stored SUCCESS is never
+overwritten) runs inside Redis, after the book's events, in the same transaction.
+
+The book and Celery never disagree. When the book refuses the end (past the deadline, or
+cancelled meanwhile), Celery's meta reads what the book says:
+
+- ``expired``: FAILURE with ``asyncbook.celery.TaskExpired``;
+- ``cancelled``: REVOKED with Celery's ``TaskRevokedError`` (the cancel's reason);
+- ``failed`` before the task returned (stalled, say): FAILURE with
+  ``asyncbook.celery.TaskEndedInBook``.
+
+Everything else (untracked tasks, STARTED, custom states, groups, chords) is Celery's
+``RedisBackend`` unchanged. ``install(app)`` stays needed: it creates tasks at publish and
+buffers their starts; unset, ``asyncbook_redis_url`` is the backend's Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from importlib import resources
+from typing import Any
+
+from celery import states
+from celery.backends.redis import RedisBackend
+from celery.exceptions import BackendStoreError, TaskRevokedError
+from kombu.utils.encoding import bytes_to_str
+from redis.cluster import RedisCluster
+
+from .._book import ApplyItem
+from .._models import CallbackResult, FailEvent, SucceedEvent
+from ..errors import AsyncBookError
+from ..redis import RedisBook
+from ..redis._scripts import BookScript
+from ._integration import Integration, _describe, installed
+from ._tracking import callback_id, is_tracked, now_ms, result_hash
+
+__all__ = ["AsyncBookBackend", "TaskEndedInBook", "TaskExpired"]
+
+logger = logging.getLogger("asyncbook.celery")
+
+_META_SOURCE = (resources.files("asyncbook.redis") / "lua" / "celery_meta.lua").read_text(
+    encoding="utf-8"
+)
+
+# Celery state -> (the signal whose callback id the end carries, book states whose meta
+# the backend writes instead of Celery's).
+_ENDS = {
+    states.SUCCESS: ("success", "|expired|cancelled|failed|"),
+    states.FAILURE: ("failure", "|expired|cancelled|"),
+    states.RETRY: ("retry", "|expired|cancelled|failed|"),
+}
+
+
+class TaskExpired(Exception):  # noqa: N818 (named as Celery names its outcomes)
+    """A tracked task ended after its deadline: the book recorded it ``expired``, and
+    asyncbook's result backend stores FAILURE with this exception."""
+
+    __module__ = "asyncbook.celery"
+
+
+class TaskEndedInBook(Exception):  # noqa: N818
+    """The book had ended the task ``failed`` (stalled, for instance) before it returned:
+    asyncbook's result backend stores FAILURE with this exception."""
+
+    __module__ = "asyncbook.celery"
+
+
+def _same_redis(book_client: Any, backend_client: Any) -> bool:
+    if isinstance(book_client, RedisCluster):
+        return False
+    ours = book_client.connection_pool.connection_kwargs
+    theirs = backend_client.connection_pool.connection_kwargs
+    return all(ours.get(key) == theirs.get(key) for key in ("host", "port", "db", "path"))
+
+
+# celery-types describes RedisBackend partly: its base's attributes are used as they are.
+_RedisBackend: Any = RedisBackend
+
+
+class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
+    """Celery's Redis result backend whose writes for tracked tasks also write the book."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._json_meta = self.serializer == "json" and not self.compression
+        self._books: dict[int, tuple[RedisBook, BookScript] | None] = {}
+        self._verdicts: dict[str, tuple[str, BaseException]] = {}
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    # -- writing -------------------------------------------------------------------------
+
+    def store_result(
+        self,
+        task_id: Any,
+        result: Any,
+        state: str,
+        traceback: Any = None,
+        request: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Celery's ``store_result``; the end of a tracked execution also writes the book."""
+        end = _ENDS.get(state)
+        name = getattr(request, "task", None) if end is not None else None
+        task = self.app.tasks.get(name) if isinstance(name, str) else None
+        if end is None or task is None or not is_tracked(task) or not task_id:
+            return super().store_result(task_id, result, state, traceback, request, **kwargs)
+        integration = installed(self.app)
+        if integration is None:
+            self._warn_once(
+                "install",
+                "asyncbook: tracked task %s ended but asyncbook.celery.install(app) was not "
+                "called: only Celery's result is stored",
+                name,
+            )
+            return super().store_result(task_id, result, state, traceback, request, **kwargs)
+        task_id = bytes_to_str(task_id)
+        signal, refused = end
+        retries = int(getattr(request, "retries", 0) or 0)
+        item: ApplyItem = (
+            task_id,
+            _end_event(integration, task, task_id, result, state),
+            callback_id(task_id, signal, retries),
+        )
+        encoded = self.encode_result(result, state)
+        fused = self._fused(integration)
+        if fused is None:
+            answer = integration.recorder.write(item)[0]
+            book_state = answer.task.state.value if isinstance(answer, CallbackResult) else ""
+            if f"|{book_state}|" in refused:
+                self._write_verdict(None, task_id, book_state, request, answer)
+            else:
+                super()._store_result(task_id, encoded, state, traceback, request, **kwargs)
+        else:
+            self._write_together(
+                integration, fused, item, encoded, state, traceback, request, refused
+            )
+        integration.backend_wrote(task_id, signal, retries)
+        return encoded
+
+    def _fused(self, integration: Integration) -> tuple[RedisBook, BookScript] | None:
+        """The book and the meta script when the book lives on this backend's Redis."""
+        book = integration.book
+        with self._lock:
+            if id(book) in self._books:
+                known = self._books[id(book)]
+                if known is None or known[0] is book:
+                    return known
+            fused: tuple[RedisBook, BookScript] | None = None
+            if isinstance(book, RedisBook) and _same_redis(book.client, self.client):
+                fused = (book, book.extra_script(_META_SOURCE))
+            else:
+                logger.warning(
+                    "asyncbook: the book is not on the result backend's Redis (set "
+                    "asyncbook_redis_url to it, or leave it unset): the book and Celery's "
+                    "result are written one after the other, not in one round trip"
+                )
+            self._books[id(book)] = fused
+            return fused
+
+    def _meta(
+        self, task_id: str, encoded: Any, state: str, traceback: Any, request: Any
+    ) -> tuple[Any, int]:
+        """Celery's meta for the key, encoded, and its expiry, as ``RedisBackend`` makes them."""
+        meta = self._get_result_meta(
+            result=encoded, state=state, traceback=traceback, request=request
+        )
+        meta["task_id"] = task_id
+        value = self.encode(meta)
+        if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:
+            store_error: Any = BackendStoreError  # celery-types lacks its keywords
+            raise store_error("value too large for Redis backend", state=state, task_id=task_id)
+        expires = self.failure_expires if state == states.FAILURE else self.expires
+        return value, int(expires or 0)
+
+    def _guard(self, task_id: str) -> str:
+        if self._json_meta:
+            return "json"  # the script reads the stored status itself
+        # A meta the script cannot read (pickle, msgpack, compressed): Celery's own check.
+        return "keep" if self._get_task_meta_for(task_id)["status"] == states.SUCCESS else "none"
+
+    def _write_together(
+        self,
+        integration: Integration,
+        fused: tuple[RedisBook, BookScript],
+        item: ApplyItem,
+        encoded: Any,
+        state: str,
+        traceback: Any,
+        request: Any,
+        refused: str,
+    ) -> None:
+        """The buffered events, the end and the meta: one MULTI/EXEC."""
+        book, script = fused
+        task_id = item[0]
+        value, expires = self._meta(task_id, encoded, state, traceback, request)
+        keys = [bytes_to_str(self.get_key_for_task(task_id)), book.keys.task(task_id)]
+        recorder = integration.recorder
+        taken = recorder.take(task_id)
+        items = [entry.item for entry in taken] + [item]
+        try:
+            results, reply = self.ensure(
+                lambda: book.apply_many_then(
+                    items,
+                    script,
+                    keys,
+                    [value, str(expires), self._guard(task_id), refused],
+                    full_task=False,
+                ),
+                (),
+            )
+        except BaseException:
+            recorder.answer(taken, [None] * len(taken))  # the writer sends them later
+            raise
+        recorder.answer(taken, results[:-1])
+        _log_refusal(item, results[-1])
+        status, book_state = (bytes_to_str(part) for part in reply)
+        if status == "refused":
+            self._write_verdict(fused, task_id, book_state, request, results[-1])
+
+    def _write_verdict(
+        self,
+        fused: tuple[RedisBook, BookScript] | None,
+        task_id: str,
+        book_state: str,
+        request: Any,
+        answer: Any = None,
+    ) -> None:
+        """The meta that says what the book says (it refused the end)."""
+        error: BaseException
+        state: str
+        if book_state == "expired":
+            state = states.FAILURE
+            error = TaskExpired(f"task {task_id} ended after its deadline: it expired")
+        elif book_state == "cancelled":
+            state = states.REVOKED
+            reason = answer.task.error if isinstance(answer, CallbackResult) else None
+            error = TaskRevokedError(reason or "cancelled")
+        else:
+            state = states.FAILURE
+            why = answer.task.error if isinstance(answer, CallbackResult) else None
+            error = TaskEndedInBook(
+                f"task {task_id} had already ended {book_state}" + (f": {why}" if why else "")
+            )
+        if request is not None and getattr(request, "chord", None):
+            with self._lock:
+                self._verdicts[task_id] = (state, error)
+        encoded = self.encode_result(error, state)
+        if fused is None:
+            super()._store_result(task_id, encoded, state, None, request)
+            return
+        book, script = fused
+        value, expires = self._meta(task_id, encoded, state, None, request)
+        keys = [bytes_to_str(self.get_key_for_task(task_id)), book.keys.task(task_id)]
+        # No guard: the book refused this end, so no SUCCESS it accepted can be stored.
+        self.ensure(lambda: script(keys, [value, str(expires), "none", ""]), ())
+
+    def on_chord_part_return(self, request: Any, state: str, result: Any, **kwargs: Any) -> Any:
+        """Celery's chord counting; a member whose end the book refused counts as what the
+        book says (so the chord's callback sees the same failure as ``AsyncResult``)."""
+        task_id = getattr(request, "id", None)
+        if task_id is not None and self._verdicts:
+            with self._lock:
+                verdict = self._verdicts.pop(str(task_id), None)
+            if verdict is not None:
+                state, result = verdict
+        return super().on_chord_part_return(request, state, result, **kwargs)
+
+    def _warn_once(self, key: str, message: str, *args: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message, *args)
+
+
+def _end_event(
+    integration: Integration, task: Any, task_id: str, result: Any, state: str
+) -> SucceedEvent | FailEvent:
+    at = now_ms()
+    if state == states.SUCCESS:
+        ref = integration.result_ref(task, task_id, result)
+        return SucceedEvent(at_ms=at, result_ref=ref, result_hash=result_hash(result))
+    error = result if isinstance(result, BaseException) else None
+    text = _describe(error) if error is not None else str(result or "error")
+    return FailEvent(at_ms=at, error=text, retryable=state == states.RETRY)
+
+
+def _log_refusal(item: ApplyItem, answer: Any) -> None:
+    if isinstance(answer, AsyncBookError):
+        logger.error("asyncbook: task %s refused an event: %s", item[0], answer)
+    elif (
+        isinstance(answer, CallbackResult) and not answer.changed and not answer.duplicate_callback
+    ):
+        logger.warning(
+            "asyncbook: task %s refused its %s (%s, state %s)",
+            item[0],
+            getattr(item[1], "type", "event"),
+            answer.reason,
+            answer.task.state.value,
+        )

@@ -1,0 +1,507 @@
+"""asyncbook as Celery's result backend: one record, one round trip per tracked execution.
+
+Real Redis (db 12 unless ASYNCBOOK_CELERY_TEST_REDIS_URL says otherwise): an in-process
+worker (memory broker) for most tests, and one prefork worker on the Redis broker. After
+each execution the book and Celery's meta agree.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery, Task, chord, group, signals
+from celery.backends.redis import RedisBackend
+from celery.contrib.testing.worker import start_worker
+from celery.exceptions import TaskRevokedError
+from celery.result import AsyncResult
+
+from asyncbook import AsyncState, AsyncTask, RedisBook
+from asyncbook.celery import (
+    AsyncBookBackend,
+    TaskExpired,
+    install,
+    installed,
+    report_progress,
+    uninstall,
+)
+
+from .celery_support import unique, wait_for
+
+URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.timeout(120),
+    # Celery's Redis result backend calls redis-py's SETEX, which redis-py 8 deprecates.
+    pytest.mark.filterwarnings("ignore:Call to deprecated setex:DeprecationWarning"),
+]
+
+# What Celery's meta says for each state of the book.
+CELERY_STATE = {
+    AsyncState.SUCCEEDED: "SUCCESS",
+    AsyncState.FAILED: "FAILURE",
+    AsyncState.EXPIRED: "FAILURE",
+    AsyncState.CANCELLED: "REVOKED",
+}
+
+
+def make_app(namespace: str, *, backend: str | None = None, **conf: Any) -> Celery:
+    app = Celery(
+        unique("backend"),
+        broker="memory://",
+        backend=backend or f"asyncbook+{URL}",
+        set_as_current=False,
+    )
+    app.conf.update(
+        task_default_queue=unique("q"),
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"polling_interval": 0.01},
+        worker_hijack_root_logger=False,
+        asyncbook_namespace=namespace,
+        asyncbook_flush_delay=0.005,
+        result_expires=600,
+        # Metas of this test only (other tests' clean-ups remove celery-task-meta-*).
+        result_backend_transport_options={"global_keyprefix": f"{namespace}:"},
+        **conf,
+    )
+    counter = f"{namespace}:callbacks"
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=60, name="b.ok")
+    def ok(self: Task[Any, Any], n: int) -> int:
+        report_progress(self, 50, cursor=f"{n}-half")
+        return n
+
+    @app.task(shared=False, tracked=True, ttl=60, name="b.boom")
+    def boom() -> None:
+        raise ValueError("no luck")
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=60, max_retries=2, name="b.flaky")
+    def flaky(self: Task[Any, Any], n: int) -> int:
+        if self.request.retries == 0:
+            raise self.retry(exc=ConnectionError("busy"), countdown=0.3)
+        return n
+
+    @app.task(shared=False, tracked=True, ttl=60, ignore_result=True, name="b.quiet")
+    def quiet() -> str:
+        return "unseen"
+
+    @app.task(shared=False, tracked=True, ttl=0.3, name="b.late")
+    def late() -> str:
+        time.sleep(0.6)
+        return "too late"
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=60, name="b.cancelled")
+    def cancelled(self: Task[Any, Any]) -> str:
+        integration = installed(self.app)
+        assert integration is not None
+        integration.book.cancel(str(self.request.id), "not needed")
+        return "done anyway"
+
+    @app.task(shared=False, name="b.plain")
+    def plain(n: int) -> int:
+        return n * 2
+
+    @app.task(shared=False, name="b.total")
+    def total(values: list[int]) -> int:
+        client = redis.Redis.from_url(URL)
+        client.incr(counter)
+        client.close()
+        return sum(values)
+
+    return app
+
+
+@pytest.fixture
+def namespace() -> Iterator[str]:
+    name = unique("bk")
+    yield name
+    client = redis.Redis.from_url(URL)
+    for pattern in (f"{{{name}}}*", f"{name}:*"):
+        for key in client.scan_iter(match=pattern, count=1000):
+            client.delete(key)
+    client.close()
+
+
+@pytest.fixture
+def book(namespace: str) -> RedisBook:
+    return RedisBook.from_url(URL, namespace=namespace)
+
+
+@pytest.fixture
+def app(namespace: str) -> Iterator[Celery]:
+    app = make_app(namespace)
+    install(app)
+    yield app
+    uninstall(app)
+    app.backend.client.connection_pool.disconnect()  # type: ignore[attr-defined]
+    app.close()
+
+
+def stored_meta(app: Celery, task_id: str) -> dict[str, Any]:
+    """Celery's meta as stored in Redis (not a cached copy)."""
+    backend: Any = app.backend
+    meta: dict[str, Any] = backend._get_task_meta_for(task_id)
+    return meta
+
+
+def assert_agree(app: Celery, book: RedisBook, task_id: str) -> AsyncTask:
+    """The book and Celery's meta say the same about ``task_id``."""
+    task = book.get(task_id)
+    assert task is not None
+    meta = stored_meta(app, task_id)
+    if task.terminal:
+        assert meta["status"] == CELERY_STATE[task.state], (task, meta)
+        if task.state is AsyncState.EXPIRED:
+            assert isinstance(meta["result"], TaskExpired)
+        if task.state is AsyncState.FAILED:
+            assert not isinstance(meta["result"], TaskExpired)
+        if task.state is AsyncState.SUCCEEDED:
+            backend: Any = app.backend
+            assert task.result_ref == backend.get_key_for_task(task_id).decode()
+    else:
+        assert meta["status"] in ("PENDING", "RETRY", "STARTED"), (task, meta)
+    return task
+
+
+def history(task: AsyncTask) -> list[str]:
+    return [entry.event.type for entry in task.history]
+
+
+def test_the_url_picks_asyncbooks_backend(namespace: str) -> None:
+    for url in ("redis://127.0.0.1:6379/12", "rediss://127.0.0.1:6379/12?ssl_cert_reqs=none"):
+        app = make_app(namespace, backend=f"asyncbook+{url}")
+        backend: Any = app.backend
+        assert type(backend) is AsyncBookBackend
+        assert isinstance(backend, RedisBackend)
+        assert backend.as_uri(include_password=True) == url
+
+
+def test_success_failure_and_untracked_agree(app: Celery, book: RedisBook) -> None:
+    ok, boom, plain = (app.tasks[f"b.{name}"] for name in ("ok", "boom", "plain"))
+    with start_worker(app, perform_ping_check=False):
+        done = ok.delay(7)
+        failed = boom.delay()
+        untracked = plain.delay(21)
+        assert done.get(timeout=10) == 7
+        with pytest.raises(ValueError, match="no luck"):
+            failed.get(timeout=10)
+        assert untracked.get(timeout=10) == 42
+    assert (done.state, done.info, done.ready()) == ("SUCCESS", 7, True)
+    assert failed.state == "FAILURE"
+    assert isinstance(failed.info, ValueError)
+    assert "no luck" in str(failed.traceback)
+    succeeded = assert_agree(app, book, done.id)
+    assert history(succeeded) == ["start", "progress", "succeed"]
+    ended = assert_agree(app, book, failed.id)
+    assert ended.state is AsyncState.FAILED
+    assert ended.error == "ValueError: no luck"
+    assert book.get(untracked.id) is None  # untracked: Celery's meta only
+    assert stored_meta(app, untracked.id)["status"] == "SUCCESS"
+
+
+def test_a_retry_with_countdown_then_success(app: Celery, book: RedisBook) -> None:
+    flaky = app.tasks["b.flaky"]
+    seen: list[str] = []
+
+    def on_retry(sender: Any = None, request: Any = None, **_: Any) -> None:
+        seen.append(stored_meta(app, str(request.id))["status"])
+
+    signals.task_retry.connect(on_retry, weak=False)
+    try:
+        with start_worker(app, perform_ping_check=False):
+            result = flaky.delay(3)
+            assert result.get(timeout=15) == 3
+    finally:
+        signals.task_retry.disconnect(on_retry)
+    assert seen == ["RETRY"]  # stored by the backend, with the book's retry fail
+    task = assert_agree(app, book, result.id)
+    assert history(task) == ["start", "fail", "start", "succeed"]
+    assert task.attempts == 2
+
+
+def test_ignore_result_writes_the_book_only(app: Celery, book: RedisBook) -> None:
+    quiet = app.tasks["b.quiet"]
+    with start_worker(app, perform_ping_check=False):
+        result = quiet.delay()
+        task = wait_for(lambda: (t := book.get(result.id)) is not None and t.terminal and t)
+    assert task.state is AsyncState.SUCCEEDED
+    assert task.result_ref == f"ignored:{result.id}"
+    assert stored_meta(app, result.id)["status"] == "PENDING"
+
+
+def test_a_success_past_the_deadline_reads_as_expired(app: Celery, book: RedisBook) -> None:
+    late = app.tasks["b.late"]
+    with start_worker(app, perform_ping_check=False):
+        result = late.delay()
+        with pytest.raises(TaskExpired, match="after its deadline"):
+            result.get(timeout=10)
+    assert result.state == "FAILURE"
+    assert isinstance(result.info, TaskExpired)
+    task = assert_agree(app, book, result.id)
+    assert task.state is AsyncState.EXPIRED
+
+
+def test_a_cancelled_task_reads_as_revoked(app: Celery, book: RedisBook) -> None:
+    cancelled = app.tasks["b.cancelled"]
+    with start_worker(app, perform_ping_check=False):
+        result = cancelled.delay()
+        with pytest.raises(TaskRevokedError):
+            result.get(timeout=10)
+    assert str(result.state) == "REVOKED"
+    task = assert_agree(app, book, result.id)
+    assert task.state is AsyncState.CANCELLED
+    assert task.error == "not needed"
+
+
+def test_a_group_and_a_chord_of_20(app: Celery, book: RedisBook, namespace: str) -> None:
+    ok, total = app.tasks["b.ok"], app.tasks["b.total"]
+    client = redis.Redis.from_url(URL)
+    with start_worker(app, perform_ping_check=False):
+        grouped = group(ok.s(n) for n in range(20)).apply_async()
+        assert grouped.get(timeout=30) == list(range(20))
+        chorded = chord([ok.s(n) for n in range(20)], total.s()).apply_async()
+        assert chorded.get(timeout=30) == sum(range(20))
+        time.sleep(0.3)  # a second callback, if any, would have run by now
+    assert client.get(f"{namespace}:callbacks") == b"1"
+    client.close()
+    parent: Any = chorded.parent
+    results: list[Any] = [grouped, parent]
+    for result in results:
+        assert result is not None
+        summary = book.group(str(result.id))
+        assert summary is not None
+        assert summary.counts["succeeded"] == 20
+        for member in result.results:
+            assert assert_agree(app, book, member.id).state is AsyncState.SUCCEEDED
+
+
+def test_a_saved_group_restores(app: Celery, book: RedisBook) -> None:
+    ok = app.tasks["b.ok"]
+    with start_worker(app, perform_ping_check=False):
+        result: Any = group(ok.s(n) for n in range(3)).apply_async()
+        result.save()
+        assert result.get(timeout=10) == [0, 1, 2]
+    restored = app.GroupResult.restore(result.id)
+    assert restored is not None
+    assert restored.get(timeout=5) == [0, 1, 2]
+
+
+def test_one_round_trip_per_tracked_execution(app: Celery, book: RedisBook) -> None:
+    """From prerun to postrun, the worker thread sends one command batch (MULTI/EXEC of
+    EVALSHAs) and the recorder's thread none: the buffered start and progress ride with it."""
+    app.conf.asyncbook_flush_delay = 1.0  # the recorder would wait; the backend does not
+    ok = app.tasks["b.ok"]
+    sent: list[tuple[str, bytes]] = []
+    counting = threading.Event()
+    watched: set[str] = {"asyncbook-recorder"}  # and the thread that runs the task
+    original: Any = redis.connection.AbstractConnection.send_packed_command
+
+    def send(self: Any, command: Any, check_health: bool = True) -> None:
+        thread = threading.current_thread().name
+        if counting.is_set() and thread in watched:
+            chunks = command if isinstance(command, list) else [command]
+            packed = b"".join(bytes(chunk) for chunk in chunks)
+            if b"PING" not in packed[:40]:
+                sent.append((thread, packed))
+        original(self, command, check_health)
+
+    def start(*_: Any, **__: Any) -> None:
+        watched.add(threading.current_thread().name)
+        counting.set()
+
+    def stop(*_: Any, **__: Any) -> None:
+        counting.clear()
+
+    signals.task_prerun.connect(start, weak=False)
+    signals.task_postrun.connect(stop, weak=False)
+    redis.connection.AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
+    try:
+        with start_worker(app, perform_ping_check=False) as worker_thread:
+            assert worker_thread is not None
+            ok.delay(0).get(timeout=10)  # warm up: scripts cached, connections open
+            sent.clear()
+            result = ok.delay(1)
+            assert result.get(timeout=10) == 1
+    finally:
+        redis.connection.AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+        signals.task_prerun.disconnect(start)
+        signals.task_postrun.disconnect(stop)
+    workers = [packed for thread, packed in sent if thread != "asyncbook-recorder"]
+    assert [thread for thread, _ in sent].count("asyncbook-recorder") == 0
+    assert len(workers) == 1, workers
+    (batch,) = workers
+    assert batch.count(b"EVALSHA") == 4  # start, progress, succeed, the meta
+    assert b"MULTI" in batch
+    assert b"EXEC" in batch
+    task = assert_agree(app, book, result.id)
+    assert history(task) == ["start", "progress", "succeed"]
+
+
+def test_a_book_on_another_redis_is_written_apart(namespace: str) -> None:
+    other = URL.rsplit("/", 1)[0] + "/13"
+    app = make_app(namespace, asyncbook_redis_url=other)
+    install(app)
+    book = RedisBook.from_url(other, namespace=namespace)
+    try:
+        with start_worker(app, perform_ping_check=False):
+            done = app.tasks["b.ok"].delay(5)
+            late = app.tasks["b.late"].delay()
+            assert done.get(timeout=10) == 5
+            with pytest.raises(TaskExpired):
+                late.get(timeout=10)
+        assert assert_agree(app, book, done.id).state is AsyncState.SUCCEEDED
+        assert assert_agree(app, book, late.id).state is AsyncState.EXPIRED
+    finally:
+        uninstall(app)
+        client = redis.Redis.from_url(other)
+        for key in client.scan_iter(match=f"{{{namespace}}}*", count=1000):
+            client.delete(key)
+        client.close()
+
+
+def test_a_stored_success_is_never_overwritten(app: Celery, book: RedisBook) -> None:
+    """Celery's guard runs inside Redis: a second execution's failure leaves the SUCCESS."""
+    ok, boom = app.tasks["b.ok"], app.tasks["b.boom"]
+    with start_worker(app, perform_ping_check=False):
+        result = ok.delay(9)
+        assert result.get(timeout=10) == 9
+        # The same id again (a redelivery that fails this time).
+        boom.apply_async(task_id=result.id)
+        time.sleep(0.5)
+    meta = stored_meta(app, result.id)
+    assert (meta["status"], meta["result"]) == ("SUCCESS", 9)
+    assert book.get(result.id) is not None
+
+
+def test_a_lost_script_is_loaded_again(app: Celery, book: RedisBook) -> None:
+    ok = app.tasks["b.ok"]
+    with start_worker(app, perform_ping_check=False):
+        assert ok.delay(1).get(timeout=10) == 1
+        redis.Redis.from_url(URL).script_flush()
+        result = ok.delay(2)
+        assert result.get(timeout=10) == 2
+    assert assert_agree(app, book, result.id).state is AsyncState.SUCCEEDED
+
+
+def test_async_result_of_a_running_task(app: Celery, book: RedisBook) -> None:
+    ok = app.tasks["b.ok"]
+    result: AsyncResult[Any] = AsyncResult("never-sent", app=app)
+    assert (result.state, result.ready(), result.info) == ("PENDING", False, None)
+    with start_worker(app, perform_ping_check=False):
+        assert ok.delay(4).get(timeout=10) == 4
+
+
+APP_MODULE = """
+from celery import Celery
+from asyncbook.celery import install, report_progress
+
+URL = {url!r}
+app = Celery("{name}", broker=URL, backend="asyncbook+" + URL)
+app.conf.update(
+    task_default_queue={queue!r},
+    asyncbook_namespace={namespace!r},
+    asyncbook_queue={queue!r} + "-asyncbook",
+    broker_connection_retry_on_startup=True,
+    task_acks_late={acks_late!r},
+    worker_prefetch_multiplier=1,
+    result_expires=600,
+    result_backend_transport_options={{"global_keyprefix": {namespace!r} + ":"}},
+)
+install(app)
+
+
+@app.task(bind=True, shared=False, tracked=True, ttl=60, name="pf.ok")
+def ok(self, n):
+    report_progress(self, 50, cursor="half")
+    return n
+
+
+@app.task(shared=False, tracked=True, ttl=60, name="pf.boom")
+def boom():
+    raise ValueError("no luck")
+
+
+@app.task(bind=True, shared=False, tracked=True, ttl=60, max_retries=2, name="pf.flaky")
+def flaky(self, n):
+    if self.request.retries == 0:
+        raise self.retry(exc=ConnectionError("busy"), countdown=0.3)
+    return n
+
+
+@app.task(shared=False, name="pf.total")
+def total(values):
+    return sum(values)
+"""
+
+
+@pytest.mark.parametrize("acks_late", [True, False])
+def test_a_prefork_worker(tmp_path: Path, namespace: str, acks_late: bool) -> None:
+    name = unique("pfapp").replace("-", "_")
+    queue = unique("pfq")
+    path = tmp_path / f"{name}.py"
+    path.write_text(
+        textwrap.dedent(
+            APP_MODULE.format(
+                url=URL, name=name, queue=queue, namespace=namespace, acks_late=acks_late
+            )
+        )
+    )
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    app: Celery = module.app
+    log = tmp_path / "worker.log"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    command = [
+        sys.executable, "-m", "celery", "-A", name, "worker", "--pool=prefork", "-c", "2",
+        "-Q", queue, "-n", f"{unique('w')}@localhost", "--without-gossip",
+        "--without-mingle", "--without-heartbeat", "-l", "info",
+    ]  # fmt: skip
+    book = RedisBook.from_url(URL, namespace=namespace)
+    with log.open("wb") as out:
+        worker = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=out, stderr=out)
+    try:
+        wait_for(lambda: b" ready." in log.read_bytes() or worker.poll() is not None, 30)
+        assert worker.poll() is None, log.read_text()
+        done = app.tasks["pf.ok"].delay(6)
+        failed = app.tasks["pf.boom"].delay()
+        retried = app.tasks["pf.flaky"].delay(8)
+        chorded = chord(
+            [app.tasks["pf.ok"].s(n) for n in range(20)], app.tasks["pf.total"].s()
+        ).apply_async()
+        assert done.get(timeout=20) == 6
+        with pytest.raises(ValueError, match="no luck"):
+            failed.get(timeout=20)
+        assert retried.get(timeout=20) == 8
+        assert chorded.get(timeout=30) == sum(range(20))
+        for task_id in (done.id, failed.id, retried.id):
+            assert_agree(app, book, task_id)
+        assert history(assert_agree(app, book, done.id)) == ["start", "progress", "succeed"]
+        assert history(assert_agree(app, book, retried.id)) == ["start", "fail", "start", "succeed"]
+        parent: Any = chorded.parent
+        assert parent is not None
+        for member in parent.results:
+            assert assert_agree(app, book, member.id).state is AsyncState.SUCCEEDED
+        assert b"refused" not in log.read_bytes()
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+        uninstall(app)
