@@ -309,3 +309,105 @@ def test_a_finished_task_has_no_cancel_button(server: Running, page: Any) -> Non
     page.goto(server.url + "/task?id=queued")
     page.wait_for_selector('#summary[data-state="queued"]', timeout=5_000)
     assert page.is_visible("#cancel-open")
+
+
+# -- groups ------------------------------------------------------------------------------------
+
+
+def test_group_page_follows_its_members_live(server: Running, page: Any, tmp_path: Path) -> None:
+    """Five running members move through the book: their bars, the overall bar and the
+    state chips follow; each member links to its task page; the page fits a phone."""
+    book = server.book
+    group_id = "thumbnails/2024-06 ✓"
+    ids = [f"thumbnail/photo-{n:02d}.jpg" for n in range(1, 6)]
+    now = book.now_ms()
+    for task_id in ids:
+        book.create(id=task_id, now_ms=now, ttl_ms=3_600_000, max_attempts=2, group_id=group_id)
+    book.seal_group(group_id, len(ids))
+    for task_id in ids:
+        book.apply(task_id, StartEvent(at_ms=book.now_ms(), worker="celery@gpu-1"))
+    page.set_viewport_size({"width": 1000, "height": 720})
+    page.goto(server.url + "/groups/thumbnails%2F2024-06%20%E2%9C%93")
+    chip = "#counts [data-chip='{}'][data-count='{}']"
+    page.wait_for_selector(chip.format("running", 5), timeout=5_000)
+    page.wait_for_function("document.getElementById('status').textContent === 'live'")
+    page.wait_for_function("document.querySelectorAll('#members li').length === 5")
+    assert page.inner_text("#title") == group_id
+    rows = [f'#members li[data-task-id="{task_id}"]' for task_id in ids]
+    assert [page.get_attribute(row, "data-task-id") for row in rows] == ids  # creation order
+
+    def progress_of(selector: str) -> float:
+        return float(page.get_attribute(selector, "aria-valuenow") or "nan")
+
+    def wait_overall(expected: float) -> None:
+        script = "(p) => Number(document.getElementById('overall').dataset.progress) === p"
+        page.wait_for_function(script, arg=expected, timeout=5_000)
+
+    overall_seen = [progress_of("#overall")]
+    for step in (20, 45):
+        for task_id in ids:
+            event = ProgressEvent(at_ms=book.now_ms(), progress=step, cursor=str(step))
+            book.apply(task_id, event)
+        wait_overall(step)
+        overall_seen.append(progress_of("#overall"))
+        for row in rows:
+            page.wait_for_selector(f'{row} .bar[data-progress="{step}"]', timeout=5_000)
+    assert overall_seen == [0, 20, 45]
+    assert page.inner_text("#overall-percent") == "45%"
+    # Two succeed, one fails for good, two go on at different speeds.
+    for task_id in ids[:2]:
+        book.apply(
+            task_id, SucceedEvent(at_ms=book.now_ms(), result_ref="s3://t.jpg", result_hash="h")
+        )
+    failure = {"type": "fail", "atMs": book.now_ms(), "error": "corrupt", "retryable": False}
+    book.apply(ids[2], failure)
+    book.apply(ids[3], ProgressEvent(at_ms=book.now_ms(), progress=80, cursor="80"))
+    book.apply(ids[4], ProgressEvent(at_ms=book.now_ms(), progress=60, cursor="60"))
+    summary = book.group(group_id)
+    assert summary is not None
+    wait_overall(float(summary.progress))
+    for state, count in (("running", 2), ("succeeded", 2), ("failed", 1), ("queued", 0)):
+        page.wait_for_selector(chip.format(state, count), timeout=5_000)
+    for row, state in zip(
+        rows, ("succeeded", "succeeded", "failed", "running", "running"), strict=True
+    ):
+        page.wait_for_selector(f'{row} .member-state [data-state="{state}"]', timeout=5_000)
+    page.wait_for_selector(f'{rows[3]} .bar[data-progress="80"]', timeout=5_000)
+    assert progress_of(f"{rows[0]} .bar") == 100
+    assert page.get_attribute(f"{rows[3]} .bar", "aria-label") == f"Progress of {ids[3]}"
+    page.screenshot(path=str(tmp_path / "status-group.png"), full_page=True)
+    assert (tmp_path / "status-group.png").stat().st_size > 1000
+    if UPDATE_DOCS:
+        shutil.copyfile(tmp_path / "status-group.png", DOCS / "status-group.png")
+    # Keyboard: Tab reaches the members' links, in order.
+    page.focus("header a")
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.classList.contains('member-id')"):
+            break
+    assert page.evaluate("document.activeElement.textContent") == ids[0]
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid"
+    # On a phone: nothing wider than the screen.
+    page.set_viewport_size({"width": 390, "height": 800})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    # The rest end: the stream says so, and the page says it once, politely.
+    for task_id in ids[3:]:
+        book.apply(
+            task_id, SucceedEvent(at_ms=book.now_ms(), result_ref="s3://t.jpg", result_hash="h")
+        )
+    page.wait_for_function("document.getElementById('status').textContent === 'finished'")
+    assert page.inner_text("#ended-note") == "Every member has ended: 4 succeeded, 1 failed."
+    assert page.get_attribute("#ended-note", "aria-live") == "polite"
+    assert page.inner_text("#ended") == "yes"
+    # A member's link opens its task page.
+    page.set_viewport_size({"width": 1000, "height": 720})
+    page.click(f"{rows[2]} a")
+    page.wait_for_selector('#summary[data-state="failed"]', timeout=5_000)
+    assert page.inner_text("#title") == ids[2]
+
+
+def test_group_page_of_an_unknown_group_says_so(server: Running, page: Any) -> None:
+    page.goto(server.url + "/groups/no%2Fsuch")
+    page.wait_for_selector("#message:has-text('No group')", timeout=5_000)
+    assert page.inner_text("#message") == 'No group "no/such".'
+    assert page.inner_text("#title") == "no/such"

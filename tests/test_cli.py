@@ -264,6 +264,81 @@ def test_ls_filters_cancelled_tasks(book: RedisBook) -> None:
     assert "cancelled" in run(book, "ls", "--help").stdout
 
 
+def group_of(book: RedisBook, group_id: str, count: int, *, seal: bool = True) -> list[str]:
+    ids = [f"{group_id}#{n}" for n in range(count)]
+    for task_id in ids:
+        book.create(id=task_id, now_ms=NOW, ttl_ms=10**15, max_attempts=2, group_id=group_id)
+    if seal:
+        book.seal_group(group_id, count)
+    return ids
+
+
+def test_group_prints_counts_progress_and_members(book: RedisBook) -> None:
+    ids = group_of(book, "batch/7 ü", 3)
+    finish(book, ids[0])
+    book.apply(ids[1], StartEvent(at_ms=NOW + 1, worker="w"))
+    book.apply(ids[1], ProgressEvent(at_ms=NOW + 2, progress=50, cursor="c"))
+    result = run(book, "group", "batch/7 ü")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "group batch/7 ü: 3 member(s), total 3, progress 50%, not ended"
+    assert lines[1] == "queued 1  running 1  succeeded 1  failed 0  expired 0  cancelled 0"
+    table = "\n".join(lines[2:])
+    for task_id, state, progress in zip(
+        ids, ("succeeded", "running", "queued"), ("100%", "50%", "0%"), strict=True
+    ):
+        row = next(line for line in lines if task_id in line)
+        assert state in row
+        assert progress in row
+    assert table.index(ids[0]) < table.index(ids[1]) < table.index(ids[2])  # creation order
+    assert "showing" not in result.stdout
+
+
+def test_group_json_is_the_apis_shape(book: RedisBook) -> None:
+    ids = group_of(book, "g", 3, seal=False)
+    finish(book, ids[2])
+    body = json.loads(run(book, "group", "g", "--json").stdout)
+    assert body["groupId"] == "g"
+    assert "total" not in body  # not declared
+    assert (body["members"], body["ended"]) == (3, False)
+    assert body["counts"]["succeeded"] == 1
+    assert body["progress"] == 33.33
+    assert [task["id"] for task in body["tasks"]] == ids
+    assert all("history" not in task for task in body["tasks"])
+    limited = json.loads(run(book, "group", "g", "--json", "--limit", "2").stdout)
+    assert [task["id"] for task in limited["tasks"]] == ids[:2]
+    assert limited["members"] == 3
+
+
+def test_group_limit_says_what_is_left_out(book: RedisBook) -> None:
+    ids = group_of(book, "wide", 4)
+    result = run(book, "group", "wide", "--limit", "2")
+    assert result.exit_code == 0, result.output
+    assert ids[1] in result.stdout
+    assert ids[2] not in result.stdout
+    assert "showing 2 of 4 members" in result.stdout
+
+
+def test_group_ids_are_printed_as_text_not_markup(book: RedisBook) -> None:
+    (task_id,) = group_of(book, "[/bold] [red]x", 1)
+    result = run(book, "group", "[/bold] [red]x")
+    assert result.exit_code == 0, result.output
+    assert "group [/bold] [red]x:" in result.stdout
+    assert task_id in result.stdout
+
+
+def test_group_unknown_is_exit_1_and_bad_input_exit_2(book: RedisBook) -> None:
+    missing = run(book, "group", "nope")
+    assert missing.exit_code == 1
+    assert "no group 'nope'" in missing.stderr
+    assert run(book, "group", "nope", "--json").exit_code == 1
+    for args in (["group"], ["group", "g", "--limit", "0"], ["group", "g", "--limit", "1001"]):
+        assert run(book, *args).exit_code == 2, args
+    blank = run(book, "group", " ")
+    assert blank.exit_code == 2
+    assert "groupId" in blank.stderr or "empty" in blank.stderr
+
+
 def test_sweep_expires_overdue_tasks(book: RedisBook) -> None:
     book.create(id="late", now_ms=0, ttl_ms=1, max_attempts=1)
     book.create(id="fine", now_ms=time.time() * 1000, ttl_ms=3_600_000, max_attempts=1)

@@ -1,4 +1,4 @@
-"""The ``asyncbook`` command: look tasks up, watch them, cancel, sweep, serve the status page.
+"""The ``asyncbook`` command: look tasks and groups up, watch, cancel, sweep, serve the page.
 
 Exit codes: 0 ok, 1 not found (or refused: nothing to deliver, key used elsewhere, a task
 that already ended, Redis unreachable), 2 usage error (bad option or argument).
@@ -21,6 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from .._models import STATE_NAMES, AsyncTask, to_wire
 from .._reasons import Reason
@@ -183,6 +184,52 @@ def history(settings: Settings, task_id: str, as_json: bool) -> None:
         kind, at = event.pop("type"), event.pop("atMs")
         table.add_row(str(entry["version"]), kind, str(at), json.dumps(event, ensure_ascii=False))
     _console().print(table)
+
+
+@cli.command("group")
+@click.argument("group_id")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=100,
+    show_default=True,
+    help="Members to list (the first ones, in the order they were created).",
+)
+@json_option
+@click.pass_obj
+def show_group(settings: Settings, group_id: str, limit: int, as_json: bool) -> None:
+    """Show a group of tasks: counts by state, overall progress, and its members.
+
+    The counts and progress cover every member (one lookup, whatever the group's size);
+    the table lists the first --limit members. Exits 1 when the group is unknown.
+    """
+    with _errors():
+        summary = settings.book.group(group_id)
+        tasks = settings.book.group_members(group_id, limit) if summary is not None else []
+    if summary is None:
+        _fail(f"no group {group_id!r}")
+    if as_json:
+        _emit_json({**to_wire(summary), "tasks": [task_summary(task) for task in tasks]})
+        return
+    console = _console()
+    total = "not declared" if summary.total is None else str(summary.total)
+    ended = "ended" if summary.ended else "not ended"
+    # Ids are shown as they are: never read as rich markup ("[/x]" in an id is text).
+    console.print(
+        f"group {group_id}: {summary.members} member(s), total {total}, "
+        f"progress {summary.progress}%, {ended}",
+        markup=False,
+    )
+    console.print("  ".join(f"{state} {summary.counts.get(state, 0)}" for state in STATE_NAMES))
+    table = Table("id", "state", "progress", "version", "attempts")
+    for task in tasks:
+        attempts = f"{task.attempts}/{task.max_attempts}"
+        table.add_row(
+            Text(task.id), task.state.value, f"{task.progress}%", str(task.version), attempts
+        )
+    console.print(table)
+    if summary.members > len(tasks):
+        console.print(f"showing {len(tasks)} of {summary.members} members: raise --limit for more")
 
 
 @cli.command()

@@ -1,4 +1,4 @@
-"""The status server: a JSON API, task streams, metrics and the page (Starlette)."""
+"""The status server: a JSON API, task and group streams, metrics and the pages (Starlette)."""
 
 from __future__ import annotations
 
@@ -26,21 +26,30 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
 from .._book import AsyncBook
-from .._models import to_wire
+from .._checks import require_limit
+from .._models import AsyncTask, GroupSummary, to_wire
 from .._reasons import Reason
 from .._watch import task_summary
 from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError, invalid
 from ._auth import TokenAuth, check_token
 from ._bodies import cross_site, read_json_object, refuse_cross_site
 from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, cancel_reason
-from ._feed import ChangeFeed, LocalChangeFeed
+from ._feed import Change, ChangeFeed, LocalChangeFeed
+from ._groups import GROUP_MEMBERS, GroupHub, GroupWatcher, UnknownGroupError
 from ._hosts import HostCheck, allowed_host_names
-from ._hub import Batch, Hub
+from ._hub import Batch, Hub, Watcher
 from ._login import LoginThrottle, Sessions, login_routes
 from ._metrics import render_metrics, sweep_lateness
 from ._openapi import openapi_schema
 from ._pages import read_page
-from ._paths import raw_path, split_task_path, tasks_remainder
+from ._paths import (
+    group_page_remainder,
+    groups_remainder,
+    raw_path,
+    split_group_path,
+    split_task_path,
+    tasks_remainder,
+)
 from ._responses import error_response
 from ._sse import format_comment, format_event, parse_count, parse_cursor
 
@@ -50,6 +59,7 @@ KEEPALIVE_SECONDS = 15.0
 BOOK_THREADS = 4
 OPEN_PATHS = frozenset({"/metrics", "/login", "/logout"})
 PAGE_PATHS = frozenset({"/", "/task"})
+PAGE_PREFIXES = ("/groups/",)
 _UNAVAILABLE = (BookUnavailableError, ConnectionError, TimeoutError)
 _STATUS_OF_CODE = {"conflict": 409, "unavailable": 503, "damaged": 500}
 """HTTP status by error code; any other code is bad input (400)."""
@@ -58,6 +68,8 @@ _STATUS_OF_CODE = {"conflict": 409, "unavailable": 503, "damaged": 500}
 def _book_error(error: AsyncBookError) -> JSONResponse:
     if isinstance(error, UnknownTaskError):
         return error_response(404, "not-found", f"no task {error.task_id!r}", "taskId")
+    if isinstance(error, UnknownGroupError):
+        return error_response(404, "not-found", f"no group {error.group_id!r}", "groupId")
     if isinstance(error, BookUnavailableError):
         return error_response(503, "unavailable", f"the book is unreachable: {error}")
     status = _STATUS_OF_CODE.get(error.code, 400)
@@ -113,9 +125,11 @@ class StatusApp:
         keepalive: float,
         threads: BookThreads,
         signin: bool = False,
+        groups: GroupHub | None = None,
     ):
         self.book = book
         self.hub = hub
+        self.groups = groups if groups is not None else GroupHub(book, run_sync=threads)
         self.keepalive = keepalive
         self.call = threads
         self.signin = signin
@@ -127,6 +141,12 @@ class StatusApp:
             ("stream", "GET"): self.stream,
             ("delivery", "POST"): self.deliver,
             ("cancel", "POST"): self.cancel,
+        }
+        self.group_handlers: dict[
+            tuple[str | None, str], Callable[[Request, str], Awaitable[Response]]
+        ] = {
+            (None, "GET"): self.get_group,
+            ("stream", "GET"): self.group_stream,
         }
 
     async def list_tasks(self, request: Request) -> Response:
@@ -145,16 +165,32 @@ class StatusApp:
     async def task_route(self, request: Request) -> Response:
         query_id = request.query_params.get("id")
         task_id, suffix = split_task_path(raw_path(request.scope), query_id)
-        method = "GET" if request.method == "HEAD" else request.method
-        handler = self.task_handlers.get((suffix, method))
-        if handler is None:
-            allowed = ", ".join(m for (s, m) in self.task_handlers if s == suffix)
-            response = error_response(
-                405, "method-not-allowed", f"{request.method} is not allowed here; use {allowed}"
-            )
-            response.headers["Allow"] = allowed
-            return response
-        return await handler(request, task_id)
+        return await _dispatch(self.task_handlers, request, task_id, suffix)
+
+    async def group_route(self, request: Request) -> Response:
+        query_id = request.query_params.get("id")
+        group_id, suffix = split_group_path(raw_path(request.scope), query_id)
+        return await _dispatch(self.group_handlers, request, group_id, suffix)
+
+    async def get_group(self, request: Request, group_id: str) -> Response:
+        limit_text = request.query_params.get("limit")
+        limit = GROUP_MEMBERS
+        if limit_text not in (None, ""):
+            limit = require_limit(parse_count(limit_text, "limit"))
+        summary, tasks = await self.call(_group_detail, self.book, group_id, limit)
+        if summary is None:
+            raise UnknownGroupError(group_id)
+        return JSONResponse({**to_wire(summary), "tasks": [task_summary(t) for t in tasks]})
+
+    async def group_stream(self, request: Request, group_id: str) -> Response:
+        watcher = self.groups.watch(group_id)
+        first = await watcher.queue.get()
+        if isinstance(first, BaseException):
+            self.groups.unwatch(watcher)
+            if isinstance(first, AsyncBookError):
+                return _book_error(first)
+            return error_response(503, "unavailable", f"the book is unreachable: {first}")
+        return _sse(self._pump(first, watcher))
 
     async def get_task(self, request: Request, task_id: str) -> Response:
         task = await self.call(self.book.get, task_id)
@@ -225,28 +261,31 @@ class StatusApp:
             if isinstance(first, AsyncBookError):
                 return _book_error(first)
             return error_response(503, "unavailable", f"the book is unreachable: {first}")
+        return _sse(self._pump(first, watcher))
 
-        async def body() -> AsyncIterator[bytes]:
-            batch: Batch | BaseException = first
-            try:
-                yield b"retry: 1000\n\n"
-                while True:
-                    if isinstance(batch, BaseException):
-                        error = {"code": "stream-ended", "message": str(batch)}
-                        yield format_event("stream-error", error)
-                        return
-                    yield batch.payload
-                    if batch.end:
-                        return
-                    try:
-                        batch = await asyncio.wait_for(watcher.queue.get(), self.keepalive)
-                    except TimeoutError:
-                        yield format_comment("keepalive")
-                        batch = Batch(payload=b"", end=False)
-            finally:
+    async def _pump(self, first: Batch, watcher: Watcher | GroupWatcher) -> AsyncIterator[bytes]:
+        """A stream's body: the watcher's batches as they come, a comment while quiet."""
+        batch: Batch | BaseException = first
+        try:
+            yield b"retry: 1000\n\n"
+            while True:
+                if isinstance(batch, BaseException):
+                    error = {"code": "stream-ended", "message": str(batch)}
+                    yield format_event("stream-error", error)
+                    return
+                yield batch.payload
+                if batch.end:
+                    return
+                try:
+                    batch = await asyncio.wait_for(watcher.queue.get(), self.keepalive)
+                except TimeoutError:
+                    yield format_comment("keepalive")
+                    batch = Batch(payload=b"", end=False)
+        finally:
+            if isinstance(watcher, GroupWatcher):
+                self.groups.unwatch(watcher)
+            else:
                 self.hub.unwatch(watcher)
-
-        return _sse(body())
 
     async def changes(self, request: Request) -> Response:
         queue = self.hub.follow()
@@ -280,6 +319,8 @@ class StatusApp:
             watchers=self.hub.watcher_count,
             lookups=self.hub.lookups,
             feed_resets=self.hub.resets,
+            group_watchers=self.groups.watcher_count,
+            group_lookups=self.groups.lookups,
         )
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
@@ -288,6 +329,19 @@ class StatusApp:
 
     async def page(self, request: Request) -> Response:
         name = "index.html" if request.url.path == "/" else "task.html"
+        return await self._page(name)
+
+    async def group_page(self, request: Request) -> Response:
+        """``/groups/<id>``: the page reads the id from its own URL."""
+        if request.method not in ("GET", "HEAD"):
+            response = error_response(
+                405, "method-not-allowed", f"{request.method} is not allowed here; use GET, HEAD"
+            )
+            response.headers["Allow"] = "GET, HEAD"
+            return response
+        return await self._page("group.html")
+
+    async def _page(self, name: str) -> Response:
         text = await self.call(read_page, name)
         if self.signin:
             text = text.replace(_SIGN_OUT_HIDDEN, _SIGN_OUT_SHOWN)
@@ -300,6 +354,35 @@ _SIGN_OUT_HIDDEN = '<form id="signout" method="post" action="/logout" hidden>'
 _SIGN_OUT_SHOWN = '<form id="signout" method="post" action="/logout">'
 _TOKEN_FIELD_HIDDEN = '<p id="cancel-token-field" hidden>'
 _TOKEN_FIELD_SHOWN = '<p id="cancel-token-field">'
+
+
+async def _dispatch(
+    handlers: dict[tuple[str | None, str], Callable[[Request, str], Awaitable[Response]]],
+    request: Request,
+    item_id: str,
+    suffix: str | None,
+) -> Response:
+    """The handler for ``(suffix, method)``, or 405 naming the methods there are."""
+    method = "GET" if request.method == "HEAD" else request.method
+    handler = handlers.get((suffix, method))
+    if handler is None:
+        allowed = ", ".join(m for (s, m) in handlers if s == suffix)
+        response = error_response(
+            405, "method-not-allowed", f"{request.method} is not allowed here; use {allowed}"
+        )
+        response.headers["Allow"] = allowed
+        return response
+    return await handler(request, item_id)
+
+
+def _group_detail(
+    book: AsyncBook, group_id: str, limit: int
+) -> tuple[GroupSummary | None, list[AsyncTask]]:
+    """The group's summary and its first ``limit`` members (none when it is unknown)."""
+    summary = book.group(group_id)
+    if summary is None:
+        return None, []
+    return summary, book.group_members(group_id, limit)
 
 
 def _utf8_header(request: Request, name: bytes, field: str) -> str | None:
@@ -318,14 +401,20 @@ class TaskRoute(BaseRoute):
 
     Starlette's path patterns match the decoded path and stop at a newline; the id must
     be found the same way it is read, or ``/api/ta%73ks/ID`` would read another id.
+    ``remainder`` says which prefix (tasks, groups, the group page) the route takes.
     """
 
-    def __init__(self, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
+    def __init__(
+        self,
+        endpoint: Callable[[Request], Awaitable[Response]],
+        remainder: Callable[[bytes], str | None] = tasks_remainder,
+    ) -> None:
         self.endpoint = endpoint
+        self.remainder = remainder
         self.app = request_response(endpoint)
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope["type"] == "http" and tasks_remainder(raw_path(scope)) is not None:
+        if scope["type"] == "http" and self.remainder(raw_path(scope)) is not None:
             return Match.FULL, {"endpoint": self.endpoint, "path_params": {}}
         return Match.NONE, {}
 
@@ -360,15 +449,25 @@ def create_app(
     feed = feed if feed is not None else LocalChangeFeed()
     threads = BookThreads()
     hub = Hub(book, run_sync=threads)
-    status = StatusApp(book, hub, keepalive, threads, signin=bool(token))
+    groups = GroupHub(book, run_sync=threads)
+    status = StatusApp(book, hub, keepalive, threads, signin=bool(token), groups=groups)
+
+    def on_change(change: Change) -> None:
+        hub.on_change(change)
+        groups.on_change(change)
+
+    def on_reset() -> None:
+        hub.on_reset()
+        groups.on_reset()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        listener = asyncio.get_running_loop().create_task(feed.listen(hub.on_change, hub.on_reset))
+        listener = asyncio.get_running_loop().create_task(feed.listen(on_change, on_reset))
         try:
             yield
         finally:
             await hub.close()
+            await groups.close()
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
@@ -379,6 +478,8 @@ def create_app(
         Route("/api/tasks", status.list_tasks),
         Route("/api/changes", status.changes),
         TaskRoute(status.task_route),
+        TaskRoute(status.group_route, groups_remainder),
+        TaskRoute(status.group_page, group_page_remainder),
         Route("/metrics", status.metrics),
         Route("/openapi.json", status.openapi),
         Mount("/static", StaticFiles(packages=[("asyncbook.web", "static")]), name="static"),
@@ -396,12 +497,19 @@ def create_app(
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     app.state.book = book
     app.state.hub = hub
+    app.state.groups = groups
     app.state.feed = feed
     app.state.allowed_hosts = hosts
     app.state.login_throttle = throttle
     # Added innermost first: HostCheck sees every request, then the session, then the token.
     if token:
-        app.add_middleware(TokenAuth, token=token, open_paths=OPEN_PATHS, page_paths=PAGE_PATHS)
+        app.add_middleware(
+            TokenAuth,
+            token=token,
+            open_paths=OPEN_PATHS,
+            page_paths=PAGE_PATHS,
+            page_prefixes=PAGE_PREFIXES,
+        )
         app.add_middleware(Sessions, token=token)
     app.add_middleware(HostCheck, allowed_hosts=hosts)
     return app

@@ -117,11 +117,13 @@ class TokenAuth:
         token: str,
         open_paths: frozenset[str],
         page_paths: frozenset[str] = frozenset(),
+        page_prefixes: tuple[str, ...] = (),
     ) -> None:
         self.app = app
         self.token = token
         self.open_paths = open_paths
         self.page_paths = page_paths
+        self.page_prefixes = page_prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -134,7 +136,7 @@ class TokenAuth:
         if allowed:
             await self.app(scope, receive, send)
             return
-        if path in self.page_paths:
+        if path in self.page_paths or path.startswith(self.page_prefixes):
             await _redirect_to_login(scope, send)
             return
         body = json.dumps({"code": "unauthorized", "message": "a valid bearer token is required"})
@@ -152,8 +154,13 @@ class TokenAuth:
 
 
 async def _redirect_to_login(scope: Scope, send: Send) -> None:
-    """303 to the sign-in form, with ``next`` naming this page unless it is ``/``."""
-    page = scope["path"]
+    """303 to the sign-in form, with ``next`` naming this page unless it is ``/``.
+
+    The page is named as the client sent it (still percent-encoded), so a group page's
+    id (``/groups/a%2Fb``) comes back the same.
+    """
+    raw = scope.get("raw_path")
+    page = bytes(raw).split(b"?", 1)[0].decode("latin-1") if raw else scope["path"]
     if scope.get("query_string"):
         page += "?" + scope["query_string"].decode("latin-1")
     location = "/login" if page == "/" else "/login?" + urlencode({"next": page})

@@ -44,6 +44,8 @@ def render_metrics(
     watchers: int,
     lookups: int,
     feed_resets: int = 0,
+    group_watchers: int = 0,
+    group_lookups: int = 0,
 ) -> str:
     """The exposition text (Prometheus format 0.0.4)."""
     reasons = {r: n for r, n in answers.items() if r != DUPLICATE_CALLBACK}
@@ -85,6 +87,15 @@ def render_metrics(
         "counter",
         "Book lookups made to feed task streams.",
         [("", lookups)],
+    )
+    family(
+        "asyncbook_group_stream_watchers", "gauge", "Open group streams.", [("", group_watchers)]
+    )
+    family(
+        "asyncbook_group_stream_lookups_total",
+        "counter",
+        "Rounds of book lookups made to feed group streams (changed members, then counters).",
+        [("", group_lookups)],
     )
     family(
         "asyncbook_change_feed_connects_total",

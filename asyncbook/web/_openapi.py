@@ -5,10 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from .._checks import MAX_PAGE
-from .._models import STATE_NAMES, AsyncTask, CallbackResult, DeliveryResult, ResumeResult
+from .._models import (
+    STATE_NAMES,
+    AsyncTask,
+    CallbackResult,
+    DeliveryResult,
+    GroupSummary,
+    ResumeResult,
+)
 from .._reasons import Reason
 from .._version import __version__
 from ._cancel import CANCEL_BODY_LIMIT, MAX_REASON
+from ._groups import GROUP_MEMBERS
 from ._login import LOGIN_BODY_LIMIT
 from ._sse import MAX_CURSOR
 
@@ -35,11 +43,21 @@ _TASK_ID = {
     "description": "The task id, percent-encoded (``/`` as ``%2F``).",
     "schema": {"type": "string"},
 }
+_GROUP_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": (
+        "The group id, percent-encoded like a task id (``/`` as ``%2F``; ``.`` and ``..`` "
+        "in the query after an empty segment: ``/api/groups//stream?id=..``)."
+    ),
+    "schema": {"type": "string"},
+}
 
 
 def _components() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in (AsyncTask, ResumeResult, DeliveryResult, CallbackResult):
+    for model in (AsyncTask, ResumeResult, DeliveryResult, CallbackResult, GroupSummary):
         schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
@@ -80,6 +98,25 @@ def _components() -> dict[str, Any]:
                 ),
             }
         },
+    }
+    schemas["GroupDetail"] = {
+        "allOf": [
+            _ref("GroupSummary"),
+            {
+                "type": "object",
+                "required": ["tasks"],
+                "properties": {
+                    "tasks": {
+                        "type": "array",
+                        "items": _ref("AsyncTask"),
+                        "description": (
+                            "The first members in creation order (`limit` of them at most), "
+                            "without history; `members` counts them all."
+                        ),
+                    }
+                },
+            },
+        ]
     }
     schemas["TaskPage"] = {
         "type": "object",
@@ -251,6 +288,60 @@ def openapi_schema() -> dict[str, Any]:
                             _ref("Error"), f"A body larger than {CANCEL_BODY_LIMIT} bytes"
                         ),
                         "415": _json(_ref("Error"), "A body that is not sent as JSON"),
+                    },
+                }
+            },
+            "/api/groups/{id}": {
+                "get": {
+                    "summary": "A group: counts by state, mean progress, and its first members",
+                    "description": (
+                        "The group's counters (one O(1) lookup) and its first `limit` members "
+                        "in creation order, without history. `total` is absent until the "
+                        "group's size is declared; `ended` once every declared member ended."
+                    ),
+                    "parameters": [
+                        _GROUP_ID,
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "description": "How many members to list.",
+                            "schema": {
+                                "type": "integer",
+                                "minimum": 1,
+                                "maximum": MAX_PAGE,
+                                "default": GROUP_MEMBERS,
+                            },
+                        },
+                    ],
+                    "responses": {
+                        "200": _json(_ref("GroupDetail"), "The group"),
+                        "400": _json(_ref("Error"), "A bad id (field `groupId`) or `limit`"),
+                        "401": _UNAUTHORIZED,
+                        "404": _json(_ref("Error"), "No such group; code `not-found`"),
+                    },
+                }
+            },
+            "/api/groups/{id}/stream": {
+                "get": {
+                    "summary": "Server-sent events: group, member, resync and end",
+                    "description": (
+                        "First a `group` event (the GroupSummary). Then, whenever members "
+                        "change, a `member` event per changed member (the task without "
+                        "history; its `id:` is the member's version) followed by a `group` "
+                        "event; bursts are coalesced, so a member may skip versions. "
+                        "`resync` (data `{}`) says changes may have been missed (the server's "
+                        "change feed reconnected): reload the members. `end` (data "
+                        "`{groupId, total, counts}`) follows the summary once the group has "
+                        "ended, and closes the stream. There is no resume: a reconnect "
+                        "(Last-Event-ID is ignored) starts over with the summary. A group "
+                        "that is not sealed never ends."
+                    ),
+                    "parameters": [_GROUP_ID],
+                    "responses": {
+                        "200": sse,
+                        "400": _ERROR,
+                        "401": _UNAUTHORIZED,
+                        "404": _json(_ref("Error"), "No such group; code `not-found`"),
                     },
                 }
             },

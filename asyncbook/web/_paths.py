@@ -14,6 +14,9 @@ Clients remove ``.`` and ``..`` segments from a URL before sending it, so those 
 are written ``%2E`` and ``%2E%2E``. Browsers remove those too (the WHATWG URL standard
 counts ``%2E`` as a dot), so for them the id may travel in the query instead, after an
 empty id segment: ``/api/tasks//stream?id=..`` (the page does so).
+
+Group URLs (``/api/groups/<id>[/stream]``, and the page ``/groups/<id>``) are split the
+same way: a group id may hold anything a task id may.
 """
 
 from __future__ import annotations
@@ -25,9 +28,16 @@ from starlette.types import Scope
 from ..errors import invalid
 
 __all__ = [
+    "GROUPS_PREFIX",
+    "GROUP_PAGE_PREFIX",
+    "GROUP_SUFFIXES",
     "SUFFIXES",
     "TASKS_PREFIX",
+    "group_page_remainder",
+    "group_path",
+    "groups_remainder",
     "raw_path",
+    "split_group_path",
     "split_task_path",
     "task_path",
     "tasks_remainder",
@@ -35,7 +45,12 @@ __all__ = [
 
 TASKS_PREFIX = "/api/tasks/"
 SUFFIXES = frozenset({"events", "stream", "delivery", "cancel"})
+GROUPS_PREFIX = "/api/groups/"
+GROUP_SUFFIXES = frozenset({"stream"})
+GROUP_PAGE_PREFIX = "/groups/"
 _PREFIX_SEGMENTS = ["", "api", "tasks"]
+_GROUP_SEGMENTS = ["", "api", "groups"]
+_GROUP_PAGE_SEGMENTS = ["", "groups"]
 _DOT_SEGMENTS = {".": "%2E", "..": "%2E%2E"}
 
 
@@ -47,21 +62,49 @@ def raw_path(scope: Scope) -> bytes:
     return bytes(raw).split(b"?", 1)[0]
 
 
-def tasks_remainder(path: bytes) -> str | None:
-    """The raw text after ``/api/tasks/``, or None when ``path`` is not under it."""
-    parts = path.split(b"?", 1)[0].decode("latin-1").split("/", len(_PREFIX_SEGMENTS))
-    if len(parts) <= len(_PREFIX_SEGMENTS):
+def _remainder(path: bytes, segments: list[str]) -> str | None:
+    """The raw text after the prefix ``segments``, or None when ``path`` is not under it."""
+    parts = path.split(b"?", 1)[0].decode("latin-1").split("/", len(segments))
+    if len(parts) <= len(segments):
         return None
-    if [unquote(part) for part in parts[:-1]] != _PREFIX_SEGMENTS:
+    if [unquote(part) for part in parts[:-1]] != segments:
         return None
     return parts[-1]
 
 
-def _decode(raw: str) -> str:
+def tasks_remainder(path: bytes) -> str | None:
+    """The raw text after ``/api/tasks/``, or None when ``path`` is not under it."""
+    return _remainder(path, _PREFIX_SEGMENTS)
+
+
+def groups_remainder(path: bytes) -> str | None:
+    """The raw text after ``/api/groups/``, or None when ``path`` is not under it."""
+    return _remainder(path, _GROUP_SEGMENTS)
+
+
+def group_page_remainder(path: bytes) -> str | None:
+    """The raw text after ``/groups/`` (the group page), or None when not under it."""
+    return _remainder(path, _GROUP_PAGE_SEGMENTS)
+
+
+def _decode(raw: str, what: str, field: str) -> str:
     try:
         return unquote_to_bytes(raw).decode("utf-8")
     except UnicodeDecodeError:
-        raise invalid("task id must be UTF-8 once percent-decoded", field="taskId") from None
+        raise invalid(f"{what} id must be UTF-8 once percent-decoded", field=field) from None
+
+
+def _split(
+    rest: str, suffixes: frozenset[str], query_id: str | None, what: str, field: str
+) -> tuple[str, str | None]:
+    parts = rest.split("/")
+    suffix = None
+    if len(parts) > 1 and parts[-1] in suffixes:
+        suffix = parts.pop()
+    found = "/".join(_decode(part, what, field) for part in parts) or query_id or ""
+    if not found:
+        raise invalid(f"{what} id must not be empty", field=field)
+    return found, suffix
 
 
 def split_task_path(path: bytes, query_id: str | None = None) -> tuple[str, str | None]:
@@ -72,18 +115,31 @@ def split_task_path(path: bytes, query_id: str | None = None) -> tuple[str, str 
     rest = tasks_remainder(path)
     if rest is None:
         raise invalid("not a task URL: expected /api/tasks/<id>", field="taskId")
-    parts = rest.split("/")
-    suffix = None
-    if len(parts) > 1 and parts[-1] in SUFFIXES:
-        suffix = parts.pop()
-    task_id = "/".join(_decode(part) for part in parts) or query_id or ""
-    if not task_id:
-        raise invalid("task id must not be empty", field="taskId")
-    return task_id, suffix
+    return _split(rest, SUFFIXES, query_id, "task", "taskId")
+
+
+def split_group_path(path: bytes, query_id: str | None = None) -> tuple[str, str | None]:
+    """``(group id, suffix or None)`` from the raw request path under ``/api/groups/``.
+
+    An empty id segment means the id is ``query_id``, as for tasks.
+    """
+    rest = groups_remainder(path)
+    if rest is None:
+        raise invalid("not a group URL: expected /api/groups/<id>", field="groupId")
+    return _split(rest, GROUP_SUFFIXES, query_id, "group", "groupId")
+
+
+def _path(prefix: str, item_id: str, suffix: str | None) -> str:
+    segment = quote(item_id, safe="")
+    path = prefix + _DOT_SEGMENTS.get(segment, segment)
+    return f"{path}/{suffix}" if suffix else path
 
 
 def task_path(task_id: str, suffix: str | None = None) -> str:
     """The URL path for a task (and one of its suffixes), id percent-encoded."""
-    segment = quote(task_id, safe="")
-    path = TASKS_PREFIX + _DOT_SEGMENTS.get(segment, segment)
-    return f"{path}/{suffix}" if suffix else path
+    return _path(TASKS_PREFIX, task_id, suffix)
+
+
+def group_path(group_id: str, suffix: str | None = None) -> str:
+    """The URL path for a group (and its stream), id percent-encoded."""
+    return _path(GROUPS_PREFIX, group_id, suffix)

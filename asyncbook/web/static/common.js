@@ -25,12 +25,16 @@ function setBar(outer, progress) {
 function stateBadge(state) {
   return el("span", { class: "state " + state, "data-state": state }, state);
 }
-function taskUrl(id, suffix) {
+function itemUrl(prefix, id, suffix) {
   const tail = suffix ? "/" + suffix : "";
   // A browser drops "." and ".." path segments, even as %2E: those ids go in the query.
-  if (id === "." || id === "..") return "/api/tasks/" + tail + "?id=" + id;
-  return "/api/tasks/" + encodeURIComponent(id) + tail;
+  if (id === "." || id === "..") return prefix + tail + "?id=" + id;
+  return prefix + encodeURIComponent(id) + tail;
 }
+function taskUrl(id, suffix) { return itemUrl("/api/tasks/", id, suffix); }
+function groupUrl(id, suffix) { return itemUrl("/api/groups/", id, suffix); }
+function taskPageUrl(id) { return "/task?id=" + encodeURIComponent(id); }
+function groupPageUrl(id) { return itemUrl("/groups/", id); }
 function formatTime(ms) {
   // A Date holds ±8.64e15 ms; past that (a far deadline) show the number itself.
   const date = new Date(ms);
