@@ -8,10 +8,11 @@
 | ``task_success`` | succeed (resultRef, resultHash), in the book before the ack |
 | ``task_retry`` | fail, retryable (written before the retry is republished) |
 | ``task_failure`` | fail, not retryable (once per execution) |
-| ``task_revoked`` | expire when expired, else fail "revoked" |
+| ``task_revoked`` | expire when expired, else cancel ("revoked" or "terminated") |
 
-Every event carries a callback id from the task id, the signal and ``request.retries``,
-so a redelivered message changes nothing twice.
+Every event carries a callback id from the task id, the signal and ``request.retries``
+(start and progress also a nonce of the execution), so a redelivered message changes
+nothing twice, and a message run again after a stall starts a new attempt.
 
 Settings, sinks and the ``asyncbook_result_ref`` callable are read when first needed,
 not at ``install``: an app may be configured after ``install``, and a sink may be defined
