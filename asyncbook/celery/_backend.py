@@ -23,6 +23,7 @@ buffers their starts; unset, ``asyncbook_redis_url`` is the backend's Redis.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from importlib import resources
@@ -46,9 +47,14 @@ __all__ = ["AsyncBookBackend", "TaskEndedInBook", "TaskExpired"]
 
 logger = logging.getLogger("asyncbook.celery")
 
-_META_SOURCE = (resources.files("asyncbook.redis") / "lua" / "celery_meta.lua").read_text(
-    encoding="utf-8"
-)
+
+@functools.cache
+def _meta_source() -> str:
+    """celery_meta.lua, read on first use (importing the module reads no file)."""
+    return (resources.files("asyncbook.redis") / "lua" / "celery_meta.lua").read_text(
+        encoding="utf-8"
+    )
+
 
 # Celery state -> (the signal whose callback id the end carries, book states whose meta
 # the backend writes instead of Celery's).
@@ -156,7 +162,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
                     return known
             fused: tuple[RedisBook, BookScript] | None = None
             if isinstance(book, RedisBook) and _same_redis(book.client, self.client):
-                fused = (book, book.extra_script(_META_SOURCE))
+                fused = (book, book.extra_script(_meta_source()))
             else:
                 logger.warning(
                     "asyncbook: the book is not on the result backend's Redis (set "
