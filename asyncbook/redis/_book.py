@@ -292,9 +292,7 @@ class RedisBook:
                 group_id_json="" if group is None else _dumps(group, "groupId"),
             ).argv(),
         )
-        status = _text(reply[0])
-        if status == ScriptStatus.DAMAGED:
-            raise DamagedRecordError(id, _text(reply[1]))
+        status = _status_of(id, reply)
         if status == ScriptStatus.CONFLICT:
             raise task_exists(id)
         if status == ScriptStatus.EXISTS:
@@ -362,11 +360,7 @@ class RedisBook:
     def _apply_result(
         task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
     ) -> CallbackResult:
-        status = _text(reply[0])
-        if status == ScriptStatus.UNKNOWN:
-            raise UnknownTaskError(task_id)
-        if status == ScriptStatus.DAMAGED:
-            raise DamagedRecordError(task_id, _text(reply[1]))
+        status = _status_of(task_id, reply)
         if status == ScriptStatus.SHAPE:
             assert shape_error is not None
             raise shape_error
@@ -578,11 +572,7 @@ class RedisBook:
                 with_full_task=full_task,
             ).argv(),
         )
-        mode = _text(reply[0])
-        if mode == ScriptStatus.UNKNOWN:
-            raise UnknownTaskError(task_id)
-        if mode == ScriptStatus.DAMAGED:
-            raise DamagedRecordError(task_id, _text(reply[1]))
+        mode = _status_of(task_id, reply)
         task = AsyncTask.model_validate_json(reply[1])
         events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
         return ResumeResult(mode=mode, events=events, task=task)
@@ -603,11 +593,7 @@ class RedisBook:
                 retention_ms=self._retention_ms,
             ).argv(),
         )
-        status = _text(reply[0])
-        if status == ScriptStatus.UNKNOWN:
-            raise UnknownTaskError(task_id)
-        if status == ScriptStatus.DAMAGED:
-            raise DamagedRecordError(task_id, _text(reply[1]))
+        status = _status_of(task_id, reply)
         if status == Reason.NOT_SUCCEEDED:
             return DeliveryResult(ok=False, duplicate=False, reason=Reason.NOT_SUCCEEDED)
         receipt = DeliveryReceipt.model_validate_json(reply[1])
@@ -945,6 +931,16 @@ def _entry_notification(fields: dict[bytes | str, bytes | str]) -> Notification:
         state=AsyncState(values["state"]),
         at_ms=json.loads(values["atMs"]),
     )
+
+
+def _status_of(task_id: str, reply: Sequence[Any]) -> str:
+    """A script's status (its first element); an unknown or damaged task raises here."""
+    status = _text(reply[0])
+    if status == ScriptStatus.UNKNOWN:
+        raise UnknownTaskError(task_id)
+    if status == ScriptStatus.DAMAGED:
+        raise DamagedRecordError(task_id, _text(reply[1]))
+    return status
 
 
 def _script_error(error: ResponseError) -> bool:
