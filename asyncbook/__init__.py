@@ -1,6 +1,6 @@
 """asyncbook: a durable, exact lifecycle in Redis for long-running Celery tasks."""
 
-from ._book import ApplyItem, AsyncBook, EventInput
+from ._book import ApplyItem, AsyncBook, CreateSpec, EventInput
 from ._delivery import DeliveryReport, deliver_notifications, notification_source
 from ._machine import apply_async_event, create_async_task, expire_task
 from ._memory import MemoryBook
@@ -70,6 +70,7 @@ __all__ = [
     "expire_task",
     # books
     "ApplyItem",
+    "CreateSpec",
     "AsyncBook",
     "EventInput",
     "MemoryBook",

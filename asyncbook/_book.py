@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ._jsrules import utf16_key
 from ._models import (
@@ -20,12 +20,32 @@ from ._models import (
 )
 from .errors import AsyncBookError
 
-__all__ = ["ApplyItem", "AsyncBook", "EventInput", "cancel_input", "sort_notifications"]
+__all__ = [
+    "ApplyItem",
+    "AsyncBook",
+    "CreateSpec",
+    "EventInput",
+    "cancel_input",
+    "sort_notifications",
+]
 
 EventInput = AsyncEvent | Mapping[str, Any]
 """An event model, or the same event in wire format (camelCase keys)."""
 ApplyItem = tuple[str, EventInput, str | None]
 """One ``apply`` call: task id, event, callback id."""
+
+
+class CreateSpec(NamedTuple):
+    """One ``create`` call's arguments (``RedisBook.create_many`` takes many)."""
+
+    id: str
+    now_ms: int | float
+    ttl_ms: int | float
+    max_attempts: int
+    exist_ok: bool = False
+    heartbeat_timeout_ms: int | None = None
+    retry_on_stall: bool = False
+    group_id: str | None = None
 
 
 def cancel_input(at_ms: Any, reason: Any) -> EventInput:

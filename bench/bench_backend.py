@@ -12,6 +12,8 @@ median over rounds is reported:
 - untracked through ``asyncbook+redis://`` / untracked through ``redis://`` (>= 1.0);
 - publish rate, tracked / untracked (>= 0.9): the publish phase of each run, before its
   worker starts (the publishing app uses asyncbook's backend for both);
+- create lag: after ``apply_async`` of a tracked task returns, how long until another
+  client finds the task in the book (its create is deferred; "within a few ms");
 - Redis server time per tracked execution (<= 50 us): ``INFO commandstats`` deltas over
   the worker's window, usec summed over the outermost commands the clients sent
   (``EXEC``, ``MULTI``, ``BRPOP``, Celery's guard ``GET``...), divided by ``n``. Redis
@@ -28,6 +30,7 @@ import os
 import re
 import statistics
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -40,10 +43,11 @@ sys.path.insert(0, str(HERE))
 
 import bench_celery  # noqa: E402
 
-LUA = HERE.parent / "asyncbook" / "redis" / "lua"
+LUA = [HERE.parent / "asyncbook" / "redis" / "lua", HERE.parent / "asyncbook" / "celery" / "lua"]
 HARNESS = {"exists", "info"}
-# Queued inside kombu's and Celery's MULTI/EXEC (fetch, ack, result) or the fused one.
-QUEUED = {"evalsha", "zadd", "hset", "zrem", "hdel", "setex", "publish"}
+# Queued inside kombu's and Celery's MULTI/EXEC (fetch, ack, result); asyncbook's one
+# EVALSHA per tracked execution is sent on its own (top level).
+QUEUED = {"zadd", "hset", "zrem", "hdel", "setex", "publish"}
 # kind -> (task, result backend scheme)
 KINDS = {
     "untracked_redis": ("untracked", "redis"),
@@ -56,7 +60,7 @@ Stats = dict[str, tuple[int, int]]
 def lua_inner_commands() -> set[str]:
     """The Redis commands asyncbook's scripts call (counted inside EVALSHA too)."""
     found: set[str] = set()
-    for script in LUA.glob("*.lua"):
+    for script in (path for folder in LUA for path in folder.glob("*.lua")):
         text = script.read_text(encoding="utf-8")
         found |= {name.lower() for name in re.findall(r"redis\.p?call\(\s*['\"](\w+)", text)}
     return found
@@ -101,6 +105,28 @@ class Window:
             if calls > calls0 or name == "(server cpu)":
                 out[name] = (calls - calls0, usec - usec0)
         return out
+
+
+def create_lag(app: Any, url: str, namespace: str, n: int = 300) -> list[float]:
+    """Milliseconds from ``apply_async`` returning to another client seeing the task."""
+    from asyncbook.redis import KeySchema
+
+    keys = KeySchema(namespace)
+    other = redis.Redis.from_url(url)
+    queue = f"lag-{uuid.uuid4().hex[:8]}"
+    task = app.tasks["bench.tracked"]
+    lags: list[float] = []
+    try:
+        for _ in range(n):
+            task_id = task.apply_async(queue=queue).id
+            began = time.perf_counter()
+            while not other.exists(keys.task(task_id)):
+                pass
+            lags.append((time.perf_counter() - began) * 1000)
+    finally:
+        other.delete(queue)
+        other.close()
+    return lags
 
 
 def ratios(a: list[float], b: list[float]) -> list[float]:
@@ -179,6 +205,14 @@ def main() -> None:
         statistics.median(untracked) >= 1.0,
     )
     show("3. publish tracked / untracked", published, ">= 0.9", statistics.median(published) >= 0.9)
+    lags = sorted(create_lag(bench_celery_app.app, args.url, namespace))
+    for key in client.scan_iter(match="{" + namespace + "}:*", count=1000):
+        client.delete(key)
+    p99 = lags[int(len(lags) * 0.99) - 1]
+    print(
+        f"   create lag (another client finds the task after apply_async returns): "
+        f"median {statistics.median(lags):.2f} ms, p99 {p99:.2f} ms, max {lags[-1]:.2f} ms"
+    )
     print()
     print("4. Redis server time per execution (INFO commandstats over the worker window)")
     for kind in names:

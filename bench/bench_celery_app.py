@@ -26,8 +26,9 @@ app.conf.update(
     worker_hijack_root_logger=False,
     asyncbook_redis_url=URL,
     asyncbook_namespace=os.environ.get("BENCH_NAMESPACE", "bench"),
-    asyncbook_flush_delay=float(os.environ.get("BENCH_FLUSH_DELAY", "0.005")),
 )
+if os.environ.get("BENCH_FLUSH_DELAY"):
+    app.conf.asyncbook_flush_delay = float(os.environ["BENCH_FLUSH_DELAY"])
 install(app)
 
 

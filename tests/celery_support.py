@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from asyncbook import ApplyItem, AsyncTask, RedisBook
+from asyncbook import ApplyItem, AsyncBookError, AsyncTask, CreateSpec, RedisBook
 
 
 class CountingBook(RedisBook):
@@ -25,6 +25,10 @@ class CountingBook(RedisBook):
     def create(self, **kwargs: Any) -> AsyncTask:
         self.calls.append("create")
         return super().create(**kwargs)
+
+    def create_many(self, specs: Iterable[CreateSpec]) -> list[AsyncTask | AsyncBookError]:
+        self.calls.append("create")  # one round trip of deferred creates
+        return super().create_many(specs)
 
     def apply(self, *args: Any, **kwargs: Any) -> Any:
         self.calls.append("apply")

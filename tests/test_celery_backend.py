@@ -26,7 +26,7 @@ from celery.contrib.testing.worker import start_worker
 from celery.exceptions import TaskRevokedError
 from celery.result import AsyncResult
 
-from asyncbook import AsyncState, AsyncTask, RedisBook
+from asyncbook import AsyncState, AsyncTask, CreateSpec, RedisBook
 from asyncbook.celery import (
     AsyncBookBackend,
     TaskExpired,
@@ -299,8 +299,9 @@ def test_a_saved_group_restores(app: Celery, book: RedisBook) -> None:
 
 
 def test_one_round_trip_per_tracked_execution(app: Celery, book: RedisBook) -> None:
-    """From prerun to postrun, the worker thread sends one command batch (MULTI/EXEC of
-    EVALSHAs) and the recorder's thread none: the buffered start and progress ride with it."""
+    """From prerun to postrun, the worker thread sends one command (one EVALSHA of
+    execution.lua) and the recorder's thread none: the buffered start and progress ride
+    with it."""
     app.conf.asyncbook_flush_delay = 1.0  # the recorder would wait; the backend does not
     ok = app.tasks["b.ok"]
     sent: list[tuple[str, bytes]] = []
@@ -342,9 +343,8 @@ def test_one_round_trip_per_tracked_execution(app: Celery, book: RedisBook) -> N
     assert [thread for thread, _ in sent].count("asyncbook-recorder") == 0
     assert len(workers) == 1, workers
     (batch,) = workers
-    assert batch.count(b"EVALSHA") == 4  # start, progress, succeed, the meta
-    assert b"MULTI" in batch
-    assert b"EXEC" in batch
+    assert batch.count(b"EVALSHA") == 1  # start, progress, succeed and the meta
+    assert b"MULTI" not in batch
     task = assert_agree(app, book, result.id)
     assert history(task) == ["start", "progress", "succeed"]
 
@@ -505,3 +505,79 @@ def test_a_prefork_worker(tmp_path: Path, namespace: str, acks_late: bool) -> No
             worker.kill()
             worker.wait()
         uninstall(app)
+
+
+# -- deferred creates: apply_async returns before the create is sent; the publishing
+# process still reads its own writes, others see the task a round trip later, and a
+# create that never lands is made by the worker from the message.
+
+
+def lose_creates(app: Celery, monkeypatch: pytest.MonkeyPatch) -> list[CreateSpec]:
+    """The publisher queues its creates and never sends them (as if killed at once)."""
+    integration = installed(app)
+    assert integration is not None
+    creates = integration._deferred_creates()
+    assert creates is not None
+    lost: list[CreateSpec] = []
+    monkeypatch.setattr(creates, "add", lost.append)
+    return lost
+
+
+def test_the_publisher_reads_its_own_deferred_create(app: Celery, book: RedisBook) -> None:
+    published = app.tasks["b.ok"].apply_async((1,), headers={})
+    task = book.get(published.id)  # same process: waits for the queued create
+    assert task is not None
+    assert task.state is AsyncState.QUEUED
+
+
+def test_another_client_sees_the_task_a_moment_later(app: Celery, namespace: str) -> None:
+    other = redis.Redis.from_url(URL)
+    try:
+        keys = RedisBook(other, namespace=namespace).keys
+        published = app.tasks["b.ok"].delay(1)
+        key = keys.task(published.id)
+        began = time.monotonic()
+        wait_for(lambda: other.exists(key), timeout=5, interval=0.001)
+        assert time.monotonic() - began < 5
+    finally:
+        other.close()
+
+
+def test_a_lost_create_is_made_by_the_worker(
+    app: Celery, book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lost = lose_creates(app, monkeypatch)
+    with start_worker(app, perform_ping_check=False):
+        before = time.time() * 1000
+        result = app.tasks["b.ok"].delay(4)
+        after = time.time() * 1000
+        assert result.get(timeout=10) == 4
+    assert [spec.id for spec in lost] == [result.id]
+    task = assert_agree(app, book, result.id)
+    assert history(task) == ["start", "progress", "succeed"]
+    # The deadline the message carries (publish time + ttl 60 s), not the worker's now.
+    assert before + 60_000 - 1 <= task.expires_at_ms <= after + 60_000 + 1
+
+
+def test_a_lost_create_of_a_long_task_is_made_when_its_start_is_sent(
+    app: Celery, book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start is sent before the result (the task outlives flush_delay): the book
+    answers "unknown", the worker creates the task from the message and sends it again."""
+    lose_creates(app, monkeypatch)
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=60, name="b.slow")
+    def slow(self: Any) -> str:
+        deadline = time.monotonic() + 5
+        while book.get(str(self.request.id)) is None:  # the worker created it
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        return "slow"
+
+    with start_worker(app, perform_ping_check=False):
+        result = slow.delay()
+        running = wait_for(lambda: (t := book.get(result.id)) is not None and t, timeout=10)
+        assert result.get(timeout=10) == "slow"
+    task = assert_agree(app, book, result.id)
+    assert history(task) == ["start", "succeed"]
+    assert running.expires_at_ms == task.expires_at_ms

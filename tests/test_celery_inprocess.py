@@ -152,7 +152,7 @@ def test_early_ack_executions_share_background_writes(
         for result in results:
             assert history(wait_terminal(book, result.id)) == ["start", "succeed"]
         calls = book.calls[before:]
-        assert calls.count("create") == 6
+        assert 1 <= calls.count("create") <= 6  # deferred creates may share round trips
         assert 1 <= calls.count("apply_many") <= 3
     finally:
         integration.recorder.flush_delay = 0.005

@@ -74,6 +74,27 @@ def test_buffer_is_flushed_in_the_background() -> None:
     recorder.close()
 
 
+def test_an_event_that_may_ride_waits_its_own_delay() -> None:
+    """Events that may ride with a result (asyncbook's backend takes them) are not sent
+    with an earlier batch; other events are, with the first batch due."""
+    book = FlakyBook(0)
+    for task_id in ("a", "b", "c"):
+        book.create(id=task_id, now_ms=0, ttl_ms=10_000, max_attempts=1)
+    recorder = make(book, flush_delay=0.4)
+    recorder.buffer(start("a"), rides=True)
+    time.sleep(0.3)
+    recorder.buffer(start("b"), rides=True)  # due 0.3 s after a's
+    recorder.buffer(start("c"))  # goes with the first batch
+    deadline = time.monotonic() + 5
+    while not book.batches:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert book.batches[0] == 2  # a and c
+    assert book.get("b").state == "queued"  # type: ignore[union-attr]
+    assert [entry.item[0] for entry in recorder.take("b")] == ["b"]  # still there to take
+    recorder.close()
+
+
 def test_book_down_briefly_loses_nothing(caplog: pytest.LogCaptureFixture) -> None:
     book = FlakyBook(3)
     book.create(id="t", now_ms=0, ttl_ms=100, max_attempts=1)

@@ -5,8 +5,8 @@ this class through the ``celery.result_backends`` entry point; it is Celery's
 ``RedisBackend`` with one change. When an execution of a tracked task ends (SUCCESS,
 FAILURE, RETRY), its events (the buffered start and progress, then the end) and Celery's
 result meta (same key, same encoding, same expiry, same PUBLISH) go to Redis in one
-MULTI/EXEC: one round trip, atomic. Celery's SUCCESS guard (a stored SUCCESS is never
-overwritten) runs inside Redis, after the book's events, in the same transaction.
+script call (``lua/execution.lua``): one round trip, atomic. Celery's SUCCESS guard (a
+stored SUCCESS is never overwritten) runs inside the script, after the book's events.
 
 The book and Celery never disagree. When the book refuses the end (past the deadline, or
 cancelled meanwhile), Celery's meta reads what the book says:
@@ -37,9 +37,8 @@ from redis.cluster import RedisCluster
 
 from .._book import ApplyItem
 from .._models import CallbackResult, FailEvent, SucceedEvent
-from ..errors import AsyncBookError
-from ..redis import RedisBook
-from ..redis._scripts import BookScript
+from ..errors import AsyncBookError, UnknownTaskError
+from ..redis import BookScript, EventOutcome, RedisBook, ScriptedEvents
 from ._integration import Integration, _describe, installed
 from ._tracking import callback_id, is_tracked, now_ms, result_hash
 
@@ -49,9 +48,9 @@ logger = logging.getLogger("asyncbook.celery")
 
 
 @functools.cache
-def _meta_source() -> str:
-    """celery_meta.lua, read on first use (importing the module reads no file)."""
-    return (resources.files("asyncbook.redis") / "lua" / "celery_meta.lua").read_text(
+def _execution_source() -> str:
+    """lua/execution.lua, read on first use (importing the module reads no file)."""
+    return (resources.files("asyncbook.celery") / "lua" / "execution.lua").read_text(
         encoding="utf-8"
     )
 
@@ -93,6 +92,9 @@ _RedisBackend: Any = RedisBackend
 
 class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
     """Celery's Redis result backend whose writes for tracked tasks also write the book."""
+
+    takes_buffered_events = True
+    """An execution's buffered start and progress ride with its result (``Recorder.take``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -162,7 +164,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
                     return known
             fused: tuple[RedisBook, BookScript] | None = None
             if isinstance(book, RedisBook) and _same_redis(book.client, self.client):
-                fused = (book, book.extra_script(_meta_source()))
+                fused = (book, book.events_script(_execution_source()))
             else:
                 logger.warning(
                     "asyncbook: the book is not on the result backend's Redis (set "
@@ -204,33 +206,42 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         request: Any,
         refused: str,
     ) -> None:
-        """The buffered events, the end and the meta: one MULTI/EXEC."""
+        """The buffered events, the end and the meta: one script call."""
         book, script = fused
         task_id = item[0]
         value, expires = self._meta(task_id, encoded, state, traceback, request)
-        keys = [bytes_to_str(self.get_key_for_task(task_id)), book.keys.task(task_id)]
+        meta_key = bytes_to_str(self.get_key_for_task(task_id))
+        args = [value, str(expires), self._guard(task_id), refused]
         recorder = integration.recorder
         taken = recorder.take(task_id)
-        items = [entry.item for entry in taken] + [item]
-        try:
-            results, reply = self.ensure(
-                lambda: book.apply_many_then(
-                    items,
-                    script,
-                    keys,
-                    [value, str(expires), self._guard(task_id), refused],
-                    full_task=False,
-                ),
-                (),
+        events = [(entry.item[1], entry.item[2]) for entry in taken] + [(item[1], item[2])]
+
+        def write() -> ScriptedEvents:
+            return self.ensure(  # type: ignore[no-any-return]
+                lambda: book.apply_in_script(task_id, events, script, meta_key, args), ()
             )
+
+        try:
+            try:
+                answer = write()
+            except UnknownTaskError:
+                # The publisher's create has not landed (or was lost): create it from
+                # this execution's message, then write again.
+                if not integration.create_missing(task_id):
+                    raise
+                answer = write()
+        except UnknownTaskError as error:
+            logger.error("asyncbook: task %s is not in the book: %s", task_id, error)
+            recorder.answer(taken, [error] * len(taken))
+            super()._store_result(task_id, encoded, state, traceback, request)
+            return
         except BaseException:
             recorder.answer(taken, [None] * len(taken))  # the writer sends them later
             raise
-        recorder.answer(taken, results[:-1])
-        _log_refusal(item, results[-1])
-        status, book_state = (bytes_to_str(part) for part in reply)
-        if status == "refused":
-            self._write_verdict(fused, task_id, book_state, request, results[-1])
+        recorder.answer(taken, answer.outcomes[:-1])
+        _log_refusal(item, answer.outcomes[-1])
+        if answer.status == "refused":
+            self._write_verdict(fused, task_id, answer.state, request, answer.outcomes[-1])
 
     def _write_verdict(
         self,
@@ -248,11 +259,10 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             error = TaskExpired(f"task {task_id} ended after its deadline: it expired")
         elif book_state == "cancelled":
             state = states.REVOKED
-            reason = answer.task.error if isinstance(answer, CallbackResult) else None
-            error = TaskRevokedError(reason or "cancelled")
+            error = TaskRevokedError(_error_of(answer) or "cancelled")
         else:
             state = states.FAILURE
-            why = answer.task.error if isinstance(answer, CallbackResult) else None
+            why = _error_of(answer)
             error = TaskEndedInBook(
                 f"task {task_id} had already ended {book_state}" + (f": {why}" if why else "")
             )
@@ -265,9 +275,10 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             return
         book, script = fused
         value, expires = self._meta(task_id, encoded, state, None, request)
-        keys = [bytes_to_str(self.get_key_for_task(task_id)), book.keys.task(task_id)]
+        meta_key = bytes_to_str(self.get_key_for_task(task_id))
         # No guard: the book refused this end, so no SUCCESS it accepted can be stored.
-        self.ensure(lambda: script(keys, [value, str(expires), "none", ""]), ())
+        args = [value, str(expires), "none", ""]
+        self.ensure(lambda: book.apply_in_script(task_id, [], script, meta_key, args), ())
 
     def on_chord_part_return(self, request: Any, state: str, result: Any, **kwargs: Any) -> Any:
         """Celery's chord counting; a member whose end the book refused counts as what the
@@ -298,16 +309,20 @@ def _end_event(
     return FailEvent(at_ms=at, error=text, retryable=state == states.RETRY)
 
 
+def _error_of(answer: Any) -> str | None:
+    if isinstance(answer, CallbackResult):
+        return answer.task.error
+    return answer.error if isinstance(answer, EventOutcome) else None
+
+
 def _log_refusal(item: ApplyItem, answer: Any) -> None:
     if isinstance(answer, AsyncBookError):
         logger.error("asyncbook: task %s refused an event: %s", item[0], answer)
-    elif (
-        isinstance(answer, CallbackResult) and not answer.changed and not answer.duplicate_callback
-    ):
+    elif isinstance(answer, EventOutcome) and not answer.changed and not answer.duplicate_callback:
         logger.warning(
             "asyncbook: task %s refused its %s (%s, state %s)",
             item[0],
             getattr(item[1], "type", "event"),
             answer.reason,
-            answer.task.state.value,
+            answer.state,
         )

@@ -2,8 +2,8 @@
 
 | Celery | book |
 |---|---|
-| publish (client side) | create if absent, deadline = now + ttl or an earlier ``expires`` |
-| ``task_prerun`` | start (worker = hostname), buffered |
+| publish (client side) | create if absent (deferred), deadline = now + ttl or ``expires`` |
+| ``task_prerun`` | start (worker = hostname), buffered; created here if not yet |
 | ``report_progress`` | progress, buffered |
 | ``task_success`` | succeed (resultRef, resultHash), in the book before the ack |
 | ``task_retry`` | fail, retryable (written before the retry is republished) |
@@ -21,6 +21,7 @@ further down the module that calls it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -36,7 +37,7 @@ from celery import Celery, Task, signals
 from celery.app import task as celery_task
 from celery.backends.base import DisabledBackend
 
-from .._book import ApplyItem, AsyncBook
+from .._book import ApplyItem, AsyncBook, CreateSpec
 from .._delivery import (
     DeliveryReport,
     NotificationSource,
@@ -58,7 +59,8 @@ from .._models import (
 from .._sinks import GroupSink, Sink, resolve_sink
 from .._sweep import SweepReport, sweep
 from ..errors import AsyncBookError, UnknownTaskError, invalid
-from ..redis import RedisBook, retry_policy
+from ..redis import EventOutcome, RedisBook, retry_policy
+from ._creates import Creates
 from ._lifecycle import CancelledRing, CancelWatch, Heartbeats, TaskCancelled, add_to_revoked
 from ._recorder import Recorder, retrying
 from ._settings import Settings
@@ -186,6 +188,7 @@ class Integration:
         self._book = book
         self._settings = settings
         self._recorder: Recorder | None = None
+        self._creates: Creates | None = None
         self._result_ref: ResultRef | None = None
         self._sinks: tuple[Sink, ...] | None = None
         self._group_sinks: tuple[GroupSink, ...] | None = None
@@ -204,11 +207,15 @@ class Integration:
         # postrun): report_progress from a thread of the task's own finds its execution.
         self._running: dict[str, list[tuple[str, int]]] = {}
         self._failures: OrderedDict[str, int | str] = OrderedDict()
-        # Per execution: a nonce in its start and progress callback ids, so a redelivered
-        # execution (after a stall) starts a new attempt instead of repeating the old one.
-        self._executions: dict[str, tuple[str, int | None]] = {}
+        # task id -> (nonce, deadline, create) per running execution: a nonce in its start
+        # and progress callback ids (a redelivered execution, after a stall, starts a new
+        # attempt instead of repeating the old one), its task's deadline when known, and
+        # how to create the task from its message.
+        self._executions: dict[str, tuple[str, int | None, Callable[[], object]]] = {}
         # Tasks the book answered "cancelled" for: their next report_progress raises.
         self._cancelled: OrderedDict[str, str | None] = OrderedDict()
+        # Tasks created here because the book did not hold them when their events came.
+        self._recreated: OrderedDict[str, None] = OrderedDict()
         self._heartbeats: Heartbeats | None = None
         self._cancel_watch: CancelWatch | None = None
 
@@ -328,10 +335,29 @@ class Integration:
         return self._heartbeats
 
     def _note_answer(self, item: ApplyItem, result: Any) -> None:
-        """The book's answer to an event this process sent: learn of a cancel."""
-        if isinstance(result, CallbackResult) and result.task.state is AsyncState.CANCELLED:
+        """The book's answer to an event this process sent: learn of a cancel; an event of
+        a running execution whose task the book does not hold yet (its publisher's
+        deferred create had not landed) creates the task and is sent again, once."""
+        task_id = item[0]
+        if isinstance(result, UnknownTaskError):
+            fresh = task_id in self._executions and task_id not in self._recreated
+            if fresh and self.create_missing(task_id):
+                self._recreated[task_id] = None
+                while len(self._recreated) > _REMEMBERED_FAILURES:
+                    self._recreated.popitem(last=False)
+                self.recorder.buffer(
+                    item, deadline_ms=self._deadline_of(task_id), rides=self._results_ride()
+                )
+            return
+        if isinstance(result, CallbackResult):
+            state, error = result.task.state.value, result.task.error
+        elif isinstance(result, EventOutcome):
+            state, error = result.state, result.error
+        else:
+            return
+        if state == AsyncState.CANCELLED.value:
             with self._state_lock:
-                self._cancelled[item[0]] = result.task.error
+                self._cancelled[task_id] = error
                 while len(self._cancelled) > _REMEMBERED_FAILURES:
                     self._cancelled.popitem(last=False)
 
@@ -383,6 +409,7 @@ class Integration:
             routes = _routes(conf.task_routes)
             if any(route is self._router for route in routes):
                 conf.task_routes = tuple(route for route in routes if route is not self._router)
+        self.flush_creates()
         if self._recorder is not None:
             self._recorder.close()
 
@@ -511,9 +538,17 @@ class Integration:
         if given is not None and given < now + ttl:
             ttl = max(1, given - now)
         group = headers.get("group")
-        stored = self._create(task, task_id, now, ttl, group if isinstance(group, str) else None)
-        deadline = now + ttl if stored is None else stored.expires_at_ms
-        headers[CREATED_HEADER] = stored is not None
+        group_id = group if isinstance(group, str) else None
+        creates = self._deferred_creates()
+        if creates is not None:
+            creates.add(self._create_spec(task, task_id, now, ttl, group_id))
+            deadline: int | float = now + ttl
+            created = True
+        else:
+            stored = self._create(task, task_id, now, ttl, group_id)
+            deadline = now + ttl if stored is None else stored.expires_at_ms
+            created = stored is not None
+        headers[CREATED_HEADER] = created
         headers[DEADLINE_HEADER] = deadline
         if headers.get("expires") is None or (given is not None and deadline < given):
             headers["expires"] = iso_time(deadline)
@@ -539,18 +574,24 @@ class Integration:
         self._check_fork()
         with self._state_lock:
             self._running.setdefault(task.name, []).append((task_id, retries))
-        if retries == 0 and not request.get(CREATED_HEADER):
-            self._create_late(
-                task,
-                task_id,
-                request.get(DEADLINE_HEADER),
-                request.get("expires"),
-                request.group if isinstance(request.group, str) else None,
-            )
         deadline = request.get(DEADLINE_HEADER)
+        create = functools.partial(
+            self._create_late,
+            task,
+            task_id,
+            deadline,
+            request.get("expires"),
+            request.group if isinstance(request.group, str) else None,
+        )
+        if retries == 0 and not request.get(CREATED_HEADER):
+            create()
         nonce = uuid.uuid4().hex[:12]
         with self._state_lock:
-            self._executions[task_id] = (nonce, deadline if isinstance(deadline, int) else None)
+            self._executions[task_id] = (
+                nonce,
+                deadline if isinstance(deadline, int) else None,
+                create,
+            )
         if heartbeat_timeout_ms(task, self.settings.heartbeat_timeout_ms) is not None:
             self.heartbeats.add(task_id)
         worker = str(request.hostname or socket.gethostname())
@@ -558,7 +599,19 @@ class Integration:
         self.recorder.buffer(
             (task_id, start, callback_id(task_id, "start", retries, nonce)),
             deadline_ms=self._deadline_of(task_id),
+            rides=self._results_ride(),
         )
+
+    def _results_ride(self) -> bool:
+        """True when asyncbook's result backend writes an execution's buffered events
+        with its result (so they need not be sent before it)."""
+        return bool(getattr(self.app.backend, "takes_buffered_events", False))
+
+    def create_missing(self, task_id: str) -> bool:
+        """Create ``task_id``, running in this process, from its message (the book did not
+        hold it: its publisher's create had not landed, or was lost). True if it did."""
+        execution = self._executions.get(task_id)
+        return execution is not None and execution[2]() is not None
 
     def _deadline_of(self, task_id: str) -> int | None:
         execution = self._executions.get(task_id)
@@ -589,7 +642,7 @@ class Integration:
         deadline: Any,
         expires: Any,
         group: str | None,
-    ) -> None:
+    ) -> AsyncTask | None:
         ttl = ttl_ms(task, self.settings.default_ttl_ms)
         if isinstance(deadline, int) and deadline > ttl:
             now = deadline - ttl
@@ -598,26 +651,55 @@ class Integration:
             given = expires_ms(expires)
             if given is not None and given < now + ttl:
                 ttl = max(1, given - now)
-        self._create(task, task_id, now, ttl, group)
+        return self._create(task, task_id, now, ttl, group)
+
+    def _deferred_creates(self) -> Creates | None:
+        """Where a publish queues its create (a RedisBook with ``defer_creates``), or None
+        (created before the message is sent)."""
+        if not self.settings.defer_creates or not isinstance(self.book, RedisBook):
+            return None
+        creates: Creates = self._once(
+            "_creates",
+            lambda: Creates(
+                self._redis_book,
+                namespace=self._redis_book().namespace,
+                retry_for=self.settings.retry_for,
+            ),
+        )
+        return creates
+
+    def _redis_book(self) -> RedisBook:
+        book = self.book
+        assert isinstance(book, RedisBook)
+        return book
+
+    def flush_creates(self) -> None:
+        """Wait until the creates this process's publishes queued are in the book."""
+        if self._creates is not None:
+            self._creates.flush()
+
+    def _create_spec(
+        self, task: Task[Any, Any], task_id: str, now: int, ttl: int, group: str | None
+    ) -> CreateSpec:
+        return CreateSpec(
+            id=task_id,
+            now_ms=now,
+            ttl_ms=ttl,
+            max_attempts=max_attempts(task),
+            exist_ok=True,
+            heartbeat_timeout_ms=heartbeat_timeout_ms(task, self.settings.heartbeat_timeout_ms),
+            # Only a message that is acknowledged late comes back after its worker died.
+            retry_on_stall=bool(task.acks_late),
+            group_id=group,
+        )
 
     def _create(
         self, task: Task[Any, Any], task_id: str, now: int, ttl: int, group: str | None = None
     ) -> AsyncTask | None:
+        spec = self._create_spec(task, task_id, now, ttl, group)
         try:
             return retrying(
-                lambda: self.book.create(
-                    id=task_id,
-                    now_ms=now,
-                    ttl_ms=ttl,
-                    max_attempts=max_attempts(task),
-                    exist_ok=True,
-                    heartbeat_timeout_ms=heartbeat_timeout_ms(
-                        task, self.settings.heartbeat_timeout_ms
-                    ),
-                    # Only a message that is acknowledged late comes back after its worker died.
-                    retry_on_stall=bool(task.acks_late),
-                    group_id=group,
-                ),
+                lambda: self.book.create(**spec._asdict()),
                 self.settings.retry_for,
                 f"creating task {task_id}",
                 attempt_timeout=2 * self._attempt_timeout,
@@ -659,11 +741,14 @@ class Integration:
         if self._ring is not None and running_id in self._ring:
             # Cancelled in the book since it started: the main process's watch said so.
             raise TaskCancelled(running_id, None)
-        nonce = self._executions.get(running_id, ("", None))[0]
+        own = self._executions.get(running_id)
+        nonce = "" if own is None else own[0]
         event = ProgressEvent(at_ms=now_ms(), progress=percent, cursor=cursor)
         callback = callback_id(running_id, "progress", retries, percent, nonce)
         self.recorder.buffer(
-            (running_id, event, callback), deadline_ms=self._deadline_of(running_id)
+            (running_id, event, callback),
+            deadline_ms=self._deadline_of(running_id),
+            rides=self._results_ride(),
         )
 
     def last_cursor(self, task: Task[Any, Any]) -> str | None:
@@ -681,6 +766,7 @@ class Integration:
         self, task_id: str, reason: str | None = None, *, terminate: bool = False
     ) -> CallbackResult:
         """Cancel in the book now, then revoke in Celery (every worker discards it)."""
+        self.flush_creates()  # a task this process just published is in the book first
         result = self.book.cancel(task_id, reason)
         self.app.control.revoke(task_id, terminate=terminate)
         return result

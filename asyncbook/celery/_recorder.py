@@ -2,10 +2,12 @@
 while it can still count.
 
 One writer thread per process sends the queued events in order, in one round trip
-(``apply_many``) per batch. ``buffer`` queues an event that may wait ``flush_delay`` to
-share that round trip; ``write`` queues events that must be in the book before the
-message is acknowledged (the end of an ``acks_late`` task, a retry before its republish),
-wakes the writer and waits for them, at most ``retry_for`` seconds.
+(``apply_many``) per batch. ``buffer`` queues an event that waits ``flush_delay`` (each
+event its own, counted from when it was queued) to share that round trip, or to be taken
+by the result backend and ride with the execution's result; ``write`` queues events that
+must be in the book before the message is acknowledged (the end of an ``acks_late``
+task, a retry before its republish), wakes the writer and waits for them, at most
+``retry_for`` seconds.
 
 When the book does not answer, nothing is dropped: the writer keeps the events, in
 order, and sends them again with backoff until the book answers (callback ids make a
@@ -32,6 +34,7 @@ from redis.exceptions import RedisError
 from .._book import ApplyItem, AsyncBook, EventInput
 from .._models import CallbackResult
 from ..errors import AsyncBookError, BookUnavailableError
+from ..redis import EventOutcome
 
 __all__ = ["Recorder", "Taken", "retrying"]
 
@@ -89,6 +92,11 @@ def _ends(event: EventInput) -> bool:
     return _kind(event) in ("succeed", "fail")
 
 
+Answer = CallbackResult | EventOutcome | AsyncBookError | None
+"""The book's answer to one event (an ``EventOutcome`` from a scripted write); None when
+it did not answer."""
+
+
 @dataclass(eq=False)
 class _Queued:
     """One event waiting for the writer; ``done`` is set once the book answered for it."""
@@ -96,7 +104,11 @@ class _Queued:
     item: ApplyItem
     deadline_ms: float | None
     done: threading.Event | None = None
-    result: CallbackResult | AsyncBookError | None = field(default=None)
+    result: Answer = field(default=None)
+    rides: bool = False
+    """The result backend may take it to write with the execution's result: it is sent
+    only once its own ``flush_delay`` is over."""
+    queued_at: float = field(default_factory=time.monotonic)
 
 
 Taken = _Queued
@@ -113,8 +125,7 @@ class Recorder:
         flush_delay: float,
         retry_for: float,
         max_held: int = 100_000,
-        on_answer: Callable[[ApplyItem, CallbackResult | AsyncBookError | None], None]
-        | None = None,
+        on_answer: Callable[[ApplyItem, Answer], None] | None = None,
     ) -> None:
         self._book_factory = book
         self.on_answer = on_answer
@@ -152,17 +163,19 @@ class Recorder:
         """Events queued and not yet answered by the book."""
         return len(self._queue)
 
-    def buffer(self, item: ApplyItem, *, deadline_ms: float | None = None) -> None:
+    def buffer(
+        self, item: ApplyItem, *, deadline_ms: float | None = None, rides: bool = False
+    ) -> None:
         """Queue a non-terminal event; it is written within ``flush_delay``.
 
         ``deadline_ms`` (the task's deadline, when known) lets the writer drop the event
-        once the book would refuse it anyway.
+        once the book would refuse it anyway. ``rides``: the result backend may ``take``
+        it to write with the execution's result, so it is not sent with a batch before
+        its own ``flush_delay`` is over (other events go with the first batch due).
         """
-        self._enqueue([_Queued(item, deadline_ms)], urgent=False)
+        self._enqueue([_Queued(item, deadline_ms, rides=rides)], urgent=False)
 
-    def write(
-        self, *items: ApplyItem, deadline_ms: float | None = None
-    ) -> list[CallbackResult | AsyncBookError | None]:
+    def write(self, *items: ApplyItem, deadline_ms: float | None = None) -> list[Answer]:
         """Write everything queued and ``items`` now; the book's answers for ``items``.
 
         Waits at most ``retry_for`` seconds. An answer is None when the book did not
@@ -212,9 +225,7 @@ class Recorder:
                 self._queue = deque(entry for entry in self._queue if entry.item[0] != task_id)
         return taken
 
-    def answer(
-        self, taken: Sequence[Taken], results: Sequence[CallbackResult | AsyncBookError | None]
-    ) -> None:
+    def answer(self, taken: Sequence[Taken], results: Sequence[Answer]) -> None:
         """The book's answers to events ``take`` gave out (None: not written, so they are
         queued again, in order, ahead of the queue)."""
         if all(result is None for result in results):
@@ -283,12 +294,19 @@ class Recorder:
                     self._lock.wait()
                 if not self._queue:
                     return
-            # Let events gather for one round trip, unless a write waits or this is a resend.
-            if self.flush_delay > 0 and not self._stopping and delay == _FIRST_DELAY:
-                self._urgent.wait(self.flush_delay)
+                due_at = self._queue[0].queued_at + self.flush_delay
+            # Events gather for flush_delay after the oldest was queued, unless a write waits
+            # or this is a resend; one that may ride with a result waits its own delay.
+            waiting = self.flush_delay > 0 and not self._stopping and delay == _FIRST_DELAY
+            if waiting:
+                self._urgent.wait(max(0.0, due_at - time.monotonic()))
+            urgent = self._urgent.is_set() or not waiting or self._stopping
             self._urgent.clear()
             with self._lock:
-                batch = list(self._queue)[:_MAX_BATCH]
+                if urgent:
+                    batch = list(self._queue)[:_MAX_BATCH]
+                else:
+                    batch = _due(self._queue, time.monotonic() - self.flush_delay)
             batch = self._without_expired(batch)
             if not batch:
                 continue
@@ -369,7 +387,7 @@ class Recorder:
                     task_id,
                     _kind(event),
                     result.reason,
-                    result.task.state.value,
+                    result.state if isinstance(result, EventOutcome) else result.task.state.value,
                 )
             if self.on_answer is not None:
                 try:
@@ -378,6 +396,23 @@ class Recorder:
                     logger.exception("asyncbook: on_answer failed")
             if entry.done is not None:
                 entry.done.set()
+
+
+def _due(queue: deque[_Queued], queued_by: float) -> list[_Queued]:
+    """What ``queue`` may send now (at most a batch, in order): everything but the events
+    that may ride with a result and were queued after ``queued_by``, and the events of
+    their tasks behind them."""
+    held: set[str] = set()
+    batch: list[_Queued] = []
+    for entry in queue:
+        task_id = entry.item[0]
+        if task_id in held or (entry.rides and entry.queued_at > queued_by):
+            held.add(task_id)
+            continue
+        batch.append(entry)
+        if len(batch) == _MAX_BATCH:
+            break
+    return batch
 
 
 def _let_go(entries: list[_Queued], why: str) -> None:

@@ -45,8 +45,11 @@ class Settings:
     """Prefix of every key the book writes."""
     default_ttl_ms: int = 3_600_000
     """Deadline of a tracked task without its own ``ttl`` (``asyncbook_default_ttl``)."""
-    flush_delay: float = 0.005
+    flush_delay: float = 0.02
     """How long (s) a start or progress event may wait to ride with the next write."""
+    defer_creates: bool = True
+    """Publishing a tracked task queues its create for a background thread (pipelined
+    batches, sent at once when idle) instead of waiting for it; a RedisBook only."""
     retry_for: float = 10.0
     """How long (s) a write waits, retried with backoff, while the book is unreachable."""
     result_ref: Any = None
@@ -91,6 +94,7 @@ class Settings:
                 values.pop("default_ttl", timedelta(hours=1)), "asyncbook_default_ttl"
             ),
             "flush_delay": float(values.pop("flush_delay", cls.flush_delay)),
+            "defer_creates": bool(values.pop("defer_creates", cls.defer_creates)),
             "retry_for": _seconds(values.pop("retry_for", cls.retry_for), "asyncbook_retry_for"),
             "result_ref": values.pop("result_ref", None),
             "sinks": tuple(sinks) if isinstance(sinks, list | tuple) else (sinks,),

@@ -8,12 +8,17 @@ from ._book import RedisBook
 from ._changes import Change, follow_changes, follow_task, parse_change
 from ._connection import DEFAULT_REDIS_URL, RedisUnavailableError, connect, retry_policy
 from ._keys import KeySchema, escape_id
+from ._scripts import BookScript, EventOutcome, ScriptedEvents
 
 __all__ = [
     # the book
     "RedisBook",
     "KeySchema",
     "escape_id",
+    # the caller's own scripts (apply_many_then, apply_in_script)
+    "BookScript",
+    "EventOutcome",
+    "ScriptedEvents",
     # connections
     "DEFAULT_REDIS_URL",
     "RedisUnavailableError",

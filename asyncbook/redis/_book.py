@@ -20,7 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._book import ApplyItem, EventInput, cancel_input, sort_notifications
+from .._book import ApplyItem, CreateSpec, EventInput, cancel_input, sort_notifications
 from .._checks import (
     require_heartbeat_timeout,
     require_integer,
@@ -66,6 +66,7 @@ from ..errors import (
 )
 from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
 from ._keys import KeySchema
+from ._pending import settle
 from ._scripts import (
     AT_DEADLINE,
     NO_EVENT,
@@ -75,9 +76,12 @@ from ._scripts import (
     CreateArgs,
     DeliverArgs,
     EventArgs,
+    EventOutcome,
     GetManyArgs,
     ResumeArgs,
+    ScriptedEvents,
     ScriptStatus,
+    with_helpers,
 )
 
 __all__ = ["RedisBook"]
@@ -244,6 +248,11 @@ class RedisBook:
         if not self._policy_checked:
             self.check_eviction_policy()
 
+    def _settle(self) -> None:
+        """Wait for the creates this process queued for the book and has not sent yet
+        (read-your-writes for a publisher whose creates are deferred)."""
+        settle(self.namespace)
+
     # -- creating and reading -------------------------------------------------------
 
     @reports_outages
@@ -265,43 +274,97 @@ class RedisBook:
         ``end_stalled`` (retryable when ``retry_on_stall``). With ``group_id`` the task is
         a member of that group (``group``, ``seal_group``).
         """
-        group = None if group_id is None else _utf8(require_text(group_id, "groupId"), "groupId")
-        task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
-        timeout = require_heartbeat_timeout(heartbeat_timeout_ms)
-        self._before_write()
-        k = self.keys
-        reply = self._scripts.create(
-            keys=[
-                k.task(id),
-                k.history(id),
-                k.state_index("queued"),
-                k.deadlines,
-                k.sequence,
-                k.group(group or ""),
-                k.group_members(group or ""),
-            ],
-            args=CreateArgs(
-                task_id=id,
-                task_id_json=_dumps(id, "id"),
-                deadline=_number_text(task.expires_at_ms),
-                max_attempts=task.max_attempts,
-                exist_ok=exist_ok,
-                changes_channel=k.changes_channel,
-                heartbeat_timeout_ms=timeout,
-                retry_on_stall=bool(retry_on_stall),
-                group_id_json="" if group is None else _dumps(group, "groupId"),
-            ).argv(),
+        spec = CreateSpec(
+            id,
+            now_ms,
+            ttl_ms,
+            max_attempts,
+            exist_ok,
+            heartbeat_timeout_ms,
+            retry_on_stall,
+            group_id,
         )
-        status = _status_of(id, reply)
-        if status == ScriptStatus.CONFLICT:
-            raise task_exists(id)
-        if status == ScriptStatus.EXISTS:
-            return AsyncTask.model_validate_json(reply[1])
-        return task
+        task, keys, args = self._create_call(spec)
+        self._before_write()
+        return _created(id, task, self._scripts.create(keys=keys, args=args))
+
+    @reports_outages
+    def create_many(self, specs: Iterable[CreateSpec]) -> list[AsyncTask | AsyncBookError]:
+        """``create`` for each spec, in one pipelined round trip (each atomic on its own);
+        a spec the book refuses answers its error in its place."""
+        results: list[AsyncTask | AsyncBookError | None] = []
+        calls: list[tuple[int, str, AsyncTask, list[str], list[str]]] = []
+        for spec in specs:
+            try:
+                calls.append((len(results), spec.id, *self._create_call(spec)))
+            except AsyncBookError as error:
+                results.append(error)
+                continue
+            results.append(None)
+        self._before_write()
+        script = self._scripts.create
+        replies: list[Any] = []
+        if calls:
+            pipe = self._slot_client().pipeline(transaction=False)
+            for _index, _id, _task, keys, args in calls:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            replies = list(pipe.execute(raise_on_error=False))
+            if any(isinstance(reply, NoScriptError) for reply in replies):
+                # Nothing ran where NOSCRIPT came back: EVAL (runs and caches) those again.
+                pipe = self._slot_client().pipeline(transaction=False)
+                for (_index, _id, _task, keys, args), reply in zip(calls, replies, strict=True):
+                    if isinstance(reply, NoScriptError):
+                        pipe.eval(script.source, len(keys), *keys, *args)
+                again = iter(pipe.execute(raise_on_error=False))
+                replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
+        for (index, task_id, task, _keys, _args), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, ResponseError) and not _script_error(reply):
+                raise reply  # the server refused the call (OOM, READONLY): retry the batch
+            try:
+                if isinstance(reply, ResponseError):
+                    raise DamagedRecordError(task_id, str(reply))
+                results[index] = _created(task_id, task, reply)
+            except AsyncBookError as error:
+                results[index] = error
+        return [result for result in results if result is not None]
+
+    def _create_call(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], list[str]]:
+        """The task create.lua would store, and the script's KEYS and ARGV."""
+        id = spec.id
+        group = None
+        if spec.group_id is not None:
+            group = _utf8(require_text(spec.group_id, "groupId"), "groupId")
+        task = create_async_task(
+            id=id, now_ms=spec.now_ms, ttl_ms=spec.ttl_ms, max_attempts=spec.max_attempts
+        )
+        timeout = require_heartbeat_timeout(spec.heartbeat_timeout_ms)
+        k = self.keys
+        keys = [
+            k.task(id),
+            k.history(id),
+            k.state_index("queued"),
+            k.deadlines,
+            k.sequence,
+            k.group(group or ""),
+            k.group_members(group or ""),
+        ]
+        args = CreateArgs(
+            task_id=id,
+            task_id_json=_dumps(id, "id"),
+            deadline=_number_text(task.expires_at_ms),
+            max_attempts=task.max_attempts,
+            exist_ok=spec.exist_ok,
+            changes_channel=k.changes_channel,
+            heartbeat_timeout_ms=timeout,
+            retry_on_stall=bool(spec.retry_on_stall),
+            group_id_json="" if group is None else _dumps(group, "groupId"),
+        ).argv()
+        return task, keys, args
 
     @reports_outages
     def get(self, id: str) -> AsyncTask | None:
         """The stored task with its history, or None."""
+        self._settle()
         task_id = _utf8(require_string(id, "id"), "id")
         reply = self._scripts.get(keys=[self.keys.task(task_id), self.keys.history(task_id)])
         if reply is None:
@@ -382,6 +445,7 @@ class RedisBook:
         self, task_id: str, event: EventInput, callback_id: str | None = None
     ) -> CallbackResult:
         """Apply one event; a callback id already recorded changes nothing."""
+        self._settle()
         keys, args, shape_error = self._apply_call(task_id, event, callback_id)
         self._before_write()
         reply = self._scripts.apply(keys=keys, args=args.argv())
@@ -453,6 +517,52 @@ class RedisBook:
         client = self._slot_client()
         return BookScript(client.register_script(source), client)
 
+    def events_script(self, source: str) -> BookScript:
+        """A script of the caller's for ``apply_in_script``: ``source`` runs with the task
+        helpers and ``apply_event`` (apply.lua's body) in front of it."""
+        client = self._slot_client()
+        return BookScript(client.register_script(with_helpers(source)), client)
+
+    @reports_outages
+    def apply_in_script(
+        self,
+        task_id: str,
+        items: Sequence[tuple[EventInput, str | None]],
+        script: BookScript,
+        key: str,
+        args: Sequence[str],
+    ) -> ScriptedEvents:
+        """Events of one task and the caller's own Lua around them, in one script call.
+
+        ``script`` (from ``events_script``) gets KEYS: the task's hash, its history,
+        ``key``, apply.lua's KEYS 4..14, then one callback marker per event; ARGV:
+        ``args``, the number of events, then apply.lua's 17 ARGV slots per event. It
+        applies them with ``apply_events(KEYS, ARGV, len(args) + 1)`` (_apply.lua) and
+        answers ``{'!unknown'}`` (raised as ``UnknownTaskError``) or
+        ``{status, state, answers}``, ``answers`` being what ``apply_events`` returned.
+
+        ``key`` must be on the book's Redis; on a Cluster, in the book's slot.
+        """
+        calls = [
+            self._apply_call(task_id, event, callback_id, full_task=False)
+            for event, callback_id in items
+        ]
+        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        k = self.keys
+        keys = [k.task(task_id), k.history(task_id), key, *self._apply_keys]
+        argv = [*args, str(len(calls))]
+        for call_keys, call_args, _error in calls:
+            keys.append(call_keys[2])
+            argv.extend(call_args.argv())
+        self._before_write()
+        reply = script(keys, argv)
+        _status_of(task_id, reply)
+        outcomes = [
+            _outcome(task_id, answer, error)
+            for answer, (_keys, _args, error) in zip(reply[2], calls, strict=True)
+        ]
+        return ScriptedEvents(_text(reply[0]), _text(reply[1]), outcomes)
+
     @reports_outages
     def expire_many(
         self, task_ids: Iterable[str], *, full_task: bool = True
@@ -480,6 +590,7 @@ class RedisBook:
             except AsyncBookError as error:
                 results[index] = error
         self._before_write()
+        self._settle()
         node = self._slot_client()
         replies = self._run_batch(node, calls, load_script=False, extra=extra)
         extra_reply = replies.pop() if extra is not None else None
@@ -556,6 +667,7 @@ class RedisBook:
         With ``full_task=False`` a caught-up or delta answer carries the task without its
         history, so it costs O(events returned) however long the history is.
         """
+        self._settle()
         task_id = _utf8(require_string(task_id, "taskId"), "taskId")
         keys = [self.keys.task(task_id), self.keys.history(task_id)]
         try:
@@ -722,6 +834,7 @@ class RedisBook:
         With ``full_task=False`` the listed tasks come without their histories (the
         listing then reads no history at all).
         """
+        self._settle()
         wanted = require_state(state)
         count = require_limit(limit)
         cursor = require_page_cursor(after)
@@ -803,6 +916,7 @@ class RedisBook:
     @reports_outages
     def last_cursor(self, task_id: str) -> str | None:
         """The cursor of the last progress the task reported (its checkpoint), or None."""
+        self._settle()
         task_id = _utf8(require_string(task_id, "taskId"), "taskId")
         exists, cursor = self._slot_client().hmget(self.keys.task(task_id), "id", "cur")
         if exists is None:
@@ -824,6 +938,7 @@ class RedisBook:
     @reports_outages
     def group(self, group_id: str) -> GroupSummary | None:
         """The group's counts by state and its progress: one round trip, O(1)."""
+        self._settle()
         group = _utf8(require_text(group_id, "groupId"), "groupId")
         flat = self.client.hgetall(self.keys.group(group))
         return _group_summary(group, flat) if flat else None
@@ -831,6 +946,7 @@ class RedisBook:
     @reports_outages
     def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
         """The group's members in creation order (without histories), up to ``limit``."""
+        self._settle()
         group = _utf8(require_text(group_id, "groupId"), "groupId")
         count = require_limit(limit, maximum=10_000)
         ids = self.client.zrange(self.keys.group_members(group), 0, count - 1)
@@ -933,6 +1049,16 @@ def _entry_notification(fields: dict[bytes | str, bytes | str]) -> Notification:
     )
 
 
+def _created(task_id: str, task: AsyncTask, reply: Sequence[Any]) -> AsyncTask:
+    """create.lua's answer: the new task, or the stored one (``exist_ok``)."""
+    status = _status_of(task_id, reply)
+    if status == ScriptStatus.CONFLICT:
+        raise task_exists(task_id)
+    if status == ScriptStatus.EXISTS:
+        return AsyncTask.model_validate_json(reply[1])
+    return task
+
+
 def _status_of(task_id: str, reply: Sequence[Any]) -> str:
     """A script's status (its first element); an unknown or damaged task raises here."""
     status = _text(reply[0])
@@ -941,6 +1067,31 @@ def _status_of(task_id: str, reply: Sequence[Any]) -> str:
     if status == ScriptStatus.DAMAGED:
         raise DamagedRecordError(task_id, _text(reply[1]))
     return status
+
+
+def _outcome(
+    task_id: str, answer: Sequence[Any], shape_error: AsyncBookError | None
+) -> EventOutcome | AsyncBookError:
+    """apply_event's compact answer to one event, or the error it met."""
+    try:
+        status = _status_of(task_id, answer)
+    except AsyncBookError as error:
+        return error
+    if status == ScriptStatus.SHAPE:
+        assert shape_error is not None
+        return shape_error
+    if status == ScriptStatus.INVALID:
+        return invalid(_text(answer[2]), field=_text(answer[1]))
+    flags, error_json = _text(answer[1]), _text(answer[3])
+    return EventOutcome(
+        reason=status,
+        changed=flags[0] == "1",
+        duplicate=flags[1] == "1",
+        notify=flags[2] == "1",
+        duplicate_callback=flags[3] == "1",
+        state=_text(answer[2]),
+        error=json.loads(error_json) if error_json else None,
+    )
 
 
 def _script_error(error: ResponseError) -> bool:

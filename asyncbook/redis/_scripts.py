@@ -22,13 +22,17 @@ __all__ = [
     "CreateArgs",
     "DeliverArgs",
     "EventArgs",
+    "EventOutcome",
     "GetManyArgs",
     "ResumeArgs",
     "ScriptStatus",
+    "ScriptedEvents",
     "load_source",
+    "with_helpers",
 ]
 
 _SHARED = "_task.lua"
+_APPLY = "_apply.lua"
 
 
 class ScriptStatus(StrEnum):
@@ -187,11 +191,44 @@ class GetManyArgs(NamedTuple):
         return [_flag(self.with_histories)]
 
 
+def _lua(name: str) -> str:
+    return (resources.files("asyncbook.redis") / "lua" / name).read_text(encoding="utf-8")
+
+
+def with_helpers(source: str) -> str:
+    """``source`` with the shared helpers in front of it: the task helpers and
+    ``apply_event`` (one event applied as apply.lua applies it)."""
+    return "\n".join([_lua(_SHARED), _lua(_APPLY), source])
+
+
 def load_source(name: str) -> str:
-    """A script's source, with the shared task helpers in front of it."""
-    folder = resources.files("asyncbook.redis") / "lua"
-    shared = (folder / _SHARED).read_text(encoding="utf-8")
-    return shared + "\n" + (folder / name).read_text(encoding="utf-8")
+    """A script's source, with the shared helpers in front of it."""
+    return with_helpers(_lua(name))
+
+
+class EventOutcome(NamedTuple):
+    """A compact answer to one event (apply_event with ARGV[15] = 'c'): the reason and
+    flags of a ``CallbackResult`` and the task's state and error, without the task."""
+
+    reason: str
+    changed: bool
+    duplicate: bool
+    notify: bool
+    duplicate_callback: bool
+    state: str
+    error: str | None
+    """The task's error text, when it has one."""
+
+
+class ScriptedEvents(NamedTuple):
+    """What a script of ``RedisBook.apply_in_script`` answered."""
+
+    status: str
+    """The script's own status (the first element of its answer)."""
+    state: str
+    """The task's state after the events ('' when the book does not hold it)."""
+    outcomes: list[Any]
+    """One per event: an ``EventOutcome``, or the ``AsyncBookError`` the event met."""
 
 
 class BookScript:

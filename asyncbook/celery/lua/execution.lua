@@ -1,0 +1,60 @@
+-- execution: what one execution of a tracked task leaves, in one call: its events (the
+-- buffered start and progress, then its end), each applied as apply.lua applies it, then
+-- Celery's result meta (RedisBackend.set: SET with expiry, PUBLISH) with Celery's SUCCESS
+-- guard run here, after the events, so that the meta and the book agree.
+-- KEYS: 1 task hash, 2 history list, 3 the meta key (celery-task-meta-<id>),
+--       4..14 apply.lua's KEYS 4..14 (deadlines ... group notifications),
+--       15.. one callback marker per event
+-- ARGV: 1 the encoded meta, 2 expiry in seconds ('' or '0': none),
+--       3 guard: 'json' (the stored meta is JSON: keep a stored SUCCESS) | 'none' (write)
+--         | 'keep' (the caller found a stored SUCCESS: write nothing),
+--       4 the book states ('|st|' separated, e.g. '|expired|cancelled|') for which no
+--         meta is written: the caller writes the meta that matches the book instead,
+--       5 the number of events N, 6.. each event's 17 apply.lua ARGV slots, in order
+-- Returns: {'!unknown'} (events were given for a task the book does not hold: nothing is
+--          written) | {status, st, answers}: status 'written' | 'kept' (a SUCCESS was
+--          stored) | 'refused' (the book's state is one of ARGV[4]); st the task's state
+--          after the events ('' when unknown); answers one compact apply answer per event
+
+local answers = apply_events(KEYS, ARGV, 5)
+if not answers then
+  return {'!unknown'}
+end
+
+-- The task's state: the last compact answer carries it (apply_event answers with the
+-- task's state even when it refuses an event); '!' answers carry none.
+local last = answers[#answers]
+local st
+if last and string.sub(last[1], 1, 1) ~= '!' then
+  st = last[3]
+else
+  st = redis.call('HGET', KEYS[1], 'st') or ''
+end
+if st ~= '' and string.find(ARGV[4], '|' .. st .. '|', 1, true) then
+  return {'refused', st, answers}
+end
+if ARGV[3] == 'keep' then
+  return {'kept', st, answers}
+elseif ARGV[3] == 'json' then
+  local current = redis.call('GET', KEYS[3])
+  if current then
+    local ok, meta = pcall(cjson.decode, current)
+    local stored
+    if ok and type(meta) == 'table' then
+      stored = meta.status
+    elseif string.find(current, '"status": "SUCCESS"', 1, true) then
+      stored = 'SUCCESS'  -- JSON cjson cannot read (too deep): Celery's own spelling
+    end
+    if stored == 'SUCCESS' then
+      return {'kept', st, answers}
+    end
+  end
+end
+local expires = tonumber(ARGV[2])
+if expires and expires > 0 then
+  redis.call('SET', KEYS[3], ARGV[1], 'EX', expires)
+else
+  redis.call('SET', KEYS[3], ARGV[1])
+end
+redis.call('PUBLISH', KEYS[3], ARGV[1])
+return {'written', st, answers}

@@ -1,0 +1,41 @@
+"""Writes a process queued for a book and has not sent yet (a publisher's deferred
+creates): a ``RedisBook`` of the same namespace in that process waits for them before it
+reads or applies, so the process reads its own writes."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Protocol
+
+__all__ = ["Pending", "register", "settle"]
+
+
+class Pending(Protocol):
+    """Something holding writes for a book's namespace."""
+
+    def pending(self) -> bool:
+        """True while writes are queued or being sent."""
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until they are sent."""
+
+
+_lock = threading.Lock()
+_by_namespace: dict[str, weakref.WeakSet[Pending]] = {}
+
+
+def register(namespace: str, source: Pending) -> None:
+    """Let books of ``namespace`` in this process wait for ``source``."""
+    with _lock:
+        _by_namespace.setdefault(namespace, weakref.WeakSet()).add(source)
+
+
+def settle(namespace: str) -> None:
+    """Wait for the writes queued for ``namespace`` in this process (none: at once)."""
+    sources = _by_namespace.get(namespace)
+    if not sources:
+        return
+    for source in list(sources):
+        if source.pending():
+            source.flush()

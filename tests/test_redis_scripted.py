@@ -1,0 +1,152 @@
+"""RedisBook's batched calls: events applied inside a caller's script (``apply_in_script``)
+answer and store exactly what ``apply`` does; ``create_many`` is ``create`` in one round
+trip. Real Redis and fakeredis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import fakeredis
+import pytest
+
+from asyncbook import AsyncBookError, CreateSpec, EventInput, RedisBook, UnknownTaskError
+from asyncbook.redis import EventOutcome
+
+from .conftest import delete_namespace, redis_client
+from .events import expire, fail, progress, start, succeed
+
+# The smallest caller: the events, then the task's state and the caller's ARGV[1] echoed.
+ECHO = """
+local answers = apply_events(KEYS, ARGV, 2)
+if not answers then
+  return {'!unknown'}
+end
+return {ARGV[1], redis.call('HGET', KEYS[1], 'st') or '', answers}
+"""
+
+
+@pytest.fixture(params=["redis", "fakeredis"])
+def client(request: pytest.FixtureRequest) -> Iterator[Any]:
+    real: Any = (
+        redis_client()
+        if request.param == "redis"
+        else fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    )
+    yield real
+    real.close()
+
+
+@pytest.fixture
+def books(client: Any, namespace: str) -> Iterator[tuple[RedisBook, RedisBook]]:
+    """Two books on one server: one applies with ``apply``, the other in a script."""
+    yield RedisBook(client, namespace=namespace), RedisBook(client, namespace=namespace + "-s")
+    delete_namespace(client, namespace)
+    delete_namespace(client, namespace + "-s")
+
+
+SEQUENCES: dict[str, list[tuple[EventInput, str | None]]] = {
+    "start, progress, succeed": [(start(), "s"), (progress(40), "p"), (succeed(), "e")],
+    "a redelivered start": [(start(), "s"), (start(), "s"), (succeed(), "e")],
+    "fail retryable, start again": [(start(), "s1"), (fail(retryable=True), "f"), (start(), "s2")],
+    "after the deadline": [(start(), "s"), (succeed(at=10_000), "e")],
+    "progress backwards": [(start(), "s"), (progress(60), None), (progress(30), None)],
+    "an invalid progress": [(start(), "s"), (progress(101), "p"), (succeed(), "e")],
+    "ended twice": [(start(), "s"), (fail(), "f"), (succeed(), "e"), (expire(), None)],
+    "a wire-format event": [({"type": "start", "atMs": 1, "worker": "w"}, "s")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEQUENCES))
+def test_events_in_a_script_answer_and_store_what_apply_does(
+    books: tuple[RedisBook, RedisBook], name: str
+) -> None:
+    one_by_one, scripted = books
+    events = SEQUENCES[name]
+    for book in books:
+        book.create(id="t", now_ms=0, ttl_ms=5_000, max_attempts=2)
+    expected: list[Any] = []
+    for event, callback in events:
+        try:
+            expected.append(one_by_one.apply("t", event, callback))
+        except AsyncBookError as error:
+            expected.append(error)
+    script = scripted.events_script(ECHO)
+    answer = scripted.apply_in_script("t", events, script, "unused", ["echo"])
+    assert answer.status == "echo"
+    for want, got in zip(expected, answer.outcomes, strict=True):
+        if isinstance(want, AsyncBookError):
+            assert type(got) is type(want)
+            assert str(got) == str(want)
+            continue
+        assert isinstance(got, EventOutcome)
+        assert got == EventOutcome(
+            reason=want.reason.value,
+            changed=want.changed,
+            duplicate=want.duplicate,
+            notify=want.notify,
+            duplicate_callback=want.duplicate_callback,
+            state=want.task.state.value,
+            error=want.task.error,
+        )
+    stored, same = one_by_one.get("t"), scripted.get("t")
+    assert stored is not None
+    assert same == stored
+    assert answer.state == stored.state.value
+    assert scripted.transition_counts() == one_by_one.transition_counts()
+    assert scripted.drain_notifications() == one_by_one.drain_notifications()
+
+
+def test_events_of_an_unknown_task_write_nothing(books: tuple[RedisBook, RedisBook]) -> None:
+    _, book = books
+    script = book.events_script(ECHO)
+    with pytest.raises(UnknownTaskError):
+        book.apply_in_script("ghost", [(start(), "s")], script, "unused", ["x"])
+    assert book.get("ghost") is None
+    # Without events the caller's script runs alone.
+    answer = book.apply_in_script("ghost", [], script, "unused", ["alone"])
+    assert (answer.status, answer.state, answer.outcomes) == ("alone", "", [])
+
+
+def test_a_flushed_script_is_sent_again(client: Any, books: tuple[RedisBook, RedisBook]) -> None:
+    _, book = books
+    book.create(id="t", now_ms=0, ttl_ms=5_000, max_attempts=1)
+    script = book.events_script(ECHO)
+    client.script_flush()
+    answer = book.apply_in_script("t", [(start(), "s")], script, "unused", ["again"])
+    assert answer.status == "again"
+    assert answer.state == "running"
+
+
+def test_create_many_is_create_in_one_round_trip(
+    client: Any, books: tuple[RedisBook, RedisBook]
+) -> None:
+    book, other = books
+    book.create(id="taken", now_ms=0, ttl_ms=100, max_attempts=1)
+    client.script_flush()  # the batch meets NOSCRIPT and is sent again with the source
+    results = book.create_many(
+        [
+            CreateSpec("a", 10, 1_000, 3),
+            CreateSpec("taken", 10, 1_000, 3, exist_ok=True),
+            CreateSpec("taken", 10, 1_000, 3),
+            CreateSpec("bad-ttl", 10, -1, 3),
+            CreateSpec("g1", 10, 1_000, 1, exist_ok=True, heartbeat_timeout_ms=500, group_id="g"),
+        ]
+    )
+    first, existing, conflict, bad, member = results
+    assert first == book.get("a")
+    assert existing == book.get("taken")
+    assert existing.expires_at_ms == 100  # the stored task, untouched
+    assert isinstance(conflict, AsyncBookError)
+    assert conflict.code == "conflict"
+    assert isinstance(bad, AsyncBookError)
+    assert bad.field == "ttlMs"
+    assert book.get("bad-ttl") is None
+    assert member == book.get("g1")
+    summary = book.group("g")
+    assert summary is not None
+    assert summary.members == 1
+    # The same specs one by one give the same tasks.
+    other.create(id="a", now_ms=10, ttl_ms=1_000, max_attempts=3)
+    assert other.get("a") == first
+    assert book.create_many([]) == []
