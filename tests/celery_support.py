@@ -43,6 +43,16 @@ class CountingBook(RedisBook):
         return super().expire(task_id)
 
 
+def close_result_backend(app: Any) -> None:
+    """Close this thread's Redis result backend: the pub/sub connection ``AsyncResult.get``
+    opened, then the pool (no socket is left for the GC to find in a later test)."""
+    backend: Any = app.backend
+    consumer = getattr(backend, "result_consumer", None)
+    if consumer is not None:
+        consumer.stop()
+    backend.client.connection_pool.disconnect()
+
+
 def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
     """Poll ``condition`` until it returns something truthy; fail after ``timeout``."""
     deadline = time.monotonic() + timeout

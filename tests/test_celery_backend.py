@@ -8,6 +8,7 @@ each execution the book and Celery's meta agree.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import redis
 from celery import Celery, Task, chord, group, signals
 from celery.backends.redis import RedisBackend
 from celery.contrib.testing.worker import start_worker
-from celery.exceptions import TaskRevokedError
+from celery.exceptions import ChordError, TaskRevokedError
 from celery.result import AsyncResult
 
 from asyncbook import AsyncState, AsyncTask, CreateSpec, RedisBook
@@ -36,7 +37,7 @@ from asyncbook.celery import (
     uninstall,
 )
 
-from .celery_support import unique, wait_for
+from .celery_support import close_result_backend, unique, wait_for
 
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,18 +65,18 @@ def make_app(namespace: str, *, backend: str | None = None, **conf: Any) -> Cele
         backend=backend or f"asyncbook+{URL}",
         set_as_current=False,
     )
-    app.conf.update(
-        task_default_queue=unique("q"),
-        broker_connection_retry_on_startup=True,
-        broker_transport_options={"polling_interval": 0.01},
-        worker_hijack_root_logger=False,
-        asyncbook_namespace=namespace,
-        asyncbook_flush_delay=0.005,
-        result_expires=600,
+    settings: dict[str, Any] = {
+        "task_default_queue": unique("q"),
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {"polling_interval": 0.01},
+        "worker_hijack_root_logger": False,
+        "asyncbook_namespace": namespace,
+        "asyncbook_flush_delay": 0.005,
+        "result_expires": 600,
         # Metas of this test only (other tests' clean-ups remove celery-task-meta-*).
-        result_backend_transport_options={"global_keyprefix": f"{namespace}:"},
-        **conf,
-    )
+        "result_backend_transport_options": {"global_keyprefix": f"{namespace}:"},
+    }
+    app.conf.update(settings | conf)
     counter = f"{namespace}:callbacks"
 
     @app.task(bind=True, shared=False, tracked=True, ttl=60, name="b.ok")
@@ -108,6 +109,25 @@ def make_app(namespace: str, *, backend: str | None = None, **conf: Any) -> Cele
         assert integration is not None
         integration.book.cancel(str(self.request.id), "not needed")
         return "done anyway"
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=60, track_started=True, name="b.step")
+    def step(self: Task[Any, Any], seen: str) -> str:
+        self.update_state(state="PROGRESS", meta={"percent": 50})
+        client = redis.Redis.from_url(URL)
+        client.rpush(seen, client.get(f"{namespace}:celery-task-meta-{self.request.id}") or b"")
+        client.close()
+        return "stepped"
+
+    @app.task(
+        shared=False,
+        tracked=True,
+        ttl=60,
+        ignore_result=True,
+        store_errors_even_if_ignored=True,
+        name="b.quiet_boom",
+    )
+    def quiet_boom() -> None:
+        raise KeyError("kept")
 
     @app.task(shared=False, name="b.plain")
     def plain(n: int) -> int:
@@ -145,7 +165,7 @@ def app(namespace: str) -> Iterator[Celery]:
     install(app)
     yield app
     uninstall(app)
-    app.backend.client.connection_pool.disconnect()  # type: ignore[attr-defined]
+    close_result_backend(app)
     app.close()
 
 
@@ -401,6 +421,98 @@ def test_async_result_of_a_running_task(app: Celery, book: RedisBook) -> None:
     assert (result.state, result.ready(), result.info) == ("PENDING", False, None)
     with start_worker(app, perform_ping_check=False):
         assert ok.delay(4).get(timeout=10) == 4
+
+
+def test_track_started_and_update_state_then_success(app: Celery, book: RedisBook) -> None:
+    seen = f"{app.conf.asyncbook_namespace}:seen"
+    client = redis.Redis.from_url(URL)
+    with start_worker(app, perform_ping_check=False):
+        result = app.tasks["b.step"].delay(seen)
+        assert result.get(timeout=10) == "stepped"
+    (during,) = client.lrange(seen, 0, -1)
+    client.close()
+    assert json.loads(during)["status"] == "PROGRESS"  # update_state: Celery's own write
+    assert json.loads(during)["result"] == {"percent": 50}
+    task = assert_agree(app, book, result.id)
+    assert history(task) == ["start", "succeed"]
+
+
+def test_result_extended_keeps_name_and_args(namespace: str, book: RedisBook) -> None:
+    app = make_app(namespace, result_extended=True)
+    install(app)
+    try:
+        with start_worker(app, perform_ping_check=False):
+            result = app.tasks["b.ok"].delay(9)
+            assert result.get(timeout=10) == 9
+        fresh: AsyncResult[Any] = AsyncResult(result.id, app=app)
+        assert (fresh.name, list(fresh.args or ()), fresh.state) == ("b.ok", [9], "SUCCESS")
+        assert assert_agree(app, book, result.id).state is AsyncState.SUCCEEDED
+    finally:
+        uninstall(app)
+        close_result_backend(app)
+
+
+def test_an_ignored_result_still_stores_its_error(app: Celery, book: RedisBook) -> None:
+    with start_worker(app, perform_ping_check=False):
+        result = app.tasks["b.quiet_boom"].delay()
+        task = wait_for(lambda: (t := book.get(result.id)) is not None and t.terminal and t)
+    assert task.state is AsyncState.FAILED
+    assert task.error == "KeyError: 'kept'"
+    assert stored_meta(app, result.id)["status"] == "FAILURE"  # store_errors_even_if_ignored
+    assert_agree(app, book, result.id)
+
+
+def test_a_chord_with_a_failing_member(app: Celery, book: RedisBook, namespace: str) -> None:
+    ok, boom, total = app.tasks["b.ok"], app.tasks["b.boom"], app.tasks["b.total"]
+    with start_worker(app, perform_ping_check=False):
+        chorded = chord([ok.s(1), boom.s(), ok.s(2)], total.s()).apply_async()
+        with pytest.raises(ValueError, match="no luck"):  # get() raises the member's error
+            chorded.get(timeout=30)
+        wait_for(chorded.ready)
+    assert chorded.state == "FAILURE"
+    assert isinstance(chorded.result, ChordError)
+    client = redis.Redis.from_url(URL)
+    assert client.get(f"{namespace}:callbacks") is None  # the callback never ran
+    client.close()
+    parent: Any = chorded.parent
+    states = [assert_agree(app, book, member.id).state for member in parent.results]
+    assert states == [AsyncState.SUCCEEDED, AsyncState.FAILED, AsyncState.SUCCEEDED]
+
+
+def test_eager_with_stored_results(namespace: str, book: RedisBook) -> None:
+    app = make_app(namespace, task_always_eager=True, task_store_eager_result=True)
+    install(app)
+    try:
+        result = app.tasks["b.ok"].delay(6)
+        assert result.get(timeout=10) == 6
+        assert stored_meta(app, result.id)["status"] == "SUCCESS"
+        task = assert_agree(app, book, result.id)
+        assert history(task) == ["start", "progress", "succeed"]
+    finally:
+        uninstall(app)
+        close_result_backend(app)
+
+
+def test_the_meta_outlives_the_books_record(namespace: str, book: RedisBook) -> None:
+    """result_expires shorter than the book's retention: the meta is kept as long as the
+    record (its resultRef never names a key that is gone)."""
+    app = make_app(namespace, result_expires=5)
+    install(app)
+    try:
+        with start_worker(app, perform_ping_check=False):
+            done = app.tasks["b.ok"].delay(1)
+            untracked = app.tasks["b.plain"].delay(1)
+            assert (done.get(timeout=10), untracked.get(timeout=10)) == (1, 2)
+        client = redis.Redis.from_url(URL)
+        record_ttl = client.ttl(book.keys.task(done.id))
+        meta_ttl = client.ttl(app.backend.get_key_for_task(done.id))  # type: ignore[attr-defined]
+        plain_ttl = client.ttl(app.backend.get_key_for_task(untracked.id))  # type: ignore[attr-defined]
+        client.close()
+        assert 0 < record_ttl <= meta_ttl
+        assert 0 < plain_ttl <= 5  # untracked: Celery's result_expires as it is
+    finally:
+        uninstall(app)
+        close_result_backend(app)
 
 
 APP_MODULE = """

@@ -16,7 +16,7 @@ from celery.contrib.testing.worker import start_worker
 from asyncbook import RedisBook
 from asyncbook.celery import apply_group, cancel, install, report_progress, uninstall
 
-from .celery_support import unique, wait_for
+from .celery_support import close_result_backend, unique, wait_for
 
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 
@@ -62,8 +62,7 @@ def make_app() -> Celery:
 def app() -> Iterator[Celery]:
     app = make_app()
     yield app
-    backend: Any = app.backend  # a RedisBackend: its client's sockets are closed here,
-    backend.client.connection_pool.disconnect()  # not left for the GC to find later
+    close_result_backend(app)
     app.close()
     client = redis.Redis.from_url(URL)
     for key in client.scan_iter(match="celery-task-meta-*", count=1000):

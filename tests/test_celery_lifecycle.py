@@ -28,7 +28,14 @@ from asyncbook import AsyncTask, RedisBook, sweep
 from asyncbook.celery import TaskCancelled, cancel, install, uninstall
 from asyncbook.celery._lifecycle import CancelledRing
 
-from .celery_support import CeleryWorker, history, unique, wait_for, wait_terminal
+from .celery_support import (
+    CeleryWorker,
+    close_result_backend,
+    history,
+    unique,
+    wait_for,
+    wait_terminal,
+)
 from .conftest import delete_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,6 +182,7 @@ def app(worker: CeleryWorker, namespace: str) -> Iterator[Celery]:
     install(app, RedisBook.from_url(URL, namespace=namespace))
     yield app
     uninstall(app)
+    close_result_backend(app)
     del app.conf["asyncbook_heartbeat_timeout"]
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 from importlib import resources
 from typing import Any
@@ -175,9 +176,18 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             return fused
 
     def _meta(
-        self, task_id: str, encoded: Any, state: str, traceback: Any, request: Any
+        self,
+        task_id: str,
+        encoded: Any,
+        state: str,
+        traceback: Any,
+        request: Any,
+        book: RedisBook,
     ) -> tuple[Any, int]:
-        """Celery's meta for the key, encoded, and its expiry, as ``RedisBackend`` makes them."""
+        """Celery's meta for the key, encoded, and its expiry, as ``RedisBackend`` makes
+        them, except that the meta outlives the book's record of the task (its
+        ``resultRef`` never names a key that is gone): the expiry is at least the book's
+        retention, and none when the book keeps records forever."""
         meta = self._get_result_meta(
             result=encoded, state=state, traceback=traceback, request=request
         )
@@ -186,8 +196,12 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:
             store_error: Any = BackendStoreError  # celery-types lacks its keywords
             raise store_error("value too large for Redis backend", state=state, task_id=task_id)
-        expires = self.failure_expires if state == states.FAILURE else self.expires
-        return value, int(expires or 0)
+        expires = int((self.failure_expires if state == states.FAILURE else self.expires) or 0)
+        if book.retention is None:
+            return value, 0
+        if expires > 0:
+            expires = max(expires, math.ceil(book.retention.total_seconds()))
+        return value, expires
 
     def _guard(self, task_id: str) -> str:
         if self._json_meta:
@@ -209,7 +223,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         """The buffered events, the end and the meta: one script call."""
         book, script = fused
         task_id = item[0]
-        value, expires = self._meta(task_id, encoded, state, traceback, request)
+        value, expires = self._meta(task_id, encoded, state, traceback, request, book)
         meta_key = bytes_to_str(self.get_key_for_task(task_id))
         args = [value, str(expires), self._guard(task_id), refused]
         recorder = integration.recorder
@@ -274,7 +288,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             super()._store_result(task_id, encoded, state, None, request)
             return
         book, script = fused
-        value, expires = self._meta(task_id, encoded, state, None, request)
+        value, expires = self._meta(task_id, encoded, state, None, request, book)
         meta_key = bytes_to_str(self.get_key_for_task(task_id))
         # No guard: the book refused this end, so no SUCCESS it accepted can be stored.
         args = [value, str(expires), "none", ""]
