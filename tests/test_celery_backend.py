@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery, Task, chord, group, signals
-from celery.backends.redis import RedisBackend
+from celery.backends.redis import RedisBackend, SentinelBackend
 from celery.contrib.testing.worker import start_worker
 from celery.exceptions import ChordError, TaskRevokedError
 from celery.result import AsyncResult
@@ -30,14 +30,17 @@ from celery.result import AsyncResult
 from asyncbook import AsyncState, AsyncTask, CreateSpec, RedisBook
 from asyncbook.celery import (
     AsyncBookBackend,
+    AsyncBookSentinelBackend,
     TaskExpired,
     install,
     installed,
     report_progress,
     uninstall,
 )
+from asyncbook.celery._integration import sentinel_book_url
 
 from .celery_support import close_result_backend, unique, wait_for
+from .servers import free_port, redis_server, wait_until
 
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,6 +209,56 @@ def test_the_url_picks_asyncbooks_backend(namespace: str) -> None:
         assert type(backend) is AsyncBookBackend
         assert isinstance(backend, RedisBackend)
         assert backend.as_uri(include_password=True) == url
+
+
+def test_the_books_url_behind_sentinel() -> None:
+    url = "sentinel://:s3cret%3Apw@10.0.0.1:26379/2;sentinel://:s3cret%3Apw@10.0.0.2/2"
+    assert sentinel_book_url(url, "my master") == (
+        "redis+sentinel://:s3cret%3Apw@10.0.0.1:26379,10.0.0.2:26379/my%20master/2"
+    )
+    assert sentinel_book_url("sentinel://h:1", "m") == "redis+sentinel://h:1/m/0"
+
+
+def test_behind_sentinel_one_write_holds_both(tmp_path: Path, namespace: str) -> None:
+    """``asyncbook+sentinel://`` with a master_name: the book is on the master Sentinel
+    names (derived from the backend's URL), written in the same script as the meta."""
+    port, sentinel_port = free_port(), free_port()
+    config = tmp_path / "sentinel.conf"
+    config.write_text(f"port {sentinel_port}\nsentinel monitor books 127.0.0.1 {port} 1\n")
+    with (
+        redis_server(tmp_path / "master", "--port", str(port)),
+        redis_server(tmp_path / "sentinel", str(config), "--sentinel"),
+    ):
+        sentinel = redis.Redis(port=sentinel_port)
+        wait_until(lambda: sentinel.sentinel_get_master_addr_by_name("books"), what="sentinel")
+        sentinel.close()
+        url = f"sentinel://127.0.0.1:{sentinel_port}/0"
+        app = make_app(
+            namespace,
+            backend=f"asyncbook+{url}",
+            result_backend_transport_options={"master_name": "books"},
+        )
+        backend: Any = app.backend
+        assert type(backend) is AsyncBookSentinelBackend
+        assert isinstance(app.backend, SentinelBackend)
+        integration = install(app)
+        try:
+            with start_worker(app, perform_ping_check=False):
+                result = app.tasks["b.ok"].delay(3)
+                assert result.get(timeout=10) == 3
+            book = integration.book
+            assert isinstance(book, RedisBook)
+            task = assert_agree(app, book, result.id)
+            assert history(task) == ["start", "progress", "succeed"]
+            assert backend._fused(integration) is not None  # one script, not two writes
+            master = redis.Redis(port=port)
+            assert master.exists(book.keys.task(result.id)) == 1
+            master.close()
+        finally:
+            uninstall(app)
+            close_result_backend(app)
+            book_client: Any = integration.book
+            book_client.client.close()
 
 
 def test_success_failure_and_untracked_agree(app: Celery, book: RedisBook) -> None:

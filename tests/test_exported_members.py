@@ -75,6 +75,7 @@ EXPORTS = {
     ],
     "asyncbook.celery": [
         "AsyncBookBackend",
+        "AsyncBookSentinelBackend",
         "CREATED_HEADER",
         "DEADLINE_HEADER",
         "Integration",

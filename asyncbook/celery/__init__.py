@@ -10,7 +10,7 @@ def generate(self, prompt): ...; report_progress(self, 40, cursor="chunk-4"); ..
 ```
 """
 
-from ._backend import AsyncBookBackend, TaskEndedInBook, TaskExpired
+from ._backend import AsyncBookBackend, AsyncBookSentinelBackend, TaskEndedInBook, TaskExpired
 from ._controls import apply_group, cancel, last_cursor
 from ._integration import (
     CREATED_HEADER,
@@ -35,6 +35,7 @@ __all__ = [
     "apply_group",
     "TaskCancelled",
     "AsyncBookBackend",
+    "AsyncBookSentinelBackend",
     "TaskExpired",
     "TaskEndedInBook",
     "Integration",

@@ -31,7 +31,7 @@ from importlib import resources
 from typing import Any
 
 from celery import states
-from celery.backends.redis import RedisBackend
+from celery.backends.redis import RedisBackend, SentinelBackend
 from celery.exceptions import BackendStoreError, TaskRevokedError
 from kombu.utils.encoding import bytes_to_str
 from redis.cluster import RedisCluster
@@ -43,7 +43,7 @@ from ..redis import BookScript, EventOutcome, RedisBook, ScriptedEvents
 from ._integration import Integration, _describe, installed
 from ._tracking import callback_id, is_tracked, now_ms, result_hash
 
-__all__ = ["AsyncBookBackend", "TaskEndedInBook", "TaskExpired"]
+__all__ = ["AsyncBookBackend", "AsyncBookSentinelBackend", "TaskEndedInBook", "TaskExpired"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -79,12 +79,21 @@ class TaskEndedInBook(Exception):  # noqa: N818
     __module__ = "asyncbook.celery"
 
 
+def _address(client: Any) -> tuple[Any, ...]:
+    """Where a client's commands go: host, port, db and socket path (behind Sentinel,
+    the master it names now)."""
+    pool = client.connection_pool
+    kwargs = pool.connection_kwargs
+    if hasattr(pool, "get_master_address"):
+        host, port = pool.get_master_address()
+        return (host, port, kwargs.get("db") or 0, None)
+    return (kwargs.get("host"), kwargs.get("port"), kwargs.get("db") or 0, kwargs.get("path"))
+
+
 def _same_redis(book_client: Any, backend_client: Any) -> bool:
     if isinstance(book_client, RedisCluster):
         return False
-    ours = book_client.connection_pool.connection_kwargs
-    theirs = backend_client.connection_pool.connection_kwargs
-    return all(ours.get(key) == theirs.get(key) for key in ("host", "port", "db", "path"))
+    return _address(book_client) == _address(backend_client)
 
 
 # celery-types describes RedisBackend partly: its base's attributes are used as they are.
@@ -92,7 +101,16 @@ _RedisBackend: Any = RedisBackend
 
 
 class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
-    """Celery's Redis result backend whose writes for tracked tasks also write the book."""
+    """Celery's Redis result backend whose writes for tracked tasks also write the book.
+
+    ``asyncbook+sentinel://...`` makes an ``AsyncBookSentinelBackend`` instead.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        url = kwargs.get("url")
+        if cls is AsyncBookBackend and isinstance(url, str) and url.startswith("sentinel"):
+            cls = AsyncBookSentinelBackend
+        return super().__new__(cls)
 
     takes_buffered_events = True
     """An execution's buffered start and progress ride with its result (``Recorder.take``)."""
@@ -340,3 +358,12 @@ def _log_refusal(item: ApplyItem, answer: Any) -> None:
             answer.reason,
             answer.state,
         )
+
+
+_SentinelBackend: Any = SentinelBackend
+
+
+class AsyncBookSentinelBackend(AsyncBookBackend, _SentinelBackend):  # type: ignore[misc]
+    """asyncbook's backend behind Redis Sentinel, as Celery's ``SentinelBackend``:
+    ``result_backend = "asyncbook+sentinel://host:26379/0;sentinel://host2:26379/0"``
+    with ``result_backend_transport_options = {"master_name": "mymaster"}``."""

@@ -32,6 +32,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 from celery import Celery, Task, signals
 from celery.app import task as celery_task
@@ -306,6 +307,10 @@ class Integration:
             scheme, plus, rest = backend.partition("+")
             if plus and scheme == "asyncbook" and rest.startswith(("redis://", "rediss://")):
                 return rest
+            options = conf.get("result_backend_transport_options") or {}
+            master = options.get("master_name") if isinstance(options, dict) else None
+            if plus and scheme == "asyncbook" and rest.startswith("sentinel://") and master:
+                return sentinel_book_url(rest, str(master))
         return self.settings.redis_url
 
     def _make_book(self) -> AsyncBook:
@@ -916,6 +921,20 @@ class Integration:
             self._write(task_id, event, callback)
         else:
             self.recorder.buffer((task_id, event, callback))
+
+
+def sentinel_book_url(celery_url: str, master: str) -> str:
+    """The book's URL for Celery's ``sentinel://h:p/db;sentinel://h2:p2/db`` and its
+    ``master_name``: ``redis+sentinel://[user:password@]h:p,h2:p2/master/db``."""
+    chunks = [urlsplit(chunk) for chunk in celery_url.split(";") if chunk]
+    hosts = ",".join(f"{chunk.hostname}:{chunk.port or 26379}" for chunk in chunks)
+    first = chunks[0]
+    credentials = ""
+    if first.password:
+        user, password = unquote(first.username or ""), unquote(first.password)
+        credentials = f"{quote(user, safe='')}:{quote(password, safe='')}@"
+    db = first.path.strip("/") or "0"
+    return f"redis+sentinel://{credentials}{hosts}/{quote(master, safe='')}/{db}"
 
 
 def _sweep_task(task: Task[Any, Any]) -> int:
