@@ -303,6 +303,25 @@ def test_change_feed(book: RedisBook, client: redis.Redis) -> None:
     ]
 
 
+def test_cancels_have_a_channel_of_their_own(book: RedisBook, client: redis.Redis) -> None:
+    """Workers follow cancels only: no other change is sent to them."""
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub.subscribe(book.keys.cancels_channel)
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    for task_id in ("a", "b"):
+        book.create(id=task_id, now_ms=0, ttl_ms=100, max_attempts=1)
+    book.apply("a", start())
+    book.apply("a", progress(40))
+    book.cancel("b", "not needed", at_ms=5)
+    book.cancel("b", "again", at_ms=6)  # a duplicate: no change, nothing sent
+    book.apply("a", succeed())
+    seen = []
+    while (message := pubsub.get_message(timeout=0.5)) is not None:
+        seen.append(json.loads(message["data"]))
+    pubsub.close()
+    assert seen == [{"taskId": "b", "version": 1, "state": "cancelled", "progress": 0}]
+
+
 def test_resume_without_full_task(book: RedisBook) -> None:
     book.create(id="a", now_ms=0, ttl_ms=1000, max_attempts=1)
     book.apply("a", start())

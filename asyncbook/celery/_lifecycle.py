@@ -161,8 +161,9 @@ class Heartbeats:
 
 
 class CancelWatch:
-    """Follows the book's changes in a worker's main process; calls ``revoke(task_id)``
-    for every task cancelled in the book, so Celery discards its message unrun.
+    """Follows the book's cancels in a worker's main process (their own channel: no other
+    change wakes it); calls ``revoke(task_id)`` for every task cancelled in the book, so
+    Celery discards its message unrun.
 
     Pub/sub forgets what was published while nobody listened: after every (re)subscribe
     the book itself is asked for its most recently cancelled tasks.
@@ -180,7 +181,7 @@ class CancelWatch:
             target=follow_changes,
             args=(
                 self.book.client,
-                self.book.keys.changes_channel,
+                self.book.keys.cancels_channel,
                 self._on_change,
                 self._catch_up,
             ),

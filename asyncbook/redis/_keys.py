@@ -110,3 +110,9 @@ class KeySchema:
     def changes_channel(self) -> str:
         """Pub/sub channel announcing every change: JSON taskId, version, state, progress."""
         return f"{self.tag}:changes"
+
+    @property
+    def cancels_channel(self) -> str:
+        """Pub/sub channel announcing cancels only (the same message as on the changes
+        channel): what workers follow."""
+        return f"{self.changes_channel}:cancelled"

@@ -165,8 +165,14 @@ local function group_maybe_ended(gk, stream, at_text, retention)
   end
 end
 
+-- A change on the changes channel; a cancel also on <channel>:cancelled, which workers
+-- follow (they need nothing else, and every other change would wake them).
 local function announce(channel, t)
   local group = t.gid and (',"groupId":' .. t.gid) or ''
-  redis.call('PUBLISH', channel, '{"taskId":' .. t.id .. ',"version":' .. tostring(t.ver)
-    .. ',"state":"' .. t.st .. '","progress":' .. tostring(t.prog) .. group .. '}')
+  local message = '{"taskId":' .. t.id .. ',"version":' .. tostring(t.ver)
+    .. ',"state":"' .. t.st .. '","progress":' .. tostring(t.prog) .. group .. '}'
+  redis.call('PUBLISH', channel, message)
+  if t.st == 'cancelled' then
+    redis.call('PUBLISH', channel .. ':cancelled', message)
+  end
 end
