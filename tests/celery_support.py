@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncbook import ApplyItem, AsyncBookError, AsyncTask, CreateSpec, RedisBook
+from asyncbook.redis._sender import CreateSender
 
 
 class CountingBook(RedisBook):
@@ -30,6 +31,9 @@ class CountingBook(RedisBook):
         self.calls.append("create")  # one round trip of deferred creates
         return super().create_many(specs)
 
+    def create_sender(self) -> CreateSender:
+        return _CountingSender(self)
+
     def apply(self, *args: Any, **kwargs: Any) -> Any:
         self.calls.append("apply")
         return super().apply(*args, **kwargs)
@@ -41,6 +45,18 @@ class CountingBook(RedisBook):
     def expire(self, task_id: str) -> Any:
         self.calls.append("expire")
         return super().expire(task_id)
+
+
+class _CountingSender(CreateSender):
+    """Counts each create it writes as one ``create`` of its book."""
+
+    def __init__(self, book: CountingBook) -> None:
+        super().__init__(book)
+        self.counting = book
+
+    def send(self, spec: CreateSpec) -> None:
+        self.counting.calls.append("create")
+        super().send(spec)
 
 
 def close_result_backend(app: Any) -> None:

@@ -150,3 +150,38 @@ def test_create_many_is_create_in_one_round_trip(
     other.create(id="a", now_ms=10, ttl_ms=1_000, max_attempts=3)
     assert other.get("a") == first
     assert book.create_many([]) == []
+
+
+def test_a_create_sender_writes_now_and_reads_later(
+    client: Any, books: tuple[RedisBook, RedisBook], caplog: pytest.LogCaptureFixture
+) -> None:
+    book, _ = books
+    other_view = RedisBook(client, namespace=book.namespace)  # no sender of its own
+    sender = book.create_sender()
+    client.script_flush()  # the first answers are NOSCRIPT: those creates go again by EVAL
+    for n in range(70):  # past the batch after which send reads what has arrived
+        sender.send(CreateSpec(f"t{n}", 0, 1_000, 1, exist_ok=True))
+    sender.send(CreateSpec("t0", 0, 1_000, 1))  # not exist_ok: refused, logged
+    with pytest.raises(AsyncBookError):
+        sender.send(CreateSpec("bad", 0, -5, 1))  # refused before anything is written
+    sender.collect()
+    assert not sender.pending()
+    assert all(other_view.get(f"t{n}") is not None for n in range(70))
+    assert "task t0 could not be created" in caplog.text
+    assert sender.take_unanswered() == []
+
+
+def test_a_create_sender_hands_back_what_a_lost_connection_left_unanswered(
+    books: tuple[RedisBook, RedisBook],
+) -> None:
+    book, _ = books
+    sender = book.create_sender()
+    sender.send(CreateSpec("a", 0, 1_000, 1, exist_ok=True))
+    connection: Any = sender._connection
+    connection.disconnect()  # as if Redis went away before the answer was read
+    sender.collect()
+    assert sender.take_unanswered() == [CreateSpec("a", 0, 1_000, 1, exist_ok=True)]
+    assert not sender.pending()
+    sender.send(CreateSpec("b", 0, 1_000, 1, exist_ok=True))  # a new connection
+    sender.collect()
+    assert book.get("b") is not None

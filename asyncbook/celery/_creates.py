@@ -1,14 +1,16 @@
-"""``Creates``: a publisher's creates, sent behind ``apply_async`` in pipelined batches.
+"""``Creates``: a publisher's creates, sent behind ``apply_async``.
 
-``apply_async`` of a tracked task queues its create here and returns; one thread per
-process sends whatever is queued in one pipelined round trip (``RedisBook.create_many``),
-at once when idle, so a status lookup finds the task within a round trip or two of
-``apply_async`` returning, and a burst of publishes shares round trips. ``flush`` waits
-for what is queued (reads of this process that must see the task call it first).
+``apply_async`` of a tracked task writes its create to Redis at once, on a connection of
+its own, without waiting for the answer (``RedisBook.create_sender``): Redis runs it a
+network hop later, and the answers are read later, a batch at a time. A status lookup
+from another process finds the task within a round trip of ``apply_async`` returning;
+the publishing process reads its own writes (its books wait for ``flush`` first).
 
-The message says the publisher created the task. If the create does not land in time (the
-book unreachable for longer than ``retry_for``, the publisher killed first), the worker
-that runs the task creates it from the message when the book answers "unknown".
+When Redis cannot be written to, the creates go to a thread that sends them in pipelined
+batches, retried with backoff for ``retry_for``. The message says the publisher created
+the task; if a create never lands (Redis down for longer, the publisher killed first),
+the worker that runs the task creates it from the message when the book answers
+"unknown".
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from collections.abc import Callable
 
 from .._book import CreateSpec
 from ..errors import AsyncBookError
-from ..redis import RedisBook
+from ..redis import RedisBook, RedisUnavailableError
 from ..redis._pending import register
+from ..redis._sender import CreateSender
 from ._recorder import retrying
 
 __all__ = ["Creates"]
@@ -39,7 +42,8 @@ _open: weakref.WeakSet[Creates] = weakref.WeakSet()
 
 
 class Creates:
-    """Queued creates of one process, sent in order by one thread."""
+    """A process's creates: written at once, answers read later; retried by a thread
+    while Redis cannot be written to."""
 
     def __init__(self, book: Callable[[], RedisBook], *, namespace: str, retry_for: float) -> None:
         self._book = book
@@ -49,6 +53,7 @@ class Creates:
         register(namespace, self)  # this process's books of the namespace wait for it
 
     def _reset(self) -> None:
+        self._sender: CreateSender | None = None
         self._pid = os.getpid()
         self._lock = threading.Condition()
         self._queue: deque[CreateSpec] = deque()
@@ -61,10 +66,26 @@ class Creates:
             self._reset()
 
     def add(self, spec: CreateSpec) -> None:
-        """Queue one create; it is sent at once, or with the batch being gathered."""
+        """Send one create without waiting for it; when Redis cannot be written to,
+        queue it for the thread."""
         self._check_fork()
+        sender = self._sender
+        if sender is None:
+            with self._lock:
+                if self._sender is None:
+                    self._sender = self._book().create_sender()
+                sender = self._sender
+        try:
+            sender.send(spec)
+        except RedisUnavailableError:
+            self._queue_all([spec, *sender.take_unanswered()])
+        except AsyncBookError as error:
+            logger.error("asyncbook: task %s could not be created: %s", spec.id, error)
+
+    def _queue_all(self, specs: list[CreateSpec]) -> None:
+        """Hand ``specs`` to the thread, which sends them with retries."""
         with self._lock:
-            self._queue.append(spec)
+            self._queue.extend(specs)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="asyncbook-creates", daemon=True
@@ -73,13 +94,21 @@ class Creates:
             self._lock.notify_all()
 
     def pending(self) -> bool:
-        """True while creates are queued or being sent."""
-        return bool(self._queue) or self._sending > 0
+        """True while creates are unanswered, queued or being sent."""
+        sender = self._sender
+        return bool(self._queue) or self._sending > 0 or (sender is not None and sender.pending())
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every create queued so far was sent (at most ``timeout`` seconds,
-        default ``retry_for`` plus a little); True if none is left."""
+        """Wait until every create so far was answered (at most ``timeout`` seconds,
+        default ``retry_for`` plus a little, for those the thread retries); True if none
+        is left."""
         self._check_fork()
+        sender = self._sender
+        if sender is not None:
+            sender.collect()
+            lost = sender.take_unanswered()
+            if lost:
+                self._queue_all(lost)
         wait = self.retry_for + 1.0 if timeout is None else timeout
         with self._lock:
             return self._lock.wait_for(lambda: not self._queue and not self._sending, wait)
@@ -88,8 +117,7 @@ class Creates:
         while True:
             with self._lock:
                 self._lock.wait_for(lambda: bool(self._queue))
-            # Let a burst of publishes gather (without taking the GIL from them).
-            time.sleep(_GATHER)
+            time.sleep(_GATHER)  # let others join the batch
             with self._lock:
                 batch = [self._queue.popleft() for _ in range(min(len(self._queue), _MAX_BATCH))]
                 self._sending = len(batch)

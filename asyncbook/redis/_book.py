@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import PydanticSerializationError
 from redis.cluster import RedisCluster
@@ -67,6 +67,9 @@ from ..errors import (
 from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
 from ._keys import KeySchema
 from ._pending import settle
+
+if TYPE_CHECKING:
+    from ._sender import CreateSender
 from ._scripts import (
     AT_DEADLINE,
     NO_EVENT,
@@ -327,6 +330,12 @@ class RedisBook:
             except AsyncBookError as error:
                 results[index] = error
         return [result for result in results if result is not None]
+
+    def create_sender(self) -> CreateSender:
+        """A ``CreateSender`` on this book: creates written at once, answers read later."""
+        from ._sender import CreateSender
+
+        return CreateSender(self)
 
     def _create_call(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], list[str]]:
         """The task create.lua would store, and the script's KEYS and ARGV."""
