@@ -45,7 +45,27 @@ def books(client: Any, namespace: str) -> Iterator[tuple[RedisBook, RedisBook]]:
     delete_namespace(client, namespace + "-s")
 
 
+# (max attempts, heartbeat timeout, group, events applied before): the task the events meet.
+TASKS: dict[str, tuple[int, int | None, str | None, list[tuple[EventInput, str | None]]]] = {
+    "queued": (2, None, None, []),
+    "with a heartbeat timeout": (2, 30_000, None, []),
+    "in a group": (2, None, "g", []),
+    "requeued once": (3, 30_000, None, [(start(), "s0"), (fail(retryable=True), "f0")]),
+    "on its last attempt": (1, None, None, []),
+}
+
 SEQUENCES: dict[str, list[tuple[EventInput, str | None]]] = {
+    # An execution's start and end: applied together when they can be.
+    "start, succeed": [(start(), "s"), (succeed(), "e")],
+    "start, fail": [(start(), "s"), (fail(error="no luck"), "f")],
+    "start, fail retryable": [(start(), "s"), (fail(retryable=True), "f")],
+    "start, succeed late": [(start(), "s"), (succeed(at=10_000), "e")],
+    "start late, succeed": [(start(at=10_000), "s"), (succeed(), "e")],
+    "start, succeed, a callback seen": [(start(), "s0"), (succeed(), "e")],
+    "start, succeed without callbacks": [(start(), None), (succeed(), None)],
+    "start, an empty ref": [(start(), "s"), (succeed(ref=" "), "e")],
+    "start, expire": [(start(), "s"), (expire(), "x")],
+    "progress, succeed": [(progress(10), "p"), (succeed(), "e")],
     "start, progress, succeed": [(start(), "s"), (progress(40), "p"), (succeed(), "e")],
     "a redelivered start": [(start(), "s"), (start(), "s"), (succeed(), "e")],
     "fail retryable, start again": [(start(), "s1"), (fail(retryable=True), "f"), (start(), "s2")],
@@ -57,14 +77,54 @@ SEQUENCES: dict[str, list[tuple[EventInput, str | None]]] = {
 }
 
 
+def raw_state(client: Any, book: RedisBook) -> dict[str, Any]:
+    """Everything the book keeps about task "t", read straight from Redis."""
+    k = book.keys
+    state: dict[str, Any] = {
+        "hash": client.hgetall(k.task("t")),
+        "history": client.lrange(k.history("t"), 0, -1),
+        "ttl": (client.ttl(k.task("t")), client.ttl(k.history("t"))),
+        "markers": {cb: client.ttl(k.callback(cb)) for cb in ("s", "s0", "e", "f", "f0", "p", "x")},
+        "deadline": client.zscore(k.deadlines, "t"),
+        "stalled": client.zscore(k.stalls, "t") is not None,
+        "indexes": [client.zscore(index, "t") for index in k.state_indexes],
+    }
+    state["group"] = client.hgetall(k.group("g"))
+    # Key names inside values (a member's group key) differ by the books' namespaces only.
+    normal: dict[str, Any] = unify(state, k.tag.encode())
+    return normal
+
+
+def unify(value: Any, tag: bytes) -> Any:
+    """``value`` with the book's hash tag in its byte strings replaced by one name."""
+    if isinstance(value, bytes):
+        return value.replace(tag, b"{NS}")
+    if isinstance(value, dict):
+        return {unify(key, tag): unify(item, tag) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [unify(item, tag) for item in value]
+    return value
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
 @pytest.mark.parametrize("name", sorted(SEQUENCES))
 def test_events_in_a_script_answer_and_store_what_apply_does(
-    books: tuple[RedisBook, RedisBook], name: str
+    client: Any, books: tuple[RedisBook, RedisBook], name: str, task: str
 ) -> None:
     one_by_one, scripted = books
     events = SEQUENCES[name]
+    max_attempts, heartbeat, group, before = TASKS[task]
     for book in books:
-        book.create(id="t", now_ms=0, ttl_ms=5_000, max_attempts=2)
+        book.create(
+            id="t",
+            now_ms=0,
+            ttl_ms=5_000,
+            max_attempts=max_attempts,
+            heartbeat_timeout_ms=heartbeat,
+            group_id=group,
+        )
+        for event, callback in before:
+            book.apply("t", event, callback)
     expected: list[Any] = []
     for event, callback in events:
         try:
@@ -95,6 +155,8 @@ def test_events_in_a_script_answer_and_store_what_apply_does(
     assert answer.state == stored.state.value
     assert scripted.transition_counts() == one_by_one.transition_counts()
     assert scripted.drain_notifications() == one_by_one.drain_notifications()
+    if not isinstance(client, fakeredis.FakeRedis):  # TTLs in whole seconds, on the real clock
+        assert raw_state(client, scripted) == raw_state(client, one_by_one)
 
 
 def test_events_of_an_unknown_task_write_nothing(books: tuple[RedisBook, RedisBook]) -> None:

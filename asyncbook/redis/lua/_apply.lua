@@ -201,11 +201,110 @@ end
 -- callback marker per event; ARGV[at]: the number of events, then apply.lua's 17 ARGV
 -- slots per event), each applied by apply_event, in order. Returns their compact answers,
 -- or nil when the book does not hold the task (then nothing was written).
+-- An execution's start and end, applied together: the same writes as apply_event's for
+-- each in turn, less those the end undoes (the running index, the stall clock) and with
+-- one HSET and one RPUSH. Only for the common case (a queued task outside a group, both
+-- callbacks new, both events well-formed and before the deadline); nil otherwise, having
+-- written nothing, and apply_event applies them one by one.
+local function start_and_end(KEYS, A, B)
+  if A[4] ~= 'start' or (B[4] ~= 'succeed' and B[4] ~= 'fail') then
+    return nil
+  end
+  local given = A[2] == '1' and B[2] == '1' and A[3] == '1' and B[3] == '1'
+  if not given or A[16] ~= '0' or B[16] ~= '0' then
+    return nil
+  end
+  if B[4] == 'succeed' and (B[10] == '1' or B[11] == '1') then
+    return nil
+  end
+  local t = load_task(KEYS[1])
+  if not t or t.damaged or t.gk or t.st ~= 'queued' or t.att >= t.max then
+    return nil
+  end
+  local exp, at1, at2 = tonumber(t.exp), tonumber(A[5]), tonumber(B[5])
+  if not at1 or not at2 or at1 < 0 or at2 < 0 or at1 >= exp or at2 >= exp then
+    return nil
+  end
+  if redis.call('EXISTS', A.marker, B.marker) > 0 or damage(t, KEYS[2]) then
+    return nil
+  end
+  local start_err = t.err
+  local started = {id = t.id, st = 'running', prog = 0, ver = t.ver + 1}
+  t.att, t.ver = t.att + 1, t.ver + 2
+  local reason, notify = nil, false
+  if B[4] == 'succeed' then
+    t.st, t.prog, reason, notify = 'succeeded', 100, 'succeeded', true
+  elseif B[8] == '1' and t.att < t.max then
+    t.st, t.prog, t.err, reason = 'queued', 0, B[12], 'requeued'
+  else
+    t.st, t.prog, t.err, reason, notify = 'failed', 0, B[12], 'failed', true
+  end
+  local fields = {'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog), 'ver', tostring(t.ver)}
+  if t.err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
+  redis.call('HSET', KEYS[1], unpack(fields))
+  redis.call('RPUSH', KEYS[2], A[6], B[6])
+  local queued, running = KEYS[5 + STATE_SLOT.queued], KEYS[5 + STATE_SLOT.running]
+  if t.st == 'queued' then
+    redis.call('ZADD', queued, t.seq, A[1])
+  else
+    redis.call('ZREM', queued, A[1])
+    redis.call('ZADD', KEYS[5 + STATE_SLOT[t.st]], t.seq, A[1])
+  end
+  redis.call('ZREM', running, A[1])
+  local retention = tonumber(A[13])
+  if TERMINAL[t.st] then
+    redis.call('ZREM', KEYS[4], A[1])
+    if retention then
+      redis.call('PEXPIRE', KEYS[1], retention)
+      redis.call('PEXPIRE', KEYS[2], retention)
+    end
+  end
+  announce(A[14], started)
+  announce(A[14], t)
+  if t.hbt then
+    redis.call('ZREM', KEYS[13], A[1])
+  end
+  for _, e in ipairs({{A, at1}, {B, at2}}) do
+    if retention then
+      redis.call('SET', e[1].marker, '1', 'PX', retention + math.max(0, math.ceil(exp - e[2])))
+    else
+      redis.call('SET', e[1].marker, '1')
+    end
+  end
+  if notify then
+    local fields = {'taskId', A[1], 'state', t.st, 'atMs', B[5]}
+    if retention then
+      local cut = outbox_cut(KEYS[5], math.max(server_ms() - retention, 0))
+      redis.call('XADD', KEYS[5], 'MINID', cut, '*', unpack(fields))
+    else
+      redis.call('XADD', KEYS[5], '*', unpack(fields))
+    end
+  end
+  redis.call('HINCRBY', KEYS[12], 'started', 1)
+  redis.call('HINCRBY', KEYS[12], reason, 1)
+  local flags = notify and '1010' or '1000'
+  return {{'started', '1000', 'running', start_err or ''}, {reason, flags, t.st, t.err or ''}}
+end
+
 local function apply_events(KEYS, ARGV, at)
   local answers = {}
   local keys = {KEYS[1], KEYS[2], ''}
   for i = 4, 14 do
     keys[i] = KEYS[i]
+  end
+  if tonumber(ARGV[at]) == 2 then
+    local events = {}
+    for n = 1, 2 do
+      local args = {marker = KEYS[14 + n]}
+      for i = 1, 17 do
+        args[i] = ARGV[at + (n - 1) * 17 + i]
+      end
+      events[n] = args
+    end
+    local both = start_and_end(keys, events[1], events[2])
+    if both then
+      return both
+    end
   end
   for n = 1, tonumber(ARGV[at]) do
     keys[3] = KEYS[14 + n]
