@@ -338,6 +338,40 @@ def test_a_cancelled_task_reads_as_revoked(app: Celery, book: RedisBook) -> None
     assert task.error == "not needed"
 
 
+def test_an_expired_message_reads_as_expired(
+    app: Celery, book: RedisBook, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its deadline passed before a worker took it: Celery discards it as revoked; the
+    book expires it, and the meta says what the book says, in one write."""
+    result = app.tasks["b.ok"].apply_async((1,), expires=0.2)
+    time.sleep(0.4)
+    with start_worker(app, perform_ping_check=False):
+        wait_for(lambda: stored_meta(app, result.id)["status"] != "PENDING")
+    assert result.state == "FAILURE"
+    assert isinstance(result.info, TaskExpired)
+    task = assert_agree(app, book, result.id)
+    assert task.state is AsyncState.EXPIRED
+    assert history(task) == ["expire"]
+    assert "refused" not in caplog.text
+
+
+def test_a_task_revoked_before_it_ran_reads_as_revoked(app: Celery, book: RedisBook) -> None:
+    result = app.tasks["b.ok"].apply_async((1,), countdown=0.5)
+    app.control.revoke(result.id)  # no worker listens yet: the worker's own revoked set
+    from celery.worker import state
+
+    state.revoked.add(result.id)
+    try:
+        with start_worker(app, perform_ping_check=False):
+            wait_for(lambda: stored_meta(app, result.id)["status"] != "PENDING")
+    finally:
+        state.revoked.discard(result.id)
+    assert str(result.state) == "REVOKED"
+    task = assert_agree(app, book, result.id)
+    assert task.state is AsyncState.CANCELLED
+    assert task.error == "revoked"
+
+
 def test_a_group_and_a_chord_of_20(app: Celery, book: RedisBook, namespace: str) -> None:
     ok, total = app.tasks["b.ok"], app.tasks["b.total"]
     client = redis.Redis.from_url(URL)
@@ -746,3 +780,27 @@ def test_a_lost_create_of_a_long_task_is_made_when_its_start_is_sent(
     task = assert_agree(app, book, result.id)
     assert history(task) == ["start", "succeed"]
     assert running.expires_at_ms == task.expires_at_ms
+
+
+def test_a_lost_create_keeps_every_event_sent_before_it(
+    app: Celery, book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start and a progress report go out together and both meet "unknown": the task
+    is created once and both are sent again, in order."""
+    lose_creates(app, monkeypatch)
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=60, name="b.slow_progress")
+    def slow_progress(self: Any) -> str:
+        report_progress(self, 30, cursor="a third")
+        deadline = time.monotonic() + 5
+        while (t := book.get(str(self.request.id))) is None or t.progress != 30:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        return "done"
+
+    with start_worker(app, perform_ping_check=False):
+        result = slow_progress.delay()
+        assert result.get(timeout=10) == "done"
+    task = assert_agree(app, book, result.id)
+    assert history(task) == ["start", "progress", "succeed"]
+    assert book.last_cursor(result.id) == "a third"

@@ -95,6 +95,37 @@ def test_an_event_that_may_ride_waits_its_own_delay() -> None:
     recorder.close()
 
 
+def test_events_of_a_task_created_late_are_sent_again_first_in_order() -> None:
+    book = FlakyBook(0)
+    created: list[str] = []
+
+    def create(task_id: str) -> bool:
+        created.append(task_id)
+        book.create(id=task_id, now_ms=0, ttl_ms=10_000, max_attempts=1)
+        return True
+
+    recorder = Recorder(lambda: book, flush_delay=0.01, retry_for=3.0, on_unknown=create)
+    progress = {"type": "progress", "atMs": 2, "progress": 40, "cursor": "c"}
+    recorder.buffer(start("t"))
+    recorder.buffer(("t", progress, "t:progress"))
+    deadline = time.monotonic() + 5
+    while (task := book.get("t")) is None or task.progress != 40:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert created == ["t"]  # once
+    assert [entry.event.type for entry in task.history] == ["start", "progress"]
+    recorder.close()
+
+
+def test_events_of_a_task_nobody_creates_are_let_go(caplog: pytest.LogCaptureFixture) -> None:
+    book = FlakyBook(0)
+    recorder = Recorder(lambda: book, flush_delay=0.0, retry_for=3.0, on_unknown=lambda _: False)
+    (result,) = recorder.write(start("ghost"))
+    assert isinstance(result, AsyncBookError)
+    assert "unknown task" in caplog.text
+    recorder.close()
+
+
 def test_book_down_briefly_loses_nothing(caplog: pytest.LogCaptureFixture) -> None:
     book = FlakyBook(3)
     book.create(id="t", now_ms=0, ttl_ms=100, max_attempts=1)

@@ -36,11 +36,12 @@ from celery.exceptions import BackendStoreError, TaskRevokedError
 from kombu.utils.encoding import bytes_to_str
 from redis.cluster import RedisCluster
 
-from .._book import ApplyItem
-from .._models import CallbackResult, FailEvent, SucceedEvent
+from .._book import ApplyItem, EventInput
+from .._models import CallbackResult, CancelEvent, FailEvent, SucceedEvent
 from ..errors import AsyncBookError, UnknownTaskError
 from ..redis import BookScript, EventOutcome, RedisBook, ScriptedEvents
 from ._integration import Integration, _describe, installed
+from ._recorder import retrying
 from ._tracking import callback_id, is_tracked, now_ms, result_hash
 
 __all__ = ["AsyncBookBackend", "AsyncBookSentinelBackend", "TaskEndedInBook", "TaskExpired"]
@@ -62,6 +63,8 @@ _ENDS = {
     states.SUCCESS: ("success", "|expired|cancelled|failed|"),
     states.FAILURE: ("failure", "|expired|cancelled|"),
     states.RETRY: ("retry", "|expired|cancelled|failed|"),
+    # Revoked unrun (or terminated): cancelled in the book, or expired if the message was.
+    states.REVOKED: ("revoked", "|expired|failed|"),
 }
 
 
@@ -152,18 +155,28 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         task_id = bytes_to_str(task_id)
         signal, refused = end
         retries = int(getattr(request, "retries", 0) or 0)
-        item: ApplyItem = (
+        event: EventInput | None
+        if state == states.REVOKED and str(result) == "expired":
+            # The message expired unrun: the book expires the task at its deadline, and
+            # the meta says what the book says (FAILURE, TaskExpired).
+            event, refused = None, "|cancelled|failed|"
+            state, result = states.FAILURE, _expired(task_id)
+        elif state == states.REVOKED:
+            reason = "terminated" if str(result) == "terminated" else "revoked"
+            event = CancelEvent(at_ms=now_ms(), reason=reason)
+        else:
+            event = _end_event(integration, task, task_id, result, state)
+        item: Any = (
             task_id,
-            _end_event(integration, task, task_id, result, state),
-            callback_id(task_id, signal, retries),
+            event,
+            None if event is None else callback_id(task_id, signal, retries),
         )
         encoded = self.encode_result(result, state)
         fused = self._fused(integration)
         if fused is None:
-            answer = integration.recorder.write(item)[0]
-            book_state = answer.task.state.value if isinstance(answer, CallbackResult) else ""
+            book_state = self._write_apart(integration, item)
             if f"|{book_state}|" in refused:
-                self._write_verdict(None, task_id, book_state, request, answer)
+                self._write_verdict(None, task_id, book_state, request, None)
             else:
                 super()._store_result(task_id, encoded, state, traceback, request, **kwargs)
         else:
@@ -172,6 +185,20 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             )
         integration.backend_wrote(task_id, signal, retries)
         return encoded
+
+    @staticmethod
+    def _write_apart(integration: Integration, item: Any) -> str:
+        """The book's write when it is not on this backend's Redis; the book's state."""
+        task_id, event, _callback = item
+        if event is None:
+            expired = retrying(
+                lambda: integration.book.expire(task_id),
+                integration.settings.retry_for,
+                f"expiring task {task_id}",
+            )
+            return "" if expired is None else expired.task.state.value
+        answer = integration.recorder.write(item)[0]
+        return answer.task.state.value if isinstance(answer, CallbackResult) else ""
 
     def _fused(self, integration: Integration) -> tuple[RedisBook, BookScript] | None:
         """The book and the meta script when the book lives on this backend's Redis."""
@@ -288,7 +315,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         state: str
         if book_state == "expired":
             state = states.FAILURE
-            error = TaskExpired(f"task {task_id} ended after its deadline: it expired")
+            error = _expired(task_id)
         elif book_state == "cancelled":
             state = states.REVOKED
             error = TaskRevokedError(_error_of(answer) or "cancelled")
@@ -327,6 +354,10 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         if key not in self._warned:
             self._warned.add(key)
             logger.warning(message, *args)
+
+
+def _expired(task_id: str) -> TaskExpired:
+    return TaskExpired(f"task {task_id} ended after its deadline: it expired")
 
 
 def _end_event(

@@ -215,8 +215,6 @@ class Integration:
         self._executions: dict[str, tuple[str, int | None, Callable[[], object]]] = {}
         # Tasks the book answered "cancelled" for: their next report_progress raises.
         self._cancelled: OrderedDict[str, str | None] = OrderedDict()
-        # Tasks created here because the book did not hold them when their events came.
-        self._recreated: OrderedDict[str, None] = OrderedDict()
         self._heartbeats: Heartbeats | None = None
         self._cancel_watch: CancelWatch | None = None
 
@@ -261,6 +259,7 @@ class Integration:
                 flush_delay=self.settings.flush_delay,
                 retry_for=self.settings.retry_for,
                 on_answer=self._note_answer,
+                on_unknown=self._create_unknown,
             ),
         )
         return recorder
@@ -340,20 +339,8 @@ class Integration:
         return self._heartbeats
 
     def _note_answer(self, item: ApplyItem, result: Any) -> None:
-        """The book's answer to an event this process sent: learn of a cancel; an event of
-        a running execution whose task the book does not hold yet (its publisher's
-        deferred create had not landed) creates the task and is sent again, once."""
+        """The book's answer to an event this process sent: learn of a cancel."""
         task_id = item[0]
-        if isinstance(result, UnknownTaskError):
-            fresh = task_id in self._executions and task_id not in self._recreated
-            if fresh and self.create_missing(task_id):
-                self._recreated[task_id] = None
-                while len(self._recreated) > _REMEMBERED_FAILURES:
-                    self._recreated.popitem(last=False)
-                self.recorder.buffer(
-                    item, deadline_ms=self._deadline_of(task_id), rides=self._results_ride()
-                )
-            return
         if isinstance(result, CallbackResult):
             state, error = result.task.state.value, result.task.error
         elif isinstance(result, EventOutcome):
@@ -612,6 +599,11 @@ class Integration:
         with its result (so they need not be sent before it)."""
         return bool(getattr(self.app.backend, "takes_buffered_events", False))
 
+    def _create_unknown(self, task_id: str) -> bool:
+        """The book answered "unknown" to events of ``task_id``: if it runs here (its
+        publisher's create had not landed, or was lost), create it from its message."""
+        return task_id in self._executions and self.create_missing(task_id)
+
     def create_missing(self, task_id: str) -> bool:
         """Create ``task_id``, running in this process, from its message (the book did not
         hold it: its publisher's create had not landed, or was lost). True if it did."""
@@ -866,6 +858,9 @@ class Integration:
         if request is None or not self._mine(sender):
             return
         task_id = str(request.id)
+        retries = int(getattr(request, "retries", 0) or 0)
+        if self.recorder.written(callback_id(task_id, "revoked", retries)):
+            return  # asyncbook's result backend wrote it, with Celery's meta
         if expired:
             try:
                 retrying(
@@ -877,7 +872,6 @@ class Integration:
             except AsyncBookError as error:
                 logger.error("asyncbook: task %s could not be expired: %s", task_id, error)
             return
-        retries = int(getattr(request, "retries", 0) or 0)
         event = CancelEvent(at_ms=now_ms(), reason="terminated" if terminated else "revoked")
         self._write(task_id, event, callback_id(task_id, "revoked", retries))
 

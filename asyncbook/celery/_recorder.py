@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 
 from .._book import ApplyItem, AsyncBook, EventInput
 from .._models import CallbackResult
-from ..errors import AsyncBookError, BookUnavailableError
+from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError
 from ..redis import EventOutcome
 
 __all__ = ["Recorder", "Taken", "retrying"]
@@ -105,6 +105,8 @@ class _Queued:
     deadline_ms: float | None
     done: threading.Event | None = None
     result: Answer = field(default=None)
+    sent_again: bool = False
+    """Sent once more, first, after its task was created (``on_unknown``)."""
     rides: bool = False
     """The result backend may take it to write with the execution's result: it is sent
     only once its own ``flush_delay`` is over."""
@@ -126,10 +128,14 @@ class Recorder:
         retry_for: float,
         max_held: int = 100_000,
         on_answer: Callable[[ApplyItem, Answer], None] | None = None,
+        on_unknown: Callable[[str], bool] | None = None,
     ) -> None:
         self._book_factory = book
         self.on_answer = on_answer
         """Called with each event and the book's answer (in the writer thread)."""
+        self.on_unknown = on_unknown
+        """Called with a task the book answered "unknown" for; True if it created the
+        task: the task's events of that batch are then sent again, once, first."""
         self._book: AsyncBook | None = None
         self.flush_delay = flush_delay
         self.retry_for = retry_for
@@ -365,15 +371,20 @@ class Recorder:
     def _settle(self, batch: list[_Queued], results: Sequence[Any]) -> None:
         with self._lock:
             sent = set(map(id, batch))
-            # The batch was the queue's head; the overflow rule may have dropped some of it.
-            while self._queue and id(self._queue[0]) in sent:
-                self._queue.popleft()
+            # Not always the queue's head (events that may ride stay), and the overflow
+            # rule may have dropped some of it.
+            self._queue = deque(entry for entry in self._queue if id(entry) not in sent)
         self._answer(batch, results)
 
     def _answer(self, batch: list[_Queued], results: Sequence[Any]) -> None:
+        again: list[_Queued] = []
+        created: dict[str, bool] = {}
         for entry, result in zip(batch, results, strict=True):
-            entry.result = result
             task_id, event, _ = entry.item
+            if self._send_again(entry, result, created):
+                again.append(entry)
+                continue
+            entry.result = result
             if isinstance(result, AsyncBookError):
                 logger.error("asyncbook: task %s refused an event: %s", task_id, result)
             elif (
@@ -396,6 +407,24 @@ class Recorder:
                     logger.exception("asyncbook: on_answer failed")
             if entry.done is not None:
                 entry.done.set()
+        if again:
+            with self._lock:
+                self._queue.extendleft(reversed(again))
+                self._lock.notify()
+
+    def _send_again(self, entry: _Queued, result: Any, created: dict[str, bool]) -> bool:
+        """True if ``entry`` met "unknown" and its task has just been created here."""
+        if not isinstance(result, UnknownTaskError) or entry.sent_again or not self.on_unknown:
+            return False
+        task_id = entry.item[0]
+        if task_id not in created:
+            try:
+                created[task_id] = self.on_unknown(task_id)
+            except Exception:
+                logger.exception("asyncbook: on_unknown failed")
+                created[task_id] = False
+        entry.sent_again = created[task_id]
+        return entry.sent_again
 
 
 def _due(queue: deque[_Queued], queued_by: float) -> list[_Queued]:

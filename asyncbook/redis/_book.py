@@ -536,7 +536,7 @@ class RedisBook:
     def apply_in_script(
         self,
         task_id: str,
-        items: Sequence[tuple[EventInput, str | None]],
+        items: Sequence[tuple[EventInput | None, str | None]],
         script: BookScript,
         key: str,
         args: Sequence[str],
@@ -549,6 +549,7 @@ class RedisBook:
         applies them with ``apply_events(KEYS, ARGV, len(args) + 1)`` (_apply.lua) and
         answers ``{'!unknown'}`` (raised as ``UnknownTaskError``) or
         ``{status, state, answers}``, ``answers`` being what ``apply_events`` returned.
+        An event None expires the task at its deadline (as ``expire``).
 
         ``key`` must be on the book's Redis; on a Cluster, in the book's slot.
         """
