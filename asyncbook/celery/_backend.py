@@ -11,14 +11,18 @@ stored SUCCESS is never overwritten) runs inside the script, after the book's ev
 The book and Celery never disagree. When the book refuses the end (past the deadline, or
 cancelled meanwhile), Celery's meta reads what the book says:
 
-- ``expired``: FAILURE with ``asyncbook.celery.TaskExpired``;
+- ``expired``: FAILURE with ``asyncbook.celery.TaskExpired`` (also for a message that
+  expired unrun: Celery would store REVOKED);
 - ``cancelled``: REVOKED with Celery's ``TaskRevokedError`` (the cancel's reason);
 - ``failed`` before the task returned (stalled, say): FAILURE with
   ``asyncbook.celery.TaskEndedInBook``.
 
-Everything else (untracked tasks, STARTED, custom states, groups, chords) is Celery's
-``RedisBackend`` unchanged. ``install(app)`` stays needed: it creates tasks at publish and
-buffers their starts; unset, ``asyncbook_redis_url`` is the backend's Redis.
+A tracked task revoked before it ran is cancelled in the book in the same write as its
+REVOKED meta. Everything else (untracked tasks, STARTED, custom states, groups, chords)
+is Celery's ``RedisBackend`` unchanged. ``install(app)`` stays needed: it creates tasks
+at publish and buffers their starts; unset, ``asyncbook_redis_url`` is the backend's
+Redis. The meta's expiry is at least the book's retention, so ``resultRef`` never names
+a key that is gone. ``asyncbook+sentinel://`` gives ``AsyncBookSentinelBackend``.
 """
 
 from __future__ import annotations
