@@ -40,4 +40,5 @@ def test_creates_wait_out_an_outage(tmp_path: Path) -> None:
         creates.add(CreateSpec("after", 0, 60_000, 1, exist_ok=True))  # written at once again
         assert creates.flush()
         assert book.get("after") is not None
+        creates.close()
     book.client.close()

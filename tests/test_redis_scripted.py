@@ -231,6 +231,7 @@ def test_a_create_sender_writes_now_and_reads_later(
     assert all(other_view.get(f"t{n}") is not None for n in range(70))
     assert "task t0 could not be created" in caplog.text
     assert sender.take_unanswered() == []
+    sender.close()
 
 
 def test_a_create_sender_hands_back_what_a_lost_connection_left_unanswered(
@@ -247,3 +248,4 @@ def test_a_create_sender_hands_back_what_a_lost_connection_left_unanswered(
     sender.send(CreateSpec("b", 0, 1_000, 1, exist_ok=True))  # a new connection
     sender.collect()
     assert book.get("b") is not None
+    sender.close()

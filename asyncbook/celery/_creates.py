@@ -113,6 +113,18 @@ class Creates:
         with self._lock:
             return self._lock.wait_for(lambda: not self._queue and not self._sending, wait)
 
+    def close(self) -> None:
+        """Send what is left (waiting as ``flush`` does), then close the connection."""
+        self.flush()
+        if self._sender is not None:
+            self._sender.close()
+            lost = self._sender.take_unanswered()
+            if lost:
+                logger.error(
+                    "asyncbook: %d create(s) unanswered at close; the workers create them",
+                    len(lost),
+                )
+
     def _run(self) -> None:
         while True:
             with self._lock:

@@ -401,7 +401,8 @@ class Integration:
             routes = _routes(conf.task_routes)
             if any(route is self._router for route in routes):
                 conf.task_routes = tuple(route for route in routes if route is not self._router)
-        self.flush_creates()
+        if self._creates is not None:
+            self._creates.close()
         if self._recorder is not None:
             self._recorder.close()
 

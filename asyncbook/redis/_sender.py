@@ -76,6 +76,13 @@ class CreateSender:
         with self._lock:
             self._read(block=True)
 
+    def close(self) -> None:
+        """Read what is due, then close the connection (the next ``send`` opens one)."""
+        with self._lock:
+            if self._connection is not None:
+                self._read(block=True)
+                self._drop_connection()
+
     def take_unanswered(self) -> list[CreateSpec]:
         """The creates whose answers were lost with the connection (to send again)."""
         with self._lock:
