@@ -3,6 +3,26 @@
 -- ARGV[15] = 'c' (compact) an answer carries the task's state and error instead of its
 -- JSON: {reason, flags, state, errorJSON or ''}.
 
+-- A task that just ended: off the deadlines, and its record kept for retention ms.
+local function ended(KEYS, task_id, retention)
+  redis.call('ZREM', KEYS[4], task_id)
+  if retention then
+    redis.call('PEXPIRE', KEYS[1], retention)
+    redis.call('PEXPIRE', KEYS[2], retention)
+  end
+end
+
+-- One notification in the outbox (trimmed to retention, see outbox_cut).
+local function notify_outbox(outbox, task_id, st, at_text, retention)
+  local fields = {'taskId', task_id, 'state', st, 'atMs', at_text}
+  if retention then
+    local cut = outbox_cut(outbox, math.max(server_ms() - retention, 0))
+    redis.call('XADD', outbox, 'MINID', cut, '*', unpack(fields))
+  else
+    redis.call('XADD', outbox, '*', unpack(fields))
+  end
+end
+
 local function apply_event(KEYS, ARGV)
   local with_history = ARGV[15] == '1'
   local compact = ARGV[15] == 'c'
@@ -139,11 +159,7 @@ local function apply_event(KEYS, ARGV)
       redis.call('ZADD', KEYS[5 + STATE_SLOT[t.st]], t.seq, ARGV[1])
     end
     if TERMINAL[t.st] then
-      redis.call('ZREM', KEYS[4], ARGV[1])
-      if retention then
-        redis.call('PEXPIRE', KEYS[1], retention)
-        redis.call('PEXPIRE', KEYS[2], retention)
-      end
+      ended(KEYS, ARGV[1], retention)
     end
     announce(ARGV[14], t)
     if kind == 'progress' then
@@ -180,13 +196,7 @@ local function apply_event(KEYS, ARGV)
     end
   end
   if notify then
-    local fields = {'taskId', ARGV[1], 'state', t.st, 'atMs', at_text}
-    if retention then
-      local cut = outbox_cut(KEYS[5], math.max(server_ms() - retention, 0))
-      redis.call('XADD', KEYS[5], 'MINID', cut, '*', unpack(fields))
-    else
-      redis.call('XADD', KEYS[5], '*', unpack(fields))
-    end
+    notify_outbox(KEYS[5], ARGV[1], t.st, at_text, retention)
   end
   redis.call('HINCRBY', KEYS[12], reason, 1)
   local flags = (changed and '1' or '0') .. (duplicate and '1' or '0') .. (notify and '1' or '0') .. '0'
@@ -253,11 +263,7 @@ local function start_and_end(KEYS, A, B)
   redis.call('ZREM', running, A[1])
   local retention = tonumber(A[13])
   if TERMINAL[t.st] then
-    redis.call('ZREM', KEYS[4], A[1])
-    if retention then
-      redis.call('PEXPIRE', KEYS[1], retention)
-      redis.call('PEXPIRE', KEYS[2], retention)
-    end
+    ended(KEYS, A[1], retention)
   end
   announce(A[14], started)
   announce(A[14], t)
@@ -272,13 +278,7 @@ local function start_and_end(KEYS, A, B)
     end
   end
   if notify then
-    local fields = {'taskId', A[1], 'state', t.st, 'atMs', B[5]}
-    if retention then
-      local cut = outbox_cut(KEYS[5], math.max(server_ms() - retention, 0))
-      redis.call('XADD', KEYS[5], 'MINID', cut, '*', unpack(fields))
-    else
-      redis.call('XADD', KEYS[5], '*', unpack(fields))
-    end
+    notify_outbox(KEYS[5], A[1], t.st, B[5], retention)
   end
   redis.call('HINCRBY', KEYS[12], 'started', 1)
   redis.call('HINCRBY', KEYS[12], reason, 1)
