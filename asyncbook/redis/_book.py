@@ -67,9 +67,6 @@ from ..errors import (
 from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
 from ._keys import KeySchema
 from ._pending import settle
-
-if TYPE_CHECKING:
-    from ._sender import CreateSender
 from ._scripts import (
     AT_DEADLINE,
     NO_EVENT,
@@ -86,6 +83,9 @@ from ._scripts import (
     ScriptStatus,
     with_helpers,
 )
+
+if TYPE_CHECKING:
+    from ._sender import CreateSender
 
 __all__ = ["RedisBook"]
 
@@ -252,8 +252,8 @@ class RedisBook:
             self.check_eviction_policy()
 
     def _settle(self) -> None:
-        """Wait for the creates this process queued for the book and has not sent yet
-        (read-your-writes for a publisher whose creates are deferred)."""
+        """Wait for the creates this process wrote to the book and has no answer for yet
+        (read-your-writes for a publisher whose creates do not wait)."""
         settle(self.namespace)
 
     # -- creating and reading -------------------------------------------------------
