@@ -228,14 +228,18 @@ def test_a_body_not_sent_as_json_is_415(server: Running, client: httpx.Client) -
 
 
 def _complete(answer: bytes) -> bool:
-    """True once ``answer`` holds a response head and the body its Content-Length names."""
+    """True once ``answer`` holds a response head and its whole body: the length its
+    Content-Length names, or a chunked body's last chunk."""
     head, found, body = answer.partition(b"\r\n\r\n")
     if not found:
         return False
     for line in head.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return len(body) >= int(value.strip())
+        name, value = name.strip().lower(), value.strip().lower()
+        if name == b"content-length":
+            return len(body) >= int(value)
+        if name == b"transfer-encoding" and value == b"chunked":
+            return body == b"0\r\n\r\n" or body.endswith(b"\r\n0\r\n\r\n")
     return False
 
 
