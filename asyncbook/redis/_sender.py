@@ -111,10 +111,13 @@ class CreateSender:
         script = self._book._scripts.create
         while self._unanswered:
             connection = self._connection
+            spec, keys, args = self._unanswered[0]
+            popped = False
             try:
                 if not block and not connection.can_read(timeout=0):
                     return
-                spec, keys, args = self._unanswered.popleft()
+                self._unanswered.popleft()
+                popped = True
                 try:
                     reply = connection.read_response(disable_decoding=True)
                 except NoScriptError:
@@ -128,7 +131,8 @@ class CreateSender:
                     log.error("asyncbook: task %s could not be created: %s", spec.id, error)
                     continue
             except _OUTAGE as error:
-                self._unanswered.appendleft((spec, keys, args))
+                if popped:
+                    self._unanswered.appendleft((spec, keys, args))  # its answer was lost too
                 log.warning("asyncbook: %d create(s) unanswered: %r", len(self._unanswered), error)
                 self._drop_connection()
                 return
