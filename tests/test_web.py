@@ -13,6 +13,7 @@ import fakeredis
 import httpx
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from asyncbook import AsyncBookError, ProgressEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook._models import STATE_NAMES
@@ -316,17 +317,20 @@ def test_metrics_are_prometheus_text(server: Running, client: httpx.Client) -> N
     response = client.get("/metrics")
     assert response.headers["content-type"].startswith("text/plain")
     text = response.text
-    assert 'asyncbook_tasks{state="succeeded"} 1' in text
-    assert 'asyncbook_tasks{state="queued"} 1' in text
-    assert 'asyncbook_transitions_total{reason="started"} 1' in text
-    assert 'asyncbook_transitions_total{reason="progress"} 2' in text
-    assert 'asyncbook_transitions_total{reason="succeeded"} 1' in text
-    assert 'asyncbook_transitions_total{reason="terminal-conflict"} 1' in text
-    assert "asyncbook_duplicate_callbacks_total 1" in text
+    assert 'asyncbook_tasks{state="succeeded"} 1.0' in text
+    assert 'asyncbook_tasks{state="queued"} 1.0' in text
+    assert 'asyncbook_transitions_total{reason="started"} 1.0' in text
+    assert 'asyncbook_transitions_total{reason="progress"} 2.0' in text
+    assert 'asyncbook_transitions_total{reason="succeeded"} 1.0' in text
+    assert 'asyncbook_transitions_total{reason="terminal-conflict"} 1.0' in text
+    assert "asyncbook_duplicate_callbacks_total 1.0" in text
     assert 'reason="duplicate-callback"' not in text
     assert "# TYPE asyncbook_sweep_lateness_seconds gauge" in text
     lateness = float(text.split("\nasyncbook_sweep_lateness_seconds ")[1].split()[0])
     assert lateness > 1_000_000  # "late" has been overdue since the epoch
+    parsed = {family.name: family.type for family in text_string_to_metric_families(text)}
+    assert parsed["asyncbook_transitions"] == "counter"  # what a Prometheus scraper reads
+    assert parsed["asyncbook_tasks"] == "gauge"
 
 
 def test_openapi_schema_describes_every_endpoint(client: httpx.Client) -> None:
@@ -717,6 +721,6 @@ def test_streams_lose_nothing_when_the_change_feed_connection_drops() -> None:
         admin.close()
     assert killed == [1]
     assert resets >= 2  # subscribed, and subscribed again after the kill
-    assert f"asyncbook_change_feed_connects_total {resets}" in metrics
+    assert f"asyncbook_change_feed_connects_total {float(resets)}" in metrics
     assert caught_up == [True]
     assert sorted(set(seen)) == [0, 1, 2, 3, 4, 5]

@@ -402,9 +402,9 @@ def test_metrics_and_listing_count_cancelled_tasks(server: Running, client: http
     cancel(client, "a")
     cancel(client, "a")
     text = client.get("/metrics").text
-    assert 'asyncbook_tasks{state="cancelled"} 1' in text
-    assert 'asyncbook_transitions_total{reason="cancelled"} 1' in text
-    assert 'asyncbook_transitions_total{reason="duplicate-cancel"} 1' in text
+    assert 'asyncbook_tasks{state="cancelled"} 1.0' in text
+    assert 'asyncbook_transitions_total{reason="cancelled"} 1.0' in text
+    assert 'asyncbook_transitions_total{reason="duplicate-cancel"} 1.0' in text
     listing = client.get("/api/tasks", params={"state": "cancelled"}).json()
     assert [task["id"] for task in listing["tasks"]] == ["a"]
 

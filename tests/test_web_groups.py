@@ -408,7 +408,7 @@ def test_watchers_cost_no_lookups_while_their_group_is_quiet(
     time.sleep(0.5)
     assert groups.lookups == idle  # nobody polls; other tasks and groups cost nothing
     metrics = client.get("/metrics").text
-    assert "asyncbook_group_stream_watchers 10" in metrics
+    assert "asyncbook_group_stream_watchers 10.0" in metrics
     for task_id in ids:
         start(book, task_id)
         succeed(book, task_id)

@@ -109,11 +109,11 @@ def test_metrics_of_an_in_memory_book() -> None:
     book.apply("m", StartEvent(at_ms=now + 1, worker="w"), callback_id="c")
     with BackgroundServer(book) as server:
         text = httpx.get(server.url + "metrics", timeout=10).text
-    assert 'asyncbook_transitions_total{reason="started"} 1' in text
-    assert "asyncbook_duplicate_callbacks_total 1" in text
-    assert "asyncbook_sweep_lateness_seconds 0.000" in text
-    assert 'asyncbook_tasks{state="running"} 1' in text
-    assert "asyncbook_stream_watchers 0" in text
+    assert 'asyncbook_transitions_total{reason="started"} 1.0' in text
+    assert "asyncbook_duplicate_callbacks_total 1.0" in text
+    assert "asyncbook_sweep_lateness_seconds 0.0" in text
+    assert 'asyncbook_tasks{state="running"} 1.0' in text
+    assert "asyncbook_stream_watchers 0.0" in text
 
 
 def test_an_unreachable_book_is_503_not_500() -> None:

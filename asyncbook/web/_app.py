@@ -17,7 +17,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import (
     HTMLResponse,
     JSONResponse,
-    PlainTextResponse,
     Response,
     StreamingResponse,
 )
@@ -39,7 +38,7 @@ from ._groups import GROUP_MEMBERS, GroupHub, GroupWatcher, UnknownGroupError
 from ._hosts import HostCheck, allowed_host_names
 from ._hub import Batch, Hub, Watcher
 from ._login import LoginThrottle, Sessions, login_routes
-from ._metrics import render_metrics, sweep_lateness
+from ._metrics import CONTENT_TYPE_LATEST, render_metrics, sweep_lateness
 from ._openapi import openapi_schema
 from ._pages import read_page
 from ._paths import (
@@ -322,7 +321,7 @@ class StatusApp:
             group_watchers=self.groups.watcher_count,
             group_lookups=self.groups.lookups,
         )
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_schema())

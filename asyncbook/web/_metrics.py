@@ -1,4 +1,5 @@
-"""Prometheus text for ``GET /metrics``.
+"""Prometheus text for ``GET /metrics``, written by ``prometheus_client`` (the library
+the field uses for the exposition format) from a collector of the book's counts.
 
 Tasks by state and answers by reason are the book's own counts (every client of the
 book, kept in Redis), so they survive a restart of the server. Duplicate callbacks are
@@ -9,13 +10,16 @@ the oldest overdue deadline has been waiting for the sweep.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from .._book import AsyncBook
 from .._reasons import Reason
 
-__all__ = ["render_metrics", "sweep_lateness"]
+__all__ = ["CONTENT_TYPE_LATEST", "render_metrics", "sweep_lateness"]
 
 DUPLICATE_CALLBACK = Reason.DUPLICATE_CALLBACK
 
@@ -32,8 +36,19 @@ def sweep_lateness(book: AsyncBook, now_ms: float | None = None) -> float:
     return max(0.0, (now - float(task.expires_at_ms)) / 1000)
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class _Snapshot(Collector):
+    """Families read once, when the scrape asked (prometheus_client's custom collector)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.families
+
+
+def _one(family: GaugeMetricFamily | CounterMetricFamily, value: float) -> Metric:
+    family.add_metric([], value)
+    return family
 
 
 def render_metrics(
@@ -46,61 +61,65 @@ def render_metrics(
     feed_resets: int = 0,
     group_watchers: int = 0,
     group_lookups: int = 0,
-) -> str:
-    """The exposition text (Prometheus format 0.0.4)."""
-    reasons = {r: n for r, n in answers.items() if r != DUPLICATE_CALLBACK}
-    out: list[str] = []
-
-    def family(name: str, kind: str, doc: str, samples: list[tuple[str, Any]]) -> None:
-        out.append(f"# HELP {name} {doc}")
-        out.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            out.append(f"{name}{labels} {value}")
-
-    family(
-        "asyncbook_tasks",
-        "gauge",
-        "Tasks held in the book, by state.",
-        [(f'{{state="{_escape(s)}"}}', n) for s, n in sorted(states.items())],
+) -> bytes:
+    """The exposition text (Prometheus text format 0.0.4), written by prometheus_client."""
+    tasks = GaugeMetricFamily(
+        "asyncbook_tasks", "Tasks held in the book, by state.", labels=["state"]
     )
-    family(
-        "asyncbook_transitions_total",
-        "counter",
+    for state, count in sorted(states.items()):
+        tasks.add_metric([state], count)
+    transitions = CounterMetricFamily(
+        "asyncbook_transitions",
         "Events and expiries the book answered, by the reason it gave.",
-        [(f'{{reason="{_escape(r)}"}}', n) for r, n in sorted(reasons.items())],
+        labels=["reason"],
     )
-    family(
-        "asyncbook_duplicate_callbacks_total",
-        "counter",
-        "Callbacks the book ignored because their callback id was already recorded.",
-        [("", answers.get(DUPLICATE_CALLBACK, 0))],
-    )
-    family(
-        "asyncbook_sweep_lateness_seconds",
-        "gauge",
-        "How long the oldest overdue deadline has waited for the expiry sweep.",
-        [("", f"{lateness:.3f}")],
-    )
-    family("asyncbook_stream_watchers", "gauge", "Open task streams.", [("", watchers)])
-    family(
-        "asyncbook_stream_lookups_total",
-        "counter",
-        "Book lookups made to feed task streams.",
-        [("", lookups)],
-    )
-    family(
-        "asyncbook_group_stream_watchers", "gauge", "Open group streams.", [("", group_watchers)]
-    )
-    family(
-        "asyncbook_group_stream_lookups_total",
-        "counter",
-        "Rounds of book lookups made to feed group streams (changed members, then counters).",
-        [("", group_lookups)],
-    )
-    family(
-        "asyncbook_change_feed_connects_total",
-        "counter",
-        "Times this server (re)subscribed to the change feed.",
-        [("", feed_resets)],
-    )
-    return "\n".join(out) + "\n"
+    for reason, count in sorted(answers.items()):
+        if reason != DUPLICATE_CALLBACK:
+            transitions.add_metric([reason], count)
+    families: list[Metric] = [
+        tasks,
+        transitions,
+        _one(
+            CounterMetricFamily(
+                "asyncbook_duplicate_callbacks",
+                "Callbacks the book ignored because their callback id was already recorded.",
+            ),
+            answers.get(DUPLICATE_CALLBACK, 0),
+        ),
+        _one(
+            GaugeMetricFamily(
+                "asyncbook_sweep_lateness_seconds",
+                "How long the oldest overdue deadline has waited for the expiry sweep.",
+            ),
+            round(lateness, 3),
+        ),
+        _one(GaugeMetricFamily("asyncbook_stream_watchers", "Open task streams."), watchers),
+        _one(
+            CounterMetricFamily(
+                "asyncbook_stream_lookups", "Book lookups made to feed task streams."
+            ),
+            lookups,
+        ),
+        _one(
+            GaugeMetricFamily("asyncbook_group_stream_watchers", "Open group streams."),
+            group_watchers,
+        ),
+        _one(
+            CounterMetricFamily(
+                "asyncbook_group_stream_lookups",
+                "Rounds of book lookups made to feed group streams (changed members, then "
+                "counters).",
+            ),
+            group_lookups,
+        ),
+        _one(
+            CounterMetricFamily(
+                "asyncbook_change_feed_connects",
+                "Times this server (re)subscribed to the change feed.",
+            ),
+            feed_resets,
+        ),
+    ]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families))
+    return generate_latest(registry)
