@@ -1,6 +1,7 @@
-"""Writes a process queued for a book and has not sent yet (a publisher's deferred
-creates): a ``RedisBook`` of the same namespace in that process waits for them before it
-reads or applies, so the process reads its own writes."""
+"""Writes a process made to a book without waiting for them (a publisher's creates,
+written and not yet answered, or queued while Redis was down): a ``RedisBook`` of the
+same namespace in that process waits for them before it reads or applies, so the process
+reads its own writes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ class Pending(Protocol):
     """Something holding writes for a book's namespace."""
 
     def pending(self) -> bool:
-        """True while writes are queued or being sent."""
+        """True while writes are unanswered, queued or being sent."""
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until they are sent."""
