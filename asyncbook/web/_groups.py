@@ -22,14 +22,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 from .._book import AsyncBook
 from .._models import AsyncTask, GroupSummary, to_wire
 from .._watch import task_summary
-from ..errors import AsyncBookError, BookUnavailableError, DamagedRecordError, UnknownTaskError
+from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._feed import Change
-from ._hub import RETRY_AFTER_ERROR, Batch
+from ._hub import Batch
+from ._lookups import Lookups
 from ._sse import MAX_CURSOR, format_event
 
 __all__ = ["GROUP_MEMBERS", "MEMBERS_PER_ROUND", "GroupHub", "GroupWatcher", "UnknownGroupError"]
@@ -111,19 +112,18 @@ def look_up(book: AsyncBook, group_id: str, member_ids: list[str], sweep: bool) 
     return Round(summary, changed, last)
 
 
-class GroupHub:
+class GroupHub(Lookups):
     """Group watchers, fed from the book when the change feed says a member moved."""
+
+    noun = "group "
 
     def __init__(
         self,
         book: AsyncBook,
         run_sync: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
-        self.book = book
-        self._run_sync = run_sync or asyncio.to_thread
+        super().__init__(book, run_sync)
         self._groups: dict[str, _Watched] = {}
-        self._running: dict[str, asyncio.Task[None]] = {}
-        self._dirty: set[str] = set()
         self.lookups = 0
         """Rounds run (each: the changed members, then the group's counters)."""
 
@@ -166,38 +166,14 @@ class GroupHub:
 
     async def close(self) -> None:
         """End every stream (without ``end``: the groups go on) and stop pending rounds."""
-        for task in list(self._running.values()):
-            task.cancel()
+        self._cancel_lookups()
         for group in list(self._groups.values()):
             for watcher in list(group.watchers):
                 watcher.queue.put_nowait(Batch(payload=b"", end=True))
                 self.unwatch(watcher)
 
-    def _schedule(self, group_id: str) -> None:
-        if group_id in self._running:
-            self._dirty.add(group_id)
-            return
-        loop = asyncio.get_running_loop()
-        self._running[group_id] = loop.create_task(self._refresh(group_id))
-
-    async def _refresh(self, group_id: str) -> None:
-        try:
-            while True:
-                self._dirty.discard(group_id)
-                try:
-                    await self._deliver(group_id)
-                except Exception as error:
-                    if _final(error):
-                        self._fail(group_id, error)
-                    else:
-                        log.warning("looking up group %r failed (%s); retrying", group_id, error)
-                        self._fail_fresh(group_id, error)
-                        await asyncio.sleep(RETRY_AFTER_ERROR)
-                        self._dirty.add(group_id)
-                if group_id not in self._dirty or group_id not in self._groups:
-                    return
-        finally:
-            del self._running[group_id]
+    def _watched(self, group_id: str) -> bool:
+        return group_id in self._groups
 
     async def _deliver(self, group_id: str) -> None:
         group = self._groups.get(group_id)
@@ -281,8 +257,3 @@ class GroupHub:
             if watcher.fresh:
                 watcher.queue.put_nowait(error)
                 self.unwatch(watcher)
-
-
-def _final(error: Exception) -> TypeGuard[AsyncBookError]:
-    """A refusal every watcher of the group gets (unknown group, bad id), not an outage."""
-    return isinstance(error, AsyncBookError) and not isinstance(error, BookUnavailableError)

@@ -10,24 +10,20 @@ that arrives meanwhile marks the task dirty and runs one more round.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 from .._book import AsyncBook
 from .._models import ResumeResult
 from .._watch import Message, messages_for, resume_light
-from ..errors import AsyncBookError, BookUnavailableError
+from ..errors import AsyncBookError
 from ._feed import Change
+from ._lookups import Lookups
 from ._sse import format_event
 
 __all__ = ["Batch", "Hub", "Watcher"]
 
-log = logging.getLogger(__name__)
-
-RETRY_AFTER_ERROR = 1.0
-"""Seconds before a lookup that failed (Redis unreachable) is tried again."""
 WATCHER_BACKLOG = 10_000
 """Unread batches a watcher may hold before its stream is closed (its client resumes)."""
 
@@ -57,7 +53,7 @@ class Watcher:
     done: bool = False
 
 
-class Hub:
+class Hub(Lookups):
     """Watchers by task, fed from the book when the change feed says something moved."""
 
     def __init__(
@@ -65,11 +61,8 @@ class Hub:
         book: AsyncBook,
         run_sync: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
-        self.book = book
-        self._run_sync = run_sync or asyncio.to_thread
+        super().__init__(book, run_sync)
         self._watchers: dict[str, set[Watcher]] = {}
-        self._running: dict[str, asyncio.Task[None]] = {}
-        self._dirty: set[str] = set()
         self._listeners: set[asyncio.Queue[Change | None]] = set()
         self.lookups = 0
         self.resets = 0
@@ -123,8 +116,7 @@ class Hub:
 
     async def close(self) -> None:
         """End every stream and stop pending lookups."""
-        for task in list(self._running.values()):
-            task.cancel()
+        self._cancel_lookups()
         for group in list(self._watchers.values()):
             for watcher in list(group):
                 # Close without an ``end`` event: the task goes on, so clients reconnect.
@@ -133,30 +125,8 @@ class Hub:
         for queue in list(self._listeners):
             queue.put_nowait(None)
 
-    def _schedule(self, task_id: str) -> None:
-        if task_id in self._running:
-            self._dirty.add(task_id)
-            return
-        self._running[task_id] = asyncio.get_running_loop().create_task(self._refresh(task_id))
-
-    async def _refresh(self, task_id: str) -> None:
-        try:
-            while True:
-                self._dirty.discard(task_id)
-                try:
-                    await self._deliver(task_id)
-                except Exception as error:
-                    if _final(error):
-                        self._fail(task_id, error)
-                    else:
-                        log.warning("looking up %r failed (%s); retrying", task_id, error)
-                        self._fail_fresh(task_id, error)
-                        await asyncio.sleep(RETRY_AFTER_ERROR)
-                        self._dirty.add(task_id)
-                if task_id not in self._dirty or task_id not in self._watchers:
-                    return
-        finally:
-            del self._running[task_id]
+    def _watched(self, task_id: str) -> bool:
+        return task_id in self._watchers
 
     async def _deliver(self, task_id: str) -> None:
         waiting = set(self._watchers.get(task_id, ()))
@@ -217,8 +187,3 @@ def _offer(queue: asyncio.Queue[Change | None], item: Change | None) -> None:
         while not queue.empty():
             queue.get_nowait()
         queue.put_nowait(None)
-
-
-def _final(error: Exception) -> TypeGuard[AsyncBookError]:
-    """A refusal every watcher of the task gets (unknown task, bad cursor), not an outage."""
-    return isinstance(error, AsyncBookError) and not isinstance(error, BookUnavailableError)
