@@ -45,7 +45,6 @@ from .._models import CallbackResult, CancelEvent, FailEvent, SucceedEvent
 from ..errors import AsyncBookError, UnknownTaskError
 from ..redis import BookScript, EventOutcome, RedisBook, ScriptedEvents
 from ._integration import Integration, _describe, installed
-from ._recorder import retrying
 from ._tracking import callback_id, is_tracked, now_ms, result_hash
 
 __all__ = ["AsyncBookBackend", "AsyncBookSentinelBackend", "TaskEndedInBook", "TaskExpired"]
@@ -195,11 +194,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         """The book's write when it is not on this backend's Redis; the book's state."""
         task_id, event, _callback = item
         if event is None:
-            expired = retrying(
-                lambda: integration.book.expire(task_id),
-                integration.settings.retry_for,
-                f"expiring task {task_id}",
-            )
+            expired = integration.expire(task_id)
             return "" if expired is None else expired.task.state.value
         answer = integration.recorder.write(item)[0]
         return answer.task.state.value if isinstance(answer, CallbackResult) else ""

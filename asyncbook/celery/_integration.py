@@ -50,6 +50,7 @@ from .._dotted import import_path
 from .._models import (
     AsyncState,
     AsyncTask,
+    AsyncTransition,
     CallbackResult,
     CancelEvent,
     FailEvent,
@@ -863,18 +864,24 @@ class Integration:
         if self.recorder.written(callback_id(task_id, "revoked", retries)):
             return  # asyncbook's result backend wrote it, with Celery's meta
         if expired:
-            try:
-                retrying(
-                    lambda: self.book.expire(task_id),
-                    self.settings.retry_for,
-                    f"expiring task {task_id}",
-                    attempt_timeout=2 * self._attempt_timeout,
-                )
-            except AsyncBookError as error:
-                logger.error("asyncbook: task %s could not be expired: %s", task_id, error)
+            self.expire(task_id)
             return
         event = CancelEvent(at_ms=now_ms(), reason="terminated" if terminated else "revoked")
         self._write(task_id, event, callback_id(task_id, "revoked", retries))
+
+    def expire(self, task_id: str) -> AsyncTransition | None:
+        """Expire ``task_id`` at its deadline now (its message expired unrun), retried
+        while the book is unreachable; None if it could not be."""
+        try:
+            return retrying(
+                lambda: self.book.expire(task_id),
+                self.settings.retry_for,
+                f"expiring task {task_id}",
+                attempt_timeout=2 * self._attempt_timeout,
+            )
+        except AsyncBookError as error:
+            logger.error("asyncbook: task %s could not be expired: %s", task_id, error)
+            return None
 
     def on_worker_process_shutdown(self, **_: Any) -> None:
         """A pool process exits: write what is buffered."""
