@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -67,6 +68,7 @@ def close_result_backend(app: Any) -> None:
     if consumer is not None:
         consumer.stop()
     backend.client.connection_pool.disconnect()
+    gc.collect()  # anything left unclosed is reported in the test that left it
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:

@@ -50,11 +50,6 @@ pytestmark = [
     pytest.mark.timeout(120),
     # Celery's Redis result backend calls redis-py's SETEX, which redis-py 8 deprecates.
     pytest.mark.filterwarnings("ignore:Call to deprecated setex:DeprecationWarning"),
-    # Celery keeps one backend per thread; those of start_worker's threads (their Redis
-    # clients) are not ours to close, and the GC may find their sockets in a later test.
-    pytest.mark.filterwarnings(
-        "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
-    ),
 ]
 
 # What Celery's meta says for each state of the book.
@@ -80,6 +75,9 @@ def make_app(namespace: str, *, backend: str | None = None, **conf: Any) -> Cele
         "worker_hijack_root_logger": False,
         "asyncbook_namespace": namespace,
         "asyncbook_flush_delay": 0.005,
+        # One backend for every thread (Celery keeps one per thread otherwise), so the
+        # fixture closes the worker threads' Redis clients too.
+        "result_backend_thread_safe": True,
         "result_expires": 600,
         # Metas of this test only (other tests' clean-ups remove celery-task-meta-*).
         "result_backend_transport_options": {"global_keyprefix": f"{namespace}:"},

@@ -37,6 +37,9 @@ def make_app() -> Celery:
         worker_hijack_root_logger=False,
         asyncbook_flush_delay=0.005,
         result_expires=600,
+        # One backend for every thread (Celery keeps one per thread otherwise), so the
+        # fixture closes the worker threads' Redis clients too.
+        result_backend_thread_safe=True,
     )
 
     @app.task(bind=True, shared=False, tracked=True, ttl=60, name="groups.step")
