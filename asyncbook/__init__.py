@@ -1,6 +1,17 @@
 """asyncbook: a durable, exact lifecycle in Redis for long-running Celery tasks."""
 
 from ._book import ApplyItem, AsyncBook, CreateSpec, EventInput
+from ._console import (
+    MinuteStats,
+    NameTotals,
+    PublishInfo,
+    SearchPage,
+    SearchRow,
+    TaskInfo,
+    TaskQuery,
+    TaskStats,
+    WorkerSummary,
+)
 from ._delivery import DeliveryReport, deliver_notifications, notification_source
 from ._machine import apply_async_event, create_async_task, expire_task
 from ._memory import MemoryBook
@@ -64,6 +75,16 @@ __all__ = [
     "parse_event",
     "parse_task",
     "to_wire",
+    # the operator console
+    "MinuteStats",
+    "NameTotals",
+    "PublishInfo",
+    "SearchPage",
+    "SearchRow",
+    "TaskInfo",
+    "TaskQuery",
+    "TaskStats",
+    "WorkerSummary",
     # the pure machine
     "apply_async_event",
     "create_async_task",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from ._console import PublishInfo
 from ._jsrules import utf16_key
 from ._models import (
     AsyncEvent,
@@ -46,6 +47,8 @@ class CreateSpec(NamedTuple):
     heartbeat_timeout_ms: int | None = None
     retry_on_stall: bool = False
     group_id: str | None = None
+    info: PublishInfo | None = None
+    """What the publisher knows of the task (name, args, queue ...), for the console."""
 
 
 def cancel_input(at_ms: Any, reason: Any) -> EventInput:

@@ -16,7 +16,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from asyncbook import ApplyItem, AsyncBookError, MemoryBook, RedisBook, to_wire
+from asyncbook import ApplyItem, AsyncBookError, MemoryBook, PublishInfo, RedisBook, to_wire
 from asyncbook.redis import KeySchema, connect, escape_id
 
 from .cluster import require_binaries
@@ -353,7 +353,8 @@ def test_retention_removes_everything(tmp_path: Path) -> None:
         for batch in range(0, 10_000, 500):
             ids = [f"task-{n}" for n in range(batch, batch + 500)]
             for task_id in ids:
-                book.create(id=task_id, now_ms=0, ttl_ms=200, max_attempts=1)
+                info = PublishInfo(name="gen", args="(1,)", queue="q")
+                book.create(id=task_id, now_ms=0, ttl_ms=200, max_attempts=1, info=info)
             items: list[ApplyItem] = []
             for task_id in ids:
                 items += [(task_id, start(), f"{task_id}:s"), (task_id, succeed(), f"{task_id}:d")]
@@ -362,11 +363,17 @@ def test_retention_removes_everything(tmp_path: Path) -> None:
                 book.deliver_result(task_id, f"key-{task_id}", 5)
         assert client.zcard(book.keys.deadlines) == 0
         time.sleep(1.5)
-        assert book.prune(limit=20_000) == 10_000
+        # Each task leaves the succeeded index, its name's and its worker's.
+        assert book.prune(limit=20_000) == 30_000
         leftover = list(client.scan_iter(match=book.keys.tag + ":*", count=5000))
-        # Only the book-wide counters and the (trimmed-by-age) outbox stream may remain.
+        # Only the book-wide counters, the (trimmed-by-age) outbox stream and what the
+        # console keeps per name, per worker and per hour (not per task) may remain.
         names = sorted({key.decode().split(":", 1)[1] for key in leftover})
-        assert names in (["counters", "outbox", "seq"], ["counters", "seq"]), names
+        per_name_and_worker = ["names", "nt", "s:0:gen", "sa:0", "wc:w1", "workers"]
+        assert names in (
+            sorted(["counters", "outbox", "seq", *per_name_and_worker]),
+            sorted(["counters", "seq", *per_name_and_worker]),
+        ), names
         assert book.get("task-1") is None
         client.delete(book.keys.outbox)
         # Near the start: what is left is the counter and the keyspace's hash tables,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,15 @@ from .._checks import (
     require_state,
     require_string,
     require_text,
+)
+from .._console import (
+    NameTotals,
+    PublishInfo,
+    SearchPage,
+    TaskInfo,
+    TaskQuery,
+    TaskStats,
+    WorkerSummary,
 )
 from .._jsrules import is_blank, is_finite_number
 from .._machine import cancel_reason, coerce_event, create_async_task, stall_event
@@ -64,7 +73,9 @@ from ..errors import (
     invalid,
     task_exists,
 )
+from . import _console
 from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
+from ._console import failure_json, publish_fields
 from ._keys import KeySchema
 from ._pending import settle
 from ._scripts import (
@@ -270,12 +281,14 @@ class RedisBook:
         heartbeat_timeout_ms: int | None = None,
         retry_on_stall: bool = False,
         group_id: str | None = None,
+        info: PublishInfo | None = None,
     ) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
 
         With ``heartbeat_timeout_ms`` a running attempt silent for that long is ended by
         ``end_stalled`` (retryable when ``retry_on_stall``). With ``group_id`` the task is
-        a member of that group (``group``, ``seal_group``).
+        a member of that group (``group``, ``seal_group``). ``info`` is kept for the
+        console (``info``, ``search``, ``stats``); the task itself does not show it.
         """
         spec = CreateSpec(
             id,
@@ -286,6 +299,7 @@ class RedisBook:
             heartbeat_timeout_ms,
             retry_on_stall,
             group_id,
+            info,
         )
         task, keys, args = self._create_call(spec)
         self._before_write()
@@ -367,8 +381,17 @@ class RedisBook:
             heartbeat_timeout_ms=timeout,
             retry_on_stall=bool(spec.retry_on_stall),
             group_id_json="" if group is None else _dumps(group, "groupId"),
+            created_ms=_number_text(spec.now_ms),
+            children_keep_ms=self._children_keep_ms(spec),
+            **publish_fields(spec.info),
         ).argv()
         return task, keys, args
+
+    def _children_keep_ms(self, spec: CreateSpec) -> str:
+        """How long a parent's list of children is kept: the child's life and retention."""
+        if not self._retention_ms or spec.info is None or spec.info.parent_id is None:
+            return ""
+        return str(int(self._retention_ms) + max(0, math.ceil(float(spec.ttl_ms))))
 
     @reports_outages
     def get(self, id: str) -> AsyncTask | None:
@@ -415,8 +438,12 @@ class RedisBook:
             k.callback(_utf8(callback, "callbackId")) if callback is not None else k.callback(""),
             *self._apply_keys,
         ]
+        failure = ""
+        if isinstance(event, Mapping) and event.get("type") == "fail":
+            failure = failure_json(event.get("exception"), event.get("traceback"))
         args = ApplyArgs(
             task_id=task_id,
+            failure=failure,
             callback_given=callback is not None,
             event_valid=shape_error is None,
             event=event_args,
@@ -1007,6 +1034,45 @@ class RedisBook:
         seconds, micros = self._slot_client().time()
         return int(seconds) * 1000 + int(micros) // 1000
 
+    # -- the operator console -------------------------------------------------------
+
+    @reports_outages
+    def info(self, task_id: str) -> TaskInfo | None:
+        """A task's info (Celery name, arguments, queue, worker, times, traceback), or
+        None when the book does not hold the task."""
+        self._settle()
+        return _console.info(self, _utf8(require_string(task_id, "taskId"), "taskId"))
+
+    @reports_outages
+    def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
+        """One page of tasks matching a ``TaskQuery`` (or its fields as keywords: name,
+        state, worker, q, since_ms, until_ms, sort, limit, after), with totals per state."""
+        self._settle()
+        return _console.search(self, TaskQuery(**filters) if query is None else query)
+
+    @reports_outages
+    def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
+        """Workers seen in the last ``within_ms``, most recently seen first."""
+        return _console.workers(self, within_ms)
+
+    @reports_outages
+    def stats(
+        self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
+    ) -> TaskStats:
+        """Per-minute starts, ends by state and runtime percentiles of one task name (None:
+        every task) over the last ``window_ms`` (one minute to a day): one round trip."""
+        return _console.stats(self, name, window_ms, now_ms)
+
+    @reports_outages
+    def task_names(self, within_ms: int | None = None) -> list[str]:
+        """Task names the book has seen (created within ``within_ms``), sorted."""
+        return _console.task_names(self, within_ms)
+
+    @reports_outages
+    def name_totals(self) -> list[NameTotals]:
+        """Running totals per task name, for Prometheus counters and histograms."""
+        return _console.name_totals(self)
+
     @reports_outages
     def count_by_state(self) -> dict[str, int]:
         """How many tasks each state index holds (one pipelined round trip)."""
@@ -1023,29 +1089,34 @@ class RedisBook:
 
     @reports_outages
     def prune(self, limit: int = 1000) -> int:
-        """Drop listing entries of ended tasks whose records expired; returns how many.
+        """Drop index entries of ended tasks whose records expired; returns how many.
 
-        Looks at up to ``limit`` entries per terminal state, oldest first, resuming where
-        the previous call stopped, so regular calls (the sweep makes one per pass) visit
-        every entry in turn.
+        Looks at up to ``limit`` entries per index (each terminal state's, each task
+        name's and each worker's), oldest first, resuming where the previous call
+        stopped, so regular calls (the sweep makes one per pass) visit every entry in turn.
         """
         if self.retention is None:
             return 0
         count = require_limit(limit, maximum=1_000_000)
+        k = self.keys
+        client = self._slot_client()
+        indexes = [k.state_index(state) for state in GROUP_END_STATES]
+        names = [_text(raw) for raw in client.zrange(k.names, 0, -1)]
+        indexes += [k.name_index(state, name) for name in names for state in GROUP_END_STATES]
+        indexes += [k.worker_tasks(_text(raw)) for raw in client.zrange(k.workers, 0, -1)]
+        pipe = client.pipeline(transaction=False)
+        for index in indexes:
+            low = self._prune_from.get(index, "-inf")
+            pipe.zrangebyscore(index, low, "+inf", start=0, num=count, withscores=True)
         dropped = 0
-        for state in ("succeeded", "failed", "expired", "cancelled"):
-            index = self.keys.state_index(state)
-            low = self._prune_from.get(state, "-inf")
-            rows = self.client.zrangebyscore(
-                index, low, "+inf", start=0, num=count, withscores=True
-            )
+        for index, rows in zip(indexes, pipe.execute(), strict=True):
             if len(rows) < count:
-                self._prune_from.pop(state, None)
+                self._prune_from.pop(index, None)
             else:
-                self._prune_from[state] = f"({int(rows[-1][1])}"
+                self._prune_from[index] = f"({int(rows[-1][1])}"
             ids = [_text(raw_id) for raw_id, _ in rows]
             if ids:
-                keys = [index, *(self.keys.task(task_id) for task_id in ids)]
+                keys = [index, *(k.task(task_id) for task_id in ids)]
                 dropped += int(self._scripts.prune(keys=keys, args=ids))
         return dropped
 

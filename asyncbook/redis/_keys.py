@@ -106,6 +106,53 @@ class KeySchema:
         """Stream of notifications, one per terminal state."""
         return f"{self.tag}:outbox"
 
+    # -- the operator console's keys (lua/_info.lua builds the same names) --------------
+
+    def info(self, task_id: str) -> str:
+        """Hash of a task's long info fields: args, kwargs, traceback."""
+        return f"{self.tag}:i:{escape_id(task_id)}"
+
+    def name_index(self, state: str, name: str) -> str:
+        """Sorted set of one task name's ids in one state, scored by creation order."""
+        return f"{self.tag}:n:{state}:{escape_id(name)}"
+
+    def name_indexes(self, name: str) -> list[str]:
+        """One index per state for a task name, in ``STATE_NAMES`` order."""
+        return [self.name_index(state, name) for state in STATE_NAMES]
+
+    @property
+    def names(self) -> str:
+        """Sorted set of task names, scored by when a task of the name was last created."""
+        return f"{self.tag}:names"
+
+    @property
+    def workers(self) -> str:
+        """Sorted set of workers, scored by when each was last seen."""
+        return f"{self.tag}:workers"
+
+    def worker_tasks(self, worker: str) -> str:
+        """Sorted set of a worker's latest tasks (ids), scored by creation order."""
+        return f"{self.tag}:w:{escape_id(worker)}"
+
+    def worker_counts(self, worker: str) -> str:
+        """Hash of a worker's counts: started, succeeded, failed."""
+        return f"{self.tag}:wc:{escape_id(worker)}"
+
+    def stats(self, hour: int, name: str | None) -> str:
+        """Hash of one hour's per-minute counts, of one task name or (None) of all."""
+        if name is None:
+            return f"{self.tag}:sa:{hour}"
+        return f"{self.tag}:s:{hour}:{escape_id(name)}"
+
+    @property
+    def name_totals(self) -> str:
+        """Hash of running totals per task name (``<name>|<code>``)."""
+        return f"{self.tag}:nt"
+
+    def children(self, parent_id: str) -> str:
+        """Sorted set of the tasks a task started (Celery's parent id), by creation order."""
+        return f"{self.tag}:ch:{escape_id(parent_id)}"
+
     @property
     def changes_channel(self) -> str:
         """Pub/sub channel announcing every change: JSON taskId, version, state, progress."""

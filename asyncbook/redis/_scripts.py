@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 _SHARED = "_task.lua"
+_INFO = "_info.lua"
 _APPLY = "_apply.lua"
 
 
@@ -76,6 +77,16 @@ class CreateArgs(NamedTuple):
     retry_on_stall: bool = False
     group_id_json: str = ""
     """The group the task belongs to, as JSON; '' for none."""
+    created_ms: str = ""
+    """JSON number text."""
+    name: str = ""
+    queue: str = ""
+    parent_id: str = ""
+    root_id: str = ""
+    args: str = ""
+    kwargs: str = ""
+    children_keep_ms: str = ""
+    """How long a parent's list of children is kept; '' for ever."""
 
     def argv(self) -> list[str]:
         """The positional ARGV."""
@@ -90,6 +101,14 @@ class CreateArgs(NamedTuple):
             "" if timeout is None else str(timeout),
             _flag(self.retry_on_stall),
             self.group_id_json,
+            self.created_ms,
+            self.name,
+            self.queue,
+            self.parent_id,
+            self.root_id,
+            self.args,
+            self.kwargs,
+            self.children_keep_ms,
         ]
 
 
@@ -131,6 +150,8 @@ class ApplyArgs(NamedTuple):
     only_if_stalled: bool = False
     cursor: str = ""
     """A progress event's cursor: the task's checkpoint."""
+    failure: str = ""
+    """A fail event's exception type and traceback (JSON object), for the task's info."""
 
     def argv(self) -> list[str]:
         """The positional ARGV."""
@@ -153,6 +174,7 @@ class ApplyArgs(NamedTuple):
             _flag(self.with_history),
             _flag(self.only_if_stalled),
             self.cursor,
+            self.failure,
         ]
 
 
@@ -198,7 +220,7 @@ def _lua(name: str) -> str:
 def with_helpers(source: str) -> str:
     """``source`` with the shared helpers in front of it: the task helpers and
     ``apply_event`` (one event applied as apply.lua applies it)."""
-    return "\n".join([_lua(_SHARED), _lua(_APPLY), source])
+    return "\n".join([_lua(_SHARED), _lua(_INFO), _lua(_APPLY), source])
 
 
 def load_source(name: str) -> str:
@@ -274,6 +296,9 @@ class BookScripts:
     prune: BookScript
     heartbeat: BookScript
     seal_group: BookScript
+    info: BookScript
+    search: BookScript
+    workers: BookScript
 
     @classmethod
     def register(cls, client: Any) -> BookScripts:
@@ -289,6 +314,9 @@ class BookScripts:
             "prune",
             "heartbeat",
             "seal_group",
+            "info",
+            "search",
+            "workers",
         ]
         return cls(
             **{

@@ -10,7 +10,7 @@
 --         | 'keep' (the caller found a stored SUCCESS: write nothing),
 --       4 the book states ('|st|' separated, e.g. '|expired|cancelled|') for which no
 --         meta is written: the caller writes the meta that matches the book instead,
---       5 the number of events N, 6.. each event's 17 apply.lua ARGV slots, in order
+--       5 the number of events N, 6.. each event's 18 apply.lua ARGV slots, in order
 -- Returns: {'!unknown'} (events were given for a task the book does not hold: nothing is
 --          written) | {status, st, answers}: status 'written' | 'kept' (a SUCCESS was
 --          stored) | 'refused' (the book's state is one of ARGV[4]); st the task's state

@@ -158,8 +158,15 @@ local function apply_event(KEYS, ARGV)
       redis.call('ZREM', KEYS[5 + STATE_SLOT[old_state]], ARGV[1])
       redis.call('ZADD', KEYS[5 + STATE_SLOT[t.st]], t.seq, ARGV[1])
     end
+    info_moved(KEYS[1], t, old_state, t.st, ARGV[1])
+    if reason == 'started' then
+      info_started(KEYS[1], t, ARGV[1], at_text, worker_of(entry))
+    elseif kind == 'fail' then
+      info_failure(KEYS[1], ARGV[18])
+    end
     if TERMINAL[t.st] then
       ended(KEYS, ARGV[1], retention)
+      info_ended(KEYS[1], t, old_state, t.st == 'expired' and t.exp or at_text, retention)
     end
     announce(ARGV[14], t)
     if kind == 'progress' then
@@ -208,7 +215,7 @@ end
 
 -- apply_events(KEYS, ARGV, at): the events of a script that RedisBook.apply_in_script
 -- calls (KEYS: task hash, history, the caller's key, apply.lua's KEYS 4..14, then one
--- callback marker per event; ARGV[at]: the number of events, then apply.lua's 17 ARGV
+-- callback marker per event; ARGV[at]: the number of events, then apply.lua's 18 ARGV
 -- slots per event), each applied by apply_event, in order. Returns their compact answers,
 -- or nil when the book does not hold the task (then nothing was written).
 -- An execution's start and end, applied together: the same writes as apply_event's for
@@ -262,8 +269,14 @@ local function start_and_end(KEYS, A, B)
   end
   redis.call('ZREM', running, A[1])
   local retention = tonumber(A[13])
+  info_moved(KEYS[1], t, 'queued', t.st, A[1])
+  info_started(KEYS[1], t, A[1], A[5], worker_of(A[6]))
+  if B[4] == 'fail' then
+    info_failure(KEYS[1], B[18])
+  end
   if TERMINAL[t.st] then
     ended(KEYS, A[1], retention)
+    info_ended(KEYS[1], t, 'running', B[5], retention)
   end
   announce(A[14], started)
   announce(A[14], t)
@@ -296,8 +309,8 @@ local function apply_events(KEYS, ARGV, at)
     local events = {}
     for n = 1, 2 do
       local args = {marker = KEYS[14 + n]}
-      for i = 1, 17 do
-        args[i] = ARGV[at + (n - 1) * 17 + i]
+      for i = 1, 18 do
+        args[i] = ARGV[at + (n - 1) * 18 + i]
       end
       events[n] = args
     end
@@ -309,8 +322,8 @@ local function apply_events(KEYS, ARGV, at)
   for n = 1, tonumber(ARGV[at]) do
     keys[3] = KEYS[14 + n]
     local args = {}
-    local first = at + (n - 1) * 17
-    for i = 1, 17 do
+    local first = at + (n - 1) * 18
+    for i = 1, 18 do
       args[i] = ARGV[first + i]
     end
     args[15] = 'c'

@@ -3,7 +3,8 @@
 -- (listpack): id (JSON string), st, exp (deadline, JSON number text), att, max, prog,
 -- ver, seq (creation order), err (JSON string, when set), and for the extensions hbt
 -- (heartbeat timeout ms), rdl (1: a stalled attempt is retried), cur (the last progress
--- cursor, a checkpoint), gk and gid (its group's hash key and id as JSON, in a group). Its history list holds, at
+-- cursor, a checkpoint), gk and gid (its group's hash key and id as JSON, in a group),
+-- and the console's info fields (_info.lua). Its history list holds, at
 -- index N-1, the JSON of the event that produced version N. resultRef and resultHash
 -- are not stored twice: a succeeded task's last event is its succeed event.
 
@@ -12,7 +13,7 @@ local STATE_SLOT = {queued = 1, running = 2, succeeded = 3, failed = 4, expired 
 
 local function load_task(key)
   local f = redis.call('HMGET', key, 'id', 'st', 'exp', 'att', 'max', 'prog', 'ver', 'seq', 'err',
-    'hbt', 'rdl', 'gk', 'gid')
+    'hbt', 'rdl', 'gk', 'gid', 'n', 's', 'w')
   if not f[1] then
     return nil
   end
@@ -24,7 +25,7 @@ local function load_task(key)
   return {
     id = f[1], st = f[2], exp = f[3], att = tonumber(f[4]), max = tonumber(f[5]),
     prog = tonumber(f[6]), ver = tonumber(f[7]), seq = f[8], err = f[9],
-    hbt = tonumber(f[10]), rdl = f[11], gk = f[12], gid = f[13],
+    hbt = tonumber(f[10]), rdl = f[11], gk = f[12], gid = f[13], n = f[14], s = f[15], w = f[16],
   }
 end
 

@@ -15,7 +15,8 @@
 --       forever), 14 changes channel, 15 answer with the task's history (1/0; c: compact,
 --       see _apply.lua), 16 only if stalled (1/0: the sweep's stall fail, refused with
 --       '!fresh' when a heartbeat came in time), 17 the progress cursor (kept as the
---       task's checkpoint)
+--       task's checkpoint), 18 a failure's exception type and traceback (JSON object,
+--       or ''; kept in the task's info, see _info.lua)
 -- Returns: {'!unknown'} | {'!damaged', why} | {'!fresh'} | {'!shape'}
 --          | {'!invalid', field, message}
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,

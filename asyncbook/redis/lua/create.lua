@@ -3,7 +3,10 @@
 --       6 its group's hash, 7 its group's members (both unused without a group)
 -- ARGV: 1 task id, 2 task id as JSON, 3 deadline (JSON number text), 4 maxAttempts,
 --       5 exist_ok (1/0), 6 changes channel, 7 heartbeat timeout ms ('' for none),
---       8 retry a stalled attempt (1/0), 9 group id as JSON ('' for none)
+--       8 retry a stalled attempt (1/0), 9 group id as JSON ('' for none),
+--       10 created (ms text), then the publisher's info, '' where not given (_info.lua),
+--       11 the task's name, 12 queue, 13 parent id, 14 root id, 15 args, 16 kwargs,
+--       17 how long a parent's list of children is kept (ms, '' for ever)
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 
 local existing = load_full(KEYS[1], KEYS[2])
@@ -33,6 +36,7 @@ if ARGV[9] ~= '' then
   redis.call('HINCRBY', KEYS[6], 'queued', 1)
   redis.call('ZADD', KEYS[7], seq, ARGV[1])
 end
+info_created(KEYS, ARGV, seq)
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
 announce(ARGV[6], {id = ARGV[2], st = 'queued', prog = 0, ver = 0,

@@ -1,0 +1,247 @@
+"""What the operator console reads: task info, searches, workers and per-minute stats.
+
+These models sit beside the seed's ``AsyncTask`` and never change it: a task's info
+(Celery name, arguments, queue, worker, times, traceback) is kept in the task's Redis
+record by the same scripts that write the task, and read with ``RedisBook.info``,
+``RedisBook.search``, ``RedisBook.workers`` and ``RedisBook.stats``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+from pydantic import Field, StrictInt, StrictStr
+
+from ._models import STATE_NAMES, AsyncTask, Number, WireModel
+from .errors import invalid
+
+__all__ = [
+    "DEFAULT_REDACT",
+    "INFO_LIMIT",
+    "RUNTIME_BUCKETS_MS",
+    "STATS_MINUTE_MS",
+    "STATS_WINDOW_MS",
+    "MinuteStats",
+    "NameTotals",
+    "PublishInfo",
+    "SearchPage",
+    "SearchRow",
+    "TaskInfo",
+    "TaskQuery",
+    "TaskStats",
+    "WorkerSummary",
+    "percentile_ms",
+]
+
+INFO_LIMIT = 512
+"""Default length (characters) args, kwargs and a traceback are truncated to."""
+
+DEFAULT_REDACT = ("password", "passwd", "secret", "token", "api_key", "apikey", "authorization")
+"""Keyword arguments masked by default (by name, case-insensitive)."""
+
+STATS_MINUTE_MS = 60_000
+"""Stats are kept per minute."""
+
+STATS_WINDOW_MS = 24 * 3_600_000
+"""How far back stats reach (their keys expire after a day and an hour)."""
+
+RUNTIME_BUCKETS_MS = (
+    100,
+    250,
+    500,
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    30_000,
+    60_000,
+    120_000,
+    300_000,
+    600_000,
+    1_800_000,
+    3_600_000,
+)
+"""Upper bounds of the runtime histogram's buckets; a last bucket holds the rest."""
+
+
+@dataclass(frozen=True)
+class PublishInfo:
+    """What the publisher knows of a task, recorded with its create (``CreateSpec.info``).
+
+    ``args`` and ``kwargs`` are already rendered (repr, truncated, redacted); ``None``
+    leaves a field out.
+    """
+
+    name: str | None = None
+    args: str | None = None
+    kwargs: str | None = None
+    queue: str | None = None
+    parent_id: str | None = None
+    root_id: str | None = None
+
+
+class TaskInfo(WireModel):
+    """A task's info: what Celery published and what its executions reported."""
+
+    id: StrictStr
+    name: StrictStr | None = None
+    args_repr: StrictStr | None = Field(default=None, alias="args")
+    kwargs_repr: StrictStr | None = Field(default=None, alias="kwargs")
+    queue: StrictStr | None = None
+    parent_id: StrictStr | None = None
+    root_id: StrictStr | None = None
+    group_id: StrictStr | None = None
+    worker: StrictStr | None = None
+    created_at_ms: Number | None = None
+    started_at_ms: Number | None = None
+    ended_at_ms: Number | None = None
+    runtime_ms: Number | None = None
+    retries: StrictInt | None = None
+    exception: StrictStr | None = None
+    traceback: StrictStr | None = None
+    children: tuple[StrictStr, ...] = ()
+
+
+class SearchRow(WireModel):
+    """One task of a search: the task (without its history) and its info."""
+
+    task: AsyncTask
+    info: TaskInfo
+
+
+Sort = Literal["newest", "oldest"]
+
+
+class TaskQuery(NamedTuple):
+    """A search of the book's tasks; every filter is optional and they combine (AND)."""
+
+    name: str | None = None
+    state: str | None = None
+    worker: str | None = None
+    q: str | None = None
+    """An id prefix."""
+    since_ms: int | None = None
+    """Created at or after (ms since the epoch)."""
+    until_ms: int | None = None
+    """Created at or before."""
+    sort: Sort = "newest"
+    limit: int = 50
+    after: str | None = None
+    """The ``next_after`` of the previous page."""
+
+    def checked(self) -> TaskQuery:
+        """The query, or ``AsyncBookError`` (``invalid``) naming the first bad field."""
+        for field in ("name", "worker", "q"):
+            value = getattr(self, field)
+            if value is not None and (not isinstance(value, str) or not value or len(value) > 200):
+                raise invalid(f"{field} must be a string of 1 to 200 characters", field=field)
+        if self.state is not None and self.state not in STATE_NAMES:
+            raise invalid(f"state must be one of {', '.join(STATE_NAMES)}", field="state")
+        for field in ("since_ms", "until_ms"):
+            value = getattr(self, field)
+            if value is not None and (type(value) is not int or value < 0):
+                raise invalid(f"{field} must be a whole number of ms >= 0", field=field)
+        if self.sort not in ("newest", "oldest"):
+            raise invalid("sort must be newest or oldest", field="sort")
+        if type(self.limit) is not int or not 1 <= self.limit <= 500:
+            raise invalid("limit must be a whole number from 1 to 500", field="limit")
+        if self.after is not None and (not isinstance(self.after, str) or not self.after.isdigit()):
+            raise invalid("after must be the next_after of a previous page", field="after")
+        return self
+
+
+class SearchPage(WireModel):
+    """One page of a search, and the number of matching tasks per state.
+
+    ``totals_exact`` is false when the totals were counted over the first
+    ``SEARCH_SCAN_LIMIT`` candidates only (a worker, id-prefix or time filter).
+    """
+
+    tasks: tuple[SearchRow, ...]
+    totals: dict[str, int]
+    totals_exact: bool = True
+    next_after: StrictStr | None = None
+
+
+class WorkerSummary(WireModel):
+    """A worker seen recently: from its tasks' starts, ends and heartbeats."""
+
+    name: StrictStr
+    last_seen_ms: Number
+    running: tuple[StrictStr, ...]
+    started: StrictInt
+    succeeded: StrictInt
+    failed: StrictInt
+
+
+class MinuteStats(WireModel):
+    """One minute of one task name (or of every name): ends by state, and runtimes."""
+
+    minute_ms: Number
+    started: StrictInt = 0
+    succeeded: StrictInt = 0
+    failed: StrictInt = 0
+    expired: StrictInt = 0
+    cancelled: StrictInt = 0
+    runtime_buckets: tuple[StrictInt, ...] = ()
+    p50_ms: Number | None = None
+    p95_ms: Number | None = None
+    p99_ms: Number | None = None
+
+
+class TaskStats(WireModel):
+    """Per-minute stats over a window ending now, and the window's totals."""
+
+    name: StrictStr | None
+    window_ms: Number
+    now_ms: Number
+    minutes: tuple[MinuteStats, ...]
+    totals: dict[str, int]
+    runtime_buckets_ms: tuple[int, ...] = RUNTIME_BUCKETS_MS
+    runtime_buckets: tuple[StrictInt, ...] = ()
+    p50_ms: Number | None = None
+    p95_ms: Number | None = None
+    p99_ms: Number | None = None
+    failure_rate: float | None = None
+
+
+def percentile_ms(buckets: Sequence[int], fraction: float) -> float | None:
+    """The runtime below which ``fraction`` of the counted runs ended, from histogram
+    bucket counts (``RUNTIME_BUCKETS_MS`` bounds, then the rest), interpolated linearly
+    inside its bucket as Prometheus' ``histogram_quantile`` does; None without runs."""
+    total = sum(buckets)
+    if total == 0:
+        return None
+    rank = fraction * total
+    seen = 0
+    lower = 0.0
+    for index, count in enumerate(buckets):
+        if index >= len(RUNTIME_BUCKETS_MS):
+            return float(RUNTIME_BUCKETS_MS[-1])  # the open bucket: its lower bound
+        upper = float(RUNTIME_BUCKETS_MS[index])
+        if count and seen + count >= rank:
+            return lower + (upper - lower) * (rank - seen) / count
+        seen += count
+        lower = upper
+    return float(RUNTIME_BUCKETS_MS[-1])
+
+
+def totals_of(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts for every state, in ``STATE_NAMES`` order (0 where absent)."""
+    return {state: int(counts.get(state, 0)) for state in STATE_NAMES}
+
+
+class NameTotals(WireModel):
+    """Counts of one task name since the book began keeping them (Prometheus counters):
+    starts, ends by state, and the runtime histogram of its ended runs."""
+
+    name: StrictStr
+    started: StrictInt = 0
+    succeeded: StrictInt = 0
+    failed: StrictInt = 0
+    expired: StrictInt = 0
+    cancelled: StrictInt = 0
+    runtime_buckets: tuple[StrictInt, ...] = ()
+    runtime_sum_ms: Number = 0

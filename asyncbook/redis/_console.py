@@ -1,0 +1,314 @@
+"""The operator console's reads of a RedisBook: info, search, workers, stats, totals.
+
+What they read is written by the task scripts themselves (lua/_info.lua), so recording
+costs no extra round trip; each read here is one round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._console import (
+    RUNTIME_BUCKETS_MS,
+    STATS_MINUTE_MS,
+    STATS_WINDOW_MS,
+    MinuteStats,
+    NameTotals,
+    PublishInfo,
+    SearchPage,
+    SearchRow,
+    TaskInfo,
+    TaskQuery,
+    TaskStats,
+    WorkerSummary,
+    percentile_ms,
+    totals_of,
+)
+from .._models import AsyncTask
+from ..errors import invalid
+
+if TYPE_CHECKING:
+    from ._book import RedisBook
+
+__all__ = [
+    "failure_json",
+    "info",
+    "name_totals",
+    "publish_fields",
+    "search",
+    "stats",
+    "task_names",
+    "workers",
+]
+
+SEARCH_SCAN_LIMIT = 10_000
+"""Index entries one search call may examine (for a page, and again for its totals)."""
+CHILDREN_LISTED = 100
+"""Children of a task its info lists, at most."""
+WORKERS_LISTED = 500
+RUNNING_LOOKED_AT = 10_000
+_HOUR_MS = 3_600_000
+_BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
+_END_STATES = ("succeeded", "failed", "expired", "cancelled")
+_PUBLISH_LIMIT = 4096
+"""A published info field longer than this is refused (the integration truncates to
+``asyncbook_record_args`` long before)."""
+
+
+def _text(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _number(raw: Any) -> int | float | None:
+    text = _text(raw)
+    if text is None:
+        return None
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+def publish_fields(given: PublishInfo | None) -> dict[str, str]:
+    """create.lua's info ARGV for what the publisher gave (checked: text, bounded)."""
+    if given is None:
+        return {}
+    if not isinstance(given, PublishInfo):
+        raise invalid("info must be a PublishInfo", field="info")
+    fields: dict[str, str] = {}
+    for field, value in vars(given).items():
+        if value is None:
+            continue
+        if not isinstance(value, str) or len(value) > _PUBLISH_LIMIT:
+            raise invalid(
+                f"info.{field} must be text of at most {_PUBLISH_LIMIT} characters",
+                field=f"info.{field}",
+            )
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid(
+                f"info.{field} must be valid Unicode text", field=f"info.{field}"
+            ) from None
+        fields[field] = value
+    return fields
+
+
+def failure_json(exception: Any, traceback: Any) -> str:
+    """apply.lua's ARGV[18]: a failure's exception type and traceback, '' for neither."""
+    given = {
+        key: value[:_PUBLISH_LIMIT]
+        for key, value in (("exception", exception), ("traceback", traceback))
+        if isinstance(value, str) and value
+    }
+    return json.dumps(given, ensure_ascii=False) if given else ""
+
+
+def _info(
+    task_id: str, fields: Sequence[Any], long: Sequence[Any], children: Sequence[Any]
+) -> TaskInfo:
+    created, name, queue, parent, root, group, worker, started, ended, exception, attempts, _st = (
+        fields
+    )
+    started_ms, ended_ms = _number(started), _number(ended)
+    runtime = None
+    if started_ms is not None and ended_ms is not None and ended_ms >= started_ms:
+        runtime = ended_ms - started_ms
+    tries = _number(attempts)
+    group_text = _text(group)
+    return TaskInfo(
+        id=task_id,
+        name=_text(name),
+        args_repr=_text(long[0]),
+        kwargs_repr=_text(long[1]),
+        queue=_text(queue),
+        parent_id=_text(parent),
+        root_id=_text(root),
+        group_id=None if group_text is None else json.loads(group_text),
+        worker=_text(worker),
+        created_at_ms=_number(created),
+        started_at_ms=started_ms,
+        ended_at_ms=ended_ms,
+        runtime_ms=runtime,
+        retries=None if not tries else int(tries) - 1,
+        exception=_text(exception),
+        traceback=_text(long[2]),
+        children=tuple(text for text in map(_text, children) if text is not None),
+    )
+
+
+def info(book: RedisBook, task_id: str) -> TaskInfo | None:
+    """The task's info, or None when the book does not hold it."""
+    k = book.keys
+    reply = book._scripts.info(
+        keys=[k.task(task_id), k.info(task_id), k.children(task_id)], args=[CHILDREN_LISTED]
+    )
+    if not reply:
+        return None
+    fields, long, children = reply
+    return _info(task_id, fields, long, children)
+
+
+def search(book: RedisBook, query: TaskQuery) -> SearchPage:
+    """One page of tasks matching ``query``, and the matching tasks per state."""
+    query = query.checked()
+    k = book.keys
+    if query.worker is not None:
+        keys = [k.worker_tasks(query.worker)]
+    elif query.name is not None:
+        keys = k.name_indexes(query.name)
+    else:
+        keys = k.state_indexes
+    scanning = query.worker is not None or query.q is not None
+    scanning = scanning or query.since_ms is not None or query.until_ms is not None
+    args = [
+        k.tag,
+        query.sort,
+        query.limit,
+        query.after or "",
+        query.state or "",
+        query.name or "",
+        query.q or "",
+        "" if query.since_ms is None else query.since_ms,
+        "" if query.until_ms is None else query.until_ms,
+        SEARCH_SCAN_LIMIT,
+        "count" if scanning else "card",
+    ]
+    rows, next_cursor, flat_totals, exact = book._scripts.search(keys=keys, args=args)
+    found: list[SearchRow] = []
+    for task_json, fields in rows:
+        task = AsyncTask.model_validate_json(task_json)
+        found.append(SearchRow(task=task, info=_info(task.id, fields, (None, None, None), ())))
+    counts = {
+        _text(flat_totals[i]) or "": int(flat_totals[i + 1]) for i in range(0, len(flat_totals), 2)
+    }
+    return SearchPage(
+        tasks=tuple(found),
+        totals=totals_of(counts),
+        totals_exact=_text(exact) == "1",
+        next_after=_text(next_cursor) or None,
+    )
+
+
+def workers(book: RedisBook, within_ms: int, now_ms: int | None = None) -> list[WorkerSummary]:
+    """Workers seen in the last ``within_ms``, most recently seen first."""
+    if type(within_ms) is not int or within_ms <= 0:
+        raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
+    now = book.now_ms() if now_ms is None else now_ms
+    k = book.keys
+    reply = book._scripts.workers(
+        keys=[k.workers, k.state_index("running")],
+        args=[k.tag, now - within_ms, WORKERS_LISTED, RUNNING_LOOKED_AT],
+    )
+    found = []
+    for name, seen, counts, running in reply:
+        started, succeeded, failed = (int(_number(count) or 0) for count in counts)
+        found.append(
+            WorkerSummary(
+                name=_text(name) or "",
+                last_seen_ms=_number(seen) or 0,
+                running=tuple(sorted(text for text in map(_text, running) if text)),
+                started=started,
+                succeeded=succeeded,
+                failed=failed,
+            )
+        )
+    return found
+
+
+def _minute_fields(flat: dict[Any, Any]) -> dict[int, dict[str, int]]:
+    minutes: dict[int, dict[str, int]] = {}
+    for raw_field, raw_count in flat.items():
+        minute, _, code = (_text(raw_field) or "").partition(":")
+        minutes.setdefault(int(minute), {})[code] = int(raw_count)
+    return minutes
+
+
+def stats(
+    book: RedisBook, name: str | None, window_ms: int, now_ms: int | None = None
+) -> TaskStats:
+    """Per-minute counts and runtimes of one task name (or of all) over the window."""
+    if name is not None and (not isinstance(name, str) or not name):
+        raise invalid("name must be a non-empty string", field="name")
+    if type(window_ms) is not int or not STATS_MINUTE_MS <= window_ms <= STATS_WINDOW_MS:
+        raise invalid(
+            "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
+        )
+    now = book.now_ms() if now_ms is None else now_ms
+    last_minute = now // STATS_MINUTE_MS
+    first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
+    hours = range(first_minute * STATS_MINUTE_MS // _HOUR_MS, now // _HOUR_MS + 1)
+    pipe = book._slot_client().pipeline(transaction=False)
+    for hour in hours:
+        pipe.hgetall(book.keys.stats(hour, name))
+    counted: dict[int, dict[str, int]] = {}
+    for hour, flat in zip(hours, pipe.execute(), strict=True):
+        for minute, codes in _minute_fields(flat).items():
+            counted[hour * 60 + minute] = codes
+    minutes = []
+    window_buckets = [0] * _BUCKETS
+    totals = dict.fromkeys(("started", *_END_STATES), 0)
+    for minute in range(first_minute, last_minute + 1):
+        codes = counted.get(minute, {})
+        buckets = [codes.get(f"b{i}", 0) for i in range(_BUCKETS)]
+        window_buckets = [a + b for a, b in zip(window_buckets, buckets, strict=True)]
+        counts = {
+            "started": codes.get("S", 0),
+            **{state: codes.get(state, 0) for state in _END_STATES},
+        }
+        for key, count in counts.items():
+            totals[key] += count
+        minutes.append(
+            MinuteStats(
+                minute_ms=minute * STATS_MINUTE_MS,
+                runtime_buckets=tuple(buckets),
+                p50_ms=percentile_ms(buckets, 0.5),
+                p95_ms=percentile_ms(buckets, 0.95),
+                p99_ms=percentile_ms(buckets, 0.99),
+                **counts,
+            )
+        )
+    ended = sum(totals[state] for state in _END_STATES)
+    return TaskStats(
+        name=name,
+        window_ms=window_ms,
+        now_ms=now,
+        minutes=tuple(minutes),
+        totals=totals,
+        runtime_buckets=tuple(window_buckets),
+        p50_ms=percentile_ms(window_buckets, 0.5),
+        p95_ms=percentile_ms(window_buckets, 0.95),
+        p99_ms=percentile_ms(window_buckets, 0.99),
+        failure_rate=None if not ended else totals["failed"] / ended,
+    )
+
+
+def task_names(book: RedisBook, within_ms: int | None = None) -> list[str]:
+    """Task names created within ``within_ms`` (every name the book knows: None), sorted."""
+    low: int | str = "-inf" if within_ms is None else book.now_ms() - within_ms
+    names = book._slot_client().zrangebyscore(book.keys.names, low, "+inf")
+    return sorted(text for text in map(_text, names) if text)
+
+
+def name_totals(book: RedisBook) -> list[NameTotals]:
+    """Running totals per task name: starts, ends by state, runtime histogram and sum."""
+    flat = book._slot_client().hgetall(book.keys.name_totals)
+    per_name: dict[str, dict[str, int]] = {}
+    for raw_field, raw_count in flat.items():
+        name, _, code = (_text(raw_field) or "").rpartition("|")
+        per_name.setdefault(name, {})[code] = int(raw_count)
+    found = []
+    for name in sorted(per_name):
+        codes = per_name[name]
+        found.append(
+            NameTotals(
+                name=name,
+                started=codes.get("S", 0),
+                runtime_buckets=tuple(codes.get(f"b{i}", 0) for i in range(_BUCKETS)),
+                runtime_sum_ms=codes.get("sum", 0),
+                **{state: codes.get(state, 0) for state in _END_STATES},
+            )
+        )
+    return found

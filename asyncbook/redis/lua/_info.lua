@@ -1,0 +1,185 @@
+-- Task info for the operator console, kept by the scripts that write the task (no
+-- extra round trip). Short fields live in the task's own hash, which stays compact:
+-- c (created ms), n (Celery task name), q (queue), pid and rid (parent and root ids),
+-- w (the worker of the last attempt), s (its start ms), e (end ms), x (exception type).
+-- Long ones (a args, k kwargs, tb traceback) live in a companion hash <tag>:i:<id>
+-- that ends with the task. Every key below shares the task's hash tag (one slot), and
+-- mirrors KeySchema in keys.py.
+-- Indexes: <tag>:n:<state>:<name> (a name's tasks in one state, by creation order),
+-- <tag>:names (name -> last created ms), <tag>:w:<worker> (a worker's latest tasks),
+-- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms).
+-- Stats: <tag>:s:<hour>:<name> and <tag>:sa:<hour> (every name): per minute of the
+-- hour, '<minute>:<code>' counts (S started, succeeded, failed, expired, cancelled,
+-- b<i> runtime bucket), kept a day and an hour; <tag>:nt holds running totals per name
+-- ('<name>|<code>', plus '<name>|sum' of runtimes) for Prometheus counters.
+
+local WORKER_TASKS = 10000         -- a worker's index keeps its latest tasks only
+local WORKER_KEEP = 7 * 86400000   -- a worker unseen this long is forgotten
+local STATS_TTL = 25 * 3600000     -- per-minute stats reach back a day
+local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000,
+  300000, 600000, 1800000, 3600000}
+
+local function esc(value)
+  return (string.gsub(value, '[%%{}]', {['%'] = '%25', ['{'] = '%7B', ['}'] = '%7D'}))
+end
+
+-- The hash tag and the escaped id of a task's hash key.
+local function tag_of(task_key)
+  return string.match(task_key, '^({[^}]*}):t:(.*)$')
+end
+
+local function info_key(task_key)
+  local tag, id = tag_of(task_key)
+  return tag .. ':i:' .. id
+end
+
+local function name_index(tag, state, name)
+  return tag .. ':n:' .. state .. ':' .. esc(name)
+end
+
+local function runtime_bucket(ms)
+  for i, bound in ipairs(RUNTIME_BOUNDS) do
+    if ms <= bound then
+      return i - 1
+    end
+  end
+  return #RUNTIME_BOUNDS
+end
+
+-- One count (and a runtime) of one minute, for the task's name and for every name.
+local function count_minute(tag, name, at, code, runtime)
+  local hour = math.floor(at / 3600000)
+  local minute = math.floor(at / 60000) % 60
+  local bucket = runtime and ('b' .. runtime_bucket(runtime))
+  local keys = {tag .. ':sa:' .. string.format('%.0f', hour)}
+  if name then
+    keys[2] = tag .. ':s:' .. string.format('%.0f', hour) .. ':' .. esc(name)
+  end
+  for _, key in ipairs(keys) do
+    redis.call('HINCRBY', key, minute .. ':' .. code, 1)
+    if bucket then
+      redis.call('HINCRBY', key, minute .. ':' .. bucket, 1)
+    end
+    redis.call('PEXPIRE', key, STATS_TTL)
+  end
+  if name then
+    local totals = tag .. ':nt'
+    redis.call('HINCRBY', totals, name .. '|' .. code, 1)
+    if bucket then
+      redis.call('HINCRBY', totals, name .. '|' .. bucket, 1)
+      redis.call('HINCRBY', totals, name .. '|sum', runtime)
+    end
+  end
+end
+
+-- create: the info the publisher gave (ARGV from 10 on, see create.lua).
+local function info_created(KEYS, ARGV, seq)
+  local fields = {'c', ARGV[10]}
+  local short = {{'n', ARGV[11]}, {'q', ARGV[12]}, {'pid', ARGV[13]}, {'rid', ARGV[14]}}
+  for _, pair in ipairs(short) do
+    if pair[2] ~= '' then
+      fields[#fields + 1] = pair[1]
+      fields[#fields + 1] = pair[2]
+    end
+  end
+  redis.call('HSET', KEYS[1], unpack(fields))
+  local tag = tag_of(KEYS[1])
+  if ARGV[11] ~= '' then
+    redis.call('ZADD', name_index(tag, 'queued', ARGV[11]), seq, ARGV[1])
+    redis.call('ZADD', tag .. ':names', ARGV[10], ARGV[11])
+  end
+  if ARGV[15] ~= '' or ARGV[16] ~= '' then
+    local long = {}
+    if ARGV[15] ~= '' then long[#long + 1] = 'a'; long[#long + 1] = ARGV[15] end
+    if ARGV[16] ~= '' then long[#long + 1] = 'k'; long[#long + 1] = ARGV[16] end
+    redis.call('HSET', info_key(KEYS[1]), unpack(long))
+  end
+  if ARGV[13] ~= '' then
+    local children = tag .. ':ch:' .. esc(ARGV[13])
+    redis.call('ZADD', children, seq, ARGV[1])
+    local keep = tonumber(ARGV[17])
+    if keep then
+      redis.call('PEXPIRE', children, keep)
+    end
+  end
+end
+
+-- A task whose state changed from old to new: its name's indexes follow.
+local function info_moved(task_key, t, old, new, task_id)
+  if t.n and old ~= new then
+    local tag = tag_of(task_key)
+    redis.call('ZREM', name_index(tag, old, t.n), task_id)
+    redis.call('ZADD', name_index(tag, new, t.n), t.seq, task_id)
+  end
+end
+
+-- An attempt started on a worker at at_text.
+local function info_started(task_key, t, task_id, at_text, worker)
+  local fields = {'s', at_text}
+  if worker then
+    fields[3], fields[4] = 'w', worker
+  end
+  redis.call('HSET', task_key, unpack(fields))
+  t.s, t.w = at_text, worker
+  local tag = tag_of(task_key)
+  local at = tonumber(at_text)
+  if worker then
+    local tasks = tag .. ':w:' .. esc(worker)
+    redis.call('ZADD', tasks, t.seq, task_id)
+    if redis.call('ZCARD', tasks) > WORKER_TASKS then
+      redis.call('ZREMRANGEBYRANK', tasks, 0, -WORKER_TASKS - 1)
+    end
+    redis.call('PEXPIRE', tasks, WORKER_KEEP)
+    local counts = tag .. ':wc:' .. esc(worker)
+    redis.call('HINCRBY', counts, 'started', 1)
+    redis.call('PEXPIRE', counts, WORKER_KEEP)
+    redis.call('ZADD', tag .. ':workers', at, worker)
+  end
+  count_minute(tag, t.n, at, 'S', nil)
+end
+
+-- The task reached a terminal state at at_text (an attempt's end, or expire/cancel).
+local function info_ended(task_key, t, old, at_text, retention)
+  redis.call('HSET', task_key, 'e', at_text)
+  local tag = tag_of(task_key)
+  local at = tonumber(at_text)
+  local runtime
+  if t.s and old == 'running' and (t.st == 'succeeded' or t.st == 'failed') then
+    runtime = math.max(0, math.floor(at - tonumber(t.s)))
+    if t.w then
+      redis.call('HINCRBY', tag .. ':wc:' .. esc(t.w), t.st, 1)
+      redis.call('ZADD', tag .. ':workers', 'GT', at, t.w)
+    end
+  end
+  count_minute(tag, t.n, at, t.st, runtime)
+  if retention then
+    redis.call('PEXPIRE', info_key(task_key), retention)
+  end
+end
+
+-- What the worker said of a failure (apply.lua ARGV[18]: '' or a JSON object with
+-- exception and traceback), kept with the task.
+local function info_failure(task_key, patch)
+  if patch == nil or patch == '' then
+    return
+  end
+  local ok, given = pcall(cjson.decode, patch)
+  if not ok or type(given) ~= 'table' then
+    return
+  end
+  if type(given.exception) == 'string' then
+    redis.call('HSET', task_key, 'x', given.exception)
+  end
+  if type(given.traceback) == 'string' then
+    redis.call('HSET', info_key(task_key), 'tb', given.traceback)
+  end
+end
+
+-- The worker named by a start event's JSON.
+local function worker_of(event_json)
+  local ok, event = pcall(cjson.decode, event_json)
+  if ok and type(event) == 'table' and type(event.worker) == 'string' then
+    return event.worker
+  end
+  return nil
+end

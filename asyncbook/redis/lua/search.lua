@@ -1,0 +1,195 @@
+-- search: one page of the console's task search, newest or oldest first, with totals.
+-- KEYS: the indexes to count and walk: 1..6 one per state (STATE_NAMES order) of all
+--       tasks or of one task name, or 1 a worker's latest tasks (of every state)
+-- ARGV: 1 the hash tag, 2 'newest' | 'oldest', 3 page size, 4 cursor (a creation order
+--       score to continue after; '' from the start), 5 state ('' any), 6 name ('' any;
+--       checked per task only with a worker index), 7 id prefix ('' any), 8 created at or
+--       after ('' any), 9 created at or before ('' any), 10 how many index entries one
+--       call may examine, 11 'card' (the indexes are per state and nothing else
+--       filters: the totals are their sizes) | 'count' (count matching tasks, walking
+--       at most ARGV[10] entries)
+-- Returns: {rows, next, totals, exact}: rows {taskJSON, info fields} per task (info as
+--          info.lua's fields, then a k tb empty), next the cursor of the next page ('' when
+--          none), totals {state, count, ...}, exact '1' | '0'
+
+local STATES = {'queued', 'running', 'succeeded', 'failed', 'expired', 'cancelled'}
+local tag, newest, limit = ARGV[1], ARGV[2] == 'newest', tonumber(ARGV[3])
+local state_wanted, name_wanted, prefix = ARGV[5], ARGV[6], ARGV[7]
+local since, before, budget = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local SLACK = 60000  -- creation order and creation time agree to within a minute
+local per_state = #KEYS == 6
+
+local function task_key(id)
+  return tag .. ':t:' .. esc(id)
+end
+
+local function history_key(id)
+  return tag .. ':h:' .. esc(id)
+end
+
+-- 'take', 'skip' or 'stop' (no later entry of this index can match) for one entry.
+local function verdict(id, state_of_index, check_state)
+  if prefix ~= '' and string.sub(id, 1, #prefix) ~= prefix then
+    return 'skip'
+  end
+  local f = redis.call('HMGET', task_key(id), 'st', 'n', 'c')
+  if not f[1] then
+    return 'skip'  -- its record expired; prune drops the entry
+  end
+  if check_state and state_wanted ~= '' and f[1] ~= state_wanted then
+    return 'skip'
+  end
+  if not per_state and name_wanted ~= '' and f[2] ~= name_wanted then
+    return 'skip'
+  end
+  local created = tonumber(f[3])
+  if created then
+    if since and created < since then
+      return (newest and created < since - SLACK) and 'stop' or 'skip'
+    end
+    if before and created > before then
+      return (not newest and created > before + SLACK) and 'stop' or 'skip'
+    end
+  elseif since or before then
+    return 'skip'
+  end
+  return 'take', state_of_index or f[1]
+end
+
+-- A reader of one index in the page's order, from a cursor, a batch at a time.
+local function reader(key, cursor, batch)
+  local r = {key = key, buf = {}, pos = 1, done = false, from = cursor}
+  function r.head()
+    if r.pos > #r.buf then
+      if r.done then return nil end
+      local from = r.from
+      local rows
+      if newest then
+        rows = redis.call('ZREVRANGEBYSCORE', key, from and ('(' .. from) or '+inf', '-inf',
+          'WITHSCORES', 'LIMIT', 0, batch)
+      else
+        rows = redis.call('ZRANGEBYSCORE', key, from and ('(' .. from) or '-inf', '+inf',
+          'WITHSCORES', 'LIMIT', 0, batch)
+      end
+      r.buf, r.pos = rows, 1
+      if #rows < 2 * batch then r.done = true end
+      if #rows == 0 then return nil end
+      r.from = rows[#rows]
+    end
+    return r.buf[r.pos], tonumber(r.buf[r.pos + 1])
+  end
+  function r.next()
+    r.pos = r.pos + 2
+  end
+  return r
+end
+
+-- Walks the indexes merged in the page's order, calling visit(id, score, state_of_index)
+-- until it answers false or budget entries were examined; answers whether it ran out.
+local function walk(indexes, cursor, batch, visit)
+  local readers = {}
+  for i, entry in ipairs(indexes) do
+    readers[i] = {reader(entry[1], cursor, batch), entry[2]}
+  end
+  local examined = 0
+  while true do
+    local best, best_score, best_id
+    for i, r in ipairs(readers) do
+      local id, score = r[1].head()
+      if id and (not best or (newest and score > best_score) or (not newest and score < best_score)) then
+        best, best_score, best_id = i, score, id
+      end
+    end
+    if not best then
+      return false
+    end
+    if examined >= budget then
+      return true, best_score
+    end
+    examined = examined + 1
+    local r = readers[best]
+    r[1].next()
+    local answer = visit(best_id, best_score, r[2])
+    if answer == 'stop' then
+      table.remove(readers, best)
+    elseif answer == false then
+      return false
+    end
+  end
+end
+
+local sources = {}
+if per_state then
+  for i, state in ipairs(STATES) do
+    if state_wanted == '' or state_wanted == state then
+      sources[#sources + 1] = {KEYS[i], state}
+    end
+  end
+else
+  sources[1] = {KEYS[1], nil}
+end
+
+local cursor = ARGV[4] ~= '' and ARGV[4] or nil
+local ids, scores, last_seen = {}, {}, nil
+local out_of_budget, stop_score = walk(sources, cursor, math.min(limit + 1, 200), function(id, score, st)
+  last_seen = score
+  local answer = verdict(id, st, not per_state)
+  if answer == 'take' then
+    ids[#ids + 1], scores[#scores + 1] = id, score
+    if #ids > limit then
+      return false
+    end
+  end
+  return answer
+end)
+
+local next_cursor = ''
+if #ids > limit then
+  ids[#ids], scores[#scores] = nil, nil
+  next_cursor = string.format('%.0f', scores[#scores])
+elseif out_of_budget and last_seen then
+  next_cursor = string.format('%.0f', last_seen)
+end
+
+local rows = {}
+for i, id in ipairs(ids) do
+  local key = task_key(id)
+  local t = load_task(key)
+  if t and not t.damaged then
+    local fields = redis.call('HMGET', key, 'c', 'n', 'q', 'pid', 'rid', 'gid', 'w', 's', 'e',
+      'x', 'att', 'st')
+    rows[#rows + 1] = {render_task(t, history_key(id), false), fields}
+  end
+end
+
+local totals, exact = {}, '1'
+if ARGV[11] == 'card' then
+  for i, state in ipairs(STATES) do
+    totals[#totals + 1] = state
+    totals[#totals + 1] = redis.call('ZCARD', KEYS[i])
+  end
+else
+  local counts = {}
+  local everything = {}
+  if per_state then
+    for i, state in ipairs(STATES) do everything[i] = {KEYS[i], state} end
+  else
+    everything[1] = {KEYS[1], nil}
+  end
+  local saved = state_wanted
+  state_wanted = ''
+  local ran_out = walk(everything, nil, 500, function(id, _, st)
+    local answer, state = verdict(id, st, false)
+    if answer == 'take' then
+      counts[state] = (counts[state] or 0) + 1
+    end
+    return answer
+  end)
+  state_wanted = saved
+  if ran_out then exact = '0' end
+  for _, state in ipairs(STATES) do
+    totals[#totals + 1] = state
+    totals[#totals + 1] = counts[state] or 0
+  end
+end
+return {rows, next_cursor, totals, exact}
