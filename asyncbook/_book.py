@@ -82,6 +82,7 @@ class AsyncBook(Protocol):
         heartbeat_timeout_ms: int | None = None,
         retry_on_stall: bool = False,
         group_id: str | None = None,
+        info: PublishInfo | None = None,
     ) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
 
@@ -89,6 +90,7 @@ class AsyncBook(Protocol):
         heartbeat, start or progress for that long is ended by ``end_stalled``: with a
         ``fail`` whose error starts with "stalled", retryable when ``retry_on_stall``.
         With ``group_id`` (extension) the task is counted as a member of that group.
+        ``info`` is what the operator console shows of the task (RedisBook keeps it).
         """
         ...
 

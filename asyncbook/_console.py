@@ -147,7 +147,12 @@ class TaskQuery(NamedTuple):
             raise invalid("sort must be newest or oldest", field="sort")
         if type(self.limit) is not int or not 1 <= self.limit <= 500:
             raise invalid("limit must be a whole number from 1 to 500", field="limit")
-        if self.after is not None and (not isinstance(self.after, str) or not self.after.isdigit()):
+        after = self.after
+        if after is not None and (
+            not isinstance(after, str)
+            or not (after.isascii() and after.isdigit())
+            or len(after) > 16
+        ):
             raise invalid("after must be the next_after of a previous page", field="after")
         return self
 

@@ -22,6 +22,7 @@ from ._checks import (
     require_string,
     require_text,
 )
+from ._console import PublishInfo
 from ._machine import apply_async_event, coerce_event, create_async_task, stall_event
 from ._models import (
     GROUP_END_STATES,
@@ -115,8 +116,11 @@ class MemoryBook:
         heartbeat_timeout_ms: int | None = None,
         retry_on_stall: bool = False,
         group_id: str | None = None,
+        info: PublishInfo | None = None,
     ) -> AsyncTask:
-        """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``."""
+        """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
+
+        ``info`` (the console's) is kept by RedisBook only; this book has no console."""
         task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
         timeout = require_heartbeat_timeout(heartbeat_timeout_ms)
         group = None if group_id is None else require_text(group_id, "groupId")

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from asyncbook import AsyncBookError, MemoryBook
+from asyncbook import AsyncBookError, FailEvent, MemoryBook
 from asyncbook._dotted import import_path
 from asyncbook.celery import install, uninstall
+from asyncbook.celery._info import InfoPolicy
 from asyncbook.celery._settings import Settings, duration_ms
 from asyncbook.celery._tracking import (
     UNLIMITED_ATTEMPTS,
@@ -113,3 +114,41 @@ def test_callback_ids_and_hashes_are_stable() -> None:
     assert result_hash({"b": 1, "a": [1, 2]}) == result_hash({"a": [1, 2], "b": 1})
     assert result_hash({"a": 1}).startswith("sha256:")
     assert result_hash(object) == result_hash(object)  # no JSON: hashed through repr
+
+
+def test_console_info_settings() -> None:
+    settings = Settings.from_conf(
+        {"asyncbook_record_args": False, "asyncbook_info_limit": 64, "asyncbook_redact": "pin"}
+    )
+    assert (settings.record_info, settings.record_args) == (True, False)
+    assert (settings.info_limit, settings.redact) == (64, ("pin",))
+    assert "password" in Settings().redact
+    with pytest.raises(AsyncBookError, match="asyncbook_info_limit"):
+        Settings.from_conf({"asyncbook_info_limit": 3})
+    with pytest.raises(AsyncBookError, match="asyncbook_redact"):
+        Settings.from_conf({"asyncbook_redact": [1]})
+
+
+def test_info_policy_bounds_masks_and_keeps_a_tracebacks_end() -> None:
+    policy = InfoPolicy(limit=32, redact=["Token"])
+    args, kwargs = policy.render(("x" * 100, 2), {"token": "s3cret", "n": 1})
+    assert args is not None
+    assert len(args) <= 32
+    assert args.endswith("…")
+    assert kwargs == "{'token': '***', 'n': 1}"
+    assert InfoPolicy(record_args=False).render((1,), {}) == (None, None)
+    event = FailEvent(at_ms=1, error="boom", retryable=False)
+    wire = policy.failure_event(event, ValueError("boom"), "Traceback\n" + "x" * 9000 + "\nEnd")
+    assert wire["exception"] == "ValueError"
+    assert wire["traceback"].endswith("\nEnd")
+    assert len(wire["traceback"]) == 4096
+    assert wire["type"] == "fail"
+    assert InfoPolicy(record_info=False).failure_event(event, None, "tb") is event
+    info = policy.publish_info("app.gen", {"parent_id": "p"}, ((1,), {}, {}), "celery")
+    assert info is not None
+    assert (info.name, info.parent_id, info.queue) == (
+        "app.gen",
+        "p",
+        "celery",
+    )
+    assert InfoPolicy(record_info=False).publish_info("app.gen", {}, None, None) is None

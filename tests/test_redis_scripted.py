@@ -10,7 +10,14 @@ from typing import Any
 import fakeredis
 import pytest
 
-from asyncbook import AsyncBookError, CreateSpec, EventInput, RedisBook, UnknownTaskError
+from asyncbook import (
+    AsyncBookError,
+    CreateSpec,
+    EventInput,
+    PublishInfo,
+    RedisBook,
+    UnknownTaskError,
+)
 from asyncbook.redis import EventOutcome
 
 from .conftest import delete_namespace, redis_client
@@ -74,6 +81,20 @@ SEQUENCES: dict[str, list[tuple[EventInput, str | None]]] = {
     "an invalid progress": [(start(), "s"), (progress(101), "p"), (succeed(), "e")],
     "ended twice": [(start(), "s"), (fail(), "f"), (succeed(), "e"), (expire(), None)],
     "a wire-format event": [({"type": "start", "atMs": 1, "worker": "w"}, "s")],
+    "start, a failure with its traceback": [
+        (start(), "s"),
+        (
+            {
+                "type": "fail",
+                "atMs": 3,
+                "error": "e",
+                "retryable": False,
+                "exception": "KeyError",
+                "traceback": "tb",
+            },
+            "f",
+        ),
+    ],
 }
 
 
@@ -90,6 +111,16 @@ def raw_state(client: Any, book: RedisBook) -> dict[str, Any]:
         "indexes": [client.zscore(index, "t") for index in k.state_indexes],
     }
     state["group"] = client.hgetall(k.group("g"))
+    # The console's info: the companion hash, the name's, the worker's and the stats' keys.
+    state["info"] = client.hgetall(k.info("t")), client.ttl(k.info("t"))
+    state["by name"] = [client.zscore(index, "t") for index in k.name_indexes("gen")]
+    state["worker"] = (
+        client.zscore(k.worker_tasks("w1"), "t"),
+        client.hgetall(k.worker_counts("w1")),
+    )
+    state["workers"] = client.zrange(k.workers, 0, -1, withscores=True)
+    state["stats"] = client.hgetall(k.stats(0, None)), client.hgetall(k.stats(0, "gen"))
+    state["totals"] = client.hgetall(k.name_totals)
     # Key names inside values (a member's group key) differ by the books' namespaces only.
     normal: dict[str, Any] = unify(state, k.tag.encode())
     return normal
@@ -122,6 +153,7 @@ def test_events_in_a_script_answer_and_store_what_apply_does(
             max_attempts=max_attempts,
             heartbeat_timeout_ms=heartbeat,
             group_id=group,
+            info=PublishInfo(name="gen", args="(1,)", queue="q"),
         )
         for event, callback in before:
             book.apply("t", event, callback)

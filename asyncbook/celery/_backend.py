@@ -169,6 +169,8 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             event = CancelEvent(at_ms=now_ms(), reason=reason)
         else:
             event = _end_event(integration, task, task_id, result, state)
+            if isinstance(event, FailEvent) and state == states.FAILURE:
+                event = integration.info_policy.failure_event(event, result, traceback)
         item: Any = (
             task_id,
             event,

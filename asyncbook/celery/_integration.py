@@ -39,6 +39,7 @@ from celery.app import task as celery_task
 from celery.backends.base import DisabledBackend
 
 from .._book import ApplyItem, AsyncBook, CreateSpec
+from .._console import PublishInfo
 from .._delivery import (
     DeliveryReport,
     NotificationSource,
@@ -63,6 +64,7 @@ from .._sweep import SweepReport, sweep
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ..redis import EventOutcome, RedisBook, retry_policy
 from ._creates import Creates
+from ._info import InfoPolicy
 from ._lifecycle import CancelledRing, CancelWatch, Heartbeats, TaskCancelled, add_to_revoked
 from ._recorder import Recorder, retrying
 from ._settings import Settings
@@ -192,6 +194,7 @@ class Integration:
         self._recorder: Recorder | None = None
         self._creates: Creates | None = None
         self._result_ref: ResultRef | None = None
+        self._info_policy: InfoPolicy | None = None
         self._sinks: tuple[Sink, ...] | None = None
         self._group_sinks: tuple[GroupSink, ...] | None = None
         self._uid = f"asyncbook-{id(self)}"
@@ -264,6 +267,21 @@ class Integration:
             ),
         )
         return recorder
+
+    @property
+    def info_policy(self) -> InfoPolicy:
+        """What a publish records for the console (``asyncbook_record_info`` ...)."""
+        settings = self.settings
+        policy: InfoPolicy = self._once(
+            "_info_policy",
+            lambda: InfoPolicy(
+                record_info=settings.record_info,
+                record_args=settings.record_args,
+                limit=settings.info_limit,
+                redact=settings.redact,
+            ),
+        )
+        return policy
 
     @property
     def result_ref(self) -> ResultRef:
@@ -511,7 +529,12 @@ class Integration:
         return isinstance(task, Task) and task.app is self.app and is_tracked(task)
 
     def on_before_task_publish(
-        self, sender: object = None, headers: dict[str, Any] | None = None, **_: Any
+        self,
+        sender: object = None,
+        headers: dict[str, Any] | None = None,
+        body: Any = None,
+        routing_key: Any = None,
+        **_: Any,
     ) -> None:
         """Publish: create the task (not on a retry), deadline = now + ttl or the message's
         earlier ``expires``; the message's ``expires`` is set or made earlier, never later."""
@@ -533,13 +556,14 @@ class Integration:
             ttl = max(1, given - now)
         group = headers.get("group")
         group_id = group if isinstance(group, str) else None
+        info = self.info_policy.publish_info(sender, headers, body, routing_key)
         creates = self._deferred_creates()
         if creates is not None:
-            creates.add(self._create_spec(task, task_id, now, ttl, group_id))
+            creates.add(self._create_spec(task, task_id, now, ttl, group_id, info))
             deadline: int | float = now + ttl
             created = True
         else:
-            stored = self._create(task, task_id, now, ttl, group_id)
+            stored = self._create(task, task_id, now, ttl, group_id, info)
             deadline = now + ttl if stored is None else stored.expires_at_ms
             created = stored is not None
         headers[CREATED_HEADER] = created
@@ -576,6 +600,13 @@ class Integration:
             deadline,
             request.get("expires"),
             request.group if isinstance(request.group, str) else None,
+            functools.partial(
+                self.info_policy.publish_info,
+                task.name,
+                {"parent_id": request.parent_id, "root_id": request.root_id},
+                (request.args, request.kwargs),
+                (request.delivery_info or {}).get("routing_key"),
+            ),
         )
         if retries == 0 and not request.get(CREATED_HEADER):
             create()
@@ -641,6 +672,7 @@ class Integration:
         deadline: Any,
         expires: Any,
         group: str | None,
+        info: Callable[[], PublishInfo | None],
     ) -> AsyncTask | None:
         ttl = ttl_ms(task, self.settings.default_ttl_ms)
         if isinstance(deadline, int) and deadline > ttl:
@@ -650,7 +682,7 @@ class Integration:
             given = expires_ms(expires)
             if given is not None and given < now + ttl:
                 ttl = max(1, given - now)
-        return self._create(task, task_id, now, ttl, group)
+        return self._create(task, task_id, now, ttl, group, info())
 
     def _deferred_creates(self) -> Creates | None:
         """Where a publish queues its create (a RedisBook with ``defer_creates``), or None
@@ -678,7 +710,13 @@ class Integration:
             self._creates.flush()
 
     def _create_spec(
-        self, task: Task[Any, Any], task_id: str, now: int, ttl: int, group: str | None
+        self,
+        task: Task[Any, Any],
+        task_id: str,
+        now: int,
+        ttl: int,
+        group: str | None,
+        info: PublishInfo | None = None,
     ) -> CreateSpec:
         return CreateSpec(
             id=task_id,
@@ -690,12 +728,19 @@ class Integration:
             # Only a message that is acknowledged late comes back after its worker died.
             retry_on_stall=bool(task.acks_late),
             group_id=group,
+            info=info,
         )
 
     def _create(
-        self, task: Task[Any, Any], task_id: str, now: int, ttl: int, group: str | None = None
+        self,
+        task: Task[Any, Any],
+        task_id: str,
+        now: int,
+        ttl: int,
+        group: str | None = None,
+        info: PublishInfo | None = None,
     ) -> AsyncTask | None:
-        spec = self._create_spec(task, task_id, now, ttl, group)
+        spec = self._create_spec(task, task_id, now, ttl, group, info)
         try:
             return retrying(
                 lambda: self.book.create(**spec._asdict()),
@@ -807,6 +852,7 @@ class Integration:
         sender: object = None,
         task_id: str | None = None,
         exception: BaseException | None = None,
+        einfo: Any = None,
         **_: Any,
     ) -> None:
         """The attempt raised (retries exhausted included): fail, not retryable."""
@@ -825,7 +871,10 @@ class Integration:
             logger.debug("asyncbook: task %s: the same failure again, ignored", task_id)
             return
         event = FailEvent(at_ms=now_ms(), error=_describe(exception), retryable=False)
-        self._finish(sender, task_id, event, callback)
+        traceback = getattr(einfo, "traceback", None)
+        self._finish(
+            sender, task_id, self.info_policy.failure_event(event, exception, traceback), callback
+        )
 
     def backend_wrote(self, task_id: str, signal: str, retries: int) -> None:
         """asyncbook's result backend wrote this execution's ``signal`` event (success,

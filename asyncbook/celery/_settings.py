@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from .._console import DEFAULT_REDACT
 from ..errors import invalid
 from ..redis._connection import DEFAULT_REDIS_URL
 
@@ -33,6 +34,23 @@ def duration_ms(value: Any, name: str) -> int:
 
 def _seconds(value: Any, name: str) -> float:
     return duration_ms(value, name) / 1000
+
+
+def _info_limit(value: Any) -> int:
+    if type(value) is not int or value < 16:
+        raise invalid(
+            "asyncbook_info_limit must be a whole number >= 16", field="asyncbook_info_limit"
+        )
+    return value
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, list | tuple | set | frozenset) or not all(
+        isinstance(name, str) for name in names
+    ):
+        raise invalid("asyncbook_redact must be a list of keyword names", field="asyncbook_redact")
+    return tuple(names)
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,14 @@ class Settings:
     heartbeat_timeout_ms: int = 60_000
     """How long a running attempt may stay silent before the sweep fails it as stalled
     (``asyncbook_heartbeat_timeout``; a task's own ``heartbeat_timeout`` option wins)."""
+    record_info: bool = True
+    """Record each tracked task's info for the console (name, queue, worker, times...)."""
+    record_args: bool = True
+    """Record args and kwargs (as bounded reprs) with the info."""
+    info_limit: int = 512
+    """Length (characters) args, kwargs and other info texts are truncated to."""
+    redact: tuple[str, ...] = DEFAULT_REDACT
+    """Keyword arguments masked in the recorded kwargs, by name (case-insensitive)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Every other ``asyncbook_*`` setting: unknown, so the integration warns (a typo?)."""
 
@@ -114,5 +140,9 @@ class Settings:
             "heartbeat_timeout_ms": duration_ms(
                 values.pop("heartbeat_timeout", timedelta(minutes=1)), "asyncbook_heartbeat_timeout"
             ),
+            "record_info": bool(values.pop("record_info", cls.record_info)),
+            "record_args": bool(values.pop("record_args", cls.record_args)),
+            "info_limit": _info_limit(values.pop("info_limit", cls.info_limit)),
+            "redact": _names(values.pop("redact", cls.redact)),
         }
         return cls(**known, extra=values)

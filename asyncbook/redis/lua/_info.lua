@@ -133,7 +133,7 @@ local function info_started(task_key, t, task_id, at_text, worker)
     local counts = tag .. ':wc:' .. esc(worker)
     redis.call('HINCRBY', counts, 'started', 1)
     redis.call('PEXPIRE', counts, WORKER_KEEP)
-    redis.call('ZADD', tag .. ':workers', at, worker)
+    redis.call('ZADD', tag .. ':workers', 'GT', at, worker)
   end
   count_minute(tag, t.n, at, 'S', nil)
 end
