@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from .._book import AsyncBook
 from .._checks import require_limit
+from .._console import NameTotals
 from .._models import AsyncTask, GroupSummary, to_wire
 from .._reasons import Reason
 from .._watch import task_summary
@@ -33,6 +34,7 @@ from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError, inv
 from ._auth import TokenAuth, check_token
 from ._bodies import cross_site, read_json_object, refuse_cross_site
 from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, cancel_reason
+from ._console_api import ConsoleApi, ConsoleBook, task_answer
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GROUP_MEMBERS, GroupHub, GroupWatcher, UnknownGroupError
 from ._hosts import HostCheck, allowed_host_names
@@ -57,7 +59,13 @@ __all__ = ["create_app"]
 KEEPALIVE_SECONDS = 15.0
 BOOK_THREADS = 4
 OPEN_PATHS = frozenset({"/metrics", "/login", "/logout"})
-PAGE_PATHS = frozenset({"/", "/task"})
+PAGE_PATHS = frozenset({"/", "/task", "/workers", "/stats"})
+PAGE_OF_PATH = {
+    "/": "index.html",
+    "/task": "task.html",
+    "/workers": "workers.html",
+    "/stats": "stats.html",
+}
 PAGE_PREFIXES = ("/groups/",)
 _UNAVAILABLE = (BookUnavailableError, ConnectionError, TimeoutError)
 _STATUS_OF_CODE = {"conflict": 409, "unavailable": 503, "damaged": 500}
@@ -132,6 +140,8 @@ class StatusApp:
         self.keepalive = keepalive
         self.call = threads
         self.signin = signin
+        self.console = book if isinstance(book, ConsoleBook) else None
+        """The book, when it keeps task info (the console's API is served then)."""
         self.task_handlers: dict[
             tuple[str | None, str], Callable[[Request, str], Awaitable[Response]]
         ] = {
@@ -192,10 +202,11 @@ class StatusApp:
         return _sse(self._pump(first, watcher))
 
     async def get_task(self, request: Request, task_id: str) -> Response:
-        task = await self.call(self.book.get, task_id)
-        if task is None:
+        info = None if self.console is None else self.console.info
+        body = await self.call(task_answer, self.book, task_id, info)
+        if body is None:
             raise UnknownTaskError(task_id)
-        return JSONResponse(to_wire(task))
+        return JSONResponse(body)
 
     async def events(self, request: Request, task_id: str) -> Response:
         cursor = parse_cursor(request.query_params.get("cursor"), "cursor")
@@ -311,6 +322,9 @@ class StatusApp:
         states = await self.call(self.book.count_by_state)
         answers = await self.call(self.book.transition_counts)
         lateness = await self.call(sweep_lateness, self.book)
+        names: list[NameTotals] = []
+        if self.console is not None:
+            names = await self.call(self.console.name_totals)
         text = render_metrics(
             states,
             answers,
@@ -320,15 +334,15 @@ class StatusApp:
             feed_resets=self.hub.resets,
             group_watchers=self.groups.watcher_count,
             group_lookups=self.groups.lookups,
+            names=names,
         )
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(openapi_schema())
+        return JSONResponse(openapi_schema(console=self.console is not None))
 
     async def page(self, request: Request) -> Response:
-        name = "index.html" if request.url.path == "/" else "task.html"
-        return await self._page(name)
+        return await self._page(PAGE_OF_PATH[request.url.path])
 
     async def group_page(self, request: Request) -> Response:
         """``/groups/<id>``: the page reads the id from its own URL."""
@@ -424,6 +438,14 @@ class TaskRoute(BaseRoute):
         await self.app(scope, receive, send)
 
 
+def _console_routes(status: StatusApp) -> list[BaseRoute]:
+    """The console's API and pages, over a book that keeps task info (none otherwise)."""
+    if status.console is None:
+        return []
+    pages: list[BaseRoute] = [Route("/workers", status.page), Route("/stats", status.page)]
+    return pages + ConsoleApi(status.console, status.call).routes()
+
+
 def _sse(body: AsyncIterator[bytes]) -> StreamingResponse:
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(body, media_type="text/event-stream", headers=headers)
@@ -481,6 +503,7 @@ def create_app(
         TaskRoute(status.group_page, group_page_remainder),
         Route("/metrics", status.metrics),
         Route("/openapi.json", status.openapi),
+        *_console_routes(status),
         Mount("/static", StaticFiles(packages=[("asyncbook.web", "static")]), name="static"),
     ]
     throttle = LoginThrottle()

@@ -4,24 +4,34 @@ the field uses for the exposition format) from a collector of the book's counts.
 Tasks by state and answers by reason are the book's own counts (every client of the
 book, kept in Redis), so they survive a restart of the server. Duplicate callbacks are
 the ``duplicate-callback`` answers, shown as their own counter. Sweep lateness is how long
-the oldest overdue deadline has been waiting for the sweep.
+the oldest overdue deadline has been waiting for the sweep. Per task name (a book that
+keeps task info): starts, ends by state, and the runtime histogram of ended runs.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from .._book import AsyncBook
+from .._console import RUNTIME_BUCKETS_MS, NameTotals
 from .._reasons import Reason
 
-__all__ = ["CONTENT_TYPE_LATEST", "render_metrics", "sweep_lateness"]
+__all__ = ["CONTENT_TYPE_LATEST", "name_families", "render_metrics", "sweep_lateness"]
 
 DUPLICATE_CALLBACK = Reason.DUPLICATE_CALLBACK
+ENDED_STATES = ("succeeded", "failed", "expired", "cancelled")
+_BOUNDS = [str(bound / 1000) for bound in RUNTIME_BUCKETS_MS] + ["+Inf"]
+"""The runtime histogram's ``le`` labels, in seconds."""
 
 
 def sweep_lateness(book: AsyncBook, now_ms: float | None = None) -> float:
@@ -51,6 +61,43 @@ def _one(family: GaugeMetricFamily | CounterMetricFamily, value: float) -> Metri
     return family
 
 
+def _cumulative(buckets: Sequence[int]) -> list[tuple[str, float]]:
+    """Per-bucket counts (``RUNTIME_BUCKETS_MS``, then the rest) as Prometheus buckets."""
+    counts = list(buckets[: len(_BOUNDS)]) + [0] * (len(_BOUNDS) - len(buckets))
+    counts[-1] += sum(buckets[len(_BOUNDS) :])
+    pairs: list[tuple[str, float]] = []
+    running = 0
+    for bound, count in zip(_BOUNDS, counts, strict=True):
+        running += count
+        pairs.append((bound, running))
+    return pairs
+
+
+def name_families(names: Sequence[NameTotals]) -> list[Metric]:
+    """Starts, ends by state and the runtime histogram, labelled by task name."""
+    started = CounterMetricFamily(
+        "asyncbook_task_started", "Attempts started, by task name.", labels=["name"]
+    )
+    ended = CounterMetricFamily(
+        "asyncbook_task_ended", "Tasks ended, by task name and state.", labels=["name", "state"]
+    )
+    runtime = HistogramMetricFamily(
+        "asyncbook_task_runtime_seconds",
+        "Runtime of ended runs, by task name.",
+        labels=["name"],
+    )
+    for totals in sorted(names, key=lambda totals: totals.name):
+        started.add_metric([totals.name], totals.started)
+        for state in ENDED_STATES:
+            ended.add_metric([totals.name, state], getattr(totals, state))
+        runtime.add_metric(
+            [totals.name],
+            buckets=_cumulative(totals.runtime_buckets),
+            sum_value=float(totals.runtime_sum_ms) / 1000,
+        )
+    return [started, ended, runtime]
+
+
 def render_metrics(
     states: Mapping[str, int],
     answers: Mapping[str, int],
@@ -61,8 +108,12 @@ def render_metrics(
     feed_resets: int = 0,
     group_watchers: int = 0,
     group_lookups: int = 0,
+    names: Sequence[NameTotals] = (),
 ) -> bytes:
-    """The exposition text (Prometheus text format 0.0.4), written by prometheus_client."""
+    """The exposition text (Prometheus text format 0.0.4), written by prometheus_client.
+
+    The per-name families are written when ``names`` holds any.
+    """
     tasks = GaugeMetricFamily(
         "asyncbook_tasks", "Tasks held in the book, by state.", labels=["state"]
     )
@@ -120,6 +171,8 @@ def render_metrics(
             feed_resets,
         ),
     ]
+    if names:
+        families += name_families(names)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(families))
     return generate_latest(registry)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from .._checks import MAX_PAGE
+from .._console import RUNTIME_BUCKETS_MS, SearchPage, TaskInfo, TaskStats, WorkerSummary
 from .._models import (
     STATE_NAMES,
     AsyncTask,
@@ -16,6 +19,7 @@ from .._models import (
 from .._reasons import Reason
 from .._version import __version__
 from ._cancel import CANCEL_BODY_LIMIT, MAX_REASON
+from ._console_api import DEFAULT_STATS_WINDOW_MS, MAX_PARAMETER
 from ._groups import GROUP_MEMBERS
 from ._login import LOGIN_BODY_LIMIT
 from ._sse import MAX_CURSOR
@@ -55,9 +59,18 @@ _GROUP_ID = {
 }
 
 
-def _components() -> dict[str, Any]:
+def _components(console: bool) -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in (AsyncTask, ResumeResult, DeliveryResult, CallbackResult, GroupSummary):
+    models: tuple[type[BaseModel], ...] = (
+        AsyncTask,
+        ResumeResult,
+        DeliveryResult,
+        CallbackResult,
+        GroupSummary,
+    )
+    if console:
+        models += (TaskInfo, SearchPage, WorkerSummary, TaskStats)
+    for model in models:
         schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
@@ -126,17 +139,155 @@ def _components() -> dict[str, Any]:
             "nextAfter": {"type": "string", "description": "Pass as ``after`` for the next page."},
         },
     }
+    if console:
+        schemas["TaskWithInfo"] = {
+            "allOf": [
+                _ref("AsyncTask"),
+                {
+                    "type": "object",
+                    "required": ["info"],
+                    "properties": {"info": _ref("TaskInfo")},
+                },
+            ]
+        }
     return schemas
 
 
-def openapi_schema() -> dict[str, Any]:
-    """The API's description: paths, parameters, responses, and the models' schemas."""
-    sse = {"description": "Server-sent events", "content": {"text/event-stream": {}}}
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "query", "description": description, "schema": schema}
+
+
+_TEXT = {"type": "string", "minLength": 1, "maxLength": MAX_PARAMETER}
+_DURATION = {"type": "string", "pattern": "^[0-9]{1,12}(ms|s|m|h|d)?$"}
+_MOMENT_HELP = (
+    "ms since the epoch, a duration ago (`10m`, `2h`, `1d`: now minus that) or an ISO-8601 "
+    "time (UTC unless it names an offset)."
+)
+
+
+def _console_paths() -> dict[str, Any]:
+    """The console's endpoints (only over a book that keeps task info)."""
     return {
+        "/api/search": {
+            "get": {
+                "summary": "Search tasks: filters, sort, and totals per state for the filter",
+                "description": (
+                    "Filters combine (AND); empty values are ignored. Each row is the task "
+                    "(without history) and its info. `totals` counts every match per state; "
+                    "`totalsExact` is false when they were counted over the first candidates "
+                    "only (a worker, id-prefix or time filter over many tasks)."
+                ),
+                "parameters": [
+                    _query("name", "Only tasks of this Celery task name.", _TEXT),
+                    _query(
+                        "state",
+                        "Only tasks in this state.",
+                        {"type": "string", "enum": list(STATE_NAMES)},
+                    ),
+                    _query("worker", "Only tasks run by this worker.", _TEXT),
+                    _query("q", "Only task ids starting with this.", _TEXT),
+                    _query("since", "Created at or after: " + _MOMENT_HELP, {"type": "string"}),
+                    _query("until", "Created at or before: " + _MOMENT_HELP, {"type": "string"}),
+                    _query(
+                        "sort",
+                        "By creation time.",
+                        {"type": "string", "enum": ["newest", "oldest"], "default": "newest"},
+                    ),
+                    _query(
+                        "limit",
+                        "Page size.",
+                        {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+                    ),
+                    _query("after", "The previous page's `nextAfter`.", {"type": "string"}),
+                ],
+                "responses": {
+                    "200": _json(_ref("SearchPage"), "One page, and totals per state"),
+                    "400": _json(_ref("Error"), "A bad parameter; `field` names it"),
+                    "401": _UNAUTHORIZED,
+                },
+            }
+        },
+        "/api/workers": {
+            "get": {
+                "summary": "Workers seen recently, most recently seen first",
+                "parameters": [
+                    _query(
+                        "within",
+                        "Seen within this long (`90s`, `10m`, `1h`, `1d`; at most 7d); default 1d.",
+                        _DURATION,
+                    )
+                ],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["workers"],
+                            "properties": {
+                                "workers": {"type": "array", "items": _ref("WorkerSummary")}
+                            },
+                        },
+                        "The workers",
+                    ),
+                    "400": _json(_ref("Error"), "A bad `within`"),
+                    "401": _UNAUTHORIZED,
+                },
+            }
+        },
+        "/api/stats": {
+            "get": {
+                "summary": "Per-minute counts and runtime percentiles over a window ending now",
+                "description": (
+                    "One `minutes` entry per minute of the window, oldest first (zeros "
+                    "included). Runtime buckets are counts per upper bound in "
+                    f"`runtimeBucketsMs` ({', '.join(map(str, RUNTIME_BUCKETS_MS))} ms), "
+                    "then the rest."
+                ),
+                "parameters": [
+                    _query("name", "One task name (every name when absent).", _TEXT),
+                    _query(
+                        "window",
+                        f"How far back, from 1m to 24h (default {DEFAULT_STATS_WINDOW_MS} ms, 1h).",
+                        _DURATION,
+                    ),
+                ],
+                "responses": {
+                    "200": _json(_ref("TaskStats"), "The stats"),
+                    "400": _json(_ref("Error"), "A bad `name` or `window`"),
+                    "401": _UNAUTHORIZED,
+                },
+            }
+        },
+        "/api/names": {
+            "get": {
+                "summary": "Task names seen within the book's retention, sorted",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["names"],
+                            "properties": {"names": {"type": "array", "items": {"type": "string"}}},
+                        },
+                        "The names",
+                    ),
+                    "401": _UNAUTHORIZED,
+                },
+            }
+        },
+    }
+
+
+def openapi_schema(console: bool = False) -> dict[str, Any]:
+    """The API's description: paths, parameters, responses, and the models' schemas.
+
+    ``console``: the book keeps task info, so the console's endpoints are served.
+    """
+    sse = {"description": "Server-sent events", "content": {"text/event-stream": {}}}
+    task = _json(_ref("TaskWithInfo" if console else "AsyncTask"), "The task")
+    schema: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "asyncbook status server", "version": __version__},
         "components": {
-            "schemas": _components(),
+            "schemas": _components(console),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
@@ -178,10 +329,10 @@ def openapi_schema() -> dict[str, Any]:
             },
             "/api/tasks/{id}": {
                 "get": {
-                    "summary": "The task, with its history",
+                    "summary": "The task, with its history (and its `info`, when kept)",
                     "parameters": [_TASK_ID],
                     "responses": {
-                        "200": _json(_ref("AsyncTask"), "The task"),
+                        "200": task,
                         "400": _ERROR,
                         "401": _UNAUTHORIZED,
                         "404": _ERROR,
@@ -410,3 +561,6 @@ def openapi_schema() -> dict[str, Any]:
             },
         },
     }
+    if console:
+        schema["paths"].update(_console_paths())
+    return schema

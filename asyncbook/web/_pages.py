@@ -6,7 +6,9 @@ from importlib.resources import files
 
 __all__ = ["PAGES", "read_page"]
 
-PAGES = frozenset({"index.html", "task.html", "group.html", "login.html"})
+PAGES = frozenset(
+    {"index.html", "task.html", "group.html", "login.html", "workers.html", "stats.html"}
+)
 
 
 def read_page(name: str) -> str:

@@ -1,0 +1,245 @@
+"""The operator console's JSON API: search, workers, stats and task names.
+
+Served only over a book that keeps task info (``ConsoleBook``: RedisBook); over any other
+book these routes do not exist. Query strings are read here: every bad value is a 400
+naming its parameter, and every value is bounded before the book sees it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from .._book import AsyncBook
+from .._console import (
+    STATS_MINUTE_MS,
+    STATS_WINDOW_MS,
+    NameTotals,
+    SearchPage,
+    TaskInfo,
+    TaskQuery,
+    TaskStats,
+    WorkerSummary,
+)
+from .._models import to_wire
+from ..errors import AsyncBookError, invalid
+from ._sse import parse_count
+
+__all__ = [
+    "DEFAULT_STATS_WINDOW_MS",
+    "MAX_WORKERS_WITHIN_MS",
+    "ConsoleApi",
+    "ConsoleBook",
+    "parse_duration",
+    "parse_time",
+    "search_query",
+    "task_answer",
+]
+
+DEFAULT_STATS_WINDOW_MS = 3_600_000
+MAX_WORKERS_WITHIN_MS = 7 * 86_400_000
+"""How far back ``/api/workers?within=`` may look."""
+MAX_PARAMETER = 200
+"""Longest value a console parameter may have (names, worker names, id prefixes, times)."""
+
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"([0-9]{1,12})(ms|s|m|h|d)?")
+_PARAMETER_OF_FIELD = {"since_ms": "since", "until_ms": "until"}
+"""The book's name for a field -> the query parameter that carried it."""
+
+
+@runtime_checkable
+class ConsoleBook(Protocol):
+    """A book that keeps task info, searches it, and counts per worker and per name."""
+
+    def info(self, task_id: str) -> TaskInfo | None: ...
+
+    def search(self, query: TaskQuery) -> SearchPage: ...
+
+    def workers(self, within_ms: int = ...) -> list[WorkerSummary]: ...
+
+    def stats(
+        self, name: str | None = None, window_ms: int = ..., now_ms: int | None = None
+    ) -> TaskStats: ...
+
+    def task_names(self) -> list[str]: ...
+
+    def name_totals(self) -> list[NameTotals]: ...
+
+
+def parse_duration(text: str, field: str) -> int:
+    """Milliseconds from ``90s``, ``10m``, ``2h``, ``1d``, ``500ms`` or a bare number of ms."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise invalid(
+            f"{field} must be a duration such as 10m, 2h or 1d (or a number of ms)", field=field
+        )
+    return int(match[1]) * _UNIT_MS[match[2] or "ms"]
+
+
+def parse_time(text: str, field: str, now_ms: int) -> int:
+    """A moment in ms since the epoch, from ms since the epoch, a duration before ``now_ms``
+    (``10m``: ten minutes ago) or an ISO-8601 timestamp (UTC unless it says otherwise)."""
+    text = text.strip()
+    if len(text) > MAX_PARAMETER:
+        raise invalid(f"{field} must be at most {MAX_PARAMETER} characters", field=field)
+    if text.isascii() and text.isdigit():
+        return parse_count(text, field)
+    if _DURATION.fullmatch(text):
+        return max(0, now_ms - parse_duration(text, field))
+    try:
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        ms = int(moment.timestamp() * 1000)
+    except (ValueError, OverflowError):
+        raise invalid(
+            f"{field} must be ms since the epoch, a duration ago (10m, 2h, 1d) or an ISO-8601 time",
+            field=field,
+        ) from None
+    if ms < 0:
+        raise invalid(f"{field} must not be before 1970", field=field)
+    return ms
+
+
+def _text(params: Mapping[str, str], field: str) -> str | None:
+    """A parameter's value; absent and empty are both None."""
+    value = params.get(field)
+    return value or None
+
+
+def _count(params: Mapping[str, str], field: str, default: int) -> int:
+    text = params.get(field)
+    return default if text in (None, "") else parse_count(text, field)
+
+
+def search_query(params: Mapping[str, str], now_ms: int) -> TaskQuery:
+    """The search a query string asks for (``since``/``until`` read as ``parse_time``)."""
+    since = _text(params, "since")
+    until = _text(params, "until")
+    since_ms = None if since is None else parse_time(since, "since", now_ms)
+    until_ms = None if until is None else parse_time(until, "until", now_ms)
+    if since_ms is not None and until_ms is not None and until_ms < since_ms:
+        raise invalid("until must not be before since", field="until")
+    sort = _text(params, "sort") or "newest"
+    if sort not in ("newest", "oldest"):
+        raise invalid("sort must be newest or oldest", field="sort")
+    after = _text(params, "after")
+    query = TaskQuery(
+        name=_text(params, "name"),
+        state=_text(params, "state"),
+        worker=_text(params, "worker"),
+        q=_text(params, "q"),
+        since_ms=since_ms,
+        until_ms=until_ms,
+        sort="oldest" if sort == "oldest" else "newest",
+        limit=_count(params, "limit", 50),
+        # A cursor is a creation-order score: ASCII digits, within JSON's exact integers.
+        after=None if after is None else str(parse_count(after, "after")),
+    )
+    return _checked(query)
+
+
+def _checked(query: TaskQuery) -> TaskQuery:
+    """``query.checked()``, a refusal naming the query parameter, not the book's field."""
+    try:
+        return query.checked()
+    except AsyncBookError as error:
+        field = _PARAMETER_OF_FIELD.get(error.field or "")
+        if field is None:
+            raise
+        message = error.message.replace(error.field or "", field)
+        raise AsyncBookError(error.code, message, field=field) from None
+
+
+def _window(params: Mapping[str, str]) -> int:
+    text = _text(params, "window")
+    if text is None:
+        return DEFAULT_STATS_WINDOW_MS
+    window = parse_duration(text, "window")
+    if not STATS_MINUTE_MS <= window <= STATS_WINDOW_MS:
+        raise invalid("window must be from 1m to 24h", field="window")
+    return window
+
+
+def _within(params: Mapping[str, str]) -> int | None:
+    text = _text(params, "within")
+    if text is None:
+        return None
+    within = parse_duration(text, "within")
+    if not 1 <= within <= MAX_WORKERS_WITHIN_MS:
+        raise invalid("within must be from 1ms to 7d", field="within")
+    return within
+
+
+def _name(params: Mapping[str, str]) -> str | None:
+    name = _text(params, "name")
+    if name is not None and len(name) > MAX_PARAMETER:
+        raise invalid(f"name must be at most {MAX_PARAMETER} characters", field="name")
+    return name
+
+
+def task_answer(
+    book: AsyncBook, task_id: str, info: Callable[[str], TaskInfo | None] | None = None
+) -> dict[str, Any] | None:
+    """``GET /api/tasks/<id>``: the task's JSON, and with ``info`` (``ConsoleBook.info``)
+    its info, appended so the task's own keys are unchanged; None when there is no task."""
+    task = book.get(task_id)
+    if task is None:
+        return None
+    body = to_wire(task)
+    if info is not None:
+        # Deleted between the two reads: the info of a task nobody recorded anything for.
+        body["info"] = to_wire(info(task_id) or TaskInfo(id=task_id))
+    return body
+
+
+def _search_answer(page: SearchPage) -> dict[str, Any]:
+    body = to_wire(page)
+    for row in body["tasks"]:
+        row["task"].pop("history", None)
+    return body
+
+
+class ConsoleApi:
+    """The console's handlers over one book; ``call`` runs a book call off the loop."""
+
+    def __init__(self, book: ConsoleBook, call: Callable[..., Awaitable[Any]]) -> None:
+        self.book = book
+        self.call = call
+
+    def routes(self) -> list[BaseRoute]:
+        """``/api/search``, ``/api/workers``, ``/api/stats`` and ``/api/names``."""
+        return [
+            Route("/api/search", self.search),
+            Route("/api/workers", self.workers),
+            Route("/api/stats", self.stats),
+            Route("/api/names", self.names),
+        ]
+
+    async def search(self, request: Request) -> Response:
+        query = search_query(request.query_params, int(time.time() * 1000))
+        page = await self.call(self.book.search, query)
+        return JSONResponse(_search_answer(page))
+
+    async def workers(self, request: Request) -> Response:
+        within = _within(request.query_params)
+        args = () if within is None else (within,)
+        found = await self.call(self.book.workers, *args)
+        return JSONResponse({"workers": [to_wire(worker) for worker in found]})
+
+    async def stats(self, request: Request) -> Response:
+        params = request.query_params
+        name, window = _name(params), _window(params)
+        stats = await self.call(self.book.stats, name, window)
+        return JSONResponse(to_wire(stats))
+
+    async def names(self, request: Request) -> Response:
+        return JSONResponse({"names": await self.call(self.book.task_names)})
