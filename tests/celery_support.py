@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import redis
 
 from asyncbook import ApplyItem, AsyncBookError, AsyncTask, CreateSpec, RedisBook
 from asyncbook.redis._sender import CreateSender
@@ -69,6 +71,18 @@ def close_result_backend(app: Any) -> None:
         consumer.stop()
     backend.client.connection_pool.disconnect()
     gc.collect()  # anything left unclosed is reported in the test that left it
+
+
+def cleared_namespace(url: str, prefix: str) -> Iterator[str]:
+    """A fresh namespace (for a fixture); afterwards the book's keys and the Celery metas
+    kept under ``<namespace>:`` (``global_keyprefix``) are removed."""
+    name = unique(prefix)
+    yield name
+    client = redis.Redis.from_url(url)
+    for pattern in (f"{{{name}}}*", f"{name}:*"):
+        for key in client.scan_iter(match=pattern, count=1000):
+            client.delete(key)
+    client.close()
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:

@@ -39,7 +39,7 @@ from asyncbook.celery import (
 )
 from asyncbook.celery._integration import sentinel_book_url
 
-from .celery_support import close_result_backend, unique, wait_for
+from .celery_support import cleared_namespace, close_result_backend, unique, wait_for
 from .servers import free_port, redis_server, wait_until
 
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
@@ -151,13 +151,7 @@ def make_app(namespace: str, *, backend: str | None = None, **conf: Any) -> Cele
 
 @pytest.fixture
 def namespace() -> Iterator[str]:
-    name = unique("bk")
-    yield name
-    client = redis.Redis.from_url(URL)
-    for pattern in (f"{{{name}}}*", f"{name}:*"):
-        for key in client.scan_iter(match=pattern, count=1000):
-            client.delete(key)
-    client.close()
+    yield from cleared_namespace(URL, "bk")
 
 
 @pytest.fixture

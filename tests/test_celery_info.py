@@ -8,14 +8,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from celery import Celery, Task
 from celery.contrib.testing.worker import start_worker
 
 from asyncbook import RedisBook, TaskInfo
 from asyncbook.celery import install, uninstall
 
-from .celery_support import close_result_backend, unique, wait_for
+from .celery_support import cleared_namespace, close_result_backend, unique, wait_for
 
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 
@@ -61,13 +60,7 @@ def make_app(namespace: str, **conf: Any) -> Celery:
 
 @pytest.fixture
 def namespace() -> Iterator[str]:
-    name = unique("inf")
-    yield name
-    client = redis.Redis.from_url(URL)
-    for pattern in (f"{{{name}}}*", f"{name}:*"):
-        for key in client.scan_iter(match=pattern, count=1000):
-            client.delete(key)
-    client.close()
+    yield from cleared_namespace(URL, "inf")
 
 
 @pytest.fixture

@@ -242,3 +242,23 @@ def test_percentiles_interpolate_inside_a_bucket() -> None:
     assert percentile_ms(buckets, 0.5) == 750
     buckets[-1] = 4
     assert percentile_ms(buckets, 0.99) == RUNTIME_BUCKETS_MS[-1]
+
+
+def test_stats_over_a_day_is_one_round_trip(
+    book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(book)
+    book.stats("gen")  # the first call also loads the script (NOSCRIPT, then EVAL)
+    client: Any = book.client
+    calls: list[Any] = []
+    sent = client.execute_command
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0])
+        return sent(*args, **kwargs)
+
+    monkeypatch.setattr(client, "execute_command", counting)
+    stats = book.stats("gen", window_ms=24 * HOUR)  # now: the server's clock
+    assert len(calls) == 1
+    assert stats.window_ms == 24 * HOUR
+    assert len(stats.minutes) == 1440

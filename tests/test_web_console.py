@@ -15,9 +15,9 @@ from starlette.responses import JSONResponse
 from asyncbook import FailEvent, MemoryBook, RedisBook, StartEvent, SucceedEvent
 from asyncbook._console import RUNTIME_BUCKETS_MS, PublishInfo
 from asyncbook._models import STATE_NAMES, to_wire
+from asyncbook._times import parse_duration, parse_moment
 from asyncbook.errors import AsyncBookError
 from asyncbook.web import BackgroundServer
-from asyncbook.web._console_api import parse_duration, parse_time
 from asyncbook.web._paths import task_path
 
 from .web_server import Running, running_server
@@ -93,8 +93,8 @@ def tasks(server: Running) -> int:
 
 def matching(params: dict[str, str], now: int) -> list[str]:
     """The ``TASKS`` that a search's filters other than ``state`` match (its totals)."""
-    since = parse_time(params.get("since") or "0", "since", now)
-    until = parse_time(params.get("until") or str(now), "until", now)
+    since = parse_moment(params.get("since") or "0", "since", now)
+    until = parse_moment(params.get("until") or str(now), "until", now)
     found = []
     for task_id, (_, name, worker, ago) in TASKS.items():
         if params.get("name") and name != params["name"]:
@@ -474,13 +474,13 @@ def test_parse_duration_and_time() -> None:
     assert parse_duration("250ms", "w") == 250
     assert parse_duration("1500", "w") == 1500
     now = 10 * 86_400_000
-    assert parse_time("10m", "since", now) == now - 600_000
-    assert parse_time("11d", "since", now) == 0  # before the epoch: from the start
-    assert parse_time("1700000000000", "since", now) == 1_700_000_000_000
-    assert parse_time("1970-01-02T00:00:00Z", "since", now) == 86_400_000
-    assert parse_time("1970-01-02", "since", now) == 86_400_000  # no offset: UTC
-    assert parse_time("1970-01-02T02:00:00+02:00", "since", now) == 86_400_000
+    assert parse_moment("10m", "since", now) == now - 600_000
+    assert parse_moment("11d", "since", now) == 0  # before the epoch: from the start
+    assert parse_moment("1700000000000", "since", now) == 1_700_000_000_000
+    assert parse_moment("1970-01-02T00:00:00Z", "since", now) == 86_400_000
+    assert parse_moment("1970-01-02", "since", now) == 86_400_000  # no offset: UTC
+    assert parse_moment("1970-01-02T02:00:00+02:00", "since", now) == 86_400_000
     for bad in ("", "1w", "10 m", "m", "ten", "1970-01-01T00:00:00+01:00"):
         with pytest.raises(AsyncBookError) as caught:
-            parse_time(bad, "since", now)
+            parse_moment(bad, "since", now)
         assert caught.value.field == "since"

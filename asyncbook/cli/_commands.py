@@ -8,83 +8,34 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
 import click
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-from .._models import STATE_NAMES, AsyncTask, to_wire
+from .._models import STATE_NAMES, to_wire
 from .._reasons import Reason
 from .._sweep import sweep as run_sweep
 from .._watch import Message, task_summary
-from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError
-from ..redis import DEFAULT_REDIS_URL, RedisBook, follow_task
+from ..errors import AsyncBookError
+from ..redis import DEFAULT_REDIS_URL, follow_task
+from ._console_cmds import COMMANDS
+from ._context import (
+    Settings,
+    book_errors,
+    emit_json,
+    fail,
+    json_option,
+    rich_console,
+    task_or_exit,
+)
 from ._stream import follow_stream
 
 __all__ = ["cli", "main"]
-
-EXIT_NOT_FOUND = 1
-EXIT_USAGE = 2
-
-
-@dataclass
-class Settings:
-    """What the group's options say; the book is built on first use."""
-
-    redis_url: str = DEFAULT_REDIS_URL
-    namespace: str = "asyncbook"
-    _book: RedisBook | None = field(default=None, repr=False)
-
-    @property
-    def book(self) -> RedisBook:
-        """The book at ``redis_url`` under ``namespace``."""
-        if self._book is None:
-            try:
-                self._book = RedisBook.from_url(self.redis_url, namespace=self.namespace)
-            except AsyncBookError as error:
-                raise click.BadParameter(error.message, param_hint="--redis-url") from None
-        return self._book
-
-
-def _fail(message: str, code: int = EXIT_NOT_FOUND) -> NoReturn:
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(code)
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Map the book's errors to exit codes: unknown task 1, bad input 2, Redis down 1."""
-    try:
-        yield
-    except UnknownTaskError as error:
-        _fail(f"no task {error.task_id!r}", EXIT_NOT_FOUND)
-    except BookUnavailableError as error:
-        _fail(f"cannot reach Redis: {error.__cause__ or error}", EXIT_NOT_FOUND)
-    except AsyncBookError as error:
-        _fail(error.message, EXIT_USAGE)
-    except (RedisConnectionError, RedisTimeoutError) as error:
-        _fail(f"cannot reach Redis: {error}", EXIT_NOT_FOUND)
-
-
-def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False))
-
-
-def _console() -> Console:
-    return Console(soft_wrap=True, highlight=False)
-
-
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -109,81 +60,23 @@ def cli(ctx: click.Context, redis_url: str, namespace: str) -> None:
     ctx.obj = Settings(redis_url=redis_url, namespace=namespace)
 
 
-def _task_or_exit(settings: Settings, task_id: str) -> AsyncTask:
-    with _errors():
-        task = settings.book.get(task_id)
-    if task is None:
-        _fail(f"no task {task_id!r}")
-    return task
-
-
-def _summary_table(task: AsyncTask) -> Table:
-    table = Table(show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in task_summary(task).items():
-        table.add_row(key, str(value))
-    return table
-
-
-@cli.command()
-@click.argument("task_id")
-@json_option
-@click.pass_obj
-def status(settings: Settings, task_id: str, as_json: bool) -> None:
-    """Show one task (state, progress, version, attempts, result)."""
-    task = _task_or_exit(settings, task_id)
-    if as_json:
-        _emit_json(task_summary(task))
-    else:
-        _console().print(_summary_table(task))
-
-
-@cli.command("ls")
-@click.option("--state", type=click.Choice(STATE_NAMES), help="Only tasks in this state.")
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
-@click.option("--after", help="Continue from a previous page's next cursor.")
-@json_option
-@click.pass_obj
-def list_tasks(
-    settings: Settings, state: str | None, limit: int, after: str | None, as_json: bool
-) -> None:
-    """List tasks, newest first."""
-    with _errors():
-        page = settings.book.list_tasks(state=state, limit=limit, after=after, full_task=False)
-    if as_json:
-        body: dict[str, Any] = {"tasks": [task_summary(t) for t in page.tasks]}
-        if page.next_after is not None:
-            body["nextAfter"] = page.next_after
-        _emit_json(body)
-        return
-    table = Table("id", "state", "progress", "version", "attempts")
-    for task in page.tasks:
-        attempts = f"{task.attempts}/{task.max_attempts}"
-        table.add_row(task.id, task.state.value, f"{task.progress}%", str(task.version), attempts)
-    console = _console()
-    console.print(table)
-    if page.next_after is not None:
-        console.print(f"more: --after {page.next_after}")
-
-
 @cli.command()
 @click.argument("task_id")
 @json_option
 @click.pass_obj
 def history(settings: Settings, task_id: str, as_json: bool) -> None:
     """Show a task's history: every version and the event that made it."""
-    task = _task_or_exit(settings, task_id)
+    task = task_or_exit(settings, task_id)
     entries = [to_wire(entry) for entry in task.history]
     if as_json:
-        _emit_json(entries)
+        emit_json(entries)
         return
     table = Table("version", "event", "atMs", "details")
     for entry in entries:
         event = dict(entry["event"])
         kind, at = event.pop("type"), event.pop("atMs")
         table.add_row(str(entry["version"]), kind, str(at), json.dumps(event, ensure_ascii=False))
-    _console().print(table)
+    rich_console().print(table)
 
 
 @cli.command("group")
@@ -203,15 +96,15 @@ def show_group(settings: Settings, group_id: str, limit: int, as_json: bool) -> 
     The counts and progress cover every member (one lookup, whatever the group's size);
     the table lists the first --limit members. Exits 1 when the group is unknown.
     """
-    with _errors():
+    with book_errors():
         summary = settings.book.group(group_id)
         tasks = settings.book.group_members(group_id, limit) if summary is not None else []
     if summary is None:
-        _fail(f"no group {group_id!r}")
+        fail(f"no group {group_id!r}")
     if as_json:
-        _emit_json({**to_wire(summary), "tasks": [task_summary(task) for task in tasks]})
+        emit_json({**to_wire(summary), "tasks": [task_summary(task) for task in tasks]})
         return
-    console = _console()
+    console = rich_console()
     total = "not declared" if summary.total is None else str(summary.total)
     ended = "ended" if summary.ended else "not ended"
     # Ids are shown as they are: never read as rich markup ("[/x]" in an id is text).
@@ -265,13 +158,13 @@ def watch(
         click.echo(f"connection lost ({error}); reconnecting", err=True)
 
     def follow(on_batch: Callable[[list[Message]], None]) -> None:
-        with _errors():
+        with book_errors():
             if api is not None:
                 follow_stream(
                     api, task_id, on_batch, cursor=cursor, token=token, on_reconnect=reconnecting
                 )
             else:
-                _task_or_exit(settings, task_id)
+                task_or_exit(settings, task_id)
                 book = settings.book
                 follow_task(book, task_id, on_batch, cursor=cursor, on_reconnect=reconnecting)
 
@@ -279,12 +172,12 @@ def watch(
 
         def print_batch(batch: list[Message]) -> None:
             for message in batch:
-                _emit_json({"event": message.event, "id": message.id, "data": message.data})
+                emit_json({"event": message.event, "id": message.id, "data": message.data})
 
         follow(print_batch)
         return
 
-    console = _console()
+    console = rich_console()
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -318,14 +211,14 @@ def watch(
 @click.pass_obj
 def deliver(settings: Settings, task_id: str, key: str, as_json: bool) -> None:
     """Hand a task's result over once per idempotency key."""
-    with _errors():
+    with book_errors():
         result = settings.book.deliver_result(task_id, key, time.time() * 1000)
     if result.reason is Reason.KEY_REUSED_FOR_OTHER_TASK:
-        _fail("this key was already used for another task")
+        fail("this key was already used for another task")
     if not result.ok:
-        _fail(f"task {task_id!r} has no result to deliver ({result.reason})")
+        fail(f"task {task_id!r} has no result to deliver ({result.reason})")
     if as_json:
-        _emit_json(to_wire(result))
+        emit_json(to_wire(result))
     else:
         assert result.receipt is not None
         click.echo(f"{result.reason}: {result.receipt.result_ref} ({result.receipt.result_hash})")
@@ -344,15 +237,15 @@ def cancel_task(settings: Settings, task_id: str, reason: str | None, as_json: b
     Exits 0 when cancelled (or cancelled before), 1 when the task is unknown or had already
     ended otherwise (its state is printed).
     """
-    with _errors():
+    with book_errors():
         result = settings.book.cancel(task_id, reason)
     if as_json:
-        _emit_json(to_wire(result))  # the book's answer, whatever it is: the exit code says
+        emit_json(to_wire(result))  # the book's answer, whatever it is: the exit code says
     task = result.task
     if result.reason is Reason.EXPIRED:
-        _fail(f"task {task_id!r} was not cancelled: its deadline had passed, so it expired")
+        fail(f"task {task_id!r} was not cancelled: its deadline had passed, so it expired")
     if result.reason not in (Reason.CANCELLED, Reason.DUPLICATE_CANCEL):
-        _fail(f"task {task_id!r} was not cancelled: it had already ended ({task.state.value})")
+        fail(f"task {task_id!r} was not cancelled: it had already ended ({task.state.value})")
     if not as_json:
         click.echo(f"{result.reason}: {task_id} ({task.error}) at v{task.version}")
 
@@ -363,10 +256,10 @@ def cancel_task(settings: Settings, task_id: str, reason: str | None, as_json: b
 @click.pass_obj
 def sweep(settings: Settings, limit: int, as_json: bool) -> None:
     """Expire every task whose deadline has passed (one pass)."""
-    with _errors():
+    with book_errors():
         report = run_sweep(settings.book, batch=limit)
     if as_json:
-        _emit_json({"expired": report.expired, "errors": report.errors})
+        emit_json({"expired": report.expired, "errors": report.errors})
     else:
         click.echo(f"expired {report.expired} task(s), {report.errors} error(s)")
 
@@ -381,10 +274,10 @@ def notifications() -> None:
 @click.pass_obj
 def drain(settings: Settings, as_json: bool) -> None:
     """Take every pending notification (the outbox is emptied)."""
-    with _errors():
+    with book_errors():
         notes = settings.book.drain_notifications()
     if as_json:
-        _emit_json([to_wire(note) for note in notes])
+        emit_json([to_wire(note) for note in notes])
         return
     for note in notes:
         click.echo(f"{note.task_id}\t{note.state.value}\t{note.at_ms}")
@@ -409,12 +302,12 @@ def consume(
 ) -> None:
     """Read notifications at least once through a consumer group, then acknowledge them."""
     book = settings.book
-    with _errors():
+    with book_errors():
         entries = book.consume_notifications(group, consumer, count=count, block_ms=block_ms)
         if entries and not no_ack:
             book.ack(group, *(entry_id for entry_id, _ in entries))
     if as_json:
-        _emit_json([{"id": entry_id, **to_wire(note)} for entry_id, note in entries])
+        emit_json([{"id": entry_id, **to_wire(note)} for entry_id, note in entries])
         return
     for entry_id, note in entries:
         click.echo(f"{entry_id}\t{note.task_id}\t{note.state.value}\t{note.at_ms}")
@@ -510,6 +403,10 @@ def walkthrough() -> None:
     from .._walkthrough import main as walk_main
 
     walk_main()
+
+
+for _command in COMMANDS:
+    cli.add_command(_command)
 
 
 def main(args: list[str] | None = None) -> None:

@@ -49,7 +49,6 @@ CHILDREN_LISTED = 100
 """Children of a task its info lists, at most."""
 WORKERS_LISTED = 500
 RUNNING_LOOKED_AT = 10_000
-_HOUR_MS = 3_600_000
 _BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
 _END_STATES = ("succeeded", "failed", "expired", "cancelled")
 _PUBLISH_LIMIT = 4096
@@ -232,20 +231,23 @@ def stats(
     """Per-minute counts and runtimes of one task name (or of all) over the window."""
     if name is not None and (not isinstance(name, str) or not name):
         raise invalid("name must be a non-empty string", field="name")
+    if now_ms is not None and (type(now_ms) is not int or now_ms < 0):
+        raise invalid("now_ms must be a whole number of ms >= 0", field="now_ms")
     if type(window_ms) is not int or not STATS_MINUTE_MS <= window_ms <= STATS_WINDOW_MS:
         raise invalid(
             "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
         )
-    now = book.now_ms() if now_ms is None else now_ms
+    k = book.keys
+    reply = book._scripts.stats(
+        keys=[k.names], args=[k.tag, name or "", window_ms, "" if now_ms is None else now_ms]
+    )
+    now, first_hour = int(reply[0]), int(reply[1])
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
-    hours = range(first_minute * STATS_MINUTE_MS // _HOUR_MS, now // _HOUR_MS + 1)
-    pipe = book._slot_client().pipeline(transaction=False)
-    for hour in hours:
-        pipe.hgetall(book.keys.stats(hour, name))
     counted: dict[int, dict[str, int]] = {}
-    for hour, flat in zip(hours, pipe.execute(), strict=True):
-        for minute, codes in _minute_fields(flat).items():
+    for hour, flat in enumerate(reply[2], start=first_hour):
+        pairs = dict(zip(flat[::2], flat[1::2], strict=True))
+        for minute, codes in _minute_fields(pairs).items():
             counted[hour * 60 + minute] = codes
     minutes = []
     window_buckets = [0] * _BUCKETS

@@ -298,6 +298,7 @@ class BookScripts:
     seal_group: BookScript
     info: BookScript
     search: BookScript
+    stats: BookScript
     workers: BookScript
 
     @classmethod
@@ -316,6 +317,7 @@ class BookScripts:
             "seal_group",
             "info",
             "search",
+            "stats",
             "workers",
         ]
         return cls(

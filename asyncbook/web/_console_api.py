@@ -7,10 +7,8 @@ naming its parameter, and every value is bounded before the book sees it.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from starlette.requests import Request
@@ -29,6 +27,7 @@ from .._console import (
     WorkerSummary,
 )
 from .._models import to_wire
+from .._times import parse_duration, parse_moment
 from ..errors import AsyncBookError, invalid
 from ._sse import parse_count
 
@@ -37,8 +36,6 @@ __all__ = [
     "MAX_WORKERS_WITHIN_MS",
     "ConsoleApi",
     "ConsoleBook",
-    "parse_duration",
-    "parse_time",
     "search_query",
     "task_answer",
 ]
@@ -49,8 +46,6 @@ MAX_WORKERS_WITHIN_MS = 7 * 86_400_000
 MAX_PARAMETER = 200
 """Longest value a console parameter may have (names, worker names, id prefixes, times)."""
 
-_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"([0-9]{1,12})(ms|s|m|h|d)?")
 _PARAMETER_OF_FIELD = {"since_ms": "since", "until_ms": "until"}
 """The book's name for a field -> the query parameter that carried it."""
 
@@ -74,41 +69,6 @@ class ConsoleBook(Protocol):
     def name_totals(self) -> list[NameTotals]: ...
 
 
-def parse_duration(text: str, field: str) -> int:
-    """Milliseconds from ``90s``, ``10m``, ``2h``, ``1d``, ``500ms`` or a bare number of ms."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise invalid(
-            f"{field} must be a duration such as 10m, 2h or 1d (or a number of ms)", field=field
-        )
-    return int(match[1]) * _UNIT_MS[match[2] or "ms"]
-
-
-def parse_time(text: str, field: str, now_ms: int) -> int:
-    """A moment in ms since the epoch, from ms since the epoch, a duration before ``now_ms``
-    (``10m``: ten minutes ago) or an ISO-8601 timestamp (UTC unless it says otherwise)."""
-    text = text.strip()
-    if len(text) > MAX_PARAMETER:
-        raise invalid(f"{field} must be at most {MAX_PARAMETER} characters", field=field)
-    if text.isascii() and text.isdigit():
-        return parse_count(text, field)
-    if _DURATION.fullmatch(text):
-        return max(0, now_ms - parse_duration(text, field))
-    try:
-        moment = datetime.fromisoformat(text)
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        ms = int(moment.timestamp() * 1000)
-    except (ValueError, OverflowError):
-        raise invalid(
-            f"{field} must be ms since the epoch, a duration ago (10m, 2h, 1d) or an ISO-8601 time",
-            field=field,
-        ) from None
-    if ms < 0:
-        raise invalid(f"{field} must not be before 1970", field=field)
-    return ms
-
-
 def _text(params: Mapping[str, str], field: str) -> str | None:
     """A parameter's value; absent and empty are both None."""
     value = params.get(field)
@@ -121,11 +81,11 @@ def _count(params: Mapping[str, str], field: str, default: int) -> int:
 
 
 def search_query(params: Mapping[str, str], now_ms: int) -> TaskQuery:
-    """The search a query string asks for (``since``/``until`` read as ``parse_time``)."""
+    """The search a query string asks for (``since``/``until`` read as ``parse_moment``)."""
     since = _text(params, "since")
     until = _text(params, "until")
-    since_ms = None if since is None else parse_time(since, "since", now_ms)
-    until_ms = None if until is None else parse_time(until, "until", now_ms)
+    since_ms = None if since is None else parse_moment(since, "since", now_ms)
+    until_ms = None if until is None else parse_moment(until, "until", now_ms)
     if since_ms is not None and until_ms is not None and until_ms < since_ms:
         raise invalid("until must not be before since", field="until")
     sort = _text(params, "sort") or "newest"

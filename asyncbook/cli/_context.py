@@ -1,0 +1,100 @@
+"""What every ``asyncbook`` command shares: the group's settings (and the book they
+name), exit codes, error handling, JSON and rich output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import click
+from click.decorators import FC
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from rich.console import Console
+
+from .._models import AsyncTask
+from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError
+from ..redis import DEFAULT_REDIS_URL, RedisBook
+
+__all__ = [
+    "EXIT_NOT_FOUND",
+    "EXIT_USAGE",
+    "Settings",
+    "book_errors",
+    "emit_json",
+    "fail",
+    "json_option",
+    "rich_console",
+    "task_or_exit",
+]
+
+EXIT_NOT_FOUND = 1
+EXIT_USAGE = 2
+
+
+@dataclass
+class Settings:
+    """What the group's options say; the book is built on first use."""
+
+    redis_url: str = DEFAULT_REDIS_URL
+    namespace: str = "asyncbook"
+    _book: RedisBook | None = field(default=None, repr=False)
+
+    @property
+    def book(self) -> RedisBook:
+        """The book at ``redis_url`` under ``namespace``."""
+        if self._book is None:
+            try:
+                self._book = RedisBook.from_url(self.redis_url, namespace=self.namespace)
+            except AsyncBookError as error:
+                raise click.BadParameter(error.message, param_hint="--redis-url") from None
+        return self._book
+
+
+def fail(message: str, code: int = EXIT_NOT_FOUND) -> NoReturn:
+    """Print ``Error: message`` on stderr and exit with ``code``."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+@contextmanager
+def book_errors() -> Iterator[None]:
+    """Map the book's errors to exit codes: unknown task 1, bad input 2, Redis down 1."""
+    try:
+        yield
+    except UnknownTaskError as error:
+        fail(f"no task {error.task_id!r}", EXIT_NOT_FOUND)
+    except BookUnavailableError as error:
+        fail(f"cannot reach Redis: {error.__cause__ or error}", EXIT_NOT_FOUND)
+    except AsyncBookError as error:
+        fail(error.message, EXIT_USAGE)
+    except (RedisConnectionError, RedisTimeoutError) as error:
+        fail(f"cannot reach Redis: {error}", EXIT_NOT_FOUND)
+
+
+def emit_json(data: Any) -> None:
+    """Print ``data`` as one line of JSON (UTF-8 as is)."""
+    click.echo(json.dumps(data, ensure_ascii=False))
+
+
+def rich_console() -> Console:
+    """A rich console for tables: soft-wrapped, no guessing of highlights."""
+    return Console(soft_wrap=True, highlight=False)
+
+
+def json_option(command: FC) -> FC:
+    """The ``--json`` flag of a command."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(command)
+
+
+def task_or_exit(settings: Settings, task_id: str) -> AsyncTask:
+    """The task, or exit 1 naming it when the book does not hold it."""
+    with book_errors():
+        task = settings.book.get(task_id)
+    if task is None:
+        fail(f"no task {task_id!r}")
+    return task
