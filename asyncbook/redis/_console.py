@@ -252,26 +252,36 @@ def stats(
     minutes = []
     window_buckets = [0] * _BUCKETS
     totals = dict.fromkeys(("started", *_END_STATES), 0)
+    empty = (0,) * _BUCKETS
     for minute in range(first_minute, last_minute + 1):
-        codes = counted.get(minute, {})
-        buckets = [codes.get(f"b{i}", 0) for i in range(_BUCKETS)]
+        found = counted.get(minute)
+        if found is None:
+            # The values are the book's own: built without validating them again.
+            minutes.append(
+                MinuteStats.model_construct(
+                    minute_ms=minute * STATS_MINUTE_MS, runtime_buckets=empty
+                )
+            )
+            continue
+        buckets = tuple(found.get(f"b{i}", 0) for i in range(_BUCKETS))
         window_buckets = [a + b for a, b in zip(window_buckets, buckets, strict=True)]
-        counts = {
-            "started": codes.get("S", 0),
-            **{state: codes.get(state, 0) for state in _END_STATES},
-        }
+        counts = {"started": found.get("S", 0)}
+        counts.update((state, found.get(state, 0)) for state in _END_STATES)
         for key, count in counts.items():
             totals[key] += count
-        minutes.append(
-            MinuteStats(
-                minute_ms=minute * STATS_MINUTE_MS,
-                runtime_buckets=tuple(buckets),
-                p50_ms=percentile_ms(buckets, 0.5),
-                p95_ms=percentile_ms(buckets, 0.95),
-                p99_ms=percentile_ms(buckets, 0.99),
-                **counts,
-            )
+        minute_stats = MinuteStats.model_construct(
+            minute_ms=minute * STATS_MINUTE_MS,
+            runtime_buckets=buckets,
+            p50_ms=percentile_ms(buckets, 0.5),
+            p95_ms=percentile_ms(buckets, 0.95),
+            p99_ms=percentile_ms(buckets, 0.99),
+            started=counts["started"],
+            succeeded=counts["succeeded"],
+            failed=counts["failed"],
+            expired=counts["expired"],
+            cancelled=counts["cancelled"],
         )
+        minutes.append(minute_stats)
     ended = sum(totals[state] for state in _END_STATES)
     return TaskStats(
         name=name,
