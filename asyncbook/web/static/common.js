@@ -43,3 +43,99 @@ function formatTime(ms) {
 function setStatus(text) {
   document.getElementById("status").textContent = text;
 }
+
+// -- the console's shared pieces: states, formats, JSON reads, the URL as the page's state ----
+
+const STATES = ["queued", "running", "succeeded", "failed", "expired", "cancelled"];
+
+function formatDuration(ms) {
+  if (ms === null || ms === undefined || !Number.isFinite(Number(ms))) return "";
+  const value = Number(ms);
+  if (value < 1000) return Math.round(value) + " ms";
+  if (value < 60_000) return (Math.round(value / 100) / 10) + " s";
+  const seconds = Math.round(value / 1000);
+  if (seconds < 3600) return Math.floor(seconds / 60) + " min " + (seconds % 60) + " s";
+  return Math.floor(seconds / 3600) + " h " + Math.floor((seconds % 3600) / 60) + " min";
+}
+function formatShortTime(ms) {
+  // "12:03:04" today, "2024-06-01 12:03" before (UTC): the cells stay narrow; a title
+  // carries the exact instant.
+  if (ms === null || ms === undefined) return "";
+  const date = new Date(ms);
+  if (Number.isNaN(date.getTime())) return String(ms) + " ms";
+  const iso = date.toISOString();
+  return iso.slice(0, 10) === new Date().toISOString().slice(0, 10)
+    ? iso.slice(11, 19) : iso.slice(0, 16).replace("T", " ");
+}
+function formatAgo(ms, nowMs) {
+  const seconds = Math.max(0, Math.round((nowMs - ms) / 1000));
+  if (seconds < 60) return seconds + " s ago";
+  if (seconds < 3600) return Math.floor(seconds / 60) + " min ago";
+  return Math.floor(seconds / 3600) + " h " + Math.floor((seconds % 3600) / 60) + " min ago";
+}
+function timeCell(ms) {
+  // A <time> element: the short form shown, the full instant as its datetime and title.
+  if (ms === null || ms === undefined) return "";
+  const text = formatShortTime(ms);
+  const node = el("time", { title: formatTime(ms) + " (UTC)" }, text);
+  const date = new Date(ms);
+  if (!Number.isNaN(date.getTime())) node.setAttribute("datetime", date.toISOString());
+  return node;
+}
+function percentText(progress) {
+  return String(Math.round(Number(progress) * 10) / 10) + "%";
+}
+function listUrl(filters) {
+  // The task list filtered by {name, state, worker, ...}: a link to share.
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(filters)) if (value) params.set(key, value);
+  const query = params.toString();
+  return "/" + (query ? "?" + query : "");
+}
+
+class ApiError extends Error {
+  // A refusal from the API: its HTTP status, and the field it names (a 400's "field").
+  constructor(status, answer) {
+    super(answer.message || "the server answered " + status);
+    this.status = status;
+    this.field = answer.field || null;
+  }
+}
+async function getJson(url) {
+  const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (!response.ok) {
+    const answer = await response.json().catch(() => ({}));
+    throw new ApiError(response.status, answer);
+  }
+  return response.json();
+}
+
+function throttled(fn, gapMs) {
+  // Calls fn at most once per gapMs, the last request always honoured (a trailing call).
+  let timer = null;
+  let last = 0;
+  return () => {
+    if (timer) return;
+    const wait = Math.max(0, last + gapMs - Date.now());
+    timer = setTimeout(() => { timer = null; last = Date.now(); fn(); }, wait);
+  };
+}
+
+function followChanges(onChange, onResync) {
+  // The book's change feed: one SSE stream for every task. Reconnects on its own.
+  const source = new EventSource("/api/changes");
+  source.addEventListener("open", () => { setStatus("live"); onResync(); });
+  source.addEventListener("change", (e) => onChange(JSON.parse(e.data)));
+  source.addEventListener("resync", () => onResync());
+  source.addEventListener("error", () => setStatus("reconnecting…"));
+  return source;
+}
+
+function fillNameSelect(select, names, current) {
+  // "all" then every name the book knows; a name from the URL it does not know stays.
+  const known = new Set(names);
+  if (current && !known.has(current)) names = [current, ...names];
+  select.replaceChildren(el("option", { value: "" }, "all names"),
+    ...names.map((name) => el("option", { value: name }, name)));
+  select.value = current || "";
+}

@@ -1,7 +1,6 @@
 "use strict";
 // One group: its counts by state, its overall progress and a bar per member, kept live by
 // the group's stream (/api/groups/ID/stream); the member list comes from /api/groups/ID.
-const STATES = ["queued", "running", "succeeded", "failed", "expired", "cancelled"];
 const MEMBER_LIMIT = 100;
 const groupId = readGroupId();
 let rows = new Map(); // member id -> its <li>, in creation order

@@ -1,8 +1,11 @@
 "use strict";
-// One task: its fields, a live bar and its history, all from the task's SSE stream.
+// One task: its fields, a live bar and its history, all from the task's SSE stream; its
+// info (name, arguments, worker, times, traceback, relatives) from /api/tasks/ID, read again
+// when the stream says the task started, ended or was retried.
 const taskId = new URLSearchParams(location.search).get("id") || "";
 const LIVE_STATES = new Set(["queued", "running"]);
 let shownVersion = 0;
+let infoState = null; // the task's state when its info was last read
 let apiToken = ""; // typed into the cancel dialog; kept by this page only, never stored
 let cancelling = false; // a cancel is on its way: its answer, not the stream, closes the dialog
 
@@ -21,6 +24,7 @@ function showSummary(task) {
   list.dataset.state = task.state;
   list.dataset.version = String(task.version);
   showActions(task.state);
+  if (task.state !== infoState) refreshInfo();
 }
 
 function addHistory(entry) {
@@ -31,7 +35,87 @@ function addHistory(entry) {
     el("td", {}, String(entry.version)), el("td", {}, type),
     el("td", { class: "time", title: String(atMs) + " ms" }, formatTime(atMs)),
     el("td", {}, el("pre", {}, JSON.stringify(details)))));
+  if (type !== "progress") refreshInfo();
 }
+
+// -- info: what Celery published and what the runs reported ------------------------------
+
+function link(href, text) {
+  return el("a", { href }, text);
+}
+
+function fullTime(ms) {
+  if (ms === null || ms === undefined) return null;
+  const node = timeCell(ms);
+  node.textContent = formatTime(ms);
+  return node;
+}
+
+function fields(list, pairs) {
+  list.replaceChildren();
+  for (const [name, value] of pairs) {
+    if (value === null || value === undefined || value === "") continue;
+    list.append(el("dt", {}, name), el("dd", {}, value));
+  }
+  return list.children.length > 0;
+}
+
+function showInfo(info) {
+  const nameLine = document.getElementById("task-name");
+  nameLine.replaceChildren();
+  if (info.name) {
+    nameLine.append(link(listUrl({ name: info.name }), info.name), " · ",
+      link("/stats?name=" + encodeURIComponent(info.name), "stats"));
+    document.title = "asyncbook — " + info.name + " " + taskId;
+  }
+  const retries = info.retries === null || info.retries === undefined ? null : String(info.retries);
+  document.getElementById("info-section").hidden = !fields(document.getElementById("info"), [
+    ["Name", info.name ? link(listUrl({ name: info.name }), info.name) : null],
+    ["Queue", info.queue],
+    ["Worker", info.worker ? link(listUrl({ worker: info.worker }), info.worker) : null],
+    ["Created (UTC)", fullTime(info.createdAtMs)],
+    ["Started (UTC)", fullTime(info.startedAtMs)],
+    ["Ended (UTC)", fullTime(info.endedAtMs)],
+    ["Runtime", formatDuration(info.runtimeMs)],
+    ["Retries", retries],
+  ]);
+  const recorded = (value) => (value === null || value === undefined ? "(not recorded)" : value);
+  document.getElementById("args-section").hidden = !info.args && !info.kwargs;
+  document.getElementById("args").textContent = recorded(info.args);
+  document.getElementById("kwargs").textContent = recorded(info.kwargs);
+  document.getElementById("failure").hidden = !info.exception && !info.traceback;
+  document.getElementById("exception").textContent = info.exception || "";
+  document.getElementById("traceback").textContent = info.traceback || "";
+  document.getElementById("traceback").hidden = !info.traceback;
+  const children = info.children || [];
+  const childList = children.length === 0 ? null : el("ul", { class: "links", id: "children" },
+    ...children.map((id) => el("li", {}, link(taskPageUrl(id), id))));
+  const root = info.rootId && info.rootId !== taskId && info.rootId !== info.parentId
+    ? link(taskPageUrl(info.rootId), info.rootId) : null;
+  document.getElementById("family").hidden = !fields(document.getElementById("relations"), [
+    ["Group", info.groupId ? link(groupPageUrl(info.groupId), info.groupId) : null],
+    ["Parent", info.parentId ? link(taskPageUrl(info.parentId), info.parentId) : null],
+    ["Root", root],
+    ["Children", childList],
+  ]);
+}
+
+async function readInfo() {
+  let answer;
+  try {
+    answer = await getJson(taskUrl(taskId));
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return; // the stream says so
+    document.getElementById("message").textContent = "Its info could not be read: " + error.message;
+    return;
+  }
+  document.getElementById("message").textContent = "";
+  infoState = answer.state;
+  if (answer.info) showInfo(answer.info);
+  document.getElementById("main").dataset.infoVersion = String(answer.version);
+}
+
+const refreshInfo = throttled(readInfo, 500);
 
 // -- cancel: a button while the task is live, a dialog to confirm, one POST ----------------
 
