@@ -36,6 +36,37 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def timed_worker(
+    app_module: str, queue: str, env: dict[str, str], client: redis.Redis, last_key: str
+) -> tuple[float, float]:
+    """Start a solo worker of ``app_module`` (which touches ``BENCH_READY_FILE`` when
+    ready) on ``queue``: the seconds from ready until ``last_key`` exists, and the CPU
+    seconds the worker spent meanwhile; the worker is stopped after."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ready = Path(tmp) / "ready"
+        env = {**env, "BENCH_READY_FILE": str(ready)}
+        command = [
+            sys.executable, "-m", "celery", "-A", app_module, "worker",
+            "--pool=solo", "-Q", queue, "-l", "warning", "-n", f"{queue}@localhost",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+        ]  # fmt: skip
+        worker = subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.DEVNULL)
+        try:
+            while not ready.exists():
+                if worker.poll() is not None:
+                    raise SystemExit("the worker exited")
+                time.sleep(0.002)
+            began, cpu = time.perf_counter(), cpu_seconds(worker.pid)
+            while not client.exists(last_key):
+                if time.perf_counter() - began > 300:
+                    raise SystemExit(f"no {last_key} after 300 s")
+                time.sleep(0.002)
+            return time.perf_counter() - began, cpu_seconds(worker.pid) - cpu
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+
+
 def run_once(url: str, kind: str, n: int, namespace: str) -> tuple[float, float, float]:
     """Publish rate, worker throughput (both per second), worker CPU ms per task."""
     queue = f"bench-{uuid.uuid4().hex[:8]}"
@@ -55,31 +86,10 @@ def run_once(url: str, kind: str, n: int, namespace: str) -> tuple[float, float,
     ids = [task.apply_async(queue=queue).id for _ in range(n)]
     publish = n / (time.perf_counter() - started)
     client = redis.Redis.from_url(url)
-    last = f"celery-task-meta-{ids[-1]}"
-    with tempfile.TemporaryDirectory() as tmp:
-        ready = Path(tmp) / "ready"
-        env["BENCH_READY_FILE"] = str(ready)
-        command = [
-            sys.executable, "-m", "celery", "-A", "bench_celery_app", "worker",
-            "--pool=solo", "-Q", queue, "-l", "warning", "-n", f"{queue}@localhost",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-        ]  # fmt: skip
-        worker = subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.DEVNULL)
-        try:
-            while not ready.exists():
-                if worker.poll() is not None:
-                    raise SystemExit("the worker exited")
-                time.sleep(0.002)
-            began, cpu = time.perf_counter(), cpu_seconds(worker.pid)
-            while not client.exists(last):
-                if time.perf_counter() - began > 300:
-                    raise SystemExit(f"no result for the last {kind} task after 300 s")
-                time.sleep(0.002)
-            throughput = n / (time.perf_counter() - began)
-            cpu_ms = (cpu_seconds(worker.pid) - cpu) * 1000 / n
-        finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+    seconds, cpu = timed_worker(
+        "bench_celery_app", queue, env, client, f"celery-task-meta-{ids[-1]}"
+    )
+    throughput, cpu_ms = n / seconds, cpu * 1000 / n
     keys = [f"celery-task-meta-{task_id}" for task_id in ids]
     for start in range(0, len(keys), 1000):
         client.delete(*keys[start : start + 1000])
