@@ -145,8 +145,8 @@ class TaskQuery(NamedTuple):
                 raise invalid(f"{field} must be a whole number of ms >= 0", field=field)
         if self.sort not in ("newest", "oldest"):
             raise invalid("sort must be newest or oldest", field="sort")
-        if type(self.limit) is not int or not 1 <= self.limit <= 500:
-            raise invalid("limit must be a whole number from 1 to 500", field="limit")
+        if type(self.limit) is not int or not 1 <= self.limit <= 1000:
+            raise invalid("limit must be a whole number from 1 to 1000", field="limit")
         after = self.after
         if after is not None and (
             not isinstance(after, str)

@@ -164,7 +164,7 @@ def test_search_by_worker_id_prefix_and_time(book: RedisBook) -> None:
         ({"until_ms": 1.5}, "until_ms"),
         ({"sort": "random"}, "sort"),
         ({"limit": 0}, "limit"),
-        ({"limit": 501}, "limit"),
+        ({"limit": 1001}, "limit"),
         ({"after": "x"}, "after"),
         ({"after": "١٢"}, "after"),  # digits, but not ASCII ones
     ],

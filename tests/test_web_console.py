@@ -242,7 +242,7 @@ def test_search_pages_with_after(
         ({"since": "1h", "until": "2h"}, "until"),
         ({"sort": "up"}, "sort"),
         ({"limit": "0"}, "limit"),
-        ({"limit": "501"}, "limit"),
+        ({"limit": "1001"}, "limit"),
         ({"limit": "ten"}, "limit"),
         ({"limit": "-1"}, "limit"),
         ({"after": "not-a-cursor"}, "after"),
@@ -257,14 +257,24 @@ def test_search_refuses_bad_parameters(
     assert_refused(client.get("/api/search", params=params), field)
 
 
-def test_old_listing_keeps_its_shape(server: Running, client: httpx.Client, tasks: int) -> None:
-    """``/api/tasks`` answers as before: tasks without history, no info, no totals."""
+def test_the_listing_takes_the_filters_and_adds_info_and_totals(
+    server: Running, client: httpx.Client, tasks: int
+) -> None:
+    """``/api/tasks`` keeps its shape (tasks without history, ``nextAfter``) and takes the
+    search's filters; each task gains an ``info`` key, the answer ``totals``."""
     body = client.get("/api/tasks", params={"limit": "2", "name": "app.add"}).json()
-    assert set(body) == {"tasks", "nextAfter"}
-    assert [task["id"] for task in body["tasks"]] == ["add-3", "plain"]
-    for task in body["tasks"]:
-        assert "info" not in task
+    assert set(body) == {"tasks", "nextAfter", "totals", "totalsExact"}
+    search = client.get("/api/search", params={"limit": "2", "name": "app.add"}).json()
+    assert body["totals"] == search["totals"]
+    assert body["nextAfter"] == search["nextAfter"]
+    for task, row in zip(body["tasks"], search["tasks"], strict=True):
         assert "history" not in task
+        assert task["info"] == row["info"]
+        assert {key: value for key, value in task.items() if key != "info"} == row["task"]
+    plain = client.get("/api/tasks", params={"limit": "2"}).json()
+    assert [task["id"] for task in plain["tasks"]] == [
+        task.id for task in server.book.list_tasks(limit=2).tasks
+    ]
 
 
 # -- one task ----------------------------------------------------------------------------------
@@ -408,7 +418,9 @@ def test_openapi_documents_the_console(client: httpx.Client) -> None:
     search = {p["name"]: p for p in schema["paths"]["/api/search"]["get"]["parameters"]}
     assert " ".join(search) == "name state worker q since until sort limit after"
     assert search["sort"]["schema"]["enum"] == ["newest", "oldest"]
-    assert search["limit"]["schema"]["maximum"] == 500
+    assert search["limit"]["schema"]["maximum"] == 1000
+    listing = schema["paths"]["/api/tasks"]["get"]["parameters"]
+    assert [p["name"] for p in listing] == list(search)  # /api/tasks takes the same filters
     workers = schema["paths"]["/api/workers"]["get"]["parameters"]
     assert [p["name"] for p in workers] == ["within"]
     stats = schema["paths"]["/api/stats"]["get"]["parameters"]
@@ -461,6 +473,11 @@ def test_a_book_without_info_has_no_console() -> None:
         schema = client.get("/openapi.json").json()
         assert "/api/search" not in schema["paths"]
         assert "TaskInfo" not in schema["components"]["schemas"]
+        listing = client.get("/api/tasks", params={"state": "queued"}).json()
+        assert set(listing) == {"tasks"}  # as before: no info, no totals
+        refused = client.get("/api/tasks", params={"name": "app.add"})
+        assert refused.status_code == 400
+        assert refused.json()["field"] == "name"
 
 
 # -- parsing ---------------------------------------------------------------------------------------

@@ -34,7 +34,14 @@ from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError, inv
 from ._auth import TokenAuth, check_token
 from ._bodies import cross_site, read_json_object, refuse_cross_site
 from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, cancel_reason
-from ._console_api import ConsoleApi, ConsoleBook, task_answer
+from ._console_api import (
+    CONSOLE_FILTERS,
+    ConsoleApi,
+    ConsoleBook,
+    listing_answer,
+    search_query,
+    task_answer,
+)
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GROUP_MEMBERS, GroupHub, GroupWatcher, UnknownGroupError
 from ._hosts import HostCheck, allowed_host_names
@@ -160,6 +167,12 @@ class StatusApp:
 
     async def list_tasks(self, request: Request) -> Response:
         params = request.query_params
+        if self.console is not None:
+            query = search_query(params, int(time.time() * 1000))
+            return JSONResponse(listing_answer(await self.call(self.console.search, query)))
+        for name in CONSOLE_FILTERS:
+            if params.get(name):
+                raise invalid(f"{name}: this book keeps no task info to search", field=name)
         state = params.get("state") or None
         limit_text = params.get("limit")
         limit = 50 if limit_text in (None, "") else parse_count(limit_text, "limit")

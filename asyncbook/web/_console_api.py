@@ -32,6 +32,8 @@ from ..errors import AsyncBookError, invalid
 from ._sse import parse_count
 
 __all__ = [
+    "CONSOLE_FILTERS",
+    "listing_answer",
     "DEFAULT_STATS_WINDOW_MS",
     "MAX_WORKERS_WITHIN_MS",
     "ConsoleApi",
@@ -165,6 +167,26 @@ def _search_answer(page: SearchPage) -> dict[str, Any]:
     body = to_wire(page)
     for row in body["tasks"]:
         row["task"].pop("history", None)
+    return body
+
+
+CONSOLE_FILTERS = ("name", "worker", "q", "since", "until", "sort")
+"""``/api/tasks`` parameters only a book with a console can answer."""
+
+
+def listing_answer(page: SearchPage) -> dict[str, Any]:
+    """``/api/tasks``'s answer from a search: its tasks as ever (without history), each
+    with an ``info`` key, then ``totals`` and ``totalsExact`` (and ``nextAfter``)."""
+    body: dict[str, Any] = {"tasks": []}
+    for row in page.tasks:
+        task = to_wire(row.task)
+        task.pop("history", None)
+        task["info"] = to_wire(row.info)
+        body["tasks"].append(task)
+    if page.next_after is not None:
+        body["nextAfter"] = page.next_after
+    body["totals"] = page.totals
+    body["totalsExact"] = page.totals_exact
     return body
 
 

@@ -165,6 +165,33 @@ _MOMENT_HELP = (
 )
 
 
+def _search_parameters() -> list[dict[str, Any]]:
+    """The query parameters of a search (``/api/search``; ``/api/tasks`` with a console)."""
+    return [
+        _query("name", "Only tasks of this Celery task name.", _TEXT),
+        _query(
+            "state",
+            "Only tasks in this state.",
+            {"type": "string", "enum": list(STATE_NAMES)},
+        ),
+        _query("worker", "Only tasks run by this worker.", _TEXT),
+        _query("q", "Only task ids starting with this.", _TEXT),
+        _query("since", "Created at or after: " + _MOMENT_HELP, {"type": "string"}),
+        _query("until", "Created at or before: " + _MOMENT_HELP, {"type": "string"}),
+        _query(
+            "sort",
+            "By creation time.",
+            {"type": "string", "enum": ["newest", "oldest"], "default": "newest"},
+        ),
+        _query(
+            "limit",
+            "Page size.",
+            {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 50},
+        ),
+        _query("after", "The previous page's `nextAfter`.", {"type": "string"}),
+    ]
+
+
 def _console_paths() -> dict[str, Any]:
     """The console's endpoints (only over a book that keeps task info)."""
     return {
@@ -177,29 +204,7 @@ def _console_paths() -> dict[str, Any]:
                     "`totalsExact` is false when they were counted over the first candidates "
                     "only (a worker, id-prefix or time filter over many tasks)."
                 ),
-                "parameters": [
-                    _query("name", "Only tasks of this Celery task name.", _TEXT),
-                    _query(
-                        "state",
-                        "Only tasks in this state.",
-                        {"type": "string", "enum": list(STATE_NAMES)},
-                    ),
-                    _query("worker", "Only tasks run by this worker.", _TEXT),
-                    _query("q", "Only task ids starting with this.", _TEXT),
-                    _query("since", "Created at or after: " + _MOMENT_HELP, {"type": "string"}),
-                    _query("until", "Created at or before: " + _MOMENT_HELP, {"type": "string"}),
-                    _query(
-                        "sort",
-                        "By creation time.",
-                        {"type": "string", "enum": ["newest", "oldest"], "default": "newest"},
-                    ),
-                    _query(
-                        "limit",
-                        "Page size.",
-                        {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
-                    ),
-                    _query("after", "The previous page's `nextAfter`.", {"type": "string"}),
-                ],
+                "parameters": _search_parameters(),
                 "responses": {
                     "200": _json(_ref("SearchPage"), "One page, and totals per state"),
                     "400": _json(_ref("Error"), "A bad parameter; `field` names it"),
@@ -563,4 +568,10 @@ def openapi_schema(console: bool = False) -> dict[str, Any]:
     }
     if console:
         schema["paths"].update(_console_paths())
+        listing = schema["paths"]["/api/tasks"]["get"]
+        listing["parameters"] = _search_parameters()
+        listing["description"] = (
+            "The search's filters (as `/api/search`); each task also carries its `info`, "
+            "and the answer `totals` per state for the filter and `totalsExact`."
+        )
     return schema
