@@ -262,3 +262,13 @@ def test_stats_over_a_day_is_one_round_trip(
     assert len(calls) == 1
     assert stats.window_ms == 24 * HOUR
     assert len(stats.minutes) == 1440
+
+
+def test_prune_forgets_workers_unseen_for_a_week(book: RedisBook) -> None:
+    fill(book)  # its workers were last seen in 2023
+    now = book.now_ms()
+    book.create(id="fresh", now_ms=now, ttl_ms=HOUR, max_attempts=1, info=PublishInfo(name="gen"))
+    book.apply("fresh", {"type": "start", "atMs": now, "worker": "w3"}, "fresh:s")
+    assert {w.name for w in book.workers(within_ms=20 * 365 * 86_400_000)} == {"w1", "w2", "w3"}
+    book.prune()
+    assert {w.name for w in book.workers(within_ms=20 * 365 * 86_400_000)} == {"w3"}

@@ -75,7 +75,7 @@ from ..errors import (
 )
 from . import _console
 from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
-from ._console import failure_json, publish_fields
+from ._console import WORKER_KEEP_MS, failure_json, publish_fields
 from ._keys import KeySchema
 from ._pending import settle
 from ._scripts import (
@@ -1103,6 +1103,8 @@ class RedisBook:
         indexes = [k.state_index(state) for state in GROUP_END_STATES]
         names = [_text(raw) for raw in client.zrange(k.names, 0, -1)]
         indexes += [k.name_index(state, name) for name in names for state in GROUP_END_STATES]
+        # A worker unseen for a week is forgotten (its own keys expire by then too).
+        client.zremrangebyscore(k.workers, "-inf", f"({self.now_ms() - WORKER_KEEP_MS}")
         indexes += [k.worker_tasks(_text(raw)) for raw in client.zrange(k.workers, 0, -1)]
         pipe = client.pipeline(transaction=False)
         for index in indexes:

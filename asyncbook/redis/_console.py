@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._book import RedisBook
 
 __all__ = [
+    "WORKER_KEEP_MS",
     "failure_json",
     "info",
     "name_totals",
@@ -45,6 +46,8 @@ __all__ = [
 
 SEARCH_SCAN_LIMIT = 10_000
 """Index entries one search call may examine (for a page, and again for its totals)."""
+WORKER_KEEP_MS = 7 * 86_400_000
+"""A worker unseen this long is forgotten (WORKER_KEEP in lua/_info.lua)."""
 CHILDREN_LISTED = 100
 """Children of a task its info lists, at most."""
 WORKERS_LISTED = 500
