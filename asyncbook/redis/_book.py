@@ -1103,8 +1103,12 @@ class RedisBook:
         indexes = [k.state_index(state) for state in GROUP_END_STATES]
         names = [_text(raw) for raw in client.zrange(k.names, 0, -1)]
         indexes += [k.name_index(state, name) for name in names for state in GROUP_END_STATES]
-        # A worker unseen for a week is forgotten (its own keys expire by then too).
-        client.zremrangebyscore(k.workers, "-inf", f"({self.now_ms() - WORKER_KEEP_MS}")
+        # A worker unseen for a week is forgotten, with its index and counts.
+        cutoff = f"({self.now_ms() - WORKER_KEEP_MS}"
+        for raw in client.zrangebyscore(k.workers, "-inf", cutoff):
+            worker = _text(raw)
+            client.delete(k.worker_tasks(worker), k.worker_counts(worker))
+            client.zrem(k.workers, worker)
         indexes += [k.worker_tasks(_text(raw)) for raw in client.zrange(k.workers, 0, -1)]
         pipe = client.pipeline(transaction=False)
         for index in indexes:
