@@ -370,10 +370,10 @@ def test_retention_removes_everything(tmp_path: Path) -> None:
         # Only the book-wide counters, the (trimmed-by-age) outbox stream and what the
         # console keeps per name and per hour (not per task) may remain.
         names = sorted({key.decode().split(":", 1)[1] for key in leftover})
-        per_name_and_worker = ["names", "nt", "s:0:gen", "sa:0"]
+        per_name_and_hour = ["names", "nt", "s:0:gen", "sa:0"]
         assert names in (
-            sorted(["counters", "outbox", "seq", *per_name_and_worker]),
-            sorted(["counters", "seq", *per_name_and_worker]),
+            sorted(["counters", "outbox", "seq", *per_name_and_hour]),
+            sorted(["counters", "seq", *per_name_and_hour]),
         ), names
         assert book.get("task-1") is None
         client.delete(book.keys.outbox)
