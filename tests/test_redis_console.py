@@ -9,7 +9,7 @@ from typing import Any
 import fakeredis
 import pytest
 
-from asyncbook import AsyncBookError, PublishInfo, RedisBook, TaskQuery
+from asyncbook import ApplyItem, AsyncBookError, CreateSpec, PublishInfo, RedisBook, TaskQuery
 from asyncbook._console import RUNTIME_BUCKETS_MS, percentile_ms
 from asyncbook.redis import connect
 
@@ -272,3 +272,19 @@ def test_prune_forgets_workers_unseen_for_a_week(book: RedisBook) -> None:
     assert {w.name for w in book.workers(within_ms=20 * 365 * 86_400_000)} == {"w1", "w2", "w3"}
     book.prune()
     assert {w.name for w in book.workers(within_ms=20 * 365 * 86_400_000)} == {"w3"}
+
+
+def test_a_workers_index_keeps_its_latest_thousand_tasks(book: RedisBook) -> None:
+    specs = [
+        CreateSpec(id=f"job-{n:04}", now_ms=T0 + n, ttl_ms=HOUR, max_attempts=1)
+        for n in range(1_005)
+    ]
+    book.create_many(specs)
+    starts: list[ApplyItem] = [
+        (spec.id, {"type": "start", "atMs": T0 + 2_000, "worker": "w9"}, None) for spec in specs
+    ]
+    book.apply_many(starts)
+    page = book.search(worker="w9", sort="oldest", limit=10)
+    assert page.tasks[0].task.id == "job-0005"  # the five oldest left the index
+    assert page.totals["running"] == 1_000
+    assert page.totals_exact

@@ -131,7 +131,7 @@ class KeySchema:
         return f"{self.tag}:workers"
 
     def worker_tasks(self, worker: str) -> str:
-        """Sorted set of a worker's latest tasks (ids), scored by creation order."""
+        """Sorted set of a worker's latest 1,000 tasks (ids), scored by creation order."""
         return f"{self.tag}:w:{escape_id(worker)}"
 
     def worker_counts(self, worker: str) -> str:

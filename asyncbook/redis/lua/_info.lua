@@ -13,7 +13,7 @@
 -- b<i> runtime bucket), kept a day and an hour; <tag>:nt holds running totals per name
 -- ('<name>|<code>', plus '<name>|sum' of runtimes) for Prometheus counters.
 
-local WORKER_TASKS = 10000         -- a worker's index keeps its latest tasks only
+local WORKER_TASKS = 1000          -- a worker's index keeps its latest tasks only
 local WORKER_KEEP = 7 * 86400000   -- a worker unseen this long is forgotten
 local STATS_TTL = 25 * 3600000     -- per-minute stats reach back a day
 local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000,
