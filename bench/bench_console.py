@@ -387,18 +387,22 @@ if os.environ.get("BENCH_CONSOLE_APP") == "1":
     app, _integration = celery_app()
 
 
-def celery_once(url: str, namespace: str, record_info: bool, n: int) -> float:
-    """Worker throughput (tasks/s) of ``n`` tracked no-ops published beforehand."""
+def celery_once(
+    url: str, namespace: str, record_info: bool, n: int, worker_src: str | None = None
+) -> float:
+    """Worker throughput (tasks/s) of ``n`` tracked no-ops published beforehand; with
+    ``worker_src`` the worker runs that asyncbook source tree (the code before issue 12)."""
     from bench_celery import ROOT
 
     queue = f"bench-console-{uuid.uuid4().hex[:8]}"
+    paths = [str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]
     env = {
         **os.environ,
         "BENCH_URL": url,
         "BENCH_NAMESPACE": namespace,
         "BENCH_RECORD_INFO": "1" if record_info else "0",
         "BENCH_CONSOLE_APP": "1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join(([worker_src] if worker_src else []) + paths),
     }
     saved = dict(os.environ)
     os.environ.update(env)
@@ -423,6 +427,7 @@ def celery_once(url: str, namespace: str, record_info: bool, n: int) -> float:
     info = RedisBook(client, namespace=namespace).info(ids[-1])
     assert info is not None
     assert info.name == ("bench.console.tracked" if record_info else None), info
+    assert (info.worker is None) == (worker_src is not None), info  # which code ran it
     keys = [f"celery-task-meta-{task_id}" for task_id in ids]
     for start in range(0, len(keys), 1000):
         client.delete(*keys[start : start + 1000])
@@ -433,24 +438,42 @@ def celery_once(url: str, namespace: str, record_info: bool, n: int) -> float:
     return throughput
 
 
-def bench_celery(url: str, n: int, rounds: int) -> list[str]:
+def bench_celery(url: str, n: int, rounds: int, baseline_src: str | None) -> list[str]:
+    """Part e, interleaved: info on, info off, and (with ``baseline_src``) the worker
+    running the code before issue 12."""
     namespace = f"bench-console-c-{uuid.uuid4().hex[:8]}"
-    rates: dict[bool, list[float]] = {True: [], False: []}
+    variants: dict[str, tuple[bool, str | None]] = {"on": (True, None), "off": (False, None)}
+    if baseline_src:
+        variants["before"] = (False, baseline_src)
+    rates: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
     for round_ in range(rounds):
-        for record in (True, False) if round_ % 2 == 0 else (False, True):
-            rates[record].append(celery_once(url, namespace, record, n))
-        print(
-            f"celery round {round_ + 1}: info on {rates[True][-1]:.0f}/s, "
-            f"off {rates[False][-1]:.0f}/s",
-            file=sys.stderr,
-        )
-    ratio = statistics.median(a / b for a, b in zip(rates[True], rates[False], strict=True))
-    return [
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            record, source = variants[name]
+            rates[name].append(celery_once(url, namespace, record, n, source))
+        summary = ", ".join(f"{name} {rates[name][-1]:.0f}/s" for name in names)
+        print(f"celery round {round_ + 1}: {summary}", file=sys.stderr)
+
+    def ratio(name: str) -> float:
+        pairs = zip(rates["on"], rates[name], strict=True)
+        return statistics.median(a / b for a, b in pairs)
+
+    def rate(name: str) -> str:
+        return f"{statistics.median(rates[name]):,.0f}"
+
+    tasks = "args `(i, 'two')`, kwargs `{'three': 3}`"
+    rows = [
         f"| e. tracked no-op Celery tasks, solo worker, `asyncbook_record_info` on vs off "
-        f"(args `(i, 'two')`, kwargs `{{'three': 3}}`) | {statistics.median(rates[True]):,.0f} "
-        f"vs {statistics.median(rates[False]):,.0f} tasks/s: **ratio {ratio:.2f}** | ≥ 0.95 | "
-        f"{'met' if ratio >= 0.95 else 'missed'} |"
+        f"({tasks}) | {rate('on')} vs {rate('off')} tasks/s: **ratio {ratio('off'):.2f}** | "
+        f"≥ 0.95 | {'met' if ratio('off') >= 0.95 else 'missed'} |"
     ]
+    if baseline_src:
+        rows.append(
+            f"| e. the same, info on vs a worker running the code before issue 12 | "
+            f"{rate('on')} vs {rate('before')} tasks/s: **ratio {ratio('before'):.2f}** | "
+            f"≥ 0.95 | {'met' if ratio('before') >= 0.95 else 'missed'} |"
+        )
+    return rows
 
 
 def main() -> None:
@@ -476,7 +499,7 @@ def main() -> None:
         if "d" in args.parts:
             rows += bench_throughput(url, args.throughput_tasks, args.rounds)
         if "e" in args.parts:
-            rows += bench_celery(url, args.celery_tasks, args.rounds)
+            rows += bench_celery(url, args.celery_tasks, args.rounds, args.baseline_src)
     if "c" in args.parts:
         rows += bench_memory(args.tasks, args.baseline_src)
     print(f"books of {args.small:,} and {args.large:,} tasks, {args.rounds} rounds, medians")

@@ -275,9 +275,10 @@ def test_prune_forgets_workers_unseen_for_a_week(book: RedisBook) -> None:
 
 
 def test_a_workers_index_keeps_its_latest_thousand_tasks(book: RedisBook) -> None:
+    # The index is trimmed to 1,000 every 64th start of the worker: here the 1,024th.
     specs = [
         CreateSpec(id=f"job-{n:04}", now_ms=T0 + n, ttl_ms=HOUR, max_attempts=1)
-        for n in range(1_005)
+        for n in range(1_024)
     ]
     book.create_many(specs)
     starts: list[ApplyItem] = [
@@ -285,6 +286,7 @@ def test_a_workers_index_keeps_its_latest_thousand_tasks(book: RedisBook) -> Non
     ]
     book.apply_many(starts)
     page = book.search(worker="w9", sort="oldest", limit=10)
-    assert page.tasks[0].task.id == "job-0005"  # the five oldest left the index
+    assert page.tasks[0].task.id == "job-0024"  # the 24 oldest left the index
     assert page.totals["running"] == 1_000
     assert page.totals_exact
+    assert book.workers(within_ms=20 * 365 * 86_400_000)[0].started == 1_024

@@ -149,9 +149,13 @@ local function apply_event(KEYS, ARGV)
   end
 
   local retention = tonumber(ARGV[13])
+  local ended_at = t.st == 'expired' and t.exp or at_text
+  local worker = reason == 'started' and worker_of(entry) or nil
   if changed then
     local fields = {'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog), 'ver', tostring(t.ver)}
     if t.err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
+    if reason == 'started' then started_fields(fields, at_text, worker) end
+    if TERMINAL[t.st] then fields[#fields + 1] = 'e'; fields[#fields + 1] = ended_at end
     redis.call('HSET', KEYS[1], unpack(fields))
     redis.call('RPUSH', KEYS[2], entry)
     if t.st ~= old_state then
@@ -160,13 +164,13 @@ local function apply_event(KEYS, ARGV)
     end
     info_moved(KEYS[1], t, old_state, t.st, ARGV[1])
     if reason == 'started' then
-      info_started(KEYS[1], t, ARGV[1], at_text, worker_of(entry))
+      info_started(KEYS[1], t, ARGV[1], at_text, worker)
     elseif kind == 'fail' then
       info_failure(KEYS[1], ARGV[18])
     end
     if TERMINAL[t.st] then
       ended(KEYS, ARGV[1], retention)
-      info_ended(KEYS[1], t, old_state, t.st == 'expired' and t.exp or at_text, retention)
+      info_ended(KEYS[1], t, old_state, ended_at, retention)
     end
     announce(ARGV[14], t)
     if kind == 'progress' then
@@ -256,8 +260,11 @@ local function start_and_end(KEYS, A, B)
   else
     t.st, t.prog, t.err, reason, notify = 'failed', 0, B[12], 'failed', true
   end
+  local worker = worker_of(A[6])
   local fields = {'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog), 'ver', tostring(t.ver)}
   if t.err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
+  started_fields(fields, A[5], worker)
+  if TERMINAL[t.st] then fields[#fields + 1] = 'e'; fields[#fields + 1] = B[5] end
   redis.call('HSET', KEYS[1], unpack(fields))
   redis.call('RPUSH', KEYS[2], A[6], B[6])
   local queued, running = KEYS[5 + STATE_SLOT.queued], KEYS[5 + STATE_SLOT.running]
@@ -270,7 +277,7 @@ local function start_and_end(KEYS, A, B)
   redis.call('ZREM', running, A[1])
   local retention = tonumber(A[13])
   info_moved(KEYS[1], t, 'queued', t.st, A[1])
-  info_started(KEYS[1], t, A[1], A[5], worker_of(A[6]))
+  info_started(KEYS[1], t, A[1], A[5], worker)
   if B[4] == 'fail' then
     info_failure(KEYS[1], B[18])
   end

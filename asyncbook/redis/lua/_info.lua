@@ -7,14 +7,14 @@
 -- mirrors KeySchema in keys.py.
 -- Indexes: <tag>:n:<state>:<name> (a name's tasks in one state, by creation order),
 -- <tag>:names (name -> last created ms), <tag>:w:<worker> (a worker's latest tasks),
--- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms).
+-- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms); prune forgets
+-- a worker unseen for a week, with its keys.
 -- Stats: <tag>:s:<hour>:<name> and <tag>:sa:<hour> (every name): per minute of the
 -- hour, '<minute>:<code>' counts (S started, succeeded, failed, expired, cancelled,
 -- b<i> runtime bucket), kept a day and an hour; <tag>:nt holds running totals per name
 -- ('<name>|<code>', plus '<name>|sum' of runtimes) for Prometheus counters.
 
 local WORKER_TASKS = 1000          -- a worker's index keeps its latest tasks only
-local WORKER_KEEP = 7 * 86400000   -- a worker unseen this long is forgotten
 local STATS_TTL = 25 * 3600000     -- per-minute stats reach back a day
 local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000,
   300000, 600000, 1800000, 3600000}
@@ -56,11 +56,13 @@ local function count_minute(tag, name, at, code, runtime)
     keys[2] = tag .. ':s:' .. string.format('%.0f', hour) .. ':' .. esc(name)
   end
   for _, key in ipairs(keys) do
-    redis.call('HINCRBY', key, minute .. ':' .. code, 1)
+    -- A new field (the minute's first of its kind) sets the hour's expiry: few calls.
+    if redis.call('HINCRBY', key, minute .. ':' .. code, 1) == 1 then
+      redis.call('PEXPIRE', key, STATS_TTL)
+    end
     if bucket then
       redis.call('HINCRBY', key, minute .. ':' .. bucket, 1)
     end
-    redis.call('PEXPIRE', key, STATS_TTL)
   end
   if name then
     local totals = tag .. ':nt'
@@ -113,34 +115,37 @@ local function info_moved(task_key, t, old, new, task_id)
   end
 end
 
--- An attempt started on a worker at at_text.
-local function info_started(task_key, t, task_id, at_text, worker)
-  local fields = {'s', at_text}
+-- The hash fields of a start (at_text, on worker), for the caller's HSET of the task.
+local function started_fields(fields, at_text, worker)
+  fields[#fields + 1] = 's'
+  fields[#fields + 1] = at_text
   if worker then
-    fields[3], fields[4] = 'w', worker
+    fields[#fields + 1] = 'w'
+    fields[#fields + 1] = worker
   end
-  redis.call('HSET', task_key, unpack(fields))
+end
+
+-- An attempt started on a worker at at_text: the worker's index and counts, the
+-- minute's count (the caller wrote started_fields into the task's hash).
+local function info_started(task_key, t, task_id, at_text, worker)
   t.s, t.w = at_text, worker
   local tag = tag_of(task_key)
   local at = tonumber(at_text)
   if worker then
     local tasks = tag .. ':w:' .. esc(worker)
     redis.call('ZADD', tasks, t.seq, task_id)
-    if redis.call('ZCARD', tasks) > WORKER_TASKS then
+    local started = redis.call('HINCRBY', tag .. ':wc:' .. esc(worker), 'started', 1)
+    if started % 64 == 0 then  -- trimmed now and then: at most 64 over WORKER_TASKS
       redis.call('ZREMRANGEBYRANK', tasks, 0, -WORKER_TASKS - 1)
     end
-    redis.call('PEXPIRE', tasks, WORKER_KEEP)
-    local counts = tag .. ':wc:' .. esc(worker)
-    redis.call('HINCRBY', counts, 'started', 1)
-    redis.call('PEXPIRE', counts, WORKER_KEEP)
     redis.call('ZADD', tag .. ':workers', 'GT', at, worker)
   end
   count_minute(tag, t.n, at, 'S', nil)
 end
 
--- The task reached a terminal state at at_text (an attempt's end, or expire/cancel).
+-- The task reached a terminal state at at_text (an attempt's end, or expire/cancel):
+-- the worker's counts, the minute's count and runtime (the caller wrote 'e').
 local function info_ended(task_key, t, old, at_text, retention)
-  redis.call('HSET', task_key, 'e', at_text)
   local tag = tag_of(task_key)
   local at = tonumber(at_text)
   local runtime
