@@ -183,7 +183,7 @@ def test_workers_list_their_counts_and_running_tasks(book: RedisBook) -> None:
     assert set(workers) == {"w1", "w2"}
     w1 = workers["w1"]
     assert (w1.started, w1.succeeded, w1.failed, w1.running) == (4, 2, 1, ("gen-3",))
-    assert w1.last_seen_ms == T0 + 70_000
+    assert w1.last_seen_ms == T0 + 60_000  # its latest start
     assert (workers["w2"].succeeded, workers["w2"].running) == (1, ())
     assert book.workers(within_ms=1) == []  # nobody seen in the last millisecond
 
@@ -290,3 +290,15 @@ def test_a_workers_index_keeps_its_latest_thousand_tasks(book: RedisBook) -> Non
     assert page.totals["running"] == 1_000
     assert page.totals_exact
     assert book.workers(within_ms=20 * 365 * 86_400_000)[0].started == 1_024
+
+
+def test_a_companion_hash_ends_with_its_task(book: RedisBook) -> None:
+    """Args or a traceback go to a companion hash: it expires with the task's record."""
+    now = book.now_ms()
+    book.create(id="bare", now_ms=now, ttl_ms=HOUR, max_attempts=1, info=PublishInfo(name="g"))
+    client: Any = book._slot_client()
+    assert not client.exists(book.keys.info("bare"))  # args off: no companion at all
+    book.apply("bare", {"type": "start", "atMs": now, "worker": "w"}, "bare:s")
+    failure = {"type": "fail", "atMs": now + 1, "error": "e", "retryable": False}
+    book.apply("bare", {**failure, "traceback": "Traceback ..."}, "bare:f")
+    assert 0 < client.pttl(book.keys.info("bare")) <= client.pttl(book.keys.task("bare"))

@@ -166,7 +166,7 @@ local function apply_event(KEYS, ARGV)
     if reason == 'started' then
       info_started(KEYS[1], t, ARGV[1], at_text, worker)
     elseif kind == 'fail' then
-      info_failure(KEYS[1], ARGV[18])
+      info_failure(KEYS[1], t, ARGV[18])
     end
     if TERMINAL[t.st] then
       ended(KEYS, ARGV[1], retention)
@@ -279,7 +279,7 @@ local function start_and_end(KEYS, A, B)
   info_moved(KEYS[1], t, 'queued', t.st, A[1])
   info_started(KEYS[1], t, A[1], A[5], worker)
   if B[4] == 'fail' then
-    info_failure(KEYS[1], B[18])
+    info_failure(KEYS[1], t, B[18])
   end
   if TERMINAL[t.st] then
     ended(KEYS, A[1], retention)

@@ -1,13 +1,14 @@
 -- Task info for the operator console, kept by the scripts that write the task (no
 -- extra round trip). Short fields live in the task's own hash, which stays compact:
 -- c (created ms), n (Celery task name), q (queue), pid and rid (parent and root ids),
--- w (the worker of the last attempt), s (its start ms), e (end ms), x (exception type).
+-- w (the worker of the last attempt), s (its start ms), e (end ms), x (exception type),
+-- i (1: the task has a companion hash).
 -- Long ones (a args, k kwargs, tb traceback) live in a companion hash <tag>:i:<id>
 -- that ends with the task. Every key below shares the task's hash tag (one slot), and
 -- mirrors KeySchema in keys.py.
 -- Indexes: <tag>:n:<state>:<name> (a name's tasks in one state, by creation order),
 -- <tag>:names (name -> last created ms), <tag>:w:<worker> (a worker's latest tasks),
--- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms); prune forgets
+-- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms: its latest start or heartbeat); prune forgets
 -- a worker unseen for a week, with its keys.
 -- Stats: <tag>:s:<hour>:<name> and <tag>:sa:<hour> (every name): per minute of the
 -- hour, '<minute>:<code>' counts (S started, succeeded, failed, expired, cancelled,
@@ -84,6 +85,10 @@ local function info_created(KEYS, ARGV, seq)
       fields[#fields + 1] = pair[2]
     end
   end
+  if ARGV[15] ~= '' or ARGV[16] ~= '' then
+    fields[#fields + 1] = 'i'  -- it has a companion hash
+    fields[#fields + 1] = '1'
+  end
   redis.call('HSET', KEYS[1], unpack(fields))
   local tag = tag_of(KEYS[1])
   if ARGV[11] ~= '' then
@@ -153,18 +158,17 @@ local function info_ended(task_key, t, old, at_text, retention)
     runtime = math.max(0, math.floor(at - tonumber(t.s)))
     if t.w then
       redis.call('HINCRBY', tag .. ':wc:' .. esc(t.w), t.st, 1)
-      redis.call('ZADD', tag .. ':workers', 'GT', at, t.w)
     end
   end
   count_minute(tag, t.n, at, t.st, runtime)
-  if retention then
+  if retention and t.i then
     redis.call('PEXPIRE', info_key(task_key), retention)
   end
 end
 
 -- What the worker said of a failure (apply.lua ARGV[18]: '' or a JSON object with
 -- exception and traceback), kept with the task.
-local function info_failure(task_key, patch)
+local function info_failure(task_key, t, patch)
   if patch == nil or patch == '' then
     return
   end
@@ -172,11 +176,17 @@ local function info_failure(task_key, patch)
   if not ok or type(given) ~= 'table' then
     return
   end
+  local fields = {}
   if type(given.exception) == 'string' then
-    redis.call('HSET', task_key, 'x', given.exception)
+    fields[1], fields[2] = 'x', given.exception
   end
   if type(given.traceback) == 'string' then
     redis.call('HSET', info_key(task_key), 'tb', given.traceback)
+    fields[#fields + 1], fields[#fields + 2] = 'i', '1'
+    t.i = '1'
+  end
+  if #fields > 0 then
+    redis.call('HSET', task_key, unpack(fields))
   end
 end
 

@@ -13,7 +13,7 @@ local STATE_SLOT = {queued = 1, running = 2, succeeded = 3, failed = 4, expired 
 
 local function load_task(key)
   local f = redis.call('HMGET', key, 'id', 'st', 'exp', 'att', 'max', 'prog', 'ver', 'seq', 'err',
-    'hbt', 'rdl', 'gk', 'gid', 'n', 's', 'w')
+    'hbt', 'rdl', 'gk', 'gid', 'n', 's', 'w', 'i')
   if not f[1] then
     return nil
   end
@@ -26,6 +26,7 @@ local function load_task(key)
     id = f[1], st = f[2], exp = f[3], att = tonumber(f[4]), max = tonumber(f[5]),
     prog = tonumber(f[6]), ver = tonumber(f[7]), seq = f[8], err = f[9],
     hbt = tonumber(f[10]), rdl = f[11], gk = f[12], gid = f[13], n = f[14], s = f[15], w = f[16],
+    i = f[17],
   }
 end
 
