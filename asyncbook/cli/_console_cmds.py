@@ -22,7 +22,6 @@ from .._console import (
     STATS_MINUTE_MS,
     STATS_WINDOW_MS,
     MinuteStats,
-    SearchPage,
     SearchRow,
     TaskInfo,
     TaskQuery,
@@ -34,7 +33,6 @@ from .._models import STATE_NAMES, AsyncTask, to_wire
 from .._times import parse_duration, parse_moment
 from .._watch import task_summary
 from ..errors import AsyncBookError
-from ..redis import RedisBook
 from ._context import (
     Settings,
     book_errors,
@@ -45,9 +43,6 @@ from ._context import (
 )
 
 __all__ = ["COMMANDS", "duration_option", "when_option"]
-
-SEARCH_PAGE_MAX = 500
-"""The most tasks one ``book.search`` answers (``TaskQuery.limit``)."""
 
 _OPTION_OF_FIELD = {
     "name": "--name",
@@ -265,11 +260,11 @@ def list_tasks(
         since_ms=since,
         until_ms=until,
         sort="oldest" if sort == "oldest" else "newest",
-        limit=min(limit, SEARCH_PAGE_MAX),
+        limit=limit,
         after=after,
     )
     with book_errors(), _naming_options():
-        page = _search(settings.book, query.checked(), limit)
+        page = settings.book.search(query.checked())
     if as_json:
         emit_json(to_wire(page))
         return
@@ -278,22 +273,6 @@ def list_tasks(
     console.print(_totals_line(page.totals, page.totals_exact))
     if page.next_after is not None:
         console.print(f"more: --after {page.next_after}")
-
-
-def _search(book: RedisBook, query: TaskQuery, limit: int) -> SearchPage:
-    """Pages of ``query`` until ``limit`` tasks (one page holds 500 at most)."""
-    first = page = book.search(query)
-    rows = list(page.tasks)
-    while len(rows) < limit and page.next_after is not None:
-        more = min(SEARCH_PAGE_MAX, limit - len(rows))
-        page = book.search(query._replace(after=page.next_after, limit=more))
-        rows += page.tasks
-    return SearchPage(
-        tasks=tuple(rows),
-        totals=first.totals,
-        totals_exact=first.totals_exact,
-        next_after=page.next_after,
-    )
 
 
 def _search_table(rows: Sequence[SearchRow], now_ms: int) -> Table:
