@@ -171,7 +171,7 @@ class SearchPage(WireModel):
 
 
 class WorkerSummary(WireModel):
-    """A worker seen recently: from its tasks' starts, ends and heartbeats."""
+    """A worker seen recently (its tasks' starts and heartbeats), with its counts."""
 
     name: StrictStr
     last_seen_ms: Number
