@@ -37,7 +37,7 @@ from asyncbook.celery import (
     report_progress,
     uninstall,
 )
-from asyncbook.celery._integration import sentinel_book_url
+from asyncbook.celery._urls import sentinel_book_url
 
 from .celery_support import cleared_namespace, close_result_backend, unique, wait_for
 from .servers import free_port, redis_server, wait_until

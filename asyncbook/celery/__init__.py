@@ -12,17 +12,11 @@ def generate(self, prompt): ...; report_progress(self, 40, cursor="chunk-4"); ..
 
 from ._backend import AsyncBookBackend, AsyncBookSentinelBackend, TaskEndedInBook, TaskExpired
 from ._controls import apply_group, cancel, last_cursor
-from ._integration import (
-    CREATED_HEADER,
-    DEADLINE_HEADER,
-    Integration,
-    default_result_ref,
-    install,
-    installed,
-    uninstall,
-)
+from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration, install, uninstall
 from ._lifecycle import TaskCancelled
 from ._progress import report_progress
+from ._registry import installed
+from ._result_ref import default_result_ref
 from ._settings import Settings
 
 __all__ = [

@@ -44,7 +44,8 @@ from .._book import ApplyItem, EventInput
 from .._models import CallbackResult, CancelEvent, FailEvent, SucceedEvent
 from ..errors import AsyncBookError, UnknownTaskError
 from ..redis import BookScript, EventOutcome, RedisBook, ScriptedEvents
-from ._integration import Integration, _describe, installed
+from ._integration import Integration, _describe
+from ._registry import installed
 from ._tracking import callback_id, is_tracked, now_ms, result_hash
 
 __all__ = ["AsyncBookBackend", "AsyncBookSentinelBackend", "TaskEndedInBook", "TaskExpired"]

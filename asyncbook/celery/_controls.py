@@ -10,7 +10,8 @@ from celery.result import AsyncResult, GroupResult
 from .._checks import require_optional_string, require_string
 from .._models import CallbackResult
 from ..errors import invalid
-from ._integration import Integration, installed
+from ._integration import Integration
+from ._registry import installed
 from ._tracking import is_tracked
 
 __all__ = ["apply_group", "cancel", "last_cursor"]

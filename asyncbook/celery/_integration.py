@@ -28,15 +28,11 @@ import socket
 import sys
 import threading
 import uuid
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
 
 from celery import Celery, Task, signals
-from celery.app import task as celery_task
-from celery.backends.base import DisabledBackend
 
 from .._book import ApplyItem, AsyncBook, CreateSpec
 from .._console import PublishInfo
@@ -63,10 +59,13 @@ from .._sinks import GroupSink, Sink, resolve_sink
 from .._sweep import SweepReport, sweep
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ..redis import EventOutcome, RedisBook, retry_policy
+from ._beat import BeatRouter, deliver_task, is_configured, listed_routes, sweep_task
 from ._creates import Creates
 from ._info import InfoPolicy
 from ._lifecycle import CancelledRing, CancelWatch, Heartbeats, TaskCancelled, add_to_revoked
 from ._recorder import Recorder, retrying
+from ._registry import _install_lock, _installed
+from ._result_ref import ResultRef, default_result_ref
 from ._settings import Settings
 from ._tracking import (
     callback_id,
@@ -79,15 +78,13 @@ from ._tracking import (
     result_hash,
     ttl_ms,
 )
+from ._urls import sentinel_book_url
 
 __all__ = [
-    "BEAT_TASKS",
     "CREATED_HEADER",
     "DEADLINE_HEADER",
     "Integration",
-    "default_result_ref",
     "install",
-    "installed",
     "uninstall",
 ]
 
@@ -97,52 +94,10 @@ CREATED_HEADER = "asyncbook_created"
 """Message header: the publisher created the task in the book."""
 DEADLINE_HEADER = "asyncbook_deadline_ms"
 """Message header: the task's deadline, in ms since the epoch."""
-BEAT_TASKS = ("asyncbook.sweep", "asyncbook.deliver")
-"""The tasks ``install`` registers; they are routed to the ``asyncbook_queue``."""
 
 _SWEEP_SILENT_MS = 30_000
 """A task overdue by this much means no sweep ran lately (beat sweeps every second)."""
 _REMEMBERED_FAILURES = 4096
-
-_installed: weakref.WeakKeyDictionary[Celery, Integration] = weakref.WeakKeyDictionary()
-_install_lock = threading.Lock()
-
-ResultRef = Callable[[Task[Any, Any], str, Any], str]
-
-
-def _result_kept(task: Task[Any, Any]) -> bool:
-    """Whether Celery stores the result of the execution running now (as its tracer decides)."""
-    request = task.request
-    if isinstance(task.backend, DisabledBackend):
-        return False
-    if request.is_eager and not task.store_eager_result:
-        return False
-    actual: Callable[[Any, Any], bool] | None = getattr(
-        celery_task, "get_actual_ignore_result", None
-    )
-    ignored = actual(task, request) if actual is not None else task.ignore_result
-    # The backend skips a request that asks to ignore its result, whatever the task says.
-    return not ignored and not request.ignore_result
-
-
-def default_result_ref(task: Task[Any, Any], task_id: str, result: Any) -> str:
-    """Where Celery keeps the result of ``task_id``; it names a key only where one is written.
-
-    - the result backend's key (``celery-task-meta-<id>``) for a key-value backend
-      (Redis, cache, ...);
-    - ``celery:<id>`` for a backend without a key per task (database, RPC, ...): read it
-      with ``AsyncResult(id)``;
-    - ``ignored:<id>`` when Celery keeps no result: ``ignore_result`` (of the task or the
-      call), no result backend, or an eager call without ``task_store_eager_result``.
-      ``store_errors_even_if_ignored`` stores failures only, so a success stays ignored.
-    """
-    if not _result_kept(task):
-        return f"ignored:{task_id}"
-    key_for: Callable[[str], bytes | str] | None = getattr(task.backend, "get_key_for_task", None)
-    if key_for is None:
-        return f"celery:{task_id}"
-    key = key_for(task_id)
-    return key.decode() if isinstance(key, bytes) else str(key)
 
 
 def _describe(error: BaseException | None) -> str:
@@ -150,36 +105,6 @@ def _describe(error: BaseException | None) -> str:
         return "error"
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-class _BeatRouter:
-    """The router ``install`` appends to ``task_routes``: the beat tasks go to their queue.
-
-    It comes after the app's own routes, so a route of yours for them wins.
-    """
-
-    def __init__(self, app: Celery) -> None:
-        self._app = weakref.ref(app)
-
-    def __call__(
-        self, name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **_: Any
-    ) -> dict[str, str] | None:
-        app = self._app()
-        integration = None if app is None else installed(app)
-        if integration is None or name not in BEAT_TASKS:
-            return None
-        return {"queue": integration.settings.queue}
-
-
-def _configured(app: Celery) -> bool:
-    # Reading app.conf would finalize a pending configuration: look only once it is read.
-    return bool(getattr(app, "configured", False))
-
-
-def _routes(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 class Integration:
@@ -199,7 +124,7 @@ class Integration:
         self._group_sinks: tuple[GroupSink, ...] | None = None
         self._uid = f"asyncbook-{id(self)}"
         self._sources: tuple[NotificationSource, NotificationSource] | None = None
-        self._router = _BeatRouter(app)
+        self._router = BeatRouter(app)
         # Shared with the pool processes forked after worker_init: not reset in them.
         self._ring: CancelledRing | None = None
         self._reset_process_state()
@@ -403,21 +328,21 @@ class Integration:
             signal.connect(handler, weak=False, dispatch_uid=f"{self._uid}-{handler.__name__}")
         # The same module-level callables each time: installing again re-registers nothing.
         self.app.task(name="asyncbook.sweep", bind=True, ignore_result=True, shared=False)(
-            _sweep_task
+            sweep_task
         )
         self.app.task(name="asyncbook.deliver", bind=True, ignore_result=True, shared=False)(
-            _deliver_task
+            deliver_task
         )
-        if _configured(self.app):
+        if is_configured(self.app):
             self._add_route(self.app.conf)
 
     def disconnect(self) -> None:
         """Disconnect the handlers, remove the route and write what is buffered."""
         for signal, handler in self._handlers():
             signal.disconnect(handler, dispatch_uid=f"{self._uid}-{handler.__name__}")
-        if _configured(self.app):
+        if is_configured(self.app):
             conf = self.app.conf
-            routes = _routes(conf.task_routes)
+            routes = listed_routes(conf.task_routes)
             if any(route is self._router for route in routes):
                 conf.task_routes = tuple(route for route in routes if route is not self._router)
         if self._creates is not None:
@@ -428,7 +353,7 @@ class Integration:
     def _add_route(self, conf: Any) -> None:
         # After the app's own routes: a route of the user's for the beat tasks wins.
         routes = [
-            route for route in _routes(conf.task_routes) if not isinstance(route, _BeatRouter)
+            route for route in listed_routes(conf.task_routes) if not isinstance(route, BeatRouter)
         ]
         conf.task_routes = (*routes, self._router)
 
@@ -974,32 +899,6 @@ class Integration:
             self.recorder.buffer((task_id, event, callback))
 
 
-def sentinel_book_url(celery_url: str, master: str) -> str:
-    """The book's URL for Celery's ``sentinel://h:p/db;sentinel://h2:p2/db`` and its
-    ``master_name``: ``redis+sentinel://[user:password@]h:p,h2:p2/master/db``."""
-    chunks = [urlsplit(chunk) for chunk in celery_url.split(";") if chunk]
-    hosts = ",".join(f"{chunk.hostname}:{chunk.port or 26379}" for chunk in chunks)
-    first = chunks[0]
-    credentials = ""
-    if first.password:
-        user, password = unquote(first.username or ""), unquote(first.password)
-        credentials = f"{quote(user, safe='')}:{quote(password, safe='')}@"
-    db = first.path.strip("/") or "0"
-    return f"redis+sentinel://{credentials}{hosts}/{quote(master, safe='')}/{db}"
-
-
-def _sweep_task(task: Task[Any, Any]) -> int:
-    """``asyncbook.sweep``: expire every task whose deadline has passed."""
-    current = installed(task.app)
-    return 0 if current is None else current.sweep().expired
-
-
-def _deliver_task(task: Task[Any, Any]) -> int:
-    """``asyncbook.deliver``: hand pending notifications to the configured sinks."""
-    current = installed(task.app)
-    return 0 if current is None else current.deliver().delivered
-
-
 def install(app: Celery, book: AsyncBook | None = None) -> Integration:
     """Connect asyncbook's signal handlers for ``app``, once; returns the integration.
 
@@ -1026,8 +925,3 @@ def uninstall(app: Celery) -> None:
         current = _installed.pop(app, None)
     if current is not None:
         current.disconnect()
-
-
-def installed(app: Celery) -> Integration | None:
-    """The integration installed for ``app``, if any."""
-    return _installed.get(app)

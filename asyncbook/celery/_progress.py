@@ -8,7 +8,7 @@ from celery import Task
 
 from .._checks import require_integer, require_string
 from ..errors import invalid
-from ._integration import installed
+from ._registry import installed
 from ._tracking import is_tracked
 
 __all__ = ["report_progress"]
