@@ -2,25 +2,24 @@
 
 Follows SPEC.md exactly as ``MemoryBook`` does (a differential test holds them to the
 same results). Event shapes are checked in Python; every rule that reads stored state
-runs inside the script, in the reference's order.
+runs inside the script, in the reference's order. The scripts' arguments are built in
+``_args``, their replies read in ``_replies``; the notification streams are ``_outbox``'s.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import PydanticSerializationError
 from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._book import ApplyItem, CreateSpec, EventInput, cancel_input, sort_notifications
+from .._book import ApplyItem, CreateSpec, EventInput, cancel_input
 from .._checks import (
     require_heartbeat_timeout,
     require_integer,
@@ -41,29 +40,20 @@ from .._console import (
     TaskStats,
     WorkerSummary,
 )
-from .._jsrules import is_blank, is_finite_number
-from .._machine import cancel_reason, coerce_event, create_async_task, stall_event
+from .._machine import create_async_task, stall_event
 from .._models import (
     GROUP_END_STATES,
     STATE_NAMES,
-    AsyncEvent,
-    AsyncState,
     AsyncTask,
     AsyncTransition,
     CallbackResult,
-    CancelEvent,
     DeliveryReceipt,
     DeliveryResult,
-    FailEvent,
-    GroupNotification,
     GroupSummary,
     HistoryEntry,
-    Notification,
     ProgressEvent,
     ResumeResult,
-    SucceedEvent,
     TaskPage,
-    group_summary,
 )
 from .._reasons import Reason
 from ..errors import (
@@ -71,13 +61,24 @@ from ..errors import (
     DamagedRecordError,
     UnknownTaskError,
     invalid,
-    task_exists,
 )
 from . import _console
+from ._args import coerce, dumps, event_args, number_text, utf8
 from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
 from ._console import WORKER_KEEP_MS, failure_json, publish_fields
 from ._keys import KeySchema
+from ._outbox import Outbox
 from ._pending import settle
+from ._replies import (
+    callback_result,
+    created,
+    group_summary_of,
+    listed,
+    outcome,
+    script_error,
+    status_of,
+    text_of,
+)
 from ._scripts import (
     AT_DEADLINE,
     NO_EVENT,
@@ -86,8 +87,6 @@ from ._scripts import (
     BookScripts,
     CreateArgs,
     DeliverArgs,
-    EventArgs,
-    EventOutcome,
     GetManyArgs,
     ResumeArgs,
     ScriptedEvents,
@@ -108,75 +107,7 @@ _ExtraCall = tuple[BookScript, Sequence[str], Sequence[Any]]
 """A script call run after the events of a batch, in the same transaction."""
 
 
-def _dumps(value: str, field: str) -> str:
-    """JSON text of a string, refusing text Redis cannot store (lone surrogates)."""
-    return json.dumps(_utf8(value, field), ensure_ascii=False)
-
-
-def _number_text(value: Any) -> str:
-    """JSON text of a finite number; '' for anything the script must refuse."""
-    return json.dumps(value) if is_finite_number(value) else ""
-
-
-def _utf8(value: str, field: str) -> str:
-    """``value`` if it encodes as UTF-8 (no lone surrogates), else an error naming ``field``."""
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise invalid(f"{field} must be valid Unicode text", field=field) from None
-    return value
-
-
-def _text(raw: bytes | str) -> str:
-    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
-
-
-def _event_args(event: AsyncEvent) -> EventArgs:
-    """The event slots of apply.lua for a well-shaped event."""
-    at = _number_text(event.at_ms)
-    progress = digest = error = ""
-    retryable = ref_blank = digest_blank = False
-    if isinstance(event, ProgressEvent):
-        progress = _number_text(event.progress)
-    elif isinstance(event, SucceedEvent):
-        digest = _utf8(event.result_hash, "event.resultHash")
-        ref_blank = is_blank(event.result_ref)
-        digest_blank = is_blank(event.result_hash)
-    elif isinstance(event, FailEvent):
-        retryable = event.retryable
-        error = _dumps(event.error, "event.error")
-    elif isinstance(event, CancelEvent):
-        error = _dumps(cancel_reason(event), "event.reason")
-    # The event is recorded only when its numbers are finite (the script checks first).
-    event_json = ""
-    if at and (progress or not isinstance(event, ProgressEvent)):
-        try:
-            event_json = event.model_dump_json(by_alias=True)
-        except PydanticSerializationError:
-            raise invalid("event text must be valid Unicode", field="event") from None
-    return EventArgs(
-        type=event.type,
-        at_ms=at,
-        event_json=event_json,
-        progress=progress,
-        retryable=retryable,
-        result_hash=digest,
-        result_ref_blank=ref_blank,
-        result_hash_blank=digest_blank,
-        error_json=error,
-    )
-
-
-def _coerce(event: EventInput) -> tuple[AsyncEvent | None, AsyncBookError | None]:
-    """The event model, or the shape error to raise if the script gets that far."""
-    try:
-        return coerce_event(event), None
-    except AsyncBookError as error:
-        return None, error
-
-
-class RedisBook:
+class RedisBook(Outbox):
     """A book in Redis: durable, shared by workers, beat and the status server."""
 
     def __init__(
@@ -208,7 +139,7 @@ class RedisBook:
             self.keys.stalls,
             self.keys.group_outbox,
         ]
-        self._groups: set[tuple[str, str]] = set()
+        self._groups = set()
         self._prune_from: dict[str, str] = {}
         self._policy_checked = False
 
@@ -303,7 +234,7 @@ class RedisBook:
         )
         task, keys, args = self._create_call(spec)
         self._before_write()
-        return _created(id, task, self._scripts.create(keys=keys, args=args))
+        return created(id, task, self._scripts.create(keys=keys, args=args))
 
     @reports_outages
     def create_many(self, specs: Iterable[CreateSpec]) -> list[AsyncTask | AsyncBookError]:
@@ -335,12 +266,12 @@ class RedisBook:
                 again = iter(pipe.execute(raise_on_error=False))
                 replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
         for (index, task_id, task, _keys, _args), reply in zip(calls, replies, strict=True):
-            if isinstance(reply, ResponseError) and not _script_error(reply):
+            if isinstance(reply, ResponseError) and not script_error(reply):
                 raise reply  # the server refused the call (OOM, READONLY): retry the batch
             try:
                 if isinstance(reply, ResponseError):
                     raise DamagedRecordError(task_id, str(reply))
-                results[index] = _created(task_id, task, reply)
+                results[index] = created(task_id, task, reply)
             except AsyncBookError as error:
                 results[index] = error
         return [result for result in results if result is not None]
@@ -356,7 +287,7 @@ class RedisBook:
         id = spec.id
         group = None
         if spec.group_id is not None:
-            group = _utf8(require_text(spec.group_id, "groupId"), "groupId")
+            group = utf8(require_text(spec.group_id, "groupId"), "groupId")
         task = create_async_task(
             id=id, now_ms=spec.now_ms, ttl_ms=spec.ttl_ms, max_attempts=spec.max_attempts
         )
@@ -373,15 +304,15 @@ class RedisBook:
         ]
         args = CreateArgs(
             task_id=id,
-            task_id_json=_dumps(id, "id"),
-            deadline=_number_text(task.expires_at_ms),
+            task_id_json=dumps(id, "id"),
+            deadline=number_text(task.expires_at_ms),
             max_attempts=task.max_attempts,
             exist_ok=spec.exist_ok,
             changes_channel=k.changes_channel,
             heartbeat_timeout_ms=timeout,
             retry_on_stall=bool(spec.retry_on_stall),
-            group_id_json="" if group is None else _dumps(group, "groupId"),
-            created_ms=_number_text(spec.now_ms),
+            group_id_json="" if group is None else dumps(group, "groupId"),
+            created_ms=number_text(spec.now_ms),
             children_keep_ms=self._children_keep_ms(spec),
             **publish_fields(spec.info),
         ).argv()
@@ -397,12 +328,12 @@ class RedisBook:
     def get(self, id: str) -> AsyncTask | None:
         """The stored task with its history, or None."""
         self._settle()
-        task_id = _utf8(require_string(id, "id"), "id")
+        task_id = utf8(require_string(id, "id"), "id")
         reply = self._scripts.get(keys=[self.keys.task(task_id), self.keys.history(task_id)])
         if reply is None:
             return None
         if isinstance(reply, list):
-            raise DamagedRecordError(task_id, _text(reply[1]))
+            raise DamagedRecordError(task_id, text_of(reply[1]))
         return AsyncTask.model_validate_json(reply)
 
     # -- applying events ---------------------------------------------------------------
@@ -416,26 +347,26 @@ class RedisBook:
         *,
         only_if_stalled: bool = False,
     ) -> tuple[list[str], ApplyArgs, AsyncBookError | None]:
-        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        task_id = utf8(require_string(task_id, "taskId"), "taskId")
         callback = require_optional_string(callback_id, "callbackId")
         k = self.keys
         cursor = ""
         if event is None:
-            event_args, shape_error = AT_DEADLINE, None
+            slots, shape_error = AT_DEADLINE, None
         else:
-            parsed, shape_error = _coerce(event)
-            event_args = NO_EVENT
+            parsed, shape_error = coerce(event)
+            slots = NO_EVENT
             if isinstance(parsed, ProgressEvent):
-                cursor = _utf8(parsed.cursor, "event.cursor")
+                cursor = utf8(parsed.cursor, "event.cursor")
             if parsed is not None:
                 try:
-                    event_args = _event_args(parsed)
+                    slots = event_args(parsed)
                 except AsyncBookError as error:
                     shape_error = error
         keys = [
             k.task(task_id),
             k.history(task_id),
-            k.callback(_utf8(callback, "callbackId")) if callback is not None else k.callback(""),
+            k.callback(utf8(callback, "callbackId")) if callback is not None else k.callback(""),
             *self._apply_keys,
         ]
         failure = ""
@@ -446,7 +377,7 @@ class RedisBook:
             failure=failure,
             callback_given=callback is not None,
             event_valid=shape_error is None,
-            event=event_args,
+            event=slots,
             retention_ms=self._retention_ms,
             changes_channel=k.changes_channel,
             with_history=full_task,
@@ -454,27 +385,6 @@ class RedisBook:
             cursor=cursor,
         )
         return keys, args, shape_error
-
-    @staticmethod
-    def _apply_result(
-        task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
-    ) -> CallbackResult:
-        status = _status_of(task_id, reply)
-        if status == ScriptStatus.SHAPE:
-            assert shape_error is not None
-            raise shape_error
-        if status == ScriptStatus.INVALID:
-            field, message = _text(reply[1]), _text(reply[2])
-            raise invalid(message, field=field)
-        flags = _text(reply[1])
-        return CallbackResult(
-            task=AsyncTask.model_validate_json(reply[2]),
-            changed=flags[0] == "1",
-            duplicate=flags[1] == "1",
-            notify=flags[2] == "1",
-            reason=Reason(status),
-            duplicate_callback=flags[3] == "1",
-        )
 
     @reports_outages
     def apply(
@@ -485,7 +395,7 @@ class RedisBook:
         keys, args, shape_error = self._apply_call(task_id, event, callback_id)
         self._before_write()
         reply = self._scripts.apply(keys=keys, args=args.argv())
-        return self._apply_result(args.task_id, reply, shape_error)
+        return callback_result(args.task_id, reply, shape_error)
 
     @reports_outages
     def cancel(
@@ -508,7 +418,7 @@ class RedisBook:
         """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
         keys, args, _ = self._apply_call(task_id, None, None)
         reply = self._scripts.apply(keys=keys, args=args.argv())
-        result = self._apply_result(args.task_id, reply, None)
+        result = callback_result(args.task_id, reply, None)
         return result.transition()
 
     @reports_outages
@@ -584,7 +494,7 @@ class RedisBook:
             self._apply_call(task_id, event, callback_id, full_task=False)
             for event, callback_id in items
         ]
-        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        task_id = utf8(require_string(task_id, "taskId"), "taskId")
         k = self.keys
         keys = [k.task(task_id), k.history(task_id), key, *self._apply_keys]
         argv = [*args, str(len(calls))]
@@ -593,12 +503,12 @@ class RedisBook:
             argv.extend(call_args.argv())
         self._before_write()
         reply = script(keys, argv)
-        _status_of(task_id, reply)
+        status_of(task_id, reply)
         outcomes = [
-            _outcome(task_id, answer, error)
+            outcome(task_id, answer, error)
             for answer, (_keys, _args, error) in zip(reply[2], calls, strict=True)
         ]
-        return ScriptedEvents(_text(reply[0]), _text(reply[1]), outcomes)
+        return ScriptedEvents(text_of(reply[0]), text_of(reply[1]), outcomes)
 
     @reports_outages
     def expire_many(
@@ -641,16 +551,16 @@ class RedisBook:
         elif extra is not None and isinstance(extra_reply, NoScriptError):
             # Only the extra script was missing: the events ran; it runs after them.
             extra_reply = self._run_batch(node, [], load_script=True, extra=extra)[0]
-        if isinstance(extra_reply, ResponseError) and not _script_error(extra_reply):
+        if isinstance(extra_reply, ResponseError) and not script_error(extra_reply):
             raise extra_reply  # the server refused the whole batch: retry it
         for (index, _keys, args, shape_error), reply in zip(calls, replies, strict=True):
-            if isinstance(reply, ResponseError) and not _script_error(reply):
+            if isinstance(reply, ResponseError) and not script_error(reply):
                 raise reply  # the server refused the whole batch (OOM, READONLY): retry it
             if isinstance(reply, ResponseError):
                 results[index] = DamagedRecordError(args.task_id, str(reply))
                 continue
             try:
-                results[index] = self._apply_result(args.task_id, reply, shape_error)
+                results[index] = callback_result(args.task_id, reply, shape_error)
             except AsyncBookError as error:
                 results[index] = error
         return [r for r in results if r is not None], extra_reply
@@ -705,7 +615,7 @@ class RedisBook:
         history, so it costs O(events returned) however long the history is.
         """
         self._settle()
-        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        task_id = utf8(require_string(task_id, "taskId"), "taskId")
         keys = [self.keys.task(task_id), self.keys.history(task_id)]
         try:
             cursor = require_integer(cursor_version, "cursorVersion")
@@ -721,7 +631,7 @@ class RedisBook:
                 with_full_task=full_task,
             ).argv(),
         )
-        mode = _status_of(task_id, reply)
+        mode = status_of(task_id, reply)
         task = AsyncTask.model_validate_json(reply[1])
         events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
         return ResumeResult(mode=mode, events=events, task=task)
@@ -731,18 +641,18 @@ class RedisBook:
         self, task_id: str, idempotency_key: str, now_ms: int | float
     ) -> DeliveryResult:
         """Hand the result over once per idempotency key."""
-        key = _utf8(require_text(idempotency_key, "idempotencyKey"), "idempotencyKey")
+        key = utf8(require_text(idempotency_key, "idempotencyKey"), "idempotencyKey")
         now = require_non_negative(now_ms, "nowMs")
-        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        task_id = utf8(require_string(task_id, "taskId"), "taskId")
         reply = self._scripts.deliver(
             keys=[self.keys.delivery(key), self.keys.task(task_id), self.keys.history(task_id)],
             args=DeliverArgs(
-                key_json=_dumps(key, "idempotencyKey"),
-                now_ms=_number_text(now),
+                key_json=dumps(key, "idempotencyKey"),
+                now_ms=number_text(now),
                 retention_ms=self._retention_ms,
             ).argv(),
         )
-        status = _status_of(task_id, reply)
+        status = status_of(task_id, reply)
         if status == Reason.NOT_SUCCEEDED:
             return DeliveryResult(ok=False, duplicate=False, reason=Reason.NOT_SUCCEEDED)
         receipt = DeliveryReceipt.model_validate_json(reply[1])
@@ -758,95 +668,6 @@ class RedisBook:
             ok=False, duplicate=True, reason=Reason.KEY_REUSED_FOR_OTHER_TASK, receipt=receipt
         )
 
-    # -- notifications ------------------------------------------------------------------
-
-    @reports_outages
-    def drain_notifications(self) -> list[Notification]:
-        """Every pending notification, sorted by task id then time; empties the outbox."""
-        flat = [_text(item) for item in self._scripts.drain(keys=[self.keys.outbox])]
-        notes = [
-            Notification(
-                task_id=flat[i], state=AsyncState(flat[i + 1]), at_ms=json.loads(flat[i + 2])
-            )
-            for i in range(0, len(flat), 3)
-        ]
-        return sort_notifications(notes)
-
-    @reports_outages
-    def consume_notifications(
-        self,
-        group: str,
-        consumer: str,
-        count: int = 100,
-        block_ms: int | None = None,
-        min_idle_ms: int = 60_000,
-    ) -> list[tuple[str, Notification]]:
-        """Read notifications at least once: acknowledge each with ``ack`` when handled.
-
-        Entries another consumer read but never acknowledged for ``min_idle_ms`` are
-        claimed first; then new entries. The group is created on first use.
-        """
-        entries = self._consume(self.keys.outbox, group, consumer, count, block_ms, min_idle_ms)
-        return [(entry_id, _entry_notification(fields)) for entry_id, fields in entries]
-
-    def _consume(
-        self,
-        stream: str,
-        group: Any,
-        consumer: Any,
-        count: Any,
-        block_ms: Any,
-        min_idle_ms: Any,
-    ) -> list[tuple[str, dict[Any, Any]]]:
-        """Entries of ``stream`` for ``consumer`` of ``group``: those another consumer left
-        unacknowledged for ``min_idle_ms`` first, then new ones. The group is created on
-        first use, and again if the stream (with its groups) went away."""
-        group = require_text(group, "group")
-        consumer = require_text(consumer, "consumer")
-        limit = require_limit(count, "count")
-        idle = require_integer(min_idle_ms, "min_idle_ms")
-        block = None if block_ms is None else require_integer(block_ms, "block_ms")
-        self._ensure_group(stream, group)
-        try:
-            claimed = self.client.xautoclaim(stream, group, consumer, idle, "0-0", count=limit)
-        except ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            # The stream went away (deleted, evicted, a flushed Redis): so did the group.
-            log.warning("asyncbook: consumer group %r was gone; created again", group)
-            self._groups.discard((stream, group))
-            self._ensure_group(stream, group)
-            claimed = self.client.xautoclaim(stream, group, consumer, idle, "0-0", count=limit)
-        entries = list(claimed[1])
-        if len(entries) < limit:
-            fresh = self.client.xreadgroup(
-                group,
-                consumer,
-                {stream: ">"},
-                count=limit - len(entries),
-                block=None if entries else block,
-            )
-            for _stream, items in fresh or []:
-                entries.extend(items)
-        return [(_text(entry_id), fields) for entry_id, fields in entries if fields]
-
-    @reports_outages
-    def ack(self, group: str, *entry_ids: str) -> int:
-        """Acknowledge handled notifications; returns how many were pending."""
-        if not entry_ids:
-            return 0
-        return int(self.client.xack(self.keys.outbox, require_text(group, "group"), *entry_ids))
-
-    def _ensure_group(self, stream: str, group: str) -> None:
-        if (stream, group) in self._groups:
-            return
-        try:
-            self.client.xgroup_create(stream, group, id="0", mkstream=True)
-        except ResponseError as error:
-            if "BUSYGROUP" not in str(error):
-                raise
-        self._groups.add((stream, group))
-
     # -- indexes ------------------------------------------------------------------------
 
     @reports_outages
@@ -855,7 +676,7 @@ class RedisBook:
         now = require_non_negative(now_ms, "nowMs")
         count = require_limit(limit, maximum=1_000_000)
         ids = self.client.zrangebyscore(self.keys.deadlines, "-inf", now, start=0, num=count)
-        return [_text(task_id) for task_id in ids]
+        return [text_of(task_id) for task_id in ids]
 
     @reports_outages
     def list_tasks(
@@ -895,16 +716,16 @@ class RedisBook:
             return TaskPage(tasks=())
         keys: list[str] = []
         for raw_id, _score in rows:
-            keys += [self.keys.task(_text(raw_id)), self.keys.history(_text(raw_id))]
+            keys += [self.keys.task(text_of(raw_id)), self.keys.history(text_of(raw_id))]
         found = self._scripts.get_many(keys=keys, args=GetManyArgs(full_task).argv())
-        tasks = tuple(_listed(found))
+        tasks = tuple(listed(found))
         next_after = str(int(rows[-1][1])) if more else None
         return TaskPage(tasks=tasks, next_after=next_after)
 
     @reports_outages
     def heartbeat(self, task_ids: Iterable[str]) -> int:
         """Say that these tasks' running attempts are alive: one round trip for them all."""
-        ids = [_utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
+        ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
         if not ids:
             return 0
         keys = [self.keys.stalls, *(self.keys.task(task_id) for task_id in ids)]
@@ -927,25 +748,25 @@ class RedisBook:
         )
         if not due:
             return []
-        hashes = [self.keys.task(_text(raw)) for raw, _ in due]
+        hashes = [self.keys.task(text_of(raw)) for raw, _ in due]
         pipe = self._slot_client().pipeline(transaction=False)
         for key in hashes:
             pipe.hmget(key, "hbt", "rdl")
         settings = pipe.execute()
         results: list[CallbackResult | AsyncBookError] = []
         for (raw, stall_at), (timeout, retry) in zip(due, settings, strict=True):
-            task_id = _text(raw)
+            task_id = text_of(raw)
             if timeout is None:
                 continue
-            event = stall_event(now, int(timeout), _text(retry or b"0") == "1")
+            event = stall_event(now, int(timeout), text_of(retry or b"0") == "1")
             keys, args, _ = self._apply_call(
                 task_id, event, f"stalled:{task_id}:{int(stall_at)}", only_if_stalled=True
             )
             reply = self._scripts.apply(keys=keys, args=args.argv())
-            if _text(reply[0]) == ScriptStatus.FRESH:
+            if text_of(reply[0]) == ScriptStatus.FRESH:
                 continue
             try:
-                results.append(self._apply_result(task_id, reply, None))
+                results.append(callback_result(task_id, reply, None))
             except AsyncBookError as error:
                 results.append(error)
         return results
@@ -954,79 +775,45 @@ class RedisBook:
     def last_cursor(self, task_id: str) -> str | None:
         """The cursor of the last progress the task reported (its checkpoint), or None."""
         self._settle()
-        task_id = _utf8(require_string(task_id, "taskId"), "taskId")
+        task_id = utf8(require_string(task_id, "taskId"), "taskId")
         exists, cursor = self._slot_client().hmget(self.keys.task(task_id), "id", "cur")
         if exists is None:
             raise UnknownTaskError(task_id)
-        return _text(cursor) or None if cursor is not None else None
+        return text_of(cursor) or None if cursor is not None else None
 
     @reports_outages
     def seal_group(self, group_id: str, total: int) -> GroupSummary:
         """Declare that ``group_id`` has ``total`` members: once they have all ended, one
         group notification (at once if they already have)."""
-        group = _utf8(require_text(group_id, "groupId"), "groupId")
+        group = utf8(require_text(group_id, "groupId"), "groupId")
         size = require_integer(total, "total", 1)
         flat = self._scripts.seal_group(
             keys=[self.keys.group(group), self.keys.group_members(group), self.keys.group_outbox],
-            args=[_dumps(group, "groupId"), str(size), str(self.now_ms()), self._retention_ms],
+            args=[dumps(group, "groupId"), str(size), str(self.now_ms()), self._retention_ms],
         )
-        return _group_summary(group, flat)
+        return group_summary_of(group, flat)
 
     @reports_outages
     def group(self, group_id: str) -> GroupSummary | None:
         """The group's counts by state and its progress: one round trip, O(1)."""
         self._settle()
-        group = _utf8(require_text(group_id, "groupId"), "groupId")
+        group = utf8(require_text(group_id, "groupId"), "groupId")
         flat = self.client.hgetall(self.keys.group(group))
-        return _group_summary(group, flat) if flat else None
+        return group_summary_of(group, flat) if flat else None
 
     @reports_outages
     def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
         """The group's members in creation order (without histories), up to ``limit``."""
         self._settle()
-        group = _utf8(require_text(group_id, "groupId"), "groupId")
+        group = utf8(require_text(group_id, "groupId"), "groupId")
         count = require_limit(limit, maximum=10_000)
         ids = self.client.zrange(self.keys.group_members(group), 0, count - 1)
         if not ids:
             return []
         keys: list[str] = []
         for raw_id in ids:
-            keys += [self.keys.task(_text(raw_id)), self.keys.history(_text(raw_id))]
-        return list(_listed(self._scripts.get_many(keys=keys, args=GetManyArgs(False).argv())))
-
-    @reports_outages
-    def drain_group_notifications(self) -> list[GroupNotification]:
-        """Every pending group notification, in order; empties their stream."""
-        stream = self.keys.group_outbox
-        pipe = self._slot_client().pipeline(transaction=True)
-        pipe.xrange(stream)
-        pipe.delete(stream)
-        entries, _ = pipe.execute()
-        return [_group_notification(fields) for _entry_id, fields in entries]
-
-    @reports_outages
-    def consume_group_notifications(
-        self,
-        group: str,
-        consumer: str,
-        count: int = 100,
-        block_ms: int | None = None,
-        min_idle_ms: int = 60_000,
-    ) -> list[tuple[str, GroupNotification]]:
-        """Group notifications, at least once: acknowledge with ``ack_group_notifications``."""
-        entries = self._consume(
-            self.keys.group_outbox, group, consumer, count, block_ms, min_idle_ms
-        )
-        return [(entry_id, _group_notification(fields)) for entry_id, fields in entries]
-
-    @reports_outages
-    def ack_group_notifications(self, group: str, *entry_ids: str) -> int:
-        """Acknowledge handled group notifications; returns how many were pending."""
-        if not entry_ids:
-            return 0
-        return int(
-            self.client.xack(self.keys.group_outbox, require_text(group, "group"), *entry_ids)
-        )
+            keys += [self.keys.task(text_of(raw_id)), self.keys.history(text_of(raw_id))]
+        return list(listed(self._scripts.get_many(keys=keys, args=GetManyArgs(False).argv())))
 
     @reports_outages
     def now_ms(self) -> int:
@@ -1041,7 +828,7 @@ class RedisBook:
         """A task's info (Celery name, arguments, queue, worker, times, traceback), or
         None when the book does not hold the task."""
         self._settle()
-        return _console.info(self, _utf8(require_string(task_id, "taskId"), "taskId"))
+        return _console.info(self, utf8(require_string(task_id, "taskId"), "taskId"))
 
     @reports_outages
     def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
@@ -1085,7 +872,7 @@ class RedisBook:
     def transition_counts(self) -> dict[str, int]:
         """How many times each reason was answered, by every client of this book."""
         counts = self.client.hgetall(self.keys.counters)
-        return {_text(reason): int(count) for reason, count in counts.items()}
+        return {text_of(reason): int(count) for reason, count in counts.items()}
 
     @reports_outages
     def prune(self, limit: int = 1000) -> int:
@@ -1101,15 +888,15 @@ class RedisBook:
         k = self.keys
         client = self._slot_client()
         indexes = [k.state_index(state) for state in GROUP_END_STATES]
-        names = [_text(raw) for raw in client.zrange(k.names, 0, -1)]
+        names = [text_of(raw) for raw in client.zrange(k.names, 0, -1)]
         indexes += [k.name_index(state, name) for name in names for state in GROUP_END_STATES]
         # A worker unseen for a week is forgotten, with its index and counts.
         cutoff = f"({self.now_ms() - WORKER_KEEP_MS}"
         for raw in client.zrangebyscore(k.workers, "-inf", cutoff):
-            worker = _text(raw)
+            worker = text_of(raw)
             client.delete(k.worker_tasks(worker), k.worker_counts(worker))
             client.zrem(k.workers, worker)
-        indexes += [k.worker_tasks(_text(raw)) for raw in client.zrange(k.workers, 0, -1)]
+        indexes += [k.worker_tasks(text_of(raw)) for raw in client.zrange(k.workers, 0, -1)]
         pipe = client.pipeline(transaction=False)
         for index in indexes:
             low = self._prune_from.get(index, "-inf")
@@ -1120,101 +907,8 @@ class RedisBook:
                 self._prune_from.pop(index, None)
             else:
                 self._prune_from[index] = f"({int(rows[-1][1])}"
-            ids = [_text(raw_id) for raw_id, _ in rows]
+            ids = [text_of(raw_id) for raw_id, _ in rows]
             if ids:
                 keys = [index, *(k.task(task_id) for task_id in ids)]
                 dropped += int(self._scripts.prune(keys=keys, args=ids))
         return dropped
-
-
-def _entry_notification(fields: dict[bytes | str, bytes | str]) -> Notification:
-    values = {_text(key): _text(value) for key, value in fields.items()}
-    return Notification(
-        task_id=values["taskId"],
-        state=AsyncState(values["state"]),
-        at_ms=json.loads(values["atMs"]),
-    )
-
-
-def _created(task_id: str, task: AsyncTask, reply: Sequence[Any]) -> AsyncTask:
-    """create.lua's answer: the new task, or the stored one (``exist_ok``)."""
-    status = _status_of(task_id, reply)
-    if status == ScriptStatus.CONFLICT:
-        raise task_exists(task_id)
-    if status == ScriptStatus.EXISTS:
-        return AsyncTask.model_validate_json(reply[1])
-    return task
-
-
-def _status_of(task_id: str, reply: Sequence[Any]) -> str:
-    """A script's status (its first element); an unknown or damaged task raises here."""
-    status = _text(reply[0])
-    if status == ScriptStatus.UNKNOWN:
-        raise UnknownTaskError(task_id)
-    if status == ScriptStatus.DAMAGED:
-        raise DamagedRecordError(task_id, _text(reply[1]))
-    return status
-
-
-def _outcome(
-    task_id: str, answer: Sequence[Any], shape_error: AsyncBookError | None
-) -> EventOutcome | AsyncBookError:
-    """apply_event's compact answer to one event, or the error it met."""
-    try:
-        status = _status_of(task_id, answer)
-    except AsyncBookError as error:
-        return error
-    if status == ScriptStatus.SHAPE:
-        assert shape_error is not None
-        return shape_error
-    if status == ScriptStatus.INVALID:
-        return invalid(_text(answer[2]), field=_text(answer[1]))
-    flags, error_json = _text(answer[1]), _text(answer[3])
-    return EventOutcome(
-        reason=status,
-        changed=flags[0] == "1",
-        duplicate=flags[1] == "1",
-        notify=flags[2] == "1",
-        duplicate_callback=flags[3] == "1",
-        state=_text(answer[2]),
-        error=json.loads(error_json) if error_json else None,
-    )
-
-
-def _script_error(error: ResponseError) -> bool:
-    """True for an error raised while a script ran (one item), not a refusal of the call."""
-    text = str(error)
-    return "user_script" in text or "Error running script" in text
-
-
-def _listed(found: Sequence[Any]) -> Iterable[AsyncTask]:
-    """The listed tasks; a damaged record is skipped (and logged), never fails the page."""
-    for raw in found:
-        if not raw:
-            continue
-        text = _text(raw)
-        if text.startswith("!damaged:"):
-            log.warning("asyncbook: a listed task's record is damaged (%s); skipped", text[9:])
-            continue
-        yield AsyncTask.model_validate_json(raw)
-
-
-def _group_summary(group_id: str, flat: Any) -> GroupSummary:
-    """A summary from a group hash (a flat list from a script, or a dict from HGETALL)."""
-    pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-    fields: dict[str, int | None] = {}
-    for key, value in pairs:
-        name = _text(key)
-        if name not in ("id", "mk", "notified"):
-            fields[name] = int(value)
-    return group_summary(group_id, fields)
-
-
-def _group_notification(fields: dict[Any, Any]) -> GroupNotification:
-    values = {_text(key): _text(value) for key, value in fields.items()}
-    return GroupNotification(
-        group_id=json.loads(values["groupId"]),
-        at_ms=json.loads(values["atMs"]),
-        total=int(values["total"]),
-        counts={state: int(values.get(state, "0")) for state in GROUP_END_STATES},
-    )

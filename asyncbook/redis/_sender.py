@@ -21,8 +21,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import CreateSpec
 from ..errors import AsyncBookError, task_exists
-from ._book import RedisBook, _status_of
+from ._book import RedisBook
 from ._connection import RedisUnavailableError
+from ._replies import status_of
 from ._scripts import ScriptStatus
 
 __all__ = ["CreateSender"]
@@ -143,7 +144,7 @@ def _check(spec: CreateSpec, reply: Any) -> None:
     """Log a create the book refused (the same reading of create.lua's answer as
     ``create``)."""
     try:
-        if _status_of(spec.id, reply) == ScriptStatus.CONFLICT:
+        if status_of(spec.id, reply) == ScriptStatus.CONFLICT:
             raise task_exists(spec.id)
     except AsyncBookError as error:
         log.error("asyncbook: task %s could not be created: %s", spec.id, error)

@@ -1,0 +1,85 @@
+"""What ``RedisBook`` hands its scripts: JSON text, numbers and event slots, built in Python.
+
+Event shapes are checked here; a value the script must refuse (a number that is not
+finite) is passed as ``''`` so the script refuses it in the reference's order.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic_core import PydanticSerializationError
+
+from .._book import EventInput
+from .._jsrules import is_blank, is_finite_number
+from .._machine import cancel_reason, coerce_event
+from .._models import AsyncEvent, CancelEvent, FailEvent, ProgressEvent, SucceedEvent
+from ..errors import AsyncBookError, invalid
+from ._scripts import EventArgs
+
+__all__ = ["coerce", "dumps", "event_args", "number_text", "utf8"]
+
+
+def dumps(value: str, field: str) -> str:
+    """JSON text of a string, refusing text Redis cannot store (lone surrogates)."""
+    return json.dumps(utf8(value, field), ensure_ascii=False)
+
+
+def number_text(value: Any) -> str:
+    """JSON text of a finite number; '' for anything the script must refuse."""
+    return json.dumps(value) if is_finite_number(value) else ""
+
+
+def utf8(value: str, field: str) -> str:
+    """``value`` if it encodes as UTF-8 (no lone surrogates), else an error naming ``field``."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid(f"{field} must be valid Unicode text", field=field) from None
+    return value
+
+
+def event_args(event: AsyncEvent) -> EventArgs:
+    """The event slots of apply.lua for a well-shaped event."""
+    at = number_text(event.at_ms)
+    progress = digest = error = ""
+    retryable = ref_blank = digest_blank = False
+    if isinstance(event, ProgressEvent):
+        progress = number_text(event.progress)
+    elif isinstance(event, SucceedEvent):
+        digest = utf8(event.result_hash, "event.resultHash")
+        ref_blank = is_blank(event.result_ref)
+        digest_blank = is_blank(event.result_hash)
+    elif isinstance(event, FailEvent):
+        retryable = event.retryable
+        error = dumps(event.error, "event.error")
+    elif isinstance(event, CancelEvent):
+        error = dumps(cancel_reason(event), "event.reason")
+    # The event is recorded only when its numbers are finite (the script checks first).
+    event_json = ""
+    if at and (progress or not isinstance(event, ProgressEvent)):
+        try:
+            event_json = event.model_dump_json(by_alias=True)
+        except PydanticSerializationError:
+            raise invalid("event text must be valid Unicode", field="event") from None
+    return EventArgs(
+        type=event.type,
+        at_ms=at,
+        event_json=event_json,
+        progress=progress,
+        retryable=retryable,
+        result_hash=digest,
+        result_ref_blank=ref_blank,
+        result_hash_blank=digest_blank,
+        error_json=error,
+    )
+
+
+def coerce(event: EventInput) -> tuple[AsyncEvent | None, AsyncBookError | None]:
+    """The event model, or the shape error to raise if the script gets that far."""
+    try:
+        return coerce_event(event), None
+    except AsyncBookError as error:
+        return None, error

@@ -1,0 +1,133 @@
+"""Reading what ``RedisBook``'s scripts answer: statuses, tasks, results and summaries.
+
+A script's first element is its status (``ScriptStatus``, or the reason of an applied
+event); an unknown or damaged task raises the same errors for every script.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from .._models import AsyncTask, CallbackResult, GroupSummary, group_summary
+from .._reasons import Reason
+from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError, invalid, task_exists
+from ._scripts import EventOutcome, ScriptStatus
+
+__all__ = [
+    "callback_result",
+    "created",
+    "group_summary_of",
+    "listed",
+    "outcome",
+    "script_error",
+    "status_of",
+    "text_of",
+]
+
+log = logging.getLogger(__name__)
+
+
+def text_of(raw: bytes | str) -> str:
+    """A reply's bytes as text (a client with ``decode_responses`` gives text already)."""
+    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+
+
+def status_of(task_id: str, reply: Sequence[Any]) -> str:
+    """A script's status (its first element); an unknown or damaged task raises here."""
+    status = text_of(reply[0])
+    if status == ScriptStatus.UNKNOWN:
+        raise UnknownTaskError(task_id)
+    if status == ScriptStatus.DAMAGED:
+        raise DamagedRecordError(task_id, text_of(reply[1]))
+    return status
+
+
+def created(task_id: str, task: AsyncTask, reply: Sequence[Any]) -> AsyncTask:
+    """create.lua's answer: the new task, or the stored one (``exist_ok``)."""
+    status = status_of(task_id, reply)
+    if status == ScriptStatus.CONFLICT:
+        raise task_exists(task_id)
+    if status == ScriptStatus.EXISTS:
+        return AsyncTask.model_validate_json(reply[1])
+    return task
+
+
+def callback_result(
+    task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
+) -> CallbackResult:
+    """apply.lua's answer to one event, or the error it met raised."""
+    status = status_of(task_id, reply)
+    if status == ScriptStatus.SHAPE:
+        assert shape_error is not None
+        raise shape_error
+    if status == ScriptStatus.INVALID:
+        field, message = text_of(reply[1]), text_of(reply[2])
+        raise invalid(message, field=field)
+    flags = text_of(reply[1])
+    return CallbackResult(
+        task=AsyncTask.model_validate_json(reply[2]),
+        changed=flags[0] == "1",
+        duplicate=flags[1] == "1",
+        notify=flags[2] == "1",
+        reason=Reason(status),
+        duplicate_callback=flags[3] == "1",
+    )
+
+
+def outcome(
+    task_id: str, answer: Sequence[Any], shape_error: AsyncBookError | None
+) -> EventOutcome | AsyncBookError:
+    """apply_event's compact answer to one event, or the error it met."""
+    try:
+        status = status_of(task_id, answer)
+    except AsyncBookError as error:
+        return error
+    if status == ScriptStatus.SHAPE:
+        assert shape_error is not None
+        return shape_error
+    if status == ScriptStatus.INVALID:
+        return invalid(text_of(answer[2]), field=text_of(answer[1]))
+    flags, error_json = text_of(answer[1]), text_of(answer[3])
+    return EventOutcome(
+        reason=status,
+        changed=flags[0] == "1",
+        duplicate=flags[1] == "1",
+        notify=flags[2] == "1",
+        duplicate_callback=flags[3] == "1",
+        state=text_of(answer[2]),
+        error=json.loads(error_json) if error_json else None,
+    )
+
+
+def script_error(error: ResponseError) -> bool:
+    """True for an error raised while a script ran (one item), not a refusal of the call."""
+    text = str(error)
+    return "user_script" in text or "Error running script" in text
+
+
+def listed(found: Sequence[Any]) -> Iterable[AsyncTask]:
+    """The listed tasks; a damaged record is skipped (and logged), never fails the page."""
+    for raw in found:
+        if not raw:
+            continue
+        text = text_of(raw)
+        if text.startswith("!damaged:"):
+            log.warning("asyncbook: a listed task's record is damaged (%s); skipped", text[9:])
+            continue
+        yield AsyncTask.model_validate_json(raw)
+
+
+def group_summary_of(group_id: str, flat: Any) -> GroupSummary:
+    """A summary from a group hash (a flat list from a script, or a dict from HGETALL)."""
+    pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+    fields: dict[str, int | None] = {}
+    for key, value in pairs:
+        name = text_of(key)
+        if name not in ("id", "mk", "notified"):
+            fields[name] = int(value)
+    return group_summary(group_id, fields)
