@@ -5,11 +5,11 @@
 -- i (1: the task has a companion hash).
 -- Long ones (a args, k kwargs, tb traceback) live in a companion hash <tag>:i:<id>
 -- that ends with the task. Every key below shares the task's hash tag (one slot), and
--- mirrors KeySchema in keys.py.
+-- mirrors KeySchema in _keys.py.
 -- Indexes: <tag>:n:<state>:<name> (a name's tasks in one state, by creation order),
 -- <tag>:names (name -> last created ms), <tag>:w:<worker> (a worker's latest tasks),
--- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms: its latest start or heartbeat); prune forgets
--- a worker unseen for a week, with its keys.
+-- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms: its latest
+-- start or heartbeat); prune forgets a worker unseen for a week, with its keys.
 -- Stats: <tag>:s:<hour>:<name> and <tag>:sa:<hour> (every name): per minute of the
 -- hour, '<minute>:<code>' counts (S started, succeeded, failed, expired, cancelled,
 -- b<i> runtime bucket), kept a day and an hour; <tag>:nt holds running totals per name
