@@ -23,6 +23,7 @@ __all__ = [
     "RUNTIME_BUCKETS_MS",
     "STATS_MINUTE_MS",
     "STATS_WINDOW_MS",
+    "TEXT_LIMIT",
     "MinuteStats",
     "NameTotals",
     "PublishInfo",
@@ -36,7 +37,10 @@ __all__ = [
 ]
 
 INFO_LIMIT = 512
-"""Default length (characters) args, kwargs and a traceback are truncated to."""
+"""Default length (characters) the Celery integration truncates args and kwargs to."""
+
+TEXT_LIMIT = 4096
+"""The longest info text the book stores (the Celery integration keeps a traceback's end)."""
 
 DEFAULT_REDACT = ("password", "passwd", "secret", "token", "api_key", "apikey", "authorization")
 """Keyword arguments masked by default (by name, case-insensitive)."""

@@ -326,3 +326,11 @@ def test_a_publisher_without_asyncbook_is_covered_by_the_worker(
     task = wait_terminal(book, result.id)
     assert history(task) == ["start", "succeed"]
     assert task.max_attempts == 4  # Celery's default max_retries (3) + 1
+    # The worker records the message's info when it creates the task.
+    info = book.info(result.id)
+    assert info is not None
+    assert (info.name, info.args_repr, info.queue) == (
+        "tests.test_celery_inprocess.noop",
+        "()",
+        app.conf.task_default_queue,
+    )

@@ -7,14 +7,12 @@ import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._console import PublishInfo
+from .._console import INFO_LIMIT, TEXT_LIMIT, PublishInfo
 from .._models import FailEvent, to_wire
 
 __all__ = ["InfoPolicy"]
 
 REDACTED = "'***'"
-TRACEBACK_LIMIT = 4096
-"""A traceback longer than this keeps its last characters (where the error is)."""
 
 
 class _Repr(reprlib.Repr):
@@ -40,7 +38,7 @@ class InfoPolicy:
         *,
         record_info: bool = True,
         record_args: bool = True,
-        limit: int = 512,
+        limit: int = INFO_LIMIT,
         redact: Iterable[str] = (),
     ) -> None:
         self.record_info = record_info
@@ -59,11 +57,13 @@ class InfoPolicy:
         shown_kwargs = None
         if isinstance(kwargs, Mapping):
             parts = []
+            length = 0
             for key, value in kwargs.items():
                 masked = isinstance(key, str) and key.lower() in self.redact
                 shown = REDACTED if masked else self._repr.repr(value)
                 parts.append(f"{key!r}: {shown}")
-                if sum(map(len, parts)) > self.limit:
+                length += len(parts[-1])
+                if length > self.limit:
                     break
             shown_kwargs = _truncated("{" + ", ".join(parts) + "}", self.limit)
         return shown_args, shown_kwargs
@@ -99,6 +99,7 @@ class InfoPolicy:
         if isinstance(error, BaseException):
             wire["exception"] = type(error).__name__
         if isinstance(traceback, str) and traceback:
-            cut = TRACEBACK_LIMIT - 1
+            # A traceback's end says most: keep its last characters.
+            cut = TEXT_LIMIT - 1
             wire["traceback"] = traceback if len(traceback) <= cut else "…" + traceback[-cut:]
         return wire

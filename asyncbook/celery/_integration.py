@@ -196,16 +196,17 @@ class Integration:
     @property
     def info_policy(self) -> InfoPolicy:
         """What a publish records for the console (``asyncbook_record_info`` ...)."""
-        settings = self.settings
-        policy: InfoPolicy = self._once(
-            "_info_policy",
-            lambda: InfoPolicy(
+
+        def build() -> InfoPolicy:
+            settings = self.settings
+            return InfoPolicy(
                 record_info=settings.record_info,
                 record_args=settings.record_args,
                 limit=settings.info_limit,
                 redact=settings.redact,
-            ),
-        )
+            )
+
+        policy: InfoPolicy = self._once("_info_policy", build)
         return policy
 
     @property
@@ -518,21 +519,7 @@ class Integration:
         with self._state_lock:
             self._running.setdefault(task.name, []).append((task_id, retries))
         deadline = request.get(DEADLINE_HEADER)
-        create = functools.partial(
-            self._create_late,
-            task,
-            task_id,
-            deadline,
-            request.get("expires"),
-            request.group if isinstance(request.group, str) else None,
-            functools.partial(
-                self.info_policy.publish_info,
-                task.name,
-                {"parent_id": request.parent_id, "root_id": request.root_id},
-                (request.args, request.kwargs),
-                (request.delivery_info or {}).get("routing_key"),
-            ),
-        )
+        create = functools.partial(self._create_late, task, task_id, request)
         if retries == 0 and not request.get(CREATED_HEADER):
             create()
         nonce = uuid.uuid4().hex[:12]
@@ -590,24 +577,25 @@ class Integration:
         if self._heartbeats is not None:
             self._heartbeats.discard(task_id)
 
-    def _create_late(
-        self,
-        task: Task[Any, Any],
-        task_id: str,
-        deadline: Any,
-        expires: Any,
-        group: str | None,
-        info: Callable[[], PublishInfo | None],
-    ) -> AsyncTask | None:
+    def _create_late(self, task: Task[Any, Any], task_id: str, request: Any) -> AsyncTask | None:
+        """Create ``task_id`` from the message its execution ``request`` came with."""
         ttl = ttl_ms(task, self.settings.default_ttl_ms)
+        deadline = request.get(DEADLINE_HEADER)
         if isinstance(deadline, int) and deadline > ttl:
             now = deadline - ttl
         else:  # a publisher without asyncbook: its message's expires still bounds the task
             now = now_ms()
-            given = expires_ms(expires)
+            given = expires_ms(request.get("expires"))
             if given is not None and given < now + ttl:
                 ttl = max(1, given - now)
-        return self._create(task, task_id, now, ttl, group, info())
+        group = request.group if isinstance(request.group, str) else None
+        info = self.info_policy.publish_info(
+            task.name,
+            {"parent_id": request.parent_id, "root_id": request.root_id},
+            (request.args, request.kwargs),
+            (request.delivery_info or {}).get("routing_key"),
+        )
+        return self._create(task, task_id, now, ttl, group, info)
 
     def _deferred_creates(self) -> Creates | None:
         """Where a publish queues its create (a RedisBook with ``defer_creates``), or None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from .._console import DEFAULT_REDACT
+from .._console import DEFAULT_REDACT, INFO_LIMIT
 from ..errors import invalid
 from ..redis._connection import DEFAULT_REDIS_URL
 
@@ -94,7 +94,7 @@ class Settings:
     """Record each tracked task's info for the console (name, queue, worker, times...)."""
     record_args: bool = True
     """Record args and kwargs (as bounded reprs) with the info."""
-    info_limit: int = 512
+    info_limit: int = INFO_LIMIT
     """Length (characters) args, kwargs and other info texts are truncated to."""
     redact: tuple[str, ...] = DEFAULT_REDACT
     """Keyword arguments masked in the recorded kwargs, by name (case-insensitive)."""

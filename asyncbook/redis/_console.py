@@ -14,6 +14,7 @@ from .._console import (
     RUNTIME_BUCKETS_MS,
     STATS_MINUTE_MS,
     STATS_WINDOW_MS,
+    TEXT_LIMIT,
     MinuteStats,
     NameTotals,
     PublishInfo,
@@ -26,8 +27,9 @@ from .._console import (
     percentile_ms,
     totals_of,
 )
-from .._models import AsyncTask
+from .._models import GROUP_END_STATES, AsyncTask
 from ..errors import invalid
+from ._replies import text_of
 
 if TYPE_CHECKING:
     from ._book import RedisBook
@@ -53,16 +55,10 @@ CHILDREN_LISTED = 100
 WORKERS_LISTED = 500
 RUNNING_LOOKED_AT = 10_000
 _BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
-_END_STATES = ("succeeded", "failed", "expired", "cancelled")
-_PUBLISH_LIMIT = 4096
-"""A published info field longer than this is refused (the integration truncates to
-``asyncbook_record_args`` long before)."""
 
 
 def _text(raw: Any) -> str | None:
-    if raw is None:
-        return None
-    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return None if raw is None else text_of(raw)
 
 
 def _number(raw: Any) -> int | float | None:
@@ -83,9 +79,9 @@ def publish_fields(given: PublishInfo | None) -> dict[str, str]:
     for field, value in vars(given).items():
         if value is None:
             continue
-        if not isinstance(value, str) or len(value) > _PUBLISH_LIMIT:
+        if not isinstance(value, str) or len(value) > TEXT_LIMIT:
             raise invalid(
-                f"info.{field} must be text of at most {_PUBLISH_LIMIT} characters",
+                f"info.{field} must be text of at most {TEXT_LIMIT} characters",
                 field=f"info.{field}",
             )
         try:
@@ -101,7 +97,7 @@ def publish_fields(given: PublishInfo | None) -> dict[str, str]:
 def failure_json(exception: Any, traceback: Any) -> str:
     """apply.lua's ARGV[18]: a failure's exception type and traceback, '' for neither."""
     given = {
-        key: value[:_PUBLISH_LIMIT]
+        key: value[:TEXT_LIMIT]
         for key, value in (("exception", exception), ("traceback", traceback))
         if isinstance(value, str) and value
     }
@@ -254,7 +250,7 @@ def stats(
             counted[hour * 60 + minute] = codes
     minutes = []
     window_buckets = [0] * _BUCKETS
-    totals = dict.fromkeys(("started", *_END_STATES), 0)
+    totals = dict.fromkeys(("started", *GROUP_END_STATES), 0)
     empty = (0,) * _BUCKETS
     for minute in range(first_minute, last_minute + 1):
         found = counted.get(minute)
@@ -269,7 +265,7 @@ def stats(
         buckets = tuple(found.get(f"b{i}", 0) for i in range(_BUCKETS))
         window_buckets = [a + b for a, b in zip(window_buckets, buckets, strict=True)]
         counts = {"started": found.get("S", 0)}
-        counts.update((state, found.get(state, 0)) for state in _END_STATES)
+        counts.update((state, found.get(state, 0)) for state in GROUP_END_STATES)
         for key, count in counts.items():
             totals[key] += count
         minute_stats = MinuteStats.model_construct(
@@ -285,7 +281,7 @@ def stats(
             cancelled=counts["cancelled"],
         )
         minutes.append(minute_stats)
-    ended = sum(totals[state] for state in _END_STATES)
+    ended = sum(totals[state] for state in GROUP_END_STATES)
     return TaskStats(
         name=name,
         window_ms=window_ms,
@@ -323,7 +319,7 @@ def name_totals(book: RedisBook) -> list[NameTotals]:
                 started=codes.get("S", 0),
                 runtime_buckets=tuple(codes.get(f"b{i}", 0) for i in range(_BUCKETS)),
                 runtime_sum_ms=codes.get("sum", 0),
-                **{state: codes.get(state, 0) for state in _END_STATES},
+                **{state: codes.get(state, 0) for state in GROUP_END_STATES},
             )
         )
     return found

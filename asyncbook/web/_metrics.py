@@ -24,12 +24,12 @@ from prometheus_client.registry import Collector
 
 from .._book import AsyncBook
 from .._console import RUNTIME_BUCKETS_MS, NameTotals
+from .._models import GROUP_END_STATES
 from .._reasons import Reason
 
 __all__ = ["CONTENT_TYPE_LATEST", "name_families", "render_metrics", "sweep_lateness"]
 
 DUPLICATE_CALLBACK = Reason.DUPLICATE_CALLBACK
-ENDED_STATES = ("succeeded", "failed", "expired", "cancelled")
 _BOUNDS = [str(bound / 1000) for bound in RUNTIME_BUCKETS_MS] + ["+Inf"]
 """The runtime histogram's ``le`` labels, in seconds."""
 
@@ -88,7 +88,7 @@ def name_families(names: Sequence[NameTotals]) -> list[Metric]:
     )
     for totals in sorted(names, key=lambda totals: totals.name):
         started.add_metric([totals.name], totals.started)
-        for state in ENDED_STATES:
+        for state in GROUP_END_STATES:
             ended.add_metric([totals.name, state], getattr(totals, state))
         runtime.add_metric(
             [totals.name],
