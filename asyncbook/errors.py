@@ -3,7 +3,8 @@ value is to blame, the wire name of that ``field``::
 
     Exception
     └── AsyncBookError               rejected input: "invalid-request" or "conflict"
-        ├── UnknownTaskError         "invalid-request": the book holds no task with that id
+        ├── UnknownTaskError         "not-found": the book holds no task with that id (the
+        │                            HTTP API's 404 answers the same code)
         ├── BookUnavailableError     "unavailable": the book's store did not answer
         │                            (asyncbook.redis raises RedisUnavailableError, which
         │                            is also a redis-py ConnectionError)
@@ -13,13 +14,18 @@ value is to blame, the wire name of that ``field``::
 Input errors say which field is wrong and why (``docs/spec.md``); a rejected call
 changes nothing. The last two are server-side failures: nothing the caller sent was
 wrong, and a retry with the same callback id or idempotency key is safe.
+
+Every error pickles with its code, message and field (a prefork pool sends a task's
+exception to its main process, a result backend stores it): ``args`` are the
+arguments of the error's constructor, so ``type(error)(*error.args)`` rebuilds it, as
+pickle and Celery's JSON result serializer both do.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-ErrorCode = Literal["invalid-request", "conflict", "unavailable", "damaged"]
+ErrorCode = Literal["invalid-request", "conflict", "not-found", "unavailable", "damaged"]
 
 __all__ = [
     "AsyncBookError",
@@ -33,11 +39,14 @@ __all__ = [
 class AsyncBookError(Exception):
     """Raised when an input is rejected; ``code`` says why, ``field`` names the culprit."""
 
-    def __init__(self, code: ErrorCode, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, code: ErrorCode, message: str, field: str | None = None) -> None:
+        super().__init__(code, message, field)
         self.code: ErrorCode = code
         self.message = message
         self.field = field
+
+    def __str__(self) -> str:
+        return self.message
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
@@ -57,7 +66,8 @@ class UnknownTaskError(AsyncBookError):
     """Raised when a book is asked about a task id it does not hold."""
 
     def __init__(self, task_id: str) -> None:
-        super().__init__("invalid-request", f"async-task: unknown task {task_id!r}", field="taskId")
+        super().__init__("not-found", f"async-task: unknown task {task_id!r}", field="taskId")
+        self.args = (task_id,)
         self.task_id = task_id
 
 
@@ -66,6 +76,7 @@ class BookUnavailableError(AsyncBookError):
 
     def __init__(self, message: str) -> None:
         super().__init__("unavailable", message)
+        self.args = (message,)
 
 
 class DamagedRecordError(AsyncBookError):
@@ -73,4 +84,5 @@ class DamagedRecordError(AsyncBookError):
 
     def __init__(self, task_id: str, detail: str) -> None:
         super().__init__("damaged", f"async-task: the record of {task_id!r} is damaged: {detail}")
+        self.args = (task_id, detail)
         self.task_id = task_id

@@ -1,5 +1,6 @@
 """Example tracked tasks: one succeeds with progress, one retries, one fails, one is late;
-three more show the lifecycle controls (cancel, heartbeats, checkpoints)."""
+three more show the lifecycle controls (cancel, heartbeats, checkpoints), and one fails
+with an error of asyncbook's own."""
 
 from __future__ import annotations
 
@@ -102,3 +103,10 @@ def hold(self: Task[Any, Any], seconds: float = 30.0) -> str:
     and the sweep fails it as stalled once the heartbeats stop."""
     time.sleep(seconds)
     return "held"
+
+
+@app.task(bind=True, tracked=True, ttl=timedelta(minutes=5), max_retries=0)
+def overreport(self: Task[Any, Any]) -> None:
+    """Reports progress past 100: ``report_progress`` raises ``AsyncBookError``, and the
+    task fails with it (it reaches the result backend as itself)."""
+    report_progress(self, 150)

@@ -40,14 +40,14 @@ class TaskCancelled(Ignore):
     """
 
     def __init__(self, task_id: str, reason: str | None) -> None:
-        super().__init__(f"task {task_id} was cancelled: {reason or 'cancelled'}")
+        # args are the constructor's: it pickles (a prefork pool process sends the task's
+        # outcome to the main process) and rebuilds from them.
+        super().__init__(task_id, reason)
         self.task_id = task_id
         self.reason = reason
 
-    def __reduce__(self) -> tuple[type[TaskCancelled], tuple[str, str | None]]:
-        # A prefork pool process pickles it to the main process with the task's outcome;
-        # Exception's own pickling would call __init__ with the message alone.
-        return (type(self), (self.task_id, self.reason))
+    def __str__(self) -> str:
+        return f"task {self.task_id} was cancelled: {self.reason or 'cancelled'}"
 
 
 class CancelledRing:

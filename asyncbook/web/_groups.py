@@ -52,7 +52,8 @@ class UnknownGroupError(AsyncBookError):
     """The book holds no group with that id (the API answers 404)."""
 
     def __init__(self, group_id: str) -> None:
-        super().__init__("invalid-request", f"no group {group_id!r}", field="groupId")
+        super().__init__("not-found", f"no group {group_id!r}", field="groupId")
+        self.args = (group_id,)
         self.group_id = group_id
 
 
