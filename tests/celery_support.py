@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from celery import Celery
 
 from asyncbook import ApplyItem, AsyncBookError, AsyncTask, CreateSpec, RedisBook
 from asyncbook.redis._sender import CreateSender
@@ -60,6 +61,31 @@ class _CountingSender(CreateSender):
     def send(self, spec: CreateSpec) -> None:
         self.counting.calls.append("create")
         super().send(spec)
+
+
+def memory_app(
+    prefix: str, backend: str | None = "cache+memory://", *, control: Any = None, **conf: Any
+) -> Celery:
+    """An app on a memory broker (a queue of its own), quick to poll, not the current
+    app, with asyncbook's writes quick to flush; ``conf`` is added to its settings and
+    ``control`` is its ``control_cls``."""
+    app = Celery(
+        unique(prefix),
+        broker="memory://",
+        backend=backend,
+        set_as_current=False,
+        control=control,
+    )
+    defaults: dict[str, Any] = {
+        "task_default_queue": unique("q"),
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {"polling_interval": 0.01},
+        "worker_hijack_root_logger": False,
+        "asyncbook_flush_delay": 0.005,
+        "asyncbook_retry_for": 2.0,
+    }
+    app.conf.update({**defaults, **conf})
+    return app
 
 
 def close_result_backend(app: Any) -> None:

@@ -24,7 +24,7 @@ import redis
 from celery import Celery
 from celery.result import AsyncResult
 
-from asyncbook import AsyncTask, RedisBook, sweep
+from asyncbook import AsyncBookError, AsyncTask, RedisBook, sweep
 from asyncbook.celery import TaskCancelled, cancel, install, uninstall
 from asyncbook.celery._lifecycle import CancelledRing
 
@@ -334,6 +334,49 @@ def test_cancel_of_a_queued_task_discards_it_unrun(
     assert str(AsyncResult(queued.id, app=app).state) == "REVOKED"
 
 
+def test_revoke_of_a_task_no_worker_consumes_reads_cancelled_at_once(
+    app: Celery, book: RedisBook, worker: CeleryWorker, client: redis.Redis, logs: str
+) -> None:
+    from workers.tasks import touch
+
+    nobody = unique("nobody-consumes")
+    try:
+        queued = touch.apply_async((unique(logs),), queue=nobody)
+        assert current(book, queued.id).state == "queued"
+
+        app.control.revoke(queued.id)
+        task = current(book, queued.id)  # read back at once: no worker had to see it
+        assert (task.state, task.error, history(task)) == ("cancelled", "revoked", ["cancel"])
+        assert notified(client, book, queued.id) == ["cancelled"]
+        logged(worker, f"Tasks flagged as revoked: {queued.id}")  # Celery's revoke went out
+    finally:
+        client.delete(nobody)
+
+
+def test_revoke_of_a_task_a_worker_discards_reads_cancelled_at_once(
+    app: Celery, book: RedisBook, worker: CeleryWorker, client: redis.Redis, logs: str
+) -> None:
+    from workers.tasks import touch
+
+    busy = keep_busy(app, book)
+    log_key = unique(logs)
+    queued = touch.apply_async((log_key,))
+    assert current(book, queued.id).state == "queued"  # behind the busy task
+
+    queued.revoke()
+    assert (current(book, queued.id).state, current(book, queued.id).error) == (
+        "cancelled",
+        "revoked",
+    )
+    logged(worker, f"Discarding revoked task: workers.tasks.touch[{queued.id}]")
+    assert wait_terminal(book, busy.id).state == "succeeded"
+    task = current(book, queued.id)
+    assert (task.state, task.attempts, history(task)) == ("cancelled", 0, ["cancel"])
+    assert entries(client, log_key) == []
+    assert notified(client, book, queued.id) == ["cancelled"]  # the worker's revoke: no more
+    assert str(AsyncResult(queued.id, app=app).state) == "REVOKED"
+
+
 def test_cancel_between_retries_stops_the_next_attempt(
     app: Celery, book: RedisBook, worker: CeleryWorker, client: redis.Redis, logs: str
 ) -> None:
@@ -437,6 +480,23 @@ def test_a_cancel_written_only_to_the_book_reaches_the_worker(
     assert entries(client, log_key) == []
     assert notified(client, book, queued.id) == ["cancelled"]
     assert wait_terminal(book, busy.id).state == "succeeded"
+
+
+def test_a_task_raising_asyncbook_error_fails_with_it_everywhere(
+    app: Celery, book: RedisBook, worker: CeleryWorker
+) -> None:
+    from workers.tasks import overreport
+
+    result = overreport.apply_async()
+    with pytest.raises(AsyncBookError) as caught:  # Celery's result backend, JSON
+        result.get(timeout=15)
+    assert type(caught.value) is AsyncBookError
+    assert (caught.value.code, caught.value.field) == ("invalid-request", "progress")
+    task = wait_terminal(book, result.id)
+    assert task.state == "failed"
+    assert task.error is not None
+    assert task.error.startswith("AsyncBookError: async-task: progress must not exceed 100")
+    assert "UnpickleableExceptionWrapper" not in worker.output()
 
 
 # -- heartbeats --------------------------------------------------------------------------

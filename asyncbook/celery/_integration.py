@@ -66,6 +66,7 @@ from ._lifecycle import CancelledRing, CancelWatch, Heartbeats, TaskCancelled, a
 from ._recorder import Recorder, retrying
 from ._registry import _install_lock, _installed
 from ._result_ref import ResultRef, default_result_ref
+from ._revoke import cancelled_here, install_control, uninstall_control
 from ._settings import Settings
 from ._tracking import (
     callback_id,
@@ -336,6 +337,7 @@ class Integration:
         )
         if is_configured(self.app):
             self._add_route(self.app.conf)
+        install_control(self.app)
 
     def disconnect(self) -> None:
         """Disconnect the handlers, remove the route and write what is buffered."""
@@ -346,6 +348,7 @@ class Integration:
             routes = listed_routes(conf.task_routes)
             if any(route is self._router for route in routes):
                 conf.task_routes = tuple(route for route in routes if route is not self._router)
+        uninstall_control(self.app)
         if self._creates is not None:
             self._creates.close()
         if self._recorder is not None:
@@ -725,7 +728,8 @@ class Integration:
         """Cancel in the book now, then revoke in Celery (every worker discards it)."""
         self.flush_creates()  # a task this process just published is in the book first
         result = self.book.cancel(task_id, reason)
-        self.app.control.revoke(task_id, terminate=terminate)
+        with cancelled_here(task_id):  # the revoke's own cancel would only repeat it
+            self.app.control.revoke(task_id, terminate=terminate)
         return result
 
     def on_task_success(self, sender: object = None, result: Any = None, **_: Any) -> None:
