@@ -25,7 +25,6 @@ import functools
 import logging
 import os
 import socket
-import sys
 import threading
 import uuid
 from collections import OrderedDict
@@ -66,6 +65,7 @@ from ._lifecycle import CancelledRing, CancelWatch, Heartbeats, TaskCancelled, a
 from ._recorder import Recorder, retrying
 from ._registry import _install_lock, _installed
 from ._result_ref import ResultRef, default_result_ref
+from ._retries import retry_reason
 from ._revoke import cancelled_here, install_control, uninstall_control
 from ._settings import Settings
 from ._tracking import (
@@ -506,7 +506,7 @@ class Integration:
         current = self.app.current_worker_task
         if current is None or current.request.id != task_id:
             return
-        raised = sys.exc_info()[1]
+        raised = retry_reason()  # what task_retry will carry as its reason's exc
         error = "retry requested" if raised is None else _describe(raised)
         event = FailEvent(at_ms=now_ms(), error=error, retryable=True)
         self.recorder.write((task_id, event, callback_id(task_id, "retry", retries)))
