@@ -15,14 +15,18 @@ from ._controls import apply_group, cancel, last_cursor
 from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration, install, uninstall
 from ._lifecycle import TaskCancelled
 from ._progress import report_progress
-from ._registry import installed
+from ._registry import book_of, installed
 from ._result_ref import default_result_ref
 from ._settings import Settings
+from ._tracked import TrackTasks, tracked
 
 __all__ = [
     "install",
     "uninstall",
     "installed",
+    "book_of",
+    "tracked",
+    "TrackTasks",
     "report_progress",
     "cancel",
     "last_cursor",

@@ -10,20 +10,10 @@ from celery.result import AsyncResult, GroupResult
 from .._checks import require_optional_string, require_string
 from .._models import CallbackResult
 from ..errors import invalid
-from ._integration import Integration
-from ._registry import installed
+from ._registry import installed, require_installed
 from ._tracking import is_tracked
 
 __all__ = ["apply_group", "cancel", "last_cursor"]
-
-
-def _integration(app: Celery) -> Integration:
-    integration = installed(app)
-    if integration is None:
-        raise invalid(
-            "asyncbook is not installed on this app: call install(app) first", field="app"
-        )
-    return integration
 
 
 def cancel(
@@ -39,7 +29,7 @@ def cancel(
     """
     require_string(task_id, "task_id")
     require_optional_string(reason, "reason")
-    return _integration(app).cancel(task_id, reason, terminate=terminate)
+    return require_installed(app).cancel(task_id, reason, terminate=terminate)
 
 
 def last_cursor(task: Task[Any, Any]) -> str | None:
@@ -60,7 +50,7 @@ def apply_group(
     this call, because Celery's publish hooks do not carry it.
     """
     app = signature.app
-    integration = _integration(app)
+    integration = require_installed(app)
     if not isinstance(signature, group | chord):
         raise invalid("apply_group takes a group or a chord", field="signature")
     signature.freeze()  # fixes the group's id and its members' ids, as apply_async uses them

@@ -8,7 +8,9 @@ Tracking is a task option, in Celery's idiom (Celery keeps unknown options of
 
 ``ttl`` (a ``timedelta`` or seconds) is the deadline counted from publish; without it the
 ``asyncbook_default_ttl`` setting applies. ``max_attempts`` defaults to
-``max_retries + 1``.
+``max_retries + 1``. A task defined elsewhere is tracked with ``tracked(task, ...)``
+(``_tracked``), or by Celery's ``task_annotations``; Celery's own tasks (``celery.*``) and
+asyncbook's (``asyncbook.*``) never are.
 """
 
 from __future__ import annotations
@@ -43,9 +45,17 @@ UNLIMITED_ATTEMPTS = 2**31 - 1
 """``max_attempts`` of a task whose ``max_retries`` is None (retries forever)."""
 
 
+_NEVER_TRACKED = ("celery.", "asyncbook.")
+"""Name prefixes of Celery's built-in tasks and asyncbook's beat tasks: an annotation for
+every task (``{"*": {"tracked": True}}``) leaves them alone."""
+
+
 def is_tracked(task: object) -> bool:
-    """True if the task was declared with ``tracked=True``."""
-    return getattr(task, "tracked", False) is True
+    """True if the task was declared (or annotated) with ``tracked=True``."""
+    if getattr(task, "tracked", False) is not True:
+        return False
+    name = getattr(task, "name", None)
+    return not (isinstance(name, str) and name.startswith(_NEVER_TRACKED))
 
 
 def ttl_ms(task: object, default_ms: int) -> int:
