@@ -35,11 +35,11 @@ def book() -> Iterator[RedisBook]:
     client.close()
 
 
-def run(book: RedisBook, *args: str) -> Result:
+def run(book: RedisBook, *args: str, columns: int = 160) -> Result:
     env = {
         "ASYNCBOOK_REDIS_URL": CLI_REDIS_URL,
         "ASYNCBOOK_NAMESPACE": book.namespace,
-        "COLUMNS": "160",
+        "COLUMNS": str(columns),
     }
     return CliRunner().invoke(cli, list(args), env=env)
 
@@ -150,6 +150,42 @@ def test_ls_pages_past_one_search(book: RedisBook) -> None:
     assert page["totals"]["queued"] == 620
     rest = ok_json(book, "ls", "--name", "bulk", "--after", page["nextAfter"])
     assert ids(rest) == [f"t{i:04}" for i in range(19, -1, -1)]
+
+
+def test_ls_keeps_ids_whole_in_a_narrow_terminal(book: RedisBook) -> None:
+    now = book.now_ms()
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    for index, task_id in enumerate(ids):
+        task(book, task_id, "proj.media.tasks.generate_thumbnail", now - index)
+        start(book, task_id, now, "celery@worker-host-1.example.internal")
+    for columns in (80, 60, 40):
+        table = run(book, "ls", columns=columns)
+        assert table.exit_code == 0, table.output
+        for task_id in ids:
+            assert task_id in table.stdout, (columns, table.stdout)
+        longest = max(len(line) for line in table.stdout.splitlines()[:4])
+        assert longest <= max(columns, 36 + 2 + 9 + 2 + 4 + 2 + 5), (columns, table.stdout)
+    at_80 = run(book, "ls", columns=80).stdout
+    assert "proj.media.tasks.generate_thumbnail" not in at_80  # cut instead of the id
+    assert "proj.med…" in at_80
+    assert "running" in at_80
+    wide = run(book, "ls", columns=200).stdout
+    assert "proj.media.tasks.generate_thumbnail" in wide
+    assert "celery@worker-host-1.example.internal" in wide
+
+
+def test_status_prints_the_deadline_as_a_time(book: RedisBook) -> None:
+    now = book.now_ms()
+    task(book, "d", "mail.send", now)  # 48 h to go
+    out = run(book, "status", "d").stdout
+    deadline = datetime.fromtimestamp((now + 48 * HOUR) / 1000, UTC)
+    assert f"deadline     {deadline.isoformat(timespec='seconds')[:-6]}Z (in 1d 23h)" in out
+    assert str(now + 48 * HOUR) not in out
+    body = ok_json(book, "status", "d")
+    assert isinstance(body, dict)
+    assert body["expiresAtMs"] == now + 48 * HOUR  # scripts keep the ms
+    book.create(id="gone", now_ms=now - 2 * HOUR, ttl_ms=HOUR, max_attempts=1)
+    assert "(1h ago)" in run(book, "status", "gone").stdout
 
 
 def test_status_shows_the_info_below_the_summary(book: RedisBook) -> None:

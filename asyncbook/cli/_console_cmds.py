@@ -155,18 +155,31 @@ def status(settings: Settings, task_id: str, as_json: bool) -> None:
         emit_json({**task_summary(task), "info": None if info is None else to_wire(info)})
         return
     console = rich_console()
-    console.print(_summary_table(task))
+    console.print(_summary_table(task, _now_ms()))
     if info is not None:
         console.print()
         console.print(_info_table(info))
 
 
-def _summary_table(task: AsyncTask) -> Table:
+def _deadline(expires_at_ms: float, now_ms: int) -> str:
+    """A deadline for people: ISO 8601 in UTC, and how far off it is."""
+    moment = datetime.fromtimestamp(expires_at_ms / 1000, UTC).isoformat(timespec="seconds")
+    moment = moment.replace("+00:00", "Z")
+    if expires_at_ms >= now_ms:
+        return f"{moment} (in {_span(expires_at_ms - now_ms)})"
+    return f"{moment} ({_span(now_ms - expires_at_ms)} ago)"
+
+
+def _summary_table(task: AsyncTask, now_ms: int) -> Table:
+    """The task without its history; the deadline as a time (``--json`` keeps the ms)."""
     table = Table(show_header=False, box=None)
     table.add_column(style="bold")
     table.add_column()
     for key, value in task_summary(task).items():
-        table.add_row(key, str(value))
+        if key == "expiresAtMs":
+            table.add_row("deadline", _deadline(value, now_ms))
+        else:
+            table.add_row(key, str(value))
     return table
 
 
@@ -232,8 +245,9 @@ def list_tasks(
     after: str | None,
     as_json: bool,
 ) -> None:
-    """List tasks, newest first: name, id, state, progress, worker, started, runtime and
-    attempts, then the number of matching tasks per state.
+    """List tasks, newest first: name, id, state, progress (done), worker, start time
+    (UTC), runtime and attempts (tries), then the number of matching tasks per state.
+    Ids are never cut, whatever the terminal's width; the other text columns are.
 
     With --json and none of --name, --worker, --q, --since, --until, --sort, prints the
     tasks as before (``{"tasks": [...], "nextAfter": ...}``); with any of them, the search's
@@ -269,31 +283,88 @@ def list_tasks(
         emit_json(to_wire(page))
         return
     console = rich_console()
-    console.print(_search_table(page.tasks, _now_ms()))
+    table, table_width = _search_table(page.tasks, _now_ms(), console.width)
+    console.width = max(console.width, table_width)  # only an id wider than the terminal
+    console.print(table)
     console.print(_totals_line(page.totals, page.totals_exact))
     if page.next_after is not None:
         console.print(f"more: --after {page.next_after}")
 
 
-def _search_table(rows: Sequence[SearchRow], now_ms: int) -> Table:
-    table = Table("name", "id", "state", "progress", "worker", "started (UTC)", "runtime")
-    table.add_column("attempts", justify="right")
+_COLUMNS = ("name", "id", "state", "done", "worker", "started", "runtime", "tries")
+"""The columns of ``ls``, in order."""
+_KEPT_WHOLE = ("id", "state", "done", "tries")
+"""Columns of ``ls`` never cut: the id (to copy it) and the short ones."""
+_CUT_BY_PRIORITY = ("name", "worker", "started", "runtime")
+"""The others, most wanted first: the last is the first left out of a narrow terminal."""
+_LEAST_CUT = 8
+"""The fewest characters a cut column keeps (``mail.se…``)."""
+
+
+def _fair_widths(natural: Mapping[str, int], room: int) -> dict[str, int]:
+    """Widths for columns wanting ``natural`` widths in ``room`` characters: each gets
+    what it needs up to an equal share of what is left (``_LEAST_CUT`` at least)."""
+    widths: dict[str, int] = {}
+    waiting = sorted(natural, key=lambda name: natural[name])
+    while waiting:
+        share = max(_LEAST_CUT, room // len(waiting))
+        name = waiting.pop(0)
+        widths[name] = min(natural[name], share)
+        room -= widths[name]
+    return widths
+
+
+def _search_table(rows: Sequence[SearchRow], now_ms: int, width: int) -> tuple[Table, int]:
+    """The tasks as a table for a terminal ``width`` characters wide, and its width.
+
+    The id, state, progress and attempts are whole (an id is there to be copied); name,
+    worker, start time (UTC) and runtime are cut (…) to what is left, and when even
+    ``_LEAST_CUT`` characters each do not fit, runtime, then start time, then worker are
+    left out. Only ids longer than the terminal make the table wider than ``width``.
+    """
+    cells: dict[str, list[str]] = {name: [] for name in _COLUMNS}
     for row in rows:
         task, info = row.task, row.info
         runtime = _span(info.runtime_ms)
         if info.runtime_ms is None and task.state.value == "running" and info.started_at_ms:
             runtime = f"{_span(max(0, now_ms - info.started_at_ms))}…"
-        table.add_row(
-            Text(info.name or ""),
-            Text(task.id),
+        values = [
+            info.name or "",
+            task.id,
             task.state.value,
             f"{task.progress:g}%",
-            Text(info.worker or ""),
+            info.worker or "",
             _when(info.started_at_ms),
             runtime,
             f"{task.attempts}/{task.max_attempts}",
+        ]
+        for column, value in zip(cells.values(), values, strict=True):
+            column.append(value)
+    natural = {name: max(len(name), *map(len, column)) for name, column in cells.items()}
+    whole = sum(natural[name] for name in _KEPT_WHOLE)
+    cut = list(_CUT_BY_PRIORITY)
+
+    def needed(cut_width: int) -> int:  # one space of padding each side between columns
+        return whole + cut_width + 2 * (len(_KEPT_WHOLE) + len(cut) - 1)
+
+    while cut and needed(_LEAST_CUT * len(cut)) > width:
+        cut.pop()
+    room = width - needed(0)
+    wanted = {name: natural[name] for name in cut}
+    fitted = wanted if sum(wanted.values()) <= room else _fair_widths(wanted, room)
+    table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+    shown = [name for name in _COLUMNS if name in _KEPT_WHOLE or name in fitted]
+    for name in shown:
+        table.add_column(
+            name,
+            width=fitted.get(name, natural[name]),
+            no_wrap=True,
+            overflow="ellipsis",
+            justify="right" if name in ("done", "tries") else "left",
         )
-    return table
+    for index in range(len(rows)):
+        table.add_row(*(Text(cells[name][index]) for name in shown))
+    return table, needed(sum(fitted.values()))
 
 
 @click.command()
