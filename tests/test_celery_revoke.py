@@ -16,7 +16,9 @@ import fakeredis
 import pytest
 from celery import Celery, group
 from celery.app.control import Control
+from celery.bin.celery import celery
 from celery.result import AsyncResult, GroupResult
+from click.testing import CliRunner
 
 from asyncbook import RedisBook
 from asyncbook.celery import cancel, install, uninstall
@@ -50,6 +52,10 @@ def make_app(control: Any = None) -> Celery:
     def plain_job() -> None: ...
 
     return app
+
+
+CLI_APP = make_app()
+"""The app ``celery -A tests.test_celery_revoke:CLI_APP`` loads."""
 
 
 @pytest.fixture
@@ -166,3 +172,15 @@ def test_the_apps_own_control_class_is_kept_and_uninstall_restores_it(
     uninstall(default)
     assert default.control_cls == "celery.app.control:Control"
     assert type(default.control) is Control
+
+
+def test_celery_control_revoke_from_the_command_line(book: RedisBook) -> None:
+    install(CLI_APP, book)
+    try:
+        result = publish(CLI_APP)
+        command = ["-A", f"{__name__}:CLI_APP", "control", "revoke", result.id, "--timeout", "0.1"]
+        ran = CliRunner().invoke(celery, command)
+        assert "No nodes replied" in ran.output  # broadcast, and no worker is up
+        assert state(book, result.id) == ("cancelled", "revoked")
+    finally:
+        uninstall(CLI_APP)

@@ -21,7 +21,6 @@ from celery.app.control import Control
 from kombu.utils.imports import symbol_by_name
 
 from .._models import CancelEvent
-from ..errors import AsyncBookError
 from ._registry import installed
 from ._tracking import callback_id
 
@@ -68,7 +67,7 @@ def cancel_in_book(integration: Integration, task_ids: list[str], terminated: bo
         event = CancelEvent(at_ms=book.now_ms(), reason=reason)
         items = [(task_id, event, callback_id(task_id, "revoke", reason)) for task_id in task_ids]
         book.apply_many(items, full_task=False)
-    except AsyncBookError as error:
+    except Exception as error:  # the revoke goes out whatever the book answered
         logger.warning(
             "asyncbook: the revoke of %s is not in the book yet (%s); the worker that "
             "discards the message records it",
