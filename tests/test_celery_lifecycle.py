@@ -310,8 +310,15 @@ def test_the_ring_of_cancelled_tasks_is_shared_with_forked_processes() -> None:
 # -- cancel ------------------------------------------------------------------------------
 
 
-def test_cancel_of_a_queued_task_discards_it_unrun(
-    app: Celery, book: RedisBook, worker: CeleryWorker, client: redis.Redis, logs: str
+@pytest.mark.parametrize(("way", "reason"), [("cancel", "user left"), ("revoke", "revoked")])
+def test_a_queued_task_cancelled_or_revoked_reads_cancelled_at_once_and_never_runs(
+    app: Celery,
+    book: RedisBook,
+    worker: CeleryWorker,
+    client: redis.Redis,
+    logs: str,
+    way: str,
+    reason: str,
 ) -> None:
     from workers.tasks import touch
 
@@ -320,14 +327,19 @@ def test_cancel_of_a_queued_task_discards_it_unrun(
     queued = touch.apply_async((log_key,))
     assert current(book, queued.id).state == "queued"  # behind the busy task
 
-    answer = cancel(app, queued.id, reason="user left")
-    assert (answer.reason, answer.task.state) == ("cancelled", "cancelled")
+    if way == "cancel":
+        answer = cancel(app, queued.id, reason=reason)
+        assert (answer.reason, answer.task.state) == ("cancelled", "cancelled")
+    else:
+        queued.revoke()  # Celery's own revoke
+    task = current(book, queued.id)  # read back at once
+    assert (task.state, task.error) == ("cancelled", reason)
 
     # The worker takes the message once the busy task is done, and discards it.
     logged(worker, f"Discarding revoked task: workers.tasks.touch[{queued.id}]")
     assert wait_terminal(book, busy.id).state == "succeeded"
     task = current(book, queued.id)
-    assert (task.state, task.error, task.attempts) == ("cancelled", "user left", 0)
+    assert (task.state, task.error, task.attempts) == ("cancelled", reason, 0)
     assert history(task) == ["cancel"]  # the worker's revoke found it cancelled already
     assert entries(client, log_key) == []  # the body never ran
     assert notified(client, book, queued.id) == ["cancelled"]
@@ -351,30 +363,6 @@ def test_revoke_of_a_task_no_worker_consumes_reads_cancelled_at_once(
         logged(worker, f"Tasks flagged as revoked: {queued.id}")  # Celery's revoke went out
     finally:
         client.delete(nobody)
-
-
-def test_revoke_of_a_task_a_worker_discards_reads_cancelled_at_once(
-    app: Celery, book: RedisBook, worker: CeleryWorker, client: redis.Redis, logs: str
-) -> None:
-    from workers.tasks import touch
-
-    busy = keep_busy(app, book)
-    log_key = unique(logs)
-    queued = touch.apply_async((log_key,))
-    assert current(book, queued.id).state == "queued"  # behind the busy task
-
-    queued.revoke()
-    assert (current(book, queued.id).state, current(book, queued.id).error) == (
-        "cancelled",
-        "revoked",
-    )
-    logged(worker, f"Discarding revoked task: workers.tasks.touch[{queued.id}]")
-    assert wait_terminal(book, busy.id).state == "succeeded"
-    task = current(book, queued.id)
-    assert (task.state, task.attempts, history(task)) == ("cancelled", 0, ["cancel"])
-    assert entries(client, log_key) == []
-    assert notified(client, book, queued.id) == ["cancelled"]  # the worker's revoke: no more
-    assert str(AsyncResult(queued.id, app=app).state) == "REVOKED"
 
 
 def test_cancel_between_retries_stops_the_next_attempt(
