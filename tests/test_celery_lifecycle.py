@@ -420,8 +420,15 @@ def test_cancel_with_terminate_kills_the_running_process(
     assert wait_terminal(book, keep_busy(app, book, 0.2).id).state == "succeeded"
 
 
+@pytest.mark.parametrize(("way", "reason"), [("cancel", "user left"), ("revoke", "revoked")])
 def test_a_running_task_stops_at_its_next_progress_once_cancelled(
-    app: Celery, book: RedisBook, worker: CeleryWorker, client: redis.Redis, logs: str
+    app: Celery,
+    book: RedisBook,
+    worker: CeleryWorker,
+    client: redis.Redis,
+    logs: str,
+    way: str,
+    reason: str,
 ) -> None:
     from workers.tasks import transcribe
 
@@ -429,15 +436,17 @@ def test_a_running_task_stops_at_its_next_progress_once_cancelled(
     result = transcribe.apply_async(kwargs={"chunks": 40, "delay": 0.3, "log_key": log_key})
     wait_for(lambda: current(book, result.id).progress >= 5)  # two chunks reported
 
-    answer = cancel(app, result.id, reason="user left")
-    assert answer.reason == "cancelled"
+    if way == "cancel":
+        assert cancel(app, result.id, reason=reason).reason == "cancelled"
+    else:
+        result.revoke()  # without terminate: Celery alone would let it run to its end
     begun = chunks_run(client, log_key)  # the chunk under way now may finish, no other
 
     logged(worker, f"Task workers.tasks.transcribe[{result.id}] ignored")  # Celery: IGNORED
     time.sleep(0.6)  # two chunks' time: nothing more runs
     assert chunks_run(client, log_key) == begun
     task = current(book, result.id)
-    assert (task.state, task.error) == ("cancelled", "user left")
+    assert (task.state, task.error) == ("cancelled", reason)
     assert task.progress < 100
     assert history(task)[-1] == "cancel"
     assert notified(client, book, result.id) == ["cancelled"]
