@@ -7,6 +7,9 @@ install(app)  # once; settings are read when first needed
 
 @app.task(bind=True, tracked=True, ttl=timedelta(minutes=30), max_retries=2)
 def generate(self, prompt): ...; report_progress(self, 40, cursor="chunk-4"); ...
+
+tracked(thirdparty.tasks.resize, ttl=600)  # a task defined elsewhere
+book = book_of(app)  # the book install(app) writes to
 ```
 """
 
