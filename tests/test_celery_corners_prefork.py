@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,11 +43,9 @@ def client() -> Iterator[redis.Redis]:
     client.close()
 
 
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory: pytest.TempPathFactory, client: redis.Redis) -> Iterator[CeleryWorker]:
-    tmp = tmp_path_factory.mktemp("corner-worker")
-    worker = CeleryWorker(ROOT, URL, tmp / "worker.log", concurrency=1)
-    worker.extra = ["-Q", worker.queue]  # its tasks only: asyncbook.sweep runs elsewhere
+@contextmanager
+def running(worker: CeleryWorker, client: redis.Redis) -> Iterator[CeleryWorker]:
+    """``worker`` started in a namespace holding a task long past its deadline."""
     book = RedisBook.from_url(URL, namespace=worker.namespace)
     book.create(id="overdue", now_ms=now_ms() - 120_000, ttl_ms=1_000, max_attempts=1)
     try:
@@ -57,6 +56,15 @@ def worker(tmp_path_factory: pytest.TempPathFactory, client: redis.Redis) -> Ite
         delete_namespace(client, worker.namespace)
         for key in client.scan_iter(match=f"*{worker.queue}*"):
             client.delete(key)
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory: pytest.TempPathFactory, client: redis.Redis) -> Iterator[CeleryWorker]:
+    tmp = tmp_path_factory.mktemp("corner-worker")
+    worker = CeleryWorker(ROOT, URL, tmp / "worker.log", concurrency=1)
+    worker.extra = ["-Q", worker.queue]  # its tasks only, no beat, not the asyncbook queue
+    with running(worker, client):
+        yield worker
 
 
 @pytest.fixture
@@ -64,32 +72,16 @@ def no_sweep_worker(tmp_path: Path, client: redis.Redis) -> Iterator[CeleryWorke
     worker = CeleryWorker(ROOT, URL, tmp_path / "worker.log", concurrency=1)
     worker.extra = ["-Q", worker.queue]
     worker.env = {"ASYNCBOOK_WORKER_SWEEP": "0"}  # asyncbook_worker_sweep = False
-    book = RedisBook.from_url(URL, namespace=worker.namespace)
-    book.create(id="overdue", now_ms=now_ms() - 120_000, ttl_ms=1_000, max_attempts=1)
-    try:
-        worker.start()
+    with running(worker, client):
         yield worker
-    finally:
-        worker.stop()
-        delete_namespace(client, worker.namespace)
-        for key in client.scan_iter(match=f"*{worker.queue}*"):
-            client.delete(key)
 
 
 @pytest.fixture
 def beat_worker(tmp_path: Path, client: redis.Redis) -> Iterator[CeleryWorker]:
     worker = CeleryWorker(ROOT, URL, tmp_path / "worker.log", concurrency=1)
     worker.extra = ["-B", "-s", str(tmp_path / "beat-schedule")]
-    book = RedisBook.from_url(URL, namespace=worker.namespace)
-    book.create(id="overdue", now_ms=now_ms() - 120_000, ttl_ms=1_000, max_attempts=1)
-    try:
-        worker.start()
+    with running(worker, client):
         yield worker
-    finally:
-        worker.stop()
-        delete_namespace(client, worker.namespace)
-        for key in client.scan_iter(match=f"*{worker.queue}*"):
-            client.delete(key)
 
 
 @pytest.fixture(scope="module")
