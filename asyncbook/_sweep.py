@@ -32,7 +32,8 @@ class SweepLease(Protocol):
     """A book shared by many processes that lets one of them sweep at a time (``RedisBook``)."""
 
     def claim_sweep(self, owner: str, lease_ms: int) -> bool:
-        """Take the sweep lease for ``lease_ms`` if nobody holds it; True if taken."""
+        """Take (or, held by ``owner``, renew) the sweep lease for ``lease_ms``; True if
+        ``owner`` holds it now."""
         ...
 
 

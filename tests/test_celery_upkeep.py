@@ -106,18 +106,21 @@ def test_one_process_per_namespace_sweeps_at_a_time(app: Celery, namespace: str)
     first = Upkeep(integration, "w1@host", interval=0.1, warn_interval=60)
     second = Upkeep(integration, "w2@host", interval=0.1, warn_interval=60)
     second.owner = "w2@host:other-pid"  # another process, same namespace
+    assert first.lease_ms == 300
     assert book.claim_sweep(first.owner, first.lease_ms)
+    assert book.claim_sweep(first.owner, first.lease_ms)  # its holder renews it
     assert not book.claim_sweep(second.owner, second.lease_ms)
-    time.sleep(0.1)  # the lease lapses (0.9 of the interval)
-    for upkeep in (first, second):
-        upkeep.start()
     try:
-        time.sleep(1.05)
+        first.start()
+        second.start()
+        time.sleep(1.0)
+        assert 7 <= first.sweeps <= 12, first.sweeps
+        assert second.sweeps == 0
+        first.stop()  # the holder goes: the other takes over once the lease lapses
+        wait_for(lambda: second.sweeps >= 3, 3)
     finally:
-        for upkeep in (first, second):
-            upkeep.stop()
-    total = first.sweeps + second.sweeps
-    assert 6 <= total <= 12, (first.sweeps, second.sweeps)  # about one per 0.1 s, not two
+        first.stop()
+        second.stop()
     assert book.last_sweep_ms() is not None
     book.client.delete(*book.client.keys(f"{{{namespace}}}*"))
 

@@ -44,6 +44,7 @@ from .._delivery import (
     notification_source,
 )
 from .._dotted import import_path
+from .._health import SILENT_MS
 from .._models import (
     AsyncState,
     AsyncTask,
@@ -105,8 +106,6 @@ CREATED_HEADER = "asyncbook_created"
 DEADLINE_HEADER = "asyncbook_deadline_ms"
 """Message header: the task's deadline, in ms since the epoch."""
 
-_SWEEP_SILENT_MS = 30_000
-"""A task overdue by this much means no sweep ran lately (beat sweeps every second)."""
 _REMEMBERED_FAILURES = 4096
 
 
@@ -470,8 +469,8 @@ class Integration:
             return
         try:
             # One cheap call: a live task well past its deadline means no sweep ran lately.
-            late = bool(self.book.overdue(now_ms() - _SWEEP_SILENT_MS, 1))
-            evidence = f"a task is more than {_SWEEP_SILENT_MS // 1000} s past its deadline"
+            late = bool(self.book.overdue(now_ms() - SILENT_MS, 1))
+            evidence = f"a task is more than {SILENT_MS // 1000} s past its deadline"
         except Exception as error:  # only a check: the worker runs on
             late, evidence = True, f"the book could not be read ({error!r})"
         if late:

@@ -3,10 +3,11 @@
 Every worker (and beat) of an installed app runs them in daemon threads of its main
 process, not in the pool: no ``-Q``, route, busy pool or prefetch can hold them up. Each
 second the sweep thread asks the book for the namespace's sweep lease (a key set with
-``NX PX``, lapsing after 0.9 s), so one process of all those sharing a namespace sweeps
-at a time; the delivery thread reads the outbox through its consumer group, which shares
-the entries out among the processes. A health check once a minute logs a WARNING while
-tasks are overdue and no sweep ran for 30 s (every process warns, swept or not).
+``NX PX``, renewed by its holder, lapsing 3 s after the holder stopped), so one process
+of all those sharing a namespace sweeps at a time; the delivery thread reads the outbox
+through its consumer group, which shares the entries out among the processes. A health
+check once a minute logs a WARNING while tasks are overdue and no sweep ran for 30 s
+(every process warns, swept or not).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class Upkeep:
         self.pid = os.getpid()
         self.owner = f"{hostname}:{self.pid}"
         """Who holds the sweep lease, when this process does."""
-        self.lease_ms = max(1, int(interval * 900))
+        self.lease_ms = max(1, int(interval * 3000))
         self.sweeps = 0
         """Sweeps this process ran (it held the lease)."""
         self.threads = [Every("asyncbook-health", warn_interval, self.check, first=warn_interval)]

@@ -697,11 +697,17 @@ class RedisBook(Outbox):
 
     @reports_outages
     def claim_sweep(self, owner: str, lease_ms: int) -> bool:
-        """Take the namespace's sweep lease for ``lease_ms`` if nobody holds it (SET NX
-        PX): True if ``owner`` may sweep now. The lease is never renewed or released;
-        it lapses, so a holder that dies is replaced within ``lease_ms``."""
-        taken = self.client.set(self.keys.sweep_lease, owner, nx=True, px=lease_ms)
-        return bool(taken)
+        """Take the namespace's sweep lease for ``lease_ms`` if nobody holds it, or renew it
+        if ``owner`` does (``SET NX PX GET``): True if ``owner`` may sweep now. A holder
+        that stops renewing (it died) is replaced once its lease lapses."""
+        key = self.keys.sweep_lease
+        previous = self.client.set(key, owner, nx=True, px=lease_ms, get=True)
+        if previous is None:
+            return True
+        if text_of(previous) != owner:
+            return False
+        self.client.pexpire(key, lease_ms)
+        return True
 
     @reports_outages
     def list_tasks(
