@@ -22,8 +22,9 @@ from celery import Celery
 from asyncbook import RedisBook
 from asyncbook.celery import install, uninstall
 from asyncbook.celery._tracking import now_ms
+from asyncbook.cli._demo import WebhookReceiver
 
-from .celery_support import CeleryWorker, history, wait_terminal
+from .celery_support import CeleryWorker, history, wait_for, wait_terminal
 from .conftest import delete_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,12 +45,12 @@ def client() -> Iterator[redis.Redis]:
 
 
 @contextmanager
-def running(worker: CeleryWorker, client: redis.Redis) -> Iterator[CeleryWorker]:
+def running(worker: CeleryWorker, client: redis.Redis, webhook: str = "") -> Iterator[CeleryWorker]:
     """``worker`` started in a namespace holding a task long past its deadline."""
     book = RedisBook.from_url(URL, namespace=worker.namespace)
     book.create(id="overdue", now_ms=now_ms() - 120_000, ttl_ms=1_000, max_attempts=1)
     try:
-        worker.start()
+        worker.start(webhook)
         yield worker
     finally:
         worker.stop()
@@ -59,11 +60,20 @@ def running(worker: CeleryWorker, client: redis.Redis) -> Iterator[CeleryWorker]
 
 
 @pytest.fixture(scope="module")
-def worker(tmp_path_factory: pytest.TempPathFactory, client: redis.Redis) -> Iterator[CeleryWorker]:
+def webhook() -> Iterator[WebhookReceiver]:
+    receiver = WebhookReceiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture(scope="module")
+def worker(
+    tmp_path_factory: pytest.TempPathFactory, client: redis.Redis, webhook: WebhookReceiver
+) -> Iterator[CeleryWorker]:
     tmp = tmp_path_factory.mktemp("corner-worker")
     worker = CeleryWorker(ROOT, URL, tmp / "worker.log", concurrency=1)
     worker.extra = ["-Q", worker.queue]  # its tasks only, no beat, not the asyncbook queue
-    with running(worker, client):
+    with running(worker, client, webhook.url):
         yield worker
 
 
@@ -96,8 +106,8 @@ def app(worker: CeleryWorker) -> Iterator[Celery]:
     uninstall(app)
 
 
-def test_a_worker_on_its_own_queue_alone_sweeps_without_beat(
-    app: Celery, worker: CeleryWorker
+def test_a_worker_on_its_own_queue_alone_sweeps_and_delivers_without_beat(
+    app: Celery, worker: CeleryWorker, webhook: WebhookReceiver
 ) -> None:
     import workers
 
@@ -112,6 +122,9 @@ def test_a_worker_on_its_own_queue_alone_sweeps_without_beat(
     assert 0 <= late_ms[0] <= 1_500, late_ms  # the notification, in the outbox at once
     assert book.last_sweep_ms() is not None
     assert "does not consume" not in worker.output()
+    # Delivered to the sink by the worker's main process (asyncbook.deliver never ran).
+    wait_for(lambda: any(body["taskId"] == result.id for _, body in webhook.requests), 5)
+    assert "asyncbook.deliver[" not in worker.output()  # no such task message was run
 
 
 def test_a_worker_without_its_own_sweep_and_the_queue_says_so(
