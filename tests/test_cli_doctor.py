@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from asyncbook import RedisBook, sweep
 from asyncbook.cli import cli
 from asyncbook.cli._demo import WebhookReceiver
-from asyncbook.cli._doctor import clock_check, server_check
+from asyncbook.cli._doctor import clock_check, queue_check, server_check
 
 from .conftest import delete_namespace
 from .servers import free_port, redis_server, wait_until
@@ -199,3 +199,31 @@ def test_an_app_that_does_not_load_is_a_usage_error(app_dir: Path) -> None:
     result = CliRunner().invoke(cli, ["doctor", "-A", "no_such_module_here"])
     assert result.exit_code == 2
     assert "cannot load the Celery app 'no_such_module_here'" in result.output
+
+
+class Answers:
+    """``app.control.inspect(timeout=...).active_queues()`` answering ``queues``."""
+
+    def __init__(self, queues: dict[str, list[dict[str, str]]] | None) -> None:
+        self.queues = queues
+        self.control = self
+
+    def inspect(self, timeout: float) -> Answers:
+        return self
+
+    def active_queues(self) -> dict[str, list[dict[str, str]]] | None:
+        return self.queues
+
+
+def test_the_queue_check_reads_which_workers_consume_asyncbooks_queue() -> None:
+    both = {"w1@h": [{"name": "celery"}, {"name": "asyncbook"}], "w2@h": [{"name": "celery"}]}
+    check = queue_check(Answers(both), "asyncbook", worker_sweep=True, timeout=1)
+    assert (check.status, check.detail) == ("ok", "2 worker(s) answered; w1@h consume 'asyncbook'")
+    mine = {"w2@h": [{"name": "celery"}]}
+    check = queue_check(Answers(mine), "asyncbook", worker_sweep=True, timeout=1)
+    assert check.status == "warning"  # the workers sweep; beat's messages wait in the queue
+    assert check.fix == "add it to a worker: celery -A <your app> worker -Q <your queues>,asyncbook"
+    check = queue_check(Answers(mine), "asyncbook", worker_sweep=False, timeout=1)
+    assert check.status == "problem"
+    assert "asyncbook_worker_sweep is off: no sweep" in check.detail
+    assert queue_check(Answers(None), "asyncbook", worker_sweep=True, timeout=1).status == "problem"
