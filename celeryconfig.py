@@ -6,7 +6,8 @@ default ``celery``; asyncbook's own queue is then ``<it>-asyncbook``, else ``asy
 ``ASYNCBOOK_WEBHOOK_URL`` (a webhook that receives every notification). For tests and
 experiments: ``ASYNCBOOK_HEARTBEAT_INTERVAL`` and ``ASYNCBOOK_HEARTBEAT_TIMEOUT`` (seconds),
 ``ASYNCBOOK_VISIBILITY_TIMEOUT`` (seconds before the broker gives an unacknowledged message
-of a dead worker to another one; default: Celery's, one hour).
+of a dead worker to another one; default: Celery's, one hour), ``ASYNCBOOK_WORKER_SWEEP=0``
+(leave the sweep to beat).
 """
 
 import os
@@ -31,10 +32,16 @@ asyncbook_redis_url = redis_url
 asyncbook_namespace = os.environ.get("ASYNCBOOK_NAMESPACE", "asyncbook")
 asyncbook_default_ttl = timedelta(hours=1)
 asyncbook_sinks = [url for url in [os.environ.get("ASYNCBOOK_WEBHOOK_URL")] if url]
-# asyncbook.sweep and asyncbook.deliver have a queue of their own, so a backlog of tasks
-# never delays an expiry. A worker started without -Q consumes it too; with -Q, name it:
-# celery -A workers worker -Q celery,asyncbook
+# The expiry sweep and notification delivery: every worker of this app (and beat) runs
+# them in a thread of its main process, every second, one process per namespace at a time
+# (a short Redis lease), so no -Q, route, busy pool or prefetch can hold them up.
+# asyncbook_worker_sweep = False leaves them to beat alone. install() also puts
+# asyncbook.sweep and asyncbook.deliver on beat's schedule (every second; an entry of
+# yours for the same task wins), routed to a queue of their own; a worker without -Q
+# consumes it, with -Q name it to run them from there too: -Q celery,asyncbook
 asyncbook_queue = f"{queue}-asyncbook" if queue else "asyncbook"
+if os.environ.get("ASYNCBOOK_WORKER_SWEEP") == "0":
+    asyncbook_worker_sweep = False
 # Unset, the defaults apply: one heartbeat per worker process every 10 s, stalled after 60 s.
 if os.environ.get("ASYNCBOOK_HEARTBEAT_INTERVAL"):
     asyncbook_heartbeat_interval = float(os.environ["ASYNCBOOK_HEARTBEAT_INTERVAL"])
@@ -51,18 +58,3 @@ if os.environ.get("ASYNCBOOK_VISIBILITY_TIMEOUT"):
         "unacked_index_key": f"{_own}-unacked_index",
         "unacked_mutex_key": f"{_own}-unacked_mutex",
     }
-
-beat_schedule = {
-    # Expire every task whose deadline has passed. Two beats by mistake are harmless.
-    "asyncbook-sweep": {
-        "task": "asyncbook.sweep",
-        "schedule": 1.0,
-        "options": {"expires": 5.0},
-    },
-    # Hand notifications to asyncbook_sinks, at least once.
-    "asyncbook-deliver": {
-        "task": "asyncbook.deliver",
-        "schedule": 1.0,
-        "options": {"expires": 5.0},
-    },
-}

@@ -13,6 +13,7 @@ from ._console import (
     WorkerSummary,
 )
 from ._delivery import DeliveryReport, deliver_notifications, notification_source
+from ._health import SweepHealth, sweep_health
 from ._machine import apply_async_event, create_async_task, expire_task
 from ._memory import MemoryBook
 from ._models import (
@@ -101,11 +102,13 @@ __all__ = [
     "DeliveryReport",
     "Sink",
     "SinkError",
+    "SweepHealth",
     "SweepReport",
     "WebhookSink",
     "deliver_notifications",
     "notification_source",
     "sweep",
+    "sweep_health",
     # errors
     "AsyncBookError",
     "BookUnavailableError",

@@ -160,6 +160,18 @@ class AsyncBook(Protocol):
         """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
         ...
 
+    def overdue_count(self, now_ms: int | float) -> int:
+        """How many live tasks have a deadline at or before ``now_ms``."""
+        ...
+
+    def record_sweep(self, at_ms: int | float) -> None:
+        """Note that a sweep ran at ``at_ms`` (the book's clock); the sweep calls it."""
+        ...
+
+    def last_sweep_ms(self) -> int | None:
+        """When a sweep last ran (``record_sweep``), or None if none ever did."""
+        ...
+
     def list_tasks(
         self,
         state: str | None = None,

@@ -98,6 +98,7 @@ class MemoryBook:
         self._group_members: dict[str, list[str]] = {}
         self._groups_notified: set[str] = set()
         self._group_notes: list[GroupNotification] = []
+        self._last_sweep_ms: int | None = None
 
     def _task(self, task_id: object) -> AsyncTask:
         task = self._tasks.get(require_string(task_id, "taskId"))
@@ -395,6 +396,20 @@ class MemoryBook:
             due = [t for t in self._tasks.values() if not t.terminal and t.expires_at_ms <= now]
         due.sort(key=lambda task: (task.expires_at_ms, task.id.encode()))  # Redis's order
         return [task.id for task in due[:count]]
+
+    def overdue_count(self, now_ms: int | float) -> int:
+        """How many live tasks have a deadline at or before ``now_ms``."""
+        now = require_non_negative(now_ms, "nowMs")
+        with self._lock:
+            return sum(not t.terminal and t.expires_at_ms <= now for t in self._tasks.values())
+
+    def record_sweep(self, at_ms: int | float) -> None:
+        """Note that a sweep ran at ``at_ms``."""
+        self._last_sweep_ms = int(require_non_negative(at_ms, "atMs"))
+
+    def last_sweep_ms(self) -> int | None:
+        """When a sweep last ran, or None if none ever did."""
+        return self._last_sweep_ms
 
     def list_tasks(
         self,

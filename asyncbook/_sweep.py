@@ -1,7 +1,8 @@
 """The expiry sweep: every live task whose deadline has passed is expired, in batches;
 then every running task whose heartbeat stopped is failed as "stalled".
 
-Beat runs it every second as ``asyncbook.sweep``. Expiring is idempotent (a second
+Every worker of an installed app runs it every second in its main process (one per
+namespace at a time), and beat as ``asyncbook.sweep``. Expiring is idempotent (a second
 expire is ``duplicate-expire`` and notifies nothing), so two sweeps at once, or two
 beats by mistake, never notify twice.
 """
@@ -14,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from ._book import AsyncBook
 from .errors import AsyncBookError
 
-__all__ = ["Prunable", "SweepReport", "sweep"]
+__all__ = ["Prunable", "SweepLease", "SweepReport", "sweep"]
 
 
 @runtime_checkable
@@ -23,6 +24,16 @@ class Prunable(Protocol):
 
     def prune(self, limit: int = 1000) -> int:
         """Drop up to ``limit`` ended tasks past retention; returns how many."""
+        ...
+
+
+@runtime_checkable
+class SweepLease(Protocol):
+    """A book shared by many processes that lets one of them sweep at a time (``RedisBook``)."""
+
+    def claim_sweep(self, owner: str, lease_ms: int) -> bool:
+        """Take (or, held by ``owner``, renew) the sweep lease for ``lease_ms``; True if
+        ``owner`` holds it now."""
         ...
 
 
@@ -49,7 +60,8 @@ def sweep(
     batch: int = 1000,
     max_batches: int = 1000,
 ) -> SweepReport:
-    """Expire every task due at ``now_ms``, ``batch`` per round trip, then prune once.
+    """Expire every task due at ``now_ms``, ``batch`` per round trip, then prune once;
+    the book records that a sweep ran (``last_sweep_ms``).
 
     ``now_ms`` defaults to the book's own clock (for ``RedisBook``, the Redis server's),
     so a host whose clock runs fast never expires a task early.
@@ -81,6 +93,7 @@ def sweep(
         elif result.changed:
             stalled += 1
     pruned = book.prune() if isinstance(book, Prunable) else 0
+    book.record_sweep(now_ms)
     return SweepReport(
         expired=expired, batches=batches, errors=errors, pruned=pruned, stalled=stalled
     )

@@ -6,7 +6,8 @@ Run:  .venv/bin/python bench/bench_sweep.py [--url redis://127.0.0.1:6379/13]
    (the body of ``asyncbook.sweep``) expires them all. Target: <= 10 s. Repeated
    ``--rounds`` times.
 2. Lateness: a real ``celery -A workers worker -B`` (beat runs ``asyncbook.sweep``
-   every second, as ``celeryconfig.py`` says) while ``--live`` tasks reach their
+   every second, as ``install`` puts it on the schedule; the worker's own thread sweeps
+   too) while ``--live`` tasks reach their
    deadlines over ~15 s. Lateness = when the expiry notification was written (its
    stream entry id is a Redis timestamp) minus the deadline. Target: p99 <= 1.5 s.
 """

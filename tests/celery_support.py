@@ -162,6 +162,8 @@ class CeleryWorker:
         self.extra = list(extra)
         self.concurrency = concurrency
         self.process: subprocess.Popen[bytes] | None = None
+        self.env: dict[str, str] = {}
+        """More environment for the worker (celeryconfig reads ``ASYNCBOOK_*``)."""
 
     def start(self, webhook: str = "", ready_timeout: float = 30.0) -> None:
         """Start the worker; returns once it logged ``ready``."""
@@ -172,6 +174,7 @@ class CeleryWorker:
             "ASYNCBOOK_QUEUE": self.queue,
             "ASYNCBOOK_WEBHOOK_URL": webhook,
             "PYTHONPATH": str(self.root),
+            **self.env,
         }
         command = [
             sys.executable, "-m", "celery", "-A", "workers", "worker", *self.extra,

@@ -22,6 +22,7 @@ from asyncbook import (
     RedisBook,
     StartEvent,
     SucceedEvent,
+    sweep,
 )
 from asyncbook.web import BackgroundServer
 
@@ -871,3 +872,23 @@ def test_list_page_over_a_book_without_task_info_filters_by_state(page: Any) -> 
         page.wait_for_url(lambda url: url.endswith("/?state=running"))
         wait_rows(page, ["job-1"])
         page.goto("about:blank")  # its change stream closes before the server stops
+
+
+def test_the_page_shows_a_banner_while_the_sweep_stopped(
+    server: Running, page: Any, tmp_path: Path
+) -> None:
+    book = server.book
+    now = book.now_ms()
+    book.create(id="overdue-1", now_ms=now - 90_000, ttl_ms=1_000, max_attempts=1)
+    book.create(id="overdue-2", now_ms=now - 60_000, ttl_ms=1_000, max_attempts=1)
+    book.record_sweep(now - 75_000)
+    page.goto(server.url + "/")
+    page.wait_for_selector("#health-banner:not([hidden])", timeout=10_000)
+    text = page.inner_text("#health-banner")
+    assert "2 task(s) are past their deadline" in text
+    assert "the last sweep ran 75 s ago" in text
+    assert page.get_attribute("#health-banner", "role") == "alert"
+    page.wait_for_selector('tr[data-task-id="overdue-1"]')
+    shoot(page, tmp_path, "health-banner.png")
+    sweep(book)  # the sweep runs again: the banner goes at the next check (every 5 s)
+    page.wait_for_selector("#health-banner", state="hidden", timeout=10_000)

@@ -536,7 +536,18 @@ def test_worker_ready_warns_when_nothing_consumes_the_asyncbook_queue(
     app = make_app()
     book = MemoryBook()
     integration = install(app, book)
-    consumer = types.SimpleNamespace(app=app)
+    consumer = types.SimpleNamespace(app=app, hostname="w@host")
+    try:
+        app.amqp.queues.select(["mine"])  # celery worker -Q mine
+        with caplog.at_level(logging.INFO, "asyncbook.celery"):
+            integration.on_worker_ready(sender=consumer)  # it sweeps itself: nothing to say
+        assert ours(caplog) == []
+    finally:
+        uninstall(app)
+    app = make_app()
+    app.conf.asyncbook_worker_sweep = False  # the sweep is left to beat and the queue
+    integration = install(app, book)
+    consumer = types.SimpleNamespace(app=app, hostname="w@host")
     try:
         app.amqp.queues.select(["mine"])  # celery worker -Q mine
         with caplog.at_level(logging.INFO, "asyncbook.celery"):

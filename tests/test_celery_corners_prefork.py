@@ -1,9 +1,10 @@
 """Edges only a real prefork worker shows: a hard time limit, which queues a worker
-consumes.
+consumes, the sweep and delivery that no queue setting starves.
 
-``celery -A workers worker -Q <its task queue>`` (no beat, not the asyncbook queue), and
-``celery -A workers worker -B`` (no ``-Q``), on the real Redis, each in a namespace that
-already holds a task long past its deadline.
+``celery -A workers worker -Q <its task queue>`` (no beat, not the asyncbook queue; with
+and without its own sweep), and ``celery -A workers worker -B`` (no ``-Q``), on the real
+Redis, each in a namespace that already holds a task long past its deadline. The example
+app writes no ``beat_schedule`` (``install`` does).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,8 +22,9 @@ from celery import Celery
 from asyncbook import RedisBook
 from asyncbook.celery import install, uninstall
 from asyncbook.celery._tracking import now_ms
+from asyncbook.cli._demo import WebhookReceiver
 
-from .celery_support import CeleryWorker, history, wait_terminal
+from .celery_support import CeleryWorker, history, wait_for, wait_terminal
 from .conftest import delete_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,37 +44,54 @@ def client() -> Iterator[redis.Redis]:
     client.close()
 
 
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory: pytest.TempPathFactory, client: redis.Redis) -> Iterator[CeleryWorker]:
-    tmp = tmp_path_factory.mktemp("corner-worker")
-    worker = CeleryWorker(ROOT, URL, tmp / "worker.log", concurrency=1)
-    worker.extra = ["-Q", worker.queue]  # its tasks only: asyncbook.sweep runs elsewhere
+@contextmanager
+def running(worker: CeleryWorker, client: redis.Redis, webhook: str = "") -> Iterator[CeleryWorker]:
+    """``worker`` started in a namespace holding a task long past its deadline."""
     book = RedisBook.from_url(URL, namespace=worker.namespace)
     book.create(id="overdue", now_ms=now_ms() - 120_000, ttl_ms=1_000, max_attempts=1)
     try:
-        worker.start()
+        worker.start(webhook)
         yield worker
     finally:
         worker.stop()
         delete_namespace(client, worker.namespace)
         for key in client.scan_iter(match=f"*{worker.queue}*"):
             client.delete(key)
+
+
+@pytest.fixture(scope="module")
+def webhook() -> Iterator[WebhookReceiver]:
+    receiver = WebhookReceiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture(scope="module")
+def worker(
+    tmp_path_factory: pytest.TempPathFactory, client: redis.Redis, webhook: WebhookReceiver
+) -> Iterator[CeleryWorker]:
+    tmp = tmp_path_factory.mktemp("corner-worker")
+    worker = CeleryWorker(ROOT, URL, tmp / "worker.log", concurrency=1)
+    worker.extra = ["-Q", worker.queue]  # its tasks only, no beat, not the asyncbook queue
+    with running(worker, client, webhook.url):
+        yield worker
+
+
+@pytest.fixture
+def no_sweep_worker(tmp_path: Path, client: redis.Redis) -> Iterator[CeleryWorker]:
+    worker = CeleryWorker(ROOT, URL, tmp_path / "worker.log", concurrency=1)
+    worker.extra = ["-Q", worker.queue]
+    worker.env = {"ASYNCBOOK_WORKER_SWEEP": "0"}  # asyncbook_worker_sweep = False
+    with running(worker, client):
+        yield worker
 
 
 @pytest.fixture
 def beat_worker(tmp_path: Path, client: redis.Redis) -> Iterator[CeleryWorker]:
     worker = CeleryWorker(ROOT, URL, tmp_path / "worker.log", concurrency=1)
     worker.extra = ["-B", "-s", str(tmp_path / "beat-schedule")]
-    book = RedisBook.from_url(URL, namespace=worker.namespace)
-    book.create(id="overdue", now_ms=now_ms() - 120_000, ttl_ms=1_000, max_attempts=1)
-    try:
-        worker.start()
+    with running(worker, client):
         yield worker
-    finally:
-        worker.stop()
-        delete_namespace(client, worker.namespace)
-        for key in client.scan_iter(match=f"*{worker.queue}*"):
-            client.delete(key)
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +106,36 @@ def app(worker: CeleryWorker) -> Iterator[Celery]:
     uninstall(app)
 
 
-def test_a_worker_that_does_not_consume_the_asyncbook_queue_says_so(worker: CeleryWorker) -> None:
-    output = worker.output()
-    assert f"does not consume queue '{worker.queue}-asyncbook'" in output, output
+def test_a_worker_on_its_own_queue_alone_sweeps_and_delivers_without_beat(
+    app: Celery, worker: CeleryWorker, webhook: WebhookReceiver
+) -> None:
+    import workers
+
+    book = RedisBook.from_url(URL, namespace=worker.namespace)
+    assert wait_terminal(book, "overdue", timeout=5).state == "expired"
+    # Tracked, 2 s ttl, on a queue nobody consumes: only the sweep can end it.
+    result = workers.outlive.apply_async(queue=f"{worker.queue}-nobody")
+    task = wait_terminal(book, result.id, timeout=6)
+    assert task.state == "expired"
+    outbox = book.client.xrange(book.keys.outbox)
+    late_ms = [int(entry.split(b"-")[0]) - task.expires_at_ms for entry, _ in outbox[-1:]]
+    assert 0 <= late_ms[0] <= 1_500, late_ms  # the notification, in the outbox at once
+    assert book.last_sweep_ms() is not None
+    assert "does not consume" not in worker.output()
+    # Delivered to the sink by the worker's main process (asyncbook.deliver never ran).
+    wait_for(lambda: any(body["taskId"] == result.id for _, body in webhook.requests), 5)
+    assert "asyncbook.deliver[" not in worker.output()  # no such task message was run
+
+
+def test_a_worker_without_its_own_sweep_and_the_queue_says_so(
+    no_sweep_worker: CeleryWorker,
+) -> None:
+    output = no_sweep_worker.output()
+    assert f"does not consume queue '{no_sweep_worker.queue}-asyncbook'" in output, output
     assert "past its deadline" in output
+    book = RedisBook.from_url(URL, namespace=no_sweep_worker.namespace)
+    time.sleep(1.5)
+    assert book.get("overdue").state == "queued"  # type: ignore[union-attr]
 
 
 def test_a_worker_without_q_runs_the_sweep_from_the_asyncbook_queue(

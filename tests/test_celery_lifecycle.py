@@ -521,9 +521,9 @@ def test_a_killed_worker_s_early_ack_task_fails_as_stalled(
 
     kill_worker(doomed)  # main process and pool, SIGKILL: nothing says goodbye
     time.sleep(HEARTBEAT_TIMEOUT + HEARTBEAT_INTERVAL + 0.3)
-    report = sweep(book)  # one sweep
-    assert report.stalled == 1
-    task = current(book, result.id)
+    # This sweep, or the cancel worker's (its main process sweeps the namespace each second).
+    sweep(book)
+    task = wait_terminal(book, result.id, 5)
     assert (task.state, task.attempts) == ("failed", 1)
     assert task.error is not None
     assert task.error.startswith("stalled"), task.error
@@ -555,7 +555,7 @@ def test_a_stopped_acks_late_worker_s_task_resumes_from_its_checkpoint_elsewhere
 
     signal_worker(first, signal.SIGSTOP)  # frozen: no heartbeat, no ack, connections open
     time.sleep(HEARTBEAT_TIMEOUT + HEARTBEAT_INTERVAL + 0.3)
-    assert sweep(book).stalled == 1
+    sweep(book)  # or the cancel worker's own sweep got there first
     task = current(book, result.id)
     assert (task.state, task.attempts) == ("queued", 1)  # stalled, and may run again
     assert task.error is not None

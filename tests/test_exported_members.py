@@ -46,6 +46,7 @@ EXPORTS = {
         "SinkError",
         "StartEvent",
         "SucceedEvent",
+        "SweepHealth",
         "SweepReport",
         "TERMINAL_STATES",
         "TaskInfo",
@@ -64,6 +65,7 @@ EXPORTS = {
         "parse_event",
         "parse_task",
         "sweep",
+        "sweep_health",
         "to_wire",
     ],
     "asyncbook.redis": [

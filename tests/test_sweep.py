@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from asyncbook import AsyncBook, SweepReport, sweep
+from asyncbook import AsyncBook, SweepReport, sweep, sweep_health
 
 from .conftest import BookFactory
 
@@ -67,3 +67,38 @@ def test_running_task_is_expired_too(book: AsyncBook) -> None:
     task = book.get("t")
     assert task is not None
     assert task.state == "expired"
+
+
+def test_the_book_records_when_a_sweep_last_ran(book: AsyncBook) -> None:
+    assert book.last_sweep_ms() is None
+    fill(book, 3)
+    assert book.overdue_count(100) == 3
+    assert book.overdue_count(5) == 0
+    sweep(book, now_ms=100)
+    assert book.last_sweep_ms() == 100
+    assert book.overdue_count(100) == 0
+    sweep(book, now_ms=250)
+    assert book.last_sweep_ms() == 250
+
+
+def test_sweep_health_is_bad_while_tasks_wait_and_no_sweep_runs(book: AsyncBook) -> None:
+    now = book.now_ms()
+    assert sweep_health(book).ok  # nothing overdue: nothing to sweep yet
+    book.create(id="late", now_ms=now - 60_000, ttl_ms=1_000, max_attempts=1)
+    health = sweep_health(book)
+    assert (health.ok, health.stopped, health.overdue, health.last_sweep_ms) == (
+        False,
+        True,
+        1,
+        None,
+    )
+    assert health.problem() == "1 task(s) past their deadline and no sweep ever ran"
+    book.record_sweep(now - 40_000)  # a sweep ran, but long ago
+    assert sweep_health(book).problem() == "1 task(s) past their deadline and no sweep ran for 40 s"
+    sweep(book)
+    health = sweep_health(book)
+    assert (health.ok, health.stopped, health.overdue) == (True, False, 0)
+    wire = health.to_wire()
+    assert wire["ok"] is True
+    assert wire["overdueTasks"] == 0
+    assert 0 <= wire["lastSweepAgeMs"] < 5_000

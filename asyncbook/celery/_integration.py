@@ -43,6 +43,7 @@ from .._delivery import (
     notification_source,
 )
 from .._dotted import import_path
+from .._health import SILENT_MS
 from .._models import (
     AsyncState,
     AsyncTask,
@@ -58,7 +59,16 @@ from .._sinks import GroupSink, Sink, resolve_sink
 from .._sweep import SweepReport, sweep
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ..redis import EventOutcome, RedisBook, retry_policy
-from ._beat import BeatRouter, deliver_task, is_configured, listed_routes, sweep_task
+from ._beat import (
+    BeatRouter,
+    add_schedule,
+    deliver_task,
+    is_configured,
+    listed_routes,
+    remove_schedule,
+    schedule_in,
+    sweep_task,
+)
 from ._creates import Creates
 from ._info import InfoPolicy
 from ._lifecycle import CancelledRing, CancelWatch, Heartbeats, TaskCancelled, add_to_revoked
@@ -79,6 +89,7 @@ from ._tracking import (
     result_hash,
     ttl_ms,
 )
+from ._upkeep import Upkeep
 from ._urls import sentinel_book_url
 
 __all__ = [
@@ -96,8 +107,6 @@ CREATED_HEADER = "asyncbook_created"
 DEADLINE_HEADER = "asyncbook_deadline_ms"
 """Message header: the task's deadline, in ms since the epoch."""
 
-_SWEEP_SILENT_MS = 30_000
-"""A task overdue by this much means no sweep ran lately (beat sweeps every second)."""
 _REMEMBERED_FAILURES = 4096
 
 
@@ -126,6 +135,9 @@ class Integration:
         self._uid = f"asyncbook-{id(self)}"
         self._sources: tuple[NotificationSource, NotificationSource] | None = None
         self._router = BeatRouter(app)
+        self._schedule: dict[str, dict[str, Any]] = {}
+        """The beat entries ``install`` added (removed again by ``disconnect``)."""
+        self._upkeep: Upkeep | None = None
         # Shared with the pool processes forked after worker_init: not reset in them.
         self._ring: CancelledRing | None = None
         self._reset_process_state()
@@ -320,6 +332,7 @@ class Integration:
             (signals.worker_ready, self.on_worker_ready),
             (signals.worker_process_shutdown, self.on_worker_process_shutdown),
             (signals.worker_shutdown, self.on_worker_shutdown),
+            (signals.beat_init, self.on_beat_init),
             (self.app.on_after_configure, self.on_after_configure),
         ]
 
@@ -348,7 +361,9 @@ class Integration:
             routes = listed_routes(conf.task_routes)
             if any(route is self._router for route in routes):
                 conf.task_routes = tuple(route for route in routes if route is not self._router)
+            remove_schedule(conf, self._schedule)
         uninstall_control(self.app)
+        self._stop_upkeep()
         if self._creates is not None:
             self._creates.close()
         if self._recorder is not None:
@@ -360,9 +375,11 @@ class Integration:
             route for route in listed_routes(conf.task_routes) if not isinstance(route, BeatRouter)
         ]
         conf.task_routes = (*routes, self._router)
+        self._schedule = add_schedule(conf)
 
     def on_after_configure(self, sender: object = None, source: Any = None, **_: Any) -> None:
-        """The app read its configuration (again): route the beat tasks to their queue."""
+        """The app read its configuration (again): route the beat tasks to their queue and
+        put them on beat's schedule."""
         if sender is self.app and source is not None:
             self._add_route(source)
 
@@ -421,19 +438,42 @@ class Integration:
         if getattr(sender, "app", None) is self.app and self._ring is None:
             self._ring = CancelledRing()
 
+    def _start_upkeep(self, hostname: str) -> None:
+        """Sweep, deliver and check health in threads of this process (once per process)."""
+        if self._upkeep is None or self._upkeep.pid != os.getpid():
+            self._upkeep = Upkeep(self, hostname, sweep=self.settings.worker_sweep)
+            self._upkeep.start()
+
+    def _stop_upkeep(self) -> None:
+        if self._upkeep is not None and self._upkeep.pid == os.getpid():
+            self._upkeep.stop()
+        self._upkeep = None
+
+    def on_beat_init(self, sender: Any = None, **_: Any) -> None:
+        """Beat starts: its schedule holds the beat tasks, and it sweeps and delivers in
+        its own threads too (under the lease)."""
+        if getattr(sender, "app", None) is self.app:
+            scheduler = getattr(sender, "scheduler", None)
+            if scheduler is not None:
+                schedule_in(scheduler)
+            self._start_upkeep(f"beat@{socket.gethostname()}")
+
     def on_worker_ready(self, sender: Any = None, **_: Any) -> None:
-        """A worker that does not consume the ``asyncbook_queue`` says so; loudly when
-        the book shows that no sweep ran lately."""
+        """A worker is ready: follow cancels, sweep and deliver in this (main) process.
+
+        With ``asyncbook_worker_sweep`` off, a worker that does not consume the
+        ``asyncbook_queue`` says so; loudly when the book shows no sweep ran lately."""
         if getattr(sender, "app", None) is not self.app:
             return
         self._watch_cancels()
+        self._start_upkeep(str(getattr(sender, "hostname", None) or socket.gethostname()))
         name = self.settings.queue
-        if name in self.app.amqp.queues.consume_from:
+        if self.settings.worker_sweep or name in self.app.amqp.queues.consume_from:
             return
         try:
             # One cheap call: a live task well past its deadline means no sweep ran lately.
-            late = bool(self.book.overdue(now_ms() - _SWEEP_SILENT_MS, 1))
-            evidence = f"a task is more than {_SWEEP_SILENT_MS // 1000} s past its deadline"
+            late = bool(self.book.overdue(now_ms() - SILENT_MS, 1))
+            evidence = f"a task is more than {SILENT_MS // 1000} s past its deadline"
         except Exception as error:  # only a check: the worker runs on
             late, evidence = True, f"the book could not be read ({error!r})"
         if late:
@@ -870,7 +910,8 @@ class Integration:
             self._ring.add(task_id)
 
     def on_worker_shutdown(self, **_: Any) -> None:
-        """The worker stops: write what is buffered."""
+        """The worker stops: stop its threads, write what is buffered."""
+        self._stop_upkeep()
         if self._cancel_watch is not None:
             self._cancel_watch.stop()
         if self._heartbeats is not None:

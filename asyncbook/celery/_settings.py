@@ -85,6 +85,10 @@ class Settings:
     another consumer of ``asyncbook.deliver`` takes it (``asyncbook_redelivery_idle``)."""
     queue: str = "asyncbook"
     """The queue ``asyncbook.sweep`` and ``asyncbook.deliver`` are routed to."""
+    worker_sweep: bool = True
+    """Every worker (and beat) of the app sweeps and delivers in a thread of its main
+    process, one per namespace at a time; False leaves it to ``asyncbook.sweep`` and
+    ``asyncbook.deliver`` run from beat through the ``asyncbook_queue``."""
     heartbeat_interval: float = 10.0
     """How often (s) a worker process sends one heartbeat for all its running tasks."""
     heartbeat_timeout_ms: int = 60_000
@@ -133,6 +137,7 @@ class Settings:
                 values.pop("redelivery_idle", timedelta(minutes=1)), "asyncbook_redelivery_idle"
             ),
             "queue": str(values.pop("queue", None) or cls.queue),
+            "worker_sweep": bool(values.pop("worker_sweep", cls.worker_sweep)),
             "heartbeat_interval": _seconds(
                 values.pop("heartbeat_interval", cls.heartbeat_interval),
                 "asyncbook_heartbeat_interval",

@@ -25,6 +25,7 @@ from ..errors import AsyncBookError
 from ..redis import DEFAULT_REDIS_URL, follow_task
 from ._console_cmds import COMMANDS
 from ._context import (
+    EXIT_USAGE,
     Settings,
     book_errors,
     emit_json,
@@ -403,6 +404,61 @@ def walkthrough() -> None:
     from .._walkthrough import main as walk_main
 
     walk_main()
+
+
+@cli.command()
+@click.option(
+    "-A",
+    "--app",
+    "app_name",
+    default=None,
+    help="Your Celery app (as celery -A): its book, workers' queues and sinks are checked too.",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(0.1, 60), default=2.0, show_default=True,
+    help="Seconds to wait for workers' answers and sinks' connections.",
+)  # fmt: skip
+@json_option
+@click.pass_obj
+def doctor(settings: Settings, app_name: str | None, timeout: float, as_json: bool) -> None:
+    """Check a deployment; exit 1 naming each problem with its fix.
+
+    Redis (kind, version, scripting, maxmemory-policy, persistence, clock offset), the
+    namespace, the sweep; with -A also install(), the queue and the sinks.
+    """
+    from . import _doctor
+
+    checks: list[_doctor.Check] = []
+    book = settings.book
+    if app_name is not None:
+        try:
+            app = _doctor.load_app(app_name)
+        except Exception as error:
+            fail(f"cannot load the Celery app {app_name!r}: {error}", EXIT_USAGE)
+        checks += _doctor.app_checks(app, timeout)
+        book = _doctor.app_book(app) or book  # the app's own URL and namespace
+    checks[:0] = _doctor.book_checks(book)
+    if app_name is None:
+        checks.append(
+            _doctor.Check(
+                "workers",
+                "skipped",
+                "install(), the queue's consumers and the sinks need the app",
+                "pass -A <your app> (as celery -A)",
+            )
+        )
+    problems = [check for check in checks if check.status == "problem"]
+    if as_json:
+        emit_json({"ok": not problems, "checks": [check.to_wire() for check in checks]})
+    else:
+        marks = {"ok": "ok", "warning": "WARN", "problem": "FAIL", "skipped": "skip"}
+        for check in checks:
+            click.echo(f"[{marks[check.status]:>4}] {check.name}: {check.detail}")
+            if check.fix and check.status != "ok":
+                click.echo(f"       fix: {check.fix}")
+        click.echo(f"{len(problems)} problem(s)" if problems else "no problems")
+    if problems:
+        raise SystemExit(1)
 
 
 for _command in COMMANDS:

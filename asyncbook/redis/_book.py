@@ -679,6 +679,37 @@ class RedisBook(Outbox):
         return [text_of(task_id) for task_id in ids]
 
     @reports_outages
+    def overdue_count(self, now_ms: int | float) -> int:
+        """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT)."""
+        now = require_non_negative(now_ms, "nowMs")
+        return int(self.client.zcount(self.keys.deadlines, "-inf", now))
+
+    @reports_outages
+    def record_sweep(self, at_ms: int | float) -> None:
+        """Note that a sweep ran at ``at_ms`` (kept without expiry: one small key)."""
+        self.client.set(self.keys.last_sweep, int(require_non_negative(at_ms, "atMs")))
+
+    @reports_outages
+    def last_sweep_ms(self) -> int | None:
+        """When a sweep last ran, or None if none ever did."""
+        value = self.client.get(self.keys.last_sweep)
+        return None if value is None else int(value)
+
+    @reports_outages
+    def claim_sweep(self, owner: str, lease_ms: int) -> bool:
+        """Take the namespace's sweep lease for ``lease_ms`` if nobody holds it, or renew it
+        if ``owner`` does (``SET NX PX GET``): True if ``owner`` may sweep now. A holder
+        that stops renewing (it died) is replaced once its lease lapses."""
+        key = self.keys.sweep_lease
+        previous = self.client.set(key, owner, nx=True, px=lease_ms, get=True)
+        if previous is None:
+            return True
+        if text_of(previous) != owner:
+            return False
+        self.client.pexpire(key, lease_ms)
+        return True
+
+    @reports_outages
     def list_tasks(
         self,
         state: str | None = None,

@@ -92,6 +92,16 @@ class KeySchema:
         return f"{self.tag}:deadlines"
 
     @property
+    def last_sweep(self) -> str:
+        """String: when a sweep last ran (ms, the server's clock), written by the sweep."""
+        return f"{self.tag}:swept"
+
+    @property
+    def sweep_lease(self) -> str:
+        """String with a short expiry: which process sweeps the namespace this second."""
+        return f"{self.tag}:sweep-lease"
+
+    @property
     def stalls(self) -> str:
         """Sorted set of running task ids with a heartbeat timeout, by when they stall."""
         return f"{self.tag}:stalls"

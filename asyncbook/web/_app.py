@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 from .._book import AsyncBook
 from .._checks import require_limit
 from .._console import NameTotals
+from .._health import sweep_health
 from .._models import AsyncTask, GroupSummary, to_wire
 from .._reasons import Reason
 from .._watch import task_summary
@@ -44,6 +45,7 @@ from ._console_api import (
 )
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GROUP_MEMBERS, GroupHub, GroupWatcher, UnknownGroupError
+from ._health import HEALTH_PATH, health_route
 from ._hosts import HostCheck, allowed_host_names
 from ._hub import Batch, Hub, Watcher
 from ._login import LoginThrottle, Sessions, login_routes
@@ -65,7 +67,7 @@ __all__ = ["create_app"]
 
 KEEPALIVE_SECONDS = 15.0
 BOOK_THREADS = 4
-OPEN_PATHS = frozenset({"/metrics", "/login", "/logout"})
+OPEN_PATHS = frozenset({"/metrics", HEALTH_PATH, "/login", "/logout"})
 PAGE_PATHS = frozenset({"/", "/task", "/workers", "/stats"})
 PAGE_OF_PATH = {
     "/": "index.html",
@@ -335,6 +337,7 @@ class StatusApp:
         states = await self.call(self.book.count_by_state)
         answers = await self.call(self.book.transition_counts)
         lateness = await self.call(sweep_lateness, self.book)
+        health = await self.call(sweep_health, self.book)
         names: list[NameTotals] = []
         if self.console is not None:
             names = await self.call(self.console.name_totals)
@@ -348,6 +351,7 @@ class StatusApp:
             group_watchers=self.groups.watcher_count,
             group_lookups=self.groups.lookups,
             names=names,
+            health=health,
         )
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
@@ -515,6 +519,7 @@ def create_app(
         TaskRoute(status.group_route, groups_remainder),
         TaskRoute(status.group_page, group_page_remainder),
         Route("/metrics", status.metrics),
+        health_route(book, threads),
         Route("/openapi.json", status.openapi),
         *_console_routes(status),
         Mount("/static", StaticFiles(packages=[("asyncbook.web", "static")]), name="static"),

@@ -24,10 +24,17 @@ from prometheus_client.registry import Collector
 
 from .._book import AsyncBook
 from .._console import RUNTIME_BUCKETS_MS, NameTotals
+from .._health import SweepHealth
 from .._models import GROUP_END_STATES
 from .._reasons import Reason
 
-__all__ = ["CONTENT_TYPE_LATEST", "name_families", "render_metrics", "sweep_lateness"]
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "health_families",
+    "name_families",
+    "render_metrics",
+    "sweep_lateness",
+]
 
 DUPLICATE_CALLBACK = Reason.DUPLICATE_CALLBACK
 _BOUNDS = [str(bound / 1000) for bound in RUNTIME_BUCKETS_MS] + ["+Inf"]
@@ -98,6 +105,27 @@ def name_families(names: Sequence[NameTotals]) -> list[Metric]:
     return [started, ended, runtime]
 
 
+def health_families(health: SweepHealth) -> list[Metric]:
+    """When a sweep last ran (0: never, so an age alert fires) and the overdue tasks."""
+    last = 0.0 if health.last_sweep_ms is None else health.last_sweep_ms / 1000
+    return [
+        _one(
+            GaugeMetricFamily(
+                "asyncbook_sweep_last_run_timestamp_seconds",
+                "When the expiry sweep last ran, in seconds since the epoch (0: never).",
+            ),
+            last,
+        ),
+        _one(
+            GaugeMetricFamily(
+                "asyncbook_overdue_tasks",
+                "Live tasks past their deadline, waiting for the expiry sweep.",
+            ),
+            health.overdue,
+        ),
+    ]
+
+
 def render_metrics(
     states: Mapping[str, int],
     answers: Mapping[str, int],
@@ -109,10 +137,12 @@ def render_metrics(
     group_watchers: int = 0,
     group_lookups: int = 0,
     names: Sequence[NameTotals] = (),
+    health: SweepHealth | None = None,
 ) -> bytes:
     """The exposition text (Prometheus text format 0.0.4), written by prometheus_client.
 
-    The per-name families are written when ``names`` holds any.
+    The per-name families are written when ``names`` holds any, the sweep's when
+    ``health`` is given.
     """
     tasks = GaugeMetricFamily(
         "asyncbook_tasks", "Tasks held in the book, by state.", labels=["state"]
@@ -173,6 +203,8 @@ def render_metrics(
     ]
     if names:
         families += name_families(names)
+    if health is not None:
+        families += health_families(health)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(families))
     return generate_latest(registry)

@@ -21,6 +21,7 @@ from .._version import __version__
 from ._cancel import CANCEL_BODY_LIMIT, MAX_REASON
 from ._console_api import DEFAULT_STATS_WINDOW_MS, MAX_PARAMETER
 from ._groups import GROUP_MEMBERS
+from ._health import HEALTH_OPENAPI, HEALTH_PATH
 from ._login import LOGIN_BODY_LIMIT
 from ._sse import MAX_CURSOR
 
@@ -566,6 +567,7 @@ def openapi_schema(console: bool = False) -> dict[str, Any]:
             },
         },
     }
+    schema["paths"][HEALTH_PATH] = HEALTH_OPENAPI
     if console:
         schema["paths"].update(_console_paths())
         listing = schema["paths"]["/api/tasks"]["get"]
