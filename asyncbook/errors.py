@@ -7,19 +7,21 @@ value is to blame, the wire name of that ``field``::
         ├── BookUnavailableError     "unavailable": the book's store did not answer
         │                            (asyncbook.redis raises RedisUnavailableError, which
         │                            is also a redis-py ConnectionError)
-        └── DamagedRecordError       "damaged": a stored record is incomplete (keys evicted
-                                     or deleted behind the book's back)
+        ├── DamagedRecordError       "damaged": a stored record is incomplete (keys evicted
+        │                            or deleted behind the book's back)
+        └── UnsupportedServerError   "unsupported-server": the book's server cannot run it
+                                     (no scripting, or a version below Redis 7.0 / Valkey 8.1)
 
 Input errors say which field is wrong and why (``docs/spec.md``); a rejected call
-changes nothing. The last two are server-side failures: nothing the caller sent was
-wrong, and a retry with the same callback id or idempotency key is safe.
+changes nothing. "unavailable" and "damaged" are server-side failures: nothing the caller
+sent was wrong, and a retry with the same callback id or idempotency key is safe.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-ErrorCode = Literal["invalid-request", "conflict", "unavailable", "damaged"]
+ErrorCode = Literal["invalid-request", "conflict", "unavailable", "damaged", "unsupported-server"]
 
 __all__ = [
     "AsyncBookError",
@@ -27,6 +29,7 @@ __all__ = [
     "DamagedRecordError",
     "ErrorCode",
     "UnknownTaskError",
+    "UnsupportedServerError",
 ]
 
 
@@ -74,3 +77,19 @@ class DamagedRecordError(AsyncBookError):
     def __init__(self, task_id: str, detail: str) -> None:
         super().__init__("damaged", f"async-task: the record of {task_id!r} is damaged: {detail}")
         self.task_id = task_id
+
+
+class UnsupportedServerError(AsyncBookError):
+    """Raised at a book's first write when its server cannot run the book: ``server``
+    names the server found, ``missing`` what it lacks."""
+
+    def __init__(self, server: str, missing: str) -> None:
+        super().__init__(
+            "unsupported-server",
+            f"asyncbook: the book's server ({server}) cannot run the book: {missing}",
+        )
+        self.server = server
+        self.missing = missing
+
+    def __reduce__(self) -> tuple[type[UnsupportedServerError], tuple[str, str]]:
+        return type(self), (self.server, self.missing)

@@ -53,6 +53,7 @@ EXPORTS = {
         "TaskQuery",
         "TaskStats",
         "UnknownTaskError",
+        "UnsupportedServerError",
         "WebhookSink",
         "WorkerSummary",
         "__version__",

@@ -93,6 +93,7 @@ from ._scripts import (
     ScriptStatus,
     with_helpers,
 )
+from ._server import PROBE_SCRIPT, require_supported, server_info
 
 if TYPE_CHECKING:
     from ._sender import CreateSender
@@ -141,7 +142,7 @@ class RedisBook(Outbox):
         ]
         self._groups = set()
         self._prune_from: dict[str, str] = {}
-        self._policy_checked = False
+        self._server_checked = False
 
     @classmethod
     def from_url(
@@ -164,22 +165,32 @@ class RedisBook(Outbox):
             retention=retention,
         )
 
-    def check_eviction_policy(self) -> str | None:
-        """Warn (once per book) when Redis may evict the book's keys; returns the policy.
+    def check_server(self) -> str | None:
+        """Check the book's server (once per book, one round trip); returns its
+        ``maxmemory-policy`` (None when INFO is refused). Called before the first write.
 
-        With any ``maxmemory-policy`` but ``noeviction`` (``allkeys-lru`` and
-        ``volatile-lru`` are defaults on some managed services) a full Redis drops keys
-        of live tasks or half of a task's record. Called before the first write.
+        Raises ``UnsupportedServerError`` when the server runs no Lua scripts (Valkey can
+        be built or started without its Lua engine) or is older than Redis 7.0 or
+        Valkey 8.1. Warns when the server may evict: with any ``maxmemory-policy`` but
+        ``noeviction`` (``allkeys-lru`` and ``volatile-lru`` are defaults on some managed
+        services) a full server drops keys of live tasks or half of a task's record.
         """
-        self._policy_checked = True
+        pipe = self._slot_client().pipeline(transaction=False)
+        pipe.info("server")
+        pipe.info("memory")
+        pipe.eval(PROBE_SCRIPT, 0)
         try:
-            info = self._slot_client().info("memory")
-        except ResponseError:
-            return None  # INFO refused (an embedded server, a restricted user): not known
+            server, memory, probe = pipe.execute(raise_on_error=False)
         except (RedisConnectionError, RedisTimeoutError):
-            self._policy_checked = False  # try again on the next write
-            return None
-        policy = str(info.get("maxmemory_policy", "noeviction"))
+            return None  # not checked: again on the next write
+        require_supported(
+            None if isinstance(server, ResponseError) else server_info(server),
+            probe if isinstance(probe, ResponseError) else None,
+        )
+        self._server_checked = True
+        if isinstance(memory, ResponseError):
+            return None  # INFO refused (an embedded server, a restricted user): not known
+        policy = str(memory.get("maxmemory_policy", "noeviction"))
         if policy != "noeviction":
             log.warning(
                 "asyncbook: Redis maxmemory-policy is %r: when memory is full Redis evicts "
@@ -189,9 +200,13 @@ class RedisBook(Outbox):
             )
         return policy
 
+    def check_eviction_policy(self) -> str | None:
+        """The server's ``maxmemory-policy``, warned about as ``check_server`` does."""
+        return self.check_server()
+
     def _before_write(self) -> None:
-        if not self._policy_checked:
-            self.check_eviction_policy()
+        if not self._server_checked:
+            self.check_server()
 
     def _settle(self) -> None:
         """Wait for the creates this process wrote to the book and has no answer for yet
