@@ -14,6 +14,8 @@ import redis
 from redis.connection import Connection
 
 from asyncbook import PublishInfo, RedisBook
+from asyncbook.redis._facts import FactBook, TaskFacts
+from asyncbook.redis._keys import KeySchema
 
 from .conftest import delete_namespace, redis_client
 
@@ -132,3 +134,12 @@ def test_a_worker_that_names_the_task_costs_one_round_trip(
     task = book.get("t")
     assert task is not None
     assert task.state == "succeeded"
+
+
+def test_a_book_remembers_the_facts_of_its_latest_tasks_only() -> None:
+    facts = FactBook(KeySchema("ns"), lambda: 0.0)
+    for n in range(10_001):
+        facts.learn(f"t{n}", TaskFacts(name="n"))
+    assert facts.get("t0") is None
+    assert facts.get("t1") == TaskFacts(name="n")
+    assert facts.get("t10000") == TaskFacts(name="n")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -117,6 +118,7 @@ class FactBook:
         self.keys = keys
         self.clock = clock
         self._known: dict[str, TaskFacts] = {}
+        self._lock = threading.Lock()  # a book is shared by threads (pools, the server)
 
     def get(self, task_id: str) -> TaskFacts | None:
         """What is known of a task, or None."""
@@ -124,10 +126,11 @@ class FactBook:
 
     def learn(self, task_id: str, facts: TaskFacts) -> None:
         """Remember a task's facts (the latest win)."""
-        self._known.pop(task_id, None)
-        self._known[task_id] = facts
-        if len(self._known) > _KEEP:
-            del self._known[next(iter(self._known))]
+        with self._lock:
+            self._known.pop(task_id, None)
+            self._known[task_id] = facts
+            if len(self._known) > _KEEP:
+                del self._known[next(iter(self._known))]
 
     def started(self, task_id: str, events: Iterable[EventArgs]) -> None:
         """A start sent for a task makes its worker the task's last worker."""
