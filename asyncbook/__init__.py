@@ -46,7 +46,13 @@ from ._reasons import Reason
 from ._sinks import Sink, SinkError, WebhookSink
 from ._sweep import SweepReport, sweep
 from ._version import __version__
-from .errors import AsyncBookError, BookUnavailableError, DamagedRecordError, UnknownTaskError
+from .errors import (
+    AsyncBookError,
+    BookUnavailableError,
+    DamagedRecordError,
+    UnknownTaskError,
+    UnsupportedServerError,
+)
 from .redis import RedisBook
 
 __all__ = [
@@ -114,6 +120,7 @@ __all__ = [
     "BookUnavailableError",
     "DamagedRecordError",
     "UnknownTaskError",
+    "UnsupportedServerError",
     # version
     "__version__",
 ]

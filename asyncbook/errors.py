@@ -8,12 +8,14 @@ value is to blame, the wire name of that ``field``::
         ├── BookUnavailableError     "unavailable": the book's store did not answer
         │                            (asyncbook.redis raises RedisUnavailableError, which
         │                            is also a redis-py ConnectionError)
-        └── DamagedRecordError       "damaged": a stored record is incomplete (keys evicted
-                                     or deleted behind the book's back)
+        ├── DamagedRecordError       "damaged": a stored record is incomplete (keys evicted
+        │                            or deleted behind the book's back)
+        └── UnsupportedServerError   "unsupported-server": the book's server cannot run it
+                                     (no scripting, or a version below Redis 7.0 / Valkey 8.1)
 
 Input errors say which field is wrong and why (``docs/spec.md``); a rejected call
-changes nothing. The last two are server-side failures: nothing the caller sent was
-wrong, and a retry with the same callback id or idempotency key is safe.
+changes nothing. "unavailable" and "damaged" are server-side failures: nothing the caller
+sent was wrong, and a retry with the same callback id or idempotency key is safe.
 
 Every error pickles with its code, message and field (a prefork pool sends a task's
 exception to its main process, a result backend stores it): ``args`` are the
@@ -25,7 +27,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-ErrorCode = Literal["invalid-request", "conflict", "not-found", "unavailable", "damaged"]
+ErrorCode = Literal[
+    "invalid-request", "conflict", "not-found", "unavailable", "damaged", "unsupported-server"
+]
 
 __all__ = [
     "AsyncBookError",
@@ -33,6 +37,7 @@ __all__ = [
     "DamagedRecordError",
     "ErrorCode",
     "UnknownTaskError",
+    "UnsupportedServerError",
 ]
 
 
@@ -86,3 +91,17 @@ class DamagedRecordError(AsyncBookError):
         super().__init__("damaged", f"async-task: the record of {task_id!r} is damaged: {detail}")
         self.args = (task_id, detail)
         self.task_id = task_id
+
+
+class UnsupportedServerError(AsyncBookError):
+    """Raised at a book's first write when its server cannot run the book: ``server``
+    names the server found, ``missing`` what it lacks."""
+
+    def __init__(self, server: str, missing: str) -> None:
+        super().__init__(
+            "unsupported-server",
+            f"asyncbook: the book's server ({server}) cannot run the book: {missing}",
+        )
+        self.args = (server, missing)
+        self.server = server
+        self.missing = missing

@@ -18,9 +18,10 @@ import pytest
 import redis
 
 from asyncbook import AsyncBook, MemoryBook, RedisBook
-from asyncbook.redis import connect
+from asyncbook.redis import _scripts, connect
 
 from .cluster import local_cluster, require_binaries
+from .strict_keys import STRICT_PRELUDE
 
 BookFactory = Callable[..., AsyncBook]
 
@@ -43,6 +44,18 @@ def delete_namespace(client: Any, namespace: str) -> None:
     keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
     for start in range(0, len(keys), 500):
         client.delete(*keys[start : start + 500])
+
+
+@pytest.fixture(autouse=True)
+def strict_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every book script a test registers runs strict: a key outside KEYS raises."""
+    shared = _scripts._lua
+
+    def strict_lua(name: str) -> str:
+        source = shared(name)
+        return f"{STRICT_PRELUDE}\n{source}" if name == _scripts.FIRST_HELPER else source
+
+    monkeypatch.setattr(_scripts, "_lua", strict_lua)
 
 
 @pytest.fixture(scope="session")

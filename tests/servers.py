@@ -35,11 +35,14 @@ def wait_until(check: Callable[[], object], seconds: float = 20.0, what: str = "
 
 
 @contextmanager
-def redis_server(folder: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``redis-server`` with ``args`` (bound to loopback, nothing on disk); stop it after."""
+def redis_server(
+    folder: Path, *args: str, program: str = "redis-server"
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``program`` (redis-server or valkey-server) with ``args`` (bound to loopback,
+    nothing on disk); stop it after."""
     folder.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(
-        ["redis-server", *args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        [program, *args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(folder)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -21,6 +21,7 @@ from asyncbook import (
     DamagedRecordError,
     RedisBook,
     UnknownTaskError,
+    UnsupportedServerError,
 )
 from asyncbook._sinks import SinkError
 from asyncbook.celery import TaskCancelled, TaskEndedInBook, TaskExpired
@@ -84,6 +85,7 @@ SAMPLES: list[BaseException] = [
     UnknownTaskError("t-1"),
     BookUnavailableError("down"),
     DamagedRecordError("t-1", "no history"),
+    UnsupportedServerError("redis 6.2.14", "Redis 7.0 or newer"),
     RedisUnavailableError("the book's Redis did not answer"),
     UnknownGroupError("g-1"),
     TaskCancelled("t-1", "user left"),

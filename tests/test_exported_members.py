@@ -54,6 +54,7 @@ EXPORTS = {
         "TaskQuery",
         "TaskStats",
         "UnknownTaskError",
+        "UnsupportedServerError",
         "WebhookSink",
         "WorkerSummary",
         "__version__",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from importlib import resources
 
 import pytest
 
+from asyncbook.redis._keys import KeySchema
 from asyncbook.redis._scripts import (
     AT_DEADLINE,
     ApplyArgs,
@@ -53,7 +55,93 @@ def test_argv_record_matches_the_script_header(name: str) -> None:
 def test_every_status_a_script_answers_is_known() -> None:
     """The '!...' and outcome statuses in the scripts are the ScriptStatus members."""
     source = "\n".join(
-        load_source(name) for name in ("create.lua", "apply.lua", "deliver.lua", "resume.lua")
-    )
+        load_source(name)
+        for name in (
+            "create.lua", "apply.lua", "deliver.lua", "resume.lua", "search.lua", "stats.lua",
+            "workers.lua",
+        )
+    )  # fmt: skip
     bang = set(re.findall(r"'(![a-z]+)'", source))
     assert bang == {s.value for s in ScriptStatus if s.value.startswith("!")}
+
+
+CHANNELS = ("tag", "namespace", "changes_channel", "cancels_channel")
+"""KeySchema members that name no key (the tag, pub/sub channels)."""
+
+
+def _key_prefixes() -> set[str]:
+    """How each kind of key of KeySchema begins after the hash tag (':t:', ':workers')."""
+    schema = KeySchema("ns")
+    names: list[str] = []
+    for member, value in vars(KeySchema).items():
+        if member.startswith("_") or member in CHANNELS:
+            continue
+        if isinstance(value, property):
+            found = getattr(schema, member)
+        else:
+            parameters = list(inspect.signature(value).parameters.values())[1:]
+            for text in ("x", None):  # None too where a parameter takes it (stats of all)
+                args = [
+                    1 if p.annotation == "int" else text if "None" in p.annotation else "x"
+                    for p in parameters
+                ]
+                found = value(schema, *args)
+                names += found if isinstance(found, list) else [found]
+            continue
+        names += found if isinstance(found, list) else [found]
+    prefixes = set()
+    for name in names:
+        assert name.startswith(schema.tag)
+        prefix = re.match(r":[a-z]+:?", name[len(schema.tag) :])
+        assert prefix is not None, name
+        prefixes.add(prefix.group())
+    return prefixes
+
+
+def _scripts() -> list[str]:
+    folders = [
+        resources.files("asyncbook.redis") / "lua",
+        resources.files("asyncbook.celery") / "lua",
+    ]
+    return sorted(
+        str(entry)
+        for folder in folders
+        for entry in folder.iterdir()
+        if entry.name.endswith(".lua")
+    )
+
+
+def test_the_key_prefixes_are_found() -> None:
+    assert {
+        ":t:",
+        ":h:",
+        ":workers",
+        ":wc:",
+        ":sa:",
+        ":s:",
+        ":n:",
+        ":i:",
+        ":idx:",
+    } <= _key_prefixes()
+
+
+@pytest.mark.parametrize("path", _scripts(), ids=lambda path: path.rsplit("/", 1)[-1])
+def test_no_script_builds_a_key_name(path: str) -> None:
+    """Every key a script touches arrives in KEYS (Redis Cluster's rule; Dragonfly refuses
+    undeclared keys): no script spells a key of KeySchema, nor reads the hash tag. The
+    strict-keys guard (tests/strict_keys.py) checks the same while the tests run."""
+    with open(path, encoding="utf-8") as source:
+        text = source.read()
+    for prefix in _key_prefixes():
+        end = "" if prefix.endswith(":") else "['\"]"
+        assert not re.search("['\"]" + re.escape(prefix) + end, text), (path, prefix)
+    assert "{[^}]*}" not in text, path  # parsing the hash tag out of a key
+
+
+@pytest.mark.parametrize("path", _scripts(), ids=lambda path: path.rsplit("/", 1)[-1])
+def test_every_script_header_names_its_keys(path: str) -> None:
+    with open(path, encoding="utf-8") as source:
+        text = source.read()
+    header = "\n".join(line for line in text.splitlines() if line.startswith("--"))
+    if "KEYS" in text.replace(header, ""):
+        assert "KEYS" in header, path

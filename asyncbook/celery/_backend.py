@@ -277,9 +277,14 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         taken = recorder.take(task_id)
         events = [(entry.item[1], entry.item[2]) for entry in taken] + [(item[1], item[2])]
 
+        name, group = getattr(request, "task", None), getattr(request, "group", None)
+
         def write() -> ScriptedEvents:
             return self.ensure(  # type: ignore[no-any-return]
-                lambda: book.apply_in_script(task_id, events, script, meta_key, args), ()
+                lambda: book.apply_in_script(
+                    task_id, events, script, meta_key, args, name=name, group_id=group
+                ),
+                (),
             )
 
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,8 @@ from . import _console
 from ._args import coerce, dumps, event_args, number_text, utf8
 from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
 from ._console import WORKER_KEEP_MS, failure_json, publish_fields
+from ._facts import FIELDS as FACT_FIELDS
+from ._facts import FactBook, TaskFacts, facts_of
 from ._keys import KeySchema
 from ._outbox import Outbox
 from ._pending import settle
@@ -93,6 +96,7 @@ from ._scripts import (
     ScriptStatus,
     with_helpers,
 )
+from ._server import PROBE_SCRIPT, require_supported, server_info
 
 if TYPE_CHECKING:
     from ._sender import CreateSender
@@ -131,6 +135,7 @@ class RedisBook(Outbox):
             "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
         )
         self._scripts = BookScripts.register(client)
+        self._facts = FactBook(self.keys, lambda: time.time() * 1000)
         self._apply_keys = [
             self.keys.deadlines,
             self.keys.outbox,
@@ -141,7 +146,7 @@ class RedisBook(Outbox):
         ]
         self._groups = set()
         self._prune_from: dict[str, str] = {}
-        self._policy_checked = False
+        self._server_checked = False
 
     @classmethod
     def from_url(
@@ -164,22 +169,32 @@ class RedisBook(Outbox):
             retention=retention,
         )
 
-    def check_eviction_policy(self) -> str | None:
-        """Warn (once per book) when Redis may evict the book's keys; returns the policy.
+    def check_server(self) -> str | None:
+        """Check the book's server (once per book, one round trip); returns its
+        ``maxmemory-policy`` (None when INFO is refused). Called before the first write.
 
-        With any ``maxmemory-policy`` but ``noeviction`` (``allkeys-lru`` and
-        ``volatile-lru`` are defaults on some managed services) a full Redis drops keys
-        of live tasks or half of a task's record. Called before the first write.
+        Raises ``UnsupportedServerError`` when the server runs no Lua scripts (Valkey can
+        be built or started without its Lua engine) or is older than Redis 7.0 or
+        Valkey 8.1. Warns when the server may evict: with any ``maxmemory-policy`` but
+        ``noeviction`` (``allkeys-lru`` and ``volatile-lru`` are defaults on some managed
+        services) a full server drops keys of live tasks or half of a task's record.
         """
-        self._policy_checked = True
+        pipe = self._slot_client().pipeline(transaction=False)
+        pipe.info("server")
+        pipe.info("memory")
+        pipe.eval(PROBE_SCRIPT, 0)
         try:
-            info = self._slot_client().info("memory")
-        except ResponseError:
-            return None  # INFO refused (an embedded server, a restricted user): not known
+            server, memory, probe = pipe.execute(raise_on_error=False)
         except (RedisConnectionError, RedisTimeoutError):
-            self._policy_checked = False  # try again on the next write
-            return None
-        policy = str(info.get("maxmemory_policy", "noeviction"))
+            return None  # not checked: again on the next write
+        require_supported(
+            None if isinstance(server, ResponseError) else server_info(server),
+            probe if isinstance(probe, ResponseError) else None,
+        )
+        self._server_checked = True
+        if isinstance(memory, ResponseError):
+            return None  # INFO refused (an embedded server, a restricted user): not known
+        policy = str(memory.get("maxmemory_policy", "noeviction"))
         if policy != "noeviction":
             log.warning(
                 "asyncbook: Redis maxmemory-policy is %r: when memory is full Redis evicts "
@@ -189,9 +204,13 @@ class RedisBook(Outbox):
             )
         return policy
 
+    def check_eviction_policy(self) -> str | None:
+        """The server's ``maxmemory-policy``, warned about as ``check_server`` does."""
+        return self.check_server()
+
     def _before_write(self) -> None:
-        if not self._policy_checked:
-            self.check_eviction_policy()
+        if not self._server_checked:
+            self.check_server()
 
     def _settle(self) -> None:
         """Wait for the creates this process wrote to the book and has no answer for yet
@@ -302,19 +321,25 @@ class RedisBook(Outbox):
             k.group(group or ""),
             k.group_members(group or ""),
         ]
+        published = publish_fields(spec.info)
+        name, parent = published.get("name", ""), published.get("parent_id", "")
+        keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent)]
+        group_json = "" if group is None else dumps(group, "groupId")
+        deadline = number_text(task.expires_at_ms)
+        self._facts.learn(id, TaskFacts(name, group_json, "", deadline))
         args = CreateArgs(
             task_id=id,
             task_id_json=dumps(id, "id"),
-            deadline=number_text(task.expires_at_ms),
+            deadline=deadline,
             max_attempts=task.max_attempts,
             exist_ok=spec.exist_ok,
             changes_channel=k.changes_channel,
             heartbeat_timeout_ms=timeout,
             retry_on_stall=bool(spec.retry_on_stall),
-            group_id_json="" if group is None else dumps(group, "groupId"),
+            group_id_json=group_json,
             created_ms=number_text(spec.now_ms),
             children_keep_ms=self._children_keep_ms(spec),
-            **publish_fields(spec.info),
+            **published,
         ).argv()
         return task, keys, args
 
@@ -386,6 +411,14 @@ class RedisBook(Outbox):
         )
         return keys, args, shape_error
 
+    def _apply_one(self, keys: list[str], args: ApplyArgs) -> Any:
+        """apply.lua's reply to one call, with the task's info block."""
+        return self._facts.run(
+            args.task_id,
+            [args.event],
+            lambda block, facts: self._scripts.apply(keys=keys + block, args=args.argv() + facts),
+        )
+
     @reports_outages
     def apply(
         self, task_id: str, event: EventInput, callback_id: str | None = None
@@ -394,8 +427,7 @@ class RedisBook(Outbox):
         self._settle()
         keys, args, shape_error = self._apply_call(task_id, event, callback_id)
         self._before_write()
-        reply = self._scripts.apply(keys=keys, args=args.argv())
-        return callback_result(args.task_id, reply, shape_error)
+        return callback_result(args.task_id, self._apply_one(keys, args), shape_error)
 
     @reports_outages
     def cancel(
@@ -417,8 +449,7 @@ class RedisBook(Outbox):
     def expire(self, task_id: str) -> AsyncTransition:
         """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
         keys, args, _ = self._apply_call(task_id, None, None)
-        reply = self._scripts.apply(keys=keys, args=args.argv())
-        result = callback_result(args.task_id, reply, None)
+        result = callback_result(args.task_id, self._apply_one(keys, args), None)
         return result.transition()
 
     @reports_outages
@@ -477,6 +508,9 @@ class RedisBook(Outbox):
         script: BookScript,
         key: str,
         args: Sequence[str],
+        *,
+        name: str | None = None,
+        group_id: str | None = None,
     ) -> ScriptedEvents:
         """Events of one task and the caller's own Lua around them, in one script call.
 
@@ -488,13 +522,18 @@ class RedisBook(Outbox):
         ``{status, state, answers}``, ``answers`` being what ``apply_events`` returned.
         An event None expires the task at its deadline (as ``expire``).
 
-        ``key`` must be on the book's Redis; on a Cluster, in the book's slot.
+        ``key`` must be on the book's Redis; on a Cluster, in the book's slot. ``name``
+        and ``group_id``, the task's name and group where the caller knows them (a
+        worker does), save a round trip when this book has not seen the task before.
         """
         calls = [
             self._apply_call(task_id, event, callback_id, full_task=False)
             for event, callback_id in items
         ]
         task_id = utf8(require_string(task_id, "taskId"), "taskId")
+        if self._facts.get(task_id) is None and isinstance(name, str):
+            group = dumps(group_id, "groupId") if isinstance(group_id, str) else ""
+            self._facts.learn(task_id, TaskFacts(name=name, group_json=group))
         k = self.keys
         keys = [k.task(task_id), k.history(task_id), key, *self._apply_keys]
         argv = [*args, str(len(calls))]
@@ -502,7 +541,11 @@ class RedisBook(Outbox):
             keys.append(call_keys[2])
             argv.extend(call_args.argv())
         self._before_write()
-        reply = script(keys, argv)
+        reply = self._facts.run(
+            task_id,
+            [call_args.event for _keys, call_args, _error in calls],
+            lambda block, facts: script(keys + block, argv + facts),
+        )
         status_of(task_id, reply)
         outcomes = [
             outcome(task_id, answer, error)
@@ -539,6 +582,7 @@ class RedisBook(Outbox):
         self._before_write()
         self._settle()
         node = self._slot_client()
+        self._learn_facts(node, calls)
         replies = self._run_batch(node, calls, load_script=False, extra=extra)
         extra_reply = replies.pop() if extra is not None else None
         if any(isinstance(reply, NoScriptError) for reply in replies):
@@ -553,17 +597,44 @@ class RedisBook(Outbox):
             extra_reply = self._run_batch(node, [], load_script=True, extra=extra)[0]
         if isinstance(extra_reply, ResponseError) and not script_error(extra_reply):
             raise extra_reply  # the server refused the whole batch: retry it
-        for (index, _keys, args, shape_error), reply in zip(calls, replies, strict=True):
+        for (index, keys, args, shape_error), reply in zip(calls, replies, strict=True):
             if isinstance(reply, ResponseError) and not script_error(reply):
                 raise reply  # the server refused the whole batch (OOM, READONLY): retry it
             if isinstance(reply, ResponseError):
                 results[index] = DamagedRecordError(args.task_id, str(reply))
                 continue
             try:
+                facts = facts_of(reply)
+                if facts is not None:
+                    # Its record changed since _learn_facts read it: this item again, alone.
+                    self._facts.learn(args.task_id, facts)
+                    reply = self._apply_one(keys, args)
+                else:
+                    self._facts.started(args.task_id, [args.event])
                 results[index] = callback_result(args.task_id, reply, shape_error)
             except AsyncBookError as error:
                 results[index] = error
         return [r for r in results if r is not None], extra_reply
+
+    def _learn_facts(
+        self, node: Any, calls: list[tuple[int, list[str], ApplyArgs, AsyncBookError | None]]
+    ) -> None:
+        """Read the facts of the batch's tasks this book does not know yet (one round trip;
+        none when it knows them all, or the events are progress reports, which need none)."""
+        unknown = sorted(
+            {
+                args.task_id
+                for _index, _keys, args, _error in calls
+                if args.event.type != "progress" and self._facts.get(args.task_id) is None
+            }
+        )
+        if not unknown:
+            return
+        pipe = node.pipeline(transaction=False)
+        for task_id in unknown:
+            pipe.hmget(self.keys.task(task_id), *FACT_FIELDS)
+        for task_id, fields in zip(unknown, pipe.execute(), strict=True):
+            self._facts.learn(task_id, TaskFacts.of_fields(fields))
 
     def _run_batch(
         self,
@@ -587,7 +658,8 @@ class RedisBook(Outbox):
                 pipe.script_load(extra[0].source)
                 loads += 1
         for _index, keys, args, _error in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args.argv())
+            block, facts = self._facts.block(args.task_id, [args.event])
+            pipe.evalsha(script.sha, len(keys) + len(block), *keys, *block, *args.argv(), *facts)
         if extra is not None:
             extra_script, extra_keys, extra_args = extra
             pipe.evalsha(extra_script.sha, len(extra_keys), *extra_keys, *extra_args)
@@ -759,7 +831,7 @@ class RedisBook(Outbox):
         ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
         if not ids:
             return 0
-        keys = [self.keys.stalls, *(self.keys.task(task_id) for task_id in ids)]
+        keys = [self.keys.stalls, self.keys.workers, *(self.keys.task(task_id) for task_id in ids)]
         return int(self._scripts.heartbeat(keys=keys, args=ids))
 
     @reports_outages
@@ -782,18 +854,19 @@ class RedisBook(Outbox):
         hashes = [self.keys.task(text_of(raw)) for raw, _ in due]
         pipe = self._slot_client().pipeline(transaction=False)
         for key in hashes:
-            pipe.hmget(key, "hbt", "rdl")
+            pipe.hmget(key, "hbt", "rdl", *FACT_FIELDS)
         settings = pipe.execute()
         results: list[CallbackResult | AsyncBookError] = []
-        for (raw, stall_at), (timeout, retry) in zip(due, settings, strict=True):
+        for (raw, stall_at), (timeout, retry, *facts) in zip(due, settings, strict=True):
             task_id = text_of(raw)
             if timeout is None:
                 continue
+            self._facts.learn(task_id, TaskFacts.of_fields(facts))
             event = stall_event(now, int(timeout), text_of(retry or b"0") == "1")
             keys, args, _ = self._apply_call(
                 task_id, event, f"stalled:{task_id}:{int(stall_at)}", only_if_stalled=True
             )
-            reply = self._scripts.apply(keys=keys, args=args.argv())
+            reply = self._apply_one(keys, args)
             if text_of(reply[0]) == ScriptStatus.FRESH:
                 continue
             try:

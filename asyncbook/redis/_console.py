@@ -1,13 +1,18 @@
 """The operator console's reads of a RedisBook: info, search, workers, stats, totals.
 
 What they read is written by the task scripts themselves (lua/_info.lua), so recording
-costs no extra round trip; each read here is one round trip.
+costs no extra round trip. A script reads only keys it is given: a read whose keys come
+from what it reads (the tasks an index lists, the workers seen) answers ``!keys`` with
+them, and is sent again with their keys (stats: one round trip when the server's clock
+agrees with this host's to within an hour; workers and search: two, more for a search
+that walks more than one batch of each index).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._console import (
@@ -30,6 +35,7 @@ from .._console import (
 from .._models import GROUP_END_STATES, AsyncTask
 from ..errors import invalid
 from ._replies import text_of
+from ._scripts import ScriptStatus
 
 if TYPE_CHECKING:
     from ._book import RedisBook
@@ -54,11 +60,26 @@ CHILDREN_LISTED = 100
 """Children of a task its info lists, at most."""
 WORKERS_LISTED = 500
 RUNNING_LOOKED_AT = 10_000
+_HOUR_MS = 3_600_000
 _BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
 
 
 def _text(raw: Any) -> str | None:
     return None if raw is None else text_of(raw)
+
+
+def _lacking(reply: Any) -> bool:
+    return isinstance(reply, list) and bool(reply) and _text(reply[0]) == ScriptStatus.KEYS
+
+
+def _until_given(call: Callable[[], Any], learn: Callable[[Any], None]) -> Any:
+    """``call()``'s reply, after ``learn`` took in each ``!keys`` answer it gave (each
+    names keys not given yet, of what the book holds: the rounds end)."""
+    while True:
+        reply = call()
+        if not _lacking(reply):
+            return reply
+        learn(reply)
 
 
 def _number(raw: Any) -> int | float | None:
@@ -161,8 +182,9 @@ def search(book: RedisBook, query: TaskQuery) -> SearchPage:
         keys = k.state_indexes
     scanning = query.worker is not None or query.q is not None
     scanning = scanning or query.since_ms is not None or query.until_ms is not None
-    args = [
-        k.tag,
+    ids: list[str] = []
+    args: list[Any] = [
+        "[]",
         query.sort,
         query.limit,
         query.after or "",
@@ -174,7 +196,17 @@ def search(book: RedisBook, query: TaskQuery) -> SearchPage:
         SEARCH_SCAN_LIMIT,
         "count" if scanning else "card",
     ]
-    rows, next_cursor, flat_totals, exact = book._scripts.search(keys=keys, args=args)
+
+    def call() -> Any:
+        args[0] = json.dumps(ids, ensure_ascii=False)
+        pairs = [key for id in ids for key in (k.task(id), k.history(id))]
+        return book._scripts.search(keys=[*keys, *pairs], args=args)
+
+    def learn(reply: Any) -> None:
+        known = set(ids)
+        ids.extend(id for id in dict.fromkeys(map(text_of, reply[1:])) if id not in known)
+
+    rows, next_cursor, flat_totals, exact = _until_given(call, learn)
     found: list[SearchRow] = []
     for task_json, fields in rows:
         task = AsyncTask.model_validate_json(task_json)
@@ -196,10 +228,22 @@ def workers(book: RedisBook, within_ms: int, now_ms: int | None = None) -> list[
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
     now = book.now_ms() if now_ms is None else now_ms
     k = book.keys
-    reply = book._scripts.workers(
-        keys=[k.workers, k.state_index("running")],
-        args=[k.tag, now - within_ms, WORKERS_LISTED, RUNNING_LOOKED_AT],
-    )
+    ids: list[str] = []
+    names: list[str] = []
+
+    def call() -> Any:
+        keys = [k.workers, k.state_index("running")]
+        keys += [k.task(id) for id in ids] + [k.worker_counts(name) for name in names]
+        lists = [json.dumps(ids, ensure_ascii=False), json.dumps(names, ensure_ascii=False)]
+        return book._scripts.workers(
+            keys=keys, args=[now - within_ms, WORKERS_LISTED, RUNNING_LOOKED_AT, *lists]
+        )
+
+    def learn(reply: Any) -> None:
+        ids.extend(map(text_of, reply[1]))
+        names.extend(map(text_of, reply[2]))
+
+    reply = _until_given(call, learn)
     found = []
     for name, seen, counts, running in reply:
         started, succeeded, failed = (int(_number(count) or 0) for count in counts)
@@ -237,9 +281,20 @@ def stats(
             "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
         )
     k = book.keys
-    reply = book._scripts.stats(
-        keys=[k.names], args=[k.tag, name or "", window_ms, "" if now_ms is None else now_ms]
-    )
+    given: list[Any] = ["" if now_ms is None else now_ms]
+
+    def call() -> Any:
+        # The hours around the window by this host's clock (the server's may differ).
+        around = time.time() * 1000 if given[0] == "" else given[0]
+        first = int((around - window_ms) // _HOUR_MS) - 1
+        last = int(around // _HOUR_MS) + 1
+        hours = [k.stats(hour, name) for hour in range(first, last + 1)]
+        return book._scripts.stats(keys=hours, args=[window_ms, given[0], first])
+
+    def learn(reply: Any) -> None:
+        given[0] = int(text_of(reply[1]))  # the server's now: its hours are sent
+
+    reply = _until_given(call, learn)
     now, first_hour = int(reply[0]), int(reply[1])
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1

@@ -116,7 +116,7 @@ class KeySchema:
         """Stream of notifications, one per terminal state."""
         return f"{self.tag}:outbox"
 
-    # -- the operator console's keys (lua/_info.lua builds the same names) --------------
+    # -- the operator console's keys (sent to lua/_info.lua in KEYS, see _facts.py) -----
 
     def info(self, task_id: str) -> str:
         """Hash of a task's long info fields: args, kwargs, traceback."""

@@ -31,7 +31,8 @@ __all__ = [
     "with_helpers",
 ]
 
-_SHARED = "_task.lua"
+FIRST_HELPER = "_task.lua"
+"""The helpers in front of every script begin with this file."""
 _INFO = "_info.lua"
 _APPLY = "_apply.lua"
 
@@ -47,6 +48,11 @@ class ScriptStatus(StrEnum):
     """apply: a rule refused a value; the field and the message follow."""
     DAMAGED = "!damaged"
     """The task's record lost parts of itself (eviction); why follows."""
+    FACTS = "!facts"
+    """A script whose info block lacks a fact of the task's record (its name, group,
+    worker, deadline, which follow): it wrote nothing (_facts.py)."""
+    KEYS = "!keys"
+    """A console read met keys it was not given (their ids follow): nothing was read."""
     FRESH = "!fresh"
     """apply, for the sweep's stall fail: a heartbeat came in time; nothing changed."""
     CONFLICT = "!conflict"
@@ -220,7 +226,7 @@ def _lua(name: str) -> str:
 def with_helpers(source: str) -> str:
     """``source`` with the shared helpers in front of it: the task helpers and
     ``apply_event`` (one event applied as apply.lua applies it)."""
-    return "\n".join([_lua(_SHARED), _lua(_INFO), _lua(_APPLY), source])
+    return "\n".join([_lua(FIRST_HELPER), _lua(_INFO), _lua(_APPLY), source])
 
 
 def load_source(name: str) -> str:

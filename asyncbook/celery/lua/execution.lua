@@ -4,20 +4,24 @@
 -- guard run here, after the events, so that the meta and the book agree.
 -- KEYS: 1 task hash, 2 history list, 3 the meta key (celery-task-meta-<id>),
 --       4..14 apply.lua's KEYS 4..14 (deadlines ... group notifications),
---       15.. one callback marker per event
+--       15.. one callback marker per event, then the info block (_info.lua)
 -- ARGV: 1 the encoded meta, 2 expiry in seconds ('' or '0': none),
 --       3 guard: 'json' (the stored meta is JSON: keep a stored SUCCESS) | 'none' (write)
 --         | 'keep' (the caller found a stored SUCCESS: write nothing),
 --       4 the book states ('|st|' separated, e.g. '|expired|cancelled|') for which no
 --         meta is written: the caller writes the meta that matches the book instead,
---       5 the number of events N, 6.. each event's 18 apply.lua ARGV slots, in order
+--       5 the number of events N, 6.. each event's 18 apply.lua ARGV slots, in order,
+--       then the info block's facts
 -- Returns: {'!unknown'} (events were given for a task the book does not hold: nothing is
---          written) | {status, st, answers}: status 'written' | 'kept' (a SUCCESS was
+--          written) | {'!facts', ...} (the info block lacks facts: nothing is written)
+--          | {status, st, answers}: status 'written' | 'kept' (a SUCCESS was
 --          stored) | 'refused' (the book's state is one of ARGV[4]); st the task's state
 --          after the events ('' when unknown); answers one compact apply answer per event
 
-local answers = apply_events(KEYS, ARGV, 5)
-if not answers then
+local answers, missing = apply_events(KEYS, ARGV, 5)
+if missing then
+  return missing
+elseif not answers then
   return {'!unknown'}
 end
 

@@ -1,5 +1,6 @@
--- apply_event(KEYS, ARGV): one event on one task, as apply.lua documents its KEYS and
--- ARGV; shared by apply.lua and scripts that apply several events in one call. With
+-- apply_event(KEYS, ARGV, c): one event on one task, as apply.lua documents its KEYS and
+-- ARGV, c its info block (info_block, _info.lua); shared by apply.lua and scripts that
+-- apply several events in one call. With
 -- ARGV[15] = 'c' (compact) an answer carries the task's state and error instead of its
 -- JSON: {reason, flags, state, errorJSON or ''}.
 
@@ -23,7 +24,12 @@ local function notify_outbox(outbox, task_id, st, at_text, retention)
   end
 end
 
-local function apply_event(KEYS, ARGV)
+-- What info_missing needs of one event (type, atMs, the worker a start names).
+local function event_facts(A)
+  return {A[4], tonumber(A[5]), A[4] == 'start' and worker_of(A[6]) or nil}
+end
+
+local function apply_event(KEYS, ARGV, c)
   local with_history = ARGV[15] == '1'
   local compact = ARGV[15] == 'c'
   local t = with_history and load_full(KEYS[1], KEYS[2]) or load_task(KEYS[1])
@@ -33,6 +39,10 @@ local function apply_event(KEYS, ARGV)
   local why = damage(t, KEYS[2])
   if why then
     return {'!damaged', why}
+  end
+  local missing = info_missing(c, t, {event_facts(ARGV)})
+  if missing then
+    return missing
   end
   if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('HINCRBY', KEYS[12], 'duplicate-callback', 1)
@@ -162,15 +172,15 @@ local function apply_event(KEYS, ARGV)
       redis.call('ZREM', KEYS[5 + STATE_SLOT[old_state]], ARGV[1])
       redis.call('ZADD', KEYS[5 + STATE_SLOT[t.st]], t.seq, ARGV[1])
     end
-    info_moved(KEYS[1], t, old_state, t.st, ARGV[1])
+    info_moved(c, t, old_state, t.st, ARGV[1])
     if reason == 'started' then
-      info_started(KEYS[1], t, ARGV[1], at_text, worker)
+      info_started(c, t, ARGV[1], at_text, worker)
     elseif kind == 'fail' then
-      info_failure(KEYS[1], t, ARGV[18])
+      info_failure(c, KEYS[1], t, ARGV[18])
     end
     if TERMINAL[t.st] then
       ended(KEYS, ARGV[1], retention)
-      info_ended(KEYS[1], t, old_state, ended_at, retention)
+      info_ended(c, t, old_state, ended_at, retention)
     end
     announce(ARGV[14], t)
     if kind == 'progress' then
@@ -179,14 +189,14 @@ local function apply_event(KEYS, ARGV)
   end
   if t.gk and changed then
     if t.st ~= old_state then
-      redis.call('HINCRBY', t.gk, old_state, -1)
-      redis.call('HINCRBY', t.gk, t.st, 1)
+      redis.call('HINCRBY', c.group, old_state, -1)
+      redis.call('HINCRBY', c.group, t.st, 1)
     end
     if t.prog ~= old_prog then
-      redis.call('HINCRBY', t.gk, 'prog', t.prog - old_prog)
+      redis.call('HINCRBY', c.group, 'prog', t.prog - old_prog)
     end
     if TERMINAL[t.st] then
-      group_maybe_ended(t.gk, KEYS[14], at_text, retention)
+      group_maybe_ended(c.group, c.members, KEYS[14], at_text, retention)
     end
   end
   if t.hbt then
@@ -218,16 +228,18 @@ local function apply_event(KEYS, ARGV)
 end
 
 -- apply_events(KEYS, ARGV, at): the events of a script that RedisBook.apply_in_script
--- calls (KEYS: task hash, history, the caller's key, apply.lua's KEYS 4..14, then one
--- callback marker per event; ARGV[at]: the number of events, then apply.lua's 18 ARGV
--- slots per event), each applied by apply_event, in order. Returns their compact answers,
--- or nil when the book does not hold the task (then nothing was written).
+-- calls (KEYS: task hash, history, the caller's key, apply.lua's KEYS 4..14, one
+-- callback marker per event, then the info block; ARGV[at]: the number of events,
+-- apply.lua's 18 ARGV slots per event, then the info block's), each applied by
+-- apply_event, in order. Returns their compact answers, or nil when the book does not
+-- hold the task, or nil and the '!facts' answer when the block lacks facts (then
+-- nothing was written).
 -- An execution's start and end, applied together: the same writes as apply_event's for
 -- each in turn, less those the end undoes (the running index, the stall clock) and with
 -- one HSET and one RPUSH. Only for the common case (a queued task outside a group, both
 -- callbacks new, both events well-formed and before the deadline); nil otherwise, having
 -- written nothing, and apply_event applies them one by one.
-local function start_and_end(KEYS, A, B)
+local function start_and_end(KEYS, A, B, c, t)
   if A[4] ~= 'start' or (B[4] ~= 'succeed' and B[4] ~= 'fail') then
     return nil
   end
@@ -238,7 +250,6 @@ local function start_and_end(KEYS, A, B)
   if B[4] == 'succeed' and (B[10] == '1' or B[11] == '1') then
     return nil
   end
-  local t = load_task(KEYS[1])
   if not t or t.damaged or t.gk or t.st ~= 'queued' or t.att >= t.max then
     return nil
   end
@@ -276,14 +287,14 @@ local function start_and_end(KEYS, A, B)
   end
   redis.call('ZREM', running, A[1])
   local retention = tonumber(A[13])
-  info_moved(KEYS[1], t, 'queued', t.st, A[1])
-  info_started(KEYS[1], t, A[1], A[5], worker)
+  info_moved(c, t, 'queued', t.st, A[1])
+  info_started(c, t, A[1], A[5], worker)
   if B[4] == 'fail' then
-    info_failure(KEYS[1], t, B[18])
+    info_failure(c, KEYS[1], t, B[18])
   end
   if TERMINAL[t.st] then
     ended(KEYS, A[1], retention)
-    info_ended(KEYS[1], t, 'running', B[5], retention)
+    info_ended(c, t, 'running', B[5], retention)
   end
   announce(A[14], started)
   announce(A[14], t)
@@ -312,29 +323,33 @@ local function apply_events(KEYS, ARGV, at)
   for i = 4, 14 do
     keys[i] = KEYS[i]
   end
-  if tonumber(ARGV[at]) == 2 then
-    local events = {}
-    for n = 1, 2 do
-      local args = {marker = KEYS[14 + n]}
-      for i = 1, 18 do
-        args[i] = ARGV[at + (n - 1) * 18 + i]
-      end
-      events[n] = args
+  local count = tonumber(ARGV[at])
+  local events, facts = {}, {}
+  for n = 1, count do
+    local args = {marker = KEYS[14 + n]}
+    for i = 1, 18 do
+      args[i] = ARGV[at + (n - 1) * 18 + i]
     end
-    local both = start_and_end(keys, events[1], events[2])
+    args[15] = 'c'
+    events[n], facts[n] = args, event_facts(args)
+  end
+  local c = info_block(KEYS, 15 + count, ARGV, at + 18 * count + 1)
+  local t = load_task(KEYS[1])
+  if t and not t.damaged then
+    local missing = info_missing(c, t, facts)
+    if missing then
+      return nil, missing
+    end
+  end
+  if count == 2 then
+    local both = start_and_end(keys, events[1], events[2], c, t)
     if both then
       return both
     end
   end
-  for n = 1, tonumber(ARGV[at]) do
-    keys[3] = KEYS[14 + n]
-    local args = {}
-    local first = at + (n - 1) * 18
-    for i = 1, 18 do
-      args[i] = ARGV[first + i]
-    end
-    args[15] = 'c'
-    answers[n] = apply_event(keys, args)
+  for n = 1, count do
+    keys[3] = events[n].marker
+    answers[n] = apply_event(keys, events[n], c)
     if answers[n][1] == '!unknown' then
       return nil  -- the first event met no task, and wrote nothing
     end

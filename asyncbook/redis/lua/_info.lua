@@ -5,7 +5,7 @@
 -- i (1: the task has a companion hash).
 -- Long ones (a args, k kwargs, tb traceback) live in a companion hash <tag>:i:<id>
 -- that ends with the task. Every key below shares the task's hash tag (one slot), and
--- mirrors KeySchema in _keys.py.
+-- is named by KeySchema in _keys.py.
 -- Indexes: <tag>:n:<state>:<name> (a name's tasks in one state, by creation order),
 -- <tag>:names (name -> last created ms), <tag>:w:<worker> (a worker's latest tasks),
 -- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms: its latest
@@ -20,22 +20,68 @@ local STATS_TTL = 25 * 3600000     -- per-minute stats reach back a day
 local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000,
   300000, 600000, 1800000, 3600000}
 
-local function esc(value)
-  return (string.gsub(value, '[%%{}]', {['%'] = '%25', ['{'] = '%7B', ['}'] = '%7D'}))
+-- Keys named by what only the task's record says (its name, group, worker, the hours
+-- its counts fall in) are sent by the caller in an info block (KeySchema.info_block in
+-- _keys.py): a script never builds a key name. Where the record names a fact the
+-- caller did not send, the script writes nothing and answers {'!facts', ...}; the
+-- caller sends the block again with those facts (see info_missing).
+-- The block: KEYS (from k) info hash, names, name totals, workers, group hash, group
+-- members, the name's six state indexes (STATE_SLOT order), then per hour its two
+-- stats hashes (every name's, the name's), then per worker its tasks and counts;
+-- ARGV (from a) the name ('' none), the group id as JSON ('' none), the hours and the
+-- workers (JSON arrays of strings).
+local function info_block(KEYS, k, ARGV, a)
+  local c = {info = KEYS[k], names = KEYS[k + 1], totals = KEYS[k + 2], workers = KEYS[k + 3],
+    group = KEYS[k + 4], members = KEYS[k + 5], name = ARGV[a], gid = ARGV[a + 1],
+    by_state = {}, hours = {}, of_worker = {}}
+  for state, slot in pairs(STATE_SLOT) do
+    c.by_state[state] = KEYS[k + 5 + slot]
+  end
+  local at = k + 12
+  for _, hour in ipairs(cjson.decode(ARGV[a + 2])) do
+    c.hours[hour] = {KEYS[at], KEYS[at + 1]}
+    at = at + 2
+  end
+  for _, worker in ipairs(cjson.decode(ARGV[a + 3])) do
+    c.of_worker[worker] = {tasks = KEYS[at], counts = KEYS[at + 1]}
+    at = at + 2
+  end
+  return c
 end
 
--- The hash tag and the escaped id of a task's hash key.
-local function tag_of(task_key)
-  return string.match(task_key, '^({[^}]*}):t:(.*)$')
+local function hour_of(at)
+  return string.format('%.0f', math.floor(at / 3600000))
 end
 
-local function info_key(task_key)
-  local tag, id = tag_of(task_key)
-  return tag .. ':i:' .. id
-end
-
-local function name_index(tag, state, name)
-  return tag .. ':n:' .. state .. ':' .. esc(name)
+-- The facts a block lacks for these events on task t (each {kind, at, worker}: the
+-- event's type, its atMs or nil, the worker a start names), as the '!facts' answer:
+-- {'!facts', name, group id JSON, last worker, deadline}; nil when the block has all.
+local function info_missing(c, t, events)
+  local lacks = t.gid and t.gid ~= c.gid
+  local worker = t.w
+  for _, e in ipairs(events) do
+    local kind = e[1]
+    if kind ~= 'progress' and t.n and t.n ~= c.name then
+      lacks = true  -- a change of state moves the task between its name's indexes
+    end
+    if kind == 'start' then
+      worker = e[3]
+      lacks = lacks or (worker and not c.of_worker[worker])
+    elseif (kind == 'succeed' or kind == 'fail') and worker and not c.of_worker[worker] then
+      lacks = true
+    end
+    if e[2] and not c.hours[hour_of(e[2])] then
+      lacks = true
+    end
+    if (kind == 'deadline' or kind == 'expire' or (e[2] and e[2] >= tonumber(t.exp)))
+        and not c.hours[hour_of(tonumber(t.exp))] then
+      lacks = true
+    end
+  end
+  if lacks then
+    return {'!facts', t.n or '', t.gid or '', t.w or '', t.exp}
+  end
+  return nil
 end
 
 local function runtime_bucket(ms)
@@ -48,13 +94,13 @@ local function runtime_bucket(ms)
 end
 
 -- One count (and a runtime) of one minute, for the task's name and for every name.
-local function count_minute(tag, name, at, code, runtime)
-  local hour = math.floor(at / 3600000)
+local function count_minute(c, name, at, code, runtime)
   local minute = math.floor(at / 60000) % 60
   local bucket = runtime and ('b' .. runtime_bucket(runtime))
-  local keys = {tag .. ':sa:' .. string.format('%.0f', hour)}
+  local hour = c.hours[hour_of(at)]
+  local keys = {hour[1]}
   if name then
-    keys[2] = tag .. ':s:' .. string.format('%.0f', hour) .. ':' .. esc(name)
+    keys[2] = hour[2]
   end
   for _, key in ipairs(keys) do
     -- A new field (the minute's first of its kind) sets the hour's expiry: few calls.
@@ -66,16 +112,15 @@ local function count_minute(tag, name, at, code, runtime)
     end
   end
   if name then
-    local totals = tag .. ':nt'
-    redis.call('HINCRBY', totals, name .. '|' .. code, 1)
+    redis.call('HINCRBY', c.totals, name .. '|' .. code, 1)
     if bucket then
-      redis.call('HINCRBY', totals, name .. '|' .. bucket, 1)
-      redis.call('HINCRBY', totals, name .. '|sum', runtime)
+      redis.call('HINCRBY', c.totals, name .. '|' .. bucket, 1)
+      redis.call('HINCRBY', c.totals, name .. '|sum', runtime)
     end
   end
 end
 
--- create: the info the publisher gave (ARGV from 10 on, see create.lua).
+-- create: the info the publisher gave (ARGV from 10 on, KEYS from 8 on: see create.lua).
 local function info_created(KEYS, ARGV, seq)
   local fields = {'c', ARGV[10]}
   local short = {{'n', ARGV[11]}, {'q', ARGV[12]}, {'pid', ARGV[13]}, {'rid', ARGV[14]}}
@@ -90,33 +135,30 @@ local function info_created(KEYS, ARGV, seq)
     fields[#fields + 1] = '1'
   end
   redis.call('HSET', KEYS[1], unpack(fields))
-  local tag = tag_of(KEYS[1])
   if ARGV[11] ~= '' then
-    redis.call('ZADD', name_index(tag, 'queued', ARGV[11]), seq, ARGV[1])
-    redis.call('ZADD', tag .. ':names', ARGV[10], ARGV[11])
+    redis.call('ZADD', KEYS[10], seq, ARGV[1])
+    redis.call('ZADD', KEYS[9], ARGV[10], ARGV[11])
   end
   if ARGV[15] ~= '' or ARGV[16] ~= '' then
     local long = {}
     if ARGV[15] ~= '' then long[#long + 1] = 'a'; long[#long + 1] = ARGV[15] end
     if ARGV[16] ~= '' then long[#long + 1] = 'k'; long[#long + 1] = ARGV[16] end
-    redis.call('HSET', info_key(KEYS[1]), unpack(long))
+    redis.call('HSET', KEYS[8], unpack(long))
   end
   if ARGV[13] ~= '' then
-    local children = tag .. ':ch:' .. esc(ARGV[13])
-    redis.call('ZADD', children, seq, ARGV[1])
+    redis.call('ZADD', KEYS[11], seq, ARGV[1])
     local keep = tonumber(ARGV[17])
     if keep then
-      redis.call('PEXPIRE', children, keep)
+      redis.call('PEXPIRE', KEYS[11], keep)
     end
   end
 end
 
 -- A task whose state changed from old to new: its name's indexes follow.
-local function info_moved(task_key, t, old, new, task_id)
+local function info_moved(c, t, old, new, task_id)
   if t.n and old ~= new then
-    local tag = tag_of(task_key)
-    redis.call('ZREM', name_index(tag, old, t.n), task_id)
-    redis.call('ZADD', name_index(tag, new, t.n), t.seq, task_id)
+    redis.call('ZREM', c.by_state[old], task_id)
+    redis.call('ZADD', c.by_state[new], t.seq, task_id)
   end
 end
 
@@ -132,43 +174,41 @@ end
 
 -- An attempt started on a worker at at_text: the worker's index and counts, the
 -- minute's count (the caller wrote started_fields into the task's hash).
-local function info_started(task_key, t, task_id, at_text, worker)
+local function info_started(c, t, task_id, at_text, worker)
   t.s, t.w = at_text, worker
-  local tag = tag_of(task_key)
   local at = tonumber(at_text)
   if worker then
-    local tasks = tag .. ':w:' .. esc(worker)
-    redis.call('ZADD', tasks, t.seq, task_id)
-    local started = redis.call('HINCRBY', tag .. ':wc:' .. esc(worker), 'started', 1)
+    local keys = c.of_worker[worker]
+    redis.call('ZADD', keys.tasks, t.seq, task_id)
+    local started = redis.call('HINCRBY', keys.counts, 'started', 1)
     if started % 64 == 0 then  -- trimmed now and then: at most 64 over WORKER_TASKS
-      redis.call('ZREMRANGEBYRANK', tasks, 0, -WORKER_TASKS - 1)
+      redis.call('ZREMRANGEBYRANK', keys.tasks, 0, -WORKER_TASKS - 1)
     end
-    redis.call('ZADD', tag .. ':workers', 'GT', at, worker)
+    redis.call('ZADD', c.workers, 'GT', at, worker)
   end
-  count_minute(tag, t.n, at, 'S', nil)
+  count_minute(c, t.n, at, 'S', nil)
 end
 
 -- The task reached a terminal state at at_text (an attempt's end, or expire/cancel):
 -- the worker's counts, the minute's count and runtime (the caller wrote 'e').
-local function info_ended(task_key, t, old, at_text, retention)
-  local tag = tag_of(task_key)
+local function info_ended(c, t, old, at_text, retention)
   local at = tonumber(at_text)
   local runtime
   if t.s and old == 'running' and (t.st == 'succeeded' or t.st == 'failed') then
     runtime = math.max(0, math.floor(at - tonumber(t.s)))
     if t.w then
-      redis.call('HINCRBY', tag .. ':wc:' .. esc(t.w), t.st, 1)
+      redis.call('HINCRBY', c.of_worker[t.w].counts, t.st, 1)
     end
   end
-  count_minute(tag, t.n, at, t.st, runtime)
+  count_minute(c, t.n, at, t.st, runtime)
   if retention and t.i then
-    redis.call('PEXPIRE', info_key(task_key), retention)
+    redis.call('PEXPIRE', c.info, retention)
   end
 end
 
 -- What the worker said of a failure (apply.lua ARGV[18]: '' or a JSON object with
 -- exception and traceback), kept with the task.
-local function info_failure(task_key, t, patch)
+local function info_failure(c, task_key, t, patch)
   if patch == nil or patch == '' then
     return
   end
@@ -181,7 +221,7 @@ local function info_failure(task_key, t, patch)
     fields[1], fields[2] = 'x', given.exception
   end
   if type(given.traceback) == 'string' then
-    redis.call('HSET', info_key(task_key), 'tb', given.traceback)
+    redis.call('HSET', c.info, 'tb', given.traceback)
     fields[#fields + 1], fields[#fields + 2] = 'i', '1'
     t.i = '1'
   end

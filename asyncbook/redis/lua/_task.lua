@@ -130,20 +130,20 @@ local function outbox_cut(outbox, oldest_ms)
 end
 
 -- A group's hash: id (JSON), total (once declared), members, a count per state, prog (the
--- sum of its members' progress), mk (its members' sorted set), notified. Its key is kept
--- in each member's hash (gk): created from create's KEYS, it shares the book's hash tag.
+-- sum of its members' progress), mk (its members' sorted set), notified. A member's hash
+-- keeps its key (gk) and id (gid); scripts get both keys from KEYS (see _info.lua).
 local GROUP_ENDS = {'succeeded', 'failed', 'expired', 'cancelled'}
 
 -- When a declared group's last member has ended: one group notification, then retention.
-local function group_maybe_ended(gk, stream, at_text, retention)
-  local g = redis.call('HMGET', gk, 'id', 'total', 'notified', 'mk',
+local function group_maybe_ended(gk, members, stream, at_text, retention)
+  local g = redis.call('HMGET', gk, 'id', 'total', 'notified',
     'succeeded', 'failed', 'expired', 'cancelled')
   local total = tonumber(g[2])
   if not g[1] or not total or g[3] then
     return
   end
   local ended = 0
-  for i = 5, 8 do
+  for i = 4, 7 do
     ended = ended + (tonumber(g[i]) or 0)
   end
   if ended < total then
@@ -153,15 +153,13 @@ local function group_maybe_ended(gk, stream, at_text, retention)
   local fields = {'groupId', g[1], 'atMs', at_text, 'total', tostring(total)}
   for i, state in ipairs(GROUP_ENDS) do
     fields[#fields + 1] = state
-    fields[#fields + 1] = g[i + 4] or '0'
+    fields[#fields + 1] = g[i + 3] or '0'
   end
   if retention then
     local cut = outbox_cut(stream, math.max(server_ms() - retention, 0))
     redis.call('XADD', stream, 'MINID', cut, '*', unpack(fields))
     redis.call('PEXPIRE', gk, retention)
-    if g[4] then
-      redis.call('PEXPIRE', g[4], retention)
-    end
+    redis.call('PEXPIRE', members, retention)
   else
     redis.call('XADD', stream, '*', unpack(fields))
   end

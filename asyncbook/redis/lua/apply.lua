@@ -3,8 +3,8 @@
 -- KEYS: 1 task hash, 2 history list, 3 callback marker, 4 deadlines, 5 outbox,
 --       6..11 state indexes (queued, running, succeeded, failed, expired, cancelled),
 --       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time),
---       14 group notifications (stream); a member also updates its group's hash, named
---       by its own gk field (see _task.lua)
+--       14 group notifications (stream), 15.. the info block (_info.lua: the info
+--       hash, the name's indexes, the stats hours, the workers, the group's keys)
 -- ARGV: 1 task id, 2 callback given (1/0), 3 event shape valid (1/0),
 --       4 type: start | progress | succeed | fail | expire | cancel
 --         | deadline (expire at the deadline),
@@ -16,10 +16,10 @@
 --       see _apply.lua), 16 only if stalled (1/0: the sweep's stall fail, refused with
 --       '!fresh' when a heartbeat came in time), 17 the progress cursor (kept as the
 --       task's checkpoint), 18 a failure's exception type and traceback (JSON object,
---       or ''; kept in the task's info, see _info.lua)
--- Returns: {'!unknown'} | {'!damaged', why} | {'!fresh'} | {'!shape'}
+--       or ''; kept in the task's info, see _info.lua), 19.. the info block's facts
+-- Returns: {'!unknown'} | {'!damaged', why} | {'!fresh'} | {'!shape'} | {'!facts', ...}
 --          | {'!invalid', field, message}
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,
 --            changed, duplicate, notify, duplicateCallback
 
-return apply_event(KEYS, ARGV)
+return apply_event(KEYS, ARGV, info_block(KEYS, 15, ARGV, 19))

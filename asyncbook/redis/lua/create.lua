@@ -1,6 +1,8 @@
 -- create: store a new queued task, unless the id exists.
 -- KEYS: 1 task hash, 2 history list, 3 queued index, 4 deadlines, 5 sequence,
---       6 its group's hash, 7 its group's members (both unused without a group)
+--       6 its group's hash, 7 its group's members (both unused without a group),
+--       8 its info hash, 9 task names, 10 its name's queued index (unused without a
+--       name), 11 its parent's children (unused without a parent): see _info.lua
 -- ARGV: 1 task id, 2 task id as JSON, 3 deadline (JSON number text), 4 maxAttempts,
 --       5 exist_ok (1/0), 6 changes channel, 7 heartbeat timeout ms ('' for none),
 --       8 retry a stalled attempt (1/0), 9 group id as JSON ('' for none),

@@ -1,18 +1,19 @@
 -- heartbeat: the running attempts of these tasks are alive (no version bump, no history).
--- KEYS: 1 stalls, 2.. the task hashes of the ids in ARGV, in the same order
+-- KEYS: 1 stalls, 2 workers (worker -> last seen ms), 3.. the task hashes of the ids in
+--       ARGV, in the same order
 -- ARGV: the task ids
 -- (A running task's worker is seen now: the console's workers.)
 -- Returns: how many were running with a heartbeat timeout (their stall time moved on)
 
 local now, alive = server_ms(), 0
 for i, task_id in ipairs(ARGV) do
-  local f = redis.call('HMGET', KEYS[i + 1], 'st', 'hbt', 'w')
+  local f = redis.call('HMGET', KEYS[i + 2], 'st', 'hbt', 'w')
   if f[1] == 'running' and f[2] then
     redis.call('ZADD', KEYS[1], 'GT', now + tonumber(f[2]), task_id)
     alive = alive + 1
   end
   if f[1] == 'running' and f[3] then
-    redis.call('ZADD', tag_of(KEYS[i + 1]) .. ':workers', 'GT', now, f[3])  -- last seen
+    redis.call('ZADD', KEYS[2], 'GT', now, f[3])  -- last seen
   end
 end
 return alive

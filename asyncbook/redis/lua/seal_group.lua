@@ -6,5 +6,5 @@
 redis.call('HSETNX', KEYS[1], 'id', ARGV[1])
 redis.call('HSETNX', KEYS[1], 'mk', KEYS[2])
 redis.call('HSET', KEYS[1], 'total', ARGV[2])
-group_maybe_ended(KEYS[1], KEYS[3], ARGV[3], tonumber(ARGV[4]))
+group_maybe_ended(KEYS[1], KEYS[2], KEYS[3], ARGV[3], tonumber(ARGV[4]))
 return redis.call('HGETALL', KEYS[1])

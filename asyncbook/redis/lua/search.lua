@@ -1,7 +1,8 @@
 -- search: one page of the console's task search, newest or oldest first, with totals.
 -- KEYS: the indexes to count and walk: 1..6 one per state (STATE_NAMES order) of all
---       tasks or of one task name, or 1 a worker's latest tasks (of every state)
--- ARGV: 1 the hash tag, 2 'newest' | 'oldest', 3 page size, 4 cursor (a creation order
+--       tasks or of one task name, or 1 a worker's latest tasks (of every state); then
+--       the task hash and history of each id in ARGV[1]
+-- ARGV: 1 ids whose keys follow the indexes (JSON array), 2 'newest' | 'oldest', 3 page size, 4 cursor (a creation order
 --       score to continue after; '' from the start), 5 state ('' any), 6 name ('' any;
 --       checked per task only with a worker index), 7 id prefix ('' any), 8 created at or
 --       after ('' any), 9 created at or before ('' any), 10 how many index entries one
@@ -11,20 +12,20 @@
 -- Returns: {rows, next, totals, exact}: rows {taskJSON, info fields} per task (info as
 --          info.lua's fields, then a k tb empty), next the cursor of the next page ('' when
 --          none), totals {state, count, ...}, exact '1' | '0'
+--          | {'!keys', id...}: the walk met ids whose keys ARGV[1] lacks (these, and the
+--          ones it would read next); sent again with them
 
 local STATES = {'queued', 'running', 'succeeded', 'failed', 'expired', 'cancelled'}
-local tag, newest, limit = ARGV[1], ARGV[2] == 'newest', tonumber(ARGV[3])
+local newest, limit = ARGV[2] == 'newest', tonumber(ARGV[3])
 local state_wanted, name_wanted, prefix = ARGV[5], ARGV[6], ARGV[7]
 local since, before, budget = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local SLACK = 60000  -- creation order and creation time agree to within a minute
-local per_state = #KEYS == 6
-
-local function task_key(id)
-  return tag .. ':t:' .. esc(id)
-end
-
-local function history_key(id)
-  return tag .. ':h:' .. esc(id)
+local given = cjson.decode(ARGV[1])
+local per_state = #KEYS - 2 * #given == 6
+local keys_of = {}
+for i, id in ipairs(given) do
+  local at = #KEYS - 2 * #given + 2 * i - 1
+  keys_of[id] = {KEYS[at], KEYS[at + 1]}
 end
 
 -- 'take', 'skip' or 'stop' (no later entry of this index can match) for one entry.
@@ -32,7 +33,10 @@ local function verdict(id, state_of_index, check_state)
   if prefix ~= '' and string.sub(id, 1, #prefix) ~= prefix then
     return 'skip'
   end
-  local f = redis.call('HMGET', task_key(id), 'st', 'n', 'c')
+  if not keys_of[id] then
+    return 'need'
+  end
+  local f = redis.call('HMGET', keys_of[id][1], 'st', 'n', 'c')
   if not f[1] then
     return 'skip'  -- its record expired; prune drops the entry
   end
@@ -86,6 +90,8 @@ end
 
 -- Walks the indexes merged in the page's order, calling visit(id, score, state_of_index)
 -- until it answers false or budget entries were examined; answers whether it ran out.
+-- A visit that answers 'need' stops the walk: it answers 'need' and the ids the
+-- readers hold from there on.
 local function walk(indexes, cursor, batch, visit)
   local readers = {}
   for i, entry in ipairs(indexes) do
@@ -110,7 +116,17 @@ local function walk(indexes, cursor, batch, visit)
     local r = readers[best]
     r[1].next()
     local answer = visit(best_id, best_score, r[2])
-    if answer == 'stop' then
+    if answer == 'need' then
+      local ids = {best_id}
+      for _, other in ipairs(readers) do
+        if other[1].head() then
+          for j = other[1].pos, #other[1].buf, 2 do
+            ids[#ids + 1] = other[1].buf[j]
+          end
+        end
+      end
+      return 'need', ids
+    elseif answer == 'stop' then
       table.remove(readers, best)
     elseif answer == false then
       return false
@@ -131,6 +147,14 @@ end
 
 local cursor = ARGV[4] ~= '' and ARGV[4] or nil
 local ids, scores, last_seen = {}, {}, nil
+local function lacking(ids)
+  local out = {'!keys'}
+  for _, id in ipairs(ids) do
+    if not keys_of[id] then out[#out + 1] = id end
+  end
+  return out
+end
+
 local out_of_budget, stop_score = walk(sources, cursor, math.min(limit + 1, 200), function(id, score, st)
   last_seen = score
   local answer = verdict(id, st, not per_state)
@@ -142,6 +166,9 @@ local out_of_budget, stop_score = walk(sources, cursor, math.min(limit + 1, 200)
   end
   return answer
 end)
+if out_of_budget == 'need' then
+  return lacking(stop_score)
+end
 
 local next_cursor = ''
 if #ids > limit then
@@ -153,12 +180,12 @@ end
 
 local rows = {}
 for i, id in ipairs(ids) do
-  local key = task_key(id)
+  local key = keys_of[id][1]
   local t = load_task(key)
   if t and not t.damaged then
     local fields = redis.call('HMGET', key, 'c', 'n', 'q', 'pid', 'rid', 'gid', 'w', 's', 'e',
       'x', 'att', 'st')
-    rows[#rows + 1] = {render_task(t, history_key(id), false), fields}
+    rows[#rows + 1] = {render_task(t, keys_of[id][2], false), fields}
   end
 end
 
@@ -178,13 +205,16 @@ else
   end
   local saved = state_wanted
   state_wanted = ''
-  local ran_out = walk(everything, nil, 500, function(id, _, st)
+  local ran_out, needed = walk(everything, nil, 500, function(id, _, st)
     local answer, state = verdict(id, st, false)
     if answer == 'take' then
       counts[state] = (counts[state] or 0) + 1
     end
     return answer
   end)
+  if ran_out == 'need' then
+    return lacking(needed)
+  end
   state_wanted = saved
   if ran_out then exact = '0' end
   for _, state in ipairs(STATES) do

@@ -1,16 +1,37 @@
 -- workers: the workers seen since a time, with their counts and running tasks.
--- KEYS: 1 workers (sorted set: worker -> last seen ms), 2 the running tasks' index
--- ARGV: 1 the hash tag, 2 seen at or after (ms), 3 how many workers at most,
---       4 how many running tasks to look at, at most
+-- KEYS: 1 workers (sorted set: worker -> last seen ms), 2 the running tasks' index, then
+--       the task hash of each id in ARGV[4], then the counts hash of each worker in ARGV[5]
+-- ARGV: 1 seen at or after (ms), 2 how many workers at most, 3 how many running tasks to
+--       look at, at most, 4 running ids whose task hashes follow (JSON array), 5 workers
+--       whose counts follow (JSON array)
 -- Returns: {worker, last seen, {started, succeeded, failed}, {running ids}} per worker,
---          most recently seen first
+--          most recently seen first | {'!keys', {ids}, {workers}}: the keys of these
+--          ids and workers are missing; sent again with them (nothing was read twice)
 
-local tag = ARGV[1]
-local seen = redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0,
-  tonumber(ARGV[3]))
+local ids, names = cjson.decode(ARGV[4]), cjson.decode(ARGV[5])
+local task_of, counts_of = {}, {}
+for i, id in ipairs(ids) do
+  task_of[id] = KEYS[2 + i]
+end
+for i, worker in ipairs(names) do
+  counts_of[worker] = KEYS[2 + #ids + i]
+end
+local seen = redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0,
+  tonumber(ARGV[2]))
+local running_ids = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+local lacking_ids, lacking_workers = {}, {}
+for _, id in ipairs(running_ids) do
+  if not task_of[id] then lacking_ids[#lacking_ids + 1] = id end
+end
+for i = 1, #seen, 2 do
+  if not counts_of[seen[i]] then lacking_workers[#lacking_workers + 1] = seen[i] end
+end
+if #lacking_ids > 0 or #lacking_workers > 0 then
+  return {'!keys', lacking_ids, lacking_workers}
+end
 local running = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[4]) - 1)) do
-  local worker = redis.call('HGET', tag .. ':t:' .. esc(id), 'w')
+for _, id in ipairs(running_ids) do
+  local worker = redis.call('HGET', task_of[id], 'w')
   if worker then
     running[worker] = running[worker] or {}
     table.insert(running[worker], id)
@@ -19,7 +40,7 @@ end
 local out = {}
 for i = 1, #seen, 2 do
   local worker = seen[i]
-  local counts = redis.call('HMGET', tag .. ':wc:' .. esc(worker), 'started', 'succeeded', 'failed')
+  local counts = redis.call('HMGET', counts_of[worker], 'started', 'succeeded', 'failed')
   out[#out + 1] = {worker, seen[i + 1], counts, running[worker] or {}}
 end
 return out
