@@ -120,7 +120,8 @@ def make_app(namespace: str, *, backend: str | None = None, **conf: Any) -> Cele
     def step(self: Task[Any, Any], seen: str) -> str:
         self.update_state(state="PROGRESS", meta={"percent": 50})
         client = redis.Redis.from_url(URL)
-        client.rpush(seen, client.get(f"{namespace}:celery-task-meta-{self.request.id}") or b"")
+        backend: Any = self.backend  # its key, as Celery names it (5.4 put "_" after the prefix)
+        client.rpush(seen, client.get(backend.get_key_for_task(self.request.id)) or b"")
         client.close()
         return "stepped"
 
