@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint format venv clean
+.PHONY: demo test test-celery-matrix lint format venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,9 +26,13 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/pytest
 
+# The Celery layer's tests once per older supported Celery minor, a venv each (.ci/run runs it).
+test-celery-matrix:
+	bash .ci/celery-matrix
+
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .venv-celery-* .mypy_cache .pytest_cache .ruff_cache .hypothesis *.egg-info

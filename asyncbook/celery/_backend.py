@@ -124,7 +124,8 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._json_meta = self.serializer == "json" and not self.compression
+        # result_compression is new in Celery 5.7; before it, results are never compressed.
+        self._json_meta = self.serializer == "json" and not getattr(self, "compression", None)
         self._books: dict[int, tuple[RedisBook, BookScript] | None] = {}
         self._verdicts: dict[str, tuple[str, BaseException]] = {}
         self._lock = threading.Lock()
@@ -243,7 +244,9 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:
             store_error: Any = BackendStoreError  # celery-types lacks its keywords
             raise store_error("value too large for Redis backend", state=state, task_id=task_id)
-        expires = int((self.failure_expires if state == states.FAILURE else self.expires) or 0)
+        # result_failure_expires is new in Celery 5.7; before it, failures expire as successes.
+        failure_expires = getattr(self, "failure_expires", self.expires)
+        expires = int((failure_expires if state == states.FAILURE else self.expires) or 0)
         if book.retention is None:
             return value, 0
         if expires > 0:

@@ -6,12 +6,13 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Task
-from celery.app import task as celery_task
+from celery.app import trace as celery_trace
 from celery.backends.base import DisabledBackend
 
 __all__ = ["ResultRef", "default_result_ref"]
 
-ResultRef = Callable[[Task[Any, Any], str, Any], str]
+# Quoted: Celery's Task is subscriptable at run time only from 5.7.
+ResultRef = Callable[["Task[Any, Any]", str, Any], str]
 """An ``asyncbook_result_ref`` callable: ``(task, task_id, result) -> str``."""
 
 
@@ -22,8 +23,10 @@ def _result_kept(task: Task[Any, Any]) -> bool:
         return False
     if request.is_eager and not task.store_eager_result:
         return False
+    # Celery 5.6's tracer lets the call's ignore_result override the task's (5.7 moved the
+    # function to celery.app.task; trace still imports it); 5.5's reads the task's alone.
     actual: Callable[[Any, Any], bool] | None = getattr(
-        celery_task, "get_actual_ignore_result", None
+        celery_trace, "get_actual_ignore_result", None
     )
     ignored = actual(task, request) if actual is not None else task.ignore_result
     # The backend skips a request that asks to ignore its result, whatever the task says.
