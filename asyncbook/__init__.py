@@ -46,7 +46,7 @@ from ._sinks import Sink, SinkError, WebhookSink
 from ._sweep import SweepReport, sweep
 from ._version import __version__
 from .errors import AsyncBookError, BookUnavailableError, DamagedRecordError, UnknownTaskError
-from .redis import RedisBook
+from .redis import AsyncRedisBook, RedisBook
 
 __all__ = [
     # models
@@ -96,6 +96,7 @@ __all__ = [
     "EventInput",
     "MemoryBook",
     "RedisBook",
+    "AsyncRedisBook",
     # celery integration (install and report_progress are in asyncbook.signals and
     # asyncbook.progress: importing asyncbook does not import Celery)
     "DeliveryReport",

@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.cluster import RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._book import ApplyItem, CreateSpec, EventInput, cancel_input
+from .._book import ApplyItem, CreateSpec, EventInput
 from .._checks import (
     require_heartbeat_timeout,
     require_integer,
     require_limit,
     require_non_negative,
-    require_optional_string,
-    require_page_cursor,
-    require_state,
     require_string,
     require_text,
 )
@@ -43,52 +38,40 @@ from .._console import (
 from .._machine import create_async_task, stall_event
 from .._models import (
     GROUP_END_STATES,
-    STATE_NAMES,
     AsyncTask,
     AsyncTransition,
     CallbackResult,
-    DeliveryReceipt,
     DeliveryResult,
     GroupSummary,
-    HistoryEntry,
-    ProgressEvent,
     ResumeResult,
     TaskPage,
 )
-from .._reasons import Reason
 from ..errors import (
     AsyncBookError,
     DamagedRecordError,
-    UnknownTaskError,
-    invalid,
 )
 from . import _console
-from ._args import coerce, dumps, event_args, number_text, utf8
-from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
-from ._console import WORKER_KEEP_MS, failure_json, publish_fields
-from ._keys import KeySchema
+from . import _operations as operations
+from ._args import dumps, number_text, utf8
+from ._base import DEFAULT_RETENTION, BookBase
+from ._connection import connect, reports_outages
+from ._console import WORKER_KEEP_MS, publish_fields
 from ._outbox import Outbox
 from ._pending import settle
+from ._plan import Command, Plan, Request, ScriptCall, Settle, run, server_time
 from ._replies import (
     callback_result,
     created,
     group_summary_of,
-    listed,
     outcome,
     script_error,
     status_of,
     text_of,
 )
 from ._scripts import (
-    AT_DEADLINE,
-    NO_EVENT,
     ApplyArgs,
     BookScript,
-    BookScripts,
     CreateArgs,
-    DeliverArgs,
-    GetManyArgs,
-    ResumeArgs,
     ScriptedEvents,
     ScriptStatus,
     with_helpers,
@@ -101,13 +84,14 @@ __all__ = ["RedisBook"]
 
 log = logging.getLogger(__name__)
 
-_DEFAULT_RETENTION = timedelta(hours=24)
+
+_T = TypeVar("_T")
 
 _ExtraCall = tuple[BookScript, Sequence[str], Sequence[Any]]
 """A script call run after the events of a batch, in the same transaction."""
 
 
-class RedisBook(Outbox):
+class RedisBook(Outbox, BookBase):
     """A book in Redis: durable, shared by workers, beat and the status server."""
 
     def __init__(
@@ -116,54 +100,22 @@ class RedisBook(Outbox):
         *,
         namespace: str = "asyncbook",
         retention_versions: int = 8,
-        retention: timedelta | None = _DEFAULT_RETENTION,
+        retention: timedelta | None = DEFAULT_RETENTION,
     ) -> None:
-        self.client = client
-        self.keys = KeySchema(namespace)
-        self.namespace = namespace
-        self.retention_versions = require_integer(retention_versions, "retention_versions")
-        if retention is not None and (
-            not isinstance(retention, timedelta) or retention <= timedelta(0)
-        ):
-            raise invalid("retention must be a positive timedelta or None", field="retention")
-        self.retention = retention
-        self._retention_ms = (
-            "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
-        )
-        self._scripts = BookScripts.register(client)
-        self._apply_keys = [
-            self.keys.deadlines,
-            self.keys.outbox,
-            *self.keys.state_indexes,
-            self.keys.counters,
-            self.keys.stalls,
-            self.keys.group_outbox,
-        ]
-        self._groups = set()
-        self._prune_from: dict[str, str] = {}
-        self._policy_checked = False
-
-    @classmethod
-    def from_url(
-        cls,
-        url: str = DEFAULT_REDIS_URL,
-        *,
-        namespace: str = "asyncbook",
-        retention_versions: int = 8,
-        retention: timedelta | None = _DEFAULT_RETENTION,
-        **connection: Any,
-    ) -> RedisBook:
-        """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://).
-
-        ``connection`` overrides the client's options (``socket_timeout``, ``retry``...).
-        """
-        return cls(
-            connect(url, **connection),
+        super().__init__(
+            client,
             namespace=namespace,
             retention_versions=retention_versions,
             retention=retention,
         )
+        self._groups = set()
+        self._prune_from: dict[str, str] = {}
 
+    @classmethod
+    def _client_for(cls, url: str, **options: Any) -> Any:
+        return connect(url, **options)
+
+    @reports_outages
     def check_eviction_policy(self) -> str | None:
         """Warn (once per book) when Redis may evict the book's keys; returns the policy.
 
@@ -171,32 +123,33 @@ class RedisBook(Outbox):
         ``volatile-lru`` are defaults on some managed services) a full Redis drops keys
         of live tasks or half of a task's record. Called before the first write.
         """
-        self._policy_checked = True
-        try:
-            info = self._slot_client().info("memory")
-        except ResponseError:
-            return None  # INFO refused (an embedded server, a restricted user): not known
-        except (RedisConnectionError, RedisTimeoutError):
-            self._policy_checked = False  # try again on the next write
-            return None
-        policy = str(info.get("maxmemory_policy", "noeviction"))
-        if policy != "noeviction":
-            log.warning(
-                "asyncbook: Redis maxmemory-policy is %r: when memory is full Redis evicts "
-                "keys, and the book loses tasks or parts of them. Set maxmemory-policy "
-                "noeviction for the book's Redis (docs/faults.md).",
-                policy,
-            )
-        return policy
+        return self._run(operations.check_eviction_policy(self.layout))
 
     def _before_write(self) -> None:
-        if not self._policy_checked:
-            self.check_eviction_policy()
+        self._run(operations.before_write(self.layout))
 
     def _settle(self) -> None:
         """Wait for the creates this process wrote to the book and has no answer for yet
         (read-your-writes for a publisher whose creates do not wait)."""
         settle(self.namespace)
+
+    def _run(self, plan: Plan[_T]) -> _T:
+        """Run one of the book's plans (``_operations``) on its client."""
+        return run(plan, self._execute)
+
+    def _execute(self, request: Request) -> Any:
+        if isinstance(request, ScriptCall):
+            script: BookScript = getattr(self._scripts, request.name)
+            return script(request.keys, request.args)
+        if isinstance(request, Settle):
+            return self._settle()
+        client = self._slot_client()
+        if isinstance(request, Command):
+            return getattr(client, request.name)(*request.args, **request.options)
+        pipe = client.pipeline(transaction=False)
+        for each in request.commands:
+            getattr(pipe, each.name)(*each.args, **each.options)
+        return pipe.execute()
 
     # -- creating and reading -------------------------------------------------------
 
@@ -320,82 +273,23 @@ class RedisBook(Outbox):
 
     def _children_keep_ms(self, spec: CreateSpec) -> str:
         """How long a parent's list of children is kept: the child's life and retention."""
-        if not self._retention_ms or spec.info is None or spec.info.parent_id is None:
+        if not self.layout.retention_ms or spec.info is None or spec.info.parent_id is None:
             return ""
-        return str(int(self._retention_ms) + max(0, math.ceil(float(spec.ttl_ms))))
+        return str(int(self.layout.retention_ms) + max(0, math.ceil(float(spec.ttl_ms))))
 
     @reports_outages
     def get(self, id: str) -> AsyncTask | None:
         """The stored task with its history, or None."""
-        self._settle()
-        task_id = utf8(require_string(id, "id"), "id")
-        reply = self._scripts.get(keys=[self.keys.task(task_id), self.keys.history(task_id)])
-        if reply is None:
-            return None
-        if isinstance(reply, list):
-            raise DamagedRecordError(task_id, text_of(reply[1]))
-        return AsyncTask.model_validate_json(reply)
+        return self._run(operations.get(self.layout, id))
 
     # -- applying events ---------------------------------------------------------------
-
-    def _apply_call(
-        self,
-        task_id: Any,
-        event: EventInput | None,
-        callback_id: Any,
-        full_task: bool = True,
-        *,
-        only_if_stalled: bool = False,
-    ) -> tuple[list[str], ApplyArgs, AsyncBookError | None]:
-        task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        callback = require_optional_string(callback_id, "callbackId")
-        k = self.keys
-        cursor = ""
-        if event is None:
-            slots, shape_error = AT_DEADLINE, None
-        else:
-            parsed, shape_error = coerce(event)
-            slots = NO_EVENT
-            if isinstance(parsed, ProgressEvent):
-                cursor = utf8(parsed.cursor, "event.cursor")
-            if parsed is not None:
-                try:
-                    slots = event_args(parsed)
-                except AsyncBookError as error:
-                    shape_error = error
-        keys = [
-            k.task(task_id),
-            k.history(task_id),
-            k.callback(utf8(callback, "callbackId")) if callback is not None else k.callback(""),
-            *self._apply_keys,
-        ]
-        failure = ""
-        if isinstance(event, Mapping) and event.get("type") == "fail":
-            failure = failure_json(event.get("exception"), event.get("traceback"))
-        args = ApplyArgs(
-            task_id=task_id,
-            failure=failure,
-            callback_given=callback is not None,
-            event_valid=shape_error is None,
-            event=slots,
-            retention_ms=self._retention_ms,
-            changes_channel=k.changes_channel,
-            with_history=full_task,
-            only_if_stalled=only_if_stalled,
-            cursor=cursor,
-        )
-        return keys, args, shape_error
 
     @reports_outages
     def apply(
         self, task_id: str, event: EventInput, callback_id: str | None = None
     ) -> CallbackResult:
         """Apply one event; a callback id already recorded changes nothing."""
-        self._settle()
-        keys, args, shape_error = self._apply_call(task_id, event, callback_id)
-        self._before_write()
-        reply = self._scripts.apply(keys=keys, args=args.argv())
-        return callback_result(args.task_id, reply, shape_error)
+        return self._run(operations.apply(self.layout, task_id, event, callback_id))
 
     @reports_outages
     def cancel(
@@ -410,13 +304,12 @@ class RedisBook(Outbox):
 
         ``at_ms`` defaults to the Redis server's clock.
         """
-        at = self.now_ms() if at_ms is None else at_ms
-        return self.apply(task_id, cancel_input(at, reason), callback_id)
+        return self._run(operations.cancel(self.layout, task_id, reason, at_ms, callback_id))
 
     @reports_outages
     def expire(self, task_id: str) -> AsyncTransition:
         """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
-        keys, args, _ = self._apply_call(task_id, None, None)
+        keys, args, _ = self.layout.apply_call(task_id, None, None)
         reply = self._scripts.apply(keys=keys, args=args.argv())
         result = callback_result(args.task_id, reply, None)
         return result.transition()
@@ -491,12 +384,12 @@ class RedisBook(Outbox):
         ``key`` must be on the book's Redis; on a Cluster, in the book's slot.
         """
         calls = [
-            self._apply_call(task_id, event, callback_id, full_task=False)
+            self.layout.apply_call(task_id, event, callback_id, full_task=False)
             for event, callback_id in items
         ]
         task_id = utf8(require_string(task_id, "taskId"), "taskId")
         k = self.keys
-        keys = [k.task(task_id), k.history(task_id), key, *self._apply_keys]
+        keys = [k.task(task_id), k.history(task_id), key, *self.layout.apply_keys]
         argv = [*args, str(len(calls))]
         for call_keys, call_args, _error in calls:
             keys.append(call_keys[2])
@@ -533,7 +426,8 @@ class RedisBook(Outbox):
         calls: list[tuple[int, list[str], ApplyArgs, AsyncBookError | None]] = []
         for index, (task_id, event, callback_id) in enumerate(items):
             try:
-                calls.append((index, *self._apply_call(task_id, event, callback_id, full_task)))
+                call = self.layout.apply_call(task_id, event, callback_id, full_task)
+                calls.append((index, *call))
             except AsyncBookError as error:
                 results[index] = error
         self._before_write()
@@ -614,69 +508,21 @@ class RedisBook(Outbox):
         With ``full_task=False`` a caught-up or delta answer carries the task without its
         history, so it costs O(events returned) however long the history is.
         """
-        self._settle()
-        task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        keys = [self.keys.task(task_id), self.keys.history(task_id)]
-        try:
-            cursor = require_integer(cursor_version, "cursorVersion")
-        except AsyncBookError:
-            if not self.client.exists(keys[0]):
-                raise UnknownTaskError(task_id) from None
-            raise
-        reply = self._scripts.resume(
-            keys=keys,
-            args=ResumeArgs(
-                cursor=cursor,
-                retention_versions=self.retention_versions,
-                with_full_task=full_task,
-            ).argv(),
-        )
-        mode = status_of(task_id, reply)
-        task = AsyncTask.model_validate_json(reply[1])
-        events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
-        return ResumeResult(mode=mode, events=events, task=task)
+        return self._run(operations.resume(self.layout, task_id, cursor_version, full_task))
 
     @reports_outages
     def deliver_result(
         self, task_id: str, idempotency_key: str, now_ms: int | float
     ) -> DeliveryResult:
         """Hand the result over once per idempotency key."""
-        key = utf8(require_text(idempotency_key, "idempotencyKey"), "idempotencyKey")
-        now = require_non_negative(now_ms, "nowMs")
-        task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        reply = self._scripts.deliver(
-            keys=[self.keys.delivery(key), self.keys.task(task_id), self.keys.history(task_id)],
-            args=DeliverArgs(
-                key_json=dumps(key, "idempotencyKey"),
-                now_ms=number_text(now),
-                retention_ms=self._retention_ms,
-            ).argv(),
-        )
-        status = status_of(task_id, reply)
-        if status == Reason.NOT_SUCCEEDED:
-            return DeliveryResult(ok=False, duplicate=False, reason=Reason.NOT_SUCCEEDED)
-        receipt = DeliveryReceipt.model_validate_json(reply[1])
-        if status == Reason.DELIVERED:
-            return DeliveryResult(
-                ok=True, duplicate=False, reason=Reason.DELIVERED, receipt=receipt
-            )
-        if receipt.task_id == task_id:
-            return DeliveryResult(
-                ok=True, duplicate=True, reason=Reason.DUPLICATE_DELIVERY, receipt=receipt
-            )
-        return DeliveryResult(
-            ok=False, duplicate=True, reason=Reason.KEY_REUSED_FOR_OTHER_TASK, receipt=receipt
-        )
+        return self._run(operations.deliver_result(self.layout, task_id, idempotency_key, now_ms))
 
     # -- indexes ------------------------------------------------------------------------
 
     @reports_outages
     def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
         """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
-        now = require_non_negative(now_ms, "nowMs")
-        count = require_limit(limit, maximum=1_000_000)
-        ids = self.client.zrangebyscore(self.keys.deadlines, "-inf", now, start=0, num=count)
-        return [text_of(task_id) for task_id in ids]
+        return self._run(operations.overdue(self.layout, now_ms, limit))
 
     @reports_outages
     def list_tasks(
@@ -692,35 +538,7 @@ class RedisBook(Outbox):
         With ``full_task=False`` the listed tasks come without their histories (the
         listing then reads no history at all).
         """
-        self._settle()
-        wanted = require_state(state)
-        count = require_limit(limit)
-        cursor = require_page_cursor(after)
-        states = STATE_NAMES if wanted is None else (wanted,)
-        top = "+inf" if cursor is None else f"({cursor}"
-        pipe = self._slot_client().pipeline(transaction=False)
-        for state_name in states:
-            pipe.zrevrangebyscore(
-                self.keys.state_index(state_name),
-                top,
-                "-inf",
-                start=0,
-                num=count + 1,
-                withscores=True,
-            )
-        # Scores are creation order, unique per task: merging the indexes gives "newest first".
-        rows = sorted((row for rows in pipe.execute() for row in rows), key=lambda row: -row[1])
-        more = len(rows) > count
-        rows = rows[:count]
-        if not rows:
-            return TaskPage(tasks=())
-        keys: list[str] = []
-        for raw_id, _score in rows:
-            keys += [self.keys.task(text_of(raw_id)), self.keys.history(text_of(raw_id))]
-        found = self._scripts.get_many(keys=keys, args=GetManyArgs(full_task).argv())
-        tasks = tuple(listed(found))
-        next_after = str(int(rows[-1][1])) if more else None
-        return TaskPage(tasks=tasks, next_after=next_after)
+        return self._run(operations.list_tasks(self.layout, state, limit, after, full_task))
 
     @reports_outages
     def heartbeat(self, task_ids: Iterable[str]) -> int:
@@ -759,7 +577,7 @@ class RedisBook(Outbox):
             if timeout is None:
                 continue
             event = stall_event(now, int(timeout), text_of(retry or b"0") == "1")
-            keys, args, _ = self._apply_call(
+            keys, args, _ = self.layout.apply_call(
                 task_id, event, f"stalled:{task_id}:{int(stall_at)}", only_if_stalled=True
             )
             reply = self._scripts.apply(keys=keys, args=args.argv())
@@ -774,12 +592,7 @@ class RedisBook(Outbox):
     @reports_outages
     def last_cursor(self, task_id: str) -> str | None:
         """The cursor of the last progress the task reported (its checkpoint), or None."""
-        self._settle()
-        task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        exists, cursor = self._slot_client().hmget(self.keys.task(task_id), "id", "cur")
-        if exists is None:
-            raise UnknownTaskError(task_id)
-        return text_of(cursor) or None if cursor is not None else None
+        return self._run(operations.last_cursor(self.layout, task_id))
 
     @reports_outages
     def seal_group(self, group_id: str, total: int) -> GroupSummary:
@@ -789,37 +602,24 @@ class RedisBook(Outbox):
         size = require_integer(total, "total", 1)
         flat = self._scripts.seal_group(
             keys=[self.keys.group(group), self.keys.group_members(group), self.keys.group_outbox],
-            args=[dumps(group, "groupId"), str(size), str(self.now_ms()), self._retention_ms],
+            args=[dumps(group, "groupId"), str(size), str(self.now_ms()), self.layout.retention_ms],
         )
         return group_summary_of(group, flat)
 
     @reports_outages
     def group(self, group_id: str) -> GroupSummary | None:
         """The group's counts by state and its progress: one round trip, O(1)."""
-        self._settle()
-        group = utf8(require_text(group_id, "groupId"), "groupId")
-        flat = self.client.hgetall(self.keys.group(group))
-        return group_summary_of(group, flat) if flat else None
+        return self._run(operations.group(self.layout, group_id))
 
     @reports_outages
     def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
         """The group's members in creation order (without histories), up to ``limit``."""
-        self._settle()
-        group = utf8(require_text(group_id, "groupId"), "groupId")
-        count = require_limit(limit, maximum=10_000)
-        ids = self.client.zrange(self.keys.group_members(group), 0, count - 1)
-        if not ids:
-            return []
-        keys: list[str] = []
-        for raw_id in ids:
-            keys += [self.keys.task(text_of(raw_id)), self.keys.history(text_of(raw_id))]
-        return list(listed(self._scripts.get_many(keys=keys, args=GetManyArgs(False).argv())))
+        return self._run(operations.group_members(self.layout, group_id, limit))
 
     @reports_outages
     def now_ms(self) -> int:
         """The Redis server's clock (TIME): one clock for every worker, beat and client."""
-        seconds, micros = self._slot_client().time()
-        return int(seconds) * 1000 + int(micros) // 1000
+        return self._run(server_time())
 
     # -- the operator console -------------------------------------------------------
 
@@ -827,20 +627,19 @@ class RedisBook(Outbox):
     def info(self, task_id: str) -> TaskInfo | None:
         """A task's info (Celery name, arguments, queue, worker, times, traceback), or
         None when the book does not hold the task."""
-        self._settle()
-        return _console.info(self, utf8(require_string(task_id, "taskId"), "taskId"))
+        return self._run(_console.info(self.layout, task_id))
 
     @reports_outages
     def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
         """One page of tasks matching a ``TaskQuery`` (or its fields as keywords: name,
         state, worker, q, since_ms, until_ms, sort, limit, after), with totals per state."""
-        self._settle()
-        return _console.search(self, TaskQuery(**filters) if query is None else query)
+        given = TaskQuery(**filters) if query is None else query
+        return self._run(_console.search(self.layout, given))
 
     @reports_outages
     def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
         """Workers seen in the last ``within_ms``, most recently seen first."""
-        return _console.workers(self, within_ms)
+        return self._run(_console.workers(self.layout, within_ms))
 
     @reports_outages
     def stats(
@@ -848,31 +647,27 @@ class RedisBook(Outbox):
     ) -> TaskStats:
         """Per-minute starts, ends by state and runtime percentiles of one task name (None:
         every task) over the last ``window_ms`` (one minute to a day): one round trip."""
-        return _console.stats(self, name, window_ms, now_ms)
+        return self._run(_console.stats(self.layout, name, window_ms, now_ms))
 
     @reports_outages
     def task_names(self, within_ms: int | None = None) -> list[str]:
         """Task names the book has seen (created within ``within_ms``), sorted."""
-        return _console.task_names(self, within_ms)
+        return self._run(_console.task_names(self.layout, within_ms))
 
     @reports_outages
     def name_totals(self) -> list[NameTotals]:
         """Running totals per task name, for Prometheus counters and histograms."""
-        return _console.name_totals(self)
+        return self._run(_console.name_totals(self.layout))
 
     @reports_outages
     def count_by_state(self) -> dict[str, int]:
         """How many tasks each state index holds (one pipelined round trip)."""
-        pipe = self._slot_client().pipeline(transaction=False)
-        for key in self.keys.state_indexes:
-            pipe.zcard(key)
-        return dict(zip(STATE_NAMES, (int(n) for n in pipe.execute()), strict=True))
+        return self._run(operations.count_by_state(self.layout))
 
     @reports_outages
     def transition_counts(self) -> dict[str, int]:
         """How many times each reason was answered, by every client of this book."""
-        counts = self.client.hgetall(self.keys.counters)
-        return {text_of(reason): int(count) for reason, count in counts.items()}
+        return self._run(operations.transition_counts(self.layout))
 
     @reports_outages
     def prune(self, limit: int = 1000) -> int:

@@ -1,7 +1,8 @@
-"""The operator console's reads of a RedisBook: info, search, workers, stats, totals.
+"""The operator console's reads of a Redis book: info, search, workers, stats, totals.
 
 What they read is written by the task scripts themselves (lua/_info.lua), so recording
-costs no extra round trip; each read here is one round trip.
+costs no extra round trip; each read here is one round trip, written as a plan
+(``_plan``) that ``RedisBook`` and ``AsyncRedisBook`` both run.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._checks import require_string
 from .._console import (
     RUNTIME_BUCKETS_MS,
     STATS_MINUTE_MS,
@@ -29,10 +31,12 @@ from .._console import (
 )
 from .._models import GROUP_END_STATES, AsyncTask
 from ..errors import invalid
+from ._args import utf8
+from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import text_of
 
 if TYPE_CHECKING:
-    from ._book import RedisBook
+    from ._operations import BookLayout
 
 __all__ = [
     "WORKER_KEEP_MS",
@@ -137,11 +141,13 @@ def _info(
     )
 
 
-def info(book: RedisBook, task_id: str) -> TaskInfo | None:
+def info(book: BookLayout, task_id: str) -> Plan[TaskInfo | None]:
     """The task's info, or None when the book does not hold it."""
+    yield SETTLE
+    task_id = utf8(require_string(task_id, "taskId"), "taskId")
     k = book.keys
-    reply = book._scripts.info(
-        keys=[k.task(task_id), k.info(task_id), k.children(task_id)], args=[CHILDREN_LISTED]
+    reply = yield ScriptCall(
+        "info", [k.task(task_id), k.info(task_id), k.children(task_id)], [CHILDREN_LISTED]
     )
     if not reply:
         return None
@@ -149,8 +155,9 @@ def info(book: RedisBook, task_id: str) -> TaskInfo | None:
     return _info(task_id, fields, long, children)
 
 
-def search(book: RedisBook, query: TaskQuery) -> SearchPage:
+def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
     """One page of tasks matching ``query``, and the matching tasks per state."""
+    yield SETTLE
     query = query.checked()
     k = book.keys
     if query.worker is not None:
@@ -174,7 +181,7 @@ def search(book: RedisBook, query: TaskQuery) -> SearchPage:
         SEARCH_SCAN_LIMIT,
         "count" if scanning else "card",
     ]
-    rows, next_cursor, flat_totals, exact = book._scripts.search(keys=keys, args=args)
+    rows, next_cursor, flat_totals, exact = yield ScriptCall("search", keys, args)
     found: list[SearchRow] = []
     for task_json, fields in rows:
         task = AsyncTask.model_validate_json(task_json)
@@ -190,15 +197,18 @@ def search(book: RedisBook, query: TaskQuery) -> SearchPage:
     )
 
 
-def workers(book: RedisBook, within_ms: int, now_ms: int | None = None) -> list[WorkerSummary]:
+def workers(
+    book: BookLayout, within_ms: int, now_ms: int | None = None
+) -> Plan[list[WorkerSummary]]:
     """Workers seen in the last ``within_ms``, most recently seen first."""
     if type(within_ms) is not int or within_ms <= 0:
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
-    now = book.now_ms() if now_ms is None else now_ms
+    now = (yield from server_time()) if now_ms is None else now_ms
     k = book.keys
-    reply = book._scripts.workers(
-        keys=[k.workers, k.state_index("running")],
-        args=[k.tag, now - within_ms, WORKERS_LISTED, RUNNING_LOOKED_AT],
+    reply = yield ScriptCall(
+        "workers",
+        [k.workers, k.state_index("running")],
+        [k.tag, now - within_ms, WORKERS_LISTED, RUNNING_LOOKED_AT],
     )
     found = []
     for name, seen, counts, running in reply:
@@ -225,8 +235,8 @@ def _minute_fields(flat: dict[Any, Any]) -> dict[int, dict[str, int]]:
 
 
 def stats(
-    book: RedisBook, name: str | None, window_ms: int, now_ms: int | None = None
-) -> TaskStats:
+    book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
+) -> Plan[TaskStats]:
     """Per-minute counts and runtimes of one task name (or of all) over the window."""
     if name is not None and (not isinstance(name, str) or not name):
         raise invalid("name must be a non-empty string", field="name")
@@ -237,8 +247,8 @@ def stats(
             "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
         )
     k = book.keys
-    reply = book._scripts.stats(
-        keys=[k.names], args=[k.tag, name or "", window_ms, "" if now_ms is None else now_ms]
+    reply = yield ScriptCall(
+        "stats", [k.names], [k.tag, name or "", window_ms, "" if now_ms is None else now_ms]
     )
     now, first_hour = int(reply[0]), int(reply[1])
     last_minute = now // STATS_MINUTE_MS
@@ -296,16 +306,18 @@ def stats(
     )
 
 
-def task_names(book: RedisBook, within_ms: int | None = None) -> list[str]:
+def task_names(book: BookLayout, within_ms: int | None = None) -> Plan[list[str]]:
     """Task names created within ``within_ms`` (every name the book knows: None), sorted."""
-    low: int | str = "-inf" if within_ms is None else book.now_ms() - within_ms
-    names = book._slot_client().zrangebyscore(book.keys.names, low, "+inf")
+    low: int | str = "-inf"
+    if within_ms is not None:
+        low = (yield from server_time()) - within_ms
+    names = yield command("zrangebyscore", book.keys.names, low, "+inf")
     return sorted(text for text in map(_text, names) if text)
 
 
-def name_totals(book: RedisBook) -> list[NameTotals]:
+def name_totals(book: BookLayout) -> Plan[list[NameTotals]]:
     """Running totals per task name: starts, ends by state, runtime histogram and sum."""
-    flat = book._slot_client().hgetall(book.keys.name_totals)
+    flat = yield command("hgetall", book.keys.name_totals)
     per_name: dict[str, dict[str, int]] = {}
     for raw_field, raw_count in flat.items():
         name, _, code = (_text(raw_field) or "").rpartition("|")
