@@ -33,10 +33,12 @@ from . import _console
 from . import _operations as operations
 from ._async_changes import changes
 from ._base import BookBase
+from ._book import RedisBook
 from ._connection import connect_async, reports_outages_async
 from ._pending import pending, settle
 from ._plan import Command, Plan, Request, ScriptCall, Settle, run_async, server_time
 from ._scripts import BookScript
+from ._twin import async_client_like
 
 __all__ = ["AsyncRedisBook"]
 
@@ -54,6 +56,21 @@ class AsyncRedisBook(BookBase):
     @classmethod
     def _client_for(cls, url: str, **options: Any) -> Any:
         return connect_async(url, **options)
+
+    @classmethod
+    def twin_of(cls, book: RedisBook) -> AsyncRedisBook | None:
+        """An async book of ``book``'s namespace and retention, on an asyncio client like
+        ``book.client`` (same address, db, credentials, TLS, timeouts); None when that
+        client has no such twin (a Cluster, Sentinel, fakeredis...). Close it when done."""
+        client = async_client_like(book.client)
+        if client is None:
+            return None
+        return cls(
+            client,
+            namespace=book.namespace,
+            retention_versions=book.retention_versions,
+            retention=book.retention,
+        )
 
     async def aclose(self) -> None:
         """Close the client's connections."""

@@ -32,6 +32,7 @@ from ..errors import BookUnavailableError, invalid
 __all__ = [
     "DEFAULT_REDIS_URL",
     "RedisUnavailableError",
+    "async_retry_policy",
     "connect",
     "connect_async",
     "reports_outages",
@@ -59,19 +60,29 @@ def retry_policy(retries: int = 5) -> Retry:
     return Retry(ExponentialBackoff(cap=1.0, base=0.05), retries, supported_errors=_RETRIED)
 
 
+def async_retry_policy(retries: int = 5) -> redis.asyncio.retry.Retry:
+    """``retry_policy`` for ``redis.asyncio`` clients."""
+    return redis.asyncio.retry.Retry(
+        ExponentialBackoff(cap=1.0, base=0.05),
+        retries,
+        supported_errors=(RedisConnectionError, RedisTimeoutError),  # redis.asyncio wraps OSError
+    )
+
+
 class _Clients:
-    """The client classes of one flavour of redis-py (sync, or ``redis.asyncio``)."""
+    """The client classes and retry policy of one flavour of redis-py (sync, or
+    ``redis.asyncio``)."""
 
     def __init__(self, redis: Any, cluster: Any, sentinel: Any, retry: Any) -> None:
         self.redis, self.cluster, self.sentinel, self.retry = redis, cluster, sentinel, retry
 
 
-_SYNC = _Clients(redis.Redis, RedisCluster, Sentinel, Retry)
+_SYNC = _Clients(redis.Redis, RedisCluster, Sentinel, retry_policy)
 _ASYNC = _Clients(
     redis.asyncio.Redis,
     redis.asyncio.cluster.RedisCluster,
     redis.asyncio.sentinel.Sentinel,
-    redis.asyncio.retry.Retry,
+    async_retry_policy,
 )
 
 
@@ -91,9 +102,8 @@ def _connect(clients: _Clients, url: str, options: dict[str, Any]) -> Any:
     scheme, rest = url.split("://", 1)
     if scheme not in _SCHEMES:
         raise invalid(f"redis url scheme must be one of {', '.join(_SCHEMES)}", field="redis_url")
-    retry = clients.retry(ExponentialBackoff(cap=1.0, base=0.05), 5, supported_errors=_RETRIED)
     settings: dict[str, Any] = {
-        "retry": retry,
+        "retry": clients.retry(5),
         "socket_timeout": 10.0,
         "socket_connect_timeout": 5.0,
         "health_check_interval": 30,
