@@ -320,6 +320,12 @@ def test_follow_of_a_caught_up_task_waits_for_its_next_version(
     assert store.run(namespace, lambda book: collect(book.follow("c", 3))) == []
     with pytest.raises(UnknownTaskError):
         store.run(namespace, lambda book: collect(book.follow("nobody", 0)))
+    bad: Any = "x"  # refused as resume refuses it: unknown task first, then the cursor
+    with pytest.raises(UnknownTaskError):
+        store.run(namespace, lambda book: collect(book.follow("nobody", bad)))
+    with pytest.raises(AsyncBookError) as refused:
+        store.run(namespace, lambda book: collect(book.follow("c", bad)))
+    assert refused.value.field == "cursorVersion"
 
 
 def test_follow_resumes_after_a_lost_link_without_skipping(namespace: str) -> None:

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 from collections.abc import AsyncGenerator
 from types import TracebackType
 from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError
 
-from .._checks import require_integer
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._jsrules import is_finite_number
 from .._models import (
@@ -236,7 +234,7 @@ class AsyncRedisBook(BookBase):
         repeated. Ends after the terminal version (at once when ``cursor`` is already
         there); ``UnknownTaskError`` for an id the book does not hold.
         """
-        seen = require_integer(cursor, "cursorVersion")
+        seen = cursor  # checked by the first resume, as ``resume`` checks it
         feed = changes(self.client, self.keys.changes_channel)
         async with contextlib.aclosing(feed):
             async for change in feed:
@@ -252,7 +250,7 @@ class AsyncRedisBook(BookBase):
     async def wait(self, task_id: str, timeout: float) -> AsyncTask:
         """The task (with its history) once it is terminal; ``TimeoutError`` naming the
         task after ``timeout`` seconds, ``UnknownTaskError`` for an unknown id."""
-        if not is_finite_number(timeout) or timeout <= 0 or math.isinf(timeout):
+        if not is_finite_number(timeout) or timeout <= 0:
             raise invalid("timeout must be a number of seconds > 0", field="timeout")
         limit = asyncio.timeout(timeout)
         try:
