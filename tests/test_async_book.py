@@ -1,5 +1,5 @@
 """``AsyncRedisBook`` against ``RedisBook``: the same cases, the same answers and errors
-(real Redis and fakeredis), then ``wait`` and ``follow``."""
+(real Redis, fakeredis and a Redis Cluster), then ``wait`` and ``follow``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from asyncbook import (
     TaskQuery,
     UnknownTaskError,
 )
+from asyncbook.redis import connect, connect_async
 
 from .conftest import delete_namespace, redis_client
 
@@ -57,12 +58,15 @@ class Store:
         return asyncio.run(scenario())
 
 
-@pytest.fixture(params=["redis", "fakeredis"])
+@pytest.fixture(params=["redis", "fakeredis", "cluster"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
     if request.param == "redis":
         made = Store(
             redis_client(), lambda: redis.asyncio.Redis.from_url("redis://127.0.0.1:6379/10")
         )
+    elif request.param == "cluster":
+        url = request.getfixturevalue("cluster_url")
+        made = Store(connect(url), lambda: connect_async(url))
     else:
         server = fakeredis.FakeServer()
         made = Store(

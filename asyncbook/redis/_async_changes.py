@@ -14,6 +14,8 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
+
 from ._changes import DROPPED, Change, parse_change
 
 __all__ = ["changes"]
@@ -35,8 +37,11 @@ async def changes(
     """
     delay = 0.05
     while True:
-        pubsub = client.pubsub()
+        pubsub = None
         try:
+            if isinstance(client, RedisCluster):
+                await client.initialize()  # a cluster's pub/sub needs its slots known
+            pubsub = client.pubsub()
             await pubsub.subscribe(channel)
             async with contextlib.aclosing(pubsub.listen()) as messages:
                 async for message in messages:
@@ -57,5 +62,6 @@ async def changes(
             await asyncio.sleep(delay)
             delay = min(delay * 2, max_backoff)
         finally:
-            with contextlib.suppress(*DROPPED):
-                await pubsub.aclose()
+            if pubsub is not None:
+                with contextlib.suppress(*DROPPED):
+                    await pubsub.aclose()
