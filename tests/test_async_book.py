@@ -23,6 +23,7 @@ from asyncbook import (
     ResumeResult,
     TaskQuery,
     UnknownTaskError,
+    UnsupportedServerError,
 )
 from asyncbook.redis import connect, connect_async
 
@@ -94,6 +95,7 @@ def fill(book: RedisBook) -> None:
         CreateSpec(f"g{i}", NOW + 100 + i, HOUR, 1, group_id="g", info=info) for i in (1, 2)
     )
     book.seal_group("g", 2)
+    book.record_sweep(NOW + 200)
 
 
 CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
@@ -127,6 +129,11 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("group_members", ("g", 0), {}),
     ("overdue", (NOW + 2 * HOUR, 10), {}),
     ("overdue", (-1,), {}),
+    ("overdue_count", (NOW + 2 * HOUR,), {}),
+    ("overdue_count", (NOW,), {}),
+    ("overdue_count", ("soon",), {}),
+    ("last_sweep_ms", (), {}),
+    ("check_server", (), {}),
     ("count_by_state", (), {}),
     ("transition_counts", (), {}),
     ("workers", (), {}),
@@ -213,6 +220,62 @@ def test_an_unreachable_server_raises_the_sync_books_error() -> None:
             return await book.get("x")
 
     assert answer(lambda: asyncio.run(read()))[:2] == expected[:2]
+
+
+def test_a_book_never_swept_answers_none_on_both_books(store: Store, namespace: str) -> None:
+    assert store.sync(namespace).last_sweep_ms() is None
+    assert store.run(namespace, lambda book: book.last_sweep_ms()) is None
+
+
+def test_the_async_book_checks_the_server_at_its_first_write(namespace: str) -> None:
+    """An old server fails the async book's first write (nothing written), as the sync
+    book's; a supported one is checked once per book."""
+    sync_book = RedisBook(redis_client(), namespace=namespace)
+    sync_book.create(id="q", now_ms=NOW, ttl_ms=HOUR, max_attempts=1)
+    asked: list[str] = []
+
+    def old_server(response: Any, **options: Any) -> dict[str, str]:
+        asked.append("INFO")
+        return {"redis_version": "6.2.14", "maxmemory_policy": "noeviction"}
+
+    async def on_an_old_server() -> None:
+        client = redis.asyncio.Redis.from_url("redis://127.0.0.1:6379/10")
+        client.set_response_callback("INFO", old_server)
+        async with AsyncRedisBook(client, namespace=namespace) as book:
+            with pytest.raises(UnsupportedServerError, match=r"older than redis 7\.0"):
+                await book.cancel("q")
+            with pytest.raises(UnsupportedServerError, match=r"older than redis 7\.0"):
+                await book.deliver_result("q", "k", NOW)
+
+    async def checked_once() -> None:
+        client = redis.asyncio.Redis.from_url("redis://127.0.0.1:6379/10")
+        real = client.response_callbacks.get("INFO")
+
+        def counted(response: Any, **options: Any) -> Any:
+            asked.append("INFO")
+            return real(response, **options) if real else response
+
+        client.set_response_callback("INFO", counted)
+        async with AsyncRedisBook(client, namespace=namespace) as book:
+            await book.deliver_result("q", "k", NOW)
+            await book.cancel("q", at_ms=NOW + 1)
+
+    try:
+        asyncio.run(on_an_old_server())
+        assert asked == ["INFO"] * 4  # INFO server and memory, again at the next write
+        task = sync_book.get("q")
+        assert task is not None
+        assert task.state.value == "queued"
+        assert sync_book.client.get(sync_book.keys.delivery("k")) is None
+        asked.clear()
+        asyncio.run(checked_once())
+        assert asked == ["INFO", "INFO"]
+        task = sync_book.get("q")
+        assert task is not None
+        assert task.state.value == "cancelled"
+    finally:
+        delete_namespace(sync_book.client, namespace)
+        sync_book.client.close()
 
 
 # -- wait and follow ----------------------------------------------------------------------

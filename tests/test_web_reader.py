@@ -62,6 +62,7 @@ def test_the_server_reads_a_redis_book_without_threads() -> None:
             for path in ("api/tasks", "api/tasks/t", "api/tasks/t/events", "api/search"):
                 assert http.get(path).status_code == 200, path
             assert http.get("metrics").status_code == 200
+            assert http.get("api/health").json()["overdueTasks"] == 0
             assert http.post("api/tasks/t/cancel", json={}).status_code == 200
             started = [t for t in threading.enumerate() if t.ident not in before]
     finally:
