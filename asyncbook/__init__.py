@@ -53,7 +53,7 @@ from .errors import (
     UnknownTaskError,
     UnsupportedServerError,
 )
-from .redis import RedisBook
+from .redis import AsyncRedisBook, RedisBook
 
 __all__ = [
     # models
@@ -103,6 +103,7 @@ __all__ = [
     "EventInput",
     "MemoryBook",
     "RedisBook",
+    "AsyncRedisBook",
     # celery integration (install and report_progress are in asyncbook.signals and
     # asyncbook.progress: importing asyncbook does not import Celery)
     "DeliveryReport",

@@ -1,18 +1,28 @@
-"""The book in Redis: ``RedisBook``, its key schema, connections and the change follower.
+"""The book in Redis: ``RedisBook`` (and ``AsyncRedisBook`` for asyncio), its key schema,
+connections and the change followers.
 
 Every mutation is one atomic Lua call (``asyncbook/redis/lua``); every key of a book
 shares one hash tag, so the same scripts run on Redis Cluster.
 """
 
+from ._async_book import AsyncRedisBook
+from ._async_changes import changes
 from ._book import RedisBook
 from ._changes import Change, follow_changes, follow_task, parse_change
-from ._connection import DEFAULT_REDIS_URL, RedisUnavailableError, connect, retry_policy
+from ._connection import (
+    DEFAULT_REDIS_URL,
+    RedisUnavailableError,
+    connect,
+    connect_async,
+    retry_policy,
+)
 from ._keys import KeySchema, escape_id
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
 
 __all__ = [
-    # the book
+    # the books
     "RedisBook",
+    "AsyncRedisBook",
     "KeySchema",
     "escape_id",
     # the caller's own scripts (apply_many_then, apply_in_script)
@@ -23,10 +33,12 @@ __all__ = [
     "DEFAULT_REDIS_URL",
     "RedisUnavailableError",
     "connect",
+    "connect_async",
     "retry_policy",
     # following changes
     "Change",
     "follow_changes",
     "follow_task",
     "parse_change",
+    "changes",
 ]

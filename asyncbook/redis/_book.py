@@ -10,25 +10,19 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.cluster import RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._book import ApplyItem, CreateSpec, EventInput, cancel_input
+from .._book import ApplyItem, CreateSpec, EventInput
 from .._checks import (
     require_heartbeat_timeout,
     require_integer,
     require_limit,
     require_non_negative,
-    require_optional_string,
-    require_page_cursor,
-    require_state,
     require_string,
     require_text,
 )
@@ -44,59 +38,46 @@ from .._console import (
 from .._machine import create_async_task, stall_event
 from .._models import (
     GROUP_END_STATES,
-    STATE_NAMES,
     AsyncTask,
     AsyncTransition,
     CallbackResult,
-    DeliveryReceipt,
     DeliveryResult,
     GroupSummary,
-    HistoryEntry,
-    ProgressEvent,
     ResumeResult,
     TaskPage,
 )
-from .._reasons import Reason
 from ..errors import (
     AsyncBookError,
     DamagedRecordError,
-    UnknownTaskError,
-    invalid,
 )
 from . import _console
-from ._args import coerce, dumps, event_args, number_text, utf8
-from ._connection import DEFAULT_REDIS_URL, connect, reports_outages
-from ._console import WORKER_KEEP_MS, failure_json, publish_fields
+from . import _operations as operations
+from ._args import dumps, number_text, utf8
+from ._base import DEFAULT_RETENTION, BookBase
+from ._connection import connect, reports_outages
+from ._console import WORKER_KEEP_MS, publish_fields
 from ._facts import FIELDS as FACT_FIELDS
-from ._facts import FactBook, TaskFacts, facts_of
-from ._keys import KeySchema
+from ._facts import TaskFacts, facts_of
 from ._outbox import Outbox
 from ._pending import settle
+from ._plan import Command, Plan, Request, ScriptCall, Settle, run, server_time
 from ._replies import (
     callback_result,
     created,
     group_summary_of,
-    listed,
     outcome,
     script_error,
     status_of,
     text_of,
 )
 from ._scripts import (
-    AT_DEADLINE,
-    NO_EVENT,
     ApplyArgs,
     BookScript,
-    BookScripts,
     CreateArgs,
-    DeliverArgs,
-    GetManyArgs,
-    ResumeArgs,
     ScriptedEvents,
     ScriptStatus,
     with_helpers,
 )
-from ._server import PROBE_SCRIPT, require_supported, server_info
 
 if TYPE_CHECKING:
     from ._sender import CreateSender
@@ -105,13 +86,14 @@ __all__ = ["RedisBook"]
 
 log = logging.getLogger(__name__)
 
-_DEFAULT_RETENTION = timedelta(hours=24)
+
+_T = TypeVar("_T")
 
 _ExtraCall = tuple[BookScript, Sequence[str], Sequence[Any]]
 """A script call run after the events of a batch, in the same transaction."""
 
 
-class RedisBook(Outbox):
+class RedisBook(Outbox, BookBase):
     """A book in Redis: durable, shared by workers, beat and the status server."""
 
     def __init__(
@@ -120,54 +102,20 @@ class RedisBook(Outbox):
         *,
         namespace: str = "asyncbook",
         retention_versions: int = 8,
-        retention: timedelta | None = _DEFAULT_RETENTION,
+        retention: timedelta | None = DEFAULT_RETENTION,
     ) -> None:
-        self.client = client
-        self.keys = KeySchema(namespace)
-        self.namespace = namespace
-        self.retention_versions = require_integer(retention_versions, "retention_versions")
-        if retention is not None and (
-            not isinstance(retention, timedelta) or retention <= timedelta(0)
-        ):
-            raise invalid("retention must be a positive timedelta or None", field="retention")
-        self.retention = retention
-        self._retention_ms = (
-            "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
-        )
-        self._scripts = BookScripts.register(client)
-        self._facts = FactBook(self.keys, lambda: time.time() * 1000)
-        self._apply_keys = [
-            self.keys.deadlines,
-            self.keys.outbox,
-            *self.keys.state_indexes,
-            self.keys.counters,
-            self.keys.stalls,
-            self.keys.group_outbox,
-        ]
-        self._groups = set()
-        self._prune_from: dict[str, str] = {}
-        self._server_checked = False
-
-    @classmethod
-    def from_url(
-        cls,
-        url: str = DEFAULT_REDIS_URL,
-        *,
-        namespace: str = "asyncbook",
-        retention_versions: int = 8,
-        retention: timedelta | None = _DEFAULT_RETENTION,
-        **connection: Any,
-    ) -> RedisBook:
-        """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://).
-
-        ``connection`` overrides the client's options (``socket_timeout``, ``retry``...).
-        """
-        return cls(
-            connect(url, **connection),
+        super().__init__(
+            client,
             namespace=namespace,
             retention_versions=retention_versions,
             retention=retention,
         )
+        self._groups = set()
+        self._prune_from: dict[str, str] = {}
+
+    @classmethod
+    def _client_for(cls, url: str, **options: Any) -> Any:
+        return connect(url, **options)
 
     def check_server(self) -> str | None:
         """Check the book's server (once per book, one round trip); returns its
@@ -179,43 +127,37 @@ class RedisBook(Outbox):
         ``noeviction`` (``allkeys-lru`` and ``volatile-lru`` are defaults on some managed
         services) a full server drops keys of live tasks or half of a task's record.
         """
-        pipe = self._slot_client().pipeline(transaction=False)
-        pipe.info("server")
-        pipe.info("memory")
-        pipe.eval(PROBE_SCRIPT, 0)
-        try:
-            server, memory, probe = pipe.execute(raise_on_error=False)
-        except (RedisConnectionError, RedisTimeoutError):
-            return None  # not checked: again on the next write
-        require_supported(
-            None if isinstance(server, ResponseError) else server_info(server),
-            probe if isinstance(probe, ResponseError) else None,
-        )
-        self._server_checked = True
-        if isinstance(memory, ResponseError):
-            return None  # INFO refused (an embedded server, a restricted user): not known
-        policy = str(memory.get("maxmemory_policy", "noeviction"))
-        if policy != "noeviction":
-            log.warning(
-                "asyncbook: Redis maxmemory-policy is %r: when memory is full Redis evicts "
-                "keys, and the book loses tasks or parts of them. Set maxmemory-policy "
-                "noeviction for the book's Redis (docs/faults.md).",
-                policy,
-            )
-        return policy
+        return self._run(operations.check_server(self.layout))
 
     def check_eviction_policy(self) -> str | None:
         """The server's ``maxmemory-policy``, warned about as ``check_server`` does."""
         return self.check_server()
 
     def _before_write(self) -> None:
-        if not self._server_checked:
-            self.check_server()
+        self._run(operations.before_write(self.layout))
 
     def _settle(self) -> None:
         """Wait for the creates this process wrote to the book and has no answer for yet
         (read-your-writes for a publisher whose creates do not wait)."""
         settle(self.namespace)
+
+    def _run(self, plan: Plan[_T]) -> _T:
+        """Run one of the book's plans (``_operations``) on its client."""
+        return run(plan, self._execute)
+
+    def _execute(self, request: Request) -> Any:
+        if isinstance(request, ScriptCall):
+            script: BookScript = request.script or getattr(self._scripts, request.name)
+            return script(request.keys, request.args)
+        if isinstance(request, Settle):
+            return self._settle()
+        client = self._slot_client()
+        if isinstance(request, Command):
+            return getattr(client, request.name)(*request.args, **request.options)
+        pipe = client.pipeline(transaction=False)
+        for each in request.commands:
+            getattr(pipe, each.name)(*each.args, **each.options)
+        return pipe.execute(raise_on_error=not request.errors_as_replies)
 
     # -- creating and reading -------------------------------------------------------
 
@@ -326,7 +268,7 @@ class RedisBook(Outbox):
         keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent)]
         group_json = "" if group is None else dumps(group, "groupId")
         deadline = number_text(task.expires_at_ms)
-        self._facts.learn(id, TaskFacts(name, group_json, "", deadline))
+        self.layout.facts.learn(id, TaskFacts(name, group_json, "", deadline))
         args = CreateArgs(
             task_id=id,
             task_id_json=dumps(id, "id"),
@@ -345,89 +287,27 @@ class RedisBook(Outbox):
 
     def _children_keep_ms(self, spec: CreateSpec) -> str:
         """How long a parent's list of children is kept: the child's life and retention."""
-        if not self._retention_ms or spec.info is None or spec.info.parent_id is None:
+        if not self.layout.retention_ms or spec.info is None or spec.info.parent_id is None:
             return ""
-        return str(int(self._retention_ms) + max(0, math.ceil(float(spec.ttl_ms))))
+        return str(int(self.layout.retention_ms) + max(0, math.ceil(float(spec.ttl_ms))))
 
     @reports_outages
     def get(self, id: str) -> AsyncTask | None:
         """The stored task with its history, or None."""
-        self._settle()
-        task_id = utf8(require_string(id, "id"), "id")
-        reply = self._scripts.get(keys=[self.keys.task(task_id), self.keys.history(task_id)])
-        if reply is None:
-            return None
-        if isinstance(reply, list):
-            raise DamagedRecordError(task_id, text_of(reply[1]))
-        return AsyncTask.model_validate_json(reply)
+        return self._run(operations.get(self.layout, id))
 
     # -- applying events ---------------------------------------------------------------
 
-    def _apply_call(
-        self,
-        task_id: Any,
-        event: EventInput | None,
-        callback_id: Any,
-        full_task: bool = True,
-        *,
-        only_if_stalled: bool = False,
-    ) -> tuple[list[str], ApplyArgs, AsyncBookError | None]:
-        task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        callback = require_optional_string(callback_id, "callbackId")
-        k = self.keys
-        cursor = ""
-        if event is None:
-            slots, shape_error = AT_DEADLINE, None
-        else:
-            parsed, shape_error = coerce(event)
-            slots = NO_EVENT
-            if isinstance(parsed, ProgressEvent):
-                cursor = utf8(parsed.cursor, "event.cursor")
-            if parsed is not None:
-                try:
-                    slots = event_args(parsed)
-                except AsyncBookError as error:
-                    shape_error = error
-        keys = [
-            k.task(task_id),
-            k.history(task_id),
-            k.callback(utf8(callback, "callbackId")) if callback is not None else k.callback(""),
-            *self._apply_keys,
-        ]
-        failure = ""
-        if isinstance(event, Mapping) and event.get("type") == "fail":
-            failure = failure_json(event.get("exception"), event.get("traceback"))
-        args = ApplyArgs(
-            task_id=task_id,
-            failure=failure,
-            callback_given=callback is not None,
-            event_valid=shape_error is None,
-            event=slots,
-            retention_ms=self._retention_ms,
-            changes_channel=k.changes_channel,
-            with_history=full_task,
-            only_if_stalled=only_if_stalled,
-            cursor=cursor,
-        )
-        return keys, args, shape_error
-
     def _apply_one(self, keys: list[str], args: ApplyArgs) -> Any:
         """apply.lua's reply to one call, with the task's info block."""
-        return self._facts.run(
-            args.task_id,
-            [args.event],
-            lambda block, facts: self._scripts.apply(keys=keys + block, args=args.argv() + facts),
-        )
+        return self._run(operations.apply_one(self.layout, keys, args))
 
     @reports_outages
     def apply(
         self, task_id: str, event: EventInput, callback_id: str | None = None
     ) -> CallbackResult:
         """Apply one event; a callback id already recorded changes nothing."""
-        self._settle()
-        keys, args, shape_error = self._apply_call(task_id, event, callback_id)
-        self._before_write()
-        return callback_result(args.task_id, self._apply_one(keys, args), shape_error)
+        return self._run(operations.apply(self.layout, task_id, event, callback_id))
 
     @reports_outages
     def cancel(
@@ -442,15 +322,12 @@ class RedisBook(Outbox):
 
         ``at_ms`` defaults to the Redis server's clock.
         """
-        at = self.now_ms() if at_ms is None else at_ms
-        return self.apply(task_id, cancel_input(at, reason), callback_id)
+        return self._run(operations.cancel(self.layout, task_id, reason, at_ms, callback_id))
 
     @reports_outages
     def expire(self, task_id: str) -> AsyncTransition:
         """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
-        keys, args, _ = self._apply_call(task_id, None, None)
-        result = callback_result(args.task_id, self._apply_one(keys, args), None)
-        return result.transition()
+        return self._run(operations.expire(self.layout, task_id)).transition()
 
     @reports_outages
     def apply_many(
@@ -527,25 +404,26 @@ class RedisBook(Outbox):
         worker does), save a round trip when this book has not seen the task before.
         """
         calls = [
-            self._apply_call(task_id, event, callback_id, full_task=False)
+            self.layout.apply_call(task_id, event, callback_id, full_task=False)
             for event, callback_id in items
         ]
         task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        if self._facts.get(task_id) is None and isinstance(name, str):
+        if self.layout.facts.get(task_id) is None and isinstance(name, str):
             group = dumps(group_id, "groupId") if isinstance(group_id, str) else ""
-            self._facts.learn(task_id, TaskFacts(name=name, group_json=group))
+            self.layout.facts.learn(task_id, TaskFacts(name=name, group_json=group))
         k = self.keys
-        keys = [k.task(task_id), k.history(task_id), key, *self._apply_keys]
+        keys = [k.task(task_id), k.history(task_id), key, *self.layout.apply_keys]
         argv = [*args, str(len(calls))]
         for call_keys, call_args, _error in calls:
             keys.append(call_keys[2])
             argv.extend(call_args.argv())
         self._before_write()
-        reply = self._facts.run(
+        plan = self.layout.facts.run(
             task_id,
             [call_args.event for _keys, call_args, _error in calls],
-            lambda block, facts: script(keys + block, argv + facts),
+            lambda block, facts: ScriptCall("", keys + block, argv + facts, script=script),
         )
+        reply = self._run(plan)
         status_of(task_id, reply)
         outcomes = [
             outcome(task_id, answer, error)
@@ -576,7 +454,8 @@ class RedisBook(Outbox):
         calls: list[tuple[int, list[str], ApplyArgs, AsyncBookError | None]] = []
         for index, (task_id, event, callback_id) in enumerate(items):
             try:
-                calls.append((index, *self._apply_call(task_id, event, callback_id, full_task)))
+                call = self.layout.apply_call(task_id, event, callback_id, full_task)
+                calls.append((index, *call))
             except AsyncBookError as error:
                 results[index] = error
         self._before_write()
@@ -607,10 +486,10 @@ class RedisBook(Outbox):
                 facts = facts_of(reply)
                 if facts is not None:
                     # Its record changed since _learn_facts read it: this item again, alone.
-                    self._facts.learn(args.task_id, facts)
+                    self.layout.facts.learn(args.task_id, facts)
                     reply = self._apply_one(keys, args)
                 else:
-                    self._facts.started(args.task_id, [args.event])
+                    self.layout.facts.started(args.task_id, [args.event])
                 results[index] = callback_result(args.task_id, reply, shape_error)
             except AsyncBookError as error:
                 results[index] = error
@@ -625,7 +504,7 @@ class RedisBook(Outbox):
             {
                 args.task_id
                 for _index, _keys, args, _error in calls
-                if args.event.type != "progress" and self._facts.get(args.task_id) is None
+                if args.event.type != "progress" and self.layout.facts.get(args.task_id) is None
             }
         )
         if not unknown:
@@ -634,7 +513,7 @@ class RedisBook(Outbox):
         for task_id in unknown:
             pipe.hmget(self.keys.task(task_id), *FACT_FIELDS)
         for task_id, fields in zip(unknown, pipe.execute(), strict=True):
-            self._facts.learn(task_id, TaskFacts.of_fields(fields))
+            self.layout.facts.learn(task_id, TaskFacts.of_fields(fields))
 
     def _run_batch(
         self,
@@ -658,7 +537,7 @@ class RedisBook(Outbox):
                 pipe.script_load(extra[0].source)
                 loads += 1
         for _index, keys, args, _error in calls:
-            block, facts = self._facts.block(args.task_id, [args.event])
+            block, facts = self.layout.facts.block(args.task_id, [args.event])
             pipe.evalsha(script.sha, len(keys) + len(block), *keys, *block, *args.argv(), *facts)
         if extra is not None:
             extra_script, extra_keys, extra_args = extra
@@ -686,100 +565,43 @@ class RedisBook(Outbox):
         With ``full_task=False`` a caught-up or delta answer carries the task without its
         history, so it costs O(events returned) however long the history is.
         """
-        self._settle()
-        task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        keys = [self.keys.task(task_id), self.keys.history(task_id)]
-        try:
-            cursor = require_integer(cursor_version, "cursorVersion")
-        except AsyncBookError:
-            if not self.client.exists(keys[0]):
-                raise UnknownTaskError(task_id) from None
-            raise
-        reply = self._scripts.resume(
-            keys=keys,
-            args=ResumeArgs(
-                cursor=cursor,
-                retention_versions=self.retention_versions,
-                with_full_task=full_task,
-            ).argv(),
-        )
-        mode = status_of(task_id, reply)
-        task = AsyncTask.model_validate_json(reply[1])
-        events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
-        return ResumeResult(mode=mode, events=events, task=task)
+        return self._run(operations.resume(self.layout, task_id, cursor_version, full_task))
 
     @reports_outages
     def deliver_result(
         self, task_id: str, idempotency_key: str, now_ms: int | float
     ) -> DeliveryResult:
         """Hand the result over once per idempotency key."""
-        key = utf8(require_text(idempotency_key, "idempotencyKey"), "idempotencyKey")
-        now = require_non_negative(now_ms, "nowMs")
-        task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        reply = self._scripts.deliver(
-            keys=[self.keys.delivery(key), self.keys.task(task_id), self.keys.history(task_id)],
-            args=DeliverArgs(
-                key_json=dumps(key, "idempotencyKey"),
-                now_ms=number_text(now),
-                retention_ms=self._retention_ms,
-            ).argv(),
-        )
-        status = status_of(task_id, reply)
-        if status == Reason.NOT_SUCCEEDED:
-            return DeliveryResult(ok=False, duplicate=False, reason=Reason.NOT_SUCCEEDED)
-        receipt = DeliveryReceipt.model_validate_json(reply[1])
-        if status == Reason.DELIVERED:
-            return DeliveryResult(
-                ok=True, duplicate=False, reason=Reason.DELIVERED, receipt=receipt
-            )
-        if receipt.task_id == task_id:
-            return DeliveryResult(
-                ok=True, duplicate=True, reason=Reason.DUPLICATE_DELIVERY, receipt=receipt
-            )
-        return DeliveryResult(
-            ok=False, duplicate=True, reason=Reason.KEY_REUSED_FOR_OTHER_TASK, receipt=receipt
-        )
+        return self._run(operations.deliver_result(self.layout, task_id, idempotency_key, now_ms))
 
     # -- indexes ------------------------------------------------------------------------
 
     @reports_outages
     def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
         """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
-        now = require_non_negative(now_ms, "nowMs")
-        count = require_limit(limit, maximum=1_000_000)
-        ids = self.client.zrangebyscore(self.keys.deadlines, "-inf", now, start=0, num=count)
-        return [text_of(task_id) for task_id in ids]
+        return self._run(operations.overdue(self.layout, now_ms, limit))
 
     @reports_outages
     def overdue_count(self, now_ms: int | float) -> int:
         """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT)."""
-        now = require_non_negative(now_ms, "nowMs")
-        return int(self.client.zcount(self.keys.deadlines, "-inf", now))
+        return self._run(operations.overdue_count(self.layout, now_ms))
 
     @reports_outages
     def record_sweep(self, at_ms: int | float) -> None:
         """Note that a sweep ran at ``at_ms`` (kept without expiry: one small key)."""
-        self.client.set(self.keys.last_sweep, int(require_non_negative(at_ms, "atMs")))
+        self._run(operations.record_sweep(self.layout, at_ms))
 
     @reports_outages
     def last_sweep_ms(self) -> int | None:
         """When a sweep last ran, or None if none ever did."""
-        value = self.client.get(self.keys.last_sweep)
-        return None if value is None else int(value)
+        return self._run(operations.last_sweep_ms(self.layout))
 
     @reports_outages
     def claim_sweep(self, owner: str, lease_ms: int) -> bool:
         """Take the namespace's sweep lease for ``lease_ms`` if nobody holds it, or renew it
         if ``owner`` does (``SET NX PX GET``): True if ``owner`` may sweep now. A holder
         that stops renewing (it died) is replaced once its lease lapses."""
-        key = self.keys.sweep_lease
-        previous = self.client.set(key, owner, nx=True, px=lease_ms, get=True)
-        if previous is None:
-            return True
-        if text_of(previous) != owner:
-            return False
-        self.client.pexpire(key, lease_ms)
-        return True
+        return self._run(operations.claim_sweep(self.layout, owner, lease_ms))
 
     @reports_outages
     def list_tasks(
@@ -795,35 +617,7 @@ class RedisBook(Outbox):
         With ``full_task=False`` the listed tasks come without their histories (the
         listing then reads no history at all).
         """
-        self._settle()
-        wanted = require_state(state)
-        count = require_limit(limit)
-        cursor = require_page_cursor(after)
-        states = STATE_NAMES if wanted is None else (wanted,)
-        top = "+inf" if cursor is None else f"({cursor}"
-        pipe = self._slot_client().pipeline(transaction=False)
-        for state_name in states:
-            pipe.zrevrangebyscore(
-                self.keys.state_index(state_name),
-                top,
-                "-inf",
-                start=0,
-                num=count + 1,
-                withscores=True,
-            )
-        # Scores are creation order, unique per task: merging the indexes gives "newest first".
-        rows = sorted((row for rows in pipe.execute() for row in rows), key=lambda row: -row[1])
-        more = len(rows) > count
-        rows = rows[:count]
-        if not rows:
-            return TaskPage(tasks=())
-        keys: list[str] = []
-        for raw_id, _score in rows:
-            keys += [self.keys.task(text_of(raw_id)), self.keys.history(text_of(raw_id))]
-        found = self._scripts.get_many(keys=keys, args=GetManyArgs(full_task).argv())
-        tasks = tuple(listed(found))
-        next_after = str(int(rows[-1][1])) if more else None
-        return TaskPage(tasks=tasks, next_after=next_after)
+        return self._run(operations.list_tasks(self.layout, state, limit, after, full_task))
 
     @reports_outages
     def heartbeat(self, task_ids: Iterable[str]) -> int:
@@ -861,9 +655,9 @@ class RedisBook(Outbox):
             task_id = text_of(raw)
             if timeout is None:
                 continue
-            self._facts.learn(task_id, TaskFacts.of_fields(facts))
+            self.layout.facts.learn(task_id, TaskFacts.of_fields(facts))
             event = stall_event(now, int(timeout), text_of(retry or b"0") == "1")
-            keys, args, _ = self._apply_call(
+            keys, args, _ = self.layout.apply_call(
                 task_id, event, f"stalled:{task_id}:{int(stall_at)}", only_if_stalled=True
             )
             reply = self._apply_one(keys, args)
@@ -878,12 +672,7 @@ class RedisBook(Outbox):
     @reports_outages
     def last_cursor(self, task_id: str) -> str | None:
         """The cursor of the last progress the task reported (its checkpoint), or None."""
-        self._settle()
-        task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        exists, cursor = self._slot_client().hmget(self.keys.task(task_id), "id", "cur")
-        if exists is None:
-            raise UnknownTaskError(task_id)
-        return text_of(cursor) or None if cursor is not None else None
+        return self._run(operations.last_cursor(self.layout, task_id))
 
     @reports_outages
     def seal_group(self, group_id: str, total: int) -> GroupSummary:
@@ -893,37 +682,24 @@ class RedisBook(Outbox):
         size = require_integer(total, "total", 1)
         flat = self._scripts.seal_group(
             keys=[self.keys.group(group), self.keys.group_members(group), self.keys.group_outbox],
-            args=[dumps(group, "groupId"), str(size), str(self.now_ms()), self._retention_ms],
+            args=[dumps(group, "groupId"), str(size), str(self.now_ms()), self.layout.retention_ms],
         )
         return group_summary_of(group, flat)
 
     @reports_outages
     def group(self, group_id: str) -> GroupSummary | None:
         """The group's counts by state and its progress: one round trip, O(1)."""
-        self._settle()
-        group = utf8(require_text(group_id, "groupId"), "groupId")
-        flat = self.client.hgetall(self.keys.group(group))
-        return group_summary_of(group, flat) if flat else None
+        return self._run(operations.group(self.layout, group_id))
 
     @reports_outages
     def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
         """The group's members in creation order (without histories), up to ``limit``."""
-        self._settle()
-        group = utf8(require_text(group_id, "groupId"), "groupId")
-        count = require_limit(limit, maximum=10_000)
-        ids = self.client.zrange(self.keys.group_members(group), 0, count - 1)
-        if not ids:
-            return []
-        keys: list[str] = []
-        for raw_id in ids:
-            keys += [self.keys.task(text_of(raw_id)), self.keys.history(text_of(raw_id))]
-        return list(listed(self._scripts.get_many(keys=keys, args=GetManyArgs(False).argv())))
+        return self._run(operations.group_members(self.layout, group_id, limit))
 
     @reports_outages
     def now_ms(self) -> int:
         """The Redis server's clock (TIME): one clock for every worker, beat and client."""
-        seconds, micros = self._slot_client().time()
-        return int(seconds) * 1000 + int(micros) // 1000
+        return self._run(server_time())
 
     # -- the operator console -------------------------------------------------------
 
@@ -931,20 +707,19 @@ class RedisBook(Outbox):
     def info(self, task_id: str) -> TaskInfo | None:
         """A task's info (Celery name, arguments, queue, worker, times, traceback), or
         None when the book does not hold the task."""
-        self._settle()
-        return _console.info(self, utf8(require_string(task_id, "taskId"), "taskId"))
+        return self._run(_console.info(self.layout, task_id))
 
     @reports_outages
     def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
         """One page of tasks matching a ``TaskQuery`` (or its fields as keywords: name,
         state, worker, q, since_ms, until_ms, sort, limit, after), with totals per state."""
-        self._settle()
-        return _console.search(self, TaskQuery(**filters) if query is None else query)
+        given = TaskQuery(**filters) if query is None else query
+        return self._run(_console.search(self.layout, given))
 
     @reports_outages
     def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
         """Workers seen in the last ``within_ms``, most recently seen first."""
-        return _console.workers(self, within_ms)
+        return self._run(_console.workers(self.layout, within_ms))
 
     @reports_outages
     def stats(
@@ -952,31 +727,27 @@ class RedisBook(Outbox):
     ) -> TaskStats:
         """Per-minute starts, ends by state and runtime percentiles of one task name (None:
         every task) over the last ``window_ms`` (one minute to a day): one round trip."""
-        return _console.stats(self, name, window_ms, now_ms)
+        return self._run(_console.stats(self.layout, name, window_ms, now_ms))
 
     @reports_outages
     def task_names(self, within_ms: int | None = None) -> list[str]:
         """Task names the book has seen (created within ``within_ms``), sorted."""
-        return _console.task_names(self, within_ms)
+        return self._run(_console.task_names(self.layout, within_ms))
 
     @reports_outages
     def name_totals(self) -> list[NameTotals]:
         """Running totals per task name, for Prometheus counters and histograms."""
-        return _console.name_totals(self)
+        return self._run(_console.name_totals(self.layout))
 
     @reports_outages
     def count_by_state(self) -> dict[str, int]:
         """How many tasks each state index holds (one pipelined round trip)."""
-        pipe = self._slot_client().pipeline(transaction=False)
-        for key in self.keys.state_indexes:
-            pipe.zcard(key)
-        return dict(zip(STATE_NAMES, (int(n) for n in pipe.execute()), strict=True))
+        return self._run(operations.count_by_state(self.layout))
 
     @reports_outages
     def transition_counts(self) -> dict[str, int]:
         """How many times each reason was answered, by every client of this book."""
-        counts = self.client.hgetall(self.keys.counters)
-        return {text_of(reason): int(count) for reason, count in counts.items()}
+        return self._run(operations.transition_counts(self.layout))
 
     @reports_outages
     def prune(self, limit: int = 1000) -> int:

@@ -9,12 +9,16 @@ with Redis ACLs (for Sentinel: on the master).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import unquote
 
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.retry
+import redis.asyncio.sentinel
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import AuthenticationError
@@ -28,8 +32,11 @@ from ..errors import BookUnavailableError, invalid
 __all__ = [
     "DEFAULT_REDIS_URL",
     "RedisUnavailableError",
+    "async_retry_policy",
     "connect",
+    "connect_async",
     "reports_outages",
+    "reports_outages_async",
     "retry_policy",
 ]
 
@@ -45,39 +52,73 @@ _SCHEMES = (
 )
 
 
+_RETRIED = (RedisConnectionError, RedisTimeoutError, ConnectionResetError)
+
+
 def retry_policy(retries: int = 5) -> Retry:
     """Exponential backoff (50 ms doubling, capped at 1 s) on connection errors and timeouts."""
-    return Retry(
+    return Retry(ExponentialBackoff(cap=1.0, base=0.05), retries, supported_errors=_RETRIED)
+
+
+def async_retry_policy(retries: int = 5) -> redis.asyncio.retry.Retry:
+    """``retry_policy`` for ``redis.asyncio`` clients."""
+    return redis.asyncio.retry.Retry(
         ExponentialBackoff(cap=1.0, base=0.05),
         retries,
-        supported_errors=(RedisConnectionError, RedisTimeoutError, ConnectionResetError),
+        supported_errors=(RedisConnectionError, RedisTimeoutError),  # redis.asyncio wraps OSError
     )
+
+
+class _Clients:
+    """The client classes and retry policy of one flavour of redis-py (sync, or
+    ``redis.asyncio``)."""
+
+    def __init__(self, redis: Any, cluster: Any, sentinel: Any, retry: Any) -> None:
+        self.redis, self.cluster, self.sentinel, self.retry = redis, cluster, sentinel, retry
+
+
+_SYNC = _Clients(redis.Redis, RedisCluster, Sentinel, retry_policy)
+_ASYNC = _Clients(
+    redis.asyncio.Redis,
+    redis.asyncio.cluster.RedisCluster,
+    redis.asyncio.sentinel.Sentinel,
+    async_retry_policy,
+)
 
 
 def connect(url: str = DEFAULT_REDIS_URL, **options: Any) -> Any:
     """A sync client for ``url`` with retries, timeouts and health checks set."""
+    return _connect(_SYNC, url, options)
+
+
+def connect_async(url: str = DEFAULT_REDIS_URL, **options: Any) -> Any:
+    """``connect`` for ``redis.asyncio``: an asyncio client for ``url``, set up alike."""
+    return _connect(_ASYNC, url, options)
+
+
+def _connect(clients: _Clients, url: str, options: dict[str, Any]) -> Any:
     if not isinstance(url, str) or "://" not in url:
         raise invalid("redis url must look like redis://host:port/db", field="redis_url")
     scheme, rest = url.split("://", 1)
     if scheme not in _SCHEMES:
         raise invalid(f"redis url scheme must be one of {', '.join(_SCHEMES)}", field="redis_url")
     settings: dict[str, Any] = {
-        "retry": retry_policy(),
+        "retry": clients.retry(5),
         "socket_timeout": 10.0,
         "socket_connect_timeout": 5.0,
         "health_check_interval": 30,
         **options,
     }
     if scheme.endswith("+sentinel"):
-        return _sentinel_master(scheme, rest, settings)
+        return _sentinel_master(clients.sentinel, scheme, rest, settings)
     if scheme.endswith("+cluster"):
         plain = scheme.removesuffix("+cluster")
         settings.pop("health_check_interval")
-        return RedisCluster.from_url(f"{plain}://{rest}", **settings)
-    return redis.Redis.from_url(url, **settings)
+        return clients.cluster.from_url(f"{plain}://{rest}", **settings)
+    return clients.redis.from_url(url, **settings)
 
 
-def _sentinel_master(scheme: str, rest: str, settings: dict[str, Any]) -> Any:
+def _sentinel_master(monitor: Any, scheme: str, rest: str, settings: dict[str, Any]) -> Any:
     credentials, _, location = rest.rpartition("@")
     hosts, _, path = location.partition("/")
     parts = [unquote(part) for part in path.split("/") if part]
@@ -101,7 +142,6 @@ def _sentinel_master(scheme: str, rest: str, settings: dict[str, Any]) -> Any:
         "ssl": scheme.startswith("rediss"),
     }
     master_settings.pop("health_check_interval", None)
-    monitor: Any = Sentinel  # redis-py leaves Sentinel untyped
     sentinel = monitor(
         sentinels,
         socket_timeout=settings["socket_timeout"],
@@ -130,6 +170,23 @@ def reports_outages(method: Callable[_P, _R]) -> Callable[_P, _R]:
             return method(*args, **kwargs)
         except (RedisUnavailableError, AuthenticationError):
             raise  # wrong credentials are not an outage: retrying cannot help
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
+
+    return call
+
+
+def reports_outages_async(
+    method: Callable[_P, Coroutine[Any, Any, _R]],
+) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """``reports_outages`` for a coroutine method."""
+
+    @wraps(method)
+    async def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await method(*args, **kwargs)
+        except (RedisUnavailableError, AuthenticationError):
+            raise
         except (RedisConnectionError, RedisTimeoutError) as error:
             raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
 

@@ -1,11 +1,12 @@
-"""The operator console's reads of a RedisBook: info, search, workers, stats, totals.
+"""The operator console's reads of a Redis book: info, search, workers, stats, totals.
 
 What they read is written by the task scripts themselves (lua/_info.lua), so recording
 costs no extra round trip. A script reads only keys it is given: a read whose keys come
 from what it reads (the tasks an index lists, the workers seen) answers ``!keys`` with
 them, and is sent again with their keys (stats: one round trip when the server's clock
 agrees with this host's to within an hour; workers and search: two, more for a search
-that walks more than one batch of each index).
+that walks more than one batch of each index). Each read is a plan (``_plan``) that
+``RedisBook`` and ``AsyncRedisBook`` both run.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._checks import require_string
 from .._console import (
     RUNTIME_BUCKETS_MS,
     STATS_MINUTE_MS,
@@ -34,11 +36,13 @@ from .._console import (
 )
 from .._models import GROUP_END_STATES, AsyncTask
 from ..errors import invalid
+from ._args import utf8
+from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import text_of
 from ._scripts import ScriptStatus
 
 if TYPE_CHECKING:
-    from ._book import RedisBook
+    from ._operations import BookLayout
 
 __all__ = [
     "WORKER_KEEP_MS",
@@ -72,11 +76,12 @@ def _lacking(reply: Any) -> bool:
     return isinstance(reply, list) and bool(reply) and _text(reply[0]) == ScriptStatus.KEYS
 
 
-def _until_given(call: Callable[[], Any], learn: Callable[[Any], None]) -> Any:
-    """``call()``'s reply, after ``learn`` took in each ``!keys`` answer it gave (each
-    names keys not given yet, of what the book holds: the rounds end)."""
+def _until_given(call: Callable[[], ScriptCall], learn: Callable[[Any], None]) -> Plan[Any]:
+    """The reply to ``call()``'s script call, after ``learn`` took in each ``!keys``
+    answer it gave (each names keys not given yet, of what the book holds: the rounds
+    end)."""
     while True:
-        reply = call()
+        reply = yield call()
         if not _lacking(reply):
             return reply
         learn(reply)
@@ -158,11 +163,13 @@ def _info(
     )
 
 
-def info(book: RedisBook, task_id: str) -> TaskInfo | None:
+def info(book: BookLayout, task_id: str) -> Plan[TaskInfo | None]:
     """The task's info, or None when the book does not hold it."""
+    yield SETTLE
+    task_id = utf8(require_string(task_id, "taskId"), "taskId")
     k = book.keys
-    reply = book._scripts.info(
-        keys=[k.task(task_id), k.info(task_id), k.children(task_id)], args=[CHILDREN_LISTED]
+    reply = yield ScriptCall(
+        "info", [k.task(task_id), k.info(task_id), k.children(task_id)], [CHILDREN_LISTED]
     )
     if not reply:
         return None
@@ -170,8 +177,9 @@ def info(book: RedisBook, task_id: str) -> TaskInfo | None:
     return _info(task_id, fields, long, children)
 
 
-def search(book: RedisBook, query: TaskQuery) -> SearchPage:
+def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
     """One page of tasks matching ``query``, and the matching tasks per state."""
+    yield SETTLE
     query = query.checked()
     k = book.keys
     if query.worker is not None:
@@ -197,16 +205,16 @@ def search(book: RedisBook, query: TaskQuery) -> SearchPage:
         "count" if scanning else "card",
     ]
 
-    def call() -> Any:
+    def call() -> ScriptCall:
         args[0] = json.dumps(ids, ensure_ascii=False)
         pairs = [key for id in ids for key in (k.task(id), k.history(id))]
-        return book._scripts.search(keys=[*keys, *pairs], args=args)
+        return ScriptCall("search", [*keys, *pairs], args)
 
     def learn(reply: Any) -> None:
         known = set(ids)
         ids.extend(id for id in dict.fromkeys(map(text_of, reply[1:])) if id not in known)
 
-    rows, next_cursor, flat_totals, exact = _until_given(call, learn)
+    rows, next_cursor, flat_totals, exact = yield from _until_given(call, learn)
     found: list[SearchRow] = []
     for task_json, fields in rows:
         task = AsyncTask.model_validate_json(task_json)
@@ -222,28 +230,30 @@ def search(book: RedisBook, query: TaskQuery) -> SearchPage:
     )
 
 
-def workers(book: RedisBook, within_ms: int, now_ms: int | None = None) -> list[WorkerSummary]:
+def workers(
+    book: BookLayout, within_ms: int, now_ms: int | None = None
+) -> Plan[list[WorkerSummary]]:
     """Workers seen in the last ``within_ms``, most recently seen first."""
     if type(within_ms) is not int or within_ms <= 0:
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
-    now = book.now_ms() if now_ms is None else now_ms
+    now = (yield from server_time()) if now_ms is None else now_ms
     k = book.keys
     ids: list[str] = []
     names: list[str] = []
 
-    def call() -> Any:
+    def call() -> ScriptCall:
         keys = [k.workers, k.state_index("running")]
         keys += [k.task(id) for id in ids] + [k.worker_counts(name) for name in names]
         lists = [json.dumps(ids, ensure_ascii=False), json.dumps(names, ensure_ascii=False)]
-        return book._scripts.workers(
-            keys=keys, args=[now - within_ms, WORKERS_LISTED, RUNNING_LOOKED_AT, *lists]
+        return ScriptCall(
+            "workers", keys, [now - within_ms, WORKERS_LISTED, RUNNING_LOOKED_AT, *lists]
         )
 
     def learn(reply: Any) -> None:
         ids.extend(map(text_of, reply[1]))
         names.extend(map(text_of, reply[2]))
 
-    reply = _until_given(call, learn)
+    reply = yield from _until_given(call, learn)
     found = []
     for name, seen, counts, running in reply:
         started, succeeded, failed = (int(_number(count) or 0) for count in counts)
@@ -269,8 +279,8 @@ def _minute_fields(flat: dict[Any, Any]) -> dict[int, dict[str, int]]:
 
 
 def stats(
-    book: RedisBook, name: str | None, window_ms: int, now_ms: int | None = None
-) -> TaskStats:
+    book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
+) -> Plan[TaskStats]:
     """Per-minute counts and runtimes of one task name (or of all) over the window."""
     if name is not None and (not isinstance(name, str) or not name):
         raise invalid("name must be a non-empty string", field="name")
@@ -283,18 +293,18 @@ def stats(
     k = book.keys
     given: list[Any] = ["" if now_ms is None else now_ms]
 
-    def call() -> Any:
+    def call() -> ScriptCall:
         # The hours around the window by this host's clock (the server's may differ).
         around = time.time() * 1000 if given[0] == "" else given[0]
         first = int((around - window_ms) // _HOUR_MS) - 1
         last = int(around // _HOUR_MS) + 1
         hours = [k.stats(hour, name) for hour in range(first, last + 1)]
-        return book._scripts.stats(keys=hours, args=[window_ms, given[0], first])
+        return ScriptCall("stats", hours, [window_ms, given[0], first])
 
     def learn(reply: Any) -> None:
         given[0] = int(text_of(reply[1]))  # the server's now: its hours are sent
 
-    reply = _until_given(call, learn)
+    reply = yield from _until_given(call, learn)
     now, first_hour = int(reply[0]), int(reply[1])
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
@@ -351,16 +361,18 @@ def stats(
     )
 
 
-def task_names(book: RedisBook, within_ms: int | None = None) -> list[str]:
+def task_names(book: BookLayout, within_ms: int | None = None) -> Plan[list[str]]:
     """Task names created within ``within_ms`` (every name the book knows: None), sorted."""
-    low: int | str = "-inf" if within_ms is None else book.now_ms() - within_ms
-    names = book._slot_client().zrangebyscore(book.keys.names, low, "+inf")
+    low: int | str = "-inf"
+    if within_ms is not None:
+        low = (yield from server_time()) - within_ms
+    names = yield command("zrangebyscore", book.keys.names, low, "+inf")
     return sorted(text for text in map(_text, names) if text)
 
 
-def name_totals(book: RedisBook) -> list[NameTotals]:
+def name_totals(book: BookLayout) -> Plan[list[NameTotals]]:
     """Running totals per task name: starts, ends by state, runtime histogram and sum."""
-    flat = book._slot_client().hgetall(book.keys.name_totals)
+    flat = yield command("hgetall", book.keys.name_totals)
     per_name: dict[str, dict[str, int]] = {}
     for raw_field, raw_count in flat.items():
         name, _, code = (_text(raw_field) or "").rpartition("|")

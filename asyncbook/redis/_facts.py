@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from ..errors import DamagedRecordError
 from ._keys import KeySchema
+from ._plan import Plan, ScriptCall
 from ._replies import text_of
 from ._scripts import EventArgs, ScriptStatus
 
@@ -148,12 +149,12 @@ class FactBook:
         self,
         task_id: str,
         events: Sequence[EventArgs],
-        call: Callable[[list[str], list[str]], Any],
-    ) -> Any:
-        """``call(block KEYS, block ARGV)``'s reply, sent again with the record's facts
-        while it answers ``!facts``."""
+        call: Callable[[list[str], list[str]], ScriptCall],
+    ) -> Plan[Any]:
+        """The reply to ``call(block KEYS, block ARGV)``, sent again with the record's
+        facts while it answers ``!facts`` (a plan, ``_plan``)."""
         for _ in range(_TRIES):
-            reply = call(*self.block(task_id, events))
+            reply = yield call(*self.block(task_id, events))
             facts = facts_of(reply)
             if facts is None:
                 self.started(task_id, events)

@@ -9,7 +9,7 @@ import threading
 import weakref
 from typing import Protocol
 
-__all__ = ["Pending", "register", "settle"]
+__all__ = ["Pending", "pending", "register", "settle"]
 
 
 class Pending(Protocol):
@@ -40,3 +40,8 @@ def settle(namespace: str) -> None:
     for source in list(sources):
         if source.pending():
             source.flush()
+
+
+def pending(namespace: str) -> bool:
+    """True while writes queued for ``namespace`` in this process wait for an answer."""
+    return any(source.pending() for source in list(_by_namespace.get(namespace, ())))

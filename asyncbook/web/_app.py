@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from functools import partial
 from typing import Any
 
 import anyio
@@ -27,7 +26,6 @@ from starlette.types import Receive, Scope, Send
 from .._book import AsyncBook
 from .._checks import require_limit
 from .._console import NameTotals
-from .._health import sweep_health
 from .._models import AsyncTask, GroupSummary, to_wire
 from .._reasons import Reason
 from .._watch import task_summary
@@ -45,7 +43,7 @@ from ._console_api import (
 )
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GROUP_MEMBERS, GroupHub, GroupWatcher, UnknownGroupError
-from ._health import HEALTH_PATH, health_route
+from ._health import HEALTH_PATH, health_route, read_health
 from ._hosts import HostCheck, allowed_host_names
 from ._hub import Batch, Hub, Watcher
 from ._login import LoginThrottle, Sessions, login_routes
@@ -60,13 +58,13 @@ from ._paths import (
     split_task_path,
     tasks_remainder,
 )
+from ._reader import Reader, close_reader, reader_for
 from ._responses import error_response
 from ._sse import format_comment, format_event, parse_count, parse_cursor
 
 __all__ = ["create_app"]
 
 KEEPALIVE_SECONDS = 15.0
-BOOK_THREADS = 4
 OPEN_PATHS = frozenset({"/metrics", HEALTH_PATH, "/login", "/logout"})
 PAGE_PATHS = frozenset({"/", "/task", "/workers", "/stats"})
 PAGE_OF_PATH = {
@@ -114,43 +112,27 @@ async def _on_unavailable(request: Request, error: Exception) -> Response:
     return error_response(503, "unavailable", f"the book is unreachable: {error}")
 
 
-class BookThreads:
-    """Runs blocking book calls off the event loop, on at most ``size`` threads at once.
-
-    A book call is one short Redis round trip: a few threads keep a core busy, and more
-    only fight over the GIL (50 clients on 40 threads made every lookup slower).
-    """
-
-    def __init__(self, size: int = BOOK_THREADS) -> None:
-        self.size = size
-        self._limiter: anyio.CapacityLimiter | None = None
-
-    async def __call__(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.size)
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
-
-
 class StatusApp:
     """Handlers over one book and one hub; ``create_app`` wires them into Starlette."""
 
     def __init__(
         self,
-        book: AsyncBook,
+        book: AsyncBook | Reader,
+        reader: Reader,
         hub: Hub,
         keepalive: float,
-        threads: BookThreads,
         signin: bool = False,
         groups: GroupHub | None = None,
     ):
         self.book = book
+        self.reader = reader
+        """The book, read awaited: every handler reads through it (``reader_for``)."""
         self.hub = hub
-        self.groups = groups if groups is not None else GroupHub(book, run_sync=threads)
+        self.groups = groups if groups is not None else GroupHub(reader)
         self.keepalive = keepalive
-        self.call = threads
         self.signin = signin
-        self.console = book if isinstance(book, ConsoleBook) else None
-        """The book, when it keeps task info (the console's API is served then)."""
+        self.console = isinstance(book, ConsoleBook)
+        """True when the book keeps task info (the console's API is served then)."""
         self.task_handlers: dict[
             tuple[str | None, str], Callable[[Request, str], Awaitable[Response]]
         ] = {
@@ -169,9 +151,9 @@ class StatusApp:
 
     async def list_tasks(self, request: Request) -> Response:
         params = request.query_params
-        if self.console is not None:
+        if self.console:
             query = search_query(params, int(time.time() * 1000))
-            return JSONResponse(listing_answer(await self.call(self.console.search, query)))
+            return JSONResponse(listing_answer(await self.reader.search(query)))
         for name in CONSOLE_FILTERS:
             if params.get(name):
                 raise invalid(f"{name}: this book keeps no task info to search", field=name)
@@ -179,9 +161,8 @@ class StatusApp:
         limit_text = params.get("limit")
         limit = 50 if limit_text in (None, "") else parse_count(limit_text, "limit")
         after = params.get("after") or None
-        listing = partial(self.book.list_tasks, full_task=False)
-        page = await self.call(listing, state, limit, after)
-        body = {"tasks": [task_summary(task) for task in page.tasks]}
+        page = await self.reader.list_tasks(state, limit, after, full_task=False)
+        body: dict[str, Any] = {"tasks": [task_summary(task) for task in page.tasks]}
         if page.next_after is not None:
             body["nextAfter"] = page.next_after
         return JSONResponse(body)
@@ -201,7 +182,7 @@ class StatusApp:
         limit = GROUP_MEMBERS
         if limit_text not in (None, ""):
             limit = require_limit(parse_count(limit_text, "limit"))
-        summary, tasks = await self.call(_group_detail, self.book, group_id, limit)
+        summary, tasks = await _group_detail(self.reader, group_id, limit)
         if summary is None:
             raise UnknownGroupError(group_id)
         return JSONResponse({**to_wire(summary), "tasks": [task_summary(t) for t in tasks]})
@@ -217,22 +198,21 @@ class StatusApp:
         return _sse(self._pump(first, watcher))
 
     async def get_task(self, request: Request, task_id: str) -> Response:
-        info = None if self.console is None else self.console.info
-        body = await self.call(task_answer, self.book, task_id, info)
+        body = await task_answer(self.reader, task_id, self.console)
         if body is None:
             raise UnknownTaskError(task_id)
         return JSONResponse(body)
 
     async def events(self, request: Request, task_id: str) -> Response:
         cursor = parse_cursor(request.query_params.get("cursor"), "cursor")
-        result = await self.call(self.book.resume, task_id, cursor)
+        result = await self.reader.resume(task_id, cursor)
         return JSONResponse(to_wire(result))
 
     async def deliver(self, request: Request, task_id: str) -> Response:
         key = _utf8_header(request, b"idempotency-key", "idempotencyKey")
         if key is None:
             raise invalid("the Idempotency-Key header is required", field="idempotencyKey")
-        result = await self.call(self.book.deliver_result, task_id, key, time.time() * 1000)
+        result = await self.reader.deliver_result(task_id, key, time.time() * 1000)
         if result.reason is Reason.KEY_REUSED_FOR_OTHER_TASK:
             # The stored receipt belongs to another task: never show it.
             return error_response(
@@ -258,7 +238,7 @@ class StatusApp:
             return body
         reason = cancel_reason(body.get("reason"))
         try:
-            result = await self.call(partial(self.book.cancel, task_id, reason))
+            result = await self.reader.cancel(task_id, reason)
         except AsyncBookError as error:
             if error.field == "event.reason":  # the book's name for it; the API's is "reason"
                 raise AsyncBookError(error.code, error.message, field="reason") from None
@@ -334,13 +314,13 @@ class StatusApp:
         return _sse(body())
 
     async def metrics(self, request: Request) -> Response:
-        states = await self.call(self.book.count_by_state)
-        answers = await self.call(self.book.transition_counts)
-        lateness = await self.call(sweep_lateness, self.book)
-        health = await self.call(sweep_health, self.book)
+        states = await self.reader.count_by_state()
+        answers = await self.reader.transition_counts()
+        lateness = await sweep_lateness(self.reader)
+        health = await read_health(self.reader)
         names: list[NameTotals] = []
-        if self.console is not None:
-            names = await self.call(self.console.name_totals)
+        if self.console:
+            names = await self.reader.name_totals()
         text = render_metrics(
             states,
             answers,
@@ -356,7 +336,7 @@ class StatusApp:
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(openapi_schema(console=self.console is not None))
+        return JSONResponse(openapi_schema(console=self.console))
 
     async def page(self, request: Request) -> Response:
         return await self._page(PAGE_OF_PATH[request.url.path])
@@ -372,7 +352,7 @@ class StatusApp:
         return await self._page("group.html")
 
     async def _page(self, name: str) -> Response:
-        text = await self.call(read_page, name)
+        text = await anyio.to_thread.run_sync(read_page, name)
         if self.signin:
             text = text.replace(_SIGN_OUT_HIDDEN, _SIGN_OUT_SHOWN)
             # A change needs the bearer token (the cookie never authorizes one): ask for it.
@@ -405,14 +385,14 @@ async def _dispatch(
     return await handler(request, item_id)
 
 
-def _group_detail(
-    book: AsyncBook, group_id: str, limit: int
+async def _group_detail(
+    book: Reader, group_id: str, limit: int
 ) -> tuple[GroupSummary | None, list[AsyncTask]]:
     """The group's summary and its first ``limit`` members (none when it is unknown)."""
-    summary = book.group(group_id)
+    summary = await book.group(group_id)
     if summary is None:
         return None, []
-    return summary, book.group_members(group_id, limit)
+    return summary, await book.group_members(group_id, limit)
 
 
 def _utf8_header(request: Request, name: bytes, field: str) -> str | None:
@@ -457,10 +437,10 @@ class TaskRoute(BaseRoute):
 
 def _console_routes(status: StatusApp) -> list[BaseRoute]:
     """The console's API and pages, over a book that keeps task info (none otherwise)."""
-    if status.console is None:
+    if not status.console:
         return []
     pages: list[BaseRoute] = [Route("/workers", status.page), Route("/stats", status.page)]
-    return pages + ConsoleApi(status.console, status.call).routes()
+    return pages + ConsoleApi(status.reader).routes()
 
 
 def _sse(body: AsyncIterator[bytes]) -> StreamingResponse:
@@ -469,7 +449,7 @@ def _sse(body: AsyncIterator[bytes]) -> StreamingResponse:
 
 
 def create_app(
-    book: AsyncBook,
+    book: AsyncBook | Reader,
     feed: ChangeFeed | None = None,
     *,
     token: str | None = None,
@@ -478,6 +458,9 @@ def create_app(
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
+    The server reads the book awaited: a ``RedisBook`` through an ``AsyncRedisBook`` on
+    an asyncio twin of its client (``reader_for``), an ``AsyncRedisBook`` as it is.
+
     With ``token`` set (16 characters at least) every path but ``/metrics`` (and the
     sign-in form) needs it. Requests are answered only when their ``Host`` is a loopback
     name or one of ``allowed_hosts`` (``*.example.com`` matches subdomains).
@@ -485,10 +468,10 @@ def create_app(
     check_token(token)
     hosts = allowed_host_names(allowed_hosts)
     feed = feed if feed is not None else LocalChangeFeed()
-    threads = BookThreads()
-    hub = Hub(book, run_sync=threads)
-    groups = GroupHub(book, run_sync=threads)
-    status = StatusApp(book, hub, keepalive, threads, signin=bool(token), groups=groups)
+    reader = reader_for(book)
+    hub = Hub(reader)
+    groups = GroupHub(reader)
+    status = StatusApp(book, reader, hub, keepalive, signin=bool(token), groups=groups)
 
     def on_change(change: Change) -> None:
         hub.on_change(change)
@@ -509,6 +492,7 @@ def create_app(
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
+            await close_reader(reader, book)
 
     routes: list[BaseRoute] = [
         Route("/", status.page),
@@ -519,7 +503,7 @@ def create_app(
         TaskRoute(status.group_route, groups_remainder),
         TaskRoute(status.group_page, group_page_remainder),
         Route("/metrics", status.metrics),
-        health_route(book, threads),
+        health_route(reader),
         Route("/openapi.json", status.openapi),
         *_console_routes(status),
         Mount("/static", StaticFiles(packages=[("asyncbook.web", "static")]), name="static"),

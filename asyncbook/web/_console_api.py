@@ -8,14 +8,13 @@ naming its parameter, and every value is bounded before the book sees it.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from .._book import AsyncBook
 from .._console import (
     STATS_MINUTE_MS,
     STATS_WINDOW_MS,
@@ -29,6 +28,7 @@ from .._console import (
 from .._models import to_wire
 from .._times import parse_duration, parse_moment
 from ..errors import AsyncBookError, invalid
+from ._reader import Reader
 from ._sse import parse_count
 
 __all__ = [
@@ -148,18 +148,16 @@ def _name(params: Mapping[str, str]) -> str | None:
     return name
 
 
-def task_answer(
-    book: AsyncBook, task_id: str, info: Callable[[str], TaskInfo | None] | None = None
-) -> dict[str, Any] | None:
-    """``GET /api/tasks/<id>``: the task's JSON, and with ``info`` (``ConsoleBook.info``)
-    its info, appended so the task's own keys are unchanged; None when there is no task."""
-    task = book.get(task_id)
+async def task_answer(book: Reader, task_id: str, with_info: bool = False) -> dict[str, Any] | None:
+    """``GET /api/tasks/<id>``: the task's JSON, and ``with_info`` (a ``ConsoleBook``) its
+    info, appended so the task's own keys are unchanged; None when there is no task."""
+    task = await book.get(task_id)
     if task is None:
         return None
     body = to_wire(task)
-    if info is not None:
+    if with_info:
         # Deleted between the two reads: the info of a task nobody recorded anything for.
-        body["info"] = to_wire(info(task_id) or TaskInfo(id=task_id))
+        body["info"] = to_wire(await book.info(task_id) or TaskInfo(id=task_id))
     return body
 
 
@@ -191,11 +189,10 @@ def listing_answer(page: SearchPage) -> dict[str, Any]:
 
 
 class ConsoleApi:
-    """The console's handlers over one book; ``call`` runs a book call off the loop."""
+    """The console's handlers over one book (a ``ConsoleBook``, read awaited)."""
 
-    def __init__(self, book: ConsoleBook, call: Callable[..., Awaitable[Any]]) -> None:
+    def __init__(self, book: Reader) -> None:
         self.book = book
-        self.call = call
 
     def routes(self) -> list[BaseRoute]:
         """``/api/search``, ``/api/workers``, ``/api/stats`` and ``/api/names``."""
@@ -208,20 +205,19 @@ class ConsoleApi:
 
     async def search(self, request: Request) -> Response:
         query = search_query(request.query_params, int(time.time() * 1000))
-        page = await self.call(self.book.search, query)
+        page = await self.book.search(query)
         return JSONResponse(_search_answer(page))
 
     async def workers(self, request: Request) -> Response:
         within = _within(request.query_params)
-        args = () if within is None else (within,)
-        found = await self.call(self.book.workers, *args)
+        found = await (self.book.workers() if within is None else self.book.workers(within))
         return JSONResponse({"workers": [to_wire(worker) for worker in found]})
 
     async def stats(self, request: Request) -> Response:
         params = request.query_params
         name, window = _name(params), _window(params)
-        stats = await self.call(self.book.stats, name, window)
+        stats = await self.book.stats(name, window)
         return JSONResponse(to_wire(stats))
 
     async def names(self, request: Request) -> Response:
-        return JSONResponse({"names": await self.call(self.book.task_names)})
+        return JSONResponse({"names": await self.book.task_names()})

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +30,7 @@ from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._feed import Change
 from ._hub import Batch
 from ._lookups import Lookups
+from ._reader import Reader, RunSync
 from ._sse import MAX_CURSOR, format_event
 
 __all__ = ["GROUP_MEMBERS", "MEMBERS_PER_ROUND", "GroupHub", "GroupWatcher", "UnknownGroupError"]
@@ -91,7 +91,7 @@ class Round:
     last: list[AsyncTask]
 
 
-def look_up(book: AsyncBook, group_id: str, member_ids: list[str], sweep: bool) -> Round:
+async def look_up(book: Reader, group_id: str, member_ids: list[str], sweep: bool) -> Round:
     """The changed members (without history), then the group's summary: one round.
 
     Members first, so the summary is at least as new as the members sent before it. A
@@ -103,13 +103,13 @@ def look_up(book: AsyncBook, group_id: str, member_ids: list[str], sweep: bool) 
     for member_id in member_ids:
         try:
             # A cursor past every version answers "caught-up": the task, no history, O(1).
-            changed.append(book.resume(member_id, MAX_CURSOR, full_task=False).task)
+            changed.append((await book.resume(member_id, MAX_CURSOR, full_task=False)).task)
         except (UnknownTaskError, DamagedRecordError) as error:
             log.warning("group %r: skipping member %r (%s)", group_id, member_id, error)
-    summary = book.group(group_id)
+    summary = await book.group(group_id)
     last: list[AsyncTask] = []
     if sweep and summary is not None and summary.ended:
-        last = book.group_members(group_id, END_SWEEP)
+        last = await book.group_members(group_id, END_SWEEP)
     return Round(summary, changed, last)
 
 
@@ -118,11 +118,7 @@ class GroupHub(Lookups):
 
     noun = "group "
 
-    def __init__(
-        self,
-        book: AsyncBook,
-        run_sync: Callable[..., Awaitable[Any]] | None = None,
-    ) -> None:
+    def __init__(self, book: AsyncBook | Reader, run_sync: RunSync | None = None) -> None:
         super().__init__(book, run_sync)
         self._groups: dict[str, _Watched] = {}
         self.lookups = 0
@@ -189,7 +185,7 @@ class GroupHub(Lookups):
         sweep = any(not watcher.fresh for watcher in group.watchers)
         self.lookups += 1
         try:
-            found: Round = await self._run_sync(look_up, self.book, group_id, list(pending), sweep)
+            found = await look_up(self.book, group_id, list(pending), sweep)
         except BaseException:
             # Not served: ask again next round (unless the group is no longer watched).
             if self._groups.get(group_id) is group:

@@ -9,17 +9,16 @@ counts, never a task.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .._book import AsyncBook
-from .._health import SweepHealth, sweep_health
+from .._health import SILENT_MS, SweepHealth
+from ._reader import Reader
 
-__all__ = ["HEALTH_OPENAPI", "HEALTH_PATH", "health_route"]
+__all__ = ["HEALTH_OPENAPI", "HEALTH_PATH", "health_route", "read_health"]
 
 HEALTH_PATH = "/api/health"
 
@@ -38,14 +37,24 @@ HEALTH_OPENAPI: dict[str, Any] = {
     }
 }
 
-Call = Callable[..., Awaitable[Any]]
+
+async def read_health(reader: Reader, silent_ms: int = SILENT_MS) -> SweepHealth:
+    """``sweep_health`` read awaited, through the server's ``Reader`` (by the book's
+    clock)."""
+    now = await reader.now_ms()
+    return SweepHealth(
+        now_ms=now,
+        last_sweep_ms=await reader.last_sweep_ms(),
+        overdue=await reader.overdue_count(now),
+        silent_ms=silent_ms,
+    )
 
 
-def health_route(book: AsyncBook, call: Call) -> Route:
-    """The ``/api/health`` route over ``book``; ``call`` runs a blocking read off the loop."""
+def health_route(reader: Reader) -> Route:
+    """The ``/api/health`` route, reading the book through ``reader``."""
 
     async def health(request: Request) -> Response:
-        answer: SweepHealth = await call(sweep_health, book)
+        answer = await read_health(reader)
         return JSONResponse(
             answer.to_wire(),
             status_code=200 if answer.ok else 503,

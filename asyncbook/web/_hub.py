@@ -10,16 +10,14 @@ that arrives meanwhile marks the task dirty and runs one more round.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .._book import AsyncBook
-from .._models import ResumeResult
-from .._watch import Message, messages_for, resume_light
+from .._watch import Message, messages_for
 from ..errors import AsyncBookError
 from ._feed import Change
 from ._lookups import Lookups
+from ._reader import Reader, RunSync
 from ._sse import format_event
 
 __all__ = ["Batch", "Hub", "Watcher"]
@@ -56,11 +54,7 @@ class Watcher:
 class Hub(Lookups):
     """Watchers by task, fed from the book when the change feed says something moved."""
 
-    def __init__(
-        self,
-        book: AsyncBook,
-        run_sync: Callable[..., Awaitable[Any]] | None = None,
-    ) -> None:
+    def __init__(self, book: AsyncBook | Reader, run_sync: RunSync | None = None) -> None:
         super().__init__(book, run_sync)
         self._watchers: dict[str, set[Watcher]] = {}
         self._listeners: set[asyncio.Queue[Change | None]] = set()
@@ -133,7 +127,7 @@ class Hub(Lookups):
         while waiting:
             cursor = min(w.version for w in waiting)
             self.lookups += 1
-            result: ResumeResult = await self._run_sync(resume_light, self.book, task_id, cursor)
+            result = await self.book.resume(task_id, cursor, full_task=False)
             retention = self.book.retention_versions
             # Watchers at the same cursor get the same bytes: build and encode them once.
             served: dict[tuple[int, bool], list[Watcher]] = {}

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from .._book import AsyncBook
 from ..errors import AsyncBookError, BookUnavailableError
+from ._reader import Reader, RunSync, reader_for
 
 __all__ = ["RETRY_AFTER_ERROR", "Lookups"]
 
@@ -30,13 +30,9 @@ class Lookups(ABC):
     noun = ""
     """What a key names, for logs ("group " for a group; nothing for a task)."""
 
-    def __init__(
-        self,
-        book: AsyncBook,
-        run_sync: Callable[..., Awaitable[Any]] | None = None,
-    ) -> None:
-        self.book = book
-        self._run_sync = run_sync or asyncio.to_thread
+    def __init__(self, book: AsyncBook | Reader, run_sync: RunSync | None = None) -> None:
+        self.book = reader_for(book, run_sync)
+        """The book, read awaited (``reader_for``: ``run_sync`` runs a sync book's calls)."""
         self._running: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
 

@@ -22,11 +22,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from .._book import AsyncBook
 from .._console import RUNTIME_BUCKETS_MS, NameTotals
 from .._health import SweepHealth
 from .._models import GROUP_END_STATES
 from .._reasons import Reason
+from ._reader import Reader
 
 __all__ = [
     "CONTENT_TYPE_LATEST",
@@ -41,13 +41,13 @@ _BOUNDS = [str(bound / 1000) for bound in RUNTIME_BUCKETS_MS] + ["+Inf"]
 """The runtime histogram's ``le`` labels, in seconds."""
 
 
-def sweep_lateness(book: AsyncBook, now_ms: float | None = None) -> float:
+async def sweep_lateness(book: Reader, now_ms: float | None = None) -> float:
     """Seconds since the oldest deadline the sweep has not yet closed (0 when none)."""
     now = time.time() * 1000 if now_ms is None else now_ms
-    due = book.overdue(now, 1)
+    due = await book.overdue(now, 1)
     if not due:
         return 0.0
-    task = book.get(due[0])
+    task = await book.get(due[0])
     if task is None:
         return 0.0
     return max(0.0, (now - float(task.expires_at_ms)) / 1000)

@@ -15,6 +15,7 @@ from ..redis import RedisBook
 from ._app import create_app
 from ._auth import check_bind
 from ._feed import BookChangeFeed, ChangeFeed
+from ._reader import Reader
 
 __all__ = ["BackgroundServer", "feed_for", "serve"]
 
@@ -72,7 +73,7 @@ def _url(host: str, port: int) -> str:
 
 
 def serve(
-    book: AsyncBook,
+    book: AsyncBook | Reader,
     feed: ChangeFeed | None,
     *,
     host: str = "127.0.0.1",
@@ -107,7 +108,7 @@ class BackgroundServer:
 
     def __init__(
         self,
-        book: AsyncBook,
+        book: AsyncBook | Reader,
         feed: ChangeFeed | None = None,
         *,
         host: str = "127.0.0.1",

@@ -1,0 +1,447 @@
+"""The operations both Redis books run (``RedisBook`` and ``AsyncRedisBook``), as plans.
+
+Each function checks its input, builds the script call from the book's ``BookLayout``
+(its key schema and retention) and reads the reply: one implementation of the reads and
+the client-side writes, whichever client runs them (``_plan``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .._book import EventInput, cancel_input
+from .._checks import (
+    require_integer,
+    require_limit,
+    require_non_negative,
+    require_optional_string,
+    require_page_cursor,
+    require_state,
+    require_string,
+    require_text,
+)
+from .._models import (
+    STATE_NAMES,
+    AsyncTask,
+    CallbackResult,
+    DeliveryReceipt,
+    DeliveryResult,
+    GroupSummary,
+    HistoryEntry,
+    ProgressEvent,
+    ResumeResult,
+    TaskPage,
+)
+from .._reasons import Reason
+from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError, invalid
+from ._args import coerce, dumps, event_args, number_text, utf8
+from ._console import failure_json
+from ._facts import FactBook
+from ._keys import KeySchema
+from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
+from ._replies import callback_result, group_summary_of, listed, status_of, text_of
+from ._scripts import (
+    AT_DEADLINE,
+    NO_EVENT,
+    ApplyArgs,
+    DeliverArgs,
+    GetManyArgs,
+    ResumeArgs,
+)
+from ._server import PROBE_SCRIPT, require_supported, server_info
+
+__all__ = [
+    "BookLayout",
+    "apply",
+    "apply_one",
+    "before_write",
+    "cancel",
+    "check_server",
+    "claim_sweep",
+    "count_by_state",
+    "deliver_result",
+    "expire",
+    "get",
+    "group",
+    "group_members",
+    "last_cursor",
+    "last_sweep_ms",
+    "list_tasks",
+    "overdue",
+    "overdue_count",
+    "record_sweep",
+    "resume",
+    "transition_counts",
+]
+
+log = logging.getLogger(__name__)
+
+ApplyCall = tuple[list[str], ApplyArgs, AsyncBookError | None]
+"""apply.lua's KEYS and ARGV for one event, and the shape error found in Python."""
+
+
+class BookLayout:
+    """What a Redis book's calls are built from: its namespace, key schema and retention."""
+
+    def __init__(
+        self, namespace: str, retention_versions: int, retention: timedelta | None
+    ) -> None:
+        self.keys = KeySchema(namespace)
+        self.namespace = namespace
+        self.retention_versions = require_integer(retention_versions, "retention_versions")
+        if retention is not None and (
+            not isinstance(retention, timedelta) or retention <= timedelta(0)
+        ):
+            raise invalid("retention must be a positive timedelta or None", field="retention")
+        self.retention = retention
+        self.retention_ms = (
+            "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
+        )
+        """Whole milliseconds as script text; '' keeps ended tasks forever."""
+        k = self.keys
+        self.apply_keys = [
+            k.deadlines,
+            k.outbox,
+            *k.state_indexes,
+            k.counters,
+            k.stalls,
+            k.group_outbox,
+        ]
+        """apply.lua's KEYS 4..14: the book-wide keys every event may touch."""
+        self.facts = FactBook(self.keys, lambda: time.time() * 1000)
+        """What the book learned of its tasks' records, for the scripts' info blocks."""
+        self.server_checked = False
+        """True once ``check_server`` passed (it checks, and warns, once per book)."""
+
+    def apply_call(
+        self,
+        task_id: Any,
+        event: EventInput | None,
+        callback_id: Any,
+        full_task: bool = True,
+        *,
+        only_if_stalled: bool = False,
+    ) -> ApplyCall:
+        """apply.lua's call for one event (None: expire at the deadline)."""
+        task_id = utf8(require_string(task_id, "taskId"), "taskId")
+        callback = require_optional_string(callback_id, "callbackId")
+        k = self.keys
+        cursor = ""
+        if event is None:
+            slots, shape_error = AT_DEADLINE, None
+        else:
+            parsed, shape_error = coerce(event)
+            slots = NO_EVENT
+            if isinstance(parsed, ProgressEvent):
+                cursor = utf8(parsed.cursor, "event.cursor")
+            if parsed is not None:
+                try:
+                    slots = event_args(parsed)
+                except AsyncBookError as error:
+                    shape_error = error
+        keys = [
+            k.task(task_id),
+            k.history(task_id),
+            k.callback(utf8(callback, "callbackId")) if callback is not None else k.callback(""),
+            *self.apply_keys,
+        ]
+        failure = ""
+        if isinstance(event, Mapping) and event.get("type") == "fail":
+            failure = failure_json(event.get("exception"), event.get("traceback"))
+        args = ApplyArgs(
+            task_id=task_id,
+            failure=failure,
+            callback_given=callback is not None,
+            event_valid=shape_error is None,
+            event=slots,
+            retention_ms=self.retention_ms,
+            changes_channel=k.changes_channel,
+            with_history=full_task,
+            only_if_stalled=only_if_stalled,
+            cursor=cursor,
+        )
+        return keys, args, shape_error
+
+
+def check_server(book: BookLayout) -> Plan[str | None]:
+    """Check the book's server (one round trip): raise ``UnsupportedServerError`` when
+    it runs no Lua scripts or is older than the tested versions, warn when it may evict
+    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused)."""
+    try:
+        server, memory, probe = yield Pipeline(
+            [
+                server_command("info", "server"),
+                server_command("info", "memory"),
+                server_command("eval", PROBE_SCRIPT, 0),
+            ],
+            errors_as_replies=True,
+        )
+    except (RedisConnectionError, RedisTimeoutError):
+        return None  # not checked: again on the next write
+    require_supported(
+        None if isinstance(server, ResponseError) else server_info(server),
+        probe if isinstance(probe, ResponseError) else None,
+    )
+    book.server_checked = True
+    if isinstance(memory, ResponseError):
+        return None  # INFO refused (an embedded server, a restricted user): not known
+    policy = str(memory.get("maxmemory_policy", "noeviction"))
+    if policy != "noeviction":
+        log.warning(
+            "asyncbook: Redis maxmemory-policy is %r: when memory is full Redis evicts "
+            "keys, and the book loses tasks or parts of them. Set maxmemory-policy "
+            "noeviction for the book's Redis (docs/faults.md).",
+            policy,
+        )
+    return policy
+
+
+def before_write(book: BookLayout) -> Plan[None]:
+    """What runs before a book's first write: the server check."""
+    if not book.server_checked:
+        yield from check_server(book)
+
+
+def get(book: BookLayout, id: str) -> Plan[AsyncTask | None]:
+    """The stored task with its history, or None."""
+    yield SETTLE
+    task_id = utf8(require_string(id, "id"), "id")
+    reply = yield ScriptCall("get", [book.keys.task(task_id), book.keys.history(task_id)])
+    if reply is None:
+        return None
+    if isinstance(reply, list):
+        raise DamagedRecordError(task_id, text_of(reply[1]))
+    return AsyncTask.model_validate_json(reply)
+
+
+def apply(
+    book: BookLayout, task_id: str, event: EventInput, callback_id: str | None = None
+) -> Plan[CallbackResult]:
+    """Apply one event; a callback id already recorded changes nothing."""
+    yield SETTLE
+    keys, args, shape_error = book.apply_call(task_id, event, callback_id)
+    yield from before_write(book)
+    reply = yield from apply_one(book, keys, args)
+    return callback_result(args.task_id, reply, shape_error)
+
+
+def apply_one(book: BookLayout, keys: list[str], args: ApplyArgs) -> Plan[Any]:
+    """apply.lua's reply to one call, sent with the task's info block (``_facts``)."""
+    return (
+        yield from book.facts.run(
+            args.task_id,
+            [args.event],
+            lambda block, facts: ScriptCall("apply", keys + block, args.argv() + facts),
+        )
+    )
+
+
+def expire(book: BookLayout, task_id: str) -> Plan[CallbackResult]:
+    """Expire the task at its deadline, as the sweep does."""
+    keys, args, _ = book.apply_call(task_id, None, None)
+    reply = yield from apply_one(book, keys, args)
+    return callback_result(args.task_id, reply, None)
+
+
+def cancel(
+    book: BookLayout,
+    task_id: str,
+    reason: str | None,
+    at_ms: int | float | None,
+    callback_id: str | None,
+) -> Plan[CallbackResult]:
+    """``apply`` of a ``cancel`` event, at the server's clock unless ``at_ms`` is given."""
+    at = (yield from server_time()) if at_ms is None else at_ms
+    return (yield from apply(book, task_id, cancel_input(at, reason), callback_id))
+
+
+def resume(
+    book: BookLayout, task_id: str, cursor_version: int, full_task: bool
+) -> Plan[ResumeResult]:
+    """What changed after ``cursor_version``: caught-up, a delta, or a snapshot."""
+    yield SETTLE
+    task_id = utf8(require_string(task_id, "taskId"), "taskId")
+    keys = [book.keys.task(task_id), book.keys.history(task_id)]
+    try:
+        cursor = require_integer(cursor_version, "cursorVersion")
+    except AsyncBookError as error:
+        if not (yield command("exists", keys[0])):
+            raise UnknownTaskError(task_id) from None
+        raise error
+    reply = yield ScriptCall(
+        "resume",
+        keys,
+        ResumeArgs(
+            cursor=cursor,
+            retention_versions=book.retention_versions,
+            with_full_task=full_task,
+        ).argv(),
+    )
+    mode = status_of(task_id, reply)
+    task = AsyncTask.model_validate_json(reply[1])
+    events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
+    return ResumeResult(mode=mode, events=events, task=task)
+
+
+def deliver_result(
+    book: BookLayout, task_id: str, idempotency_key: str, now_ms: int | float
+) -> Plan[DeliveryResult]:
+    """Hand the result over once per idempotency key."""
+    key = utf8(require_text(idempotency_key, "idempotencyKey"), "idempotencyKey")
+    now = require_non_negative(now_ms, "nowMs")
+    task_id = utf8(require_string(task_id, "taskId"), "taskId")
+    yield from before_write(book)
+    reply = yield ScriptCall(
+        "deliver",
+        [book.keys.delivery(key), book.keys.task(task_id), book.keys.history(task_id)],
+        DeliverArgs(
+            key_json=dumps(key, "idempotencyKey"),
+            now_ms=number_text(now),
+            retention_ms=book.retention_ms,
+        ).argv(),
+    )
+    status = status_of(task_id, reply)
+    if status == Reason.NOT_SUCCEEDED:
+        return DeliveryResult(ok=False, duplicate=False, reason=Reason.NOT_SUCCEEDED)
+    receipt = DeliveryReceipt.model_validate_json(reply[1])
+    if status == Reason.DELIVERED:
+        return DeliveryResult(ok=True, duplicate=False, reason=Reason.DELIVERED, receipt=receipt)
+    if receipt.task_id == task_id:
+        return DeliveryResult(
+            ok=True, duplicate=True, reason=Reason.DUPLICATE_DELIVERY, receipt=receipt
+        )
+    return DeliveryResult(
+        ok=False, duplicate=True, reason=Reason.KEY_REUSED_FOR_OTHER_TASK, receipt=receipt
+    )
+
+
+def overdue(book: BookLayout, now_ms: int | float, limit: int) -> Plan[list[str]]:
+    """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
+    now = require_non_negative(now_ms, "nowMs")
+    count = require_limit(limit, maximum=1_000_000)
+    ids = yield command("zrangebyscore", book.keys.deadlines, "-inf", now, start=0, num=count)
+    return [text_of(task_id) for task_id in ids]
+
+
+def overdue_count(book: BookLayout, now_ms: int | float) -> Plan[int]:
+    """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT)."""
+    now = require_non_negative(now_ms, "nowMs")
+    return int((yield command("zcount", book.keys.deadlines, "-inf", now)))
+
+
+def record_sweep(book: BookLayout, at_ms: int | float) -> Plan[None]:
+    """Note that a sweep ran at ``at_ms`` (kept without expiry: one small key)."""
+    yield command("set", book.keys.last_sweep, int(require_non_negative(at_ms, "atMs")))
+
+
+def last_sweep_ms(book: BookLayout) -> Plan[int | None]:
+    """When a sweep last ran, or None if none ever did."""
+    value = yield command("get", book.keys.last_sweep)
+    return None if value is None else int(value)
+
+
+def claim_sweep(book: BookLayout, owner: str, lease_ms: int) -> Plan[bool]:
+    """Take the namespace's sweep lease for ``lease_ms`` if nobody holds it, or renew it
+    if ``owner`` does (``SET NX PX GET``): True if ``owner`` may sweep now."""
+    key = book.keys.sweep_lease
+    previous = yield command("set", key, owner, nx=True, px=lease_ms, get=True)
+    if previous is None:
+        return True
+    if text_of(previous) != owner:
+        return False
+    yield command("pexpire", key, lease_ms)
+    return True
+
+
+def _tasks_of(book: BookLayout, ids: list[Any], full_task: bool) -> Plan[tuple[AsyncTask, ...]]:
+    """The tasks of these ids (in order), read by one get_many call; none for no ids."""
+    if not ids:
+        return ()
+    keys: list[str] = []
+    for raw_id in ids:
+        keys += [book.keys.task(text_of(raw_id)), book.keys.history(text_of(raw_id))]
+    found = yield ScriptCall("get_many", keys, GetManyArgs(full_task).argv())
+    return tuple(listed(found))
+
+
+def list_tasks(
+    book: BookLayout, state: str | None, limit: int, after: str | None, full_task: bool
+) -> Plan[TaskPage]:
+    """Tasks, newest first, optionally in one state; ``after`` continues a page."""
+    yield SETTLE
+    wanted = require_state(state)
+    count = require_limit(limit)
+    cursor = require_page_cursor(after)
+    states = STATE_NAMES if wanted is None else (wanted,)
+    top = "+inf" if cursor is None else f"({cursor}"
+    pages = yield Pipeline(
+        [
+            command(
+                "zrevrangebyscore",
+                book.keys.state_index(state_name),
+                top,
+                "-inf",
+                start=0,
+                num=count + 1,
+                withscores=True,
+            )
+            for state_name in states
+        ]
+    )
+    # Scores are creation order, unique per task: merging the indexes gives "newest first".
+    rows = sorted((row for rows in pages for row in rows), key=lambda row: -row[1])
+    more = len(rows) > count
+    rows = rows[:count]
+    if not rows:
+        return TaskPage(tasks=())
+    tasks = yield from _tasks_of(book, [raw_id for raw_id, _score in rows], full_task)
+    next_after = str(int(rows[-1][1])) if more else None
+    return TaskPage(tasks=tasks, next_after=next_after)
+
+
+def last_cursor(book: BookLayout, task_id: str) -> Plan[str | None]:
+    """The cursor of the last progress the task reported (its checkpoint), or None."""
+    yield SETTLE
+    task_id = utf8(require_string(task_id, "taskId"), "taskId")
+    exists, cursor = yield command("hmget", book.keys.task(task_id), "id", "cur")
+    if exists is None:
+        raise UnknownTaskError(task_id)
+    return text_of(cursor) or None if cursor is not None else None
+
+
+def group(book: BookLayout, group_id: str) -> Plan[GroupSummary | None]:
+    """The group's counts by state and its progress: one round trip, O(1)."""
+    yield SETTLE
+    group = utf8(require_text(group_id, "groupId"), "groupId")
+    flat = yield command("hgetall", book.keys.group(group))
+    return group_summary_of(group, flat) if flat else None
+
+
+def group_members(book: BookLayout, group_id: str, limit: int) -> Plan[list[AsyncTask]]:
+    """The group's members in creation order (without histories), up to ``limit``."""
+    yield SETTLE
+    group = utf8(require_text(group_id, "groupId"), "groupId")
+    count = require_limit(limit, maximum=10_000)
+    ids = yield command("zrange", book.keys.group_members(group), 0, count - 1)
+    return list((yield from _tasks_of(book, list(ids), False)))
+
+
+def count_by_state(book: BookLayout) -> Plan[dict[str, int]]:
+    """How many tasks each state index holds (one pipelined round trip)."""
+    counts = yield Pipeline([command("zcard", key) for key in book.keys.state_indexes])
+    return dict(zip(STATE_NAMES, (int(n) for n in counts), strict=True))
+
+
+def transition_counts(book: BookLayout) -> Plan[dict[str, int]]:
+    """How many times each reason was answered, by every client of this book."""
+    counts = yield command("hgetall", book.keys.counters)
+    return {text_of(reason): int(count) for reason, count in counts.items()}
