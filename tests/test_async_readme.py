@@ -16,7 +16,7 @@ from asyncbook import RedisBook, StartEvent, SucceedEvent
 from .conftest import delete_namespace
 from .test_readme import BLOCKS, README
 
-(FASTAPI_BLOCK,) = [block for block in BLOCKS if "FastAPI(" in block]
+(FASTAPI_BLOCK,) = [block for block in BLOCKS if 'namespace="readme-api"' in block]
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ One app holds every way of tracking but the annotation for every task, which has
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,10 +23,11 @@ from celery.contrib.testing.worker import start_worker
 from celery.local import PromiseProxy
 
 from asyncbook import AsyncBookError, AsyncTask, RedisBook
-from asyncbook.celery import TrackTasks, book_of, install, tracked, uninstall
+from asyncbook.celery import TrackTasks, async_book_of, book_of, install, tracked, uninstall
 from asyncbook.celery._tracking import is_tracked
 
 from .celery_support import history, memory_app, unique, wait_terminal
+from .conftest import delete_namespace
 
 SHARED_NAME = unique("thirdparty.tasks.resize")
 
@@ -242,3 +244,42 @@ def test_book_of_is_the_book_install_built() -> None:
         assert found.namespace == "x"
     finally:
         uninstall(built)
+
+
+def test_async_book_of_reads_the_same_book_from_asyncio() -> None:
+    app = memory_app(
+        "async-book-of",
+        asyncbook_redis_url="redis://127.0.0.1:6379/10",
+        asyncbook_namespace=unique("abo"),
+    )
+    with pytest.raises(AsyncBookError) as caught:
+        async_book_of(app)
+    assert caught.value.field == "app"
+    install(app)
+    book = book_of(app)
+    assert isinstance(book, RedisBook)
+    try:
+        book.create(id="job-1", now_ms=book.now_ms(), ttl_ms=60_000, max_attempts=1)
+
+        async def read() -> tuple[str, str]:
+            async with async_book_of(app) as twin:
+                task = await twin.get("job-1")
+                assert task is not None
+                return twin.namespace, task.state.value
+
+        assert asyncio.run(read()) == (book.namespace, "queued")
+    finally:
+        delete_namespace(book.client, book.namespace)
+        uninstall(app)
+
+
+def test_async_book_of_refuses_a_book_without_an_asyncio_twin() -> None:
+    app = memory_app("async-book-of")
+    install(app, RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="f"))
+    try:
+        with pytest.raises(AsyncBookError) as caught:
+            async_book_of(app)
+        assert caught.value.field == "app"
+        assert "AsyncRedisBook.from_url" in caught.value.message
+    finally:
+        uninstall(app)

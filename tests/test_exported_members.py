@@ -101,6 +101,7 @@ EXPORTS = {
         "TaskExpired",
         "TrackTasks",
         "apply_group",
+        "async_book_of",
         "book_of",
         "cancel",
         "default_result_ref",

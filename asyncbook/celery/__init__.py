@@ -18,7 +18,7 @@ from ._controls import apply_group, cancel, last_cursor
 from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration, install, uninstall
 from ._lifecycle import TaskCancelled
 from ._progress import report_progress
-from ._registry import book_of, installed
+from ._registry import async_book_of, book_of, installed
 from ._result_ref import default_result_ref
 from ._settings import Settings
 from ._tracked import TrackTasks, tracked
@@ -28,6 +28,7 @@ __all__ = [
     "uninstall",
     "installed",
     "book_of",
+    "async_book_of",
     "tracked",
     "TrackTasks",
     "report_progress",
