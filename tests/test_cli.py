@@ -114,10 +114,11 @@ def test_serve_without_token_refuses_a_public_address(book: RedisBook) -> None:
     assert "ASYNCBOOK_API_TOKEN" in result.stderr
 
 
-def test_serve_answers_on_loopback_and_prints_the_page_url(book: RedisBook) -> None:
-    finish(book, "s")
+def served_task(url: str, namespace: str, task_id: str) -> dict[str, Any]:
+    """``asyncbook serve`` on ``url``: what its JSON API answers for ``task_id``; checks
+    the page URL it prints and that it stops at SIGTERM."""
     port = free_port()
-    env = dict(os.environ, ASYNCBOOK_REDIS_URL=CLI_REDIS_URL, ASYNCBOOK_NAMESPACE=book.namespace)
+    env = dict(os.environ, ASYNCBOOK_REDIS_URL=url, ASYNCBOOK_NAMESPACE=namespace)
     env.pop("ASYNCBOOK_API_TOKEN", None)
     command = [sys.executable, "-m", "asyncbook.cli", "serve", "--port", str(port)]
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -128,12 +129,11 @@ def test_serve_answers_on_loopback_and_prints_the_page_url(book: RedisBook) -> N
         deadline = time.monotonic() + 15
         while True:
             try:
-                response = httpx.get(f"http://127.0.0.1:{port}/api/tasks/s", timeout=2)
+                response = httpx.get(f"http://127.0.0.1:{port}/api/tasks/{task_id}", timeout=2)
                 break
             except httpx.TransportError:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-        assert response.json()["state"] == "succeeded"
     finally:
         server.terminate()
         server.wait(15)
@@ -141,6 +141,24 @@ def test_serve_answers_on_loopback_and_prints_the_page_url(book: RedisBook) -> N
         server.stdout.close()
     # uvicorn shuts down gracefully, then re-raises the signal it caught.
     assert server.returncode == -signal.SIGTERM
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def test_serve_answers_on_loopback_and_prints_the_page_url(book: RedisBook) -> None:
+    finish(book, "s")
+    assert served_task(CLI_REDIS_URL, book.namespace, "s")["state"] == "succeeded"
+
+
+def test_serve_reads_a_book_on_a_cluster(cluster_url: str) -> None:
+    namespace = f"cli-{uuid.uuid4().hex[:8]}"
+    book = RedisBook.from_url(cluster_url, namespace=namespace)
+    try:
+        finish(book, "on-cluster")
+        assert served_task(cluster_url, namespace, "on-cluster")["state"] == "succeeded"
+    finally:
+        delete_namespace(book.client, namespace)
+        book.client.close()
 
 
 def test_bad_redis_url_is_a_usage_error(book: RedisBook) -> None:

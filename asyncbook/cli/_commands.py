@@ -363,14 +363,17 @@ def serve(
     log_level: str,
 ) -> None:
     """Serve the JSON API, task streams, /metrics and the status page."""
+    from ..redis import AsyncRedisBook
     from ..web import feed_for
     from ..web import serve as run_server
 
-    book = settings.book
-    feed = feed_for(book)
+    # The server reads through an asyncio book on the same URL (Cluster and Sentinel
+    # included); the change feed follows the book's own client.
+    served = AsyncRedisBook.from_url(settings.redis_url, namespace=settings.namespace)
+    feed = feed_for(settings.book)
     try:
         run_server(
-            book,
+            served,
             feed,
             host=host,
             port=port,

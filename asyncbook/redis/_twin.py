@@ -59,8 +59,18 @@ def async_client_like(client: Any) -> Any | None:
     given = pool.connection_kwargs
     settings = {name: given[name] for name in _SETTINGS if name in given}
     retry = given.get("retry")
-    settings["retry"] = async_retry_policy(retry.get_retries() if retry is not None else 0)
+    settings["retry"] = async_retry_policy(_retries_of(retry))
     twin_pool = redis.asyncio.ConnectionPool(
         connection_class=connection, max_connections=pool.max_connections, **settings
     )
     return redis.asyncio.Redis.from_pool(twin_pool)  # closing the client closes the pool
+
+
+def _retries_of(retry: Any) -> int:
+    """How many times ``retry`` (a redis-py ``Retry`` or None) tries again: redis-py 6
+    says so with ``get_retries()``; redis-py 5 (beside Celery 5.5) only keeps it as
+    ``_retries``."""
+    if retry is None:
+        return 0
+    get_retries = getattr(retry, "get_retries", None)
+    return int(get_retries() if callable(get_retries) else getattr(retry, "_retries", 0))
