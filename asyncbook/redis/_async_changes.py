@@ -14,7 +14,9 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import SSLConnection
 
 from ._changes import DROPPED, Change, parse_change
 
@@ -38,10 +40,15 @@ async def changes(
     delay = 0.05
     while True:
         pubsub = None
+        node_client = None
         try:
             if isinstance(client, RedisCluster):
                 await client.initialize()  # a cluster's pub/sub needs its slots known
-            pubsub = client.pubsub()
+            if hasattr(client, "pubsub"):
+                pubsub = client.pubsub()
+            else:
+                node_client = _node_client(client)
+                pubsub = node_client.pubsub()
             await pubsub.subscribe(channel)
             async with contextlib.aclosing(pubsub.listen()) as messages:
                 async for message in messages:
@@ -65,3 +72,34 @@ async def changes(
             if pubsub is not None:
                 with contextlib.suppress(*DROPPED):
                     await pubsub.aclose()
+            if node_client is not None:
+                with contextlib.suppress(*DROPPED):
+                    await node_client.aclose()
+
+
+_NODE_SETTINGS = (
+    "username",
+    "password",
+    "credential_provider",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "client_name",
+    "ssl_keyfile",
+    "ssl_certfile",
+    "ssl_cert_reqs",
+    "ssl_ca_certs",
+    "ssl_check_hostname",
+)
+
+
+def _node_client(cluster: Any) -> Any:
+    """A plain asyncio client on one node of ``cluster``, for its pub/sub: redis-py 5's
+    asyncio ``RedisCluster`` has none, and a cluster delivers a PUBLISH to every node."""
+    node = cluster.get_default_node()
+    given = node.connection_kwargs
+    settings = {name: given[name] for name in _NODE_SETTINGS if name in given}
+    ssl = isinstance(node.connection_class, type) and issubclass(
+        node.connection_class, SSLConnection
+    )
+    return redis.asyncio.Redis(host=node.host, port=node.port, ssl=ssl, **settings)
