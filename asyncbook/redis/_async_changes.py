@@ -19,6 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 
 from ._changes import DROPPED, Change, parse_change
+from ._twin import CONNECTION_SETTINGS
 
 __all__ = ["changes"]
 
@@ -77,20 +78,8 @@ async def changes(
                     await node_client.aclose()
 
 
-_NODE_SETTINGS = (
-    "username",
-    "password",
-    "credential_provider",
-    "socket_timeout",
-    "socket_connect_timeout",
-    "socket_keepalive",
-    "client_name",
-    "ssl_keyfile",
-    "ssl_certfile",
-    "ssl_cert_reqs",
-    "ssl_ca_certs",
-    "ssl_check_hostname",
-)
+_ADDRESS = frozenset({"host", "port", "path", "db"})
+"""What a node's client takes from the node itself, not from its connection settings."""
 
 
 def _node_client(cluster: Any) -> Any:
@@ -98,7 +87,9 @@ def _node_client(cluster: Any) -> Any:
     asyncio ``RedisCluster`` has none, and a cluster delivers a PUBLISH to every node."""
     node = cluster.get_default_node()
     given = node.connection_kwargs
-    settings = {name: given[name] for name in _NODE_SETTINGS if name in given}
+    settings = {
+        name: given[name] for name in CONNECTION_SETTINGS if name in given and name not in _ADDRESS
+    }
     ssl = isinstance(node.connection_class, type) and issubclass(
         node.connection_class, SSLConnection
     )

@@ -10,14 +10,14 @@ import redis.asyncio
 
 from ._connection import async_retry_policy
 
-__all__ = ["async_client_like"]
+__all__ = ["CONNECTION_SETTINGS", "async_client_like"]
 
 _CONNECTIONS: dict[type[Any], type[Any]] = {
     redis.Connection: redis.asyncio.Connection,
     redis.SSLConnection: redis.asyncio.SSLConnection,
     redis.UnixDomainSocketConnection: redis.asyncio.UnixDomainSocketConnection,
 }
-_SETTINGS = (
+CONNECTION_SETTINGS = (
     "host",
     "port",
     "path",
@@ -57,7 +57,7 @@ def async_client_like(client: Any) -> Any | None:
     if connection is None:
         return None
     given = pool.connection_kwargs
-    settings = {name: given[name] for name in _SETTINGS if name in given}
+    settings = {name: given[name] for name in CONNECTION_SETTINGS if name in given}
     retry = given.get("retry")
     settings["retry"] = async_retry_policy(_retries_of(retry))
     twin_pool = redis.asyncio.ConnectionPool(
