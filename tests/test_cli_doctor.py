@@ -4,6 +4,7 @@ it checks (CONFIG SET there only), the shared one for the app's checks."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -120,7 +121,10 @@ def test_a_clock_off_the_servers_and_an_old_server_are_problems() -> None:
     finally:
         client.close()
     assert check.status == "problem"
-    assert "+5000 ms off" in check.detail.replace("+4999", "+5000").replace("+5001", "+5000")
+    found = re.search(r"this host is \+(\d+) ms off the server", check.detail)
+    assert found is not None, check.detail
+    # Within the measurement's error: half a round trip, and ms rounding, on a busy box.
+    assert abs(int(found.group(1)) - 5000) <= 50
     assert server_check({"redis_version": "6.2.14"}).status == "problem"
     assert server_check({"redis_version": "7.2.4"}).detail == "Redis 7.2.4"
     assert server_check({"redis_version": "7.2.4", "valkey_version": "8.1.1"}).status == "ok"
