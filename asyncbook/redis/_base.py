@@ -1,23 +1,28 @@
-"""``BookBase``: what both Redis books are built from, a client, the book's layout and
-the scripts registered on that client (``RedisBook`` on redis-py, ``AsyncRedisBook`` on
-``redis.asyncio``)."""
+"""``BookBase``: what both Redis books are built from, an engine (a client, the book's
+layout and the scripts registered on that client) and the book's settings
+(``RedisBook`` on redis-py's ``Engine``, ``AsyncRedisBook`` on ``AsyncEngine``)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 
 from ._connection import DEFAULT_REDIS_URL
+from ._engine import EngineBase
 from ._operations import BookLayout
-from ._scripts import BookScripts
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
 DEFAULT_RETENTION = timedelta(hours=24)
 
+_E = TypeVar("_E", bound=EngineBase)
 
-class BookBase:
-    """A book's client, namespace, key schema, retention and registered scripts."""
+
+class BookBase(Generic[_E]):
+    """A book's engine, namespace, key schema and retention."""
+
+    engine: _E
+    """The book's engine: client, layout, scripts, and the calls built from them."""
 
     def __init__(
         self,
@@ -27,13 +32,18 @@ class BookBase:
         retention_versions: int = 8,
         retention: timedelta | None = DEFAULT_RETENTION,
     ) -> None:
+        self.engine = self._engine_for(client, BookLayout(namespace, retention_versions, retention))
         self.client = client
-        self.layout = BookLayout(namespace, retention_versions, retention)
+        self.layout = self.engine.layout
         self.keys = self.layout.keys
         self.namespace = namespace
         self.retention_versions = self.layout.retention_versions
         self.retention = retention
-        self._scripts = BookScripts.register(client)
+
+    @classmethod
+    def _engine_for(cls, client: Any, layout: BookLayout) -> _E:
+        """The engine of this book's flavour on ``client``."""
+        raise NotImplementedError
 
     @classmethod
     def _client_for(cls, url: str, **options: Any) -> Any:
