@@ -31,7 +31,7 @@ from ._async_changes import changes
 from ._async_engine import AsyncEngine
 from ._base import BookBase
 from ._book import RedisBook
-from ._connection import connect_async, reports_outages_async
+from ._connection import book_client, reports_outages_async
 from ._operations import BookLayout
 from ._plan import server_time
 from ._twin import async_client_like
@@ -53,7 +53,7 @@ class AsyncRedisBook(BookBase[AsyncEngine]):
 
     @classmethod
     def _client_for(cls, url: str, **options: Any) -> Any:
-        return connect_async(url, **options)
+        return book_client(url, options, asyncio=True, where=f"{cls.__name__}.from_url()")
 
     @classmethod
     def twin_of(cls, book: RedisBook) -> AsyncRedisBook | None:

@@ -63,7 +63,9 @@ class BookBase(Generic[_E]):
         """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://,
         redis+sentinel://); no connection is made until the first call.
 
-        ``connection`` overrides the client's options (``socket_timeout``, ``retry``...).
+        ``connection`` overrides the client's options: redis-py's connection settings
+        (``socket_timeout``, ``retry``...). Any other keyword raises ``TypeError`` naming
+        it (redis-py would fail at the first connection, or drop it unseen on a Cluster).
         """
         return cls(
             cls._client_for(url, **connection),

@@ -44,7 +44,7 @@ from . import _operations as operations
 from . import _outbox as outbox
 from ._args import dumps, utf8
 from ._base import BookBase
-from ._connection import connect, reports_outages
+from ._connection import book_client, reports_outages
 from ._engine import Engine
 from ._operations import BookLayout
 from ._plan import server_time
@@ -64,7 +64,7 @@ class RedisBook(BookBase[Engine]):
 
     @classmethod
     def _client_for(cls, url: str, **options: Any) -> Any:
-        return connect(url, **options)
+        return book_client(url, options, asyncio=False, where=f"{cls.__name__}.from_url()")
 
     def check_server(self) -> str | None:
         """Check the book's server (once per book, one round trip); returns its
