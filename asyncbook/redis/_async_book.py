@@ -31,15 +31,14 @@ from ._async_changes import changes
 from ._async_engine import AsyncEngine
 from ._base import BookBase
 from ._book import RedisBook
-from ._connection import book_client, reports_outages_async
-from ._operations import BookLayout
+from ._connection import reports_outages_async
 from ._plan import server_time
 from ._twin import async_client_like
 
 __all__ = ["AsyncRedisBook"]
 
 
-class AsyncRedisBook(BookBase[AsyncEngine]):
+class AsyncRedisBook(BookBase):
     """A ``RedisBook``'s reads and client-side writes for asyncio, on a ``redis.asyncio``
     client: the same answers and errors, awaited.
 
@@ -47,13 +46,8 @@ class AsyncRedisBook(BookBase[AsyncEngine]):
     namespace the workers write (``install(app)``'s).
     """
 
-    @classmethod
-    def _engine_for(cls, client: Any, layout: BookLayout) -> AsyncEngine:
-        return AsyncEngine(client, layout)
-
-    @classmethod
-    def _client_for(cls, url: str, **options: Any) -> Any:
-        return book_client(url, options, asyncio=True, where=f"{cls.__name__}.from_url()")
+    engine_type = AsyncEngine
+    engine: AsyncEngine
 
     @classmethod
     def twin_of(cls, book: RedisBook) -> AsyncRedisBook | None:

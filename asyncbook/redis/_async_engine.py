@@ -25,6 +25,8 @@ _T = TypeVar("_T")
 class AsyncEngine(EngineBase):
     """A book's client, layout and scripts on ``redis.asyncio``: runs the book's plans."""
 
+    asyncio = True
+
     async def run(self, plan: Plan[_T]) -> _T:
         """Run one of the book's plans on the client."""
         return await run_async(plan, self.execute)

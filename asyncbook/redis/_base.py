@@ -5,9 +5,9 @@ layout and the scripts registered on that client) and the book's settings
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, ClassVar, Self
 
-from ._connection import DEFAULT_REDIS_URL
+from ._connection import DEFAULT_REDIS_URL, book_client
 from ._engine import EngineBase
 from ._operations import BookLayout
 
@@ -15,13 +15,13 @@ __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
 DEFAULT_RETENTION = timedelta(hours=24)
 
-_E = TypeVar("_E", bound=EngineBase)
 
-
-class BookBase(Generic[_E]):
+class BookBase:
     """A book's engine, namespace, key schema and retention."""
 
-    engine: _E
+    engine_type: ClassVar[type[EngineBase]]
+    """The class of the book's engine (and so the flavour of its client)."""
+    engine: EngineBase
     """The book's engine: client, layout, scripts, and the calls built from them."""
 
     def __init__(
@@ -32,23 +32,13 @@ class BookBase(Generic[_E]):
         retention_versions: int = 8,
         retention: timedelta | None = DEFAULT_RETENTION,
     ) -> None:
-        self.engine = self._engine_for(client, BookLayout(namespace, retention_versions, retention))
+        self.engine = self.engine_type(client, BookLayout(namespace, retention_versions, retention))
         self.client = client
         self.layout = self.engine.layout
         self.keys = self.layout.keys
         self.namespace = namespace
         self.retention_versions = self.layout.retention_versions
         self.retention = retention
-
-    @classmethod
-    def _engine_for(cls, client: Any, layout: BookLayout) -> _E:
-        """The engine of this book's flavour on ``client``."""
-        raise NotImplementedError
-
-    @classmethod
-    def _client_for(cls, url: str, **options: Any) -> Any:
-        """A client of this book's flavour for ``url``."""
-        raise NotImplementedError
 
     @classmethod
     def from_url(
@@ -67,8 +57,9 @@ class BookBase(Generic[_E]):
         (``socket_timeout``, ``retry``...). Any other keyword raises ``TypeError`` naming
         it (redis-py would fail at the first connection, or drop it unseen on a Cluster).
         """
+        where = f"{cls.__name__}.from_url()"
         return cls(
-            cls._client_for(url, **connection),
+            book_client(url, connection, asyncio=cls.engine_type.asyncio, where=where),
             namespace=namespace,
             retention_versions=retention_versions,
             retention=retention,

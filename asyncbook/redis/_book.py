@@ -13,13 +13,12 @@ without waiting). The scripts' arguments are built in ``_args``, their replies r
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
-from .._book import ApplyItem, CreateSpec, EventInput
+from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput
 from .._checks import require_integer, require_non_negative, require_string, require_text
 from .._console import (
     NameTotals,
-    PublishInfo,
     SearchPage,
     TaskInfo,
     TaskQuery,
@@ -44,9 +43,8 @@ from . import _operations as operations
 from . import _outbox as outbox
 from ._args import dumps, utf8
 from ._base import BookBase
-from ._connection import book_client, reports_outages
+from ._connection import reports_outages
 from ._engine import Engine
-from ._operations import BookLayout
 from ._plan import server_time
 from ._replies import created, group_summary_of
 from ._scripts import BookScript, ScriptedEvents
@@ -55,16 +53,11 @@ from ._sender import CreateSender
 __all__ = ["RedisBook"]
 
 
-class RedisBook(BookBase[Engine]):
+class RedisBook(BookBase):
     """A book in Redis: durable, shared by workers, beat and the status server."""
 
-    @classmethod
-    def _engine_for(cls, client: Any, layout: BookLayout) -> Engine:
-        return Engine(client, layout)
-
-    @classmethod
-    def _client_for(cls, url: str, **options: Any) -> Any:
-        return book_client(url, options, asyncio=False, where=f"{cls.__name__}.from_url()")
+    engine_type = Engine
+    engine: Engine
 
     def check_server(self) -> str | None:
         """Check the book's server (once per book, one round trip); returns its
@@ -85,19 +78,7 @@ class RedisBook(BookBase[Engine]):
     # -- creating and reading -------------------------------------------------------
 
     @reports_outages
-    def create(
-        self,
-        *,
-        id: str,
-        now_ms: int | float,
-        ttl_ms: int | float,
-        max_attempts: int,
-        exist_ok: bool = False,
-        heartbeat_timeout_ms: int | None = None,
-        retry_on_stall: bool = False,
-        group_id: str | None = None,
-        info: PublishInfo | None = None,
-    ) -> AsyncTask:
+    def create(self, **options: Unpack[CreateOptions]) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
 
         With ``heartbeat_timeout_ms`` a running attempt silent for that long is ended by
@@ -105,20 +86,10 @@ class RedisBook(BookBase[Engine]):
         a member of that group (``group``, ``seal_group``). ``info`` is kept for the
         console (``info``, ``search``, ``stats``); the task itself does not show it.
         """
-        spec = CreateSpec(
-            id,
-            now_ms,
-            ttl_ms,
-            max_attempts,
-            exist_ok,
-            heartbeat_timeout_ms,
-            retry_on_stall,
-            group_id,
-            info,
-        )
+        spec = CreateSpec(**options)
         task, keys, args = self.engine.create_call(spec)
         self.engine.before_write()
-        return created(id, task, self.engine.scripts.create(keys=keys, args=args))
+        return created(spec.id, task, self.engine.scripts.create(keys=keys, args=args))
 
     @reports_outages
     def create_many(self, specs: Iterable[CreateSpec]) -> list[AsyncTask | AsyncBookError]:

@@ -11,7 +11,7 @@ on redis-py, ``AsyncEngine`` (``_async_engine``) on ``redis.asyncio``.
 from __future__ import annotations
 
 import math
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from redis.cluster import RedisCluster
 
@@ -39,6 +39,9 @@ CreateCall = tuple[AsyncTask, list[str], list[str]]
 class EngineBase:
     """A book's client, its layout (namespace, key schema, retention, what it learned of
     its tasks) and the scripts registered on that client."""
+
+    asyncio: ClassVar[bool] = False
+    """True for an engine on a ``redis.asyncio`` client."""
 
     def __init__(self, client: Any, layout: BookLayout) -> None:
         self.client = client
