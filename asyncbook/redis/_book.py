@@ -17,14 +17,7 @@ from typing import Any, Unpack
 
 from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput
 from .._checks import require_integer, require_non_negative, require_string, require_text
-from .._console import (
-    NameTotals,
-    SearchPage,
-    TaskInfo,
-    TaskQuery,
-    TaskStats,
-    WorkerSummary,
-)
+from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._models import (
     AsyncTask,
     AsyncTransition,
