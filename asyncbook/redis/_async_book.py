@@ -1,9 +1,9 @@
 """``AsyncRedisBook``: the book's reads and client-side writes on ``redis.asyncio``.
 
 For asyncio apps (FastAPI, the status server): its ``AsyncEngine`` runs the very plans
-``RedisBook``'s ``Engine`` runs (``_operations``, ``_console``), so both books send the same script calls and give
-the same answers and errors. ``wait`` and ``follow`` are driven by the book's change
-channel; nothing polls.
+``RedisBook``'s ``Engine`` runs (``_operations``, ``_console``), so both books send the
+same script calls and give the same answers and errors. ``wait`` and ``follow`` are
+driven by the book's change channel; nothing polls.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""The engine under a Redis book: its client, key schema and scripts, and the calls built
-from them.
+"""The engine under a Redis book: its client, key schema and scripts, and the calls
+built from them.
 
 ``RedisBook`` and ``AsyncRedisBook`` each hold one engine and delegate to it; the
 modules split out of the book (``_batches``, ``_outbox``, ``_sender``) take the engine,
 never the book. The plans (``_operations``, ``_console``) are built from the engine's
-layout and run by the engine (``Engine.run``, ``AsyncEngine.run``). ``EngineBase`` is what both engines share (the client, the layout with
-its key schema and retention, the scripts registered on that client); ``Engine`` runs
-on redis-py, ``AsyncEngine`` (``_async_engine``) on ``redis.asyncio``.
+layout and run by the engine (``Engine.run``, ``AsyncEngine.run``). ``EngineBase`` is
+what both engines share (the client, the layout with its key schema and retention, the
+scripts registered on that client); ``Engine`` runs on redis-py, ``AsyncEngine``
+(``_async_engine``) on ``redis.asyncio``.
 """
 
 from __future__ import annotations
