@@ -395,7 +395,8 @@ def serve(
     "--serve", is_flag=True, help="Keep the status page up on port 5566 afterwards, until Ctrl-C."
 )
 def demo(serve: bool) -> None:
-    """Run the demo (the same as ``make demo``; run it from the repository root)."""
+    """Run the example Celery tasks end to end (the same as ``make demo``): on the Redis at
+    REDIS_URL when it answers, else embedded (needs the demo extra)."""
     from . import _demo as demo_module
 
     demo_module.main(["--serve"] if serve else [])

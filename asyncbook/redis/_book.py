@@ -1,6 +1,6 @@
 """``RedisBook``: the durable book, one atomic Lua call per change.
 
-Follows SPEC.md exactly as ``MemoryBook`` does (a differential test holds them to the
+Follows docs/spec.md exactly as ``MemoryBook`` does (a differential test holds them to the
 same results). Event shapes are checked in Python; every rule that reads stored state
 runs inside the script, in the reference's order. The scripts' arguments are built in
 ``_args``, their replies read in ``_replies``; the notification streams are ``_outbox``'s.
