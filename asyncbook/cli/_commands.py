@@ -23,7 +23,8 @@ from .._sweep import sweep as run_sweep
 from .._watch import Message, task_summary
 from ..errors import AsyncBookError
 from ..redis import DEFAULT_REDIS_URL, follow_task
-from ._console_cmds import COMMANDS
+from ._console_cmds import COMMANDS as TASK_COMMANDS
+from ._console_stats import COMMANDS as STATS_COMMANDS
 from ._context import (
     EXIT_USAGE,
     Settings,
@@ -465,7 +466,7 @@ def doctor(settings: Settings, app_name: str | None, timeout: float, as_json: bo
         raise SystemExit(1)
 
 
-for _command in COMMANDS:
+for _command in (*TASK_COMMANDS, *STATS_COMMANDS):
     cli.add_command(_command)
 
 
