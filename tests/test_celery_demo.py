@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from asyncbook.cli import _demo
+
 ROOT = Path(__file__).resolve().parent.parent
 URL = os.environ.get("ASYNCBOOK_DEMO_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 
@@ -68,3 +70,13 @@ def test_demo_on_real_redis_cleans_up() -> None:
     demo = output.split("namespace '", 1)[1].split("'", 1)[0]
     assert not list(client.scan_iter(match=f"*{demo}*"))
     client.close()
+
+
+def test_demo_without_redis_nor_fakeredis_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "fakeredis", None)  # an install without the demo extra
+    lines: list[str] = []
+    with pytest.raises(SystemExit, match=r"pip install 'asyncbook\[demo\]'"):
+        _demo.run("redis://127.0.0.1:1/0", lines.append)
+    assert lines == []  # nothing started

@@ -28,6 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from .._models import AsyncTask, HistoryEntry, to_wire
 from ..celery._tracking import now_ms
 from ..redis import DEFAULT_REDIS_URL, RedisBook
@@ -73,14 +75,24 @@ class WebhookReceiver:
 
 
 def _redis_answers(url: str) -> bool:
-    import redis
-
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
         with contextlib.closing(client):
             return bool(client.ping())
     except (redis.RedisError, OSError, ValueError):
         return False
+
+
+def _fake_redis(url: str) -> redis.Redis:
+    """A fakeredis server for the embedded demo; without the ``demo`` extra, a way out."""
+    try:
+        import fakeredis
+    except ImportError:
+        raise SystemExit(
+            f"No Redis at {url}, and the embedded demo needs fakeredis: "
+            "pip install 'asyncbook[demo]', or set REDIS_URL to a Redis that answers"
+        ) from None
+    return fakeredis.FakeRedis()
 
 
 @contextlib.contextmanager
@@ -205,26 +217,19 @@ def run(url: str, out: Out = print, *, serve: bool = False) -> None:
 
     app = workers.app
     demo = f"asyncbook-demo-{uuid.uuid4().hex[:8]}"
-    receiver = WebhookReceiver()
     real = _redis_answers(url)
-    if real:
+    fake = None if real else _fake_redis(url)
+    receiver = WebhookReceiver()
+    if fake is None:
         out(f"Redis answers at {url}: a real worker (celery worker -B) runs the tasks")
         out(f"  namespace {demo!r} and queue {demo!r}, removed at the end")
         book = RedisBook.from_url(url, namespace=demo)
         app.conf.update(broker_url=url, result_backend=url, task_default_queue=demo)
         worker = _real_worker(url, demo, demo, receiver.url)
     else:
-        try:
-            import fakeredis
-        except ImportError:
-            raise SystemExit(
-                f"No Redis at {url}, and the embedded demo needs fakeredis: "
-                "pip install 'asyncbook[demo]', or set REDIS_URL to a Redis"
-            ) from None
-
         out(f"No Redis at {url}: running embedded (fakeredis book, Celery in-memory broker,")
         out("  a worker thread in this process, a sweep/delivery loop standing in for beat)")
-        book = RedisBook(fakeredis.FakeRedis(), namespace=demo)
+        book = RedisBook(fake, namespace=demo)
         app.conf.update(
             broker_url="memory://",
             result_backend="cache+memory://",
