@@ -1,32 +1,33 @@
-"""``make demo`` runs end to end: on the real Redis, and embedded when nothing answers."""
+"""``make demo`` runs end to end: on the real Redis, and embedded when nothing answers, from
+a directory outside the checkout (the demo's app is in the package, not in ``workers/``)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
+import tempfile
 
 import pytest
 import redis
 
 from asyncbook.cli import _demo
 
-ROOT = Path(__file__).resolve().parent.parent
 URL = os.environ.get("ASYNCBOOK_DEMO_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 
 def run_demo(url: str) -> str:
     env = {**os.environ, "REDIS_URL": url}
-    done = subprocess.run(
-        [sys.executable, "-m", "asyncbook.cli", "demo"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    with tempfile.TemporaryDirectory(prefix="asyncbook-demo-test-") as away:
+        done = subprocess.run(
+            [sys.executable, "-m", "asyncbook.cli", "demo"],
+            cwd=away,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
