@@ -80,7 +80,7 @@ def _each(
 
 
 class MemoryBook:
-    """An in-process book: exact SPEC semantics, nothing durable, nothing expires."""
+    """An in-process book: the exact semantics of docs/spec.md, nothing durable, nothing expires."""
 
     def __init__(self, retention_versions: int = 8) -> None:
         self.retention_versions = require_integer(retention_versions, "retention_versions")

@@ -172,7 +172,7 @@ class CeleryWorker:
         self.concurrency = concurrency
         self.process: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
-        """More environment for the worker (celeryconfig reads ``ASYNCBOOK_*``)."""
+        """More environment for the worker (the demo's config reads ``ASYNCBOOK_*``)."""
 
     def start(self, webhook: str = "", ready_timeout: float = 30.0) -> None:
         """Start the worker; returns once it logged ``ready``."""

@@ -1,5 +1,5 @@
-"""The README's FastAPI example answers over HTTP (httpx's ASGI transport, its lifespan
-run), reading a task the workers' book wrote."""
+"""The FastAPI example of docs/redis.md answers over HTTP (httpx's ASGI transport, its
+lifespan run), reading a task the workers' book wrote."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import redis
 from asyncbook import RedisBook, StartEvent, SucceedEvent
 
 from .conftest import delete_namespace
-from .test_readme import BLOCKS, README
+from .test_readme import snippet
 
-(FASTAPI_BLOCK,) = [block for block in BLOCKS if 'namespace="readme-api"' in block]
+FASTAPI_BLOCK, FASTAPI_PAGE = snippet('namespace="readme-api"')
 
 
 @pytest.fixture
 def workers() -> Iterator[RedisBook]:
-    """The workers' side of the example's namespace (db 0, as the README says)."""
+    """The workers' side of the example's namespace (db 0, as the example says)."""
     book = RedisBook(redis.Redis.from_url("redis://127.0.0.1:6379/0"), namespace="readme-api")
     yield book
     delete_namespace(book.client, "readme-api")
@@ -30,7 +30,7 @@ def workers() -> Iterator[RedisBook]:
 
 def test_the_fastapi_example_reads_and_waits_for_a_task(workers: RedisBook) -> None:
     example: dict[str, Any] = {"__name__": "readme"}
-    exec(compile(FASTAPI_BLOCK, str(README), "exec"), example)
+    exec(compile(FASTAPI_BLOCK, str(FASTAPI_PAGE), "exec"), example)
     app = example["app"]
     workers.create(id="job-9", now_ms=0, ttl_ms=3_600_000, max_attempts=1)
 

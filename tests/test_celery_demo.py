@@ -1,30 +1,33 @@
-"""``make demo`` runs end to end: on the real Redis, and embedded when nothing answers."""
+"""``make demo`` runs end to end: on the real Redis, and embedded when nothing answers, from
+a directory outside the checkout (the demo's app is in the package, not in ``workers/``)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
+import tempfile
 
 import pytest
 import redis
 
-ROOT = Path(__file__).resolve().parent.parent
+from asyncbook.cli import _demo
+
 URL = os.environ.get("ASYNCBOOK_DEMO_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 
 def run_demo(url: str) -> str:
     env = {**os.environ, "REDIS_URL": url}
-    done = subprocess.run(
-        [sys.executable, "-m", "asyncbook.cli", "demo"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    with tempfile.TemporaryDirectory(prefix="asyncbook-demo-test-") as away:
+        done = subprocess.run(
+            [sys.executable, "-m", "asyncbook.cli", "demo"],
+            cwd=away,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -68,3 +71,13 @@ def test_demo_on_real_redis_cleans_up() -> None:
     demo = output.split("namespace '", 1)[1].split("'", 1)[0]
     assert not list(client.scan_iter(match=f"*{demo}*"))
     client.close()
+
+
+def test_demo_without_redis_nor_fakeredis_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "fakeredis", None)  # an install without the demo extra
+    lines: list[str] = []
+    with pytest.raises(SystemExit, match=r"pip install 'asyncbook\[demo\]'"):
+        _demo.run("redis://127.0.0.1:1/0", lines.append)
+    assert lines == []  # nothing started

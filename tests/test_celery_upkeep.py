@@ -43,7 +43,7 @@ def test_an_entry_of_the_users_for_the_same_task_wins() -> None:
     app = Celery("upkeep-own", broker="memory://", set_as_current=False)
     mine = {"task": "asyncbook.sweep", "schedule": 5.0}
     try:
-        install(app, MemoryBook())  # before the configuration, as workers/main.py does
+        install(app, MemoryBook())  # before the configuration, as the demo's app does
         app.conf.update(beat_schedule={"my-sweep": mine, "other": {"task": "x", "schedule": 9}})
         app.loader.import_default_modules()
         schedule = app.conf.beat_schedule

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from asyncbook import CreateSpec, RedisBook
 from asyncbook._console import MinuteStats, PublishInfo
-from asyncbook.cli import _console_cmds, cli
+from asyncbook.cli import _console_stats, _console_units, cli
 
 from .conftest import delete_namespace
 
@@ -294,9 +294,9 @@ def test_bad_input_is_a_usage_error_naming_the_option(
 
 
 def test_times_and_durations_are_read_as_documented(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_console_cmds, "_now_ms", lambda: 100 * HOUR)
+    monkeypatch.setattr(_console_units, "now_ms", lambda: 100 * HOUR)
     ctx = click_context()
-    when = _console_cmds.when_option
+    when = _console_units.when_option
     assert when(ctx, ctx.command.params[0], "10m") == 100 * HOUR - 600_000
     assert when(ctx, ctx.command.params[0], "1d") == 76 * HOUR
     assert when(ctx, ctx.command.params[0], "1700000000000") == 1_700_000_000_000
@@ -304,7 +304,7 @@ def test_times_and_durations_are_read_as_documented(monkeypatch: pytest.MonkeyPa
     assert when(ctx, ctx.command.params[0], "2023-11-14T22:13:20") == 1_700_000_000_000
     assert when(ctx, ctx.command.params[0], "2023-11-14T23:13:20+01:00") == 1_700_000_000_000
     assert when(ctx, ctx.command.params[0], None) is None
-    window = _console_cmds.duration_option(60_000, 86_400_000)
+    window = _console_units.duration_option(60_000, 86_400_000)
     assert window(ctx, ctx.command.params[0], "90s") == 90_000
     assert window(ctx, ctx.command.params[0], "1d") == 86_400_000
 
@@ -319,7 +319,7 @@ def test_five_minute_rows_merge_counts_and_runtimes() -> None:
         MinuteStats(minute_ms=m * 60_000, started=1, succeeded=1, runtime_buckets=buckets)
         for m in range(10)
     ]
-    rows = _console_cmds._stats_rows(minutes, 5)
+    rows = _console_stats._stats_rows(minutes, 5)
     assert [row.minute_ms for row in rows] == [0, 300_000]
     assert [row.started for row in rows] == [5, 5]
     assert rows[0].runtime_buckets[0] == 5

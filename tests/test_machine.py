@@ -1,4 +1,4 @@
-"""The pure machine, SPEC.md rule by rule: every reason string and every error."""
+"""The pure machine, docs/spec.md rule by rule: every reason string and every error."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Celery and kombu versions pyproject.toml admits are the ones the README promises.
+"""The Celery and kombu versions pyproject.toml admits are the ones the docs promise (the
+README and docs/install.md).
 
 ``.ci/celery-matrix`` runs the Celery layer's tests on each supported minor; this file checks
 the declared ranges (fast, no install) so a too-tight or too-loose pin fails here first.
@@ -49,9 +50,10 @@ def test_the_all_extra_names_kombus_range_itself() -> None:
     assert str(extra("all")["kombu"]) == str(extra()["kombu"])
 
 
-def test_the_readme_states_the_supported_matrix() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Supported versions", 1)[1].split("\n## ", 1)[0]
+@pytest.mark.parametrize("page", ["README.md", "docs/install.md"])
+def test_the_docs_state_the_supported_matrix(page: str) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    section = text.split("## Supported versions", 1)[1].split("\n## ", 1)[0]
     rows = ("| Python | 3.11+ |", "| Celery | 5.5\N{EN DASH}5.7 ", "| kombu | 5.5\N{EN DASH}5.7,")
     assert [row for row in rows if row not in section] == []
     assert "| servers | Redis 7.0+" in section

@@ -1,6 +1,6 @@
 """``RedisBook``: the durable book, one atomic Lua call per change.
 
-Follows SPEC.md exactly as ``MemoryBook`` does (a differential test holds them to the
+Follows docs/spec.md exactly as ``MemoryBook`` does (a differential test holds them to the
 same results). Event shapes are checked in Python; every rule that reads stored state
 runs inside the script, in the reference's order. The book holds an ``Engine``
 (``_engine``: its client, key schema, scripts and call builders) and delegates to it and

@@ -1,4 +1,5 @@
-"""Celery configuration of the example workers (``celery -A workers worker -B``).
+"""Celery configuration of the demo's app (``asyncbook.cli._demo_app``), read from the
+environment when Celery first reads the app's configuration (``config_from_object``).
 
 Environment: ``REDIS_URL`` (broker, results and book; default redis://127.0.0.1:6379/0),
 ``ASYNCBOOK_NAMESPACE`` (the book's key prefix), ``ASYNCBOOK_QUEUE`` (the task queue,
