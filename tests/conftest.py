@@ -8,42 +8,21 @@ RedisBook on a 3-master Redis Cluster started on loopback ports for the session.
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import fakeredis
 import pytest
-import redis
 
 from asyncbook import AsyncBook, MemoryBook, RedisBook
 from asyncbook.redis import _scripts, connect
 
-from .cluster import local_cluster, require_binaries
-from .strict_keys import STRICT_PRELUDE
+from .support.books import BookFactory, delete_namespace, redis_client
+from .support.cluster import local_cluster, require_binaries
+from .support.strict_keys import STRICT_PRELUDE
 
-BookFactory = Callable[..., AsyncBook]
-
-REDIS_URL = os.environ.get("ASYNCBOOK_TEST_REDIS_URL", "redis://127.0.0.1:6379/10")
 BOOK_KINDS = ["memory", "redis", "fakeredis", "cluster"]
-
-
-def redis_client() -> redis.Redis:
-    """A client on the test Redis; fails the test when Redis does not answer."""
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError as error:  # pragma: no cover - environment problem
-        pytest.fail(f"Redis at {REDIS_URL} does not answer ({error}); .ci/run starts one")
-    return client
-
-
-def delete_namespace(client: Any, namespace: str) -> None:
-    """Remove every key of one namespace (its keys share the hash tag {namespace})."""
-    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
-    for start in range(0, len(keys), 500):
-        client.delete(*keys[start : start + 500])
 
 
 @pytest.fixture(autouse=True)

@@ -39,11 +39,11 @@ from asyncbook.celery import (
 )
 from asyncbook.celery._urls import sentinel_book_url
 
-from .celery_support import cleared_namespace, close_result_backend, unique, wait_for
-from .servers import free_port, redis_server, wait_until
+from ..support.celery import cleared_namespace, close_result_backend, unique, wait_for
+from ..support.servers import free_port, redis_server, wait_until
 
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.redis,

@@ -30,7 +30,7 @@ from asyncbook.celery._integration import Integration
 from asyncbook.celery._settings import Settings
 from asyncbook.celery._tracking import now_ms
 
-from .celery_support import CELERY_VERSION, history, unique, wait_terminal
+from ..support.celery import CELERY_VERSION, history, unique, wait_terminal
 
 PAIR = threading.Barrier(2)
 """Holds two executions of ``paired`` running at once."""
@@ -111,7 +111,7 @@ def integration(app: Celery, book: RedisBook) -> Iterator[Integration]:
 
 
 def task_of(app: Celery, name: str) -> Task[Any, Any]:
-    return app.tasks[f"tests.test_celery_corners.{name}"]
+    return app.tasks[f"tests.celery.test_corners.{name}"]
 
 
 class Published:
@@ -236,7 +236,7 @@ def test_a_publisher_without_asyncbook_bounds_the_task_by_its_expires(
     client.conf.broker_connection_retry_on_startup = True
     before = now_ms()
     result = client.send_task(
-        "tests.test_celery_corners.noop", queue=app.conf.task_default_queue, expires=5
+        "tests.celery.test_corners.noop", queue=app.conf.task_default_queue, expires=5
     )
     task = wait_terminal(book, result.id)
     assert task.state == "succeeded"
@@ -266,7 +266,7 @@ def test_an_ignored_result_is_named_as_such(
 
 
 def _ref(app: Celery, name: str, **request: Any) -> str:
-    task = app.tasks[f"tests.test_celery_corners.{name}"]
+    task = app.tasks[f"tests.celery.test_corners.{name}"]
     task.push_request(id="t-1", **request)
     try:
         return default_result_ref(task, "t-1", "value")
@@ -476,7 +476,7 @@ def test_beat_tasks_go_to_their_own_queue() -> None:
     try:
         assert _queue_of(app, "asyncbook.sweep") == "asyncbook"
         assert _queue_of(app, "asyncbook.deliver") == "asyncbook"
-        assert _queue_of(app, "tests.test_celery_corners.noop") == app.conf.task_default_queue
+        assert _queue_of(app, "tests.celery.test_corners.noop") == app.conf.task_default_queue
         with Published() as published:
             app.send_task("asyncbook.sweep")  # by name, as a beat without the task sends it
             app.tasks["asyncbook.deliver"].delay()
@@ -499,7 +499,7 @@ def test_the_apps_own_routes_win_and_survive_a_later_configuration() -> None:
         )
         assert _queue_of(app, "asyncbook.deliver") == "mail"  # yours, first
         assert _queue_of(app, "asyncbook.sweep") == "house"  # asyncbook's, last
-        assert _queue_of(app, "tests.test_celery_corners.noop") == "work"
+        assert _queue_of(app, "tests.celery.test_corners.noop") == "work"
     finally:
         uninstall(app)
     assert app.conf.task_routes == ({"asyncbook.deliver": "mail", "tests.*": "work"},)

@@ -24,10 +24,10 @@ from asyncbook.celery import install, uninstall
 from asyncbook.celery._tracking import now_ms
 from asyncbook.cli._demo import WebhookReceiver
 
-from .celery_support import CeleryWorker, history, wait_for, wait_terminal
-from .conftest import delete_namespace
+from ..support.books import delete_namespace
+from ..support.celery import CeleryWorker, history, wait_for, wait_terminal
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]

@@ -11,7 +11,7 @@ from asyncbook import CreateSpec, RedisBook
 from asyncbook.celery._creates import Creates
 from asyncbook.redis import connect, retry_policy
 
-from .servers import free_port, redis_server, wait_until
+from ..support.servers import free_port, redis_server, wait_until
 
 
 def test_creates_wait_out_an_outage(tmp_path: Path) -> None:

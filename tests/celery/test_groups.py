@@ -16,7 +16,7 @@ from celery.contrib.testing.worker import start_worker
 from asyncbook import RedisBook
 from asyncbook.celery import apply_group, cancel, install, report_progress, uninstall
 
-from .celery_support import close_result_backend, unique, wait_for
+from ..support.celery import close_result_backend, unique, wait_for
 
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 

@@ -14,7 +14,7 @@ from celery.contrib.testing.worker import start_worker
 from asyncbook import RedisBook, TaskInfo
 from asyncbook.celery import install, uninstall
 
-from .celery_support import cleared_namespace, close_result_backend, unique, wait_for
+from ..support.celery import cleared_namespace, close_result_backend, unique, wait_for
 
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 

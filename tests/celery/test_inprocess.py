@@ -18,7 +18,7 @@ from asyncbook.celery import report_progress
 from asyncbook.celery._integration import DEADLINE_HEADER, Integration, install, uninstall
 from asyncbook.celery._tracking import callback_id, now_ms, result_hash
 
-from .celery_support import CountingBook, history, unique, wait_for, wait_terminal
+from ..support.celery import CountingBook, history, unique, wait_for, wait_terminal
 
 DELIVERED: list[Notification] = []
 
@@ -97,7 +97,7 @@ def integration(app: Celery, book: CountingBook) -> Iterator[Integration]:
 
 
 def task_of(app: Celery, name: str) -> Task[Any, Any]:
-    return app.tasks[f"tests.test_celery_inprocess.{name}"]
+    return app.tasks[f"tests.celery.test_inprocess.{name}"]
 
 
 def run(app: Celery, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -296,7 +296,7 @@ def test_untracked_tasks_are_untouched(
 
 def test_progress_is_validated() -> None:
     app = make_app()
-    generate = app.tasks["tests.test_celery_inprocess.generate"]
+    generate = app.tasks["tests.celery.test_inprocess.generate"]
     with pytest.raises(AsyncBookError, match="progress"):
         report_progress(generate, 101)
     with pytest.raises(AsyncBookError, match="progress"):
@@ -322,7 +322,7 @@ def test_a_publisher_without_asyncbook_is_covered_by_the_worker(
 ) -> None:
     client = Celery("plain-client", broker="memory://", backend="cache+memory://")
     client.conf.broker_connection_retry_on_startup = True
-    result = client.send_task("tests.test_celery_inprocess.noop", queue=app.conf.task_default_queue)
+    result = client.send_task("tests.celery.test_inprocess.noop", queue=app.conf.task_default_queue)
     task = wait_terminal(book, result.id)
     assert history(task) == ["start", "succeed"]
     assert task.max_attempts == 4  # Celery's default max_retries (3) + 1
@@ -330,7 +330,7 @@ def test_a_publisher_without_asyncbook_is_covered_by_the_worker(
     info = book.info(result.id)
     assert info is not None
     assert (info.name, info.args_repr, info.queue) == (
-        "tests.test_celery_inprocess.noop",
+        "tests.celery.test_inprocess.noop",
         "()",
         app.conf.task_default_queue,
     )

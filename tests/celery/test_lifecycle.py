@@ -28,7 +28,8 @@ from asyncbook import AsyncBookError, AsyncTask, RedisBook, sweep
 from asyncbook.celery import TaskCancelled, cancel, install, uninstall
 from asyncbook.celery._lifecycle import CancelledRing
 
-from .celery_support import (
+from ..support.books import delete_namespace
+from ..support.celery import (
     CeleryWorker,
     close_result_backend,
     history,
@@ -36,9 +37,8 @@ from .celery_support import (
     wait_for,
     wait_terminal,
 )
-from .conftest import delete_namespace
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 
 HEARTBEAT_INTERVAL = 0.25

@@ -4,7 +4,7 @@ In one process, on a memory broker no worker consumes and a fakeredis book: ever
 Celery revokes (``app.control.revoke`` of one id or several, ``AsyncResult.revoke``,
 ``GroupResult.revoke``, ``terminate=True``), the app's own control class kept, and
 ``uninstall`` giving the previous one back. The same with real workers is in
-``test_celery_lifecycle.py``.
+``test_lifecycle.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from asyncbook import RedisBook
 from asyncbook.celery import cancel, install, uninstall
 from asyncbook.celery._revoke import BookControl
 
-from .celery_support import history, memory_app, unique
+from ..support.celery import history, memory_app, unique
 
 
 class RecordingControl(Control):
@@ -56,7 +56,7 @@ def make_app(control: Any = None) -> Celery:
 
 
 CLI_APP = make_app()
-"""The app ``celery -A tests.test_celery_revoke:CLI_APP`` loads."""
+"""The app ``celery -A tests.celery.test_revoke:CLI_APP`` loads."""
 
 
 @pytest.fixture

@@ -26,8 +26,8 @@ from asyncbook import AsyncBookError, AsyncTask, RedisBook
 from asyncbook.celery import TrackTasks, async_book_of, book_of, install, tracked, uninstall
 from asyncbook.celery._tracking import is_tracked
 
-from .celery_support import history, memory_app, unique, wait_terminal
-from .conftest import delete_namespace
+from ..support.books import delete_namespace
+from ..support.celery import history, memory_app, unique, wait_terminal
 
 SHARED_NAME = unique("thirdparty.tasks.resize")
 

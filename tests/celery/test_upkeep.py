@@ -17,7 +17,7 @@ from asyncbook import MemoryBook, RedisBook
 from asyncbook.celery import Integration, install, uninstall
 from asyncbook.celery._upkeep import Every, Upkeep
 
-from .celery_support import wait_for
+from ..support.celery import wait_for
 
 
 @pytest.fixture

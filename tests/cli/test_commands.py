@@ -23,8 +23,8 @@ from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook.cli import cli
 from asyncbook.web import BackgroundServer, feed_for
 
-from .conftest import delete_namespace
-from .servers import free_port
+from ..support.books import delete_namespace
+from ..support.servers import free_port
 
 pytestmark = pytest.mark.redis
 

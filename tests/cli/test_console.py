@@ -18,7 +18,7 @@ from asyncbook import CreateSpec, RedisBook
 from asyncbook._console import MinuteStats, PublishInfo
 from asyncbook.cli import _console_cmds, cli
 
-from .conftest import delete_namespace
+from ..support.books import delete_namespace
 
 pytestmark = pytest.mark.redis
 

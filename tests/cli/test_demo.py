@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 URL = os.environ.get("ASYNCBOOK_DEMO_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 

@@ -20,8 +20,8 @@ from asyncbook.cli import cli
 from asyncbook.cli._demo import WebhookReceiver
 from asyncbook.cli._doctor import clock_check, queue_check, server_check
 
-from .conftest import delete_namespace
-from .servers import free_port, redis_server, wait_until
+from ..support.books import delete_namespace
+from ..support.servers import free_port, redis_server, wait_until
 
 pytestmark = pytest.mark.redis
 

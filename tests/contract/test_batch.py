@@ -6,7 +6,7 @@ import pytest
 
 from asyncbook import AsyncBook, AsyncBookError, UnknownTaskError
 
-from .events import progress, start, succeed
+from ..support.events import progress, start, succeed
 
 
 def test_apply_many_in_order_with_errors_in_place(book: AsyncBook) -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from asyncbook import AsyncBook, AsyncBookError, UnknownTaskError, to_wire
 
-from .conftest import BookFactory
-from .events import expire, fail, progress, start, succeed
+from ..support.books import BookFactory
+from ..support.events import expire, fail, progress, start, succeed
 
 
 def create(book: AsyncBook, task_id: str = "t1", **kwargs: Any) -> None:

@@ -9,7 +9,7 @@ import pytest
 from asyncbook import AsyncBook, AsyncBookError, CancelEvent, Reason, apply_async_event
 from asyncbook import create_async_task as new_task
 
-from .events import expire, fail, start, succeed
+from ..support.events import expire, fail, start, succeed
 
 
 def queued(book: AsyncBook, task_id: str = "c", ttl: int = 1000) -> None:

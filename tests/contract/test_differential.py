@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 
 from asyncbook import MemoryBook, RedisBook
 
-from .conftest import delete_namespace, redis_client
-from .operations import run_sequence, sequences
+from ..support.books import delete_namespace, redis_client
+from ..support.operations import run_sequence, sequences
 
 
 @pytest.fixture(scope="module")

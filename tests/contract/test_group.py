@@ -6,7 +6,7 @@ import pytest
 
 from asyncbook import AsyncBook, AsyncBookError
 
-from .events import fail, progress, start, succeed
+from ..support.events import fail, progress, start, succeed
 
 FAR = 10**15
 

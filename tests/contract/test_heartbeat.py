@@ -6,7 +6,7 @@ import pytest
 
 from asyncbook import AsyncBook, AsyncBookError, FailEvent, sweep
 
-from .events import progress, start, succeed
+from ..support.events import progress, start, succeed
 
 FAR = 10**15
 

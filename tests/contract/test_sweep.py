@@ -6,7 +6,7 @@ import threading
 
 from asyncbook import AsyncBook, SweepReport, sweep, sweep_health
 
-from .conftest import BookFactory
+from ..support.books import BookFactory
 
 
 def fill(book: AsyncBook, count: int, ttl_ms: int = 10) -> list[str]:

@@ -29,7 +29,7 @@ from asyncbook.errors import invalid, task_exists
 from asyncbook.redis import RedisUnavailableError
 from asyncbook.web._groups import UnknownGroupError
 
-from .servers import free_port
+from ..support.servers import free_port
 
 
 def test_every_error_is_an_asyncbook_error_with_a_code() -> None:

@@ -18,7 +18,7 @@ from asyncbook import (
     to_wire,
 )
 
-from .events import expire, fail, progress, start, succeed
+from ..support.events import expire, fail, progress, start, succeed
 
 
 def new(ttl: float = 1000, max_attempts: int = 2) -> AsyncTask:

@@ -22,7 +22,7 @@ from asyncbook import (
 )
 from asyncbook._jsrules import is_blank, utf16_key
 
-from .events import start, succeed
+from ..support.events import start, succeed
 
 REFERENCE_TASK = {
     "id": "t",

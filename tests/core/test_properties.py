@@ -15,7 +15,7 @@ from asyncbook import (
     create_async_task,
 )
 
-from .operations import TASK_IDS, run_operation, sequences
+from ..support.operations import TASK_IDS, run_operation, sequences
 
 
 def life(ops: list[tuple[Any, ...]]) -> tuple[MemoryBook, list[Any], list[dict[str, Any]]]:

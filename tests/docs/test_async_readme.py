@@ -13,7 +13,7 @@ import redis
 
 from asyncbook import RedisBook, StartEvent, SucceedEvent
 
-from .conftest import delete_namespace
+from ..support.books import delete_namespace
 from .test_readme import BLOCKS, README
 
 (FASTAPI_BLOCK,) = [block for block in BLOCKS if 'namespace="readme-api"' in block]

@@ -16,9 +16,9 @@ from celery.contrib.testing.worker import start_worker
 
 from asyncbook.celery import book_of, uninstall
 
-from .celery_support import close_result_backend, unique
-from .conftest import delete_namespace, redis_client
-from .servers import free_port
+from ..support.books import delete_namespace, redis_client
+from ..support.celery import close_result_backend, unique
+from ..support.servers import free_port
 from .test_readme import BLOCKS, README
 
 (QUICKSTART,) = [block for block in BLOCKS if 'Celery("proj"' in block]

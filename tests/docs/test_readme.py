@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from .conftest import delete_namespace
+from ..support.books import delete_namespace
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The latest patch of each supported minor, as the registry serves them (kombu 5.6's last is
 # 5.6.2), and the first of the next major, which the ranges must refuse.
 SUPPORTED = {

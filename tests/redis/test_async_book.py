@@ -27,7 +27,7 @@ from asyncbook import (
 )
 from asyncbook.redis import connect, connect_async
 
-from .conftest import delete_namespace, redis_client
+from ..support.books import delete_namespace, redis_client
 
 HOUR = 3_600_000
 NOW = int(time.time() * 1000) - 60_000

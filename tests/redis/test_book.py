@@ -19,10 +19,10 @@ from redis.crc import key_slot
 from asyncbook import ApplyItem, AsyncBookError, MemoryBook, PublishInfo, RedisBook, to_wire
 from asyncbook.redis import KeySchema, connect, escape_id
 
-from .cluster import require_binaries
-from .conftest import REDIS_URL, delete_namespace, redis_client
-from .events import fail, progress, start, succeed
-from .servers import free_port, redis_server, wait_until
+from ..support.books import REDIS_URL, delete_namespace, redis_client
+from ..support.cluster import require_binaries
+from ..support.events import fail, progress, start, succeed
+from ..support.servers import free_port, redis_server, wait_until
 
 HOSTILE_IDS = [
     "{a}",

@@ -12,9 +12,9 @@ import redis
 from asyncbook import AsyncBookError, RedisBook
 from asyncbook.redis import connect
 
-from .cluster import require_binaries
-from .events import start, succeed
-from .servers import free_port, redis_server, wait_until
+from ..support.cluster import require_binaries
+from ..support.events import start, succeed
+from ..support.servers import free_port, redis_server, wait_until
 
 
 def exercise(book: RedisBook) -> None:

@@ -13,7 +13,7 @@ from asyncbook import ApplyItem, AsyncBookError, CreateSpec, PublishInfo, RedisB
 from asyncbook._console import RUNTIME_BUCKETS_MS, percentile_ms
 from asyncbook.redis import connect
 
-from .conftest import delete_namespace, redis_client
+from ..support.books import delete_namespace, redis_client
 
 HOUR = 3_600_000
 T0 = 1_699_999_200_000  # a whole hour (in 2023), in ms

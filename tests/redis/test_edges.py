@@ -14,9 +14,9 @@ import redis
 
 from asyncbook import ApplyItem, CallbackResult, DamagedRecordError, RedisBook, sweep
 
-from .conftest import delete_namespace, redis_client
-from .events import start, succeed
-from .servers import free_port, redis_server, wait_until
+from ..support.books import delete_namespace, redis_client
+from ..support.events import start, succeed
+from ..support.servers import free_port, redis_server, wait_until
 
 FAR = 10**15
 

@@ -20,8 +20,8 @@ from asyncbook import (
 )
 from asyncbook.redis import EventOutcome
 
-from .conftest import delete_namespace, redis_client
-from .events import expire, fail, progress, start, succeed
+from ..support.books import delete_namespace, redis_client
+from ..support.events import expire, fail, progress, start, succeed
 
 # The smallest caller: the events, then the task's state and the caller's ARGV[1] echoed.
 ECHO = """

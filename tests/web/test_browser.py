@@ -26,7 +26,7 @@ from asyncbook import (
 )
 from asyncbook.web import BackgroundServer
 
-from .web_server import Running, running_server
+from ..support.web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
 
@@ -182,7 +182,7 @@ def test_sign_in_returns_to_the_task_and_sign_out_ends_it(page: Any) -> None:
 
 # -- cancel ------------------------------------------------------------------------------------
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 UPDATE_DOCS = os.environ.get("ASYNCBOOK_UPDATE_SCREENSHOTS") == "1"
 """Set to 1 to refresh the screenshots under docs/ (a test run leaves the tree as it is)."""
 

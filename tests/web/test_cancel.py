@@ -31,8 +31,8 @@ from asyncbook.web._cancel import CANCEL_BODY_LIMIT, MAX_REASON
 from asyncbook.web._pages import read_page
 from asyncbook.web._paths import task_path
 
-from .test_web import assert_error, read_sse
-from .web_server import Running, running_server
+from ..support.web_server import Running, running_server
+from .test_api import assert_error, read_sse
 
 pytestmark = pytest.mark.redis
 

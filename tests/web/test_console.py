@@ -20,7 +20,7 @@ from asyncbook.errors import AsyncBookError
 from asyncbook.web import BackgroundServer
 from asyncbook.web._paths import task_path
 
-from .web_server import Running, running_server
+from ..support.web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
 

@@ -25,9 +25,9 @@ from asyncbook.web._groups import GroupHub
 from asyncbook.web._hub import Batch
 from asyncbook.web._paths import group_path, split_group_path
 
-from .servers import free_port
-from .test_web import assert_error
-from .web_server import Running, running_server
+from ..support.servers import free_port
+from ..support.web_server import Running, running_server
+from .test_api import assert_error
 
 pytestmark = pytest.mark.redis
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from asyncbook import sweep
 
-from .web_server import Running, running_server
+from ..support.web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
 

@@ -16,7 +16,7 @@ from asyncbook import RedisBook, StartEvent, SucceedEvent, to_wire
 from asyncbook.web._login import safe_next
 from asyncbook.web._paths import task_path
 
-from .web_server import Running, running_server
+from ..support.web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
 

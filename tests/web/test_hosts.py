@@ -14,7 +14,7 @@ from asyncbook import AsyncBookError, MemoryBook
 from asyncbook.cli import cli
 from asyncbook.web import BackgroundServer, create_app
 
-from .web_server import WEB_REDIS_URL
+from ..support.web_server import WEB_REDIS_URL
 
 ALLOWED = ["status.example.com", "*.corp.example", "10.1.2.3", "fd00::7"]
 

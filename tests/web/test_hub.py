@@ -21,7 +21,7 @@ from asyncbook.web import _hub as hub_module
 from asyncbook.web._hub import Batch, Hub
 from asyncbook.web._paths import task_path
 
-from .servers import free_port
+from ..support.servers import free_port
 
 NOW = 1_000
 

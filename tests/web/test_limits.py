@@ -14,7 +14,7 @@ import pytest
 from asyncbook.web._login import LOGIN_BODY_LIMIT
 from asyncbook.web._server import MAX_HEAD_BYTES
 
-from .web_server import Running, running_server
+from ..support.web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
 

@@ -17,8 +17,8 @@ from asyncbook import AsyncRedisBook, MemoryBook, RedisBook
 from asyncbook.web import BackgroundServer, LocalChangeFeed, create_app
 from asyncbook.web._reader import SyncReader, reader_for
 
-from .conftest import delete_namespace
-from .web_server import WEB_REDIS_URL
+from ..support.books import delete_namespace
+from ..support.web_server import WEB_REDIS_URL
 
 NOW = int(time.time() * 1000)
 

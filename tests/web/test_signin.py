@@ -16,7 +16,7 @@ from asyncbook.web import BackgroundServer, create_app
 from asyncbook.web._auth import COOKIE, MIN_TOKEN_LENGTH
 from asyncbook.web._login import LoginThrottle, safe_next
 
-from .web_server import WEB_REDIS_URL
+from ..support.web_server import WEB_REDIS_URL
 
 TOKEN = "sign-in-token-0123456789"
 BASE64_TOKEN = "q1Z+/w8xR0lGODlhAQABAIAAAP///wAAACw=="
