@@ -1,7 +1,9 @@
-"""A real status server on loopback for the web tests: RedisBook on the test Redis."""
+"""A real status server on loopback for the web tests: RedisBook on the test Redis; reading
+its answers (server-sent events, error bodies)."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -10,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import redis
 
 from asyncbook import RedisBook
@@ -65,3 +68,36 @@ def wait_for_listener(book: RedisBook, timeout: float = 5.0) -> None:
             return
         time.sleep(0.01)
     raise RuntimeError("the change feed never subscribed")
+
+
+def sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
+    """Each server-sent event as it arrives: ``{"event", "id"?, "data"}``."""
+    current: dict[str, Any] = {}
+    for line in response.iter_lines():
+        if not line:
+            if "event" in current:
+                yield current
+            current = {}
+            continue
+        name, _, value = line.partition(": ")
+        if name == "event":
+            current["event"] = value
+        elif name == "id":
+            current["id"] = int(value)
+        elif name == "data":
+            current["data"] = json.loads(value)
+
+
+def read_sse(response: httpx.Response) -> list[dict[str, Any]]:
+    """Parse a whole server-sent event stream into ``{"event", "id", "data"}`` dicts."""
+    return list(sse_events(response))
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The error body of ``response``, checked: its status, its ``code``, a message."""
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    assert body["code"] == code
+    assert isinstance(body["message"], str)
+    assert body["message"]
+    return body

@@ -6,7 +6,6 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import fakeredis
@@ -22,25 +21,13 @@ from asyncbook.web._auth import COOKIE, check_bind, is_loopback, token_matches
 from asyncbook.web._paths import split_task_path, task_path
 
 from ..support.books import delete_namespace
-from ..support.web_server import WEB_REDIS_URL, Running, running_server
+from ..support.web_server import WEB_REDIS_URL, Running, assert_error, read_sse, running_server
 
 pytestmark = pytest.mark.redis
 
 NOW = 1_000_000
 TOKEN = "s3cret-s3cret-s3cret"
 HOSTILE_IDS = ["a/b", "50%", "with space", "ünï/cödé ✓", "x/events", "events", "%2F", "{tag}:1"]
-
-
-@pytest.fixture
-def server() -> Iterator[Running]:
-    with running_server() as running:
-        yield running
-
-
-@pytest.fixture
-def client(server: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=10) as http:
-        yield http
 
 
 def url(task_id: str, suffix: str | None = None) -> str:
@@ -56,35 +43,6 @@ def run_task(book: RedisBook, task_id: str, steps: int = 10, pause: float = 0.0)
         progress = i * 100 // steps
         book.apply(task_id, ProgressEvent(at_ms=NOW + 1 + i, progress=progress, cursor=str(i)))
     book.apply(task_id, SucceedEvent(at_ms=NOW + 500, result_ref=f"ref:{task_id}", result_hash="h"))
-
-
-def read_sse(response: httpx.Response) -> list[dict[str, Any]]:
-    """Parse a server-sent event stream into ``{"event", "id", "data"}`` dicts."""
-    events: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
-    for line in response.iter_lines():
-        if not line:
-            if "event" in current:
-                events.append(current)
-            current = {}
-            continue
-        name, _, value = line.partition(": ")
-        if name == "event":
-            current["event"] = value
-        elif name == "id":
-            current["id"] = int(value)
-        elif name == "data":
-            current["data"] = json.loads(value)
-    return events
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body: dict[str, Any] = response.json()
-    assert body["code"] == code
-    assert isinstance(body["message"], str)
-    assert body["message"]
-    return body
 
 
 # -- listing ---------------------------------------------------------------------------

@@ -45,12 +45,6 @@ if not Path(CHROMIUM).exists() and os.environ.get("CI") != "true":
 
 
 @pytest.fixture
-def server() -> Iterator[Running]:
-    with running_server() as running:
-        yield running
-
-
-@pytest.fixture
 def page() -> Iterator[Any]:
     assert shutil.which(CHROMIUM) or Path(CHROMIUM).exists()
     with sync_api.sync_playwright() as playwright:

@@ -6,7 +6,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from importlib.resources import files
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,25 +30,12 @@ from asyncbook.web._cancel import CANCEL_BODY_LIMIT, MAX_REASON
 from asyncbook.web._pages import read_page
 from asyncbook.web._paths import task_path
 
-from ..support.web_server import Running, running_server
-from .test_api import assert_error, read_sse
+from ..support.web_server import Running, assert_error, read_sse, running_server
 
 pytestmark = pytest.mark.redis
 
 TOKEN = "cancel-token-0123456789"
 HOUR_MS = 3_600_000
-
-
-@pytest.fixture
-def server() -> Iterator[Running]:
-    with running_server() as running:
-        yield running
-
-
-@pytest.fixture
-def client(server: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=10) as http:
-        yield http
 
 
 def live(book: RedisBook, task_id: str, *, running: bool = False) -> None:

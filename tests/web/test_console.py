@@ -4,7 +4,6 @@ metrics), on RedisBook with real Redis; and its absence over a book without task
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import httpx
@@ -28,18 +27,6 @@ MINUTE = 60_000
 HOUR = 60 * MINUTE
 TOKEN = "s3cret-s3cret-s3cret"
 LONG = "x" * 201
-
-
-@pytest.fixture
-def server() -> Iterator[Running]:
-    with running_server() as running:
-        yield running
-
-
-@pytest.fixture
-def client(server: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=10) as http:
-        yield http
 
 
 def now_ms() -> int:

@@ -4,7 +4,6 @@ HTTP on RedisBook with real Redis (and the group hub's rounds on an in-memory bo
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,8 +25,7 @@ from asyncbook.web._hub import Batch
 from asyncbook.web._paths import group_path, split_group_path
 
 from ..support.servers import free_port
-from ..support.web_server import Running, running_server
-from .test_api import assert_error
+from ..support.web_server import Running, assert_error, running_server, sse_events
 
 pytestmark = pytest.mark.redis
 
@@ -35,18 +33,6 @@ NOW = 1_000_000
 FAR = 10**15
 TOKEN = "s3cret-s3cret-s3cret"
 GROUP_IDS = ["a/b", "50%", "with space", "ünï/cödé ✓", "x/stream", "stream", "{tag}:1", "a\nb"]
-
-
-@pytest.fixture
-def server() -> Iterator[Running]:
-    with running_server() as running:
-        yield running
-
-
-@pytest.fixture
-def client(server: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=10) as http:
-        yield http
 
 
 def make_group(book: Any, group_id: str, count: int, *, seal: bool = True) -> list[str]:
@@ -69,24 +55,6 @@ def advance(book: Any, task_id: str, progress: int) -> None:
 
 def succeed(book: Any, task_id: str) -> None:
     book.apply(task_id, SucceedEvent(at_ms=NOW + 3, result_ref="r", result_hash="h"))
-
-
-def sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    """Each server-sent event as it arrives: ``{"event", "id"?, "data"}``."""
-    current: dict[str, Any] = {}
-    for line in response.iter_lines():
-        if not line:
-            if "event" in current:
-                yield current
-            current = {}
-            continue
-        name, _, value = line.partition(": ")
-        if name == "event":
-            current["event"] = value
-        elif name == "id":
-            current["id"] = int(value)
-        elif name == "data":
-            current["data"] = json.loads(value)
 
 
 def stream_all(client: httpx.Client, group_id: str, **headers: str) -> list[dict[str, Any]]:

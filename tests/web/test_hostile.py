@@ -57,12 +57,6 @@ def server() -> Iterator[Running]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def client(server: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=10) as http:
-        yield http
-
-
 def stored(book: RedisBook) -> Any:
     """Everything a request could have changed: the tasks, the keys, the outbox."""
     tasks = [to_wire(task) for task in book.list_tasks(limit=1000).tasks]
