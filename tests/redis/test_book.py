@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import random
-import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from redis.crc import key_slot
 from asyncbook import ApplyItem, AsyncBookError, MemoryBook, PublishInfo, RedisBook, to_wire
 from asyncbook.redis import KeySchema, connect, escape_id
 
-from ..support.books import REDIS_URL, delete_namespace, redis_client
+from ..support.books import REDIS_URL, delete_namespace, scripts_flushed
 from ..support.cluster import require_binaries
 from ..support.events import fail, progress, start, succeed
 from ..support.servers import free_port, redis_server, wait_until
@@ -44,19 +42,6 @@ HOSTILE_IDS = [
     "{asyncbook}:t:victim",
     "\x00nul",
 ]
-
-
-@pytest.fixture
-def client() -> Iterator[redis.Redis]:
-    real = redis_client()
-    yield real
-    real.close()
-
-
-@pytest.fixture
-def book(client: redis.Redis, namespace: str) -> Iterator[RedisBook]:
-    yield RedisBook(client, namespace=namespace)
-    delete_namespace(client, namespace)
 
 
 def task_stream(tasks: int, seed: int) -> list[ApplyItem]:
@@ -142,24 +127,11 @@ def test_script_flush_mid_run(book: RedisBook, client: redis.Redis) -> None:
 
 def test_scripts_flushed_again_and_again(book: RedisBook, client: redis.Redis) -> None:
     """Another client flushing scripts in a loop never surfaces as NOSCRIPT."""
-    stop = threading.Event()
-
-    def flush() -> None:
-        flusher = redis_client()
-        while not stop.is_set():
-            flusher.script_flush()
-        flusher.close()
-
-    flusher = threading.Thread(target=flush)
-    flusher.start()
-    try:
+    with scripts_flushed():
         for index in range(150):
             book.create(id=f"t{index}", now_ms=0, ttl_ms=100, max_attempts=1)
             assert book.apply(f"t{index}", start(), f"cb{index}").reason == "started"
             assert book.apply_many([(f"t{index}", progress(5), None)])[0].reason == "progress"  # type: ignore[union-attr]
-    finally:
-        stop.set()
-        flusher.join()
 
 
 STATE_OF = """

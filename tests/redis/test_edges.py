@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,24 +13,11 @@ import redis
 
 from asyncbook import ApplyItem, CallbackResult, DamagedRecordError, RedisBook, sweep
 
-from ..support.books import delete_namespace, redis_client
+from ..support.books import delete_namespace, redis_client, scripts_flushed
 from ..support.events import start, succeed
 from ..support.servers import free_port, redis_server, wait_until
 
 FAR = 10**15
-
-
-@pytest.fixture
-def client() -> Iterator[redis.Redis]:
-    real = redis_client()
-    yield real
-    real.close()
-
-
-@pytest.fixture
-def book(client: redis.Redis, namespace: str) -> Iterator[RedisBook]:
-    yield RedisBook(client, namespace=namespace)
-    delete_namespace(client, namespace)
 
 
 def test_a_batch_keeps_each_tasks_order_while_scripts_are_flushed(
@@ -39,13 +25,6 @@ def test_a_batch_keeps_each_tasks_order_while_scripts_are_flushed(
 ) -> None:
     """Scripts are flushed in a loop while three writers (each reloading the script when
     it is gone, as every book does) send batches: no success may run before its start."""
-    stop = threading.Event()
-
-    def flush() -> None:
-        flusher = redis_client()
-        while not stop.is_set():
-            flusher.script_flush()
-        flusher.close()
 
     def write(tasks: list[str]) -> None:
         own = redis_client()
@@ -61,17 +40,12 @@ def test_a_batch_keeps_each_tasks_order_while_scripts_are_flushed(
     groups = [[f"w{w}-t{n}" for n in range(1000)] for w in range(3)]
     for task_id in (task_id for group in groups for task_id in group):
         book.create(id=task_id, now_ms=0, ttl_ms=FAR, max_attempts=1)
-    flusher = threading.Thread(target=flush)
     writers = [threading.Thread(target=write, args=(group,)) for group in groups]
-    flusher.start()
-    try:
+    with scripts_flushed():
         for thread in writers:
             thread.start()
         for thread in writers:
             thread.join()
-    finally:
-        stop.set()
-        flusher.join()
     try:
         counts = book.count_by_state()
         assert counts["succeeded"] == 3000, counts

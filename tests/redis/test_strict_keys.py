@@ -6,7 +6,6 @@ these tests show the guard is live, and count the round trips the info block cos
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,21 +16,11 @@ from asyncbook import PublishInfo, RedisBook
 from asyncbook.redis._facts import FactBook, TaskFacts
 from asyncbook.redis._keys import KeySchema
 
-from ..support.books import delete_namespace, redis_client
-
 pytestmark = pytest.mark.redis
 
 T0 = 1_800_000_000_000
 HOUR = 3_600_000
 NAMED = PublishInfo(name="resize", parent_id="parent")
-
-
-@pytest.fixture
-def client(namespace: str) -> Iterator[redis.Redis]:
-    client = redis_client()
-    yield client
-    delete_namespace(client, namespace)
-    client.close()
 
 
 class RoundTrips:
