@@ -11,39 +11,22 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 import redis
-from click.testing import CliRunner, Result
 
 from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
-from asyncbook.cli import cli
 from asyncbook.web import BackgroundServer, feed_for
 
 from ..support.books import delete_namespace
+from ..support.cli import CLI_REDIS_URL, run
 from ..support.servers import free_port
 
 pytestmark = pytest.mark.redis
 
-CLI_REDIS_URL = os.environ.get("ASYNCBOOK_TEST_CLI_REDIS_URL", "redis://127.0.0.1:6379/15")
 NOW = 1_000_000
-
-
-@pytest.fixture
-def book() -> Iterator[RedisBook]:
-    client = redis.Redis.from_url(CLI_REDIS_URL)
-    namespace = f"cli-{uuid.uuid4().hex[:12]}"
-    yield RedisBook(client, namespace=namespace)
-    delete_namespace(client, namespace)
-    client.close()
-
-
-def run(book: RedisBook, *args: str, url: str = CLI_REDIS_URL) -> Result:
-    env = {"ASYNCBOOK_REDIS_URL": url, "ASYNCBOOK_NAMESPACE": book.namespace}
-    return CliRunner().invoke(cli, list(args), env=env)
 
 
 def finish(book: RedisBook, task_id: str, steps: int = 3, pause: float = 0.0) -> None:

@@ -4,44 +4,26 @@
 from __future__ import annotations
 
 import json
-import os
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import click
 import pytest
-import redis
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from asyncbook import CreateSpec, RedisBook
 from asyncbook._console import MinuteStats, PublishInfo
-from asyncbook.cli import _console_cmds, cli
+from asyncbook.cli import _console_cmds
 
-from ..support.books import delete_namespace
+from ..support.cli import run as run_cli
 
 pytestmark = pytest.mark.redis
 
-CLI_REDIS_URL = os.environ.get("ASYNCBOOK_TEST_CLI_REDIS_URL", "redis://127.0.0.1:6379/15")
 HOUR = 3_600_000
 
 
-@pytest.fixture
-def book() -> Iterator[RedisBook]:
-    client = redis.Redis.from_url(CLI_REDIS_URL)
-    namespace = f"cli-console-{uuid.uuid4().hex[:12]}"
-    yield RedisBook(client, namespace=namespace)
-    delete_namespace(client, namespace)
-    client.close()
-
-
 def run(book: RedisBook, *args: str, columns: int = 160) -> Result:
-    env = {
-        "ASYNCBOOK_REDIS_URL": CLI_REDIS_URL,
-        "ASYNCBOOK_NAMESPACE": book.namespace,
-        "COLUMNS": str(columns),
-    }
-    return CliRunner().invoke(cli, list(args), env=env)
+    return run_cli(book, *args, columns=columns)
 
 
 def ok_json(book: RedisBook, *args: str) -> object:
