@@ -101,3 +101,16 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, 
     assert isinstance(body["message"], str)
     assert body["message"]
     return body
+
+
+def get_raw(client: httpx.Client, base: str, raw_path: str) -> httpx.Response:
+    """``GET raw_path`` as given (httpx normalises nothing), streamed: a path that opens a
+    live stream answers at once with its status and headers; an error's body is read."""
+    target = httpx.URL(base).copy_with(raw_path=raw_path.encode())
+    response = client.send(client.build_request("GET", target), stream=True)
+    try:
+        if response.status_code >= 400:
+            response.read()
+    finally:
+        response.close()
+    return response

@@ -25,7 +25,7 @@ from asyncbook.web._hub import Batch
 from asyncbook.web._paths import group_path, split_group_path
 
 from ..support.servers import free_port
-from ..support.web_server import Running, assert_error, running_server, sse_events
+from ..support.web_server import Running, assert_error, get_raw, running_server, sse_events
 
 pytestmark = pytest.mark.redis
 
@@ -720,14 +720,8 @@ def test_raw_group_paths_never_fail(
     shared: Running, segment: str, suffix: str, prefix: str
 ) -> None:
     with httpx.Client(base_url=shared.url, timeout=10) as client:
-        target = httpx.URL(shared.url).copy_with(raw_path=(prefix + segment + suffix).encode())
-        # Streamed: a path naming the live group "g" opens a stream that stays open.
-        response = client.send(client.build_request("GET", target), stream=True)
-        try:
-            if response.status_code >= 400:
-                response.read()
-        finally:
-            response.close()
+        # A path naming the live group "g" opens a stream that stays open.
+        response = get_raw(client, shared.url, prefix + segment + suffix)
     assert response.status_code < 500
     if response.status_code >= 400:
         assert {"code", "message"} <= set(response.json())

@@ -16,7 +16,7 @@ from asyncbook import RedisBook, StartEvent, SucceedEvent, to_wire
 from asyncbook.web._login import safe_next
 from asyncbook.web._paths import task_path
 
-from ..support.web_server import Running, running_server
+from ..support.web_server import Running, get_raw, running_server
 
 pytestmark = pytest.mark.redis
 
@@ -147,16 +147,9 @@ def test_raw_paths_never_fail(
 ) -> None:
     before = stored(server.book)
     path = "/api/tasks/" + segment + suffix
-    target = httpx.URL(server.url).copy_with(raw_path=path.encode("ascii"))
-    # Streamed: a path that names the live task "q" (say "%71/stream") opens an SSE
-    # stream that stays open; its status and headers are what this test is about.
-    response = client.send(client.build_request("GET", target), stream=True)
-    try:
-        if response.status_code >= 400:
-            response.read()
-    finally:
-        response.close()
-    check(response)
+    # A path that names the live task "q" (say "%71/stream") opens an SSE stream that
+    # stays open; its status and headers are what this test is about.
+    check(get_raw(client, server.url, path))
     assert stored(server.book) == before
 
 
