@@ -39,11 +39,10 @@ from asyncbook.celery import (
 )
 from asyncbook.celery._urls import sentinel_book_url
 
-from ..support.celery import cleared_namespace, close_result_backend, unique, wait_for
+from ..support import ROOT
+from ..support.celery import CELERY_URL as URL
+from ..support.celery import close_result_backend, unique, wait_for
 from ..support.servers import free_port, redis_server, wait_until
-
-URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
-ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.redis,
@@ -148,16 +147,6 @@ def make_app(namespace: str, *, backend: str | None = None, **conf: Any) -> Cele
         return sum(values)
 
     return app
-
-
-@pytest.fixture
-def namespace() -> Iterator[str]:
-    yield from cleared_namespace(URL, "bk")
-
-
-@pytest.fixture
-def book(namespace: str) -> RedisBook:
-    return RedisBook.from_url(URL, namespace=namespace)
 
 
 @pytest.fixture

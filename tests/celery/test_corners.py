@@ -18,10 +18,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import fakeredis
 import pytest
 from celery import Celery, Task, signals
-from celery.contrib.testing.worker import start_worker
 from celery.exceptions import TaskRevokedError
 
 from asyncbook import AsyncBookError, AsyncTask, MemoryBook, Notification, ProgressEvent, RedisBook
@@ -30,23 +28,22 @@ from asyncbook.celery._integration import Integration
 from asyncbook.celery._settings import Settings
 from asyncbook.celery._tracking import now_ms
 
-from ..support.celery import CELERY_VERSION, history, unique, wait_terminal
+from ..support.books import fakeredis_book
+from ..support.celery import (
+    CELERY_VERSION,
+    history,
+    memory_app,
+    threaded_worker,
+    unique,
+    wait_terminal,
+)
 
 PAIR = threading.Barrier(2)
 """Holds two executions of ``paired`` running at once."""
 
 
 def make_app(backend: str | None = "cache+memory://", **conf: Any) -> Celery:
-    app = Celery(unique("corners"), broker="memory://", backend=backend, set_as_current=False)
-    app.conf.update(
-        task_default_queue=unique("q"),
-        broker_connection_retry_on_startup=True,
-        broker_transport_options={"polling_interval": 0.01},
-        worker_hijack_root_logger=False,
-        asyncbook_flush_delay=0.005,
-        asyncbook_retry_for=2.0,
-        **conf,
-    )
+    app = memory_app("corners", backend, **conf)
 
     @app.task(bind=True, shared=False, tracked=True, ttl=30)
     def noop(self: Task[Any, Any]) -> str:
@@ -99,15 +96,13 @@ def app() -> Celery:
 
 @pytest.fixture(scope="module")
 def book() -> RedisBook:
-    return RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="corners")
+    return fakeredis_book("corners")
 
 
 @pytest.fixture(scope="module")
 def integration(app: Celery, book: RedisBook) -> Iterator[Integration]:
-    integration = install(app, book)
-    with start_worker(app, perform_ping_check=False, pool="threads", concurrency=4):
+    with threaded_worker(app, book) as integration:
         yield integration
-    uninstall(app)
 
 
 def task_of(app: Celery, name: str) -> Task[Any, Any]:
@@ -585,7 +580,7 @@ def test_redelivery_idle_is_how_long_another_consumer_waits() -> None:
             raise ConnectionError("receiver down")
 
     app = make_app(asyncbook_sinks=[flaky_sink], asyncbook_redelivery_idle=0.3)
-    book = RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="redeliver")
+    book = fakeredis_book("redeliver")
     integration = install(app, book)
     try:
         book.create(id="r-1", now_ms=0, ttl_ms=10, max_attempts=1)

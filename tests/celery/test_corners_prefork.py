@@ -9,7 +9,6 @@ app writes no ``beat_schedule`` (``install`` does).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,28 +19,14 @@ import redis
 from celery import Celery
 
 from asyncbook import RedisBook
-from asyncbook.celery import install, uninstall
 from asyncbook.celery._tracking import now_ms
 from asyncbook.cli._demo import WebhookReceiver
 
-from ..support.books import delete_namespace
-from ..support.celery import CeleryWorker, history, wait_for, wait_terminal
-
-ROOT = Path(__file__).resolve().parents[2]
-URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
+from ..support import ROOT
+from ..support.celery import CELERY_URL as URL
+from ..support.celery import CeleryWorker, example_app, history, wait_for, wait_terminal
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(URL)
-    try:
-        client.ping()
-    except redis.ConnectionError as error:  # pragma: no cover - environment problem
-        pytest.fail(f"Redis at {URL} does not answer ({error}); .ci/run starts one")
-    yield client
-    client.close()
 
 
 @contextmanager
@@ -49,21 +34,8 @@ def running(worker: CeleryWorker, client: redis.Redis, webhook: str = "") -> Ite
     """``worker`` started in a namespace holding a task long past its deadline."""
     book = RedisBook.from_url(URL, namespace=worker.namespace)
     book.create(id="overdue", now_ms=now_ms() - 120_000, ttl_ms=1_000, max_attempts=1)
-    try:
-        worker.start(webhook)
+    with worker.running(client, webhook):
         yield worker
-    finally:
-        worker.stop()
-        delete_namespace(client, worker.namespace)
-        for key in client.scan_iter(match=f"*{worker.queue}*"):
-            client.delete(key)
-
-
-@pytest.fixture(scope="module")
-def webhook() -> Iterator[WebhookReceiver]:
-    receiver = WebhookReceiver()
-    yield receiver
-    receiver.close()
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +69,8 @@ def beat_worker(tmp_path: Path, client: redis.Redis) -> Iterator[CeleryWorker]:
 @pytest.fixture(scope="module")
 def app(worker: CeleryWorker) -> Iterator[Celery]:
     """The example app, publishing to the worker's queue and namespace."""
-    import workers
-
-    app: Celery = workers.app
-    app.conf.update(broker_url=URL, result_backend=URL, task_default_queue=worker.queue)
-    install(app, RedisBook.from_url(URL, namespace=worker.namespace))
-    yield app
-    uninstall(app)
+    with example_app(worker.queue, worker.namespace) as app:
+        yield app
 
 
 def test_a_worker_on_its_own_queue_alone_sweeps_and_delivers_without_beat(

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import fakeredis
 import pytest
 import redis
 from celery import Celery, Task, chord, group
@@ -16,9 +14,9 @@ from celery.contrib.testing.worker import start_worker
 from asyncbook import RedisBook
 from asyncbook.celery import apply_group, cancel, install, report_progress, uninstall
 
+from ..support.books import fakeredis_book
+from ..support.celery import CELERY_URL as URL
 from ..support.celery import close_result_backend, unique, wait_for
-
-URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 
 pytestmark = [
     pytest.mark.redis,
@@ -75,7 +73,7 @@ def app() -> Iterator[Celery]:
 
 @pytest.fixture
 def book() -> RedisBook:
-    return RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="groups")
+    return fakeredis_book("groups")
 
 
 def test_a_chord_of_20_with_retries_and_a_cancel_notifies_its_group_once(

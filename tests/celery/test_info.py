@@ -3,7 +3,6 @@ kwargs, queue, parent), at start (worker) and at the end (times, exception, trac
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,9 +13,8 @@ from celery.contrib.testing.worker import start_worker
 from asyncbook import RedisBook, TaskInfo
 from asyncbook.celery import install, uninstall
 
-from ..support.celery import cleared_namespace, close_result_backend, unique, wait_for
-
-URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
+from ..support.celery import CELERY_URL as URL
+from ..support.celery import close_result_backend, unique, wait_for
 
 pytestmark = [
     pytest.mark.redis,
@@ -56,16 +54,6 @@ def make_app(namespace: str, **conf: Any) -> Celery:
         return str(child.id)
 
     return app
-
-
-@pytest.fixture
-def namespace() -> Iterator[str]:
-    yield from cleared_namespace(URL, "inf")
-
-
-@pytest.fixture
-def book(namespace: str) -> RedisBook:
-    return RedisBook.from_url(URL, namespace=namespace)
 
 
 def run_app(app: Celery) -> Iterator[Celery]:

@@ -11,31 +11,27 @@ import fakeredis
 import pytest
 from celery import Celery, Task
 from celery.app.task import Context
-from celery.contrib.testing.worker import start_worker
 
 from asyncbook import AsyncBookError, Notification
 from asyncbook.celery import report_progress
-from asyncbook.celery._integration import DEADLINE_HEADER, Integration, install, uninstall
+from asyncbook.celery._integration import DEADLINE_HEADER, Integration
 from asyncbook.celery._tracking import callback_id, now_ms, result_hash
 
-from ..support.celery import CountingBook, history, unique, wait_for, wait_terminal
+from ..support.celery import (
+    CountingBook,
+    history,
+    memory_app,
+    threaded_worker,
+    unique,
+    wait_for,
+    wait_terminal,
+)
 
 DELIVERED: list[Notification] = []
 
 
 def make_app() -> Celery:
-    app = Celery(
-        unique("inproc"), broker="memory://", backend="cache+memory://", set_as_current=False
-    )
-    app.conf.update(
-        task_default_queue=unique("q"),
-        broker_connection_retry_on_startup=True,
-        broker_transport_options={"polling_interval": 0.01},
-        worker_hijack_root_logger=False,
-        asyncbook_sinks=[DELIVERED.append],
-        asyncbook_flush_delay=0.005,
-        asyncbook_retry_for=2.0,
-    )
+    app = memory_app("inproc", asyncbook_sinks=[DELIVERED.append])
 
     @app.task(bind=True, shared=False, tracked=True, ttl=timedelta(seconds=30), max_retries=2)
     def generate(self: Task[Any, Any], steps: int = 4) -> dict[str, Any]:
@@ -90,10 +86,8 @@ def book(app: Celery) -> CountingBook:
 
 @pytest.fixture(scope="module")
 def integration(app: Celery, book: CountingBook) -> Iterator[Integration]:
-    integration = install(app, book)
-    with start_worker(app, perform_ping_check=False, pool="threads", concurrency=4):
+    with threaded_worker(app, book) as integration:
         yield integration
-    uninstall(app)
 
 
 def task_of(app: Celery, name: str) -> Task[Any, Any]:

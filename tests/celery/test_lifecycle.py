@@ -28,18 +28,18 @@ from asyncbook import AsyncBookError, AsyncTask, RedisBook, sweep
 from asyncbook.celery import TaskCancelled, cancel, install, uninstall
 from asyncbook.celery._lifecycle import CancelledRing
 
+from ..support import ROOT
 from ..support.books import delete_namespace
+from ..support.celery import CELERY_URL as URL
 from ..support.celery import (
     CeleryWorker,
+    active_pid,
     close_result_backend,
     history,
     unique,
     wait_for,
     wait_terminal,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 
 HEARTBEAT_INTERVAL = 0.25
 HEARTBEAT_TIMEOUT = 2.0
@@ -121,17 +121,6 @@ def start_worker(tmp: Path, namespace: str, queue: str | None = None, **env: str
 
 
 # -- fixtures ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(URL)
-    try:
-        client.ping()
-    except redis.ConnectionError as error:  # pragma: no cover - environment problem
-        pytest.fail(f"Redis at {URL} does not answer ({error}); .ci/run starts one")
-    yield client
-    client.close()
 
 
 @pytest.fixture(scope="module")
@@ -240,14 +229,6 @@ def in_state(book: RedisBook, task_id: str, state: str, timeout: float = 15.0) -
 
 def logged(worker: CeleryWorker, text: str, timeout: float = 15.0) -> None:
     wait_for(lambda: text in worker.output(), timeout, interval=0.05)
-
-
-def active_pid(app: Celery, worker: CeleryWorker, task_id: str) -> int | None:
-    active = app.control.inspect(destination=[worker.name], timeout=1.0).active() or {}
-    for running in active.get(worker.name, []):
-        if running["id"] == task_id:
-            return int(running["worker_pid"])
-    return None
 
 
 def revoked_by(app: Celery, worker: CeleryWorker) -> list[str]:

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-import fakeredis
 import pytest
 from celery import Celery, group
 from celery.app.control import Control
@@ -25,6 +24,7 @@ from asyncbook import RedisBook
 from asyncbook.celery import cancel, install, uninstall
 from asyncbook.celery._revoke import BookControl
 
+from ..support.books import fakeredis_book
 from ..support.celery import history, memory_app, unique
 
 
@@ -61,7 +61,7 @@ CLI_APP = make_app()
 
 @pytest.fixture
 def book() -> RedisBook:
-    return RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="revoke")
+    return fakeredis_book("revoke")
 
 
 @pytest.fixture

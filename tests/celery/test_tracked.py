@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import fakeredis
 import pytest
 from celery import Celery, Task, shared_task
 from celery._state import get_current_app
@@ -26,7 +25,7 @@ from asyncbook import AsyncBookError, AsyncTask, RedisBook
 from asyncbook.celery import TrackTasks, async_book_of, book_of, install, tracked, uninstall
 from asyncbook.celery._tracking import is_tracked
 
-from ..support.books import delete_namespace
+from ..support.books import delete_namespace, fakeredis_book
 from ..support.celery import history, memory_app, unique, wait_terminal
 
 SHARED_NAME = unique("thirdparty.tasks.resize")
@@ -35,7 +34,7 @@ SHARED_NAME = unique("thirdparty.tasks.resize")
 @contextmanager
 def working(app: Celery) -> Iterator[RedisBook]:
     """``app`` installed on a fresh book, with a worker; yields the book."""
-    book = RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="tracked")
+    book = fakeredis_book("tracked")
     install(app, book)
     try:
         with start_worker(app, perform_ping_check=False, pool="threads", concurrency=2):
@@ -228,7 +227,7 @@ def test_book_of_is_the_book_install_built() -> None:
         book_of(app)
     assert (caught.value.code, caught.value.field) == ("invalid-request", "app")
     assert "install(app)" in caught.value.message
-    given = RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="given")
+    given = fakeredis_book("given")
     install(app, given)
     try:
         assert book_of(app) is given
@@ -275,7 +274,7 @@ def test_async_book_of_reads_the_same_book_from_asyncio() -> None:
 
 def test_async_book_of_refuses_a_book_without_an_asyncio_twin() -> None:
     app = memory_app("async-book-of")
-    install(app, RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="f"))
+    install(app, fakeredis_book("f"))
     try:
         with pytest.raises(AsyncBookError) as caught:
             async_book_of(app)

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,105 +17,36 @@ import redis
 from celery import Celery
 
 from asyncbook import AsyncTask, RedisBook
-from asyncbook.celery import install, uninstall
 from asyncbook.cli._demo import WebhookReceiver as Receiver
 
-from ..support.books import delete_namespace
-from ..support.celery import history, unique, wait_for, wait_terminal
-
-ROOT = Path(__file__).resolve().parents[2]
-URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
+from ..support import ROOT
+from ..support.celery import CELERY_URL as URL
+from ..support.celery import CeleryWorker, active_pid, example_app, history, wait_for, wait_terminal
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(300)]
-
-
-class Worker:
-    """A ``celery -A workers worker -B`` subprocess in its own namespace and queue."""
-
-    def __init__(self, tmp: Path, webhook: str) -> None:
-        self.namespace = unique("e2e")
-        self.queue = unique("e2e-q")
-        self.name = f"{unique('w')}@localhost"
-        self.log = tmp / "worker.log"
-        env = {
-            **os.environ,
-            "REDIS_URL": URL,
-            "ASYNCBOOK_NAMESPACE": self.namespace,
-            "ASYNCBOOK_QUEUE": self.queue,
-            "ASYNCBOOK_WEBHOOK_URL": webhook,
-            "PYTHONPATH": str(ROOT),
-        }
-        command = [
-            sys.executable, "-m", "celery", "-A", "workers", "worker", "-B",
-            "-s", str(tmp / "beat-schedule"), "--pool=prefork", "-c", "2",
-            "-n", self.name, "--without-gossip", "--without-mingle", "-l", "info",
-        ]  # fmt: skip
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(URL)
-    try:
-        client.ping()
-    except redis.ConnectionError as error:  # pragma: no cover - environment problem
-        pytest.fail(f"Redis at {URL} does not answer ({error}); .ci/run starts one")
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def webhook() -> Iterator[Receiver]:
-    receiver = Receiver()
-    yield receiver
-    receiver.close()
 
 
 @pytest.fixture(scope="module")
 def worker(
     tmp_path_factory: pytest.TempPathFactory, webhook: Receiver, client: redis.Redis
-) -> Iterator[Worker]:
-    worker = Worker(tmp_path_factory.mktemp("worker"), webhook.url)
-    try:
-        wait_for(lambda: b"ready" in worker.log.read_bytes() or worker.process.poll(), 30)
-        assert worker.process.poll() is None, worker.output()
+) -> Iterator[CeleryWorker]:
+    """``celery -A workers worker -B`` (two prefork processes, embedded beat)."""
+    tmp = tmp_path_factory.mktemp("worker")
+    beat = ["-B", "-s", str(tmp / "beat-schedule")]
+    worker = CeleryWorker(ROOT, URL, tmp / "worker.log", extra=beat)
+    with worker.running(client, webhook.url):
         yield worker
-    finally:
-        worker.stop()
-        delete_namespace(client, worker.namespace)
-        for key in client.scan_iter(match=f"*{worker.queue}*"):
-            client.delete(key)
 
 
 @pytest.fixture(scope="module")
-def app(worker: Worker) -> Iterator[Celery]:
+def app(worker: CeleryWorker) -> Iterator[Celery]:
     """The example app, publishing to the test worker's queue and namespace."""
-    import workers
-
-    app: Celery = workers.app
-    app.conf.update(broker_url=URL, result_backend=URL, task_default_queue=worker.queue)
-    install(app, RedisBook.from_url(URL, namespace=worker.namespace))
-    yield app
-    uninstall(app)
+    with example_app(worker.queue, worker.namespace) as app:
+        yield app
 
 
 @pytest.fixture(scope="module")
-def book(app: Celery, worker: Worker) -> RedisBook:
+def book(app: Celery, worker: CeleryWorker) -> RedisBook:
     return RedisBook.from_url(URL, namespace=worker.namespace)
 
 
@@ -133,7 +61,7 @@ def settled(book: RedisBook, webhook: Receiver, task_id: str) -> AsyncTask:
 
 
 def test_examples_end_in_the_right_state(
-    app: Celery, book: RedisBook, webhook: Receiver, worker: Worker
+    app: Celery, book: RedisBook, webhook: Receiver, worker: CeleryWorker
 ) -> None:
     import workers
 
@@ -175,16 +103,8 @@ def test_examples_end_in_the_right_state(
     assert keys == [f"{generate.id}:succeeded"]
 
 
-def active_pid(app: Celery, worker: Worker, task_id: str) -> int | None:
-    active = app.control.inspect(destination=[worker.name], timeout=1.0).active() or {}
-    for running in active.get(worker.name, []):
-        if running["id"] == task_id:
-            return int(running["worker_pid"])
-    return None
-
-
 def test_killed_pool_child_runs_again_and_succeeds_once(
-    app: Celery, book: RedisBook, webhook: Receiver, worker: Worker
+    app: Celery, book: RedisBook, webhook: Receiver, worker: CeleryWorker
 ) -> None:
     import workers
 
@@ -209,7 +129,7 @@ def test_killed_pool_child_runs_again_and_succeeds_once(
 
 
 def test_redis_pause_loses_no_event(
-    app: Celery, book: RedisBook, webhook: Receiver, worker: Worker, client: redis.Redis
+    app: Celery, book: RedisBook, webhook: Receiver, worker: CeleryWorker, client: redis.Redis
 ) -> None:
     import workers
 

@@ -1,4 +1,5 @@
-"""Helpers for the Celery integration tests: a counting book, waiting, a worker subprocess."""
+"""Helpers for the Celery integration tests: a counting book, apps, waiting, workers (in
+process, and a ``celery -A workers worker`` subprocess)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,23 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import celery
 import redis
 from celery import Celery
+from celery.contrib.testing.worker import start_worker
 
-from asyncbook import ApplyItem, AsyncBookError, AsyncTask, CreateSpec, RedisBook
+from asyncbook import ApplyItem, AsyncBook, AsyncBookError, AsyncTask, CreateSpec, RedisBook
+from asyncbook.celery import Integration, install, uninstall
 from asyncbook.redis._sender import CreateSender
+
+from .books import delete_namespace
+
+CELERY_URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
+"""The Redis the Celery tests use as broker, result backend and book (db 12)."""
 
 CELERY_VERSION: tuple[int, int] = (celery.VERSION.major, celery.VERSION.minor)
 """The installed Celery's (major, minor), for a test whose expectation is Celery's own
@@ -91,6 +100,29 @@ def memory_app(
     }
     app.conf.update({**defaults, **conf})
     return app
+
+
+@contextmanager
+def threaded_worker(app: Celery, book: AsyncBook) -> Iterator[Integration]:
+    """``install(app, book)`` and an in-process worker (4 threads) consuming ``app``'s queue;
+    uninstalled when it stops."""
+    integration = install(app, book)
+    with start_worker(app, perform_ping_check=False, pool="threads", concurrency=4):
+        yield integration
+    uninstall(app)
+
+
+@contextmanager
+def example_app(queue: str, namespace: str) -> Iterator[Celery]:
+    """The example app (``workers.app``), publishing to ``queue`` on the Celery test Redis,
+    installed on the book of ``namespace`` (a worker subprocess's, see ``CeleryWorker``)."""
+    import workers
+
+    app: Celery = workers.app
+    app.conf.update(broker_url=CELERY_URL, result_backend=CELERY_URL, task_default_queue=queue)
+    install(app, RedisBook.from_url(CELERY_URL, namespace=namespace))
+    yield app
+    uninstall(app)
 
 
 def close_result_backend(app: Any) -> None:
@@ -213,3 +245,25 @@ class CeleryWorker:
     def output(self) -> str:
         """Everything the worker logged so far."""
         return self.log.read_text(errors="replace")
+
+    @contextmanager
+    def running(self, client: redis.Redis, webhook: str = "") -> Iterator[CeleryWorker]:
+        """The worker started; afterwards stopped, and its namespace's keys and its queue's
+        removed through ``client``."""
+        try:
+            self.start(webhook)
+            yield self
+        finally:
+            self.stop()
+            delete_namespace(client, self.namespace)
+            for key in client.scan_iter(match=f"*{self.queue}*"):
+                client.delete(key)
+
+
+def active_pid(app: Celery, worker: CeleryWorker, task_id: str) -> int | None:
+    """The PID of the pool process of ``worker`` running ``task_id`` (None while none does)."""
+    active = app.control.inspect(destination=[worker.name], timeout=1.0).active() or {}
+    for running in active.get(worker.name, []):
+        if running["id"] == task_id:
+            return int(running["worker_pid"])
+    return None
