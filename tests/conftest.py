@@ -4,6 +4,9 @@
 Redis (127.0.0.1:6379, db 10, a fresh namespace per test, cleaned up afterwards);
 ``fakeredis`` is RedisBook on an embedded fakeredis server with Lua; ``cluster`` is
 RedisBook on a 3-master Redis Cluster started on loopback ports for the session.
+
+Each area (core, contract, redis, celery, web, cli, docs) has a folder, and a conftest
+for the fixtures only it uses; helpers are in ``tests/support``. tests/README.md maps it.
 """
 
 from __future__ import annotations
