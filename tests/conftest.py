@@ -21,7 +21,12 @@ import pytest
 from asyncbook import AsyncBook, MemoryBook, RedisBook
 from asyncbook.redis import _scripts, connect
 
-from .support.books import BookFactory, delete_namespace, redis_client
+# REDIS_URL and the helpers are re-exported for a test file written before tests/support
+# (``from .conftest import REDIS_URL``); new code imports them from tests.support.books.
+from .support.books import REDIS_URL as REDIS_URL
+from .support.books import BookFactory as BookFactory
+from .support.books import delete_namespace as delete_namespace
+from .support.books import redis_client as redis_client
 from .support.cluster import local_cluster, require_binaries
 from .support.strict_keys import STRICT_PRELUDE
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "asyncbook"
+PACKAGE = Path(__file__).resolve().parents[2] / "asyncbook"
 MAX_LINES = 500
 
 

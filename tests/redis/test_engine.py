@@ -12,7 +12,7 @@ import redis
 from asyncbook import CreateSpec, RedisBook
 from asyncbook.redis import AsyncRedisBook, connect, connect_async, retry_policy
 
-from .conftest import REDIS_URL
+from ..support.books import REDIS_URL
 
 URLS = [
     REDIS_URL,
