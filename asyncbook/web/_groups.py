@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +29,7 @@ from .._models import AsyncTask, GroupSummary, to_wire
 from .._watch import task_summary
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._feed import Change
-from ._hub import Batch
-from ._lookups import Lookups
+from ._lookups import Batch, Lookups
 from ._reader import Reader, RunSync
 from ._sse import MAX_CURSOR, format_event
 
@@ -113,7 +113,7 @@ async def look_up(book: Reader, group_id: str, member_ids: list[str], sweep: boo
     return Round(summary, changed, last)
 
 
-class GroupHub(Lookups):
+class GroupHub(Lookups[GroupWatcher]):
     """Group watchers, fed from the book when the change feed says a member moved."""
 
     noun = "group "
@@ -133,7 +133,7 @@ class GroupHub(Lookups):
         """Register a stream client; its first batch (the summary) follows."""
         watcher = GroupWatcher(group_id=group_id)
         self._groups.setdefault(group_id, _Watched()).watchers.add(watcher)
-        self._schedule(group_id)
+        self.schedule(group_id)
         return watcher
 
     def unwatch(self, watcher: GroupWatcher) -> None:
@@ -153,26 +153,26 @@ class GroupHub(Lookups):
         if group is None or change.version <= group.sent.get(change.task_id, -1):
             return
         group.changed[change.task_id] = max(change.version, group.changed.get(change.task_id, -1))
-        self._schedule(change.group_id)
+        self.schedule(change.group_id)
 
     def on_reset(self) -> None:
         """The feed (re)connected: changes may have been missed, look every group up."""
         for group_id, group in self._groups.items():
             group.resync = True
-            self._schedule(group_id)
+            self.schedule(group_id)
 
     async def close(self) -> None:
         """End every stream (without ``end``: the groups go on) and stop pending rounds."""
-        self._cancel_lookups()
-        for group in list(self._groups.values()):
-            for watcher in list(group.watchers):
-                watcher.queue.put_nowait(Batch(payload=b"", end=True))
-                self.unwatch(watcher)
+        self.close_streams()
 
-    def _watched(self, group_id: str) -> bool:
-        return group_id in self._groups
+    def watchers_of(self, group_id: str) -> Iterable[GroupWatcher]:
+        group = self._groups.get(group_id)
+        return group.watchers if group is not None else ()
 
-    async def _deliver(self, group_id: str) -> None:
+    def watched_keys(self) -> Iterable[str]:
+        return self._groups
+
+    async def deliver(self, group_id: str) -> None:
         group = self._groups.get(group_id)
         if group is None:
             return
@@ -180,7 +180,7 @@ class GroupHub(Lookups):
         for member_id in pending:
             del group.changed[member_id]
         if group.changed:
-            self._dirty.add(group_id)  # more than one round's worth: the rest next round
+            self.again(group_id)  # more than one round's worth: the rest next round
         resync, group.resync = group.resync, False
         sweep = any(not watcher.fresh for watcher in group.watchers)
         self.lookups += 1
@@ -225,32 +225,6 @@ class GroupHub(Lookups):
         for watcher in list(group.watchers):
             if watcher.fresh:
                 watcher.fresh = False
-                self._send(watcher, first)
+                self.send(watcher, first, WATCHER_BACKLOG)
             elif shared is not None:
-                self._send(watcher, shared)
-
-    def _send(self, watcher: GroupWatcher, batch: Batch) -> None:
-        if watcher.queue.qsize() >= WATCHER_BACKLOG:
-            # Too slow a reader: drop what it has not read and close its stream without an
-            # ``end``; its client reconnects and starts over with the summary.
-            while not watcher.queue.empty():
-                watcher.queue.get_nowait()
-            watcher.queue.put_nowait(Batch(payload=b"", end=True))
-            self.unwatch(watcher)
-            return
-        watcher.queue.put_nowait(batch)
-        if batch.end:
-            self.unwatch(watcher)
-
-    def _fail(self, group_id: str, error: AsyncBookError) -> None:
-        group = self._groups.get(group_id)
-        for watcher in list(group.watchers if group else ()):
-            watcher.queue.put_nowait(error)
-            self.unwatch(watcher)
-
-    def _fail_fresh(self, group_id: str, error: Exception) -> None:
-        group = self._groups.get(group_id)
-        for watcher in list(group.watchers if group else ()):
-            if watcher.fresh:
-                watcher.queue.put_nowait(error)
-                self.unwatch(watcher)
+                self.send(watcher, shared, WATCHER_BACKLOG)

@@ -10,34 +10,19 @@ that arrives meanwhile marks the task dirty and runs one more round.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .._book import AsyncBook
-from .._watch import Message, messages_for
-from ..errors import AsyncBookError
+from .._watch import messages_for
 from ._feed import Change
-from ._lookups import Lookups
+from ._lookups import Batch, Lookups
 from ._reader import Reader, RunSync
-from ._sse import format_event
 
 __all__ = ["Batch", "Hub", "Watcher"]
 
 WATCHER_BACKLOG = 10_000
 """Unread batches a watcher may hold before its stream is closed (its client resumes)."""
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Messages for one watcher, already encoded as server-sent events."""
-
-    payload: bytes
-    end: bool
-
-    @classmethod
-    def of(cls, messages: list[Message]) -> Batch:
-        """Encode ``messages`` (a batch is shared by every watcher at the same cursor)."""
-        payload = b"".join(format_event(m.event, m.data, m.id) for m in messages)
-        return cls(payload=payload, end=bool(messages) and messages[-1].event == "end")
 
 
 @dataclass(eq=False)
@@ -51,7 +36,7 @@ class Watcher:
     done: bool = False
 
 
-class Hub(Lookups):
+class Hub(Lookups[Watcher]):
     """Watchers by task, fed from the book when the change feed says something moved."""
 
     def __init__(self, book: AsyncBook | Reader, run_sync: RunSync | None = None) -> None:
@@ -70,7 +55,7 @@ class Hub(Lookups):
         """Register a stream client that has seen ``cursor``; its first batch follows."""
         watcher = Watcher(task_id=task_id, version=cursor)
         self._watchers.setdefault(task_id, set()).add(watcher)
-        self._schedule(task_id)
+        self.schedule(task_id)
         return watcher
 
     def unwatch(self, watcher: Watcher) -> None:
@@ -98,7 +83,7 @@ class Hub(Lookups):
             _offer(queue, change)
         group = self._watchers.get(change.task_id)
         if group and any(w.fresh or w.version < change.version for w in group):
-            self._schedule(change.task_id)
+            self.schedule(change.task_id)
 
     def on_reset(self) -> None:
         """The feed (re)connected: changes may have been missed, look every task up."""
@@ -106,23 +91,21 @@ class Hub(Lookups):
         for queue in list(self._listeners):
             _offer(queue, None)
         for task_id in list(self._watchers):
-            self._schedule(task_id)
+            self.schedule(task_id)
 
     async def close(self) -> None:
         """End every stream and stop pending lookups."""
-        self._cancel_lookups()
-        for group in list(self._watchers.values()):
-            for watcher in list(group):
-                # Close without an ``end`` event: the task goes on, so clients reconnect.
-                watcher.queue.put_nowait(Batch(payload=b"", end=True))
-                self.unwatch(watcher)
+        self.close_streams()
         for queue in list(self._listeners):
             queue.put_nowait(None)
 
-    def _watched(self, task_id: str) -> bool:
-        return task_id in self._watchers
+    def watchers_of(self, task_id: str) -> Iterable[Watcher]:
+        return self._watchers.get(task_id, ())
 
-    async def _deliver(self, task_id: str) -> None:
+    def watched_keys(self) -> Iterable[str]:
+        return self._watchers
+
+    async def deliver(self, task_id: str) -> None:
         waiting = set(self._watchers.get(task_id, ()))
         while waiting:
             cursor = min(w.version for w in waiting)
@@ -144,33 +127,9 @@ class Hub(Lookups):
                 batch = Batch.of(messages) if messages else None
                 for watcher in group:
                     if batch is not None:
-                        self._send(watcher, batch)
+                        self.send(watcher, batch, WATCHER_BACKLOG)
                     watcher.version = max(watcher.version, result.task.version)
                     watcher.fresh = False
-
-    def _send(self, watcher: Watcher, batch: Batch) -> None:
-        if watcher.queue.qsize() >= WATCHER_BACKLOG:
-            # Too slow a reader: drop what it has not read and close its stream without an
-            # ``end``; it reconnects with the last version it read and gets a resume.
-            while not watcher.queue.empty():
-                watcher.queue.get_nowait()
-            watcher.queue.put_nowait(Batch(payload=b"", end=True))
-            self.unwatch(watcher)
-            return
-        watcher.queue.put_nowait(batch)
-        if batch.end:
-            self.unwatch(watcher)
-
-    def _fail(self, task_id: str, error: AsyncBookError) -> None:
-        for watcher in list(self._watchers.get(task_id, ())):
-            watcher.queue.put_nowait(error)
-            self.unwatch(watcher)
-
-    def _fail_fresh(self, task_id: str, error: Exception) -> None:
-        for watcher in list(self._watchers.get(task_id, ())):
-            if watcher.fresh:
-                watcher.queue.put_nowait(error)
-                self.unwatch(watcher)
 
 
 def _offer(queue: asyncio.Queue[Change | None], item: Change | None) -> None:
