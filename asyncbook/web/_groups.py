@@ -18,9 +18,7 @@ have been missed: every watched group is looked up again and its watchers are se
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +27,7 @@ from .._models import AsyncTask, GroupSummary, to_wire
 from .._watch import task_summary
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._feed import Change
-from ._lookups import Batch, Lookups
+from ._lookups import Batch, Lookups, StreamWatcher
 from ._reader import Reader, RunSync
 from ._sse import MAX_CURSOR, format_event
 
@@ -57,21 +55,14 @@ class UnknownGroupError(AsyncBookError):
         self.group_id = group_id
 
 
-@dataclass(eq=False)
-class GroupWatcher:
-    """One group stream client: sent nothing yet (``fresh``), and its queue of batches."""
-
-    group_id: str
-    fresh: bool = True
-    queue: asyncio.Queue[Batch | BaseException] = field(default_factory=asyncio.Queue)
-    done: bool = False
+class GroupWatcher(StreamWatcher):
+    """One group stream client (its ``key`` the group id)."""
 
 
 @dataclass(eq=False)
 class _Watched:
-    """A group with watchers: who watches, what changed since, and what was sent."""
+    """A group with watchers: what changed since, and what was sent."""
 
-    watchers: set[GroupWatcher] = field(default_factory=set)
     changed: dict[str, int] = field(default_factory=dict)
     """Members announced since the last round: id -> the newest version announced."""
     sent: dict[str, int] = field(default_factory=dict)
@@ -124,26 +115,13 @@ class GroupHub(Lookups[GroupWatcher]):
         self.lookups = 0
         """Rounds run (each: the changed members, then the group's counters)."""
 
-    @property
-    def watcher_count(self) -> int:
-        """Group stream clients connected now."""
-        return sum(len(group.watchers) for group in self._groups.values())
-
     def watch(self, group_id: str) -> GroupWatcher:
         """Register a stream client; its first batch (the summary) follows."""
-        watcher = GroupWatcher(group_id=group_id)
-        self._groups.setdefault(group_id, _Watched()).watchers.add(watcher)
-        self.schedule(group_id)
-        return watcher
+        self._groups.setdefault(group_id, _Watched())
+        return self.add(GroupWatcher(key=group_id))
 
-    def unwatch(self, watcher: GroupWatcher) -> None:
-        """Forget a stream client; a group nobody watches is forgotten too."""
-        watcher.done = True
-        group = self._groups.get(watcher.group_id)
-        if group is not None:
-            group.watchers.discard(watcher)
-            if not group.watchers:
-                del self._groups[watcher.group_id]
+    def forget(self, group_id: str) -> None:
+        del self._groups[group_id]
 
     def on_change(self, change: Change) -> None:
         """A member of a watched group changed: note it, and run a round unless one runs."""
@@ -165,13 +143,6 @@ class GroupHub(Lookups[GroupWatcher]):
         """End every stream (without ``end``: the groups go on) and stop pending rounds."""
         self.close_streams()
 
-    def watchers_of(self, group_id: str) -> Iterable[GroupWatcher]:
-        group = self._groups.get(group_id)
-        return group.watchers if group is not None else ()
-
-    def watched_keys(self) -> Iterable[str]:
-        return self._groups
-
     async def deliver(self, group_id: str) -> None:
         group = self._groups.get(group_id)
         if group is None:
@@ -182,7 +153,7 @@ class GroupHub(Lookups[GroupWatcher]):
         if group.changed:
             self.again(group_id)  # more than one round's worth: the rest next round
         resync, group.resync = group.resync, False
-        sweep = any(not watcher.fresh for watcher in group.watchers)
+        sweep = any(not watcher.fresh for watcher in self.watchers_of(group_id))
         self.lookups += 1
         try:
             found = await look_up(self.book, group_id, list(pending), sweep)
@@ -198,10 +169,15 @@ class GroupHub(Lookups[GroupWatcher]):
             return  # every watcher left meanwhile
         if found.summary is None:
             raise UnknownGroupError(group_id)
-        self._serve(group, found.summary, found.changed + found.last, resync)
+        self._serve(group_id, group, found.summary, found.changed + found.last, resync)
 
     def _serve(
-        self, group: _Watched, summary: GroupSummary, tasks: list[AsyncTask], resync: bool
+        self,
+        group_id: str,
+        group: _Watched,
+        summary: GroupSummary,
+        tasks: list[AsyncTask],
+        resync: bool,
     ) -> None:
         members = b""
         for task in tasks:
@@ -222,7 +198,7 @@ class GroupHub(Lookups[GroupWatcher]):
         # lacks are the page's to load: GET /api/groups/<id>).
         shared = Batch(payload=head + members + tail, end=summary.ended) if moved else None
         first = Batch(payload=tail, end=summary.ended)
-        for watcher in list(group.watchers):
+        for watcher in list(self.watchers_of(group_id)):
             if watcher.fresh:
                 watcher.fresh = False
                 self.send(watcher, first, WATCHER_BACKLOG)

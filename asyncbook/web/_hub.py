@@ -10,13 +10,12 @@ that arrives meanwhile marks the task dirty and runs one more round.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .._book import AsyncBook
 from .._watch import messages_for
 from ._feed import Change
-from ._lookups import Batch, Lookups
+from ._lookups import Batch, Lookups, StreamWatcher
 from ._reader import Reader, RunSync
 
 __all__ = ["Batch", "Hub", "Watcher"]
@@ -26,14 +25,10 @@ WATCHER_BACKLOG = 10_000
 
 
 @dataclass(eq=False)
-class Watcher:
-    """One stream client: the last version it was sent, and its queue of batches."""
+class Watcher(StreamWatcher):
+    """One task stream client (its ``key`` the task id): the last version it was sent."""
 
-    task_id: str
-    version: int
-    fresh: bool = True
-    queue: asyncio.Queue[Batch | BaseException] = field(default_factory=asyncio.Queue)
-    done: bool = False
+    version: int = 0
 
 
 class Hub(Lookups[Watcher]):
@@ -41,31 +36,13 @@ class Hub(Lookups[Watcher]):
 
     def __init__(self, book: AsyncBook | Reader, run_sync: RunSync | None = None) -> None:
         super().__init__(book, run_sync)
-        self._watchers: dict[str, set[Watcher]] = {}
         self._listeners: set[asyncio.Queue[Change | None]] = set()
         self.lookups = 0
         self.resets = 0
 
-    @property
-    def watcher_count(self) -> int:
-        """Stream clients connected now."""
-        return sum(len(group) for group in self._watchers.values())
-
     def watch(self, task_id: str, cursor: int) -> Watcher:
         """Register a stream client that has seen ``cursor``; its first batch follows."""
-        watcher = Watcher(task_id=task_id, version=cursor)
-        self._watchers.setdefault(task_id, set()).add(watcher)
-        self.schedule(task_id)
-        return watcher
-
-    def unwatch(self, watcher: Watcher) -> None:
-        """Forget a stream client (it disconnected or its stream ended)."""
-        watcher.done = True
-        group = self._watchers.get(watcher.task_id)
-        if group is not None:
-            group.discard(watcher)
-            if not group:
-                del self._watchers[watcher.task_id]
+        return self.add(Watcher(key=task_id, version=cursor))
 
     def follow(self) -> asyncio.Queue[Change | None]:
         """A queue of every change as published (no lookups); None means "resync"."""
@@ -81,7 +58,7 @@ class Hub(Lookups[Watcher]):
         """The feed saw a change: look the task up if a watcher lacks that version."""
         for queue in list(self._listeners):
             _offer(queue, change)
-        group = self._watchers.get(change.task_id)
+        group = list(self.watchers_of(change.task_id))
         if group and any(w.fresh or w.version < change.version for w in group):
             self.schedule(change.task_id)
 
@@ -90,7 +67,7 @@ class Hub(Lookups[Watcher]):
         self.resets += 1
         for queue in list(self._listeners):
             _offer(queue, None)
-        for task_id in list(self._watchers):
+        for task_id in list(self.watched_keys()):
             self.schedule(task_id)
 
     async def close(self) -> None:
@@ -99,14 +76,8 @@ class Hub(Lookups[Watcher]):
         for queue in list(self._listeners):
             queue.put_nowait(None)
 
-    def watchers_of(self, task_id: str) -> Iterable[Watcher]:
-        return self._watchers.get(task_id, ())
-
-    def watched_keys(self) -> Iterable[str]:
-        return self._watchers
-
     async def deliver(self, task_id: str) -> None:
-        waiting = set(self._watchers.get(task_id, ()))
+        waiting = set(self.watchers_of(task_id))
         while waiting:
             cursor = min(w.version for w in waiting)
             self.lookups += 1

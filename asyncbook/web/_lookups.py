@@ -14,8 +14,8 @@ import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Generic, Protocol, TypeGuard, TypeVar
+from dataclasses import dataclass, field
+from typing import Generic, TypeGuard, TypeVar
 
 from .._book import AsyncBook
 from .._watch import Message
@@ -50,20 +50,23 @@ CLOSED = Batch(payload=b"", end=True)
 reconnects."""
 
 
-class StreamWatcher(Protocol):
-    """One stream client: sent nothing yet (``fresh``), gone (``done``), its batches."""
+@dataclass(eq=False)
+class StreamWatcher:
+    """One stream client: what it watches (``key``), sent nothing yet (``fresh``), gone
+    (``done``), and its queue of batches."""
 
-    fresh: bool
-    done: bool
-    queue: asyncio.Queue[Batch | BaseException]
+    key: str
+    fresh: bool = True
+    queue: asyncio.Queue[Batch | BaseException] = field(default_factory=asyncio.Queue)
+    done: bool = False
 
 
 W = TypeVar("W", bound=StreamWatcher)
 
 
 class Lookups(ABC, Generic[W]):
-    """Schedules ``deliver(key)`` for watched keys, one lookup at a time per key, and
-    hands the batches found to the key's watchers (``send``)."""
+    """Watchers by key; schedules ``deliver(key)`` for watched keys, one lookup at a time
+    per key, and hands the batches found to the key's watchers (``send``)."""
 
     noun = ""
     """What a key names, for logs ("group " for a group; nothing for a task)."""
@@ -73,22 +76,44 @@ class Lookups(ABC, Generic[W]):
         """The book, read awaited (``reader_for``: ``run_sync`` runs a sync book's calls)."""
         self._running: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
+        self._watchers: dict[str, set[W]] = {}
 
     @abstractmethod
     async def deliver(self, key: str) -> None:
         """Look ``key`` up and send its watchers what they miss."""
 
-    @abstractmethod
+    def forget(self, key: str) -> None:
+        """The last watcher of ``key`` left (a hub drops what it kept for it)."""
+
+    @property
+    def watcher_count(self) -> int:
+        """Stream clients connected now."""
+        return sum(len(watchers) for watchers in self._watchers.values())
+
+    def add(self, watcher: W) -> W:
+        """Register a stream client; its first batch follows (a lookup is scheduled)."""
+        self._watchers.setdefault(watcher.key, set()).add(watcher)
+        self.schedule(watcher.key)
+        return watcher
+
+    def unwatch(self, watcher: W) -> None:
+        """Forget a stream client (it disconnected or its stream ended); a key nobody
+        watches is forgotten too."""
+        watcher.done = True
+        watchers = self._watchers.get(watcher.key)
+        if watchers is not None:
+            watchers.discard(watcher)
+            if not watchers:
+                del self._watchers[watcher.key]
+                self.forget(watcher.key)
+
     def watchers_of(self, key: str) -> Iterable[W]:
         """The watchers of ``key`` now (none when nobody watches it)."""
+        return self._watchers.get(key, ())
 
-    @abstractmethod
     def watched_keys(self) -> Iterable[str]:
         """Every key with watchers."""
-
-    @abstractmethod
-    def unwatch(self, watcher: W) -> None:
-        """Forget a stream client (it disconnected or its stream ended)."""
+        return self._watchers
 
     def send(self, watcher: W, batch: Batch, backlog: int) -> None:
         """Queue ``batch`` for ``watcher``; one holding ``backlog`` unread batches already
@@ -146,7 +171,7 @@ class Lookups(ABC, Generic[W]):
                         self.fail(key, error, fresh_only=True)
                         await asyncio.sleep(RETRY_AFTER_ERROR)
                         self._dirty.add(key)
-                if key not in self._dirty or not any(self.watchers_of(key)):
+                if key not in self._dirty or key not in self._watchers:
                     return
         finally:
             del self._running[key]

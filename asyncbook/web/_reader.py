@@ -19,14 +19,6 @@ import anyio.to_thread
 from .._book import AsyncBook
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._memory import MemoryBook
-from .._models import (
-    AsyncTask,
-    CallbackResult,
-    DeliveryResult,
-    GroupSummary,
-    ResumeResult,
-    TaskPage,
-)
 from ..redis import AsyncRedisBook, RedisBook
 
 __all__ = [
@@ -64,63 +56,6 @@ class ConsoleBook(Protocol):
     def task_names(self) -> list[str]: ...
 
     def name_totals(self) -> list[NameTotals]: ...
-
-
-class Reader(Protocol):
-    """The book's calls the status server makes, awaited."""
-
-    retention_versions: int
-
-    async def get(self, id: str) -> AsyncTask | None: ...
-
-    async def resume(
-        self, task_id: str, cursor_version: int, *, full_task: bool = True
-    ) -> ResumeResult: ...
-
-    async def list_tasks(
-        self,
-        state: str | None = None,
-        limit: int = 50,
-        after: str | None = None,
-        *,
-        full_task: bool = True,
-    ) -> TaskPage: ...
-
-    async def group(self, group_id: str) -> GroupSummary | None: ...
-
-    async def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]: ...
-
-    async def deliver_result(
-        self, task_id: str, idempotency_key: str, now_ms: int | float
-    ) -> DeliveryResult: ...
-
-    async def cancel(self, task_id: str, reason: str | None = None) -> CallbackResult: ...
-
-    async def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]: ...
-
-    async def overdue_count(self, now_ms: int | float) -> int: ...
-
-    async def last_sweep_ms(self) -> int | None: ...
-
-    async def now_ms(self) -> int: ...
-
-    async def count_by_state(self) -> dict[str, int]: ...
-
-    async def transition_counts(self) -> dict[str, int]: ...
-
-    async def info(self, task_id: str) -> TaskInfo | None: ...
-
-    async def search(self, query: TaskQuery, /) -> SearchPage: ...
-
-    async def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]: ...
-
-    async def stats(
-        self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
-    ) -> TaskStats: ...
-
-    async def task_names(self) -> list[str]: ...
-
-    async def name_totals(self) -> list[NameTotals]: ...
 
 
 class BookThreads:
@@ -190,6 +125,11 @@ class SyncReader:
 
     async def aclose(self) -> None:
         """Nothing to close: the book is the caller's."""
+
+
+Reader = AsyncRedisBook | SyncReader
+"""The book's calls the status server makes, awaited: an ``AsyncRedisBook``, or a sync
+book behind a ``SyncReader`` (``reader_for`` gives one or the other)."""
 
 
 def reader_for(book: AsyncBook | Reader, run_sync: RunSync | None = None) -> Reader:
