@@ -46,6 +46,10 @@ WATCHER_BACKLOG = 10_000
 """Unread batches a watcher may hold before its stream is closed (its client starts over)."""
 
 
+class GroupWatcher(StreamWatcher):
+    """One group stream client (its ``key`` the group id)."""
+
+
 class UnknownGroupError(AsyncBookError):
     """The book holds no group with that id (the API answers 404)."""
 
@@ -53,10 +57,6 @@ class UnknownGroupError(AsyncBookError):
         super().__init__("not-found", f"no group {group_id!r}", field="groupId")
         self.args = (group_id,)
         self.group_id = group_id
-
-
-class GroupWatcher(StreamWatcher):
-    """One group stream client (its ``key`` the group id)."""
 
 
 @dataclass(eq=False)
