@@ -61,7 +61,8 @@ def _group_id(request: Request) -> str:
 
 
 class StatusApp:
-    """Handlers over one book and one hub; ``create_app`` wires them into Starlette."""
+    """Handlers over one book and its hubs; the route table (``_table``) maps method and
+    path to each, and ``create_app`` mounts it."""
 
     def __init__(
         self,
