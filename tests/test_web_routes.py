@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import redis
 from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 
@@ -17,8 +16,9 @@ from asyncbook.redis import RedisBook
 from asyncbook.web import BackgroundServer, create_app
 from asyncbook.web._routes import RawRoute
 
+from .support.books import redis_client
+
 TOKEN = "t" * 32
-REDIS_URL = "redis://127.0.0.1:6379/10"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -27,7 +27,7 @@ def book(request: pytest.FixtureRequest, namespace: str) -> Iterator[MemoryBook 
     if request.param == "memory":
         yield MemoryBook()
         return
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis_client()
     try:
         yield RedisBook(client, namespace=namespace)
     finally:
@@ -190,7 +190,7 @@ HAND_WRITTEN_SCHEMAS = (
 def test_the_generated_document_says_all_the_hand_written_one_did(namespace: str) -> None:
     """Every answer, parameter and schema the hand-written document (before the route
     table) gave is still there, over a book with a console."""
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis_client()
     try:
         with running(RedisBook(client, namespace=namespace)) as (_, http):
             document = http.get("/openapi.json").json()
