@@ -16,7 +16,7 @@ from asyncbook.redis import RedisBook
 from asyncbook.web import BackgroundServer, create_app
 from asyncbook.web._routes import RawRoute
 
-from .support.books import redis_client
+from ..support.books import redis_client
 
 TOKEN = "t" * 32
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
