@@ -448,8 +448,9 @@ def test_a_forked_process_does_not_inherit_a_held_lock() -> None:
     app = make_app()
     integration = install(app, MemoryBook())
     try:
-        integration._state_lock.acquire()  # held by another thread at the fork ...
-        integration._pid = -1  # ... and this is the child
+        process = integration.state.process
+        process.lock.acquire()  # held by another thread at the fork ...
+        process.pid = -1  # ... and this is the child
         done = threading.Event()
 
         def report() -> None:

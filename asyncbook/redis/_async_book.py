@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import NoScriptError, ResponseError
@@ -32,12 +32,14 @@ from . import _console
 from . import _operations as operations
 from ._async_changes import changes
 from ._base import BookBase
-from ._book import RedisBook
 from ._connection import connect_async, reports_outages_async
 from ._pending import pending, settle
 from ._plan import Command, Plan, Request, ScriptCall, Settle, run_async, server_time
 from ._scripts import BookScript
 from ._twin import async_client_like
+
+if TYPE_CHECKING:
+    from ._book import RedisBook
 
 __all__ = ["AsyncRedisBook"]
 

@@ -8,16 +8,17 @@ runs inside the script, in the reference's order. The scripts' arguments are bui
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from .._book import ApplyItem, CreateSpec, EventInput
+from .._book import ApplyItem, CreateSpec, EventInput, HeldWrites
 from .._checks import (
     require_heartbeat_timeout,
     require_integer,
@@ -53,13 +54,16 @@ from ..errors import (
 from . import _console
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
+from ._async_book import AsyncRedisBook
 from ._base import DEFAULT_RETENTION, BookBase
+from ._beside import BesideScript, script_beside
+from ._changes import Change, follow_changes
 from ._connection import connect, reports_outages
 from ._console import WORKER_KEEP_MS, publish_fields
 from ._facts import FIELDS as FACT_FIELDS
 from ._facts import TaskFacts, facts_of
 from ._outbox import Outbox
-from ._pending import settle
+from ._pending import register, settle
 from ._plan import Command, Plan, Request, ScriptCall, Settle, run, server_time
 from ._replies import (
     callback_result,
@@ -787,3 +791,40 @@ class RedisBook(Outbox, BookBase):
                 keys = [index, *(k.task(task_id) for task_id in ids)]
                 dropped += int(self._scripts.prune(keys=keys, args=ids))
         return dropped
+
+    # -- capabilities (AsyncBook): what a RedisBook can do that not every book can ------
+
+    def wait_for_writes(self, writes: HeldWrites) -> None:
+        """This process's books of this namespace wait for ``writes`` before they read
+        or apply (a publisher reads its own creates, sent behind ``apply_async``)."""
+        register(self.namespace, writes)
+
+    def watch_cancels(
+        self,
+        on_cancel: Callable[[str], None],
+        *,
+        on_subscribe: Callable[[], None],
+        stop: Callable[[], bool],
+    ) -> Callable[[], None]:
+        """``follow_changes`` on the book's cancels channel (no other change wakes it)."""
+
+        def on_change(change: Change) -> None:
+            if change.state == "cancelled":
+                on_cancel(change.task_id)
+
+        return functools.partial(
+            follow_changes,
+            self.client,
+            self.keys.cancels_channel,
+            on_change,
+            on_subscribe,
+            stop=stop,
+        )
+
+    def async_twin(self) -> AsyncRedisBook | None:
+        """``AsyncRedisBook.twin_of(self)``: None on a Cluster, Sentinel, fakeredis..."""
+        return AsyncRedisBook.twin_of(self)
+
+    def script_beside(self, client: object, source: str) -> BesideScript | None:
+        """``source`` as an ``events_script``, when ``client`` is on this book's server."""
+        return script_beside(self, client, source)

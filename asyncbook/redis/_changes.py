@@ -15,14 +15,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._models import AsyncTask
 from .._watch import Message, messages_for, resume_light
-from ._book import RedisBook
+
+if TYPE_CHECKING:
+    from ._book import RedisBook
 
 __all__ = ["DROPPED", "Change", "follow_changes", "follow_task", "parse_change"]
 
