@@ -31,6 +31,7 @@ __all__ = [
     "EventsScript",
     "HeldWrites",
     "ScriptedAnswer",
+    "ScriptedWrite",
     "cancel_input",
     "sort_notifications",
 ]
@@ -316,6 +317,22 @@ class HeldWrites(Protocol):
         ...
 
 
+class ScriptedWrite(NamedTuple):
+    """One call of an ``EventsScript``: one task's events and the script's own inputs."""
+
+    task_id: str
+    items: Sequence[tuple[EventInput | None, str | None]]
+    """(event, callback id) each; an event None expires the task at its deadline."""
+    key: str
+    """The script's own key (on the book's server)."""
+    args: Sequence[str]
+    """The script's own ARGV, before the events'."""
+    name: str | None = None
+    """The task's name, when the caller knows it (saves a round trip)."""
+    group_id: str | None = None
+    """The task's group, likewise."""
+
+
 class ScriptedAnswer(Protocol):
     """What an ``EventsScript`` answered."""
 
@@ -343,15 +360,6 @@ class EventsScript(Protocol):
         """How long the book keeps an ended task's record (None: for ever)."""
         ...
 
-    def apply(
-        self,
-        task_id: str,
-        items: Sequence[tuple[EventInput | None, str | None]],
-        key: str,
-        args: Sequence[str],
-        *,
-        name: str | None = None,
-        group_id: str | None = None,
-    ) -> ScriptedAnswer:
-        """The events (None: expire at the deadline) and the script, in one call."""
+    def apply(self, write: ScriptedWrite) -> ScriptedAnswer:
+        """The write's events and the script, in one call."""
         ...

@@ -39,7 +39,14 @@ from celery.backends.redis import RedisBackend, SentinelBackend
 from celery.exceptions import BackendStoreError, TaskRevokedError
 from kombu.utils.encoding import bytes_to_str
 
-from .._book import ApplyItem, AsyncBook, EventInput, EventsScript, ScriptedAnswer
+from .._book import (
+    ApplyItem,
+    AsyncBook,
+    EventInput,
+    EventsScript,
+    ScriptedAnswer,
+    ScriptedWrite,
+)
 from .._models import CallbackResult, CancelEvent, FailEvent, SucceedEvent
 from ..errors import AsyncBookError, UnknownTaskError
 from ..redis import EventOutcome
@@ -263,7 +270,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
 
         def write() -> ScriptedAnswer:
             return self.ensure(  # type: ignore[no-any-return]
-                lambda: fused.apply(task_id, events, meta_key, args, name=name, group_id=group),
+                lambda: fused.apply(ScriptedWrite(task_id, events, meta_key, args, name, group)),
                 (),
             )
 
@@ -323,7 +330,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         meta_key = bytes_to_str(self.get_key_for_task(task_id))
         # No guard: the book refused this end, so no SUCCESS it accepted can be stored.
         args = [value, str(expires), "none", ""]
-        self.ensure(lambda: fused.apply(task_id, [], meta_key, args), ())
+        self.ensure(lambda: fused.apply(ScriptedWrite(task_id, [], meta_key, args)), ())
 
     def on_chord_part_return(self, request: Any, state: str, result: Any, **kwargs: Any) -> Any:
         """Celery's chord counting; a member whose end the book refused counts as what the

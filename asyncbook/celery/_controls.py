@@ -78,12 +78,6 @@ class Controls:
         self.state = state
         self.flush_creates = flush_creates
 
-    def handlers(self) -> list[Handler]:
-        """The signals this part handles, and its handlers."""
-        return [
-            (signals.worker_init, self.on_worker_init),
-        ]
-
     def cancel(
         self, task_id: str, reason: str | None = None, *, terminate: bool = False
     ) -> CallbackResult:
@@ -133,3 +127,7 @@ class Controls:
         add_to_revoked(task_id)
         if self.state.ring is not None:
             self.state.ring.add(task_id)
+
+    def handlers(self) -> list[Handler]:
+        """Its signal: a worker is made (before its pool forks)."""
+        return [(signals.worker_init, self.on_worker_init)]

@@ -34,13 +34,6 @@ class Executions:
         self.state = state
         self.publishing = publishing
 
-    def handlers(self) -> list[Handler]:
-        """The signals this part handles, and its handlers."""
-        return [
-            (signals.task_prerun, self.on_task_prerun),
-            (signals.task_postrun, self.on_task_postrun),
-        ]
-
     def on_task_prerun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
         """A worker starts an attempt: start, buffered (created here if the publisher did not)."""
         state = self.state
@@ -158,3 +151,8 @@ class Executions:
             deadline_ms=self.deadline_of(running_id),
             rides=self.results_ride(),
         )
+
+    def handlers(self) -> list[Handler]:
+        """Its signals: an attempt starts, an attempt is over."""
+        prerun, postrun = signals.task_prerun, signals.task_postrun
+        return [(prerun, self.on_task_prerun), (postrun, self.on_task_postrun)]

@@ -68,7 +68,8 @@ __all__ = [
 class Integration:
     """The handlers ``install`` connected for one Celery app, and their book.
 
-    Its parts share ``state``; the handlers (``on_<signal>``) are theirs.
+    Its parts share ``state``; the handlers (``on_<signal>``) are theirs: ``publishing``,
+    ``executions``, ``outcomes``, ``controls`` and ``service``.
     """
 
     def __init__(
@@ -83,19 +84,6 @@ class Integration:
         self.service = Service(state, self.controls, self)
         state.recorder_once = Once(self._make_recorder)
         self._uid = f"asyncbook-{id(self)}"
-        self.on_before_task_publish = self.publishing.on_before_task_publish
-        self.on_task_prerun = self.executions.on_task_prerun
-        self.on_task_postrun = self.executions.on_task_postrun
-        self.on_task_success = self.outcomes.on_task_success
-        self.on_task_retry = self.outcomes.on_task_retry
-        self.on_task_failure = self.outcomes.on_task_failure
-        self.on_task_revoked = self.outcomes.on_task_revoked
-        self.on_worker_init = self.controls.on_worker_init
-        self.on_celeryd_init = self.service.on_celeryd_init
-        self.on_worker_ready = self.service.on_worker_ready
-        self.on_worker_process_shutdown = self.service.on_worker_process_shutdown
-        self.on_worker_shutdown = self.service.on_worker_shutdown
-        self.on_beat_init = self.service.on_beat_init
 
     def _make_recorder(self) -> Recorder:
         settings = self.state.settings

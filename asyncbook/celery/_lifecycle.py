@@ -110,8 +110,8 @@ class Heartbeats:
         self._reset()
 
     def _reset(self) -> None:
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
+        # At first, and in a forked pool child: its own lock, executions and thread.
+        self._pid, self._lock = os.getpid(), threading.Lock()
         self._running: dict[str, int] = {}
         self._wakeup = threading.Event()
         self._thread: threading.Thread | None = None

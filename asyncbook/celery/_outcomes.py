@@ -19,10 +19,8 @@ from .._models import (
     FailEvent,
     SucceedEvent,
 )
-from ..errors import AsyncBookError
 from ..redis import EventOutcome
 from ._execution import is_mine
-from ._recorder import retrying
 from ._state import Handler, Shared
 from ._tracking import callback_id, describe_error, now_ms, result_hash
 
@@ -36,15 +34,6 @@ class Outcomes:
 
     def __init__(self, state: Shared) -> None:
         self.state = state
-
-    def handlers(self) -> list[Handler]:
-        """The signals this part handles, and its handlers."""
-        return [
-            (signals.task_success, self.on_task_success),
-            (signals.task_retry, self.on_task_retry),
-            (signals.task_failure, self.on_task_failure),
-            (signals.task_revoked, self.on_task_revoked),
-        ]
 
     def on_task_success(self, sender: object = None, result: Any = None, **_: Any) -> None:
         """The attempt returned: succeed (with acks_late, written before the ack)."""
@@ -152,16 +141,7 @@ class Outcomes:
         """Expire ``task_id`` at its deadline now (its message expired unrun), retried
         while the book is unreachable; None if it could not be."""
         state = self.state
-        try:
-            return retrying(
-                lambda: state.book.expire(task_id),
-                state.settings.retry_for,
-                f"expiring task {task_id}",
-                attempt_timeout=2 * state.attempt_timeout,
-            )
-        except AsyncBookError as error:
-            logger.error("asyncbook: task %s could not be expired: %s", task_id, error)
-            return None
+        return state.retried(lambda: state.book.expire(task_id), task_id, "expiring", "expired")
 
     def note_answer(self, item: ApplyItem, result: Any) -> None:
         """The book's answer to an event this process sent: learn of a cancel."""
@@ -187,3 +167,12 @@ class Outcomes:
             self._write(task_id, event, callback)
         else:
             self.state.recorder.buffer((task_id, event, callback))
+
+    def handlers(self) -> list[Handler]:
+        """Its signals: each way an attempt ends."""
+        return [
+            (signals.task_success, self.on_task_success),
+            (signals.task_retry, self.on_task_retry),
+            (signals.task_failure, self.on_task_failure),
+            (signals.task_revoked, self.on_task_revoked),
+        ]

@@ -8,7 +8,6 @@ publisher did not (``create_late``).
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from celery import Task, signals
@@ -16,9 +15,7 @@ from celery import Task, signals
 from .._book import CreateSpec
 from .._console import PublishInfo
 from .._models import AsyncTask, FailEvent
-from ..errors import AsyncBookError
 from ._creates import Creates
-from ._recorder import retrying
 from ._retries import retry_reason
 from ._state import Handler, Shared
 from ._tracking import (
@@ -35,8 +32,6 @@ from ._tracking import (
 
 __all__ = ["CREATED_HEADER", "DEADLINE_HEADER", "Publishing"]
 
-logger = logging.getLogger("asyncbook.celery")
-
 CREATED_HEADER = "asyncbook_created"
 """Message header: the publisher created the task in the book."""
 DEADLINE_HEADER = "asyncbook_deadline_ms"
@@ -48,12 +43,6 @@ class Publishing:
 
     def __init__(self, state: Shared) -> None:
         self.state = state
-
-    def handlers(self) -> list[Handler]:
-        """The signals this part handles, and its handlers."""
-        return [
-            (signals.before_task_publish, self.on_before_task_publish),
-        ]
 
     def on_before_task_publish(
         self,
@@ -131,20 +120,11 @@ class Publishing:
         info: PublishInfo | None = None,
     ) -> CreateSpec:
         """The create of ``task_id``, from its task's options."""
-        return CreateSpec(
-            id=task_id,
-            now_ms=now,
-            ttl_ms=ttl,
-            max_attempts=max_attempts(task),
-            exist_ok=True,
-            heartbeat_timeout_ms=heartbeat_timeout_ms(
-                task, self.state.settings.heartbeat_timeout_ms
-            ),
-            # Only a message that is acknowledged late comes back after its worker died.
-            retry_on_stall=bool(task.acks_late),
-            group_id=group,
-            info=info,
-        )
+        timeout = heartbeat_timeout_ms(task, self.state.settings.heartbeat_timeout_ms)
+        # Only a message that is acknowledged late comes back after its worker died.
+        stall = bool(task.acks_late)
+        # id, now, ttl, attempts, exist_ok, heartbeat timeout, retry on stall, group, info
+        return CreateSpec(task_id, now, ttl, max_attempts(task), True, timeout, stall, group, info)
 
     def create(
         self,
@@ -158,16 +138,9 @@ class Publishing:
         """Create ``task_id`` now, retried while the book is unreachable; None if not."""
         state = self.state
         spec = self.create_spec(task, task_id, now, ttl, group, info)
-        try:
-            return retrying(
-                lambda: state.book.create(**spec._asdict()),
-                state.settings.retry_for,
-                f"creating task {task_id}",
-                attempt_timeout=2 * state.attempt_timeout,
-            )
-        except AsyncBookError as error:
-            logger.error("asyncbook: task %s could not be created: %s", task_id, error)
-            return None
+        return state.retried(
+            lambda: state.book.create(**spec._asdict()), task_id, "creating", "created"
+        )
 
     def create_late(self, task: Task[Any, Any], task_id: str, request: Any) -> AsyncTask | None:
         """Create ``task_id`` from the message its execution ``request`` came with."""
@@ -188,3 +161,7 @@ class Publishing:
             (request.delivery_info or {}).get("routing_key"),
         )
         return self.create(task, task_id, now, ttl, group, info)
+
+    def handlers(self) -> list[Handler]:
+        """Its signal: the publish of a message (client side)."""
+        return [(signals.before_task_publish, self.on_before_task_publish)]

@@ -24,12 +24,13 @@ from .._delivery import NotificationSource
 from .._dotted import import_path
 from .._models import AsyncTask
 from .._sinks import GroupSink, Sink, resolve_sink
+from ..errors import AsyncBookError
 from ..redis import RedisBook, retry_policy
 from ._beat import BeatRouter
 from ._creates import Creates
 from ._info import InfoPolicy
 from ._lifecycle import CancelledRing, CancelWatch, Heartbeats
-from ._recorder import Recorder
+from ._recorder import Recorder, retrying
 from ._result_ref import ResultRef, default_result_ref
 from ._settings import Settings
 from ._upkeep import Upkeep
@@ -244,6 +245,20 @@ class Shared:
         if process.heartbeats is None:
             process.heartbeats = Heartbeats(lambda: self.book, self.settings.heartbeat_interval)
         return process.heartbeats
+
+    def retried(self, call: Callable[[], _T], task_id: str, doing: str, done: str) -> _T | None:
+        """``call()`` for ``task_id``, retried while the book is unreachable (within
+        ``retry_for``); None, logged, if it never answered or refused."""
+        try:
+            return retrying(
+                call,
+                self.settings.retry_for,
+                f"{doing} task {task_id}",
+                attempt_timeout=2 * self.attempt_timeout,
+            )
+        except AsyncBookError as error:
+            logger.error("asyncbook: task %s could not be %s: %s", task_id, done, error)
+            return None
 
     def remember(self, known: OrderedDict[str, Any], task_id: str, value: Any) -> None:
         """``known[task_id] = value``, the oldest forgotten past ``REMEMBERED`` (under the

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from celery import signals
@@ -38,16 +39,6 @@ class Service:
         self.controls = controls
         self.upkept = upkept
         """Whom the threads call (the integration: a test may stand in for its parts)."""
-
-    def handlers(self) -> list[Handler]:
-        """The signals this part handles, and its handlers."""
-        return [
-            (signals.celeryd_init, self.on_celeryd_init),
-            (signals.worker_ready, self.on_worker_ready),
-            (signals.beat_init, self.on_beat_init),
-            (signals.worker_process_shutdown, self.on_worker_process_shutdown),
-            (signals.worker_shutdown, self.on_worker_shutdown),
-        ]
 
     def sweep(self) -> SweepReport:
         """Expire every task whose deadline has passed (``asyncbook.sweep``)."""
@@ -166,3 +157,14 @@ class Service:
         if process.heartbeats is not None:
             process.heartbeats.stop()
         self.on_worker_process_shutdown()
+
+    def handlers(self) -> list[Handler]:
+        """Its signals: a worker (or beat) starts, is ready, shuts down."""
+        by_signal: dict[Any, Callable[..., None]] = {
+            signals.celeryd_init: self.on_celeryd_init,
+            signals.worker_ready: self.on_worker_ready,
+            signals.beat_init: self.on_beat_init,
+            signals.worker_process_shutdown: self.on_worker_process_shutdown,
+            signals.worker_shutdown: self.on_worker_shutdown,
+        }
+        return list(by_signal.items())

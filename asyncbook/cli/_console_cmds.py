@@ -34,7 +34,7 @@ from .._times import parse_duration, parse_moment
 from .._watch import task_summary
 from ..errors import AsyncBookError
 from ._context import (
-    Settings,
+    GroupOptions,
     book_errors,
     emit_json,
     json_option,
@@ -145,7 +145,7 @@ def _totals_line(totals: Mapping[str, int], exact: bool = True) -> str:
 @click.argument("task_id")
 @json_option
 @click.pass_obj
-def status(settings: Settings, task_id: str, as_json: bool) -> None:
+def status(settings: GroupOptions, task_id: str, as_json: bool) -> None:
     """Show one task (state, progress, version, attempts, result), then its info
     (name, arguments, queue, worker, times, runtime, and a failure's traceback)."""
     task = task_or_exit(settings, task_id)
@@ -233,7 +233,7 @@ def _info_table(info: TaskInfo) -> Table:
 @json_option
 @click.pass_obj
 def list_tasks(
-    settings: Settings,
+    settings: GroupOptions,
     state: str | None,
     name: str | None,
     worker: str | None,
@@ -378,7 +378,7 @@ def _search_table(rows: Sequence[SearchRow], now_ms: int, width: int) -> tuple[T
 )
 @json_option
 @click.pass_obj
-def workers(settings: Settings, within: int, as_json: bool) -> None:
+def workers(settings: GroupOptions, within: int, as_json: bool) -> None:
     """List the workers seen recently, most recently seen first: their running tasks and
     how many tasks they started, finished and failed."""
     with book_errors(), _naming_options():
@@ -425,7 +425,9 @@ def _workers_table(found: Sequence[WorkerSummary], now_ms: int) -> Table:
 @click.option("--empty", is_flag=True, help="Show the rows where nothing happened too.")
 @json_option
 @click.pass_obj
-def stats(settings: Settings, name: str | None, window: int, empty: bool, as_json: bool) -> None:
+def stats(
+    settings: GroupOptions, name: str | None, window: int, empty: bool, as_json: bool
+) -> None:
     """Per-minute stats (per 5 minutes over windows longer than an hour): tasks started,
     ended by state, runtime percentiles; then the window's totals and failure rate."""
     with book_errors(), _naming_options():

@@ -4,13 +4,12 @@ backend writes Celery's meta so, atomically with the book's events)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from redis.cluster import RedisCluster
 
-from .._book import EventInput
+from .._book import ScriptedWrite
 from ._scripts import BookScript, ScriptedEvents
 
 if TYPE_CHECKING:
@@ -50,17 +49,9 @@ class BesideScript:
         """The book's retention of ended tasks."""
         return self.book.retention
 
-    def apply(
-        self,
-        task_id: str,
-        items: Sequence[tuple[EventInput | None, str | None]],
-        key: str,
-        args: Sequence[str],
-        *,
-        name: str | None = None,
-        group_id: str | None = None,
-    ) -> ScriptedEvents:
-        """``RedisBook.apply_in_script`` with this script."""
+    def apply(self, write: ScriptedWrite) -> ScriptedEvents:
+        """``RedisBook.apply_in_script`` of ``write`` with this script."""
+        task_id, items, key, args, name, group_id = write
         return self.book.apply_in_script(
             task_id, items, self.script, key, args, name=name, group_id=group_id
         )
