@@ -14,8 +14,7 @@ from celery.app.task import Context
 from celery.contrib.testing.worker import start_worker
 
 from asyncbook import AsyncBookError, Notification
-from asyncbook.celery import report_progress
-from asyncbook.celery._integration import DEADLINE_HEADER, Integration, install, uninstall
+from asyncbook.celery import DEADLINE_HEADER, Integration, install, report_progress, uninstall
 from asyncbook.celery._tracking import callback_id, now_ms, result_hash
 
 from .celery_support import CountingBook, history, unique, wait_for, wait_terminal

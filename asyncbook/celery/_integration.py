@@ -24,6 +24,7 @@ Settings, sinks and the ``asyncbook_result_ref`` callable are read when first ne
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from celery import Celery, Task
@@ -33,36 +34,24 @@ from .._delivery import DeliveryReport
 from .._models import AsyncTransition, CallbackResult
 from .._sinks import GroupSink, Sink
 from .._sweep import SweepReport
-from ._beat import (
-    BeatRouter,
-    add_schedule,
-    deliver_task,
-    is_configured,
-    listed_routes,
-    remove_schedule,
-    sweep_task,
-)
-from ._controls import Controls
+from ._beat import BeatRouter, add_schedule, is_configured, listed_routes, remove_schedule
+from ._cancels import Controls
 from ._execution import Executions
 from ._info import InfoPolicy
 from ._lifecycle import Heartbeats
 from ._outcomes import Outcomes
 from ._publishing import CREATED_HEADER, DEADLINE_HEADER, Publishing
 from ._recorder import Recorder
-from ._registry import REGISTRY
 from ._result_ref import ResultRef
 from ._revoke import install_control, uninstall_control
 from ._settings import Settings
 from ._state import Handler, Once, Shared
 from ._worker import Service
 
-__all__ = [
-    "CREATED_HEADER",
-    "DEADLINE_HEADER",
-    "Integration",
-    "install",
-    "uninstall",
-]
+__all__ = ["CREATED_HEADER", "DEADLINE_HEADER", "BeatTask", "Integration"]
+
+BeatTask = Callable[["Task[Any, Any]"], int]
+"""``asyncbook.sweep`` or ``asyncbook.deliver``: the same module-level callable each time."""
 
 
 class Integration:
@@ -191,20 +180,17 @@ class Integration:
             (self.app.on_after_configure, self.on_after_configure),
         ]
 
-    def connect(self) -> None:
-        """Connect the handlers, register ``asyncbook.sweep`` / ``asyncbook.deliver`` and
-        route them to their queue (once the app is configured)."""
+    def connect(self, beat_tasks: Mapping[str, BeatTask]) -> None:
+        """Connect the handlers, register the beat tasks (``asyncbook.sweep``,
+        ``asyncbook.deliver``) and route them to their queue (once the app is configured)."""
         for signal, handler in self._handlers():
             signal.connect(handler, weak=False, dispatch_uid=f"{self._uid}-{handler.__name__}")
         # The same module-level callables each time: installing again re-registers nothing.
-        for name, beat_task in (
-            ("asyncbook.sweep", sweep_task),
-            ("asyncbook.deliver", deliver_task),
-        ):
+        for name, beat_task in beat_tasks.items():
             self.app.task(name=name, bind=True, ignore_result=True, shared=False)(beat_task)
         if is_configured(self.app):
             self._add_route(self.app.conf)
-        install_control(self.app)
+        install_control(self.app, self.controls.cancel_revoked)
 
     def disconnect(self) -> None:
         """Disconnect the handlers, remove the route and write what is buffered."""
@@ -239,31 +225,3 @@ class Integration:
         put them on beat's schedule."""
         if sender is self.app and source is not None:
             self._add_route(source)
-
-
-def install(app: Celery, book: AsyncBook | None = None) -> Integration:
-    """Connect asyncbook's signal handlers for ``app``, once; returns the integration.
-
-    ``book`` defaults to a ``RedisBook`` on ``asyncbook_redis_url`` (the broker URL when
-    the broker is Redis), built on first use. Settings are read when first needed, so
-    the app may be configured before or after. Installing again with another book
-    replaces the previous integration.
-    """
-    with REGISTRY.lock:
-        current = REGISTRY.get(app)
-        if current is not None:
-            if book is None or book is current.state.held_book:
-                return current
-            current.disconnect()
-        integration = Integration(app, book)
-        integration.connect()
-        REGISTRY.put(app, integration)
-        return integration
-
-
-def uninstall(app: Celery) -> None:
-    """Disconnect what ``install`` connected for ``app`` (tests, reconfiguration)."""
-    with REGISTRY.lock:
-        current = REGISTRY.pop(app)
-    if current is not None:
-        current.disconnect()

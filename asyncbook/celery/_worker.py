@@ -21,7 +21,7 @@ from .._delivery import (
 from .._health import SILENT_MS
 from .._sweep import SweepReport, sweep
 from ._beat import schedule_in
-from ._controls import Controls
+from ._cancels import Controls
 from ._state import Handler, Shared
 from ._tracking import now_ms
 from ._upkeep import Upkeep, Upkept

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import NoScriptError, ResponseError
@@ -38,9 +38,6 @@ from ._plan import Command, Plan, Request, ScriptCall, Settle, run_async, server
 from ._scripts import BookScript
 from ._twin import async_client_like
 
-if TYPE_CHECKING:
-    from ._book import RedisBook
-
 __all__ = ["AsyncRedisBook"]
 
 _T = TypeVar("_T")
@@ -59,7 +56,7 @@ class AsyncRedisBook(BookBase):
         return connect_async(url, **options)
 
     @classmethod
-    def twin_of(cls, book: RedisBook) -> AsyncRedisBook | None:
+    def twin_of(cls, book: BookBase) -> AsyncRedisBook | None:
         """An async book of ``book``'s namespace and retention, on an asyncio client like
         ``book.client`` (same address, db, credentials, TLS, timeouts); None when that
         client has no such twin (a Cluster, Sentinel, fakeredis...). Close it when done."""

@@ -4,18 +4,41 @@ backend writes Celery's meta so, atomically with the book's events)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from redis.cluster import RedisCluster
 
-from .._book import ScriptedWrite
+from .._book import EventInput, ScriptedWrite
 from ._scripts import BookScript, ScriptedEvents
 
-if TYPE_CHECKING:
-    from ._book import RedisBook
+__all__ = ["BesideScript", "ScriptingBook", "same_server", "script_beside"]
 
-__all__ = ["BesideScript", "same_server", "script_beside"]
+
+class ScriptingBook(Protocol):
+    """What ``BesideScript`` uses of a ``RedisBook``."""
+
+    client: Any
+    retention: timedelta | None
+
+    def events_script(self, source: str) -> BookScript:
+        """``source`` with the task helpers and ``apply_event`` in front of it."""
+        ...
+
+    def apply_in_script(
+        self,
+        task_id: str,
+        items: Sequence[tuple[EventInput | None, str | None]],
+        script: BookScript,
+        key: str,
+        args: Sequence[str],
+        *,
+        name: str | None = None,
+        group_id: str | None = None,
+    ) -> ScriptedEvents:
+        """Events of one task and the caller's own Lua around them, in one script call."""
+        ...
 
 
 def _address(client: Any) -> tuple[Any, ...]:
@@ -40,7 +63,7 @@ def same_server(book_client: Any, client: Any) -> bool:
 class BesideScript:
     """``source`` registered as an events script of ``book`` (``RedisBook.events_script``)."""
 
-    def __init__(self, book: RedisBook, source: str) -> None:
+    def __init__(self, book: ScriptingBook, source: str) -> None:
         self.book = book
         self.script: BookScript = book.events_script(source)
 
@@ -57,6 +80,6 @@ class BesideScript:
         )
 
 
-def script_beside(book: RedisBook, client: object, source: str) -> BesideScript | None:
+def script_beside(book: ScriptingBook, client: object, source: str) -> BesideScript | None:
     """``source`` beside ``book``'s events when ``client`` is on the book's server."""
     return BesideScript(book, source) if same_server(book.client, client) else None
