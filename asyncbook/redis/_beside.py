@@ -1,44 +1,19 @@
-"""``script_beside``: a caller's Lua run with a ``RedisBook``'s events in one script call,
-when the caller's client talks to the book's own Redis server (asyncbook's Celery result
-backend writes Celery's meta so, atomically with the book's events)."""
+"""``RedisBook.script_beside``: a caller's Lua run with the book's events in one script
+call, when the caller's client talks to the book's own Redis server (asyncbook's Celery
+result backend writes Celery's meta so, atomically with the book's events)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from redis.cluster import RedisCluster
 
-from .._book import EventInput, ScriptedWrite
+from .._book import ScriptedWrite
 from ._scripts import BookScript, ScriptedEvents
 
-__all__ = ["BesideScript", "ScriptingBook", "same_server", "script_beside"]
-
-
-class ScriptingBook(Protocol):
-    """What ``BesideScript`` uses of a ``RedisBook``."""
-
-    client: Any
-    retention: timedelta | None
-
-    def events_script(self, source: str) -> BookScript:
-        """``source`` with the task helpers and ``apply_event`` in front of it."""
-        ...
-
-    def apply_in_script(
-        self,
-        task_id: str,
-        items: Sequence[tuple[EventInput | None, str | None]],
-        script: BookScript,
-        key: str,
-        args: Sequence[str],
-        *,
-        name: str | None = None,
-        group_id: str | None = None,
-    ) -> ScriptedEvents:
-        """Events of one task and the caller's own Lua around them, in one script call."""
-        ...
+__all__ = ["BesideScript", "same_server"]
 
 
 def _address(client: Any) -> tuple[Any, ...]:
@@ -61,25 +36,24 @@ def same_server(book_client: Any, client: Any) -> bool:
 
 
 class BesideScript:
-    """``source`` registered as an events script of ``book`` (``RedisBook.events_script``)."""
+    """A caller's script, registered as an events script of a book, and how the book runs
+    it (``RedisBook.apply_in_script``)."""
 
-    def __init__(self, book: ScriptingBook, source: str) -> None:
-        self.book = book
-        self.script: BookScript = book.events_script(source)
+    def __init__(
+        self,
+        run: Callable[[ScriptedWrite, BookScript], ScriptedEvents],
+        script: BookScript,
+        retention: timedelta | None,
+    ) -> None:
+        self._run = run
+        self.script = script
+        self._retention = retention
 
     @property
     def retention(self) -> timedelta | None:
         """The book's retention of ended tasks."""
-        return self.book.retention
+        return self._retention
 
     def apply(self, write: ScriptedWrite) -> ScriptedEvents:
-        """``RedisBook.apply_in_script`` of ``write`` with this script."""
-        task_id, items, key, args, name, group_id = write
-        return self.book.apply_in_script(
-            task_id, items, self.script, key, args, name=name, group_id=group_id
-        )
-
-
-def script_beside(book: ScriptingBook, client: object, source: str) -> BesideScript | None:
-    """``source`` beside ``book``'s events when ``client`` is on the book's server."""
-    return BesideScript(book, source) if same_server(book.client, client) else None
+        """The write's events and the script, in one call."""
+        return self._run(write, self.script)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from .._book import ApplyItem, CreateSpec, EventInput, HeldWrites
+from .._book import ApplyItem, CreateSpec, EventInput, HeldWrites, ScriptedWrite
 from .._checks import (
     require_heartbeat_timeout,
     require_integer,
@@ -56,7 +56,7 @@ from . import _operations as operations
 from ._args import dumps, number_text, utf8
 from ._async_book import AsyncRedisBook
 from ._base import DEFAULT_RETENTION, BookBase
-from ._beside import BesideScript, script_beside
+from ._beside import BesideScript, same_server
 from ._changes import Change, follow_changes
 from ._connection import connect, reports_outages
 from ._console import WORKER_KEEP_MS, publish_fields
@@ -827,4 +827,10 @@ class RedisBook(Outbox, BookBase):
 
     def script_beside(self, client: object, source: str) -> BesideScript | None:
         """``source`` as an ``events_script``, when ``client`` is on this book's server."""
-        return script_beside(self, client, source)
+        if not same_server(self.client, client):
+            return None
+        return BesideScript(self._apply_write, self.events_script(source), self.retention)
+
+    def _apply_write(self, write: ScriptedWrite, script: BookScript) -> ScriptedEvents:
+        task_id, items, key, args, name, group_id = write
+        return self.apply_in_script(task_id, items, script, key, args, name=name, group_id=group_id)
