@@ -136,7 +136,7 @@ class Shared:
         self.group_sinks_once: Once[tuple[GroupSink, ...]] = Once(self._group_sinks)
         self.sources: tuple[NotificationSource, NotificationSource] | None = None
         this = weakref.ref(self)  # the router stays in app.conf: it holds no integration
-        self.router = BeatRouter(lambda: None if (shared := this()) is None else shared.queue)
+        self.router = BeatRouter(lambda: None if (s := this()) is None else s.settings.queue)
         self.schedule: dict[str, dict[str, Any]] = {}
         """The beat entries ``install`` added (removed again by ``disconnect``)."""
         self.upkeep: Upkeep | None = None
@@ -164,11 +164,6 @@ class Shared:
     def settings(self) -> Settings:
         """The ``asyncbook_*`` settings of ``app.conf``, read once, when first needed."""
         return self.settings_once.get()
-
-    @property
-    def queue(self) -> str:
-        """The queue of the beat tasks (``asyncbook_queue``)."""
-        return self.settings.queue
 
     @property
     def recorder(self) -> Recorder:
