@@ -60,7 +60,7 @@ class _CountingSender(CreateSender):
     """Counts each create it writes as one ``create`` of its book."""
 
     def __init__(self, book: CountingBook) -> None:
-        super().__init__(book)
+        super().__init__(book.engine)
         self.counting = book
 
     def send(self, spec: CreateSpec) -> None:

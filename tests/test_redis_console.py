@@ -227,7 +227,7 @@ def test_name_totals_and_names(book: RedisBook) -> None:
 
 def test_every_console_key_shares_the_books_slot(book: RedisBook) -> None:
     fill(book)
-    client: Any = book._slot_client()
+    client: Any = book.engine.slot_client()
     keys = [key.decode() for key in client.scan_iter(match="*", count=1000)]
     mine = [key for key in keys if key.startswith(book.keys.tag)]
     assert any(":n:" in key for key in mine)
@@ -296,7 +296,7 @@ def test_a_companion_hash_ends_with_its_task(book: RedisBook) -> None:
     """Args or a traceback go to a companion hash: it expires with the task's record."""
     now = book.now_ms()
     book.create(id="bare", now_ms=now, ttl_ms=HOUR, max_attempts=1, info=PublishInfo(name="g"))
-    client: Any = book._slot_client()
+    client: Any = book.engine.slot_client()
     assert not client.exists(book.keys.info("bare"))  # args off: no companion at all
     book.apply("bare", {"type": "start", "atMs": now, "worker": "w"}, "bare:s")
     failure = {"type": "fail", "atMs": now + 1, "error": "e", "retryable": False}
