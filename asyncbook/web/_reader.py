@@ -19,7 +19,7 @@ import anyio.to_thread
 from .._book import AsyncBook
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._memory import MemoryBook
-from ..redis import AsyncRedisBook, RedisBook
+from ..redis import AsyncRedisBook
 
 __all__ = [
     "BOOK_THREADS",
@@ -134,14 +134,15 @@ book behind a ``SyncReader`` (``reader_for`` gives one or the other)."""
 
 def reader_for(book: AsyncBook | Reader, run_sync: RunSync | None = None) -> Reader:
     """How the server reads ``book``: itself when it is read awaited already (an
-    ``AsyncRedisBook``, a ``Reader``); else an ``AsyncRedisBook`` twin of a ``RedisBook``
-    (unless ``run_sync`` is given); else ``SyncReader`` with ``run_sync`` (default: in
-    place for a ``MemoryBook``, ``BookThreads`` for any other book)."""
+    ``AsyncRedisBook``, a ``Reader``); else the book's asyncio twin, where it has one (a
+    ``RedisBook``'s ``AsyncRedisBook``; unless ``run_sync`` is given); else ``SyncReader``
+    with ``run_sync`` (default: in place for a ``MemoryBook``, ``BookThreads`` for any other
+    book)."""
     if isinstance(book, AsyncRedisBook | SyncReader):
         return book
-    if run_sync is None and isinstance(book, RedisBook):
-        twin = AsyncRedisBook.twin_of(book)
-        if twin is not None:
+    if run_sync is None:
+        twin = book.async_twin()  # a RedisBook's AsyncRedisBook; None for most other books
+        if isinstance(twin, AsyncRedisBook):
             return twin
     if run_sync is None:
         run_sync = _in_place if isinstance(book, MemoryBook) else BookThreads()
