@@ -76,6 +76,8 @@ from ._scripts import (
     CreateArgs,
     ScriptedEvents,
     ScriptStatus,
+    SealGroupArgs,
+    TaskIdsArgs,
     with_helpers,
 )
 
@@ -626,7 +628,7 @@ class RedisBook(Outbox, BookBase):
         if not ids:
             return 0
         keys = [self.keys.stalls, self.keys.workers, *(self.keys.task(task_id) for task_id in ids)]
-        return int(self._scripts.heartbeat(keys=keys, args=ids))
+        return int(self._scripts.heartbeat(keys=keys, args=TaskIdsArgs(tuple(ids)).argv()))
 
     @reports_outages
     def end_stalled(
@@ -682,7 +684,9 @@ class RedisBook(Outbox, BookBase):
         size = require_integer(total, "total", 1)
         flat = self._scripts.seal_group(
             keys=[self.keys.group(group), self.keys.group_members(group), self.keys.group_outbox],
-            args=[dumps(group, "groupId"), str(size), str(self.now_ms()), self.layout.retention_ms],
+            args=SealGroupArgs(
+                dumps(group, "groupId"), size, self.now_ms(), self.layout.retention_ms
+            ).argv(),
         )
         return group_summary_of(group, flat)
 
@@ -785,5 +789,5 @@ class RedisBook(Outbox, BookBase):
             ids = [text_of(raw_id) for raw_id, _ in rows]
             if ids:
                 keys = [index, *(k.task(task_id) for task_id in ids)]
-                dropped += int(self._scripts.prune(keys=keys, args=ids))
+                dropped += int(self._scripts.prune(keys=keys, args=TaskIdsArgs(tuple(ids)).argv()))
         return dropped
