@@ -82,8 +82,8 @@ BINDING = re.compile(r"^local (\w+) = (?:tonumber\()?ARGV(?:\[(\d+)\])?(?:\)| |$
 
 def _bound(text: str) -> list[str]:
     """The names a script's header binds to its ARGV (``local <name> = ARGV[<n>]``, in
-    order from 1; ``local <name> = ARGV`` for all of it), or the names of a Lua list
-    ``fields_at`` reads (apply.lua's APPLY_ARGV)."""
+    order from 1; ``local <name> = ARGV`` for all of it), or the fields ``apply_args``
+    reads (apply.lua's)."""
     names: list[str] = []
     for line in text.splitlines():
         found = BINDING.match(line)
@@ -92,21 +92,34 @@ def _bound(text: str) -> list[str]:
         slot = found.group(2)
         assert slot == str(len(names) + 1) or (slot is None and not names), line
         names.append(found.group(1))
-    listed = re.search(r"fields_at\(ARGV, 1, (\w+)\)", text)
-    if listed is not None:
+    if "apply_args(ARGV, 1," in text:
         assert not names
-        return _lua_list(listed.group(1))
+        return _apply_args()
     return names
+
+
+def _helpers() -> str:
+    return "\n".join(_lua("asyncbook.redis", f) for f in ("_task.lua", "_info.lua", "_apply.lua"))
 
 
 def _lua_list(name: str) -> list[str]:
     """The strings of a list a helper defines (``local NAME = {'a', 'b', ...}``)."""
-    helpers = "\n".join(
-        _lua("asyncbook.redis", f) for f in ("_task.lua", "_info.lua", "_apply.lua")
-    )
-    found = re.search(r"^local " + name + r" = \{([^}]*)\}", helpers, flags=re.M)
+    found = re.search(r"^local " + name + r" = \{([^}]*)\}", _helpers(), flags=re.M)
     assert found is not None, name
     return re.findall(r"'(\w+)'", found.group(1))
+
+
+def _apply_args() -> list[str]:
+    """The fields apply_args (_apply.lua) reads, in order (``name = ARGV[at + i]``)."""
+    body = (
+        _helpers().split("local function apply_args(ARGV, at, marker)", 1)[1].split("\nend", 1)[0]
+    )
+    slots = re.findall(r"(\w+) = ARGV\[at(?: \+ (\d+))?\]", body)
+    assert [int(offset or 0) for _, offset in slots] == list(range(len(slots)))
+    argc = re.search(r"^local APPLY_ARGC = (\d+)", _helpers(), flags=re.M)
+    assert argc is not None
+    assert int(argc.group(1)) == len(slots)
+    return [name for name, _ in slots]
 
 
 def test_every_script_has_a_record() -> None:
@@ -128,7 +141,7 @@ def test_argv_record_matches_the_script_header(name: str) -> None:
 
 def test_the_info_block_record_matches_its_helper() -> None:
     assert _lua_list("INFO_ARGV") == _slots(InfoBlockArgs)
-    assert _lua_list("APPLY_ARGV") == _slots(ApplyArgs)
+    assert _apply_args() == _slots(ApplyArgs)
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda sample: type(sample).__name__)

@@ -395,7 +395,7 @@ class RedisBook(Outbox, BookBase):
 
         ``script`` (from ``events_script``) gets KEYS: the task's hash, its history,
         ``key``, apply.lua's KEYS 4..14, then one callback marker per event; ARGV:
-        ``args``, the number of events, then apply.lua's 17 ARGV slots per event. It
+        ``args``, the number of events, then apply.lua's ARGV per event (ApplyArgs). It
         applies them with ``apply_events(KEYS, ARGV, len(args) + 1)`` (_apply.lua) and
         answers ``{'!unknown'}`` (raised as ``UnknownTaskError``) or
         ``{status, state, answers}``, ``answers`` being what ``apply_events`` returned.

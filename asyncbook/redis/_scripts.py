@@ -170,7 +170,7 @@ AT_DEADLINE = EventArgs(type="deadline")
 
 @dataclass(frozen=True, slots=True)
 class ApplyArgs(ScriptArgs):
-    """ARGV of apply.lua (APPLY_ARGV in _apply.lua): one event's slots, which scripts
+    """ARGV of apply.lua (apply_args in _apply.lua): one event's slots, which scripts
     that apply several events repeat per event; the info block's follow."""
 
     task_id: str

@@ -7,7 +7,7 @@
 --       15.. one callback marker per event, then the info block (_info.lua)
 -- ARGV: ExecutionArgs (celery/_execution_args.py), then from events_at on
 --       RedisBook.apply_in_script's: the number of events N, each event's apply.lua ARGV
---       (APPLY_ARGV, _apply.lua), in order, then the info block's facts
+--       (apply_args, _apply.lua), in order, then the info block's facts
 -- Returns: {'!unknown'} (events were given for a task the book does not hold: nothing is
 --          written) | {'!facts', ...} (the info block lacks facts: nothing is written)
 --          | {status, st, answers}: status 'written' | 'kept' (a SUCCESS was

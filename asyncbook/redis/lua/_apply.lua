@@ -1,5 +1,5 @@
 -- apply_event(KEYS, e, c): one event on one task, as apply.lua documents its KEYS and
--- ARGV (e: its ARGV as a record, see APPLY_ARGV), c its info block (info_block,
+-- ARGV (e: its ARGV as a record, apply_args), c its info block (info_block,
 -- _info.lua); shared by apply.lua and scripts that apply several events in one call.
 -- With e.with_history = 'c' (compact) an answer carries the task's state and error
 -- instead of its JSON: {reason, flags, state, errorJSON or ''}.
@@ -7,13 +7,34 @@
 -- _machine.py); commit writes what one or more of them changed. apply_event applies one
 -- event with them, start_and_end an execution's start and end.
 
--- apply.lua's ARGV, one event's slots (ApplyArgs in _scripts.py), in order; scripts that
--- apply several events repeat them per event.
-local APPLY_ARGV = {'task_id', 'callback_given', 'event_valid', 'type', 'at_ms', 'event_json',
-  'progress', 'retryable', 'result_hash', 'result_ref_blank', 'result_hash_blank',
-  'error_json', 'retention_ms', 'changes_channel', 'with_history', 'only_if_stalled',
-  'cursor', 'failure'}
-local APPLY_ARGC = #APPLY_ARGV
+-- apply.lua's ARGV from ARGV[at] on, one event's slots (ApplyArgs in _scripts.py), in
+-- order, as a record (marker: the event's callback marker, in KEYS); scripts that apply
+-- several events repeat the slots per event.
+local function apply_args(ARGV, at, marker)
+  return {
+    task_id = ARGV[at],
+    callback_given = ARGV[at + 1],
+    event_valid = ARGV[at + 2],
+    type = ARGV[at + 3],
+    at_ms = ARGV[at + 4],
+    event_json = ARGV[at + 5],
+    progress = ARGV[at + 6],
+    retryable = ARGV[at + 7],
+    result_hash = ARGV[at + 8],
+    result_ref_blank = ARGV[at + 9],
+    result_hash_blank = ARGV[at + 10],
+    error_json = ARGV[at + 11],
+    retention_ms = ARGV[at + 12],
+    changes_channel = ARGV[at + 13],
+    with_history = ARGV[at + 14],
+    only_if_stalled = ARGV[at + 15],
+    cursor = ARGV[at + 16],
+    failure = ARGV[at + 17],
+    marker = marker,
+    worker = false,  -- a start's worker (event_facts)
+  }
+end
+local APPLY_ARGC = 18  -- the slots apply_args reads
 
 -- apply.lua's KEYS slots; the state indexes are K_INDEX + STATE_SLOT[state].
 local K_TASK, K_HISTORY, K_MARKER, K_DEADLINES, K_OUTBOX = 1, 2, 3, 4, 5
@@ -42,85 +63,76 @@ local function notify_outbox(outbox, task_id, st, at_text, retention)
 end
 
 -- What info_missing needs of one event (type, atMs, the worker a start names).
+-- (A start's worker is kept in e.worker: commit writes it.)
 local function event_facts(e)
-  return {e.type, tonumber(e.at_ms), e.type == 'start' and worker_of(e.event_json) or nil}
+  e.worker = e.type == 'start' and worker_of(e.event_json) or false
+  return {e.type, tonumber(e.at_ms), e.worker or nil}
 end
 
 -- A step of the machine (what transition made of one event): the event e, its kind and
 -- time, the state before it, its reason and flags, the history entry it recorded, and
 -- the task's state, error, version and progress after it.
-local function advance(t, s, json, patch)
+local function advance(t, s, json)
   t.ver = t.ver + 1
   s.entry = json
   if t.events then t.events[t.ver] = json end
-  for field, value in pairs(patch) do
-    t[field] = value
-  end
   s.changed = true
-end
-
-local function refuse(s, why, duplicate)
-  s.reason, s.duplicate = why, duplicate or false
-end
-
-local function step_decided(t, s)
-  s.st, s.err, s.ver, s.prog = t.st, t.err, t.ver, t.prog
-  return s
 end
 
 -- One event of kind (at_text, at: its time) on task t, in memory: its step, or nil and
 -- the '!invalid' answer for a value a rule refused (nothing changed then).
 local function transition(t, e, kind, at_text, at, history_key)
   local s = {e = e, kind = kind, at_text = at_text, at = at, before = t.st,
-    before_prog = t.prog, changed = false, duplicate = false, notify = false}
+    before_prog = t.prog, changed = false, duplicate = false, notify = false, reason = false,
+    entry = false, worker = false, st = false, err = false, ver = false, prog = false}
   if TERMINAL[t.st] then
     if kind == 'succeed' and t.st == 'succeeded'
         and result_of(t, history_key).resultHash == e.result_hash then
-      refuse(s, 'duplicate-result', true)
+      s.reason, s.duplicate = 'duplicate-result', true
     elseif kind == 'expire' and t.st == 'expired' then
-      refuse(s, 'duplicate-expire', true)
+      s.reason, s.duplicate = 'duplicate-expire', true
     elseif kind == 'cancel' and t.st == 'cancelled' then
-      refuse(s, 'duplicate-cancel', true)
+      s.reason, s.duplicate = 'duplicate-cancel', true
     else
-      refuse(s, 'terminal-conflict')
+      s.reason = 'terminal-conflict'
     end
   elseif kind == 'expire' or at >= tonumber(t.exp) then
-    advance(t, s, '{"type":"expire","atMs":' .. t.exp .. '}', {st = 'expired'})
+    advance(t, s, '{"type":"expire","atMs":' .. t.exp .. '}')
+    t.st = 'expired'
     s.reason, s.notify = 'expired', true
   elseif kind == 'cancel' then
-    advance(t, s, e.event_json, {st = 'cancelled', err = e.error_json})
+    advance(t, s, e.event_json)
+    t.st, t.err = 'cancelled', e.error_json
     s.reason, s.notify = 'cancelled', true
   elseif kind == 'start' then
     if t.st == 'running' then
-      refuse(s, 'already-running', true)
+      s.reason, s.duplicate = 'already-running', true
     elseif t.st ~= 'queued' or t.att >= t.max then
-      refuse(s, 'not-startable')
+      s.reason = 'not-startable'
     else
-      advance(t, s, e.event_json, {st = 'running', att = t.att + 1, prog = 0})
+      advance(t, s, e.event_json)
+      t.st, t.att, t.prog = 'running', t.att + 1, 0
       s.reason = 'started'
     end
   elseif kind == 'progress' then
-    if t.st ~= 'running' then
-      refuse(s, 'not-running')
-      return step_decided(t, s)
-    end
     local p = tonumber(e.progress)
-    if not p or p < 0 or p ~= math.floor(p) then
+    if t.st ~= 'running' then
+      s.reason = 'not-running'
+    elseif not p or p < 0 or p ~= math.floor(p) then
       return nil, {'!invalid', 'progress', 'progress must be an integer >= 0'}
-    end
-    if p > 100 then
+    elseif p > 100 then
       return nil, {'!invalid', 'progress', 'progress must not exceed 100'}
-    end
-    if p < t.prog then
-      refuse(s, 'stale-progress')
+    elseif p < t.prog then
+      s.reason = 'stale-progress'
     elseif p == t.prog then
-      refuse(s, 'duplicate-progress', true)
+      s.reason, s.duplicate = 'duplicate-progress', true
     else
-      advance(t, s, e.event_json, {prog = p})
+      advance(t, s, e.event_json)
+      t.prog = p
       s.reason = 'progress'
     end
   elseif t.st ~= 'running' then
-    refuse(s, 'not-running')
+    s.reason = 'not-running'
   elseif kind == 'succeed' then
     if e.result_ref_blank == '1' then
       return nil, {'!invalid', 'resultRef', 'resultRef must not be empty'}
@@ -128,16 +140,20 @@ local function transition(t, e, kind, at_text, at, history_key)
     if e.result_hash_blank == '1' then
       return nil, {'!invalid', 'resultHash', 'resultHash must not be empty'}
     end
-    advance(t, s, e.event_json, {st = 'succeeded', prog = 100})
+    advance(t, s, e.event_json)
+    t.st, t.prog = 'succeeded', 100
     s.reason, s.notify = 'succeeded', true
   elseif e.retryable == '1' and t.att < t.max then
-    advance(t, s, e.event_json, {st = 'queued', prog = 0, err = e.error_json})
+    advance(t, s, e.event_json)
+    t.st, t.prog, t.err = 'queued', 0, e.error_json
     s.reason = 'requeued'
   else
-    advance(t, s, e.event_json, {st = 'failed', err = e.error_json})
+    advance(t, s, e.event_json)
+    t.st, t.err = 'failed', e.error_json
     s.reason, s.notify = 'failed', true
   end
-  return step_decided(t, s)
+  s.st, s.err, s.ver, s.prog = t.st, t.err or false, t.ver, t.prog
+  return s
 end
 
 -- The writes of steps of one task t (applied in memory, in order): the record changed
@@ -161,7 +177,7 @@ local function commit(KEYS, c, t, steps)
     for _, s in ipairs(steps) do
       if s.changed then entries[#entries + 1] = s.entry end
       if s.reason == 'started' then
-        s.worker = worker_of(s.entry)
+        s.worker = s.e.worker or nil
         started_fields(fields, s.at_text, s.worker)
       end
     end
@@ -219,9 +235,9 @@ local function commit(KEYS, c, t, steps)
       if retention then
         -- Kept until the task's record goes: it ends by its deadline at the latest,
         -- which is (exp - at) from now on the task's own clock.
-        redis.call('SET', s.marker, '1', 'PX', retention + math.max(0, math.ceil(tonumber(t.exp) - s.at)))
+        redis.call('SET', s.e.marker, '1', 'PX', retention + math.max(0, math.ceil(tonumber(t.exp) - s.at)))
       else
-        redis.call('SET', s.marker, '1')
+        redis.call('SET', s.e.marker, '1')
       end
     end
   end
@@ -285,7 +301,6 @@ local function apply_event(KEYS, e, c)
   if not s then
     return invalid
   end
-  s.marker = KEYS[K_MARKER]
   commit(KEYS, c, t, {s})
   if compact then
     return compact_answer(s)
@@ -324,7 +339,6 @@ local function start_and_end(KEYS, A, B, c, t)
   end
   local started = transition(t, A, A.type, A.at_ms, at1, KEYS[K_HISTORY])
   local ending = transition(t, B, B.type, B.at_ms, at2, KEYS[K_HISTORY])
-  started.marker, ending.marker = A.marker, B.marker
   commit(KEYS, c, t, {started, ending})
   return {compact_answer(started), compact_answer(ending)}
 end
@@ -332,7 +346,7 @@ end
 -- apply_events(KEYS, ARGV, at): the events of a script that RedisBook.apply_in_script
 -- calls (KEYS: task hash, history, the caller's key, apply.lua's KEYS 4..14, one
 -- callback marker per event, then the info block; ARGV[at]: the number of events,
--- apply.lua's ARGV (APPLY_ARGV) per event, then the info block's), each applied by
+-- apply.lua's ARGV (apply_args) per event, then the info block's), each applied by
 -- apply_event, in order. Returns their compact answers, or nil when the book does not
 -- hold the task, or nil and the '!facts' answer when the block lacks facts (then
 -- nothing was written).
@@ -345,8 +359,8 @@ local function apply_events(KEYS, ARGV, at)
   local count = tonumber(ARGV[at])
   local events, facts = {}, {}
   for n = 1, count do
-    local e = fields_at(ARGV, at + 1 + (n - 1) * APPLY_ARGC, APPLY_ARGV)
-    e.marker, e.with_history = KEYS[APPLY_KEYC + n], 'c'
+    local e = apply_args(ARGV, at + 1 + (n - 1) * APPLY_ARGC, KEYS[APPLY_KEYC + n])
+    e.with_history = 'c'
     events[n], facts[n] = e, event_facts(e)
   end
   local c = info_block(KEYS, APPLY_KEYC + 1 + count, ARGV, at + APPLY_ARGC * count + 1)

@@ -5,7 +5,7 @@
 --       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time),
 --       14 group notifications (stream), 15.. the info block (_info.lua: the info
 --       hash, the name's indexes, the stats hours, the workers, the group's keys)
--- ARGV: ApplyArgs (_scripts.py), in the order of APPLY_ARGV (_apply.lua): the task id,
+-- ARGV: ApplyArgs (_scripts.py), in the order apply_args (_apply.lua) reads them: the task id,
 --       callback given (1/0), event shape valid (1/0), then the event: type (start |
 --       progress | succeed | fail | expire | cancel | deadline: expire at the deadline),
 --       atMs (JSON number text; '' when not a finite number), event JSON, progress (''
@@ -22,5 +22,5 @@
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,
 --            changed, duplicate, notify, duplicateCallback
 
-local event = fields_at(ARGV, 1, APPLY_ARGV)
+local event = apply_args(ARGV, 1, KEYS[K_MARKER])
 return apply_event(KEYS, event, info_block(KEYS, APPLY_KEYC + 1, ARGV, APPLY_ARGC + 1))
