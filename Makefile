@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-celery-matrix lint format venv clean
+.PHONY: demo test test-celery-matrix lint docs format venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +23,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict asyncbook tests
 
-test: lint
+# The documentation site (mkdocs.yml, docs/), built strict into a throwaway directory: a
+# broken link, anchor or page outside the nav fails. `$(BIN)/mkdocs serve` to read it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+test: lint docs
 	$(BIN)/pytest
 
 # The Celery layer's tests once per older supported Celery minor, a venv each (.ci/run runs it).
@@ -35,4 +40,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .venv-celery-* .mypy_cache .pytest_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .venv-celery-* site dist build .mypy_cache .pytest_cache .ruff_cache .hypothesis *.egg-info

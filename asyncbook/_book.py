@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, Required, TypedDict, Unpack, runtime_checkable
 
 from ._console import PublishInfo
 from ._jsrules import utf16_key
@@ -24,6 +24,7 @@ from .errors import AsyncBookError
 __all__ = [
     "ApplyItem",
     "AsyncBook",
+    "CreateOptions",
     "CreateSpec",
     "EventInput",
     "cancel_input",
@@ -34,6 +35,20 @@ EventInput = AsyncEvent | Mapping[str, Any]
 """An event model, or the same event in wire format (camelCase keys)."""
 ApplyItem = tuple[str, EventInput, str | None]
 """One ``apply`` call: task id, event, callback id."""
+
+
+class CreateOptions(TypedDict, total=False):
+    """``create``'s keywords: ``CreateSpec``'s fields (the last five may be left out)."""
+
+    id: Required[str]
+    now_ms: Required[int | float]
+    ttl_ms: Required[int | float]
+    max_attempts: Required[int]
+    exist_ok: bool
+    heartbeat_timeout_ms: int | None
+    retry_on_stall: bool
+    group_id: str | None
+    info: PublishInfo | None
 
 
 class CreateSpec(NamedTuple):
@@ -71,21 +86,12 @@ class AsyncBook(Protocol):
 
     retention_versions: int
 
-    def create(
-        self,
-        *,
-        id: str,
-        now_ms: int | float,
-        ttl_ms: int | float,
-        max_attempts: int,
-        exist_ok: bool = False,
-        heartbeat_timeout_ms: int | None = None,
-        retry_on_stall: bool = False,
-        group_id: str | None = None,
-        info: PublishInfo | None = None,
-    ) -> AsyncTask:
+    def create(self, **options: Unpack[CreateOptions]) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
 
+        The keywords are ``CreateSpec``'s fields: ``id``, ``now_ms``, ``ttl_ms``,
+        ``max_attempts``, then optionally ``exist_ok``, ``heartbeat_timeout_ms``,
+        ``retry_on_stall``, ``group_id`` and ``info`` (an unknown one is a ``TypeError``).
         With ``heartbeat_timeout_ms`` (extension) a running attempt that sends no
         heartbeat, start or progress for that long is ended by ``end_stalled``: with a
         ``fail`` whose error starts with "stalled", retryable when ``retry_on_stall``.

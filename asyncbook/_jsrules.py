@@ -1,6 +1,6 @@
 """JavaScript semantics the reference relies on, spelled out for Python.
 
-SPEC.md's fine print: "blank" means what JavaScript's ``String.prototype.trim()``
+docs/spec.md's fine print: "blank" means what JavaScript's ``String.prototype.trim()``
 strips, numbers are JSON numbers (an integral float is an integer), and task ids sort
 by UTF-16 code units.
 """

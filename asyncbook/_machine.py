@@ -1,4 +1,4 @@
-"""The pure async-task state machine: SPEC.md rule by rule, no I/O.
+"""The pure async-task state machine: docs/spec.md rule by rule, no I/O.
 
 Every book (in memory, in Redis) follows these functions; the Redis book's Lua is held
 to them by a differential test.
@@ -99,7 +99,7 @@ def coerce_event(event: AsyncEvent | Mapping[str, Any]) -> AsyncEvent:
 
 
 def apply_async_event(task: AsyncTask, event: AsyncEvent | Mapping[str, Any]) -> AsyncTransition:
-    """The pure transition: what ``event`` does to ``task`` (SPEC.md, in its order).
+    """The pure transition: what ``event`` does to ``task`` (docs/spec.md, in its order).
 
     ``event`` is a model, or a wire-format mapping (camelCase keys).
     """

@@ -8,9 +8,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import TypeVar
+from typing import TypeVar, Unpack
 
-from ._book import ApplyItem, EventInput, cancel_input, sort_notifications
+from ._book import (
+    ApplyItem,
+    CreateOptions,
+    CreateSpec,
+    EventInput,
+    cancel_input,
+    sort_notifications,
+)
 from ._checks import (
     require_heartbeat_timeout,
     require_integer,
@@ -22,7 +29,6 @@ from ._checks import (
     require_string,
     require_text,
 )
-from ._console import PublishInfo
 from ._machine import apply_async_event, coerce_event, create_async_task, stall_event
 from ._models import (
     GROUP_END_STATES,
@@ -74,7 +80,7 @@ def _each(
 
 
 class MemoryBook:
-    """An in-process book: exact SPEC semantics, nothing durable, nothing expires."""
+    """An in-process book: the exact semantics of docs/spec.md, nothing durable, nothing expires."""
 
     def __init__(self, retention_versions: int = 8) -> None:
         self.retention_versions = require_integer(retention_versions, "retention_versions")
@@ -106,35 +112,27 @@ class MemoryBook:
             raise UnknownTaskError(str(task_id))
         return task
 
-    def create(
-        self,
-        *,
-        id: str,
-        now_ms: int | float,
-        ttl_ms: int | float,
-        max_attempts: int,
-        exist_ok: bool = False,
-        heartbeat_timeout_ms: int | None = None,
-        retry_on_stall: bool = False,
-        group_id: str | None = None,
-        info: PublishInfo | None = None,
-    ) -> AsyncTask:
+    def create(self, **options: Unpack[CreateOptions]) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
 
         ``info`` (the console's) is kept by RedisBook only; this book has no console."""
-        task = create_async_task(id=id, now_ms=now_ms, ttl_ms=ttl_ms, max_attempts=max_attempts)
-        timeout = require_heartbeat_timeout(heartbeat_timeout_ms)
-        group = None if group_id is None else require_text(group_id, "groupId")
+        spec = CreateSpec(**options)
+        id = spec.id
+        task = create_async_task(
+            id=id, now_ms=spec.now_ms, ttl_ms=spec.ttl_ms, max_attempts=spec.max_attempts
+        )
+        timeout = require_heartbeat_timeout(spec.heartbeat_timeout_ms)
+        group = None if spec.group_id is None else require_text(spec.group_id, "groupId")
         with self._lock:
             existing = self._tasks.get(id)
             if existing is not None:
-                if exist_ok:
+                if spec.exist_ok:
                     return existing
                 raise task_exists(id)
             self._tasks[id] = task
             self._created[id] = next(self._sequence)
             if timeout is not None:
-                self._liveness[id] = (timeout, bool(retry_on_stall))
+                self._liveness[id] = (timeout, bool(spec.retry_on_stall))
             if group is not None:
                 self._member_of[id] = group
                 counters = self._groups.setdefault(group, Counter())

@@ -2,7 +2,7 @@
 
 Python attributes are snake_case; the wire (``parse_event``, ``parse_task``,
 ``to_wire``) uses the reference's camelCase keys. Event models check only the wire
-shape; ranges and integrality are the machine's rules (SPEC.md order).
+shape; ranges and integrality are the machine's rules (docs/spec.md order).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A scripted life of one task on the in-memory book (``python -m asyncbook.walkthrough``)."""
+"""A scripted life of one task on the in-memory book (``asyncbook walkthrough``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What a watcher of one task is sent, whoever serves it (status server, CLI).
 
-A watcher that has seen version ``cursor`` is sent what SPEC's resume gives it: the
+A watcher that has seen version ``cursor`` is sent what docs/spec.md's resume gives it: the
 history entries it lacks (``change``) then the task without its history (``task``), or
 the whole task (``snapshot``) when it is too far behind; ``end`` once the task is
 terminal. The status server's streams and ``asyncbook watch`` send the same messages;

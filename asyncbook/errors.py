@@ -58,7 +58,7 @@ class AsyncBookError(Exception):
 
 
 def task_exists(task_id: str) -> AsyncBookError:
-    """Build the ``conflict`` error of ``create`` meeting an existing id (SPEC deviation)."""
+    """Build the ``conflict`` error of ``create`` meeting an existing id (a spec deviation)."""
     return AsyncBookError("conflict", f"async-task: task {task_id!r} exists", field="id")
 
 

@@ -7,7 +7,7 @@ from .celery import installed as installed
 from .celery import uninstall as uninstall
 
 warnings.warn(
-    "asyncbook.signals is deprecated and will be removed in the next release; "
+    "asyncbook.signals is deprecated and will be removed in 0.2.0; "
     "use `from asyncbook.celery import install, uninstall`",
     DeprecationWarning,
     stacklevel=2,

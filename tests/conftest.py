@@ -4,46 +4,33 @@
 Redis (127.0.0.1:6379, db 10, a fresh namespace per test, cleaned up afterwards);
 ``fakeredis`` is RedisBook on an embedded fakeredis server with Lua; ``cluster`` is
 RedisBook on a 3-master Redis Cluster started on loopback ports for the session.
+
+Each area (core, contract, redis, celery, web, cli, docs) has a folder, and a conftest
+for the fixtures only it uses; helpers are in ``tests/support``. tests/README.md maps it.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import fakeredis
 import pytest
-import redis
 
 from asyncbook import AsyncBook, MemoryBook, RedisBook
 from asyncbook.redis import _scripts, connect
 
-from .cluster import local_cluster, require_binaries
-from .strict_keys import STRICT_PRELUDE
+# REDIS_URL and the helpers are re-exported for a test file written before tests/support
+# (``from .conftest import REDIS_URL``); new code imports them from tests.support.books.
+from .support.books import REDIS_URL as REDIS_URL
+from .support.books import BookFactory as BookFactory
+from .support.books import delete_namespace as delete_namespace
+from .support.books import redis_client as redis_client
+from .support.cluster import local_cluster, require_binaries
+from .support.strict_keys import STRICT_PRELUDE
 
-BookFactory = Callable[..., AsyncBook]
-
-REDIS_URL = os.environ.get("ASYNCBOOK_TEST_REDIS_URL", "redis://127.0.0.1:6379/10")
 BOOK_KINDS = ["memory", "redis", "fakeredis", "cluster"]
-
-
-def redis_client() -> redis.Redis:
-    """A client on the test Redis; fails the test when Redis does not answer."""
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError as error:  # pragma: no cover - environment problem
-        pytest.fail(f"Redis at {REDIS_URL} does not answer ({error}); .ci/run starts one")
-    return client
-
-
-def delete_namespace(client: Any, namespace: str) -> None:
-    """Remove every key of one namespace (its keys share the hash tag {namespace})."""
-    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
-    for start in range(0, len(keys), 500):
-        client.delete(*keys[start : start + 500])
 
 
 @pytest.fixture(autouse=True)

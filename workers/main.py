@@ -1,9 +1,6 @@
-"""The Celery app: configured from ``celeryconfig``, with asyncbook installed."""
+"""The Celery app: the demo's (``asyncbook.cli._demo_app``), configured from the environment,
+with asyncbook installed."""
 
-from celery import Celery
+from asyncbook.cli._demo_app import app, integration
 
-from asyncbook.celery import install
-
-app = Celery("workers")
-app.config_from_object("celeryconfig")
-integration = install(app)
+__all__ = ["app", "integration"]

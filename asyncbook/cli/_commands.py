@@ -23,7 +23,8 @@ from .._sweep import sweep as run_sweep
 from .._watch import Message, task_summary
 from ..errors import AsyncBookError
 from ..redis import DEFAULT_REDIS_URL, follow_task
-from ._console_cmds import COMMANDS
+from ._console_cmds import COMMANDS as TASK_COMMANDS
+from ._console_stats import COMMANDS as STATS_COMMANDS
 from ._context import (
     EXIT_USAGE,
     Settings,
@@ -395,7 +396,8 @@ def serve(
     "--serve", is_flag=True, help="Keep the status page up on port 5566 afterwards, until Ctrl-C."
 )
 def demo(serve: bool) -> None:
-    """Run the demo (the same as ``make demo``; run it from the repository root)."""
+    """Run the example Celery tasks end to end (the same as ``make demo``): on the Redis at
+    REDIS_URL when it answers, else embedded (needs the demo extra)."""
     from . import _demo as demo_module
 
     demo_module.main(["--serve"] if serve else [])
@@ -464,7 +466,7 @@ def doctor(settings: Settings, app_name: str | None, timeout: float, as_json: bo
         raise SystemExit(1)
 
 
-for _command in COMMANDS:
+for _command in (*TASK_COMMANDS, *STATS_COMMANDS):
     cli.add_command(_command)
 
 

@@ -1,18 +1,18 @@
-"""``make demo``: the example Celery tasks, tracked end to end (``python -m asyncbook.demo``).
+"""``asyncbook demo`` (``make demo`` in a checkout): the example Celery tasks, tracked end to
+end.
 
 With Redis answering at ``REDIS_URL`` (default redis://127.0.0.1:6379/0), a real
-``celery -A workers worker -B`` runs the tasks in a namespace and a queue of its own,
-which are removed afterwards. Without Redis, everything runs in this process:
-fakeredis for the book, Celery's in-memory broker and an embedded worker.
-
-Run it from the repository root (it needs ``workers/`` and ``celeryconfig.py``).
+``celery -A asyncbook.cli._demo_app worker -B`` runs the tasks in a namespace and a queue of
+its own, which are removed afterwards. Without Redis, everything runs in this process:
+fakeredis for the book (the ``demo`` extra), Celery's in-memory broker and an embedded
+worker. The app, its tasks and its configuration are in the package (``_demo_app``), so the
+demo runs from an installed wheel, in any directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -26,8 +26,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+import redis
 
 from .._models import AsyncTask, HistoryEntry, to_wire
 from ..celery._tracking import now_ms
@@ -74,8 +75,6 @@ class WebhookReceiver:
 
 
 def _redis_answers(url: str) -> bool:
-    import redis
-
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
         with contextlib.closing(client):
@@ -84,12 +83,16 @@ def _redis_answers(url: str) -> bool:
         return False
 
 
-def _workers() -> ModuleType:
-    root = Path.cwd()
-    if not (root / "workers").is_dir() or not (root / "celeryconfig.py").is_file():
-        raise SystemExit("run the demo from the repository root (make demo)")
-    sys.path.insert(0, str(root))
-    return importlib.import_module("workers")
+def _fake_redis(url: str) -> redis.Redis:
+    """A fakeredis server for the embedded demo; without the ``demo`` extra, a way out."""
+    try:
+        import fakeredis
+    except ImportError:
+        raise SystemExit(
+            f"No Redis at {url}, and the embedded demo needs fakeredis: "
+            "pip install 'asyncbook[demo]', or set REDIS_URL to a Redis that answers"
+        ) from None
+    return fakeredis.FakeRedis()
 
 
 @contextlib.contextmanager
@@ -100,12 +103,11 @@ def _real_worker(url: str, namespace: str, queue: str, webhook: str) -> Iterator
         "ASYNCBOOK_NAMESPACE": namespace,
         "ASYNCBOOK_QUEUE": queue,
         "ASYNCBOOK_WEBHOOK_URL": webhook,
-        "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]),
     }
     with tempfile.TemporaryDirectory(prefix="asyncbook-demo-") as tmp:
         log_path = Path(tmp) / "worker.log"
         command = [
-            sys.executable, "-m", "celery", "-A", "workers", "worker", "-B",
+            sys.executable, "-m", "celery", "-A", "asyncbook.cli._demo_app", "worker", "-B",
             "-s", str(Path(tmp) / "beat-schedule"), "--pool=prefork", "-c", "4",
             "-n", f"{queue}@localhost", "--without-gossip", "--without-mingle", "-l", "info",
         ]  # fmt: skip
@@ -135,7 +137,7 @@ def _embedded_worker(app: Any, integration: Any) -> Iterator[None]:
     logging.getLogger("celery.app.trace").setLevel(logging.CRITICAL)
     stop = threading.Event()
 
-    def beat() -> None:  # what celery beat does with celeryconfig's beat_schedule
+    def beat() -> None:  # what celery beat does with the beat_schedule install adds
         while not stop.wait(0.5):
             integration.sweep()
             integration.deliver()
@@ -209,27 +211,25 @@ def run(url: str, out: Out = print, *, serve: bool = False) -> None:
     The status page serves the demo's book while it runs; with ``serve`` it stays up
     after the demo until interrupted (Ctrl-C).
     """
-    from ..web import BackgroundServer, feed_for
-
-    workers = _workers()
     from ..celery import install
+    from ..web import BackgroundServer, feed_for
+    from . import _demo_app as workers
 
     app = workers.app
     demo = f"asyncbook-demo-{uuid.uuid4().hex[:8]}"
-    receiver = WebhookReceiver()
     real = _redis_answers(url)
-    if real:
-        out(f"Redis answers at {url}: a real worker (celery -A workers worker -B) runs the tasks")
+    fake = None if real else _fake_redis(url)
+    receiver = WebhookReceiver()
+    if fake is None:
+        out(f"Redis answers at {url}: a real worker (celery worker -B) runs the tasks")
         out(f"  namespace {demo!r} and queue {demo!r}, removed at the end")
         book = RedisBook.from_url(url, namespace=demo)
         app.conf.update(broker_url=url, result_backend=url, task_default_queue=demo)
         worker = _real_worker(url, demo, demo, receiver.url)
     else:
-        import fakeredis
-
         out(f"No Redis at {url}: running embedded (fakeredis book, Celery in-memory broker,")
         out("  a worker thread in this process, a sweep/delivery loop standing in for beat)")
-        book = RedisBook(fakeredis.FakeRedis(), namespace=demo)
+        book = RedisBook(fake, namespace=demo)
         app.conf.update(
             broker_url="memory://",
             result_backend="cache+memory://",
@@ -318,8 +318,8 @@ def _wait_for_interrupt() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m asyncbook.demo [--serve]``: uses ``REDIS_URL`` if Redis answers there."""
-    parser = argparse.ArgumentParser(prog="python -m asyncbook.demo", description=__doc__)
+    """``asyncbook demo [--serve]``: uses ``REDIS_URL`` if Redis answers there."""
+    parser = argparse.ArgumentParser(prog="asyncbook demo", description=__doc__)
     parser.add_argument(
         "--serve",
         action="store_true",

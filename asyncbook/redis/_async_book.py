@@ -1,9 +1,9 @@
 """``AsyncRedisBook``: the book's reads and client-side writes on ``redis.asyncio``.
 
-For asyncio apps (FastAPI, the status server): it runs the very plans ``RedisBook``
-runs (``_operations``, ``_console``), so both books send the same script calls and give
-the same answers and errors. ``wait`` and ``follow`` are driven by the book's change
-channel; nothing polls.
+For asyncio apps (FastAPI, the status server): its ``AsyncEngine`` runs the very plans
+``RedisBook``'s ``Engine`` runs (``_operations``, ``_console``), so both books send the
+same script calls and give the same answers and errors. ``wait`` and ``follow`` are
+driven by the book's change channel; nothing polls.
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from types import TracebackType
-from typing import Any, TypeVar
-
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-from redis.exceptions import NoScriptError, ResponseError
+from typing import Any
 
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._jsrules import is_finite_number
@@ -31,17 +28,14 @@ from ..errors import UnknownTaskError, invalid
 from . import _console
 from . import _operations as operations
 from ._async_changes import changes
+from ._async_engine import AsyncEngine
 from ._base import BookBase
 from ._book import RedisBook
-from ._connection import connect_async, reports_outages_async
-from ._pending import pending, settle
-from ._plan import Command, Plan, Request, ScriptCall, Settle, run_async, server_time
-from ._scripts import BookScript
+from ._connection import reports_outages_async
+from ._plan import server_time
 from ._twin import async_client_like
 
 __all__ = ["AsyncRedisBook"]
-
-_T = TypeVar("_T")
 
 
 class AsyncRedisBook(BookBase):
@@ -52,9 +46,8 @@ class AsyncRedisBook(BookBase):
     namespace the workers write (``install(app)``'s).
     """
 
-    @classmethod
-    def _client_for(cls, url: str, **options: Any) -> Any:
-        return connect_async(url, **options)
+    engine_type = AsyncEngine
+    engine: AsyncEngine
 
     @classmethod
     def twin_of(cls, book: RedisBook) -> AsyncRedisBook | None:
@@ -86,68 +79,27 @@ class AsyncRedisBook(BookBase):
     ) -> None:
         await self.aclose()
 
-    async def _run(self, plan: Plan[_T]) -> _T:
-        return await run_async(plan, self._execute)
-
-    async def _execute(self, request: Request) -> Any:
-        if isinstance(request, ScriptCall):
-            script: BookScript = request.script or getattr(self._scripts, request.name)
-            keys, args = request.keys, request.args
-            try:
-                return await self.client.evalsha(script.sha, len(keys), *keys, *args)
-            except NoScriptError:  # not run: EVAL runs it and caches it again
-                return await self.client.eval(script.source, len(keys), *keys, *args)
-        if isinstance(request, Settle):
-            if pending(self.namespace):  # a CreateSender of this process: a sync wait
-                await asyncio.to_thread(settle, self.namespace)
-            return None
-        if isinstance(request, Command):
-            return await self._command(request)
-        if isinstance(self.client, AsyncRedisCluster) and any(
-            each.keyless for each in request.commands
-        ):
-            # A cluster pipeline routes by key: these go to the book's node, side by side.
-            replies = await asyncio.gather(
-                *(self._command(each) for each in request.commands), return_exceptions=True
-            )
-            for reply in replies:
-                if isinstance(reply, BaseException) and not (
-                    request.errors_as_replies and isinstance(reply, ResponseError)
-                ):
-                    raise reply
-            return replies
-        async with self.client.pipeline(transaction=False) as pipe:
-            for each in request.commands:
-                getattr(pipe, each.name)(*each.args, **each.options)
-            return await pipe.execute(raise_on_error=not request.errors_as_replies)
-
-    async def _command(self, request: Command) -> Any:
-        if request.keyless and isinstance(self.client, AsyncRedisCluster):
-            await self.client.initialize()  # the slots known (at once once they are)
-            node = self.client.get_node_from_key(self.keys.tag)
-            words = (request.name.upper(), *request.args)
-            return await self.client.execute_command(*words, target_nodes=node)
-        return await getattr(self.client, request.name)(*request.args, **request.options)
-
     async def check_server(self) -> str | None:
         """Check the book's server as ``RedisBook.check_server`` does (once per book, at
         the first write): ``UnsupportedServerError`` when it cannot run the book, a
         warning when it may evict; returns its ``maxmemory-policy``."""
-        return await self._run(operations.check_server(self.layout))
+        return await self.engine.run(operations.check_server(self.layout))
 
     # -- reads --------------------------------------------------------------------------
 
     @reports_outages_async
     async def get(self, id: str) -> AsyncTask | None:
         """The stored task with its history, or None."""
-        return await self._run(operations.get(self.layout, id))
+        return await self.engine.run(operations.get(self.layout, id))
 
     @reports_outages_async
     async def resume(
         self, task_id: str, cursor_version: int, *, full_task: bool = True
     ) -> ResumeResult:
         """What changed after ``cursor_version``: caught-up, a delta, or a snapshot."""
-        return await self._run(operations.resume(self.layout, task_id, cursor_version, full_task))
+        return await self.engine.run(
+            operations.resume(self.layout, task_id, cursor_version, full_task)
+        )
 
     @reports_outages_async
     async def list_tasks(
@@ -159,47 +111,49 @@ class AsyncRedisBook(BookBase):
         full_task: bool = True,
     ) -> TaskPage:
         """Tasks, newest first, optionally in one state; ``after`` continues a page."""
-        return await self._run(operations.list_tasks(self.layout, state, limit, after, full_task))
+        return await self.engine.run(
+            operations.list_tasks(self.layout, state, limit, after, full_task)
+        )
 
     @reports_outages_async
     async def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
         """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
-        return await self._run(operations.overdue(self.layout, now_ms, limit))
+        return await self.engine.run(operations.overdue(self.layout, now_ms, limit))
 
     @reports_outages_async
     async def overdue_count(self, now_ms: int | float) -> int:
         """How many live tasks have a deadline at or before ``now_ms``."""
-        return await self._run(operations.overdue_count(self.layout, now_ms))
+        return await self.engine.run(operations.overdue_count(self.layout, now_ms))
 
     @reports_outages_async
     async def last_sweep_ms(self) -> int | None:
         """When a sweep last ran, or None if none ever did."""
-        return await self._run(operations.last_sweep_ms(self.layout))
+        return await self.engine.run(operations.last_sweep_ms(self.layout))
 
     @reports_outages_async
     async def group(self, group_id: str) -> GroupSummary | None:
         """The group's counts by state and its progress, or None."""
-        return await self._run(operations.group(self.layout, group_id))
+        return await self.engine.run(operations.group(self.layout, group_id))
 
     @reports_outages_async
     async def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
         """The group's members in creation order (without histories), up to ``limit``."""
-        return await self._run(operations.group_members(self.layout, group_id, limit))
+        return await self.engine.run(operations.group_members(self.layout, group_id, limit))
 
     @reports_outages_async
     async def now_ms(self) -> int:
         """The Redis server's clock (TIME)."""
-        return await self._run(server_time())
+        return await self.engine.run(server_time())
 
     @reports_outages_async
     async def count_by_state(self) -> dict[str, int]:
         """How many tasks each state index holds."""
-        return await self._run(operations.count_by_state(self.layout))
+        return await self.engine.run(operations.count_by_state(self.layout))
 
     @reports_outages_async
     async def transition_counts(self) -> dict[str, int]:
         """How many times each reason was answered, by every client of this book."""
-        return await self._run(operations.transition_counts(self.layout))
+        return await self.engine.run(operations.transition_counts(self.layout))
 
     # -- the operator console -----------------------------------------------------------
 
@@ -207,35 +161,35 @@ class AsyncRedisBook(BookBase):
     async def info(self, task_id: str) -> TaskInfo | None:
         """A task's info (Celery name, arguments, queue, worker, times, traceback), or
         None when the book does not hold the task."""
-        return await self._run(_console.info(self.layout, task_id))
+        return await self.engine.run(_console.info(self.layout, task_id))
 
     @reports_outages_async
     async def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
         """One page of tasks matching a ``TaskQuery`` (or its fields as keywords)."""
         given = TaskQuery(**filters) if query is None else query
-        return await self._run(_console.search(self.layout, given))
+        return await self.engine.run(_console.search(self.layout, given))
 
     @reports_outages_async
     async def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
         """Workers seen in the last ``within_ms``, most recently seen first."""
-        return await self._run(_console.workers(self.layout, within_ms))
+        return await self.engine.run(_console.workers(self.layout, within_ms))
 
     @reports_outages_async
     async def stats(
         self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
     ) -> TaskStats:
         """Per-minute starts, ends and runtime percentiles of one task name (or all)."""
-        return await self._run(_console.stats(self.layout, name, window_ms, now_ms))
+        return await self.engine.run(_console.stats(self.layout, name, window_ms, now_ms))
 
     @reports_outages_async
     async def task_names(self, within_ms: int | None = None) -> list[str]:
         """Task names the book has seen (created within ``within_ms``), sorted."""
-        return await self._run(_console.task_names(self.layout, within_ms))
+        return await self.engine.run(_console.task_names(self.layout, within_ms))
 
     @reports_outages_async
     async def name_totals(self) -> list[NameTotals]:
         """Running totals per task name, for Prometheus counters and histograms."""
-        return await self._run(_console.name_totals(self.layout))
+        return await self.engine.run(_console.name_totals(self.layout))
 
     # -- client-side writes -------------------------------------------------------------
 
@@ -245,7 +199,7 @@ class AsyncRedisBook(BookBase):
     ) -> DeliveryResult:
         """Hand the result over once per idempotency key."""
         plan = operations.deliver_result(self.layout, task_id, idempotency_key, now_ms)
-        return await self._run(plan)
+        return await self.engine.run(plan)
 
     @reports_outages_async
     async def cancel(
@@ -258,7 +212,7 @@ class AsyncRedisBook(BookBase):
     ) -> CallbackResult:
         """Cancel a queued or running task; ``at_ms`` defaults to the server's clock."""
         plan = operations.cancel(self.layout, task_id, reason, at_ms, callback_id)
-        return await self._run(plan)
+        return await self.engine.run(plan)
 
     # -- waiting and following ----------------------------------------------------------
 

@@ -1,15 +1,15 @@
-"""``BookBase``: what both Redis books are built from, a client, the book's layout and
-the scripts registered on that client (``RedisBook`` on redis-py, ``AsyncRedisBook`` on
-``redis.asyncio``)."""
+"""``BookBase``: what both Redis books are built from, an engine (a client, the book's
+layout and the scripts registered on that client) and the book's settings
+(``RedisBook`` on redis-py's ``Engine``, ``AsyncRedisBook`` on ``AsyncEngine``)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
-from ._connection import DEFAULT_REDIS_URL
+from ._connection import DEFAULT_REDIS_URL, book_client
+from ._engine import EngineBase
 from ._operations import BookLayout
-from ._scripts import BookScripts
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
@@ -17,7 +17,12 @@ DEFAULT_RETENTION = timedelta(hours=24)
 
 
 class BookBase:
-    """A book's client, namespace, key schema, retention and registered scripts."""
+    """A book's engine, namespace, key schema and retention."""
+
+    engine_type: ClassVar[type[EngineBase]]
+    """The class of the book's engine (and so the flavour of its client)."""
+    engine: EngineBase
+    """The book's engine: client, layout, scripts, and the calls built from them."""
 
     def __init__(
         self,
@@ -27,18 +32,13 @@ class BookBase:
         retention_versions: int = 8,
         retention: timedelta | None = DEFAULT_RETENTION,
     ) -> None:
+        self.engine = self.engine_type(client, BookLayout(namespace, retention_versions, retention))
         self.client = client
-        self.layout = BookLayout(namespace, retention_versions, retention)
+        self.layout = self.engine.layout
         self.keys = self.layout.keys
         self.namespace = namespace
         self.retention_versions = self.layout.retention_versions
         self.retention = retention
-        self._scripts = BookScripts.register(client)
-
-    @classmethod
-    def _client_for(cls, url: str, **options: Any) -> Any:
-        """A client of this book's flavour for ``url``."""
-        raise NotImplementedError
 
     @classmethod
     def from_url(
@@ -53,10 +53,13 @@ class BookBase:
         """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://,
         redis+sentinel://); no connection is made until the first call.
 
-        ``connection`` overrides the client's options (``socket_timeout``, ``retry``...).
+        ``connection`` overrides the client's options: redis-py's connection settings
+        (``socket_timeout``, ``retry``...). Any other keyword raises ``TypeError`` naming
+        it (redis-py would fail at the first connection, or drop it unseen on a Cluster).
         """
+        where = f"{cls.__name__}.from_url()"
         return cls(
-            cls._client_for(url, **connection),
+            book_client(url, connection, asyncio=cls.engine_type.asyncio, where=where),
             namespace=namespace,
             retention_versions=retention_versions,
             retention=retention,

@@ -9,16 +9,21 @@ with Redis ACLs (for Sentinel: on the master).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from functools import wraps
+import difflib
+import inspect
+from collections.abc import Callable, Coroutine, Iterable
+from functools import cached_property, wraps
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import unquote
 
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.asyncio.connection
 import redis.asyncio.retry
 import redis.asyncio.sentinel
+import redis.cluster
+import redis.connection
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import AuthenticationError
@@ -32,7 +37,9 @@ from ..errors import BookUnavailableError, invalid
 __all__ = [
     "DEFAULT_REDIS_URL",
     "RedisUnavailableError",
+    "BOOK_SETTINGS",
     "async_retry_policy",
+    "book_client",
     "connect",
     "connect_async",
     "reports_outages",
@@ -69,39 +76,128 @@ def async_retry_policy(retries: int = 5) -> redis.asyncio.retry.Retry:
     )
 
 
+BOOK_SETTINGS = ("namespace", "retention_versions", "retention")
+"""The keywords of a book's ``from_url`` that are the book's own, not the client's."""
+
+
+def _keywords(*functions: Any) -> set[str]:
+    """The names a caller may give these functions by keyword."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {
+        parameter.name
+        for function in functions
+        for parameter in inspect.signature(function).parameters.values()
+        if parameter.kind in kinds and parameter.name != "self"
+    }
+
+
+def _inits(*classes: type) -> list[Any]:
+    """The ``__init__`` of each class and of each class it inherits from."""
+    return [
+        vars(base)["__init__"]
+        for cls in classes
+        for base in cls.__mro__
+        if "__init__" in vars(base)
+    ]
+
+
 class _Clients:
     """The client classes and retry policy of one flavour of redis-py (sync, or
-    ``redis.asyncio``)."""
+    ``redis.asyncio``), and the keywords its clients built from a URL accept."""
 
-    def __init__(self, redis: Any, cluster: Any, sentinel: Any, retry: Any) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        cluster: Any,
+        sentinel: Any,
+        retry: Any,
+        connections: Any,
+        node_settings: Iterable[str] = (),
+    ) -> None:
         self.redis, self.cluster, self.sentinel, self.retry = redis, cluster, sentinel, retry
+        self.connections = connections
+        """The module of the flavour's connection and pool classes."""
+        self.node_settings = frozenset(node_settings)
+        """What a Cluster client hands on to the client of each node."""
+
+    @cached_property
+    def plain_settings(self) -> frozenset[str]:
+        """What ``Redis.from_url`` (and a Sentinel's ``master_for``) hands on to its
+        connection pool and connections, and the one keyword it keeps."""
+        c = self.connections
+        classes = (c.ConnectionPool, c.Connection, c.SSLConnection, c.UnixDomainSocketConnection)
+        kept = {"single_connection_client", "auto_close_connection_pool"}
+        return frozenset(_keywords(*_inits(*classes)) | kept & _keywords(self.redis.__init__))
+
+    @cached_property
+    def cluster_settings(self) -> frozenset[str]:
+        """What ``RedisCluster.from_url`` takes itself or hands on to each node's client
+        (redis-py drops any other keyword without a word: ``REDIS_ALLOWED_KEYS``)."""
+        return frozenset(_keywords(self.cluster.__init__) | self.node_settings)
 
 
-_SYNC = _Clients(redis.Redis, RedisCluster, Sentinel, retry_policy)
+_SYNC = _Clients(
+    redis.Redis,
+    RedisCluster,
+    Sentinel,
+    retry_policy,
+    redis.connection,
+    getattr(redis.cluster, "REDIS_ALLOWED_KEYS", ()),
+)
 _ASYNC = _Clients(
     redis.asyncio.Redis,
     redis.asyncio.cluster.RedisCluster,
     redis.asyncio.sentinel.Sentinel,
     async_retry_policy,
+    redis.asyncio.connection,
 )
 
 
 def connect(url: str = DEFAULT_REDIS_URL, **options: Any) -> Any:
-    """A sync client for ``url`` with retries, timeouts and health checks set."""
-    return _connect(_SYNC, url, options)
+    """A sync client for ``url`` with retries, timeouts and health checks set.
+
+    ``options`` are redis-py's connection settings (``socket_timeout``, ``retry``,
+    ``ssl_ca_certs``...); any other keyword raises ``TypeError`` naming it."""
+    return _connect(_SYNC, url, options, "connect()")
 
 
 def connect_async(url: str = DEFAULT_REDIS_URL, **options: Any) -> Any:
     """``connect`` for ``redis.asyncio``: an asyncio client for ``url``, set up alike."""
-    return _connect(_ASYNC, url, options)
+    return _connect(_ASYNC, url, options, "connect_async()")
 
 
-def _connect(clients: _Clients, url: str, options: dict[str, Any]) -> Any:
+def book_client(url: str, options: dict[str, Any], *, asyncio: bool, where: str) -> Any:
+    """The client a book's ``from_url`` (``where``) builds: ``connect`` (``asyncio``:
+    ``connect_async``), an unknown keyword named as the book's."""
+    return _connect(_ASYNC if asyncio else _SYNC, url, options, where, BOOK_SETTINGS)
+
+
+def _require_known(
+    accepted: frozenset[str], options: Iterable[str], scheme: str, where: str, own: Iterable[str]
+) -> None:
+    for name in options:
+        if name in accepted:
+            continue
+        close = difflib.get_close_matches(name, [*own, *sorted(accepted)], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        book = "the book nor of " if own else ""
+        raise TypeError(
+            f"{where} got an unexpected keyword argument {name!r}: not a setting of "
+            f"{book}redis-py's client for {scheme}:// URLs{hint}"
+        )
+
+
+def _connect(
+    clients: _Clients, url: str, options: dict[str, Any], where: str, own: Iterable[str] = ()
+) -> Any:
     if not isinstance(url, str) or "://" not in url:
         raise invalid("redis url must look like redis://host:port/db", field="redis_url")
     scheme, rest = url.split("://", 1)
     if scheme not in _SCHEMES:
         raise invalid(f"redis url scheme must be one of {', '.join(_SCHEMES)}", field="redis_url")
+    cluster = scheme.endswith("+cluster")
+    accepted = clients.cluster_settings if cluster else clients.plain_settings
+    _require_known(accepted, options, scheme, where, own)
     settings: dict[str, Any] = {
         "retry": clients.retry(5),
         "socket_timeout": 10.0,
@@ -111,7 +207,7 @@ def _connect(clients: _Clients, url: str, options: dict[str, Any]) -> Any:
     }
     if scheme.endswith("+sentinel"):
         return _sentinel_master(clients.sentinel, scheme, rest, settings)
-    if scheme.endswith("+cluster"):
+    if cluster:
         plain = scheme.removesuffix("+cluster")
         settings.pop("health_check_interval")
         return clients.cluster.from_url(f"{plain}://{rest}", **settings)

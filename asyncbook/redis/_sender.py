@@ -21,8 +21,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import CreateSpec
 from ..errors import AsyncBookError, task_exists
-from ._book import RedisBook
 from ._connection import RedisUnavailableError
+from ._engine import Engine
 from ._replies import status_of
 from ._scripts import ScriptStatus
 
@@ -43,8 +43,8 @@ class CreateSender:
     not have run, and a create with ``exist_ok`` can be sent again safely).
     """
 
-    def __init__(self, book: RedisBook) -> None:
-        self._book = book
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._connection: Any = None
@@ -53,8 +53,8 @@ class CreateSender:
 
     def send(self, spec: CreateSpec) -> None:
         """Write one create; a spec Python refuses raises its ``AsyncBookError``."""
-        _task, keys, args = self._book._create_call(spec)
-        script = self._book._scripts.create
+        _task, keys, args = self.engine.create_call(spec)
+        script = self.engine.scripts.create
         with self._lock:
             connection = self._connect()
             try:
@@ -95,7 +95,7 @@ class CreateSender:
             self._pid, self._connection = os.getpid(), None
             self._unanswered.clear()
         if self._connection is None:
-            pool = self._book._slot_client().connection_pool
+            pool = self.engine.slot_client().connection_pool
             self._connection = pool.make_connection()
         return self._connection
 
@@ -109,7 +109,7 @@ class CreateSender:
 
     def _read(self, *, block: bool) -> None:
         """Read answers in order: all of them (``block``) or those already here."""
-        script = self._book._scripts.create
+        script = self.engine.scripts.create
         while self._unanswered:
             connection = self._connection
             spec, keys, args = self._unanswered[0]

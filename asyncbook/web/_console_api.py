@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 
 from .._console import (
     STATS_MINUTE_MS,
     STATS_WINDOW_MS,
-    NameTotals,
     SearchPage,
     TaskInfo,
     TaskQuery,
-    TaskStats,
-    WorkerSummary,
 )
 from .._models import to_wire
 from .._times import parse_duration, parse_moment
 from ..errors import AsyncBookError, invalid
-from ._reader import Reader
+from ._reader import ConsoleBook, Reader
 from ._sse import parse_count
 
 __all__ = [
@@ -50,25 +46,6 @@ MAX_PARAMETER = 200
 
 _PARAMETER_OF_FIELD = {"since_ms": "since", "until_ms": "until"}
 """The book's name for a field -> the query parameter that carried it."""
-
-
-@runtime_checkable
-class ConsoleBook(Protocol):
-    """A book that keeps task info, searches it, and counts per worker and per name."""
-
-    def info(self, task_id: str) -> TaskInfo | None: ...
-
-    def search(self, query: TaskQuery) -> SearchPage: ...
-
-    def workers(self, within_ms: int = ...) -> list[WorkerSummary]: ...
-
-    def stats(
-        self, name: str | None = None, window_ms: int = ..., now_ms: int | None = None
-    ) -> TaskStats: ...
-
-    def task_names(self) -> list[str]: ...
-
-    def name_totals(self) -> list[NameTotals]: ...
 
 
 def _text(params: Mapping[str, str], field: str) -> str | None:
@@ -193,15 +170,6 @@ class ConsoleApi:
 
     def __init__(self, book: Reader) -> None:
         self.book = book
-
-    def routes(self) -> list[BaseRoute]:
-        """``/api/search``, ``/api/workers``, ``/api/stats`` and ``/api/names``."""
-        return [
-            Route("/api/search", self.search),
-            Route("/api/workers", self.workers),
-            Route("/api/stats", self.stats),
-            Route("/api/names", self.names),
-        ]
 
     async def search(self, request: Request) -> Response:
         query = search_query(request.query_params, int(time.time() * 1000))

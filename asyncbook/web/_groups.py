@@ -18,7 +18,6 @@ have been missed: every watched group is looked up again and its watchers are se
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,8 +27,7 @@ from .._models import AsyncTask, GroupSummary, to_wire
 from .._watch import task_summary
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._feed import Change
-from ._hub import Batch
-from ._lookups import Lookups
+from ._lookups import Batch, Lookups, StreamWatcher
 from ._reader import Reader, RunSync
 from ._sse import MAX_CURSOR, format_event
 
@@ -48,6 +46,10 @@ WATCHER_BACKLOG = 10_000
 """Unread batches a watcher may hold before its stream is closed (its client starts over)."""
 
 
+class GroupWatcher(StreamWatcher):
+    """One group stream client (its ``key`` the group id)."""
+
+
 class UnknownGroupError(AsyncBookError):
     """The book holds no group with that id (the API answers 404)."""
 
@@ -58,20 +60,9 @@ class UnknownGroupError(AsyncBookError):
 
 
 @dataclass(eq=False)
-class GroupWatcher:
-    """One group stream client: sent nothing yet (``fresh``), and its queue of batches."""
-
-    group_id: str
-    fresh: bool = True
-    queue: asyncio.Queue[Batch | BaseException] = field(default_factory=asyncio.Queue)
-    done: bool = False
-
-
-@dataclass(eq=False)
 class _Watched:
-    """A group with watchers: who watches, what changed since, and what was sent."""
+    """A group with watchers: what changed since, and what was sent."""
 
-    watchers: set[GroupWatcher] = field(default_factory=set)
     changed: dict[str, int] = field(default_factory=dict)
     """Members announced since the last round: id -> the newest version announced."""
     sent: dict[str, int] = field(default_factory=dict)
@@ -113,7 +104,7 @@ async def look_up(book: Reader, group_id: str, member_ids: list[str], sweep: boo
     return Round(summary, changed, last)
 
 
-class GroupHub(Lookups):
+class GroupHub(Lookups[GroupWatcher]):
     """Group watchers, fed from the book when the change feed says a member moved."""
 
     noun = "group "
@@ -124,26 +115,13 @@ class GroupHub(Lookups):
         self.lookups = 0
         """Rounds run (each: the changed members, then the group's counters)."""
 
-    @property
-    def watcher_count(self) -> int:
-        """Group stream clients connected now."""
-        return sum(len(group.watchers) for group in self._groups.values())
-
     def watch(self, group_id: str) -> GroupWatcher:
         """Register a stream client; its first batch (the summary) follows."""
-        watcher = GroupWatcher(group_id=group_id)
-        self._groups.setdefault(group_id, _Watched()).watchers.add(watcher)
-        self._schedule(group_id)
-        return watcher
+        self._groups.setdefault(group_id, _Watched())
+        return self.add(GroupWatcher(key=group_id))
 
-    def unwatch(self, watcher: GroupWatcher) -> None:
-        """Forget a stream client; a group nobody watches is forgotten too."""
-        watcher.done = True
-        group = self._groups.get(watcher.group_id)
-        if group is not None:
-            group.watchers.discard(watcher)
-            if not group.watchers:
-                del self._groups[watcher.group_id]
+    def forget(self, group_id: str) -> None:
+        del self._groups[group_id]
 
     def on_change(self, change: Change) -> None:
         """A member of a watched group changed: note it, and run a round unless one runs."""
@@ -153,26 +131,19 @@ class GroupHub(Lookups):
         if group is None or change.version <= group.sent.get(change.task_id, -1):
             return
         group.changed[change.task_id] = max(change.version, group.changed.get(change.task_id, -1))
-        self._schedule(change.group_id)
+        self.schedule(change.group_id)
 
     def on_reset(self) -> None:
         """The feed (re)connected: changes may have been missed, look every group up."""
         for group_id, group in self._groups.items():
             group.resync = True
-            self._schedule(group_id)
+            self.schedule(group_id)
 
     async def close(self) -> None:
         """End every stream (without ``end``: the groups go on) and stop pending rounds."""
-        self._cancel_lookups()
-        for group in list(self._groups.values()):
-            for watcher in list(group.watchers):
-                watcher.queue.put_nowait(Batch(payload=b"", end=True))
-                self.unwatch(watcher)
+        self.close_streams()
 
-    def _watched(self, group_id: str) -> bool:
-        return group_id in self._groups
-
-    async def _deliver(self, group_id: str) -> None:
+    async def deliver(self, group_id: str) -> None:
         group = self._groups.get(group_id)
         if group is None:
             return
@@ -180,9 +151,9 @@ class GroupHub(Lookups):
         for member_id in pending:
             del group.changed[member_id]
         if group.changed:
-            self._dirty.add(group_id)  # more than one round's worth: the rest next round
+            self.again(group_id)  # more than one round's worth: the rest next round
         resync, group.resync = group.resync, False
-        sweep = any(not watcher.fresh for watcher in group.watchers)
+        sweep = any(not watcher.fresh for watcher in self.watchers_of(group_id))
         self.lookups += 1
         try:
             found = await look_up(self.book, group_id, list(pending), sweep)
@@ -198,10 +169,15 @@ class GroupHub(Lookups):
             return  # every watcher left meanwhile
         if found.summary is None:
             raise UnknownGroupError(group_id)
-        self._serve(group, found.summary, found.changed + found.last, resync)
+        self._serve(group_id, group, found.summary, found.changed + found.last, resync)
 
     def _serve(
-        self, group: _Watched, summary: GroupSummary, tasks: list[AsyncTask], resync: bool
+        self,
+        group_id: str,
+        group: _Watched,
+        summary: GroupSummary,
+        tasks: list[AsyncTask],
+        resync: bool,
     ) -> None:
         members = b""
         for task in tasks:
@@ -222,35 +198,9 @@ class GroupHub(Lookups):
         # lacks are the page's to load: GET /api/groups/<id>).
         shared = Batch(payload=head + members + tail, end=summary.ended) if moved else None
         first = Batch(payload=tail, end=summary.ended)
-        for watcher in list(group.watchers):
+        for watcher in list(self.watchers_of(group_id)):
             if watcher.fresh:
                 watcher.fresh = False
-                self._send(watcher, first)
+                self.send(watcher, first, WATCHER_BACKLOG)
             elif shared is not None:
-                self._send(watcher, shared)
-
-    def _send(self, watcher: GroupWatcher, batch: Batch) -> None:
-        if watcher.queue.qsize() >= WATCHER_BACKLOG:
-            # Too slow a reader: drop what it has not read and close its stream without an
-            # ``end``; its client reconnects and starts over with the summary.
-            while not watcher.queue.empty():
-                watcher.queue.get_nowait()
-            watcher.queue.put_nowait(Batch(payload=b"", end=True))
-            self.unwatch(watcher)
-            return
-        watcher.queue.put_nowait(batch)
-        if batch.end:
-            self.unwatch(watcher)
-
-    def _fail(self, group_id: str, error: AsyncBookError) -> None:
-        group = self._groups.get(group_id)
-        for watcher in list(group.watchers if group else ()):
-            watcher.queue.put_nowait(error)
-            self.unwatch(watcher)
-
-    def _fail_fresh(self, group_id: str, error: Exception) -> None:
-        group = self._groups.get(group_id)
-        for watcher in list(group.watchers if group else ()):
-            if watcher.fresh:
-                watcher.queue.put_nowait(error)
-                self.unwatch(watcher)
+                self.send(watcher, shared, WATCHER_BACKLOG)

@@ -9,33 +9,17 @@ counts, never a task.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from .._health import SILENT_MS, SweepHealth
 from ._reader import Reader
 
-__all__ = ["HEALTH_OPENAPI", "HEALTH_PATH", "health_route", "read_health"]
+__all__ = ["HEALTH_PATH", "health_handler", "read_health"]
 
 HEALTH_PATH = "/api/health"
-
-HEALTH_OPENAPI: dict[str, Any] = {
-    "get": {
-        "summary": "Whether the expiry sweep runs (no token needed)",
-        "description": (
-            "`ok` is false while tasks are past their deadline and no sweep ran for "
-            "`silentAfterMs` (30 s); the answer is then 503, else 200, with the same body."
-        ),
-        "security": [],
-        "responses": {
-            "200": {"description": "Healthy: `{ok: true, lastSweepMs, overdueTasks, ...}`"},
-            "503": {"description": "The sweep stopped (or the book is unreachable)"},
-        },
-    }
-}
 
 
 async def read_health(reader: Reader, silent_ms: int = SILENT_MS) -> SweepHealth:
@@ -50,8 +34,8 @@ async def read_health(reader: Reader, silent_ms: int = SILENT_MS) -> SweepHealth
     )
 
 
-def health_route(reader: Reader) -> Route:
-    """The ``/api/health`` route, reading the book through ``reader``."""
+def health_handler(reader: Reader) -> Callable[[Request], Awaitable[Response]]:
+    """The ``/api/health`` handler, reading the book through ``reader``."""
 
     async def health(request: Request) -> Response:
         answer = await read_health(reader)
@@ -61,4 +45,4 @@ def health_route(reader: Reader) -> Route:
             headers={"Cache-Control": "no-store"},
         )
 
-    return Route(HEALTH_PATH, health)
+    return health

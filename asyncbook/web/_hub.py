@@ -10,15 +10,13 @@ that arrives meanwhile marks the task dirty and runs one more round.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .._book import AsyncBook
-from .._watch import Message, messages_for
-from ..errors import AsyncBookError
+from .._watch import messages_for
 from ._feed import Change
-from ._lookups import Lookups
+from ._lookups import Batch, Lookups, StreamWatcher
 from ._reader import Reader, RunSync
-from ._sse import format_event
 
 __all__ = ["Batch", "Hub", "Watcher"]
 
@@ -26,61 +24,25 @@ WATCHER_BACKLOG = 10_000
 """Unread batches a watcher may hold before its stream is closed (its client resumes)."""
 
 
-@dataclass(frozen=True)
-class Batch:
-    """Messages for one watcher, already encoded as server-sent events."""
-
-    payload: bytes
-    end: bool
-
-    @classmethod
-    def of(cls, messages: list[Message]) -> Batch:
-        """Encode ``messages`` (a batch is shared by every watcher at the same cursor)."""
-        payload = b"".join(format_event(m.event, m.data, m.id) for m in messages)
-        return cls(payload=payload, end=bool(messages) and messages[-1].event == "end")
-
-
 @dataclass(eq=False)
-class Watcher:
-    """One stream client: the last version it was sent, and its queue of batches."""
+class Watcher(StreamWatcher):
+    """One task stream client (its ``key`` the task id): the last version it was sent."""
 
-    task_id: str
-    version: int
-    fresh: bool = True
-    queue: asyncio.Queue[Batch | BaseException] = field(default_factory=asyncio.Queue)
-    done: bool = False
+    version: int = 0
 
 
-class Hub(Lookups):
+class Hub(Lookups[Watcher]):
     """Watchers by task, fed from the book when the change feed says something moved."""
 
     def __init__(self, book: AsyncBook | Reader, run_sync: RunSync | None = None) -> None:
         super().__init__(book, run_sync)
-        self._watchers: dict[str, set[Watcher]] = {}
         self._listeners: set[asyncio.Queue[Change | None]] = set()
         self.lookups = 0
         self.resets = 0
 
-    @property
-    def watcher_count(self) -> int:
-        """Stream clients connected now."""
-        return sum(len(group) for group in self._watchers.values())
-
     def watch(self, task_id: str, cursor: int) -> Watcher:
         """Register a stream client that has seen ``cursor``; its first batch follows."""
-        watcher = Watcher(task_id=task_id, version=cursor)
-        self._watchers.setdefault(task_id, set()).add(watcher)
-        self._schedule(task_id)
-        return watcher
-
-    def unwatch(self, watcher: Watcher) -> None:
-        """Forget a stream client (it disconnected or its stream ended)."""
-        watcher.done = True
-        group = self._watchers.get(watcher.task_id)
-        if group is not None:
-            group.discard(watcher)
-            if not group:
-                del self._watchers[watcher.task_id]
+        return self.add(Watcher(key=task_id, version=cursor))
 
     def follow(self) -> asyncio.Queue[Change | None]:
         """A queue of every change as published (no lookups); None means "resync"."""
@@ -96,34 +58,26 @@ class Hub(Lookups):
         """The feed saw a change: look the task up if a watcher lacks that version."""
         for queue in list(self._listeners):
             _offer(queue, change)
-        group = self._watchers.get(change.task_id)
+        group = list(self.watchers_of(change.task_id))
         if group and any(w.fresh or w.version < change.version for w in group):
-            self._schedule(change.task_id)
+            self.schedule(change.task_id)
 
     def on_reset(self) -> None:
         """The feed (re)connected: changes may have been missed, look every task up."""
         self.resets += 1
         for queue in list(self._listeners):
             _offer(queue, None)
-        for task_id in list(self._watchers):
-            self._schedule(task_id)
+        for task_id in list(self.watched_keys()):
+            self.schedule(task_id)
 
     async def close(self) -> None:
         """End every stream and stop pending lookups."""
-        self._cancel_lookups()
-        for group in list(self._watchers.values()):
-            for watcher in list(group):
-                # Close without an ``end`` event: the task goes on, so clients reconnect.
-                watcher.queue.put_nowait(Batch(payload=b"", end=True))
-                self.unwatch(watcher)
+        self.close_streams()
         for queue in list(self._listeners):
             queue.put_nowait(None)
 
-    def _watched(self, task_id: str) -> bool:
-        return task_id in self._watchers
-
-    async def _deliver(self, task_id: str) -> None:
-        waiting = set(self._watchers.get(task_id, ()))
+    async def deliver(self, task_id: str) -> None:
+        waiting = set(self.watchers_of(task_id))
         while waiting:
             cursor = min(w.version for w in waiting)
             self.lookups += 1
@@ -144,33 +98,9 @@ class Hub(Lookups):
                 batch = Batch.of(messages) if messages else None
                 for watcher in group:
                     if batch is not None:
-                        self._send(watcher, batch)
+                        self.send(watcher, batch, WATCHER_BACKLOG)
                     watcher.version = max(watcher.version, result.task.version)
                     watcher.fresh = False
-
-    def _send(self, watcher: Watcher, batch: Batch) -> None:
-        if watcher.queue.qsize() >= WATCHER_BACKLOG:
-            # Too slow a reader: drop what it has not read and close its stream without an
-            # ``end``; it reconnects with the last version it read and gets a resume.
-            while not watcher.queue.empty():
-                watcher.queue.get_nowait()
-            watcher.queue.put_nowait(Batch(payload=b"", end=True))
-            self.unwatch(watcher)
-            return
-        watcher.queue.put_nowait(batch)
-        if batch.end:
-            self.unwatch(watcher)
-
-    def _fail(self, task_id: str, error: AsyncBookError) -> None:
-        for watcher in list(self._watchers.get(task_id, ())):
-            watcher.queue.put_nowait(error)
-            self.unwatch(watcher)
-
-    def _fail_fresh(self, task_id: str, error: Exception) -> None:
-        for watcher in list(self._watchers.get(task_id, ())):
-            if watcher.fresh:
-                watcher.queue.put_nowait(error)
-                self.unwatch(watcher)
 
 
 def _offer(queue: asyncio.Queue[Change | None], item: Change | None) -> None:

@@ -19,7 +19,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import invalid
@@ -30,9 +29,9 @@ from ._pages import read_page
 __all__ = [
     "LOGIN_BODY_LIMIT",
     "SESSION_SECONDS",
+    "Login",
     "LoginThrottle",
     "Sessions",
-    "login_routes",
     "read_form",
     "safe_next",
 ]
@@ -155,37 +154,39 @@ async def _page(next_page: str, message: str = "", status: int = 200, **headers:
     return HTMLResponse(text, status, headers=headers or None)
 
 
-def login_routes(token: str, throttle: LoginThrottle) -> list[Route]:
-    """``GET /login`` (the form), ``POST /login`` (sign in), ``POST /logout``."""
+class Login:
+    """``GET /login`` (the form), ``POST /login`` (sign in) and ``POST /logout``, for a
+    server with ``token``."""
 
-    async def login(request: Request) -> Response:
+    def __init__(self, token: str, throttle: LoginThrottle) -> None:
+        self.token = token
+        self.throttle = throttle
+
+    async def login(self, request: Request) -> Response:
+        """The form on GET; on POST, sign in (a session cookie) and go to ``next``."""
         if request.method != "POST":
             return await _page(safe_next(request.query_params.get("next")))
         if cross_site(request):
             return refuse_cross_site()
         client = _client(request)
-        wait = throttle.retry_after(client)
+        wait = self.throttle.retry_after(client)
         if wait:
             message = f"Too many attempts: try again in {wait} s."
             next_page = safe_next(request.query_params.get("next"))
             return await _page(next_page, message, 429, **{"Retry-After": str(wait)})
-        throttle.attempt(client)
+        self.throttle.attempt(client)
         form = await read_form(request, LOGIN_BODY_LIMIT)
         next_page = safe_next(form.get("next"))
-        if not token_matches(form.get("token"), token):
+        if not token_matches(form.get("token"), self.token):
             return await _page(next_page, "That token is not valid.", 401)
-        throttle.succeeded(client)
+        self.throttle.succeeded(client)
         request.session.clear()
         request.session["signedIn"] = True
         return RedirectResponse(next_page, status_code=303)
 
-    async def logout(request: Request) -> Response:
+    async def logout(self, request: Request) -> Response:
+        """End the session, back to the form."""
         if cross_site(request):
             return refuse_cross_site()
         request.session.clear()
         return RedirectResponse("/login", status_code=303)
-
-    return [
-        Route("/login", login, methods=["GET", "POST"]),
-        Route("/logout", logout, methods=["POST"]),
-    ]

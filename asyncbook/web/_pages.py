@@ -1,18 +1,62 @@
-"""The page's HTML, shipped as package data beside this module (``static/``)."""
+"""The page's HTML, shipped as package data beside this module (``static/``).
+
+The console's pages share one head and header (``static/shell.html``): each page's file
+holds its ``<main>`` only, and ``read_page`` puts it in the shell with the page's title,
+its place in the navigation and its scripts. The sign-in form is a page of its own.
+"""
 
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import NamedTuple
 
-__all__ = ["PAGES", "read_page"]
+__all__ = ["NAV", "PAGES", "read_page"]
 
-PAGES = frozenset(
-    {"index.html", "task.html", "group.html", "login.html", "workers.html", "stats.html"}
-)
+
+class Shelled(NamedTuple):
+    """A page in the shell: its title, the nav link it is (if any), its own scripts."""
+
+    title: str
+    current: str | None
+    scripts: tuple[str, ...]
+
+
+NAV = (("/", "Tasks"), ("/workers", "Workers"), ("/stats", "Stats"))
+"""The console's navigation: path and label."""
+_SHELLED = {
+    "index.html": Shelled("tasks", "/", ("index.js",)),
+    "task.html": Shelled("task", None, ("task.js",)),
+    "group.html": Shelled("group", None, ("group.js",)),
+    "workers.html": Shelled("workers", "/workers", ("workers.js",)),
+    "stats.html": Shelled("stats", "/stats", ("charts.js", "stats.js")),
+}
+PAGES = frozenset({*_SHELLED, "login.html"})
+
+
+def _static(name: str) -> str:
+    return (files("asyncbook.web") / "static" / name).read_text(encoding="utf-8")
+
+
+def _nav(current: str | None) -> str:
+    links = []
+    for path, label in NAV:
+        mark = ' aria-current="page"' if path == current else ""
+        links.append(f'<a href="{path}"{mark}>{label}</a>')
+    return "".join(links)
 
 
 def read_page(name: str) -> str:
-    """The text of one of ``PAGES``."""
+    """The text of one of ``PAGES`` (a console page inside the shell)."""
     if name not in PAGES:
         raise KeyError(name)
-    return (files("asyncbook.web") / "static" / name).read_text(encoding="utf-8")
+    page = _SHELLED.get(name)
+    if page is None:
+        return _static(name)
+    scripts = "".join(f'<script src="/static/{script}"></script>\n' for script in page.scripts)
+    return (
+        _static("shell.html")
+        .replace("{{title}}", page.title)
+        .replace("{{nav}}", _nav(page.current))
+        .replace("{{scripts}}", scripts)
+        .replace("{{main}}", _static(name))
+    )

@@ -21,6 +21,8 @@ same way: a group id may hold anything a task id may.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import quote, unquote, unquote_to_bytes
 
 from starlette.types import Scope
@@ -30,8 +32,12 @@ from ..errors import invalid
 __all__ = [
     "GROUPS_PREFIX",
     "GROUP_PAGE_PREFIX",
+    "GROUP_PAGES",
     "GROUP_SUFFIXES",
+    "GROUPS",
     "SUFFIXES",
+    "TASKS",
+    "IdUrls",
     "TASKS_PREFIX",
     "group_page_remainder",
     "group_path",
@@ -39,6 +45,7 @@ __all__ = [
     "raw_path",
     "split_group_path",
     "split_task_path",
+    "suffix_of",
     "task_path",
     "tasks_remainder",
 ]
@@ -87,6 +94,30 @@ def group_page_remainder(path: bytes) -> str | None:
     return _remainder(path, _GROUP_PAGE_SEGMENTS)
 
 
+def suffix_of(rest: str, suffixes: frozenset[str]) -> str | None:
+    """The known suffix ``rest`` (the raw text after a prefix) ends in, if any: the last
+    segment, when one of ``suffixes`` and not the only segment."""
+    parts = rest.rsplit("/", 1)
+    return parts[-1] if len(parts) > 1 and parts[-1] in suffixes else None
+
+
+@dataclass(frozen=True)
+class IdUrls:
+    """One family of id URLs (tasks, groups, group pages): the raw text after its prefix,
+    and the suffixes that may follow the id."""
+
+    prefix: str
+    remainder: Callable[[bytes], str | None]
+    suffixes: frozenset[str] = frozenset()
+
+    def suffix(self, path: bytes) -> tuple[bool, str | None]:
+        """Whether the raw ``path`` is in this family, and the suffix it ends in."""
+        rest = self.remainder(path)
+        if rest is None:
+            return False, None
+        return True, suffix_of(rest, self.suffixes)
+
+
 def _decode(raw: str, what: str, field: str) -> str:
     try:
         return unquote_to_bytes(raw).decode("utf-8")
@@ -97,10 +128,10 @@ def _decode(raw: str, what: str, field: str) -> str:
 def _split(
     rest: str, suffixes: frozenset[str], query_id: str | None, what: str, field: str
 ) -> tuple[str, str | None]:
+    suffix = suffix_of(rest, suffixes)
     parts = rest.split("/")
-    suffix = None
-    if len(parts) > 1 and parts[-1] in suffixes:
-        suffix = parts.pop()
+    if suffix is not None:
+        parts.pop()
     found = "/".join(_decode(part, what, field) for part in parts) or query_id or ""
     if not found:
         raise invalid(f"{what} id must not be empty", field=field)
@@ -143,3 +174,8 @@ def task_path(task_id: str, suffix: str | None = None) -> str:
 def group_path(group_id: str, suffix: str | None = None) -> str:
     """The URL path for a group (and its stream), id percent-encoded."""
     return _path(GROUPS_PREFIX, group_id, suffix)
+
+
+TASKS = IdUrls(TASKS_PREFIX, tasks_remainder, SUFFIXES)
+GROUPS = IdUrls(GROUPS_PREFIX, groups_remainder, GROUP_SUFFIXES)
+GROUP_PAGES = IdUrls(GROUP_PAGE_PREFIX, group_page_remainder)

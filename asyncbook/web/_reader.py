@@ -9,9 +9,9 @@ threads. Either way the server's handlers and streams have one implementation.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 import anyio
 import anyio.to_thread
@@ -19,80 +19,43 @@ import anyio.to_thread
 from .._book import AsyncBook
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._memory import MemoryBook
-from .._models import (
-    AsyncTask,
-    CallbackResult,
-    DeliveryResult,
-    GroupSummary,
-    ResumeResult,
-    TaskPage,
-)
 from ..redis import AsyncRedisBook, RedisBook
 
-__all__ = ["BOOK_THREADS", "BookThreads", "Reader", "SyncReader", "close_reader", "reader_for"]
+__all__ = [
+    "BOOK_THREADS",
+    "BookThreads",
+    "ConsoleBook",
+    "Reader",
+    "SyncReader",
+    "close_reader",
+    "reader_for",
+]
 
 BOOK_THREADS = 4
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 RunSync = Callable[..., Awaitable[Any]]
 """Runs ``fn(*args)`` of a sync book and hands back its answer."""
 
 
-class Reader(Protocol):
-    """The book's calls the status server makes, awaited."""
+@runtime_checkable
+class ConsoleBook(Protocol):
+    """A book that keeps task info, searches it, and counts per worker and per name."""
 
-    retention_versions: int
+    def info(self, task_id: str) -> TaskInfo | None: ...
 
-    async def get(self, id: str) -> AsyncTask | None: ...
+    def search(self, query: TaskQuery) -> SearchPage: ...
 
-    async def resume(
-        self, task_id: str, cursor_version: int, *, full_task: bool = True
-    ) -> ResumeResult: ...
+    def workers(self, within_ms: int = ...) -> list[WorkerSummary]: ...
 
-    async def list_tasks(
-        self,
-        state: str | None = None,
-        limit: int = 50,
-        after: str | None = None,
-        *,
-        full_task: bool = True,
-    ) -> TaskPage: ...
-
-    async def group(self, group_id: str) -> GroupSummary | None: ...
-
-    async def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]: ...
-
-    async def deliver_result(
-        self, task_id: str, idempotency_key: str, now_ms: int | float
-    ) -> DeliveryResult: ...
-
-    async def cancel(self, task_id: str, reason: str | None = None) -> CallbackResult: ...
-
-    async def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]: ...
-
-    async def overdue_count(self, now_ms: int | float) -> int: ...
-
-    async def last_sweep_ms(self) -> int | None: ...
-
-    async def now_ms(self) -> int: ...
-
-    async def count_by_state(self) -> dict[str, int]: ...
-
-    async def transition_counts(self) -> dict[str, int]: ...
-
-    async def info(self, task_id: str) -> TaskInfo | None: ...
-
-    async def search(self, query: TaskQuery, /) -> SearchPage: ...
-
-    async def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]: ...
-
-    async def stats(
-        self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
+    def stats(
+        self, name: str | None = None, window_ms: int = ..., now_ms: int | None = None
     ) -> TaskStats: ...
 
-    async def task_names(self) -> list[str]: ...
+    def task_names(self) -> list[str]: ...
 
-    async def name_totals(self) -> list[NameTotals]: ...
+    def name_totals(self) -> list[NameTotals]: ...
 
 
 class BookThreads:
@@ -116,94 +79,57 @@ async def _in_place(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
+def _awaited(
+    method: Callable[Concatenate[Any, _P], _T],
+) -> Callable[Concatenate[SyncReader, _P], Coroutine[Any, Any, _T]]:
+    """The sync book's ``method``, handed to the reader's ``run_sync`` and awaited: its
+    signature is the book protocol's, written once there."""
+    name = method.__name__
+
+    async def call(reader: SyncReader, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        answer: _T = await reader.run_sync(partial(getattr(reader.book, name), *args, **kwargs))
+        return answer
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = method.__doc__
+    return call
+
+
 class SyncReader:
     """A sync book read through ``run_sync`` (each call is handed to it)."""
 
     def __init__(self, book: Any, run_sync: RunSync) -> None:
         self.book = book
         self.retention_versions: int = book.retention_versions
-        self._run_sync = run_sync
+        self.run_sync = run_sync
 
-    async def _call(self, fn: Callable[[], _T]) -> _T:
-        answer: _T = await self._run_sync(fn)
-        return answer
-
-    async def get(self, id: str) -> AsyncTask | None:
-        return await self._call(partial(self.book.get, id))
-
-    async def resume(
-        self, task_id: str, cursor_version: int, *, full_task: bool = True
-    ) -> ResumeResult:
-        return await self._call(
-            partial(self.book.resume, task_id, cursor_version, full_task=full_task)
-        )
-
-    async def list_tasks(
-        self,
-        state: str | None = None,
-        limit: int = 50,
-        after: str | None = None,
-        *,
-        full_task: bool = True,
-    ) -> TaskPage:
-        return await self._call(
-            partial(self.book.list_tasks, state, limit, after, full_task=full_task)
-        )
-
-    async def group(self, group_id: str) -> GroupSummary | None:
-        return await self._call(partial(self.book.group, group_id))
-
-    async def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
-        return await self._call(partial(self.book.group_members, group_id, limit))
-
-    async def deliver_result(
-        self, task_id: str, idempotency_key: str, now_ms: int | float
-    ) -> DeliveryResult:
-        return await self._call(partial(self.book.deliver_result, task_id, idempotency_key, now_ms))
-
-    async def cancel(self, task_id: str, reason: str | None = None) -> CallbackResult:
-        return await self._call(partial(self.book.cancel, task_id, reason))
-
-    async def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
-        return await self._call(partial(self.book.overdue, now_ms, limit))
-
-    async def overdue_count(self, now_ms: int | float) -> int:
-        return await self._call(partial(self.book.overdue_count, now_ms))
-
-    async def last_sweep_ms(self) -> int | None:
-        return await self._call(self.book.last_sweep_ms)
-
-    async def now_ms(self) -> int:
-        return await self._call(self.book.now_ms)
-
-    async def count_by_state(self) -> dict[str, int]:
-        return await self._call(self.book.count_by_state)
-
-    async def transition_counts(self) -> dict[str, int]:
-        return await self._call(self.book.transition_counts)
-
-    async def info(self, task_id: str) -> TaskInfo | None:
-        return await self._call(partial(self.book.info, task_id))
-
-    async def search(self, query: TaskQuery, /) -> SearchPage:
-        return await self._call(partial(self.book.search, query))
-
-    async def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
-        return await self._call(partial(self.book.workers, within_ms))
-
-    async def stats(
-        self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
-    ) -> TaskStats:
-        return await self._call(partial(self.book.stats, name, window_ms, now_ms))
-
-    async def task_names(self) -> list[str]:
-        return await self._call(self.book.task_names)
-
-    async def name_totals(self) -> list[NameTotals]:
-        return await self._call(self.book.name_totals)
+    get = _awaited(AsyncBook.get)
+    resume = _awaited(AsyncBook.resume)
+    list_tasks = _awaited(AsyncBook.list_tasks)
+    group = _awaited(AsyncBook.group)
+    group_members = _awaited(AsyncBook.group_members)
+    deliver_result = _awaited(AsyncBook.deliver_result)
+    cancel = _awaited(AsyncBook.cancel)
+    overdue = _awaited(AsyncBook.overdue)
+    overdue_count = _awaited(AsyncBook.overdue_count)
+    last_sweep_ms = _awaited(AsyncBook.last_sweep_ms)
+    now_ms = _awaited(AsyncBook.now_ms)
+    count_by_state = _awaited(AsyncBook.count_by_state)
+    transition_counts = _awaited(AsyncBook.transition_counts)
+    info = _awaited(ConsoleBook.info)
+    search = _awaited(ConsoleBook.search)
+    workers = _awaited(ConsoleBook.workers)
+    stats = _awaited(ConsoleBook.stats)
+    task_names = _awaited(ConsoleBook.task_names)
+    name_totals = _awaited(ConsoleBook.name_totals)
 
     async def aclose(self) -> None:
         """Nothing to close: the book is the caller's."""
+
+
+Reader = AsyncRedisBook | SyncReader
+"""The book's calls the status server makes, awaited: an ``AsyncRedisBook``, or a sync
+book behind a ``SyncReader`` (``reader_for`` gives one or the other)."""
 
 
 def reader_for(book: AsyncBook | Reader, run_sync: RunSync | None = None) -> Reader:

@@ -1,0 +1,61 @@
+"""Celery configuration of the demo's app (``asyncbook.cli._demo_app``), read from the
+environment when Celery first reads the app's configuration (``config_from_object``).
+
+Environment: ``REDIS_URL`` (broker, results and book; default redis://127.0.0.1:6379/0),
+``ASYNCBOOK_NAMESPACE`` (the book's key prefix), ``ASYNCBOOK_QUEUE`` (the task queue,
+default ``celery``; asyncbook's own queue is then ``<it>-asyncbook``, else ``asyncbook``),
+``ASYNCBOOK_WEBHOOK_URL`` (a webhook that receives every notification). For tests and
+experiments: ``ASYNCBOOK_HEARTBEAT_INTERVAL`` and ``ASYNCBOOK_HEARTBEAT_TIMEOUT`` (seconds),
+``ASYNCBOOK_VISIBILITY_TIMEOUT`` (seconds before the broker gives an unacknowledged message
+of a dead worker to another one; default: Celery's, one hour), ``ASYNCBOOK_WORKER_SWEEP=0``
+(leave the sweep to beat).
+"""
+
+import os
+from datetime import timedelta
+
+redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+queue = os.environ.get("ASYNCBOOK_QUEUE")
+
+broker_url = redis_url
+result_backend = redis_url
+result_expires = timedelta(hours=24)
+broker_connection_retry_on_startup = True
+task_default_queue = queue or "celery"
+
+# A task is acknowledged after it ran: a worker killed mid-task gives it back.
+task_acks_late = True
+task_reject_on_worker_lost = True
+worker_prefetch_multiplier = 1
+
+# asyncbook (read by the integration that asyncbook.celery.install connects)
+asyncbook_redis_url = redis_url
+asyncbook_namespace = os.environ.get("ASYNCBOOK_NAMESPACE", "asyncbook")
+asyncbook_default_ttl = timedelta(hours=1)
+asyncbook_sinks = [url for url in [os.environ.get("ASYNCBOOK_WEBHOOK_URL")] if url]
+# The expiry sweep and notification delivery: every worker of this app (and beat) runs
+# them in a thread of its main process, every second, one process per namespace at a time
+# (a short Redis lease), so no -Q, route, busy pool or prefetch can hold them up.
+# asyncbook_worker_sweep = False leaves them to beat alone. install() also puts
+# asyncbook.sweep and asyncbook.deliver on beat's schedule (every second; an entry of
+# yours for the same task wins), routed to a queue of their own; a worker without -Q
+# consumes it, with -Q name it to run them from there too: -Q celery,asyncbook
+asyncbook_queue = f"{queue}-asyncbook" if queue else "asyncbook"
+if os.environ.get("ASYNCBOOK_WORKER_SWEEP") == "0":
+    asyncbook_worker_sweep = False
+# Unset, the defaults apply: one heartbeat per worker process every 10 s, stalled after 60 s.
+if os.environ.get("ASYNCBOOK_HEARTBEAT_INTERVAL"):
+    asyncbook_heartbeat_interval = float(os.environ["ASYNCBOOK_HEARTBEAT_INTERVAL"])
+if os.environ.get("ASYNCBOOK_HEARTBEAT_TIMEOUT"):
+    asyncbook_heartbeat_timeout = float(os.environ["ASYNCBOOK_HEARTBEAT_TIMEOUT"])
+if os.environ.get("ASYNCBOOK_VISIBILITY_TIMEOUT"):
+    # A short visibility timeout gives a dead worker's unacknowledged message to the next
+    # worker that starts. The unacked keys are this queue's own, so that a short timeout
+    # never hands out a message another worker of the same Redis is still running.
+    _own = queue or "celery"
+    broker_transport_options = {
+        "visibility_timeout": float(os.environ["ASYNCBOOK_VISIBILITY_TIMEOUT"]),
+        "unacked_key": f"{_own}-unacked",
+        "unacked_index_key": f"{_own}-unacked_index",
+        "unacked_mutex_key": f"{_own}-unacked_mutex",
+    }

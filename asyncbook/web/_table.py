@@ -1,0 +1,348 @@
+"""The route table: every method and path the status server answers, its handler, its
+parameters, body and answers (their pydantic models) — and so the API document.
+
+``create_app`` mounts the table (``starlette_routes``); ``/openapi.json`` is generated
+from the same table (``openapi_document``): a route cannot be served undocumented.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .._console import RUNTIME_BUCKETS_MS, SearchPage, TaskStats
+from .._models import AsyncTask, CallbackResult, DeliveryResult, ResumeResult
+from ._cancel import CANCEL_BODY_LIMIT
+from ._console_api import ConsoleApi
+from ._handlers import StatusApp
+from ._health import HEALTH_PATH, health_handler
+from ._login import LOGIN_BODY_LIMIT, Login
+from ._openapi import openapi_document
+from ._paths import GROUP_PAGES, GROUPS, TASKS
+from ._routes import ERROR, SSE, Answer, Operation, Page
+from ._schemas import (
+    CancelRefusal,
+    CancelRequest,
+    CursorQuery,
+    DeliveryHeaders,
+    Error,
+    GroupDetail,
+    GroupIdPath,
+    GroupQuery,
+    ListingQuery,
+    LoginForm,
+    NameList,
+    SearchQuery,
+    StatsQuery,
+    StreamHeaders,
+    TaskIdPath,
+    TaskList,
+    TaskWithInfo,
+    WorkerList,
+    WorkersQuery,
+)
+
+__all__ = ["route_table"]
+
+Table = list[Operation | Page]
+
+_LISTING = "List tasks, newest first"
+_SEARCH_HELP = (
+    "The search's filters (as `/api/search`); each task also carries its `info`, "
+    "and the answer `totals` per state for the filter and `totalsExact`."
+)
+
+_STREAM_HELP = (
+    "Each event's id is the task version; reconnecting with Last-Event-ID "
+    "resumes (a delta, or a snapshot when too far behind). The stream ends "
+    "with an `end` event once the task is terminal."
+)
+_CANCEL_HELP = (
+    "Writes `cancelled` to the book (once: a second cancel answers "
+    "`duplicate-cancel`); workers learn of it through the change channel. "
+    "The body is optional (empty, or JSON). Needs the bearer token when "
+    "the server has one (the sign-in cookie never authorizes a change); "
+    "a browser request from another site is refused (403)."
+)
+_GROUP_HELP = (
+    "The group's counters (one O(1) lookup) and its first `limit` members "
+    "in creation order, without history. `total` is absent until the "
+    "group's size is declared; `ended` once every declared member ended."
+)
+_GROUP_STREAM_HELP = (
+    "First a `group` event (the GroupSummary). Then, whenever members "
+    "change, a `member` event per changed member (the task without "
+    "history; its `id:` is the member's version) followed by a `group` "
+    "event; bursts are coalesced, so a member may skip versions. "
+    "`resync` (data `{}`) says changes may have been missed (the server's "
+    "change feed reconnected): reload the members. `end` (data "
+    "`{groupId, total, counts}`) follows the summary once the group has "
+    "ended, and closes the stream. There is no resume: a reconnect "
+    "(Last-Event-ID is ignored) starts over with the summary. A group "
+    "that is not sealed never ends."
+)
+_SEARCH_PAGE_HELP = (
+    "Filters combine (AND); empty values are ignored. Each row is the task "
+    "(without history) and its info. `totals` counts every match per state; "
+    "`totalsExact` is false when they were counted over the first candidates "
+    "only (a worker, id-prefix or time filter over many tasks)."
+)
+_STATS_HELP = (
+    "One `minutes` entry per minute of the window, oldest first (zeros "
+    "included). Runtime buckets are counts per upper bound in "
+    f"`runtimeBucketsMs` ({', '.join(map(str, RUNTIME_BUCKETS_MS))} ms), "
+    "then the rest."
+)
+_HEALTH_HELP = (
+    "`ok` is false while tasks are past their deadline and no sweep ran for "
+    "`silentAfterMs` (30 s); the answer is then 503, else 200, with the same body."
+)
+
+
+def _json(model: type[BaseModel], description: str) -> Answer:
+    return Answer(description, model)
+
+
+def _task_operations(status: StatusApp) -> Table:
+    task: type[BaseModel] = TaskWithInfo if status.console else AsyncTask
+    listing: type[BaseModel] = SearchQuery if status.console else ListingQuery
+    ids: dict[str, Any] = {"path_params": TaskIdPath, "raw": TASKS}
+    return [
+        Operation.at(
+            "GET /api/tasks",
+            status.list_tasks,
+            _LISTING,
+            {200: _json(TaskList, "One page (tasks without history)"), 400: ERROR},
+            description=_SEARCH_HELP if status.console else None,
+            query=listing,
+        ),
+        Operation.at(
+            "GET /api/tasks/{id}",
+            status.get_task,
+            "The task, with its history (and its `info`, when kept)",
+            {200: _json(task, "The task"), 400: ERROR, 404: ERROR},
+            **ids,
+        ),
+        Operation.at(
+            "GET /api/tasks/{id}/events",
+            status.events,
+            "Resume from a version: caught-up, delta or snapshot",
+            {200: _json(ResumeResult, "The resume"), 400: ERROR, 404: ERROR},
+            query=CursorQuery,
+            **ids,
+        ),
+        Operation.at(
+            "GET /api/tasks/{id}/stream",
+            status.stream,
+            "Server-sent events: snapshot, change, task and end",
+            {200: SSE, 400: ERROR, 404: ERROR},
+            description=_STREAM_HELP,
+            headers=StreamHeaders,
+            query=CursorQuery,
+            **ids,
+        ),
+        Operation.at(
+            "POST /api/tasks/{id}/delivery",
+            status.deliver,
+            "Hand the result over once per idempotency key",
+            {
+                200: _json(DeliveryResult, "Delivered (or delivered before)"),
+                400: ERROR,
+                404: ERROR,
+                409: _json(Error, "Key used for another task, or no result"),
+            },
+            headers=DeliveryHeaders,
+            **ids,
+        ),
+        Operation.at(
+            "POST /api/tasks/{id}/cancel",
+            status.cancel,
+            "Cancel a queued or running task",
+            {
+                200: _json(
+                    CallbackResult,
+                    "Cancelled (reason `cancelled`), or cancelled before (`duplicate-cancel`)",
+                ),
+                400: _json(Error, "A bad reason (field `reason`) or body (field `body`)"),
+                403: _json(Error, "Sent from another site; code `cross-site`"),
+                404: _json(Error, "No such task"),
+                405: _json(Error, "Another method (`Allow: POST`)"),
+                409: _json(
+                    CancelRefusal,
+                    "Not cancelled: the task had ended otherwise (`terminal-conflict`), "
+                    "or its deadline had passed and it expired (`expired`)",
+                ),
+                413: _json(Error, f"A body larger than {CANCEL_BODY_LIMIT} bytes"),
+                415: _json(Error, "A body that is not sent as JSON"),
+            },
+            description=_CANCEL_HELP,
+            body=CancelRequest,
+            **ids,
+        ),
+    ]
+
+
+def _group_operations(status: StatusApp) -> Table:
+    no_group = _json(Error, "No such group; code `not-found`")
+    ids: dict[str, Any] = {"path_params": GroupIdPath, "raw": GROUPS}
+    return [
+        Operation.at(
+            "GET /api/groups/{id}",
+            status.get_group,
+            "A group: counts by state, mean progress, and its first members",
+            {
+                200: _json(GroupDetail, "The group"),
+                400: _json(Error, "A bad id (field `groupId`) or `limit`"),
+                404: no_group,
+            },
+            **ids,
+            query=GroupQuery,
+            description=_GROUP_HELP,
+        ),
+        Operation.at(
+            "GET /api/groups/{id}/stream",
+            status.group_stream,
+            "Server-sent events: group, member, resync and end",
+            {200: SSE, 400: ERROR, 404: no_group},
+            **ids,
+            description=_GROUP_STREAM_HELP,
+        ),
+    ]
+
+
+def _console_operations(console: ConsoleApi) -> Table:
+    """The console's endpoints (only over a book that keeps task info)."""
+    return [
+        Operation.at(
+            "GET /api/search",
+            console.search,
+            "Search tasks: filters, sort, and totals per state for the filter",
+            {
+                200: _json(SearchPage, "One page, and totals per state"),
+                400: _json(Error, "A bad parameter; `field` names it"),
+            },
+            description=_SEARCH_PAGE_HELP,
+            query=SearchQuery,
+        ),
+        Operation.at(
+            "GET /api/workers",
+            console.workers,
+            "Workers seen recently, most recently seen first",
+            {200: _json(WorkerList, "The workers"), 400: _json(Error, "A bad `within`")},
+            query=WorkersQuery,
+        ),
+        Operation.at(
+            "GET /api/stats",
+            console.stats,
+            "Per-minute counts and runtime percentiles over a window ending now",
+            {200: _json(TaskStats, "The stats"), 400: _json(Error, "A bad `name` or `window`")},
+            description=_STATS_HELP,
+            query=StatsQuery,
+        ),
+        Operation.at(
+            "GET /api/names",
+            console.names,
+            "Task names seen within the book's retention, sorted",
+            {200: _json(NameList, "The names")},
+        ),
+    ]
+
+
+def _signin_operations(login: Login) -> Table:
+    """The sign-in form (served only when the server has a token)."""
+    return [
+        Operation.at(
+            "GET /login",
+            login.login,
+            "The sign-in form (only when the server has a token)",
+            {200: Answer("The form", media="text/html")},
+            open=True,
+            signin=True,
+        ),
+        Operation.at(
+            "POST /login",
+            login.login,
+            "Sign the page in (only when the server has a token)",
+            {
+                303: Answer("Signed in: a session cookie, then `next`", media=None),
+                401: Answer("Not the token: the form again", media=None),
+                403: ERROR,
+                413: _json(Error, f"A body larger than {LOGIN_BODY_LIMIT} bytes"),
+                429: Answer(
+                    "Too many failed attempts from this address",
+                    media=None,
+                    headers={"Retry-After": {"schema": {"type": "integer"}}},
+                ),
+            },
+            body=LoginForm,
+            body_media="application/x-www-form-urlencoded",
+            body_required=True,
+            open=True,
+            signin=True,
+        ),
+        Operation.at(
+            "POST /logout",
+            login.logout,
+            "End the page's session",
+            {303: Answer("Signed out", media=None), 403: ERROR},
+            open=True,
+            signin=True,
+        ),
+    ]
+
+
+def route_table(status: StatusApp, login: Login) -> Table:
+    """Every route of a server over ``status``'s book; ``login``'s are mounted only when
+    the server has a token (and documented always)."""
+    document: dict[str, Any] = {}
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(document)
+
+    table: Table = [
+        Page("/", status.page("index.html")),
+        Page("/task", status.page("task.html")),
+        Page("/groups/{id}", status.page("group.html"), raw=GROUP_PAGES),
+        *_task_operations(status),
+        *_group_operations(status),
+        Operation.at(
+            "GET /api/changes",
+            status.changes,
+            "Server-sent events: every change as published",
+            {200: SSE},
+        ),
+        Operation.at(
+            "GET /metrics",
+            status.metrics,
+            "Prometheus metrics (no token needed)",
+            {200: Answer("Prometheus text", media=None)},
+            open=True,
+        ),
+        Operation.at(
+            f"GET {HEALTH_PATH}",
+            health_handler(status.reader),
+            "Whether the expiry sweep runs (no token needed)",
+            {
+                200: Answer("Healthy: `{ok: true, lastSweepMs, overdueTasks, ...}`", media=None),
+                503: Answer("The sweep stopped (or the book is unreachable)", media=None),
+            },
+            description=_HEALTH_HELP,
+            open=True,
+        ),
+        Operation.at(
+            "GET /openapi.json",
+            openapi,
+            "This description",
+            {200: Answer("OpenAPI 3.1 JSON", media=None)},
+        ),
+        *_signin_operations(login),
+    ]
+    if status.console:
+        table += [Page("/workers", status.page("workers.html"))]
+        table += [Page("/stats", status.page("stats.html"))]
+        table += _console_operations(ConsoleApi(status.reader))
+    document.update(openapi_document(e for e in table if isinstance(e, Operation)))
+    return table

@@ -1,0 +1,163 @@
+"""The same book workloads on two versions of the code: is a refactor within noise?
+
+Run:  .venv/bin/python bench/bench_trees.py [--base REV] [--rounds 7] [--url URL]
+
+``--base`` (a git revision, default ``HEAD~1``) is exported with ``git archive`` into a
+temporary directory; the other side is this working tree. Each round runs every workload
+once per side, each in a fresh Python process importing that side's ``asyncbook``
+(``PYTHONPATH``), the order of the sides alternating round by round; the ratio (this tree ÷
+base) is taken within a round, and the median over rounds reported. Workloads, on
+``RedisBook`` over the given Redis (a fresh namespace each, removed after):
+
+- ``lifecycle``: create, start, progress, succeed, one call each, sequentially (tasks/s);
+- ``batch``: the same lives through ``apply_many``, batches of 100 (events/s);
+- ``fused``: start and succeed applied together in one ``apply_in_script`` call, the
+  result backend's fast path (executions/s);
+- ``reads``: ``get`` and a delta ``resume`` of a finished task (reads/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ("lifecycle", "batch", "fused", "reads")
+FUSED_SOURCE = """
+local answers = apply_events(KEYS, ARGV, 1)
+if not answers then return {'!unknown'} end
+return {'ok', 'done', answers}
+"""
+
+
+def child(workload: str, url: str, n: int) -> float:
+    """One workload on the ``asyncbook`` this process imports: operations per second."""
+    import redis
+
+    from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
+
+    client = redis.Redis.from_url(url)
+    namespace = f"bench-trees-{uuid.uuid4().hex[:8]}"
+    book = RedisBook(client, namespace=namespace)
+    ids = [f"celery-{uuid.uuid4()}" for _ in range(n)]
+    for task_id in ids:
+        book.create(id=task_id, now_ms=1_700_000_000_000, ttl_ms=10**12, max_attempts=2)
+    start = StartEvent(at_ms=1_700_000_000_001, worker="w")
+    progress = ProgressEvent(at_ms=1_700_000_000_002, progress=50, cursor="c")
+    succeed = SucceedEvent(at_ms=1_700_000_000_003, result_ref="s3://r", result_hash="h")
+
+    def lifecycle() -> int:
+        for task_id in ids:
+            book.apply(task_id, start, f"{task_id}:s")
+            book.apply(task_id, progress, f"{task_id}:p")
+            book.apply(task_id, succeed, f"{task_id}:d")
+        return len(ids)
+
+    def batch() -> int:
+        items = [
+            (task_id, event, f"{task_id}:{mark}")
+            for task_id in ids
+            for event, mark in ((start, "s"), (progress, "p"), (succeed, "d"))
+        ]
+        for at in range(0, len(items), 100):
+            book.apply_many(items[at : at + 100], full_task=False)
+        return len(items)
+
+    def fused() -> int:
+        script = book.events_script(FUSED_SOURCE)
+        key = book.keys.task("bench-fused-meta")
+        for task_id in ids:
+            book.apply_in_script(
+                task_id, [(start, f"{task_id}:s"), (succeed, f"{task_id}:d")], script, key, []
+            )
+        return len(ids)
+
+    def reads() -> int:
+        lifecycle()
+        for task_id in ids:
+            book.get(task_id)
+            book.resume(task_id, 1, full_task=False)
+        return 2 * len(ids)
+
+    work: Callable[[], int] = {
+        "lifecycle": lifecycle,
+        "batch": batch,
+        "fused": fused,
+        "reads": reads,
+    }[workload]
+    started = time.perf_counter()
+    count = work()
+    rate = count / (time.perf_counter() - started)
+    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
+    for at in range(0, len(keys), 500):
+        client.delete(*keys[at : at + 500])
+    return rate
+
+
+def export(rev: str, into: Path) -> None:
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "asyncbook"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tempfile.TemporaryFile() as file:
+        file.write(archive)
+        file.seek(0)
+        with tarfile.open(fileobj=file) as tar:
+            tar.extractall(into, filter="data")
+
+
+def run_side(tree: Path, workload: str, url: str, n: int) -> float:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    command = [sys.executable, __file__, "--child", workload, "--url", url, "-n", str(n)]
+    output = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    return float(json.loads(output.stdout)["rate"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--base", default="HEAD~1")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--url", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("-n", type=int, default=1500)
+    parser.add_argument("--child", choices=WORKLOADS)
+    options = parser.parse_args()
+    if options.child:
+        print(json.dumps({"rate": child(options.child, options.url, options.n)}))
+        return
+    with tempfile.TemporaryDirectory(prefix="asyncbook-base-") as folder:
+        base = Path(folder)
+        export(options.base, base)
+        sides = {"base": base, "tree": ROOT}
+        rates: dict[str, dict[str, list[float]]] = {
+            w: {side: [] for side in sides} for w in WORKLOADS
+        }
+        for round_ in range(options.rounds):
+            order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+            for workload in WORKLOADS:
+                for side in order:
+                    rate = run_side(sides[side], workload, options.url, options.n)
+                    rates[workload][side].append(rate)
+    print(f"this tree vs {options.base}, {options.rounds} rounds, n={options.n}")
+    for workload in WORKLOADS:
+        tree, old = rates[workload]["tree"], rates[workload]["base"]
+        ratios = [t / b for t, b in zip(tree, old, strict=True)]
+        print(
+            f"{workload:10} tree {statistics.median(tree):9,.0f}/s  "
+            f"base {statistics.median(old):9,.0f}/s  ratio {statistics.median(ratios):.2f} "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Every book gives the same results as MemoryBook on random operation sequences."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+
+from asyncbook import MemoryBook, RedisBook
+
+from ..support.books import delete_namespace, redis_client
+from ..support.operations import run_sequence, sequences
+
+
+@pytest.fixture(scope="module")
+def clients() -> Iterator[list[Any]]:
+    real: redis.Redis = redis_client()
+    yield [real, fakeredis.FakeRedis(server=fakeredis.FakeServer())]
+    real.close()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=sequences)
+def test_books_agree(clients: list[Any], ops: list[tuple[Any, ...]]) -> None:
+    namespace = f"diff-{uuid.uuid4().hex[:12]}"
+    expected = run_sequence(MemoryBook(retention_versions=3), ops)
+    try:
+        for client in clients:
+            book = RedisBook(client, namespace=namespace, retention_versions=3)
+            assert run_sequence(book, ops) == expected
+    finally:
+        for client in clients:
+            delete_namespace(client, namespace)

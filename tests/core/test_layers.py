@@ -1,0 +1,109 @@
+"""The package's layers: imports point one way, core <- redis <- {celery, web, cli}."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "asyncbook"
+INTEGRATIONS = ("celery", "kombu", "starlette", "uvicorn", "click", "rich", "anyio", "httpx")
+LAYER_OF = {"redis": 1, "celery": 2, "web": 2, "cli": 3}
+"""A module may import from its own layer and those below (the core is layer 0)."""
+DEPRECATED_ALIASES = {"signals.py", "progress.py"}
+"""Old module paths kept for one release; they forward to ``asyncbook.celery``."""
+
+
+def _layer(path: Path) -> int:
+    parts = path.relative_to(PACKAGE).parts
+    return LAYER_OF.get(parts[0], 0) if len(parts) > 1 else 0
+
+
+def _imported_layers(path: Path) -> set[tuple[str, int]]:
+    """(module, layer) of every asyncbook module ``path`` imports, relative or absolute."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = list(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    found: set[tuple[str, int]] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                names = [module] + [f"{module}.{alias.name}" for alias in node.names]
+            elif node.module:
+                names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "asyncbook" and len(parts) > 1 and parts[1] in LAYER_OF:
+                found.add((name, LAYER_OF[parts[1]]))
+    return found
+
+
+def _modules() -> list[Path]:
+    return sorted(
+        path
+        for path in PACKAGE.rglob("*.py")
+        if not (path.parent == PACKAGE and path.name in DEPRECATED_ALIASES | {"__init__.py"})
+    )
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down_the_layers(path: Path) -> None:
+    layer = _layer(path)
+    upward = sorted(name for name, other in _imported_layers(path) if other > layer)
+    if path.parent == PACKAGE.joinpath("cli"):
+        upward = [name for name in upward if not name.startswith("asyncbook.cli")]
+    assert upward == [], f"{path.relative_to(PACKAGE)} imports upward: {upward}"
+
+
+def test_siblings_do_not_import_each_other() -> None:
+    """celery and web stand side by side: neither imports the other."""
+    for sibling, other in (("celery", "web"), ("web", "celery")):
+        for path in PACKAGE.joinpath(sibling).rglob("*.py"):
+            names = {name for name, _ in _imported_layers(path)}
+            assert not any(name.startswith(f"asyncbook.{other}") for name in names), path
+
+
+def test_core_modules_import_no_upper_layer() -> None:
+    core = [path for path in PACKAGE.glob("*.py") if path.name not in DEPRECATED_ALIASES]
+    core.remove(PACKAGE / "__init__.py")  # the public façade re-exports RedisBook
+    assert core, "no core modules found"
+    for path in core:
+        assert _imported_layers(path) == set(), path
+
+
+def test_import_asyncbook_loads_no_integration_library() -> None:
+    code = (
+        "import sys, asyncbook\n"
+        "from asyncbook import MemoryBook, RedisBook, parse_event\n"
+        f"loaded = sorted(m for m in {INTEGRATIONS!r} if m in sys.modules)\n"
+        "print(','.join(loaded))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == ""
+
+
+def test_deprecated_module_paths_still_work() -> None:
+    code = (
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    from asyncbook.signals import install, uninstall\n"
+        "    from asyncbook.progress import report_progress\n"
+        "import asyncbook.celery as c\n"
+        "assert install is c.install and uninstall is c.uninstall\n"
+        "assert report_progress is c.report_progress\n"
+        "print(sorted({w.category.__name__ for w in caught}), len(caught))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "['DeprecationWarning'] 2"

@@ -1,0 +1,180 @@
+"""The package's structure: no import circle, no private reach-ins, no oversized module.
+
+A new maintainer finds one concept a module. These checks read the source (``ast``), so they
+hold for code that is never imported by a test.
+
+- An import circle is a cycle in the graph of asyncbook modules importing each other, at module
+  level, inside a function or under ``if TYPE_CHECKING:`` (a lazy or type-only import hides a
+  circle, it does not break it: the two modules still cannot be read one without the other).
+- A private reach-in is a module using a private name (``_x``) that another asyncbook module
+  defines: ``from .other import _x``, or ``thing._x`` where ``_x`` is a member defined in another
+  module and not in this one (a class's own ``self._x`` is its business).
+- A module over ``MAX_LINES`` lines says why in its docstring (a line starting ``Long because``).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "asyncbook"
+MAX_LINES = 500
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES: dict[str, Path] = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _package_of(name: str, path: Path) -> list[str]:
+    parts = name.split(".")
+    return parts if path.name == "__init__.py" else parts[:-1]
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[str, str | None]]:
+    """(module, imported name or None) for every import of an asyncbook module."""
+    package = _package_of(name, path)
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "asyncbook":
+                    yield alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "asyncbook":
+                continue
+            for alias in node.names:
+                yield module, alias.name
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name, path in MODULES.items():
+        for module, imported in _imports(name, path):
+            target = f"{module}.{imported}" if imported else module
+            if target in MODULES:  # `from pkg import submodule`
+                graph[name].add(target)
+            elif module in MODULES:
+                graph[name].add(module)
+        graph[name].discard(name)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle() -> None:
+    assert _circles(_graph()) == []
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_members(tree: ast.Module) -> set[str]:
+    """Private names a module defines as members: methods, class attributes, ``self._x = ...``."""
+    members: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    members.add(item.name)
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    members.add(item.target.id)
+                elif isinstance(item, ast.Assign):
+                    members.update(t.id for t in item.targets if isinstance(t, ast.Name))
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in {"self", "cls"}
+        ):
+            members.add(node.attr)
+    return {name for name in members if _is_private(name)}
+
+
+@functools.cache
+def _members_by_module() -> dict[str, set[str]]:
+    return {name: _defined_members(_tree(path)) for name, path in MODULES.items()}
+
+
+def _reach_ins(name: str, path: Path, members: dict[str, set[str]]) -> list[str]:
+    tree = _tree(path)
+    own = members[name]
+    elsewhere = set().union(*(names for module, names in members.items() if module != name))
+    found: list[str] = []
+    for module, imported in _imports(name, path):
+        private = imported is not None and _is_private(imported)
+        if private and module != name and f"{module}.{imported}" not in MODULES:
+            found.append(f"from {module} import {imported}")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not _is_private(node.attr):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"}:
+            continue
+        if node.attr in elsewhere and node.attr not in own:
+            found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_private_reach_in(name: str) -> None:
+    assert _reach_ins(name, MODULES[name], _members_by_module()) == []
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_is_small_or_says_why(name: str) -> None:
+    path = MODULES[name]
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    if lines <= MAX_LINES:
+        return
+    docstring = ast.get_docstring(_tree(path)) or ""
+    assert "Long because" in docstring, f"{name} has {lines} lines and no reason in its docstring"

@@ -1,0 +1,11 @@
+"""Helpers the tests import (never test modules themselves): the test Redis and books on it
+(``books``), event builders (``events``), throwaway servers (``servers``, ``cluster``,
+``valkey``), the status server (``web_server``), Celery apps and workers (``celery``), the
+command line (``cli``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The checkout: the example ``workers`` app and ``celeryconfig.py`` live here."""

@@ -1,0 +1,64 @@
+"""The test Redis and the books on it: its URL, a client that fails the test when the
+server does not answer, a book on a fakeredis server of its own, removing one namespace's
+keys afterwards, and a client flushing the server's scripts meanwhile."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import fakeredis
+import pytest
+import redis
+
+from asyncbook import AsyncBook, RedisBook
+
+BookFactory = Callable[..., AsyncBook]
+"""What the ``make_book`` fixture gives: keyword settings in, a fresh book of one kind out."""
+
+REDIS_URL = os.environ.get("ASYNCBOOK_TEST_REDIS_URL", "redis://127.0.0.1:6379/10")
+
+
+def redis_client(url: str = REDIS_URL) -> redis.Redis:
+    """A client on the test Redis; fails the test when Redis does not answer."""
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.ConnectionError as error:  # pragma: no cover - environment problem
+        pytest.fail(f"Redis at {url} does not answer ({error}); .ci/run starts one")
+    return client
+
+
+def fakeredis_book(namespace: str) -> RedisBook:
+    """A RedisBook of ``namespace`` on a fakeredis server of its own."""
+    return RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace=namespace)
+
+
+def delete_namespace(client: Any, namespace: str) -> None:
+    """Remove every key of one namespace (its keys share the hash tag {namespace})."""
+    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
+    for start in range(0, len(keys), 500):
+        client.delete(*keys[start : start + 500])
+
+
+@contextmanager
+def scripts_flushed() -> Iterator[None]:
+    """Meanwhile another client flushes the test Redis's scripts, again and again."""
+    stop = threading.Event()
+
+    def flush() -> None:
+        flusher = redis_client()
+        while not stop.is_set():
+            flusher.script_flush()
+        flusher.close()
+
+    flusher = threading.Thread(target=flush)
+    flusher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        flusher.join()

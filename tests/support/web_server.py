@@ -1,0 +1,116 @@
+"""A real status server on loopback for the web tests: RedisBook on the test Redis; reading
+its answers (server-sent events, error bodies)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import redis
+
+from asyncbook import RedisBook
+from asyncbook.web import BackgroundServer, feed_for
+
+from .books import delete_namespace
+
+WEB_REDIS_URL = os.environ.get("ASYNCBOOK_TEST_WEB_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+
+@dataclass
+class Running:
+    """A server that is up: its base URL (no trailing slash), its book, its app."""
+
+    url: str
+    book: RedisBook
+    app: Any
+    server: BackgroundServer
+
+
+@contextmanager
+def running_server(
+    *,
+    token: str | None = None,
+    retention_versions: int = 8,
+    client: Any = None,
+    **options: Any,
+) -> Iterator[Running]:
+    """A status server over a fresh RedisBook namespace (the test Redis unless ``client``).
+
+    ``options`` go to ``BackgroundServer`` (``allowed_hosts``, ``proxy_headers``...).
+    """
+    client = client if client is not None else redis.Redis.from_url(WEB_REDIS_URL)
+    client.ping()
+    namespace = f"web-{uuid.uuid4().hex[:12]}"
+    book = RedisBook(client, namespace=namespace, retention_versions=retention_versions)
+    try:
+        with BackgroundServer(book, feed_for(book), token=token, **options) as server:
+            wait_for_listener(book)
+            yield Running(url=server.url.rstrip("/"), book=book, app=server.app, server=server)
+    finally:
+        delete_namespace(client, namespace)
+        client.close()
+
+
+def wait_for_listener(book: RedisBook, timeout: float = 5.0) -> None:
+    """Block until the server's change feed is subscribed to the book's channel."""
+    channel = book.keys.changes_channel
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        counts = dict(book.client.pubsub_numsub(channel))
+        if counts.get(channel.encode(), 0) > 0:
+            return
+        time.sleep(0.01)
+    raise RuntimeError("the change feed never subscribed")
+
+
+def sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
+    """Each server-sent event as it arrives: ``{"event", "id"?, "data"}``."""
+    current: dict[str, Any] = {}
+    for line in response.iter_lines():
+        if not line:
+            if "event" in current:
+                yield current
+            current = {}
+            continue
+        name, _, value = line.partition(": ")
+        if name == "event":
+            current["event"] = value
+        elif name == "id":
+            current["id"] = int(value)
+        elif name == "data":
+            current["data"] = json.loads(value)
+
+
+def read_sse(response: httpx.Response) -> list[dict[str, Any]]:
+    """Parse a whole server-sent event stream into ``{"event", "id", "data"}`` dicts."""
+    return list(sse_events(response))
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The error body of ``response``, checked: its status, its ``code``, a message."""
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    assert body["code"] == code
+    assert isinstance(body["message"], str)
+    assert body["message"]
+    return body
+
+
+def get_raw(client: httpx.Client, base: str, raw_path: str) -> httpx.Response:
+    """``GET raw_path`` as given (httpx normalises nothing), streamed: a path that opens a
+    live stream answers at once with its status and headers; an error's body is read."""
+    target = httpx.URL(base).copy_with(raw_path=raw_path.encode())
+    response = client.send(client.build_request("GET", target), stream=True)
+    try:
+        if response.status_code >= 400:
+            response.read()
+    finally:
+        response.close()
+    return response
