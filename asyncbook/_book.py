@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, NamedTuple, Protocol, Required, TypedDict, Unpack, runtime_checkable
 
 from ._console import PublishInfo
@@ -25,8 +26,13 @@ __all__ = [
     "ApplyItem",
     "AsyncBook",
     "CreateOptions",
+    "CreateSending",
     "CreateSpec",
     "EventInput",
+    "EventsScript",
+    "HeldWrites",
+    "ScriptedAnswer",
+    "ScriptedWrite",
     "cancel_input",
     "sort_notifications",
 ]
@@ -236,4 +242,130 @@ class AsyncBook(Protocol):
 
     def transition_counts(self) -> dict[str, int]:
         """How many times each reason was answered (``duplicate-callback`` included)."""
+        ...
+
+    # -- capabilities: what some books can do; None (or nothing done) where one cannot ----
+
+    def create_many(self, specs: Iterable[CreateSpec]) -> list[AsyncTask | AsyncBookError]:
+        """``create`` for each spec (each atomic on its own); errors in place."""
+        ...
+
+    def create_sender(self) -> CreateSending | None:
+        """Creates written at once and answered later (a RedisBook), or None: this book
+        creates only by waiting for ``create``."""
+        ...
+
+    def wait_for_writes(self, writes: HeldWrites) -> None:
+        """A book of this one's namespace in this process waits for ``writes`` (creates
+        sent behind the caller's back) before it reads or applies; nothing to wait for
+        in a book without a ``create_sender``."""
+        ...
+
+    def watch_cancels(
+        self,
+        on_cancel: Callable[[str], None],
+        *,
+        on_subscribe: Callable[[], None],
+        stop: Callable[[], bool],
+    ) -> Callable[[], None] | None:
+        """A loop to run in a thread: ``on_cancel(task_id)`` for each task cancelled in
+        the book, until ``stop()``; ``on_subscribe()`` after every (re)subscribe (what
+        was published while nobody listened is lost). None: this book publishes none."""
+        ...
+
+    def async_twin(self) -> object | None:
+        """A new asyncio book on the same store (same server, namespace, retention), to
+        close when done (a RedisBook's ``AsyncRedisBook``); None when there is none."""
+        ...
+
+    def script_beside(self, client: object, source: str) -> EventsScript | None:
+        """The caller's Lua ``source``, run with this book's events in one script call,
+        when the book lives on the Redis server ``client`` talks to; None otherwise."""
+        ...
+
+
+# -- what the capabilities hand out ---------------------------------------------------
+
+
+class CreateSending(Protocol):
+    """Creates written without waiting for their answers (``AsyncBook.create_sender``)."""
+
+    def send(self, spec: CreateSpec) -> None:
+        """Write one create; raises ``BookUnavailableError`` when it could not."""
+        ...
+
+    def pending(self) -> bool:
+        """True while creates were written and their answers not read."""
+        ...
+
+    def collect(self) -> None:
+        """Read every answer still due."""
+        ...
+
+    def close(self) -> None:
+        """Read what is due, then close the connection."""
+        ...
+
+    def take_unanswered(self) -> list[CreateSpec]:
+        """The creates whose answers were lost (to send again)."""
+        ...
+
+
+class HeldWrites(Protocol):
+    """Writes held for a book's namespace (``AsyncBook.wait_for_writes``)."""
+
+    def pending(self) -> bool:
+        """True while writes are unanswered, queued or being sent."""
+        ...
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until they are sent."""
+        ...
+
+
+class ScriptedWrite(NamedTuple):
+    """One call of an ``EventsScript``: one task's events and the script's own inputs."""
+
+    task_id: str
+    items: Sequence[tuple[EventInput | None, str | None]]
+    """(event, callback id) each; an event None expires the task at its deadline."""
+    key: str
+    """The script's own key (on the book's server)."""
+    args: Sequence[str]
+    """The script's own ARGV, before the events'."""
+    name: str | None = None
+    """The task's name, when the caller knows it (saves a round trip)."""
+    group_id: str | None = None
+    """The task's group, likewise."""
+
+
+class ScriptedAnswer(Protocol):
+    """What an ``EventsScript`` answered."""
+
+    @property
+    def status(self) -> str:
+        """The script's own status."""
+        ...
+
+    @property
+    def state(self) -> str:
+        """The task's state after the events ('' when the book does not hold it)."""
+        ...
+
+    @property
+    def outcomes(self) -> Sequence[object]:
+        """One per event: the book's answer, or the error the event met."""
+        ...
+
+
+class EventsScript(Protocol):
+    """A caller's script run with one task's events (``AsyncBook.script_beside``)."""
+
+    @property
+    def retention(self) -> timedelta | None:
+        """How long the book keeps an ended task's record (None: for ever)."""
+        ...
+
+    def apply(self, write: ScriptedWrite) -> ScriptedAnswer:
+        """The write's events and the script, in one call."""
         ...

@@ -13,8 +13,11 @@ from typing import TypeVar, Unpack
 from ._book import (
     ApplyItem,
     CreateOptions,
+    CreateSending,
     CreateSpec,
     EventInput,
+    EventsScript,
+    HeldWrites,
     cancel_input,
     sort_notifications,
 )
@@ -438,3 +441,40 @@ class MemoryBook:
         page = page[:count]
         next_after = str(self._created[page[-1].id]) if more and page else None
         return TaskPage(tasks=tuple(page), next_after=next_after)
+
+    # -- capabilities (AsyncBook): a book in memory has none of the optional ones -------
+
+    def create_many(self, specs: Iterable[CreateSpec]) -> list[AsyncTask | AsyncBookError]:
+        """``create`` for each spec; a spec the book refuses answers its error in place."""
+        results: list[AsyncTask | AsyncBookError] = []
+        for spec in specs:
+            try:
+                results.append(self.create(**spec._asdict()))
+            except AsyncBookError as error:
+                results.append(error)
+        return results
+
+    def create_sender(self) -> CreateSending | None:
+        """None: a create here is done when ``create`` returns."""
+        return None
+
+    def wait_for_writes(self, writes: HeldWrites) -> None:
+        """Nothing to wait for: this book has no ``create_sender``."""
+
+    def watch_cancels(
+        self,
+        on_cancel: Callable[[str], None],
+        *,
+        on_subscribe: Callable[[], None],
+        stop: Callable[[], bool],
+    ) -> Callable[[], None] | None:
+        """None: this book publishes no cancels."""
+        return None
+
+    def async_twin(self) -> object | None:
+        """None: a book in memory has no asyncio twin."""
+        return None
+
+    def script_beside(self, client: object, source: str) -> EventsScript | None:
+        """None: this book lives on no Redis server."""
+        return None

@@ -15,10 +15,10 @@ book = book_of(app)  # the book install(app) writes to
 
 from ._backend import AsyncBookBackend, AsyncBookSentinelBackend, TaskEndedInBook, TaskExpired
 from ._controls import apply_group, cancel, last_cursor
-from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration, install, uninstall
+from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration
 from ._lifecycle import TaskCancelled
 from ._progress import report_progress
-from ._registry import async_book_of, book_of, installed
+from ._registry import async_book_of, book_of, install, installed, uninstall
 from ._result_ref import default_result_ref
 from ._settings import Settings
 from ._tracked import TrackTasks, tracked

@@ -38,16 +38,22 @@ from celery import states
 from celery.backends.redis import RedisBackend, SentinelBackend
 from celery.exceptions import BackendStoreError, TaskRevokedError
 from kombu.utils.encoding import bytes_to_str
-from redis.cluster import RedisCluster
 
-from .._book import ApplyItem, EventInput
+from .._book import (
+    ApplyItem,
+    AsyncBook,
+    EventInput,
+    EventsScript,
+    ScriptedAnswer,
+    ScriptedWrite,
+)
 from .._models import CallbackResult, CancelEvent, FailEvent, SucceedEvent
 from ..errors import AsyncBookError, UnknownTaskError
-from ..redis import BookScript, EventOutcome, RedisBook, ScriptedEvents
+from ..redis import EventOutcome
 from ._execution_args import ExecutionArgs
-from ._integration import Integration, _describe
+from ._integration import Integration
 from ._registry import installed
-from ._tracking import callback_id, is_tracked, now_ms, result_hash
+from ._tracking import callback_id, describe_error, is_tracked, now_ms, result_hash
 
 __all__ = ["AsyncBookBackend", "AsyncBookSentinelBackend", "TaskEndedInBook", "TaskExpired"]
 
@@ -87,23 +93,6 @@ class TaskEndedInBook(Exception):  # noqa: N818
     __module__ = "asyncbook.celery"
 
 
-def _address(client: Any) -> tuple[Any, ...]:
-    """Where a client's commands go: host, port, db and socket path (behind Sentinel,
-    the master it names now)."""
-    pool = client.connection_pool
-    kwargs = pool.connection_kwargs
-    if hasattr(pool, "get_master_address"):
-        host, port = pool.get_master_address()
-        return (host, port, kwargs.get("db") or 0, None)
-    return (kwargs.get("host"), kwargs.get("port"), kwargs.get("db") or 0, kwargs.get("path"))
-
-
-def _same_redis(book_client: Any, backend_client: Any) -> bool:
-    if isinstance(book_client, RedisCluster):
-        return False
-    return _address(book_client) == _address(backend_client)
-
-
 # celery-types describes RedisBackend partly: its base's attributes are used as they are.
 _RedisBackend: Any = RedisBackend
 
@@ -127,7 +116,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         # result_compression is new in Celery 5.7; before it, results are never compressed.
         self._json_meta = self.serializer == "json" and not getattr(self, "compression", None)
-        self._books: dict[int, tuple[RedisBook, BookScript] | None] = {}
+        self._books: dict[int, tuple[AsyncBook, EventsScript | None]] = {}
         self._verdicts: dict[str, tuple[str, BaseException]] = {}
         self._lock = threading.Lock()
         self._warned: set[str] = set()
@@ -204,24 +193,22 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         answer = integration.recorder.write(item)[0]
         return answer.task.state.value if isinstance(answer, CallbackResult) else ""
 
-    def _fused(self, integration: Integration) -> tuple[RedisBook, BookScript] | None:
-        """The book and the meta script when the book lives on this backend's Redis."""
+    def _fused(self, integration: Integration) -> EventsScript | None:
+        """The meta script beside the book's events, when the book lives on this
+        backend's Redis (``AsyncBook.script_beside``)."""
         book = integration.book
         with self._lock:
-            if id(book) in self._books:
-                known = self._books[id(book)]
-                if known is None or known[0] is book:
-                    return known
-            fused: tuple[RedisBook, BookScript] | None = None
-            if isinstance(book, RedisBook) and _same_redis(book.client, self.client):
-                fused = (book, book.events_script(_execution_source()))
-            else:
+            known = self._books.get(id(book))
+            if known is not None and known[0] is book:
+                return known[1]
+            fused = book.script_beside(self.client, _execution_source())
+            if fused is None:
                 logger.warning(
                     "asyncbook: the book is not on the result backend's Redis (set "
                     "asyncbook_redis_url to it, or leave it unset): the book and Celery's "
                     "result are written one after the other, not in one round trip"
                 )
-            self._books[id(book)] = fused
+            self._books[id(book)] = (book, fused)
             return fused
 
     def _meta(
@@ -231,7 +218,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         state: str,
         traceback: Any,
         request: Any,
-        book: RedisBook,
+        book: EventsScript,
     ) -> tuple[Any, int]:
         """Celery's meta for the key, encoded, and its expiry, as ``RedisBackend`` makes
         them, except that the meta outlives the book's record of the task (its
@@ -263,7 +250,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
     def _write_together(
         self,
         integration: Integration,
-        fused: tuple[RedisBook, BookScript],
+        fused: EventsScript,
         item: ApplyItem,
         encoded: Any,
         state: str,
@@ -272,9 +259,8 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         refused: str,
     ) -> None:
         """The buffered events, the end and the meta: one script call."""
-        book, script = fused
         task_id = item[0]
-        value, expires = self._meta(task_id, encoded, state, traceback, request, book)
+        value, expires = self._meta(task_id, encoded, state, traceback, request, fused)
         meta_key = bytes_to_str(self.get_key_for_task(task_id))
         args = ExecutionArgs(value, expires, self._guard(task_id), refused).argv()
         recorder = integration.recorder
@@ -283,11 +269,9 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
 
         name, group = getattr(request, "task", None), getattr(request, "group", None)
 
-        def write() -> ScriptedEvents:
+        def write() -> ScriptedAnswer:
             return self.ensure(  # type: ignore[no-any-return]
-                lambda: book.apply_in_script(
-                    task_id, events, script, meta_key, args, name=name, group_id=group
-                ),
+                lambda: fused.apply(ScriptedWrite(task_id, events, meta_key, args, name, group)),
                 (),
             )
 
@@ -315,7 +299,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
 
     def _write_verdict(
         self,
-        fused: tuple[RedisBook, BookScript] | None,
+        fused: EventsScript | None,
         task_id: str,
         book_state: str,
         request: Any,
@@ -343,12 +327,11 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         if fused is None:
             super()._store_result(task_id, encoded, state, None, request)
             return
-        book, script = fused
-        value, expires = self._meta(task_id, encoded, state, None, request, book)
+        value, expires = self._meta(task_id, encoded, state, None, request, fused)
         meta_key = bytes_to_str(self.get_key_for_task(task_id))
         # No guard: the book refused this end, so no SUCCESS it accepted can be stored.
         args = ExecutionArgs(value, expires, "none", "").argv()
-        self.ensure(lambda: book.apply_in_script(task_id, [], script, meta_key, args), ())
+        self.ensure(lambda: fused.apply(ScriptedWrite(task_id, [], meta_key, args)), ())
 
     def on_chord_part_return(self, request: Any, state: str, result: Any, **kwargs: Any) -> Any:
         """Celery's chord counting; a member whose end the book refused counts as what the
@@ -379,7 +362,7 @@ def _end_event(
         ref = integration.result_ref(task, task_id, result)
         return SucceedEvent(at_ms=at, result_ref=ref, result_hash=result_hash(result))
     error = result if isinstance(result, BaseException) else None
-    text = _describe(error) if error is not None else str(result or "error")
+    text = describe_error(error) if error is not None else str(result or "error")
     return FailEvent(at_ms=at, error=text, retryable=state == states.RETRY)
 
 

@@ -1,4 +1,4 @@
-"""The beat tasks ``install`` registers (``asyncbook.sweep``, ``asyncbook.deliver``), their
+"""The beat tasks' (``asyncbook.sweep``, ``asyncbook.deliver``, registered by ``install``)
 entries on beat's schedule, and the router that sends them to the ``asyncbook_queue``.
 
 They back up the sweep and delivery every worker runs in its main process (``_upkeep``).
@@ -6,25 +6,20 @@ They back up the sweep and delivery every worker runs in its main process (``_up
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from celery import Celery, Task
-
-from ._registry import installed
+from celery import Celery
 
 __all__ = [
     "BEAT_TASKS",
     "BeatRouter",
     "add_schedule",
-    "deliver_task",
     "is_configured",
     "listed_routes",
     "missing_entries",
     "remove_schedule",
     "schedule_in",
-    "sweep_task",
 ]
 
 BEAT_TASKS = ("asyncbook.sweep", "asyncbook.deliver")
@@ -37,17 +32,14 @@ class BeatRouter:
     It comes after the app's own routes, so a route of yours for them wins.
     """
 
-    def __init__(self, app: Celery) -> None:
-        self._app = weakref.ref(app)
+    def __init__(self, queue: Callable[[], str | None]) -> None:
+        self._queue = queue
 
     def __call__(
         self, name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **_: Any
     ) -> dict[str, str] | None:
-        app = self._app()
-        integration = None if app is None else installed(app)
-        if integration is None or name not in BEAT_TASKS:
-            return None
-        return {"queue": integration.settings.queue}
+        queue = self._queue() if name in BEAT_TASKS else None
+        return None if queue is None else {"queue": queue}
 
 
 def is_configured(app: Celery) -> bool:
@@ -107,15 +99,3 @@ def remove_schedule(conf: Any, added: dict[str, dict[str, Any]]) -> None:
     mine = [key for key, entry in added.items() if schedule.get(key) is entry]
     if mine:
         conf.beat_schedule = {k: v for k, v in schedule.items() if k not in mine}
-
-
-def sweep_task(task: Task[Any, Any]) -> int:
-    """``asyncbook.sweep``: expire every task whose deadline has passed."""
-    current = installed(task.app)
-    return 0 if current is None else current.sweep().expired
-
-
-def deliver_task(task: Task[Any, Any]) -> int:
-    """``asyncbook.deliver``: hand pending notifications to the configured sinks."""
-    current = installed(task.app)
-    return 0 if current is None else current.deliver().delivered

@@ -1,4 +1,5 @@
-"""Lifecycle controls for a Celery user: ``cancel`` a task, read a task's ``last_cursor``."""
+"""Lifecycle controls for a Celery user: ``cancel`` a task, read a task's ``last_cursor``,
+``apply_group`` (the integration's ``Controls`` backs them)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``Creates``: a publisher's creates, sent behind ``apply_async``.
 
 ``apply_async`` of a tracked task writes its create to Redis at once, on a connection of
-its own, without waiting for the answer (``RedisBook.create_sender``): Redis runs it a
+its own, without waiting for the answer (``AsyncBook.create_sender``): Redis runs it a
 network hop later, and the answers are read later, a batch at a time. A status lookup
 from another process finds the task within a round trip of ``apply_async`` returning;
 the publishing process reads its own writes (its books wait for ``flush`` first).
@@ -24,11 +24,8 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
-from .._book import CreateSpec
-from ..errors import AsyncBookError
-from ..redis import RedisBook, RedisUnavailableError
-from ..redis._pending import register
-from ..redis._sender import CreateSender
+from .._book import AsyncBook, CreateSending, CreateSpec
+from ..errors import AsyncBookError, BookUnavailableError
 from ._recorder import retrying
 
 __all__ = ["Creates"]
@@ -45,15 +42,15 @@ class Creates:
     """A process's creates: written at once, answers read later; retried by a thread
     while Redis cannot be written to."""
 
-    def __init__(self, book: Callable[[], RedisBook], *, namespace: str, retry_for: float) -> None:
+    def __init__(self, book: Callable[[], AsyncBook], *, retry_for: float) -> None:
         self._book = book
         self.retry_for = retry_for
         self._reset()
         _open.add(self)
-        register(namespace, self)  # this process's books of the namespace wait for it
+        book().wait_for_writes(self)  # this process's books of the namespace wait for it
 
     def _reset(self) -> None:
-        self._sender: CreateSender | None = None
+        self._sender: CreateSending | None = None
         self._pid = os.getpid()
         self._lock = threading.Condition()
         self._queue: deque[CreateSpec] = deque()
@@ -75,9 +72,12 @@ class Creates:
                 if self._sender is None:
                     self._sender = self._book().create_sender()
                 sender = self._sender
+        if sender is None:  # the book waits for its creates: the thread sends them
+            self._queue_all([spec])
+            return
         try:
             sender.send(spec)
-        except RedisUnavailableError:
+        except BookUnavailableError:
             self._queue_all([spec, *sender.take_unanswered()])
         except AsyncBookError as error:
             logger.error("asyncbook: task %s could not be created: %s", spec.id, error)

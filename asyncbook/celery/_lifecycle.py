@@ -22,7 +22,6 @@ from celery.exceptions import Ignore
 
 from .._book import AsyncBook
 from ..errors import AsyncBookError
-from ..redis import Change, RedisBook, follow_changes
 
 __all__ = ["CancelWatch", "CancelledRing", "Heartbeats", "TaskCancelled"]
 
@@ -111,8 +110,8 @@ class Heartbeats:
         self._reset()
 
     def _reset(self) -> None:
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
+        # At first, and in a forked pool child: its own lock, executions and thread.
+        self._pid, self._lock = os.getpid(), threading.Lock()
         self._running: dict[str, int] = {}
         self._wakeup = threading.Event()
         self._thread: threading.Thread | None = None
@@ -169,35 +168,27 @@ class CancelWatch:
     the book itself is asked for its most recently cancelled tasks.
     """
 
-    def __init__(self, book: RedisBook, revoke: Callable[[str], None]) -> None:
+    def __init__(self, book: AsyncBook, revoke: Callable[[str], None]) -> None:
         self.book = book
         self.revoke = revoke
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Start following, in a daemon thread."""
-        self._thread = threading.Thread(
-            target=follow_changes,
-            args=(
-                self.book.client,
-                self.book.keys.cancels_channel,
-                self._on_change,
-                self._catch_up,
-            ),
-            kwargs={"stop": self._stop.is_set},
-            name="asyncbook-cancel-watch",
-            daemon=True,
+    def follower(self) -> Callable[[], None] | None:
+        """The loop ``start`` runs (``AsyncBook.watch_cancels``); None when the book
+        publishes no cancels."""
+        return self.book.watch_cancels(
+            self.revoke, on_subscribe=self._catch_up, stop=self._stop.is_set
         )
+
+    def start(self, follow: Callable[[], None]) -> None:
+        """Start following (``follow``, from ``follower``), in a daemon thread."""
+        self._thread = threading.Thread(target=follow, name="asyncbook-cancel-watch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop following."""
         self._stop.set()
-
-    def _on_change(self, change: Change) -> None:
-        if change.state == "cancelled":
-            self.revoke(change.task_id)
 
     def _catch_up(self) -> None:
         try:

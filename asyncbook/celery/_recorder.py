@@ -231,7 +231,7 @@ class Recorder:
                 self._queue = deque(entry for entry in self._queue if entry.item[0] != task_id)
         return taken
 
-    def answer(self, taken: Sequence[Taken], results: Sequence[Answer]) -> None:
+    def answer(self, taken: Sequence[Taken], results: Sequence[object]) -> None:
         """The book's answers to events ``take`` gave out (None: not written, so they are
         queued again, in order, ahead of the queue)."""
         if all(result is None for result in results):

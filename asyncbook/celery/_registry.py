@@ -1,25 +1,77 @@
-"""Which ``Integration`` each Celery app has: ``install`` records it, ``installed`` reads it,
-``book_of`` hands out its book (``async_book_of``: the same book for asyncio)."""
+"""``install(app)`` and ``uninstall(app)``: which ``Integration`` each Celery app has.
+
+``install`` connects one (``Integration.connect``) and records it, ``uninstall``
+disconnects it; ``installed`` reads it, ``book_of`` hands out its book (``async_book_of``:
+the same book for asyncio), and the beat tasks find theirs here.
+"""
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
 
+from .._book import AsyncBook
 from ..errors import invalid
-from ..redis import AsyncRedisBook, RedisBook
+from ..redis import AsyncRedisBook
+from ._integration import Integration
 
-if TYPE_CHECKING:
-    from .._book import AsyncBook
-    from ._integration import Integration
+__all__ = [
+    "async_book_of",
+    "book_of",
+    "deliver_task",
+    "install",
+    "installed",
+    "require_installed",
+    "sweep_task",
+    "uninstall",
+]
 
-__all__ = ["async_book_of", "book_of", "installed", "require_installed"]
 
 _installed: weakref.WeakKeyDictionary[Celery, Integration] = weakref.WeakKeyDictionary()
 _install_lock = threading.Lock()
+
+
+def install(app: Celery, book: AsyncBook | None = None) -> Integration:
+    """Connect asyncbook's signal handlers for ``app``, once; returns the integration.
+
+    ``book`` defaults to a ``RedisBook`` on ``asyncbook_redis_url`` (the broker URL when
+    the broker is Redis), built on first use. Settings are read when first needed, so
+    the app may be configured before or after. Installing again with another book
+    replaces the previous integration.
+    """
+    with _install_lock:
+        current = _installed.get(app)
+        if current is not None:
+            if book is None or book is current.state.held_book:
+                return current
+            current.disconnect()
+        integration = Integration(app, book)
+        integration.connect({"asyncbook.sweep": sweep_task, "asyncbook.deliver": deliver_task})
+        _installed[app] = integration
+        return integration
+
+
+def uninstall(app: Celery) -> None:
+    """Disconnect what ``install`` connected for ``app`` (tests, reconfiguration)."""
+    with _install_lock:
+        current = _installed.pop(app, None)
+    if current is not None:
+        current.disconnect()
+
+
+def sweep_task(task: Task[Any, Any]) -> int:
+    """``asyncbook.sweep``: expire every task whose deadline has passed."""
+    current = installed(task.app)
+    return 0 if current is None else current.sweep().expired
+
+
+def deliver_task(task: Task[Any, Any]) -> int:
+    """``asyncbook.deliver``: hand pending notifications to the sinks."""
+    current = installed(task.app)
+    return 0 if current is None else current.deliver().delivered
 
 
 def installed(app: Celery) -> Integration | None:
@@ -53,8 +105,8 @@ def async_book_of(app: Celery) -> AsyncRedisBook:
     ``RedisBook`` on a plain, TLS or unix-socket Redis (Cluster and Sentinel: build
     ``AsyncRedisBook.from_url`` with your URL and namespace)."""
     book = book_of(app)
-    twin = AsyncRedisBook.twin_of(book) if isinstance(book, RedisBook) else None
-    if twin is None:
+    twin = book.async_twin()
+    if not isinstance(twin, AsyncRedisBook):  # None: the book has none
         raise invalid(
             f"the app's book ({type(book).__name__}) has no asyncio twin: build "
             "AsyncRedisBook.from_url(url, namespace=...) for it",

@@ -11,21 +11,14 @@ reads ``cancelled`` when the call returns, not only once a worker discards its m
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from celery import Celery
 from celery.app.control import Control
 from kombu.utils.imports import symbol_by_name
-
-from .._models import CancelEvent
-from ._registry import installed
-from ._tracking import callback_id
-
-if TYPE_CHECKING:
-    from ._integration import Integration
 
 __all__ = ["BookControl", "cancelled_here", "install_control", "uninstall_control"]
 
@@ -56,31 +49,13 @@ def _task_ids(value: object) -> list[str]:
     return []
 
 
-def cancel_in_book(integration: Integration, task_ids: list[str], terminated: bool) -> None:
-    """Cancel ``task_ids`` in the book in one round trip ("revoked", or "terminated");
-    ids the book does not hold, or holds ended, are left alone. A book that does not
-    answer is logged: the worker that discards the message records the cancel then."""
-    reason = "terminated" if terminated else "revoked"
-    try:
-        integration.flush_creates()  # a task this process just published is in the book
-        book = integration.book
-        event = CancelEvent(at_ms=book.now_ms(), reason=reason)
-        items = [(task_id, event, callback_id(task_id, "revoke", reason)) for task_id in task_ids]
-        book.apply_many(items, full_task=False)
-    except Exception as error:  # the revoke goes out whatever the book answered
-        logger.warning(
-            "asyncbook: the revoke of %s is not in the book yet (%s); the worker that "
-            "discards the message records it",
-            ", ".join(task_ids),
-            error,
-        )
-
-
 class BookControl(Control):
     """Celery's remote control, with ``revoke`` written to the book first."""
 
     replaced: ClassVar[Any] = None
     """The app's ``control_cls`` before ``install`` (restored by ``uninstall``)."""
+    on_revoke: ClassVar[Callable[[list[str], bool], None] | None] = None
+    """Cancels the revoked ids in the book (terminated or not): the integration's."""
 
     def broadcast(
         self, command: str, arguments: Mapping[str, Any] | None = None, *args: Any, **kwargs: Any
@@ -90,14 +65,15 @@ class BookControl(Control):
             given = {**(arguments or {}), **kwargs}
             skip = _cancelled_here.get()
             task_ids = [i for i in _task_ids(given.get("task_id")) if i not in skip]
-            integration = installed(self.app)
-            if task_ids and integration is not None:
-                cancel_in_book(integration, task_ids, bool(given.get("terminate")))
+            on_revoke = type(self).on_revoke
+            if task_ids and on_revoke is not None:
+                on_revoke(task_ids, bool(given.get("terminate")))
         return super().broadcast(command, arguments, *args, **kwargs)
 
 
-def install_control(app: Celery) -> None:
-    """Make the app's control a ``BookControl`` (a subclass of the app's own)."""
+def install_control(app: Celery, on_revoke: Callable[[list[str], bool], None]) -> None:
+    """Make the app's control a ``BookControl`` (a subclass of the app's own) whose
+    revokes go through ``on_revoke`` first."""
     current = app.control_cls
     base = symbol_by_name(current) if isinstance(current, str) else current
     if isinstance(base, type) and issubclass(base, BookControl):
@@ -109,7 +85,8 @@ def install_control(app: Celery) -> None:
             current,
         )
         return
-    control = type(f"Book{base.__name__}", (BookControl, base), {"replaced": current})
+    attributes = {"replaced": current, "on_revoke": staticmethod(on_revoke)}
+    control = type(f"Book{base.__name__}", (BookControl, base), attributes)
     app.control_cls = control  # type: ignore[assignment]  # Celery takes a class or a path
     del app.control  # built again, as the new class, when next used
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import Any, TypedDict, TypeVar, Unpack, overload
 
 from celery import Task
 from celery.local import PromiseProxy, Proxy
@@ -27,6 +27,15 @@ _T = TypeVar("_T")
 _UNSET: Any = object()
 
 Duration = timedelta | int | float
+
+
+class TrackOptions(TypedDict, total=False):
+    """The options ``tracked`` takes (each left out keeps the task's own)."""
+
+    ttl: Duration | None
+    max_retries: int | None
+    max_attempts: int | None
+    heartbeat_timeout: Duration | bool | None
 
 
 def _options(
@@ -87,15 +96,7 @@ def tracked(
     heartbeat_timeout: Duration | bool | None = None,
 ) -> _T: ...
 @overload
-def tracked(
-    task: None = None,
-    /,
-    *,
-    ttl: Duration | None = None,
-    max_retries: int | None = _UNSET,
-    max_attempts: int | None = None,
-    heartbeat_timeout: Duration | bool | None = None,
-) -> Callable[[_T], _T]: ...
+def tracked(task: None = None, /, **options: Unpack[TrackOptions]) -> Callable[[_T], _T]: ...
 def tracked(
     task: Any = None,
     /,

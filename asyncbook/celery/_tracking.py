@@ -28,6 +28,7 @@ from ._settings import duration_ms
 __all__ = [
     "UNLIMITED_ATTEMPTS",
     "callback_id",
+    "describe_error",
     "expires_ms",
     "heartbeat_timeout_ms",
     "iso_time",
@@ -89,6 +90,14 @@ def max_attempts(task: object) -> int:
 def callback_id(task_id: str, signal: str, retries: int | str, *extra: object) -> str:
     """The callback id of one signal of one execution: a redelivery repeats it."""
     return ":".join(["celery", task_id, signal, str(retries), *(str(part) for part in extra)])
+
+
+def describe_error(error: BaseException | None) -> str:
+    """An exception as the book records it: ``Type: text`` (``Type`` alone without text)."""
+    if error is None:
+        return "error"
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def expires_ms(value: object) -> int | None:

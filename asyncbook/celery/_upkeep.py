@@ -17,15 +17,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from .._book import AsyncBook
 from .._health import sweep_health
 from .._sweep import SweepLease
 
-if TYPE_CHECKING:
-    from ._integration import Integration
-
-__all__ = ["Every", "Upkeep"]
+__all__ = ["Every", "Upkeep", "Upkept"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -84,6 +82,23 @@ class Every:
             due = max(due + self.interval, time.monotonic())
 
 
+class Upkept(Protocol):
+    """What the threads keep up: its book, its sweep and its delivery (the integration)."""
+
+    @property
+    def book(self) -> AsyncBook:
+        """The book swept."""
+        ...
+
+    def sweep(self) -> object:
+        """Expire every task whose deadline has passed."""
+        ...
+
+    def deliver(self, consumer: str | None = None) -> object:
+        """Hand pending notifications to the sinks."""
+        ...
+
+
 class Upkeep:
     """The threads of one process: sweep (under the lease), deliver, check health.
 
@@ -92,7 +107,7 @@ class Upkeep:
 
     def __init__(
         self,
-        integration: Integration,
+        integration: Upkept,
         hostname: str,
         *,
         sweep: bool = True,

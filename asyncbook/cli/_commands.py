@@ -27,7 +27,7 @@ from ._console_cmds import COMMANDS as TASK_COMMANDS
 from ._console_stats import COMMANDS as STATS_COMMANDS
 from ._context import (
     EXIT_USAGE,
-    Settings,
+    GroupOptions,
     book_errors,
     emit_json,
     fail,
@@ -59,14 +59,14 @@ __all__ = ["cli", "main"]
 @click.pass_context
 def cli(ctx: click.Context, redis_url: str, namespace: str) -> None:
     """Look up, watch and serve the tasks asyncbook keeps in Redis."""
-    ctx.obj = Settings(redis_url=redis_url, namespace=namespace)
+    ctx.obj = GroupOptions(redis_url=redis_url, namespace=namespace)
 
 
 @cli.command()
 @click.argument("task_id")
 @json_option
 @click.pass_obj
-def history(settings: Settings, task_id: str, as_json: bool) -> None:
+def history(settings: GroupOptions, task_id: str, as_json: bool) -> None:
     """Show a task's history: every version and the event that made it."""
     task = task_or_exit(settings, task_id)
     entries = [to_wire(entry) for entry in task.history]
@@ -92,7 +92,7 @@ def history(settings: Settings, task_id: str, as_json: bool) -> None:
 )
 @json_option
 @click.pass_obj
-def show_group(settings: Settings, group_id: str, limit: int, as_json: bool) -> None:
+def show_group(settings: GroupOptions, group_id: str, limit: int, as_json: bool) -> None:
     """Show a group of tasks: counts by state, overall progress, and its members.
 
     The counts and progress cover every member (one lookup, whatever the group's size);
@@ -142,7 +142,7 @@ def show_group(settings: Settings, group_id: str, limit: int, as_json: bool) -> 
 @json_option
 @click.pass_obj
 def watch(
-    settings: Settings,
+    settings: GroupOptions,
     task_id: str,
     cursor: int,
     api: str | None,
@@ -211,7 +211,7 @@ def watch(
 @click.option("--key", required=True, help="The idempotency key (reuse it when retrying).")
 @json_option
 @click.pass_obj
-def deliver(settings: Settings, task_id: str, key: str, as_json: bool) -> None:
+def deliver(settings: GroupOptions, task_id: str, key: str, as_json: bool) -> None:
     """Hand a task's result over once per idempotency key."""
     with book_errors():
         result = settings.book.deliver_result(task_id, key, time.time() * 1000)
@@ -231,7 +231,7 @@ def deliver(settings: Settings, task_id: str, key: str, as_json: bool) -> None:
 @click.option("--reason", default=None, help="Why (kept as the task's error; default: cancelled).")
 @json_option
 @click.pass_obj
-def cancel_task(settings: Settings, task_id: str, reason: str | None, as_json: bool) -> None:
+def cancel_task(settings: GroupOptions, task_id: str, reason: str | None, as_json: bool) -> None:
     """Cancel a queued or running task: it ends as cancelled.
 
     Written to the book at once; workers learn of it through the book's change channel
@@ -256,7 +256,7 @@ def cancel_task(settings: Settings, task_id: str, reason: str | None, as_json: b
 @click.option("--limit", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @json_option
 @click.pass_obj
-def sweep(settings: Settings, limit: int, as_json: bool) -> None:
+def sweep(settings: GroupOptions, limit: int, as_json: bool) -> None:
     """Expire every task whose deadline has passed (one pass)."""
     with book_errors():
         report = run_sweep(settings.book, batch=limit)
@@ -274,7 +274,7 @@ def notifications() -> None:
 @notifications.command()
 @json_option
 @click.pass_obj
-def drain(settings: Settings, as_json: bool) -> None:
+def drain(settings: GroupOptions, as_json: bool) -> None:
     """Take every pending notification (the outbox is emptied)."""
     with book_errors():
         notes = settings.book.drain_notifications()
@@ -294,7 +294,7 @@ def drain(settings: Settings, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def consume(
-    settings: Settings,
+    settings: GroupOptions,
     group: str,
     consumer: str,
     count: int,
@@ -354,7 +354,7 @@ def consume(
 @click.option("--log-level", default="info", show_default=True)
 @click.pass_obj
 def serve(
-    settings: Settings,
+    settings: GroupOptions,
     host: str,
     port: int,
     token: str | None,
@@ -425,7 +425,7 @@ def walkthrough() -> None:
 )  # fmt: skip
 @json_option
 @click.pass_obj
-def doctor(settings: Settings, app_name: str | None, timeout: float, as_json: bool) -> None:
+def doctor(settings: GroupOptions, app_name: str | None, timeout: float, as_json: bool) -> None:
     """Check a deployment; exit 1 naming each problem with its fix.
 
     Redis (kind, version, scripting, maxmemory-policy, persistence, clock offset), the

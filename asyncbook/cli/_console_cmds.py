@@ -16,7 +16,7 @@ from .._console import SearchRow, TaskInfo, TaskQuery
 from .._models import STATE_NAMES, AsyncTask, to_wire
 from .._watch import task_summary
 from ._console_units import naming_options, now_ms, span, when, when_option
-from ._context import Settings, book_errors, emit_json, json_option, rich_console, task_or_exit
+from ._context import GroupOptions, book_errors, emit_json, json_option, rich_console, task_or_exit
 
 __all__ = ["COMMANDS"]
 
@@ -31,7 +31,7 @@ def _totals_line(totals: Mapping[str, int], exact: bool = True) -> str:
 @click.argument("task_id")
 @json_option
 @click.pass_obj
-def status(settings: Settings, task_id: str, as_json: bool) -> None:
+def status(settings: GroupOptions, task_id: str, as_json: bool) -> None:
     """Show one task (state, progress, version, attempts, result), then its info
     (name, arguments, queue, worker, times, runtime, and a failure's traceback)."""
     task = task_or_exit(settings, task_id)
@@ -127,7 +127,7 @@ _SEARCH_ONLY = ("name", "worker", "q", "since_ms", "until_ms", "sort")
 @click.option("--after", help="Continue from a previous page's next cursor.")
 @json_option
 @click.pass_obj
-def list_tasks(settings: Settings, /, as_json: bool, **filters: Any) -> None:
+def list_tasks(settings: GroupOptions, /, as_json: bool, **filters: Any) -> None:
     """List tasks, newest first: name, id, state, progress (done), worker, start time
     (UTC), runtime and attempts (tries), then the number of matching tasks per state.
     Ids are never cut, whatever the terminal's width; the other text columns are.

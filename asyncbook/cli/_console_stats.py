@@ -21,7 +21,7 @@ from .._console import (
 )
 from .._models import to_wire
 from ._console_units import duration_option, naming_options, now_ms, span, when
-from ._context import Settings, book_errors, emit_json, json_option, rich_console
+from ._context import GroupOptions, book_errors, emit_json, json_option, rich_console
 
 __all__ = ["COMMANDS"]
 
@@ -37,7 +37,7 @@ __all__ = ["COMMANDS"]
 )
 @json_option
 @click.pass_obj
-def workers(settings: Settings, within: int, as_json: bool) -> None:
+def workers(settings: GroupOptions, within: int, as_json: bool) -> None:
     """List the workers seen recently, most recently seen first: their running tasks and
     how many tasks they started, finished and failed."""
     with book_errors(), naming_options():
@@ -84,7 +84,9 @@ def _workers_table(found: Sequence[WorkerSummary], now_ms: int) -> Table:
 @click.option("--empty", is_flag=True, help="Show the rows where nothing happened too.")
 @json_option
 @click.pass_obj
-def stats(settings: Settings, name: str | None, window: int, empty: bool, as_json: bool) -> None:
+def stats(
+    settings: GroupOptions, name: str | None, window: int, empty: bool, as_json: bool
+) -> None:
     """Per-minute stats (per 5 minutes over windows longer than an hour): tasks started,
     ended by state, runtime percentiles; then the window's totals and failure rate."""
     with book_errors(), naming_options():

@@ -23,7 +23,7 @@ from ..redis import DEFAULT_REDIS_URL, RedisBook
 __all__ = [
     "EXIT_NOT_FOUND",
     "EXIT_USAGE",
-    "Settings",
+    "GroupOptions",
     "book_errors",
     "emit_json",
     "fail",
@@ -37,7 +37,7 @@ EXIT_USAGE = 2
 
 
 @dataclass
-class Settings:
+class GroupOptions:
     """What the group's options say; the book is built on first use."""
 
     redis_url: str = DEFAULT_REDIS_URL
@@ -91,7 +91,7 @@ def json_option(command: FC) -> FC:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(command)
 
 
-def task_or_exit(settings: Settings, task_id: str) -> AsyncTask:
+def task_or_exit(settings: GroupOptions, task_id: str) -> AsyncTask:
     """The task, or exit 1 naming it when the book does not hold it."""
     with book_errors():
         task = settings.book.get(task_id)

@@ -30,7 +30,6 @@ from . import _operations as operations
 from ._async_changes import changes
 from ._async_engine import AsyncEngine
 from ._base import BookBase
-from ._book import RedisBook
 from ._connection import reports_outages_async
 from ._plan import server_time
 from ._twin import async_client_like
@@ -50,7 +49,7 @@ class AsyncRedisBook(BookBase):
     engine: AsyncEngine
 
     @classmethod
-    def twin_of(cls, book: RedisBook) -> AsyncRedisBook | None:
+    def twin_of(cls, book: BookBase) -> AsyncRedisBook | None:
         """An async book of ``book``'s namespace and retention, on an asyncio client like
         ``book.client`` (same address, db, credentials, TLS, timeouts); None when that
         client has no such twin (a Cluster, Sentinel, fakeredis...). Close it when done."""

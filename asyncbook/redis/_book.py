@@ -12,10 +12,11 @@ without waiting). The scripts' arguments are built in ``_args``, their replies r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Unpack
 
-from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput
+from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput, HeldWrites, ScriptedWrite
 from .._checks import require_integer, require_non_negative, require_string, require_text
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._models import (
@@ -35,9 +36,13 @@ from . import _console
 from . import _operations as operations
 from . import _outbox as outbox
 from ._args import dumps, utf8
+from ._async_book import AsyncRedisBook
 from ._base import BookBase
+from ._beside import BesideScript, same_server
+from ._changes import Change, follow_changes
 from ._connection import reports_outages
 from ._engine import Engine
+from ._pending import register
 from ._plan import server_time
 from ._replies import created, group_summary_of
 from ._scripts import BookScript, ScriptedEvents, SealGroupArgs, TaskIdsArgs
@@ -446,3 +451,42 @@ class RedisBook(BookBase):
         if self.retention is None:
             return 0
         return batches.prune(self.engine, limit)
+
+    # -- capabilities (AsyncBook): what a RedisBook can do that not every book can ------
+
+    def wait_for_writes(self, writes: HeldWrites) -> None:
+        """This process's books of this namespace wait for ``writes`` before they read
+        or apply (a publisher reads its own creates, sent behind ``apply_async``)."""
+        register(self.namespace, writes)
+
+    def watch_cancels(
+        self,
+        on_cancel: Callable[[str], None],
+        *,
+        on_subscribe: Callable[[], None],
+        stop: Callable[[], bool],
+    ) -> Callable[[], None]:
+        """``follow_changes`` on the book's cancels channel (no other change wakes it)."""
+
+        def on_change(change: Change) -> None:
+            if change.state == "cancelled":
+                on_cancel(change.task_id)
+
+        channel = self.keys.cancels_channel
+        return functools.partial(
+            follow_changes, self.client, channel, on_change, on_subscribe, stop=stop
+        )
+
+    def async_twin(self) -> AsyncRedisBook | None:
+        """``AsyncRedisBook.twin_of(self)``: None on a Cluster, Sentinel, fakeredis..."""
+        return AsyncRedisBook.twin_of(self)
+
+    def script_beside(self, client: object, source: str) -> BesideScript | None:
+        """``source`` as an ``events_script``, when ``client`` is on this book's server."""
+        if not same_server(self.client, client):
+            return None
+        return BesideScript(self._apply_write, self.events_script(source), self.retention)
+
+    def _apply_write(self, write: ScriptedWrite, script: BookScript) -> ScriptedEvents:
+        task_id, items, key, args, name, group_id = write
+        return self.apply_in_script(task_id, items, script, key, args, name=name, group_id=group_id)

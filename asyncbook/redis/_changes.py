@@ -15,14 +15,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .._book import AsyncBook
 from .._models import AsyncTask
 from .._watch import Message, messages_for, resume_light
-from ._book import RedisBook
+from ._keys import KeySchema
 
 __all__ = ["DROPPED", "Change", "follow_changes", "follow_task", "parse_change"]
 
@@ -128,8 +129,15 @@ def follow_changes(
                 pubsub.close()
 
 
+class FollowedBook(AsyncBook, Protocol):
+    """A book whose task changes are followed: a ``RedisBook``."""
+
+    client: Any
+    keys: KeySchema
+
+
 def follow_task(
-    book: RedisBook,
+    book: FollowedBook,
     task_id: str,
     on_batch: Callable[[list[Message]], None],
     *,
@@ -164,7 +172,7 @@ class _TaskFollower:
 
     def __init__(
         self,
-        book: RedisBook,
+        book: FollowedBook,
         task_id: str,
         on_batch: Callable[[list[Message]], None],
         cursor: int,

@@ -710,7 +710,7 @@ def lose_creates(app: Celery, monkeypatch: pytest.MonkeyPatch) -> list[CreateSpe
     """The publisher queues its creates and never sends them (as if killed at once)."""
     integration = installed(app)
     assert integration is not None
-    creates = integration._deferred_creates()
+    creates = integration.publishing.deferred_creates()
     assert creates is not None
     lost: list[CreateSpec] = []
     monkeypatch.setattr(creates, "add", lost.append)

@@ -443,8 +443,9 @@ def test_a_forked_process_does_not_inherit_a_held_lock() -> None:
     app = make_app()
     integration = install(app, MemoryBook())
     try:
-        integration._state_lock.acquire()  # held by another thread at the fork ...
-        integration._pid = -1  # ... and this is the child
+        process = integration.state.process
+        process.lock.acquire()  # held by another thread at the fork ...
+        process.pid = -1  # ... and this is the child
         done = threading.Event()
 
         def report() -> None:
@@ -505,10 +506,10 @@ def test_a_worker_without_q_consumes_the_asyncbook_queue() -> None:
     integration = install(app, MemoryBook())
     try:
         worker = types.SimpleNamespace(app=app)
-        integration.on_celeryd_init(instance=worker, options={"queues": None})
+        integration.service.on_celeryd_init(instance=worker, options={"queues": None})
         assert "asyncbook" in app.amqp.queues.consume_from
         other = make_app()
-        integration.on_celeryd_init(instance=types.SimpleNamespace(app=other), options={})
+        integration.service.on_celeryd_init(instance=types.SimpleNamespace(app=other), options={})
         assert "asyncbook" not in other.amqp.queues.consume_from  # another app's worker
     finally:
         uninstall(app)
@@ -516,7 +517,7 @@ def test_a_worker_without_q_consumes_the_asyncbook_queue() -> None:
     integration = install(app, MemoryBook())
     try:
         app.amqp.queues.select(["mine"])  # celery worker -Q mine
-        integration.on_celeryd_init(
+        integration.service.on_celeryd_init(
             instance=types.SimpleNamespace(app=app), options={"queues": ["mine"]}
         )
         assert list(app.amqp.queues.consume_from) == ["mine"]
@@ -538,7 +539,7 @@ def test_worker_ready_warns_when_nothing_consumes_the_asyncbook_queue(
     try:
         app.amqp.queues.select(["mine"])  # celery worker -Q mine
         with caplog.at_level(logging.INFO, "asyncbook.celery"):
-            integration.on_worker_ready(sender=consumer)  # it sweeps itself: nothing to say
+            integration.service.on_worker_ready(sender=consumer)  # it sweeps itself: nothing to say
         assert ours(caplog) == []
     finally:
         uninstall(app)
@@ -549,20 +550,20 @@ def test_worker_ready_warns_when_nothing_consumes_the_asyncbook_queue(
     try:
         app.amqp.queues.select(["mine"])  # celery worker -Q mine
         with caplog.at_level(logging.INFO, "asyncbook.celery"):
-            integration.on_worker_ready(sender=consumer)  # nothing overdue: a note
+            integration.service.on_worker_ready(sender=consumer)  # nothing overdue: a note
         assert [r.levelno for r in ours(caplog)] == [logging.INFO]
         assert "queue 'asyncbook'" in caplog.text
         caplog.clear()
         book.create(id="late", now_ms=now_ms() - 60_000, ttl_ms=1_000, max_attempts=1)
         with caplog.at_level(logging.INFO, "asyncbook.celery"):
-            integration.on_worker_ready(sender=consumer)  # no sweep lately: a warning
+            integration.service.on_worker_ready(sender=consumer)  # no sweep lately: a warning
         (record,) = ours(caplog)
         assert record.levelno == logging.WARNING
         assert "does not consume queue 'asyncbook'" in record.getMessage()
         caplog.clear()
         app.amqp.queues.select(["mine", "asyncbook"])  # celery worker -Q mine,asyncbook
         with caplog.at_level(logging.INFO, "asyncbook.celery"):
-            integration.on_worker_ready(sender=consumer)
+            integration.service.on_worker_ready(sender=consumer)
         assert ours(caplog) == []
     finally:
         uninstall(app)

@@ -21,7 +21,7 @@ def test_creates_wait_out_an_outage(tmp_path: Path) -> None:
         connect(url, socket_timeout=0.5, socket_connect_timeout=0.5, retry=retry_policy(0)),
         namespace="creates",
     )
-    creates = Creates(lambda: book, namespace="creates-test", retry_for=15.0)
+    creates = Creates(lambda: book, retry_for=15.0)
     with redis_server(tmp_path / "first", "--port", str(port)):
         wait_until(lambda: redis.Redis(port=port).ping(), what="redis")
         creates.add(CreateSpec("before", 0, 60_000, 1, exist_ok=True))

@@ -13,8 +13,7 @@ from celery import Celery, Task
 from celery.app.task import Context
 
 from asyncbook import AsyncBookError, Notification
-from asyncbook.celery import report_progress
-from asyncbook.celery._integration import DEADLINE_HEADER, Integration
+from asyncbook.celery import DEADLINE_HEADER, Integration, report_progress
 from asyncbook.celery._tracking import callback_id, now_ms, result_hash
 
 from ..support.celery import (
@@ -239,11 +238,13 @@ def test_a_revoked_running_task_is_cancelled(
     book.create(id=task_id, now_ms=now_ms(), ttl_ms=60_000, max_attempts=1)
     book.apply(task_id, {"type": "start", "atMs": now_ms(), "worker": "w"})
     request = Context(id=task_id, retries=0)
-    integration.on_task_revoked(sender=task_of(app, "generate"), request=request, expired=False)
+    integration.outcomes.on_task_revoked(
+        sender=task_of(app, "generate"), request=request, expired=False
+    )
     task = book.get(task_id)
     assert task is not None
     assert (task.state, task.error) == ("cancelled", "revoked")
-    integration.on_task_revoked(
+    integration.outcomes.on_task_revoked(
         sender=task_of(app, "generate"), request=request, expired=False, terminated=True
     )
     assert book.get(task_id) == task  # once cancelled, a second revoke changes nothing

@@ -25,6 +25,7 @@ from asyncbook import (
 )
 from asyncbook._sinks import SinkError
 from asyncbook.celery import TaskCancelled, TaskEndedInBook, TaskExpired
+from asyncbook.cli._demo_app import TransientError
 from asyncbook.errors import invalid, task_exists
 from asyncbook.redis import RedisUnavailableError
 from asyncbook.web._groups import UnknownGroupError
@@ -92,6 +93,7 @@ SAMPLES: list[BaseException] = [
     TaskExpired("task t-1 ended after its deadline: it expired"),
     TaskEndedInBook("task t-1 had already ended failed"),
     SinkError("http://sink answered 500"),
+    TransientError("upstream busy (attempt 1)"),  # the demo's task retries on it
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import threading
 import time
@@ -880,7 +881,8 @@ def test_the_page_shows_a_banner_while_the_sweep_stopped(
     page.wait_for_selector("#health-banner:not([hidden])", timeout=10_000)
     text = page.inner_text("#health-banner")
     assert "2 task(s) are past their deadline" in text
-    assert "the last sweep ran 75 s ago" in text
+    # 75 s when the page reads the health at once; a second or two later on a busy machine.
+    assert re.search(r"the last sweep ran 7[5-7] s ago", text), text
     assert page.get_attribute("#health-banner", "role") == "alert"
     page.wait_for_selector('tr[data-task-id="overdue-1"]')
     shoot(page, tmp_path, "health-banner.png")

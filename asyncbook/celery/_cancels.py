@@ -1,0 +1,108 @@
+"""``Controls``: the integration's part for the lifecycle controls. It cancels (in the
+book, then revoked in Celery), writes a revoke's cancel to the book before it is
+broadcast, reads a task's checkpoint, and in a worker follows the book's cancels into
+Celery's revoked set and the ring its pool processes share."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from celery import Task, signals
+
+from .._models import CallbackResult, CancelEvent
+from ..errors import UnknownTaskError
+from ._lifecycle import CancelledRing, CancelWatch, add_to_revoked
+from ._revoke import cancelled_here
+from ._state import Handler, Shared
+from ._tracking import callback_id
+
+__all__ = ["Controls"]
+
+logger = logging.getLogger("asyncbook.celery")
+
+
+class Controls:
+    """The integration's share of the lifecycle controls: cancel (in the book, then
+    revoked), the cancels a worker follows, the ring its pool shares, the checkpoint."""
+
+    def __init__(self, state: Shared, flush_creates: Callable[[], None]) -> None:
+        self.state = state
+        self.flush_creates = flush_creates
+
+    def cancel(
+        self, task_id: str, reason: str | None = None, *, terminate: bool = False
+    ) -> CallbackResult:
+        """Cancel in the book now, then revoke in Celery (every worker discards it)."""
+        self.flush_creates()  # a task this process just published is in the book first
+        result = self.state.book.cancel(task_id, reason)
+        with cancelled_here(task_id):  # the revoke's own cancel would only repeat it
+            self.state.app.control.revoke(task_id, terminate=terminate)
+        return result
+
+    def last_cursor(self, task: Task[Any, Any]) -> str | None:
+        """The cursor the task last reported, in this attempt or an earlier one."""
+        task_id = task.request.id
+        if task_id is None:
+            return None
+        self.state.recorder.flush()
+        try:
+            return self.state.book.last_cursor(str(task_id))
+        except UnknownTaskError:
+            return None
+
+    def on_worker_init(self, sender: Any = None, **_: Any) -> None:
+        """A worker is made, its pool not yet forked: make the ring of cancelled tasks its
+        pool processes will share."""
+        state = self.state
+        if getattr(sender, "app", None) is state.app and state.ring is None:
+            state.ring = CancelledRing()
+
+    def watch_cancels(self) -> None:
+        """Follow the book's cancels in this (main) process, when the book publishes them."""
+        state = self.state
+        process = state.process
+        if process.cancel_watch is not None:
+            return
+        watch = CancelWatch(state.book, self._revoke_cancelled)
+        follow = watch.follower()
+        if follow is None:
+            return  # the book publishes no cancels: a running task learns at its progress
+        if state.ring is None:  # no worker_init (an embedded worker): this process only
+            state.ring = CancelledRing()
+        process.cancel_watch = watch
+        watch.start(follow)
+
+    def cancel_revoked(self, task_ids: list[str], terminated: bool) -> None:
+        """A revoke is broadcast: cancel ``task_ids`` in the book first, in one round trip
+        ("revoked", or "terminated"); ids the book does not hold, or holds ended, are
+        left alone. A book that does not answer is logged: the worker that discards the
+        message records the cancel then."""
+        reason = "terminated" if terminated else "revoked"
+        try:
+            self.flush_creates()  # a task this process just published is in the book
+            book = self.state.book
+            event = CancelEvent(at_ms=book.now_ms(), reason=reason)
+            items = [
+                (task_id, event, callback_id(task_id, "revoke", reason)) for task_id in task_ids
+            ]
+            book.apply_many(items, full_task=False)
+        except Exception as error:  # the revoke goes out whatever the book answered
+            logger.warning(
+                "asyncbook: the revoke of %s is not in the book yet (%s); the worker that "
+                "discards the message records it",
+                ", ".join(task_ids),
+                error,
+            )
+
+    def _revoke_cancelled(self, task_id: str) -> None:
+        """Cancelled in the book: this worker discards its message (Celery's revoked set),
+        and a running execution stops at its next ``report_progress`` (the ring)."""
+        add_to_revoked(task_id)
+        if self.state.ring is not None:
+            self.state.ring.add(task_id)
+
+    def handlers(self) -> list[Handler]:
+        """Its signal: a worker is made (before its pool forks)."""
+        return [(signals.worker_init, self.on_worker_init)]

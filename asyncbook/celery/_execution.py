@@ -1,0 +1,158 @@
+"""An execution of a tracked task in a worker: ``task_prerun`` starts it (buffered, with
+a nonce of the execution in its callback id), ``report_progress`` reports on it, and
+``task_postrun`` lets it go. Its record (``Execution``) says how to create its task from
+its message when the book does not hold it."""
+
+from __future__ import annotations
+
+import functools
+import socket
+import uuid
+from typing import Any
+
+from celery import Task, signals
+
+from .._models import ProgressEvent, StartEvent
+from ..errors import invalid
+from ._lifecycle import TaskCancelled
+from ._publishing import CREATED_HEADER, DEADLINE_HEADER, Publishing
+from ._state import Execution, Handler, Shared
+from ._tracking import callback_id, heartbeat_timeout_ms, is_tracked, now_ms
+
+__all__ = ["Executions", "is_mine"]
+
+
+def is_mine(state: Shared, task: object) -> bool:
+    """True for a tracked task of the integration's app."""
+    return isinstance(task, Task) and task.app is state.app and is_tracked(task)
+
+
+class Executions:
+    """The running executions of tracked tasks in this process."""
+
+    def __init__(self, state: Shared, publishing: Publishing) -> None:
+        self.state = state
+        self.publishing = publishing
+
+    def on_task_prerun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
+        """A worker starts an attempt: start, buffered (created here if the publisher did not)."""
+        state = self.state
+        if task_id is None or not is_mine(state, task):
+            return
+        assert isinstance(task, Task)
+        request = task.request
+        retries = int(request.retries or 0)
+        deadline = request.get(DEADLINE_HEADER)
+        execution = Execution(
+            task_id=task_id,
+            name=task.name,
+            retries=retries,
+            nonce=uuid.uuid4().hex[:12],
+            deadline_ms=deadline if isinstance(deadline, int) else None,
+            create=functools.partial(self.publishing.create_late, task, task_id, request),
+        )
+        process = state.process
+        with process.lock:
+            process.running.setdefault(task.name, []).append(execution)
+        if retries == 0 and not request.get(CREATED_HEADER):
+            execution.create()
+        with process.lock:
+            process.executions[task_id] = execution
+        if heartbeat_timeout_ms(task, state.settings.heartbeat_timeout_ms) is not None:
+            state.heartbeats.add(task_id)
+        worker = str(request.hostname or socket.gethostname())
+        start = StartEvent(at_ms=now_ms(), worker=worker)
+        state.recorder.buffer(
+            (task_id, start, callback_id(task_id, "start", retries, execution.nonce)),
+            deadline_ms=execution.deadline_ms,
+            rides=self.results_ride(),
+        )
+
+    def on_task_postrun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
+        """The attempt is over: it no longer takes progress from other threads."""
+        if task_id is None or not is_mine(self.state, task):
+            return
+        assert isinstance(task, Task)
+        process = self.state.process
+        with process.lock:
+            running = process.running.get(task.name, [])
+            for index, execution in enumerate(running):
+                if execution.task_id == task_id:
+                    del running[index]
+                    break
+            if not running:
+                process.running.pop(task.name, None)
+            process.executions.pop(task_id, None)
+        if process.heartbeats is not None:
+            process.heartbeats.discard(task_id)
+
+    def results_ride(self) -> bool:
+        """True when asyncbook's result backend writes an execution's buffered events
+        with its result (so they need not be sent before it)."""
+        return bool(getattr(self.state.app.backend, "takes_buffered_events", False))
+
+    def create_unknown(self, task_id: str) -> bool:
+        """The book answered "unknown" to events of ``task_id``: if it runs here (its
+        publisher's create had not landed, or was lost), create it from its message."""
+        return task_id in self.state.process.executions and self.create_missing(task_id)
+
+    def create_missing(self, task_id: str) -> bool:
+        """Create ``task_id``, running in this process, from its message (the book did not
+        hold it: its publisher's create had not landed, or was lost). True if it did."""
+        execution = self.state.process.executions.get(task_id)
+        return execution is not None and execution.create() is not None
+
+    def deadline_of(self, task_id: str) -> int | None:
+        """The deadline of ``task_id``'s execution here, when known."""
+        execution = self.state.process.executions.get(task_id)
+        return None if execution is None else execution.deadline_ms
+
+    def _running(self, task: Task[Any, Any], task_id: str | None) -> tuple[str, int] | None:
+        """The execution of ``task`` a progress report is for (id, retries): the caller's
+        own, else the one running in this process (``task_id`` picks one of several)."""
+        request = task.request
+        if request.id is not None and task_id in (None, request.id):
+            return str(request.id), int(request.retries or 0)
+        process = self.state.process
+        with process.lock:
+            running = list(process.running.get(task.name, ()))
+        if task_id is not None:
+            running = [execution for execution in running if execution.task_id == task_id]
+        if len(running) > 1 and task_id is None:
+            raise invalid(
+                f"report_progress: {len(running)} executions of {task.name} run in this "
+                "process and this thread is none of them; pass task_id=self.request.id "
+                "(read in the task's own thread)",
+                field="task_id",
+            )
+        return (running[0].task_id, running[0].retries) if running else None
+
+    def progress(
+        self, task: Task[Any, Any], percent: int, cursor: str, task_id: str | None = None
+    ) -> None:
+        """Record progress of the running attempt of ``task`` (buffered)."""
+        found = self._running(task, task_id)
+        if found is None:
+            return
+        running_id, retries = found
+        state = self.state
+        process = state.process
+        if running_id in process.cancelled:
+            raise TaskCancelled(running_id, process.cancelled[running_id])
+        if state.ring is not None and running_id in state.ring:
+            # Cancelled in the book since it started: the main process's watch said so.
+            raise TaskCancelled(running_id, None)
+        own = process.executions.get(running_id)
+        nonce = "" if own is None else own.nonce
+        event = ProgressEvent(at_ms=now_ms(), progress=percent, cursor=cursor)
+        callback = callback_id(running_id, "progress", retries, percent, nonce)
+        state.recorder.buffer(
+            (running_id, event, callback),
+            deadline_ms=self.deadline_of(running_id),
+            rides=self.results_ride(),
+        )
+
+    def handlers(self) -> list[Handler]:
+        """Its signals: an attempt starts, an attempt is over."""
+        prerun, postrun = signals.task_prerun, signals.task_postrun
+        return [(prerun, self.on_task_prerun), (postrun, self.on_task_postrun)]
