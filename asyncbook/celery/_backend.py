@@ -50,6 +50,7 @@ from .._book import (
 from .._models import CallbackResult, CancelEvent, FailEvent, SucceedEvent
 from ..errors import AsyncBookError, UnknownTaskError
 from ..redis import EventOutcome
+from ._execution_args import ExecutionArgs
 from ._integration import Integration
 from ._registry import installed
 from ._tracking import callback_id, describe_error, is_tracked, now_ms, result_hash
@@ -261,7 +262,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         task_id = item[0]
         value, expires = self._meta(task_id, encoded, state, traceback, request, fused)
         meta_key = bytes_to_str(self.get_key_for_task(task_id))
-        args = [value, str(expires), self._guard(task_id), refused]
+        args = ExecutionArgs(value, expires, self._guard(task_id), refused).argv()
         recorder = integration.recorder
         taken = recorder.take(task_id)
         events = [(entry.item[1], entry.item[2]) for entry in taken] + [(item[1], item[2])]
@@ -329,7 +330,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         value, expires = self._meta(task_id, encoded, state, None, request, fused)
         meta_key = bytes_to_str(self.get_key_for_task(task_id))
         # No guard: the book refused this end, so no SUCCESS it accepted can be stored.
-        args = [value, str(expires), "none", ""]
+        args = ExecutionArgs(value, expires, "none", "").argv()
         self.ensure(lambda: fused.apply(ScriptedWrite(task_id, [], meta_key, args)), ())
 
     def on_chord_part_return(self, request: Any, state: str, result: Any, **kwargs: Any) -> Any:

@@ -64,17 +64,9 @@ def event_args(event: AsyncEvent) -> EventArgs:
             event_json = event.model_dump_json(by_alias=True)
         except PydanticSerializationError:
             raise invalid("event text must be valid Unicode", field="event") from None
-    return EventArgs(
-        type=event.type,
-        at_ms=at,
-        event_json=event_json,
-        progress=progress,
-        retryable=retryable,
-        result_hash=digest,
-        result_ref_blank=ref_blank,
-        result_hash_blank=digest_blank,
-        error_json=error,
-    )
+    # In EventArgs' order: its fields are apply.lua's slots.
+    slots = (at, event_json, progress, retryable, digest, ref_blank, digest_blank, error)
+    return EventArgs(event.type, *slots)
 
 
 def coerce(event: EventInput) -> tuple[AsyncEvent | None, AsyncBookError | None]:

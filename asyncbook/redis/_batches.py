@@ -24,7 +24,7 @@ from ._facts import FIELDS as FACT_FIELDS
 from ._facts import TaskFacts, facts_of
 from ._plan import ScriptCall, server_time
 from ._replies import callback_result, created, outcome, script_error, status_of, text_of
-from ._scripts import ApplyArgs, BookScript, ScriptedEvents, ScriptStatus
+from ._scripts import ApplyArgs, BookScript, ScriptedEvents, ScriptStatus, TaskIdsArgs
 
 __all__ = [
     "ApplyBatchItem",
@@ -290,5 +290,5 @@ def prune(engine: Engine, limit: int) -> int:
         ids = [text_of(raw_id) for raw_id, _ in rows]
         if ids:
             keys = [index, *(k.task(task_id) for task_id in ids)]
-            dropped += int(engine.scripts.prune(keys=keys, args=ids))
+            dropped += int(engine.scripts.prune(keys=keys, args=TaskIdsArgs(tuple(ids)).argv()))
     return dropped

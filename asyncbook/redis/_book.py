@@ -45,7 +45,7 @@ from ._engine import Engine
 from ._pending import register
 from ._plan import server_time
 from ._replies import created, group_summary_of
-from ._scripts import BookScript, ScriptedEvents
+from ._scripts import BookScript, ScriptedEvents, SealGroupArgs, TaskIdsArgs
 from ._sender import CreateSender
 
 __all__ = ["RedisBook"]
@@ -196,7 +196,7 @@ class RedisBook(BookBase):
 
         ``script`` (from ``events_script``) gets KEYS: the task's hash, its history,
         ``key``, apply.lua's KEYS 4..14, then one callback marker per event; ARGV:
-        ``args``, the number of events, then apply.lua's 18 ARGV slots per event. It
+        ``args``, the number of events, then apply.lua's ARGV per event (ApplyArgs). It
         applies them with ``apply_events(KEYS, ARGV, len(args) + 1)`` (_apply.lua) and
         answers ``{'!unknown'}`` (raised as ``UnknownTaskError``) or
         ``{status, state, answers}``, ``answers`` being what ``apply_events`` returned.
@@ -342,7 +342,8 @@ class RedisBook(BookBase):
         if not ids:
             return 0
         keys = [self.keys.stalls, self.keys.workers, *(self.keys.task(task_id) for task_id in ids)]
-        return int(self.engine.scripts.heartbeat(keys=keys, args=ids))
+        args = TaskIdsArgs(tuple(ids)).argv()
+        return int(self.engine.scripts.heartbeat(keys=keys, args=args))
 
     @reports_outages
     def end_stalled(
@@ -370,7 +371,9 @@ class RedisBook(BookBase):
         size = require_integer(total, "total", 1)
         flat = self.engine.scripts.seal_group(
             keys=[self.keys.group(group), self.keys.group_members(group), self.keys.group_outbox],
-            args=[dumps(group, "groupId"), str(size), str(self.now_ms()), self.layout.retention_ms],
+            args=SealGroupArgs(
+                dumps(group, "groupId"), size, self.now_ms(), self.layout.retention_ms
+            ).argv(),
         )
         return group_summary_of(group, flat)
 

@@ -39,7 +39,7 @@ from ..errors import invalid
 from ._args import utf8
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import text_of
-from ._scripts import ScriptStatus
+from ._scripts import InfoArgs, ScriptStatus, SearchArgs, StatsArgs, WorkersArgs
 
 if TYPE_CHECKING:
     from ._operations import BookLayout
@@ -169,7 +169,9 @@ def info(book: BookLayout, task_id: str) -> Plan[TaskInfo | None]:
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
     k = book.keys
     reply = yield ScriptCall(
-        "info", [k.task(task_id), k.info(task_id), k.children(task_id)], [CHILDREN_LISTED]
+        "info",
+        [k.task(task_id), k.info(task_id), k.children(task_id)],
+        InfoArgs(children_listed=CHILDREN_LISTED).argv(),
     )
     if not reply:
         return None
@@ -191,24 +193,23 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
     scanning = query.worker is not None or query.q is not None
     scanning = scanning or query.since_ms is not None or query.until_ms is not None
     ids: list[str] = []
-    args: list[Any] = [
-        "[]",
-        query.sort,
-        query.limit,
-        query.after or "",
-        query.state or "",
-        query.name or "",
-        query.q or "",
-        "" if query.since_ms is None else query.since_ms,
-        "" if query.until_ms is None else query.until_ms,
-        SEARCH_SCAN_LIMIT,
-        "count" if scanning else "card",
-    ]
 
     def call() -> ScriptCall:
-        args[0] = json.dumps(ids, ensure_ascii=False)
+        args = SearchArgs(
+            json.dumps(ids, ensure_ascii=False),
+            query.sort,
+            query.limit,
+            query.after or "",
+            query.state or "",
+            query.name or "",
+            query.q or "",
+            query.since_ms,
+            query.until_ms,
+            SEARCH_SCAN_LIMIT,
+            "count" if scanning else "card",
+        )
         pairs = [key for id in ids for key in (k.task(id), k.history(id))]
-        return ScriptCall("search", [*keys, *pairs], args)
+        return ScriptCall("search", [*keys, *pairs], args.argv())
 
     def learn(reply: Any) -> None:
         known = set(ids)
@@ -244,10 +245,14 @@ def workers(
     def call() -> ScriptCall:
         keys = [k.workers, k.state_index("running")]
         keys += [k.task(id) for id in ids] + [k.worker_counts(name) for name in names]
-        lists = [json.dumps(ids, ensure_ascii=False), json.dumps(names, ensure_ascii=False)]
-        return ScriptCall(
-            "workers", keys, [now - within_ms, WORKERS_LISTED, RUNNING_LOOKED_AT, *lists]
+        args = WorkersArgs(
+            now - within_ms,
+            WORKERS_LISTED,
+            RUNNING_LOOKED_AT,
+            json.dumps(ids, ensure_ascii=False),
+            json.dumps(names, ensure_ascii=False),
         )
+        return ScriptCall("workers", keys, args.argv())
 
     def learn(reply: Any) -> None:
         ids.extend(map(text_of, reply[1]))
@@ -291,15 +296,15 @@ def stats(
             "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
         )
     k = book.keys
-    given: list[Any] = ["" if now_ms is None else now_ms]
+    given: list[int | None] = [now_ms]
 
     def call() -> ScriptCall:
         # The hours around the window by this host's clock (the server's may differ).
-        around = time.time() * 1000 if given[0] == "" else given[0]
+        around = time.time() * 1000 if given[0] is None else given[0]
         first = int((around - window_ms) // _HOUR_MS) - 1
         last = int(around // _HOUR_MS) + 1
         hours = [k.stats(hour, name) for hour in range(first, last + 1)]
-        return ScriptCall("stats", hours, [window_ms, given[0], first])
+        return ScriptCall("stats", hours, StatsArgs(window_ms, given[0], first).argv())
 
     def learn(reply: Any) -> None:
         given[0] = int(text_of(reply[1]))  # the server's now: its hours are sent

@@ -22,7 +22,7 @@ from ..errors import DamagedRecordError
 from ._keys import KeySchema
 from ._plan import Plan, ScriptCall
 from ._replies import text_of
-from ._scripts import EventArgs, ScriptStatus
+from ._scripts import EventArgs, InfoBlockArgs, ScriptStatus
 
 __all__ = ["FIELDS", "FactBook", "TaskFacts", "facts_of", "hour_of", "info_block"]
 
@@ -96,13 +96,13 @@ def info_block(
         block += [keys.stats(int(hour), None), keys.stats(int(hour), facts.name)]
     for worker in sorted(workers):
         block += [keys.worker_tasks(worker), keys.worker_counts(worker)]
-    argv = [
+    argv = InfoBlockArgs(
         facts.name,
         facts.group_json,
         json.dumps(sorted(hours)),
         json.dumps(sorted(workers), ensure_ascii=False),
-    ]
-    return block, argv
+    )
+    return block, argv.argv()
 
 
 def facts_of(reply: Any) -> TaskFacts | None:

@@ -7,7 +7,7 @@ script's header, in order (a test holds the two together).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from importlib import resources
 from typing import Any, NamedTuple
@@ -16,6 +16,7 @@ from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
 __all__ = [
+    "SCRIPT_ARGS",
     "ApplyArgs",
     "BookScript",
     "BookScripts",
@@ -24,9 +25,18 @@ __all__ = [
     "EventArgs",
     "EventOutcome",
     "GetManyArgs",
+    "InfoArgs",
+    "InfoBlockArgs",
+    "NoArgs",
     "ResumeArgs",
+    "ScriptArgs",
     "ScriptStatus",
     "ScriptedEvents",
+    "SealGroupArgs",
+    "SearchArgs",
+    "StatsArgs",
+    "TaskIdsArgs",
+    "WorkersArgs",
     "load_source",
     "with_helpers",
 ]
@@ -65,11 +75,49 @@ class ScriptStatus(StrEnum):
     """deliver: the key was used before; its receipt follows."""
 
 
-def _flag(value: bool) -> str:
-    return "1" if value else "0"
+@dataclass(frozen=True, slots=True)
+class ScriptArgs:
+    """One script's ARGV: the fields, in order, are the names its header binds
+    (``local <field> = ARGV[<n>]``; a test holds the two together). A field that is a
+    record stands for its fields; a tuple for its items (a variable tail); a flag is
+    ``1``/``0``, None ``''``, a number its decimal text and bytes go as they are."""
+
+    def argv(self) -> list[str]:
+        """The positional ARGV."""
+        out: list[Any] = []
+        for name in _field_names(type(self)):
+            _put(out, getattr(self, name))
+        return out
 
 
-class CreateArgs(NamedTuple):
+_FIELD_NAMES: dict[type[ScriptArgs], tuple[str, ...]] = {}
+
+
+def _field_names(record: type[ScriptArgs]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(record)
+    if names is None:
+        names = _FIELD_NAMES[record] = tuple(field.name for field in fields(record))
+    return names
+
+
+def _put(out: list[Any], value: object) -> None:
+    if isinstance(value, str | bytes):
+        out.append(value)
+    elif isinstance(value, bool):
+        out.append("1" if value else "0")
+    elif value is None:
+        out.append("")
+    elif isinstance(value, ScriptArgs):
+        out.extend(value.argv())
+    elif isinstance(value, tuple):
+        for item in value:
+            _put(out, item)
+    else:
+        out.append(str(value))
+
+
+@dataclass(frozen=True, slots=True)
+class CreateArgs(ScriptArgs):
     """ARGV of create.lua."""
 
     task_id: str
@@ -94,31 +142,9 @@ class CreateArgs(NamedTuple):
     children_keep_ms: str = ""
     """How long a parent's list of children is kept; '' for ever."""
 
-    def argv(self) -> list[str]:
-        """The positional ARGV."""
-        timeout = self.heartbeat_timeout_ms
-        return [
-            self.task_id,
-            self.task_id_json,
-            self.deadline,
-            str(self.max_attempts),
-            _flag(self.exist_ok),
-            self.changes_channel,
-            "" if timeout is None else str(timeout),
-            _flag(self.retry_on_stall),
-            self.group_id_json,
-            self.created_ms,
-            self.name,
-            self.queue,
-            self.parent_id,
-            self.root_id,
-            self.args,
-            self.kwargs,
-            self.children_keep_ms,
-        ]
 
-
-class EventArgs(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class EventArgs(ScriptArgs):
     """ARGV 4..12 of apply.lua: one event, checked for shape in Python."""
 
     type: str
@@ -142,8 +168,10 @@ AT_DEADLINE = EventArgs(type="deadline")
 """The event slots of an expiry at the task's own deadline."""
 
 
-class ApplyArgs(NamedTuple):
-    """ARGV of apply.lua."""
+@dataclass(frozen=True, slots=True)
+class ApplyArgs(ScriptArgs):
+    """ARGV of apply.lua (apply_args in _apply.lua): one event's slots, which scripts
+    that apply several events repeat per event; the info block's follow."""
 
     task_id: str
     callback_given: bool
@@ -159,44 +187,33 @@ class ApplyArgs(NamedTuple):
     failure: str = ""
     """A fail event's exception type and traceback (JSON object), for the task's info."""
 
-    def argv(self) -> list[str]:
-        """The positional ARGV."""
-        e = self.event
-        return [
-            self.task_id,
-            _flag(self.callback_given),
-            _flag(self.event_valid),
-            e.type,
-            e.at_ms,
-            e.event_json,
-            e.progress,
-            _flag(e.retryable),
-            e.result_hash,
-            _flag(e.result_ref_blank),
-            _flag(e.result_hash_blank),
-            e.error_json,
-            self.retention_ms,
-            self.changes_channel,
-            _flag(self.with_history),
-            _flag(self.only_if_stalled),
-            self.cursor,
-            self.failure,
-        ]
+
+@dataclass(frozen=True, slots=True)
+class InfoBlockArgs(ScriptArgs):
+    """The info block's ARGV (INFO_ARGV in _info.lua), after a writing script's own."""
+
+    name: str
+    """The task's name ('' for none)."""
+    group_id_json: str
+    """Its group's id as JSON ('' for none)."""
+    hours_json: str
+    """The hours whose stats keys the block holds (JSON array of strings)."""
+    workers_json: str
+    """The workers whose keys the block holds (JSON array of strings)."""
 
 
-class ResumeArgs(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ResumeArgs(ScriptArgs):
     """ARGV of resume.lua."""
 
     cursor: int
+    """The version the client saw."""
     retention_versions: int
     with_full_task: bool
 
-    def argv(self) -> list[str]:
-        """The positional ARGV."""
-        return [str(self.cursor), str(self.retention_versions), _flag(self.with_full_task)]
 
-
-class DeliverArgs(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class DeliverArgs(ScriptArgs):
     """ARGV of deliver.lua."""
 
     key_json: str
@@ -204,19 +221,110 @@ class DeliverArgs(NamedTuple):
     """JSON number text."""
     retention_ms: str
 
-    def argv(self) -> list[str]:
-        """The positional ARGV."""
-        return [self.key_json, self.now_ms, self.retention_ms]
+
+@dataclass(frozen=True, slots=True)
+class InfoArgs(ScriptArgs):
+    """ARGV of info.lua."""
+
+    children_listed: int
+    """How many of the ids of the task's children to list."""
 
 
-class GetManyArgs(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class NoArgs(ScriptArgs):
+    """ARGV of get.lua and drain.lua: none."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetManyArgs(ScriptArgs):
     """ARGV of get_many.lua."""
 
     with_histories: bool
+    """The listed tasks come with their histories."""
 
-    def argv(self) -> list[str]:
-        """The positional ARGV."""
-        return [_flag(self.with_histories)]
+
+@dataclass(frozen=True, slots=True)
+class TaskIdsArgs(ScriptArgs):
+    """ARGV of heartbeat.lua and prune.lua: every slot a task id, one per task hash in
+    KEYS (from 3 on for heartbeat.lua, from 2 on for prune.lua)."""
+
+    task_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SealGroupArgs(ScriptArgs):
+    """ARGV of seal_group.lua."""
+
+    group_id_json: str
+    total: int
+    now_ms: int
+    retention_ms: str
+    """'' keeps the group forever."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchArgs(ScriptArgs):
+    """ARGV of search.lua."""
+
+    given_ids_json: str
+    """The ids whose task hash and history follow the indexes in KEYS (JSON array)."""
+    order: str
+    """newest | oldest."""
+    limit: int
+    cursor_given: str
+    """A creation order score to continue after; '' from the start."""
+    state: str
+    name: str
+    id_prefix: str
+    since_ms: int | None
+    until_ms: int | None
+    budget: int
+    """How many index entries one call may examine."""
+    totals_by: str
+    """card | count."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatsArgs(ScriptArgs):
+    """ARGV of stats.lua."""
+
+    window_ms: int
+    now_ms: int | None
+    """None for the server's clock."""
+    keys_first_hour: int
+    """The hour of the first stats key in KEYS."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkersArgs(ScriptArgs):
+    """ARGV of workers.lua."""
+
+    seen_since_ms: int | float
+    workers_listed: int
+    running_looked_at: int
+    running_ids_json: str
+    """The running ids whose task hashes follow in KEYS (JSON array)."""
+    workers_json: str
+    """The workers whose counts hashes follow in KEYS (JSON array)."""
+
+
+SCRIPT_ARGS: dict[str, type[ScriptArgs]] = {
+    "create": CreateArgs,
+    "apply": ApplyArgs,
+    "get": NoArgs,
+    "get_many": GetManyArgs,
+    "resume": ResumeArgs,
+    "deliver": DeliverArgs,
+    "drain": NoArgs,
+    "prune": TaskIdsArgs,
+    "heartbeat": TaskIdsArgs,
+    "seal_group": SealGroupArgs,
+    "info": InfoArgs,
+    "search": SearchArgs,
+    "stats": StatsArgs,
+    "workers": WorkersArgs,
+}
+"""Each book script's ARGV record (the ``BookScripts`` fields)."""
 
 
 def _lua(name: str) -> str:
@@ -310,25 +418,9 @@ class BookScripts:
     @classmethod
     def register(cls, client: Any) -> BookScripts:
         """Register every script on ``client`` (no round trip until first use)."""
-        names = [
-            "create",
-            "apply",
-            "get",
-            "get_many",
-            "resume",
-            "deliver",
-            "drain",
-            "prune",
-            "heartbeat",
-            "seal_group",
-            "info",
-            "search",
-            "stats",
-            "workers",
-        ]
         return cls(
             **{
                 name: BookScript(client.register_script(load_source(f"{name}.lua")), client)
-                for name in names
+                for name in SCRIPT_ARGS
             }
         )

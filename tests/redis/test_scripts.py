@@ -2,54 +2,162 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
+import typing
 from importlib import resources
 
 import pytest
 
+from asyncbook.celery._execution_args import ExecutionArgs
 from asyncbook.redis._keys import KeySchema
 from asyncbook.redis._scripts import (
     AT_DEADLINE,
+    SCRIPT_ARGS,
     ApplyArgs,
     CreateArgs,
     DeliverArgs,
     GetManyArgs,
+    InfoArgs,
+    InfoBlockArgs,
     ResumeArgs,
+    ScriptArgs,
     ScriptStatus,
+    SealGroupArgs,
+    SearchArgs,
+    StatsArgs,
+    TaskIdsArgs,
+    WorkersArgs,
     load_source,
 )
 
-SAMPLES: dict[str, CreateArgs | ApplyArgs | ResumeArgs | DeliverArgs | GetManyArgs] = {
-    "create.lua": CreateArgs("t", '"t"', "10", 1, False, "ch"),
-    "apply.lua": ApplyArgs("t", True, True, AT_DEADLINE, "", "ch", False),
-    "resume.lua": ResumeArgs(0, 8, True),
-    "deliver.lua": DeliverArgs('"k"', "1", ""),
-    "get_many.lua": GetManyArgs(True),
-}
+SAMPLES: list[ScriptArgs] = [
+    CreateArgs("t", '"t"', "10", 1, False, "ch"),
+    ApplyArgs("t", True, True, AT_DEADLINE, "", "ch", False),
+    ResumeArgs(0, 8, True),
+    DeliverArgs('"k"', "1", ""),
+    GetManyArgs(True),
+    SealGroupArgs('"g"', 3, 10, ""),
+    InfoArgs(100),
+    SearchArgs("[]", "newest", 50, "", "", "", "", None, 5, 10_000, "card"),
+    StatsArgs(60_000, None, 7),
+    WorkersArgs(0, 500, 10_000, "[]", "[]"),
+    InfoBlockArgs("", "", "[]", "[]"),
+    ExecutionArgs("{}", 0, "json", "|expired|"),
+]
 
 
-def _header(name: str) -> str:
-    text = (resources.files("asyncbook.redis") / "lua" / name).read_text(encoding="utf-8")
-    lines = []
+def _lua(package: str, name: str) -> str:
+    return (resources.files(package) / "lua" / name).read_text(encoding="utf-8")
+
+
+def _records() -> dict[str, tuple[str, type[ScriptArgs]]]:
+    """Each script's file and its ARGV record."""
+    records: dict[str, tuple[str, type[ScriptArgs]]] = {
+        f"{name}.lua": ("asyncbook.redis", record) for name, record in SCRIPT_ARGS.items()
+    }
+    records["execution.lua"] = ("asyncbook.celery", ExecutionArgs)
+    return records
+
+
+def _slots(record: type[ScriptArgs]) -> list[str]:
+    """The record's ARGV slots by name, a field that is a record standing for its own."""
+    names: list[str] = []
+    for field in dataclasses.fields(record):
+        inner = typing.get_type_hints(record)[field.name]
+        if (
+            isinstance(inner, type)
+            and typing.get_origin(inner) is None
+            and issubclass(inner, ScriptArgs)
+        ):
+            names += _slots(inner)
+        else:
+            names.append(field.name)
+    return names
+
+
+BINDING = re.compile(r"^local (\w+) = (?:tonumber\()?ARGV(?:\[(\d+)\])?(?:\)| |$)")
+
+
+def _bound(text: str) -> list[str]:
+    """The names a script's header binds to its ARGV (``local <name> = ARGV[<n>]``, in
+    order from 1; ``local <name> = ARGV`` for all of it), or the fields ``apply_args``
+    reads (apply.lua's)."""
+    names: list[str] = []
     for line in text.splitlines():
-        if not line.startswith("--"):
-            break
-        lines.append(line)
-    return "\n".join(lines)
+        found = BINDING.match(line)
+        if found is None:
+            continue
+        slot = found.group(2)
+        assert slot == str(len(names) + 1) or (slot is None and not names), line
+        names.append(found.group(1))
+    if "apply_args(ARGV, 1," in text:
+        assert not names
+        return _apply_args()
+    return names
 
 
-def _argv_slots(header: str) -> list[int]:
-    argv = header.split("-- ARGV:", 1)[1].split("-- Returns:", 1)[0]
-    return [int(n) for n in re.findall(r"(?:^|,|--)\s+(\d+)\s", " " + argv, flags=re.M)]
+def _helpers() -> str:
+    return "\n".join(_lua("asyncbook.redis", f) for f in ("_task.lua", "_info.lua", "_apply.lua"))
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLES))
+def _lua_list(name: str) -> list[str]:
+    """The strings of a list a helper defines (``local NAME = {'a', 'b', ...}``)."""
+    found = re.search(r"^local " + name + r" = \{([^}]*)\}", _helpers(), flags=re.M)
+    assert found is not None, name
+    return re.findall(r"'(\w+)'", found.group(1))
+
+
+def _apply_args() -> list[str]:
+    """The fields apply_args (_apply.lua) reads, in order (``name = ARGV[at + i]``)."""
+    body = (
+        _helpers().split("local function apply_args(ARGV, at, marker)", 1)[1].split("\nend", 1)[0]
+    )
+    slots = re.findall(r"(\w+) = ARGV\[at(?: \+ (\d+))?\]", body)
+    assert [int(offset or 0) for _, offset in slots] == list(range(len(slots)))
+    argc = re.search(r"^local APPLY_ARGC = (\d+)", _helpers(), flags=re.M)
+    assert argc is not None
+    assert int(argc.group(1)) == len(slots)
+    return [name for name, _ in slots]
+
+
+def test_every_script_has_a_record() -> None:
+    scripts = {path.rsplit("/", 1)[-1] for path in _scripts()}
+    assert {name for name in scripts if not name.startswith("_")} == set(_records())
+    assert len(_records()) == 15
+
+
+@pytest.mark.parametrize("name", sorted(_records()))
 def test_argv_record_matches_the_script_header(name: str) -> None:
-    slots = _argv_slots(_header(name))
-    assert slots == list(range(1, len(slots) + 1)), slots
-    assert len(SAMPLES[name].argv()) == len(slots)
-    assert all(isinstance(value, str) for value in SAMPLES[name].argv())
+    """Same field names, same order, same count; the body reads ARGV only by name."""
+    package, record = _records()[name]
+    text = _lua(package, name)
+    assert _bound(text) == _slots(record), name
+    bindings = [line for line in text.splitlines() if BINDING.match(line)]
+    body = text.split(bindings[-1], 1)[1] if bindings else text
+    assert not re.search(r"ARGV\[", body), name
+
+
+def test_the_info_block_record_matches_its_helper() -> None:
+    assert _lua_list("INFO_ARGV") == _slots(InfoBlockArgs)
+    assert _apply_args() == _slots(ApplyArgs)
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda sample: type(sample).__name__)
+def test_a_record_gives_one_text_per_slot(sample: ScriptArgs) -> None:
+    argv = sample.argv()
+    assert len(argv) == len(_slots(type(sample)))
+    assert all(isinstance(value, str) for value in argv)
+
+
+def test_a_variable_tail_gives_its_items() -> None:
+    assert TaskIdsArgs(("a", "b")).argv() == ["a", "b"]
+    assert TaskIdsArgs(()).argv() == []
+    assert SearchArgs("[]", "oldest", 5, "", "", "", "", 15, None, 9, "count").argv()[7:9] == [
+        "15",
+        "",
+    ]
 
 
 def test_every_status_a_script_answers_is_known() -> None:

@@ -5,20 +5,26 @@
 -- KEYS: 1 task hash, 2 history list, 3 the meta key (celery-task-meta-<id>),
 --       4..14 apply.lua's KEYS 4..14 (deadlines ... group notifications),
 --       15.. one callback marker per event, then the info block (_info.lua)
--- ARGV: 1 the encoded meta, 2 expiry in seconds ('' or '0': none),
---       3 guard: 'json' (the stored meta is JSON: keep a stored SUCCESS) | 'none' (write)
---         | 'keep' (the caller found a stored SUCCESS: write nothing),
---       4 the book states ('|st|' separated, e.g. '|expired|cancelled|') for which no
---         meta is written: the caller writes the meta that matches the book instead,
---       5 the number of events N, 6.. each event's 18 apply.lua ARGV slots, in order,
---       then the info block's facts
+-- ARGV: ExecutionArgs (celery/_execution_args.py), then from events_at on
+--       RedisBook.apply_in_script's: the number of events N, each event's apply.lua ARGV
+--       (apply_args, _apply.lua), in order, then the info block's facts
 -- Returns: {'!unknown'} (events were given for a task the book does not hold: nothing is
 --          written) | {'!facts', ...} (the info block lacks facts: nothing is written)
 --          | {status, st, answers}: status 'written' | 'kept' (a SUCCESS was
---          stored) | 'refused' (the book's state is one of ARGV[4]); st the task's state
+--          stored) | 'refused' (the book's state is one of refused_states); st the task's state
 --          after the events ('' when unknown); answers one compact apply answer per event
 
-local answers, missing = apply_events(KEYS, ARGV, 5)
+local meta = ARGV[1]            -- the encoded meta
+local expires_s = ARGV[2]       -- expiry in seconds ('' or '0': none)
+local guard = ARGV[3]           -- 'json' (the stored meta is JSON: keep a stored SUCCESS)
+                                -- | 'none' (write) | 'keep' (the caller found a stored
+                                -- SUCCESS: write nothing)
+local refused_states = ARGV[4]  -- the book states ('|st|' separated, e.g.
+                                -- '|expired|cancelled|') for which no meta is written:
+                                -- the caller writes the meta that matches the book instead
+local events_at = 5
+
+local answers, missing = apply_events(KEYS, ARGV, events_at)
 if missing then
   return missing
 elseif not answers then
@@ -34,12 +40,12 @@ if last and string.sub(last[1], 1, 1) ~= '!' then
 else
   st = redis.call('HGET', KEYS[1], 'st') or ''
 end
-if st ~= '' and string.find(ARGV[4], '|' .. st .. '|', 1, true) then
+if st ~= '' and string.find(refused_states, '|' .. st .. '|', 1, true) then
   return {'refused', st, answers}
 end
-if ARGV[3] == 'keep' then
+if guard == 'keep' then
   return {'kept', st, answers}
-elseif ARGV[3] == 'json' then
+elseif guard == 'json' then
   local current = redis.call('GET', KEYS[3])
   if current then
     local ok, meta = pcall(cjson.decode, current)
@@ -54,11 +60,11 @@ elseif ARGV[3] == 'json' then
     end
   end
 end
-local expires = tonumber(ARGV[2])
+local expires = tonumber(expires_s)
 if expires and expires > 0 then
-  redis.call('SET', KEYS[3], ARGV[1], 'EX', expires)
+  redis.call('SET', KEYS[3], meta, 'EX', expires)
 else
-  redis.call('SET', KEYS[3], ARGV[1])
+  redis.call('SET', KEYS[3], meta)
 end
-redis.call('PUBLISH', KEYS[3], ARGV[1])
+redis.call('PUBLISH', KEYS[3], meta)
 return {'written', st, answers}

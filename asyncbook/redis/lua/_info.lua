@@ -30,19 +30,23 @@ local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 12
 -- stats hashes (every name's, the name's), then per worker its tasks and counts;
 -- ARGV (from a) the name ('' none), the group id as JSON ('' none), the hours and the
 -- workers (JSON arrays of strings).
+-- The block's ARGV fields (InfoBlockArgs in _scripts.py), in order.
+local INFO_ARGV = {'name', 'group_id_json', 'hours_json', 'workers_json'}
+
 local function info_block(KEYS, k, ARGV, a)
+  local f = fields_at(ARGV, a, INFO_ARGV)
   local c = {info = KEYS[k], names = KEYS[k + 1], totals = KEYS[k + 2], workers = KEYS[k + 3],
-    group = KEYS[k + 4], members = KEYS[k + 5], name = ARGV[a], gid = ARGV[a + 1],
+    group = KEYS[k + 4], members = KEYS[k + 5], name = f.name, gid = f.group_id_json,
     by_state = {}, hours = {}, of_worker = {}}
   for state, slot in pairs(STATE_SLOT) do
     c.by_state[state] = KEYS[k + 5 + slot]
   end
   local at = k + 12
-  for _, hour in ipairs(cjson.decode(ARGV[a + 2])) do
+  for _, hour in ipairs(cjson.decode(f.hours_json)) do
     c.hours[hour] = {KEYS[at], KEYS[at + 1]}
     at = at + 2
   end
-  for _, worker in ipairs(cjson.decode(ARGV[a + 3])) do
+  for _, worker in ipairs(cjson.decode(f.workers_json)) do
     c.of_worker[worker] = {tasks = KEYS[at], counts = KEYS[at + 1]}
     at = at + 2
   end
@@ -67,8 +71,9 @@ local function info_missing(c, t, events)
     if kind == 'start' then
       worker = e[3]
       lacks = lacks or (worker and not c.of_worker[worker])
-    elseif (kind == 'succeed' or kind == 'fail') and worker and not c.of_worker[worker] then
-      lacks = true
+    elseif (kind == 'succeed' or kind == 'fail')
+        and ((worker and not c.of_worker[worker]) or (t.w and not c.of_worker[t.w])) then
+      lacks = true  -- it counts for the start's worker, or for t.w if that start is refused
     end
     if e[2] and not c.hours[hour_of(e[2])] then
       lacks = true
@@ -120,34 +125,38 @@ local function count_minute(c, name, at, code, runtime)
   end
 end
 
--- create: the info the publisher gave (ARGV from 10 on, KEYS from 8 on: see create.lua).
-local function info_created(KEYS, ARGV, seq)
-  local fields = {'c', ARGV[10]}
-  local short = {{'n', ARGV[11]}, {'q', ARGV[12]}, {'pid', ARGV[13]}, {'rid', ARGV[14]}}
-  for _, pair in ipairs(short) do
-    if pair[2] ~= '' then
-      fields[#fields + 1] = pair[1]
-      fields[#fields + 1] = pair[2]
+-- create: the info the publisher gave (given: c, n, q, pid, rid, a, k as create.lua's
+-- ARGV has them, '' where not given; KEYS from 8 on: see create.lua).
+local function info_created(KEYS, task_id, seq, given, children_keep_ms)
+  local fields = {'c', given.c}
+  for _, field in ipairs({'n', 'q', 'pid', 'rid'}) do
+    if given[field] ~= '' then
+      fields[#fields + 1] = field
+      fields[#fields + 1] = given[field]
     end
   end
-  if ARGV[15] ~= '' or ARGV[16] ~= '' then
+  local long = {}
+  for _, field in ipairs({'a', 'k'}) do
+    if given[field] ~= '' then
+      long[#long + 1] = field
+      long[#long + 1] = given[field]
+    end
+  end
+  if #long > 0 then
     fields[#fields + 1] = 'i'  -- it has a companion hash
     fields[#fields + 1] = '1'
   end
   redis.call('HSET', KEYS[1], unpack(fields))
-  if ARGV[11] ~= '' then
-    redis.call('ZADD', KEYS[10], seq, ARGV[1])
-    redis.call('ZADD', KEYS[9], ARGV[10], ARGV[11])
+  if given.n ~= '' then
+    redis.call('ZADD', KEYS[10], seq, task_id)
+    redis.call('ZADD', KEYS[9], given.c, given.n)
   end
-  if ARGV[15] ~= '' or ARGV[16] ~= '' then
-    local long = {}
-    if ARGV[15] ~= '' then long[#long + 1] = 'a'; long[#long + 1] = ARGV[15] end
-    if ARGV[16] ~= '' then long[#long + 1] = 'k'; long[#long + 1] = ARGV[16] end
+  if #long > 0 then
     redis.call('HSET', KEYS[8], unpack(long))
   end
-  if ARGV[13] ~= '' then
-    redis.call('ZADD', KEYS[11], seq, ARGV[1])
-    local keep = tonumber(ARGV[17])
+  if given.pid ~= '' then
+    redis.call('ZADD', KEYS[11], seq, task_id)
+    local keep = tonumber(children_keep_ms)
     if keep then
       redis.call('PEXPIRE', KEYS[11], keep)
     end
@@ -206,7 +215,7 @@ local function info_ended(c, t, old, at_text, retention)
   end
 end
 
--- What the worker said of a failure (apply.lua ARGV[18]: '' or a JSON object with
+-- What the worker said of a failure (apply.lua's failure: '' or a JSON object with
 -- exception and traceback), kept with the task.
 local function info_failure(c, task_key, t, patch)
   if patch == nil or patch == '' then

@@ -8,6 +8,16 @@
 -- index N-1, the JSON of the event that produced version N. resultRef and resultHash
 -- are not stored twice: a succeeded task's last event is its succeed event.
 
+-- A record of names in ARGV from ARGV[first] on (names: its fields in order, as the
+-- record of _scripts.py names them): {name = value, ...}.
+local function fields_at(ARGV, first, names)
+  local out = {}
+  for i, name in ipairs(names) do
+    out[name] = ARGV[first + i - 1]
+  end
+  return out
+end
+
 local TERMINAL = {succeeded = true, failed = true, expired = true, cancelled = true}
 local STATE_SLOT = {queued = 1, running = 2, succeeded = 3, failed = 4, expired = 5, cancelled = 6}
 
@@ -44,6 +54,16 @@ local function damage(t, history_key)
     end
   end
   return nil
+end
+
+-- t, or nil and the answer for a task that does not exist ({'!unknown'}) or whose record
+-- is damaged ({'!damaged', why}).
+local function usable(t, history_key)
+  local why = t and damage(t, history_key)
+  if not t or why then
+    return nil, t and {'!damaged', why} or {'!unknown'}
+  end
+  return t
 end
 
 -- The task with every event of its history in t.events.

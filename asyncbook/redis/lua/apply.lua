@@ -5,21 +5,22 @@
 --       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time),
 --       14 group notifications (stream), 15.. the info block (_info.lua: the info
 --       hash, the name's indexes, the stats hours, the workers, the group's keys)
--- ARGV: 1 task id, 2 callback given (1/0), 3 event shape valid (1/0),
---       4 type: start | progress | succeed | fail | expire | cancel
---         | deadline (expire at the deadline),
---       5 atMs (JSON number text; '' when not a finite number), 6 event JSON,
---       7 progress ('' when not a finite number), 8 retryable (1/0),
---       9 resultHash (as given), 10 resultRef blank (1/0), 11 resultHash blank (1/0),
---       12 error JSON (fail: its error; cancel: its reason), 13 retention ms ('' keeps
---       forever), 14 changes channel, 15 answer with the task's history (1/0; c: compact,
---       see _apply.lua), 16 only if stalled (1/0: the sweep's stall fail, refused with
---       '!fresh' when a heartbeat came in time), 17 the progress cursor (kept as the
---       task's checkpoint), 18 a failure's exception type and traceback (JSON object,
---       or ''; kept in the task's info, see _info.lua), 19.. the info block's facts
+-- ARGV: ApplyArgs (_scripts.py), in the order apply_args (_apply.lua) reads them: the task id,
+--       callback given (1/0), event shape valid (1/0), then the event: type (start |
+--       progress | succeed | fail | expire | cancel | deadline: expire at the deadline),
+--       atMs (JSON number text; '' when not a finite number), event JSON, progress (''
+--       when not a finite number), retryable (1/0), resultHash (as given), resultRef
+--       blank (1/0), resultHash blank (1/0), error JSON (fail: its error; cancel: its
+--       reason); then retention ms ('' keeps forever), changes channel, answer with the
+--       task's history (1/0; c: compact, see _apply.lua), only if stalled (1/0: the
+--       sweep's stall fail, refused with '!fresh' when a heartbeat came in time), the
+--       progress cursor (kept as the task's checkpoint), a failure's exception type and
+--       traceback (JSON object, or ''; kept in the task's info, see _info.lua); then the
+--       info block's facts (InfoBlockArgs)
 -- Returns: {'!unknown'} | {'!damaged', why} | {'!fresh'} | {'!shape'} | {'!facts', ...}
 --          | {'!invalid', field, message}
 --          | {reason, flags, taskJSON}: flags is four 0/1 characters,
 --            changed, duplicate, notify, duplicateCallback
 
-return apply_event(KEYS, ARGV, info_block(KEYS, 15, ARGV, 19))
+local event = apply_args(ARGV, 1, KEYS[K_MARKER])
+return apply_event(KEYS, event, info_block(KEYS, APPLY_KEYC + 1, ARGV, APPLY_ARGC + 1))

@@ -3,13 +3,26 @@
 --       6 its group's hash, 7 its group's members (both unused without a group),
 --       8 its info hash, 9 task names, 10 its name's queued index (unused without a
 --       name), 11 its parent's children (unused without a parent): see _info.lua
--- ARGV: 1 task id, 2 task id as JSON, 3 deadline (JSON number text), 4 maxAttempts,
---       5 exist_ok (1/0), 6 changes channel, 7 heartbeat timeout ms ('' for none),
---       8 retry a stalled attempt (1/0), 9 group id as JSON ('' for none),
---       10 created (ms text), then the publisher's info, '' where not given (_info.lua),
---       11 the task's name, 12 queue, 13 parent id, 14 root id, 15 args, 16 kwargs,
---       17 how long a parent's list of children is kept (ms, '' for ever)
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
+
+-- ARGV: CreateArgs (_scripts.py)
+local task_id = ARGV[1]
+local task_id_json = ARGV[2]
+local deadline = ARGV[3]              -- JSON number text
+local max_attempts = ARGV[4]
+local exist_ok = ARGV[5]              -- 1/0
+local changes_channel = ARGV[6]
+local heartbeat_timeout_ms = ARGV[7]  -- '' for none
+local retry_on_stall = ARGV[8]        -- retry a stalled attempt (1/0)
+local group_id_json = ARGV[9]         -- '' for none
+local created_ms = ARGV[10]           -- ms text; then the publisher's info, '' where not given
+local name = ARGV[11]
+local queue = ARGV[12]
+local parent_id = ARGV[13]
+local root_id = ARGV[14]
+local args = ARGV[15]
+local kwargs = ARGV[16]
+local children_keep_ms = ARGV[17]     -- how long a parent's list of children is kept ('' ever)
 
 local existing = load_full(KEYS[1], KEYS[2])
 if existing then
@@ -17,7 +30,7 @@ if existing then
   if why then
     return {'!damaged', why}
   end
-  if ARGV[5] == '1' then
+  if exist_ok == '1' then
     return {'exists', render_task(existing, KEYS[2], true)}
   end
   return {'!conflict'}
@@ -25,22 +38,23 @@ end
 -- A history left behind by a record that was evicted must not prefix the new one.
 redis.call('DEL', KEYS[2])
 local seq = redis.call('INCR', KEYS[5])
-redis.call('HSET', KEYS[1], 'id', ARGV[2], 'st', 'queued', 'exp', ARGV[3], 'att', '0',
-  'max', ARGV[4], 'prog', '0', 'ver', '0', 'seq', tostring(seq))
-if ARGV[7] ~= '' then
-  redis.call('HSET', KEYS[1], 'hbt', ARGV[7], 'rdl', ARGV[8])
+redis.call('HSET', KEYS[1], 'id', task_id_json, 'st', 'queued', 'exp', deadline, 'att', '0',
+  'max', max_attempts, 'prog', '0', 'ver', '0', 'seq', tostring(seq))
+if heartbeat_timeout_ms ~= '' then
+  redis.call('HSET', KEYS[1], 'hbt', heartbeat_timeout_ms, 'rdl', retry_on_stall)
 end
-if ARGV[9] ~= '' then
-  redis.call('HSET', KEYS[1], 'gk', KEYS[6], 'gid', ARGV[9])
-  redis.call('HSETNX', KEYS[6], 'id', ARGV[9])
+if group_id_json ~= '' then
+  redis.call('HSET', KEYS[1], 'gk', KEYS[6], 'gid', group_id_json)
+  redis.call('HSETNX', KEYS[6], 'id', group_id_json)
   redis.call('HSETNX', KEYS[6], 'mk', KEYS[7])
   redis.call('HINCRBY', KEYS[6], 'members', 1)
   redis.call('HINCRBY', KEYS[6], 'queued', 1)
-  redis.call('ZADD', KEYS[7], seq, ARGV[1])
+  redis.call('ZADD', KEYS[7], seq, task_id)
 end
-info_created(KEYS, ARGV, seq)
-redis.call('ZADD', KEYS[3], seq, ARGV[1])
-redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
-announce(ARGV[6], {id = ARGV[2], st = 'queued', prog = 0, ver = 0,
-  gid = ARGV[9] ~= '' and ARGV[9] or nil})
+info_created(KEYS, task_id, seq, {c = created_ms, n = name, q = queue, pid = parent_id,
+  rid = root_id, a = args, k = kwargs}, children_keep_ms)
+redis.call('ZADD', KEYS[3], seq, task_id)
+redis.call('ZADD', KEYS[4], deadline, task_id)
+announce(changes_channel, {id = task_id_json, st = 'queued', prog = 0, ver = 0,
+  gid = group_id_json ~= '' and group_id_json or nil})
 return {'created'}

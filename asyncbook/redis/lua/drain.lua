@@ -1,5 +1,6 @@
 -- drain: take every pending notification out of the outbox.
 -- KEYS: 1 outbox stream
+-- ARGV: NoArgs (_scripts.py): none
 -- Returns: a flat list: taskId, state, atMs, taskId, state, atMs, ... in outbox order
 
 local out = {}

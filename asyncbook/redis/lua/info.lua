@@ -1,9 +1,11 @@
 -- info: a task's console info (_info.lua).
 -- KEYS: 1 task hash, 2 its companion hash, 3 its children (sorted set)
--- ARGV: 1 how many children to list
 -- Returns: false when the task does not exist, else {fields, long, children}: fields the
 --          task hash's c n q pid rid gid w s e x att st; long the companion's a k tb;
---          children the first ARGV[1] ids the task started
+--          children the first children_listed ids the task started
+
+-- ARGV: InfoArgs (_scripts.py)
+local children_listed = tonumber(ARGV[1])
 
 local fields = redis.call('HMGET', KEYS[1], 'c', 'n', 'q', 'pid', 'rid', 'gid', 'w', 's', 'e',
   'x', 'att', 'st')
@@ -11,5 +13,5 @@ if not fields[12] then
   return false
 end
 local long = redis.call('HMGET', KEYS[2], 'a', 'k', 'tb')
-local children = redis.call('ZRANGE', KEYS[3], 0, tonumber(ARGV[1]) - 1)
+local children = redis.call('ZRANGE', KEYS[3], 0, children_listed - 1)
 return {fields, long, children}

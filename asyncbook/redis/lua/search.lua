@@ -1,26 +1,34 @@
 -- search: one page of the console's task search, newest or oldest first, with totals.
 -- KEYS: the indexes to count and walk: 1..6 one per state (STATE_NAMES order) of all
 --       tasks or of one task name, or 1 a worker's latest tasks (of every state); then
---       the task hash and history of each id in ARGV[1]
--- ARGV: 1 ids whose keys follow the indexes (JSON array), 2 'newest' | 'oldest', 3 page size, 4 cursor (a creation order
---       score to continue after; '' from the start), 5 state ('' any), 6 name ('' any;
---       checked per task only with a worker index), 7 id prefix ('' any), 8 created at or
---       after ('' any), 9 created at or before ('' any), 10 how many index entries one
---       call may examine, 11 'card' (the indexes are per state and nothing else
---       filters: the totals are their sizes) | 'count' (count matching tasks, walking
---       at most ARGV[10] entries)
+--       the task hash and history of each id in given_ids_json
 -- Returns: {rows, next, totals, exact}: rows {taskJSON, info fields} per task (info as
 --          info.lua's fields, then a k tb empty), next the cursor of the next page ('' when
 --          none), totals {state, count, ...}, exact '1' | '0'
---          | {'!keys', id...}: the walk met ids whose keys ARGV[1] lacks (these, and the
+--          | {'!keys', id...}: the walk met ids whose keys given_ids_json lacks (these, and the
 --          ones it would read next); sent again with them
 
+-- ARGV: SearchArgs (_scripts.py)
+local given_ids_json = ARGV[1]  -- ids whose keys follow the indexes (JSON array)
+local order = ARGV[2]           -- 'newest' | 'oldest'
+local limit = tonumber(ARGV[3])  -- the page size
+local cursor_given = ARGV[4]    -- a creation order score to continue after; '' from the start
+local state = ARGV[5]           -- '' any
+local name = ARGV[6]            -- '' any; checked per task only with a worker index
+local id_prefix = ARGV[7]       -- '' any
+local since_ms = ARGV[8]        -- created at or after ('' any)
+local until_ms = ARGV[9]        -- created at or before ('' any)
+local budget = tonumber(ARGV[10])  -- how many index entries one call may examine
+local totals_by = ARGV[11]      -- 'card' (the indexes are per state and nothing else
+                                -- filters: the totals are their sizes) | 'count' (count
+                                -- matching tasks, walking at most budget entries)
+
 local STATES = {'queued', 'running', 'succeeded', 'failed', 'expired', 'cancelled'}
-local newest, limit = ARGV[2] == 'newest', tonumber(ARGV[3])
-local state_wanted, name_wanted, prefix = ARGV[5], ARGV[6], ARGV[7]
-local since, before, budget = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local newest = order == 'newest'
+local state_wanted = state  -- set aside while the totals are counted
+local since, before = tonumber(since_ms), tonumber(until_ms)
 local SLACK = 60000  -- creation order and creation time agree to within a minute
-local given = cjson.decode(ARGV[1])
+local given = cjson.decode(given_ids_json)
 local per_state = #KEYS - 2 * #given == 6
 local keys_of = {}
 for i, id in ipairs(given) do
@@ -30,7 +38,7 @@ end
 
 -- 'take', 'skip' or 'stop' (no later entry of this index can match) for one entry.
 local function verdict(id, state_of_index, check_state)
-  if prefix ~= '' and string.sub(id, 1, #prefix) ~= prefix then
+  if id_prefix ~= '' and string.sub(id, 1, #id_prefix) ~= id_prefix then
     return 'skip'
   end
   if not keys_of[id] then
@@ -43,7 +51,7 @@ local function verdict(id, state_of_index, check_state)
   if check_state and state_wanted ~= '' and f[1] ~= state_wanted then
     return 'skip'
   end
-  if not per_state and name_wanted ~= '' and f[2] ~= name_wanted then
+  if not per_state and name ~= '' and f[2] ~= name then
     return 'skip'
   end
   local created = tonumber(f[3])
@@ -145,7 +153,7 @@ else
   sources[1] = {KEYS[1], nil}
 end
 
-local cursor = ARGV[4] ~= '' and ARGV[4] or nil
+local cursor = cursor_given ~= '' and cursor_given or nil
 local ids, scores, last_seen = {}, {}, nil
 local function lacking(ids)
   local out = {'!keys'}
@@ -190,7 +198,7 @@ for i, id in ipairs(ids) do
 end
 
 local totals, exact = {}, '1'
-if ARGV[11] == 'card' then
+if totals_by == 'card' then
   for i, state in ipairs(STATES) do
     totals[#totals + 1] = state
     totals[#totals + 1] = redis.call('ZCARD', KEYS[i])

@@ -1,16 +1,20 @@
 -- stats: the per-minute stats hashes of one task name (or of every name) over a window
 -- ending now, read in one call (_info.lua writes them).
--- KEYS: the hour hashes of the name (or of every name), one per hour from hour ARGV[3]
+-- KEYS: the hour hashes of the name (or of every name), one per hour from keys_first_hour
 --       on: the caller sends the hours its own clock puts around the window
--- ARGV: 1 the window (ms), 2 now (ms; '' for the server's clock), 3 the first hour of KEYS
 -- Returns: {now, first hour, {flat HGETALL of each hour from the first to now's}}
 --          | {'!keys', now}: KEYS miss hours of the window (nothing was read)
 
-local now = tonumber(ARGV[2]) or server_ms()
-local first_minute = math.floor(now / 60000) - math.floor(tonumber(ARGV[1]) / 60000) + 1
+-- ARGV: StatsArgs (_scripts.py)
+local window_ms = tonumber(ARGV[1])
+local now_ms = ARGV[2]                -- '' for the server's clock
+local keys_first_hour = ARGV[3]       -- the hour of KEYS[1]
+
+local now = tonumber(now_ms) or server_ms()
+local first_minute = math.floor(now / 60000) - math.floor(window_ms / 60000) + 1
 local first_hour = math.floor(first_minute / 60)
 local last_hour = math.floor(now / 3600000)
-local given = tonumber(ARGV[3])
+local given = tonumber(keys_first_hour)
 if first_hour < given or last_hour >= given + #KEYS then
   return {'!keys', string.format('%.0f', now)}
 end
