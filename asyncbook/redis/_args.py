@@ -12,13 +12,14 @@ from typing import Any
 from pydantic_core import PydanticSerializationError
 
 from .._book import EventInput
+from .._console import TEXT_LIMIT
 from .._jsrules import is_blank, is_finite_number
 from .._machine import cancel_reason, coerce_event
 from .._models import AsyncEvent, CancelEvent, FailEvent, ProgressEvent, SucceedEvent
 from ..errors import AsyncBookError, invalid
 from ._scripts import EventArgs
 
-__all__ = ["coerce", "dumps", "event_args", "number_text", "utf8"]
+__all__ = ["coerce", "dumps", "event_args", "failure_json", "number_text", "utf8"]
 
 
 def dumps(value: str, field: str) -> str:
@@ -75,3 +76,13 @@ def coerce(event: EventInput) -> tuple[AsyncEvent | None, AsyncBookError | None]
         return coerce_event(event), None
     except AsyncBookError as error:
         return None, error
+
+
+def failure_json(exception: Any, traceback: Any) -> str:
+    """apply.lua's ARGV[18]: a failure's exception type and traceback, '' for neither."""
+    given = {
+        key: value[:TEXT_LIMIT]
+        for key, value in (("exception", exception), ("traceback", traceback))
+        if isinstance(value, str) and value
+    }
+    return json.dumps(given, ensure_ascii=False) if given else ""

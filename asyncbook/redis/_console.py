@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "WORKER_KEEP_MS",
-    "failure_json",
     "info",
     "name_totals",
     "publish_fields",
@@ -118,16 +117,6 @@ def publish_fields(given: PublishInfo | None) -> dict[str, str]:
             ) from None
         fields[field] = value
     return fields
-
-
-def failure_json(exception: Any, traceback: Any) -> str:
-    """apply.lua's ARGV[18]: a failure's exception type and traceback, '' for neither."""
-    given = {
-        key: value[:TEXT_LIMIT]
-        for key, value in (("exception", exception), ("traceback", traceback))
-        if isinstance(value, str) and value
-    }
-    return json.dumps(given, ensure_ascii=False) if given else ""
 
 
 def _info(

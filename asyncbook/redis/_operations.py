@@ -43,8 +43,7 @@ from .._models import (
 )
 from .._reasons import Reason
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError, invalid
-from ._args import coerce, dumps, event_args, number_text, utf8
-from ._console import failure_json
+from ._args import coerce, dumps, event_args, failure_json, number_text, utf8
 from ._facts import FactBook
 from ._keys import KeySchema
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
