@@ -19,7 +19,15 @@ import redis
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from asyncbook import AsyncBookError, CallbackResult, MemoryBook, RedisBook, to_wire
+from asyncbook import (
+    AsyncBookError,
+    CallbackResult,
+    MemoryBook,
+    RedisBook,
+    StartEvent,
+    SucceedEvent,
+    to_wire,
+)
 from asyncbook.celery._execution_args import ExecutionArgs
 from asyncbook.redis import BookScript, EventOutcome
 
@@ -260,5 +268,29 @@ def test_every_script_path_agrees_with_the_machine(
         drained = [to_wire(note) for note in scripted.book.drain_notifications()]
         assert drained == [to_wire(note) for note in model.book.drain_notifications()]
         assert scripted.metas() == model.metas
+    finally:
+        delete_namespace(client, namespace)
+
+
+def test_a_start_and_an_end_with_one_callback_id_take_the_path_of_two_calls(
+    client: redis.Redis,
+) -> None:
+    # The fused path applied both (the task succeeded, at version 2); applied one by one,
+    # the end's callback id is the start's, so the end is a duplicate and changes nothing.
+    namespace = f"paths-{uuid.uuid4().hex[:12]}"
+    book, memory = RedisBook(client, namespace=namespace), MemoryBook()
+    start = StartEvent(at_ms=1, worker="w1")
+    end = SucceedEvent(at_ms=2, result_ref="r", result_hash="h")
+    try:
+        for each in (book, memory):
+            each.create(id="a", now_ms=0, ttl_ms=10**9, max_attempts=1)
+        script, meta = book.events_script(EVENTS_ONLY), book.keys.task("meta")
+        book.apply_in_script("a", [(start, "c1"), (end, "c1")], script, meta, [])
+        memory.apply("a", start, "c1")
+        memory.apply("a", end, "c1")
+        task = book.get("a")
+        assert task is not None
+        assert task.state == "running"
+        assert _wire_task(task) == _wire_task(memory.get("a"))
     finally:
         delete_namespace(client, namespace)
