@@ -18,7 +18,8 @@ The handlers live in the integration's parts, each with one concern, sharing one
 ``Shared`` state: ``Publishing`` (creates), ``Executions`` (prerun to postrun, progress),
 ``Outcomes`` (the end of each attempt), ``Controls`` (cancel, the cancels a worker
 follows, the checkpoint) and ``Service`` (the worker's queue, sweep and delivery). This
-module connects them (``install``) and disconnects them (``uninstall``), in one place.
+module's ``Integration`` connects their handlers and disconnects them, in one place;
+``install`` and ``uninstall`` (``_registry``) build it and register it for the app.
 Settings, sinks and the ``asyncbook_result_ref`` callable are read when first needed.
 """
 
