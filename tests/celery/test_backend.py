@@ -41,7 +41,7 @@ from asyncbook.celery._urls import sentinel_book_url
 
 from ..support import ROOT
 from ..support.celery import CELERY_URL as URL
-from ..support.celery import close_result_backend, unique, wait_for
+from ..support.celery import MEMORY_BROKER, close_result_backend, unique, wait_for
 from ..support.servers import free_port, redis_server, wait_until
 
 pytestmark = [
@@ -70,7 +70,7 @@ def make_app(namespace: str, *, backend: str | None = None, **conf: Any) -> Cele
     settings: dict[str, Any] = {
         "task_default_queue": unique("q"),
         "broker_connection_retry_on_startup": True,
-        "broker_transport_options": {"polling_interval": 0.01},
+        **MEMORY_BROKER,
         "worker_hijack_root_logger": False,
         "asyncbook_namespace": namespace,
         "asyncbook_flush_delay": 0.005,

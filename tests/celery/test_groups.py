@@ -16,7 +16,7 @@ from asyncbook.celery import apply_group, cancel, install, report_progress, unin
 
 from ..support.books import fakeredis_book
 from ..support.celery import CELERY_URL as URL
-from ..support.celery import close_result_backend, unique, wait_for
+from ..support.celery import MEMORY_BROKER, close_result_backend, unique, wait_for
 
 pytestmark = [
     pytest.mark.redis,
@@ -31,7 +31,7 @@ def make_app() -> Celery:
     app.conf.update(
         task_default_queue=unique("q"),
         broker_connection_retry_on_startup=True,
-        broker_transport_options={"polling_interval": 0.01},
+        **MEMORY_BROKER,
         worker_hijack_root_logger=False,
         asyncbook_flush_delay=0.005,
         result_expires=600,

@@ -14,7 +14,7 @@ from asyncbook import RedisBook, TaskInfo
 from asyncbook.celery import install, uninstall
 
 from ..support.celery import CELERY_URL as URL
-from ..support.celery import close_result_backend, unique, wait_for
+from ..support.celery import MEMORY_BROKER, close_result_backend, unique, wait_for
 
 pytestmark = [
     pytest.mark.redis,
@@ -30,7 +30,7 @@ def make_app(namespace: str, **conf: Any) -> Celery:
     app.conf.update(
         task_default_queue=unique("q"),
         broker_connection_retry_on_startup=True,
-        broker_transport_options={"polling_interval": 0.01},
+        **MEMORY_BROKER,
         worker_hijack_root_logger=False,
         asyncbook_namespace=namespace,
         asyncbook_flush_delay=0.005,

@@ -329,3 +329,15 @@ def test_a_publisher_without_asyncbook_is_covered_by_the_worker(
         "()",
         app.conf.task_default_queue,
     )
+
+
+def test_an_idle_in_process_worker_stops_at_once() -> None:
+    # Celery's synloop drains the memory broker for 2 s per cycle and once more after the
+    # shutdown: on kombu's own memory transport this stop took 2 to 4 s, in every test
+    # that starts a worker. The test apps' transport drains for 0.05 s at a time.
+    app = memory_app("stop")
+    book = CountingBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="stop")
+    with threaded_worker(app, book):
+        time.sleep(0.1)  # the worker is idle, inside a drain
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 1.5
