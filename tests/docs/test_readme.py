@@ -15,6 +15,7 @@ import redis
 
 from ..support import ROOT
 from ..support.books import delete_namespace
+from ..support.celery import quick_memory_transport
 from ..support.snippets import README, SNIPPETS
 
 
@@ -34,7 +35,13 @@ def _snippet_id(index: int) -> str:
     return f"{page.relative_to(ROOT).as_posix()}-block{number}"
 
 
-@pytest.mark.usefixtures("readme_namespaces")
+@pytest.fixture
+def quick_memory_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snippets' in-process workers on ``memory://`` stop at once (else 2 to 4 s each)."""
+    quick_memory_transport(monkeypatch)
+
+
+@pytest.mark.usefixtures("readme_namespaces", "quick_memory_broker")
 @pytest.mark.parametrize(
     ("page", "source"), SNIPPETS, ids=[_snippet_id(i) for i in range(len(SNIPPETS))]
 )

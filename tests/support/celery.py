@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import celery
+import kombu.transport
+import pytest
 import redis
 from celery import Celery
 from celery.contrib.testing.worker import start_worker
@@ -105,6 +107,14 @@ MEMORY_BROKER: dict[str, Any] = {
 }
 """The settings of an app on ``broker="memory://"`` whose in-process worker polls quickly
 and stops at once (``QuickMemoryTransport``)."""
+
+
+def quick_memory_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Meanwhile ``memory://`` means ``QuickMemoryTransport``, for apps that name no
+    transport of their own (the documentation's snippets): kombu keeps the class of each
+    transport name in ``kombu.transport._transport_cache``."""
+    cache: dict[str | None, type | None] = vars(kombu.transport)["_transport_cache"]
+    monkeypatch.setitem(cache, "memory", QuickMemoryTransport)
 
 
 def memory_app(
