@@ -15,7 +15,7 @@ import redis
 
 from ..support import ROOT
 from ..support.books import delete_namespace
-from ..support.celery import quick_memory_transport
+from ..support.celery import quick_memory_transport, shared_tasks_kept
 from ..support.snippets import README, SNIPPETS
 
 
@@ -41,7 +41,14 @@ def quick_memory_broker(monkeypatch: pytest.MonkeyPatch) -> None:
     quick_memory_transport(monkeypatch)
 
 
-@pytest.mark.usefixtures("readme_namespaces", "quick_memory_broker")
+@pytest.fixture
+def own_shared_tasks() -> Iterator[None]:
+    """The snippets' tasks (shared, Celery's default) are not added to a later test's app."""
+    with shared_tasks_kept():
+        yield
+
+
+@pytest.mark.usefixtures("readme_namespaces", "quick_memory_broker", "own_shared_tasks")
 @pytest.mark.parametrize(
     ("page", "source"), SNIPPETS, ids=[_snippet_id(i) for i in range(len(SNIPPETS))]
 )

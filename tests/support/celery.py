@@ -117,6 +117,18 @@ def quick_memory_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(cache, "memory", QuickMemoryTransport)
 
 
+@contextmanager
+def shared_tasks_kept() -> Iterator[None]:
+    """Afterwards Celery forgets the shared tasks defined meanwhile: ``@app.task`` without
+    ``shared=False`` adds the task to every app finalized later, in any test."""
+    finalizers: set[Any] = vars(celery._state)["_on_app_finalizers"]
+    before = set(finalizers)
+    try:
+        yield
+    finally:
+        finalizers.intersection_update(before)
+
+
 def memory_app(
     prefix: str, backend: str | None = "cache+memory://", *, control: Any = None, **conf: Any
 ) -> Celery:
