@@ -17,7 +17,7 @@ from asyncbook import MemoryBook, RedisBook
 from asyncbook.celery import Integration, install, uninstall
 from asyncbook.celery._upkeep import Every, Upkeep
 
-from ..support.celery import wait_for
+from ..support.celery import CELERY_URL, wait_for
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def _integration(app: Celery, book: Any) -> Integration:
 
 
 def test_one_process_per_namespace_sweeps_at_a_time(app: Celery, namespace: str) -> None:
-    book = RedisBook.from_url("redis://127.0.0.1:6379/10", namespace=namespace)
+    book = RedisBook.from_url(CELERY_URL, namespace=namespace)  # the namespace fixture's db
     integration = _integration(app, book)
     first = Upkeep(integration, "w1@host", interval=0.1, warn_interval=60)
     second = Upkeep(integration, "w2@host", interval=0.1, warn_interval=60)
