@@ -264,11 +264,32 @@ def workers(
     return found
 
 
-def _minute_fields(flat: dict[Any, Any]) -> dict[int, dict[str, int]]:
-    minutes: dict[int, dict[str, int]] = {}
+_Counted = tuple[dict[str, int], list[int]]
+"""Counts by code (S, succeeded, ...) and runtimes by bucket, of a minute or a name."""
+
+
+def _count(counted: _Counted, field: str, count: int) -> None:
+    """Adds one stats field's count (_info.lua's count_minute): ``<code>`` counts the
+    code, ``<code>:<i>`` the code and a runtime in bucket i; ``b<i>`` (a runtime alone)
+    is a field written before one field per code and bucket, read as it was."""
+    codes, buckets = counted
+    code, _, bucket = field.partition(":")
+    if bucket:
+        buckets[int(bucket)] += count
+    elif code[:1] == "b":
+        buckets[int(code[1:])] += count
+        return
+    codes[code] = codes.get(code, 0) + count
+
+
+def _minute_fields(flat: dict[Any, Any]) -> dict[int, _Counted]:
+    minutes: dict[int, _Counted] = {}
     for raw_field, raw_count in flat.items():
-        minute, _, code = (_text(raw_field) or "").partition(":")
-        minutes.setdefault(int(minute), {})[code] = int(raw_count)
+        minute, _, field = (_text(raw_field) or "").partition(":")
+        counted = minutes.get(int(minute))
+        if counted is None:
+            counted = minutes[int(minute)] = ({}, [0] * _BUCKETS)
+        _count(counted, field, int(raw_count))
     return minutes
 
 
@@ -302,18 +323,18 @@ def stats(
     now, first_hour = int(reply[0]), int(reply[1])
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
-    counted: dict[int, dict[str, int]] = {}
+    counted: dict[int, _Counted] = {}
     for hour, flat in enumerate(reply[2], start=first_hour):
         pairs = dict(zip(flat[::2], flat[1::2], strict=True))
-        for minute, codes in _minute_fields(pairs).items():
-            counted[hour * 60 + minute] = codes
+        for minute, codes_and_buckets in _minute_fields(pairs).items():
+            counted[hour * 60 + minute] = codes_and_buckets
     minutes = []
     window_buckets = [0] * _BUCKETS
     totals = dict.fromkeys(("started", *GROUP_END_STATES), 0)
     empty = (0,) * _BUCKETS
     for minute in range(first_minute, last_minute + 1):
-        found = counted.get(minute)
-        if found is None:
+        of_minute = counted.get(minute)
+        if of_minute is None:
             # The values are the book's own: built without validating them again.
             minutes.append(
                 MinuteStats.model_construct(
@@ -321,7 +342,8 @@ def stats(
                 )
             )
             continue
-        buckets = tuple(found.get(f"b{i}", 0) for i in range(_BUCKETS))
+        found, found_buckets = of_minute
+        buckets = tuple(found_buckets)
         window_buckets = [a + b for a, b in zip(window_buckets, buckets, strict=True)]
         counts = {"started": found.get("S", 0)}
         counts.update((state, found.get(state, 0)) for state in GROUP_END_STATES)
@@ -367,18 +389,21 @@ def task_names(book: BookLayout, within_ms: int | None = None) -> Plan[list[str]
 def name_totals(book: BookLayout) -> Plan[list[NameTotals]]:
     """Running totals per task name: starts, ends by state, runtime histogram and sum."""
     flat = yield command("hgetall", book.keys.name_totals)
-    per_name: dict[str, dict[str, int]] = {}
+    per_name: dict[str, _Counted] = {}
     for raw_field, raw_count in flat.items():
-        name, _, code = (_text(raw_field) or "").rpartition("|")
-        per_name.setdefault(name, {})[code] = int(raw_count)
+        name, _, field = (_text(raw_field) or "").rpartition("|")
+        counted = per_name.get(name)
+        if counted is None:
+            counted = per_name[name] = ({}, [0] * _BUCKETS)
+        _count(counted, field, int(raw_count))  # older fields too: they add up
     found = []
     for name in sorted(per_name):
-        codes = per_name[name]
+        codes, buckets = per_name[name]
         found.append(
             NameTotals(
                 name=name,
                 started=codes.get("S", 0),
-                runtime_buckets=tuple(codes.get(f"b{i}", 0) for i in range(_BUCKETS)),
+                runtime_buckets=tuple(buckets),
                 runtime_sum_ms=codes.get("sum", 0),
                 **{state: codes.get(state, 0) for state in GROUP_END_STATES},
             )
