@@ -268,28 +268,40 @@ _Counted = tuple[dict[str, int], list[int]]
 """Counts by code (S, succeeded, ...) and runtimes by bucket, of a minute or a name."""
 
 
-def _count(counted: _Counted, field: str, count: int) -> None:
-    """Adds one stats field's count (_info.lua's count_minute): ``<code>`` counts the
-    code, ``<code>:<i>`` the code and a runtime in bucket i; ``b<i>`` (a runtime alone)
-    is a field written before one field per code and bucket, read as it was."""
-    codes, buckets = counted
+def _code_and_bucket(field: str) -> tuple[str, int]:
+    """What one stats field counts (_info.lua's count_minute): ``<code>`` a code (bucket
+    -1), ``<code>:<i>`` a code and a runtime in bucket i. ``b<i>``, a runtime alone (code
+    ''), is a field written before one field per code and bucket: read as it was."""
     code, _, bucket = field.partition(":")
     if bucket:
-        buckets[int(bucket)] += count
-    elif code[:1] == "b":
-        buckets[int(code[1:])] += count
-        return
-    codes[code] = codes.get(code, 0) + count
+        return code, int(bucket)
+    if code[:1] == "b":
+        return "", int(code[1:])
+    return code, -1
 
 
-def _minute_fields(flat: dict[Any, Any]) -> dict[int, _Counted]:
+def _count(counted: _Counted, code: str, bucket: int, count: int) -> None:
+    if bucket >= 0:
+        counted[1][bucket] += count
+    if code:
+        codes = counted[0]
+        codes[code] = codes.get(code, 0) + count
+
+
+def _minute_fields(flat: list[Any], parsed: dict[Any, tuple[int, str, int]]) -> dict[int, _Counted]:
+    """One hour's fields by minute; ``parsed`` keeps the fields read (every hour has the
+    same names)."""
     minutes: dict[int, _Counted] = {}
-    for raw_field, raw_count in flat.items():
-        minute, _, field = (_text(raw_field) or "").partition(":")
-        counted = minutes.get(int(minute))
+    for raw_field, raw_count in zip(flat[::2], flat[1::2], strict=True):
+        known = parsed.get(raw_field)
+        if known is None:
+            minute_text, _, field = (_text(raw_field) or "").partition(":")
+            known = parsed[raw_field] = (int(minute_text), *_code_and_bucket(field))
+        minute, code, bucket = known
+        counted = minutes.get(minute)
         if counted is None:
-            counted = minutes[int(minute)] = ({}, [0] * _BUCKETS)
-        _count(counted, field, int(raw_count))
+            counted = minutes[minute] = ({}, [0] * _BUCKETS)
+        _count(counted, code, bucket, int(raw_count))
     return minutes
 
 
@@ -324,9 +336,9 @@ def stats(
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
     counted: dict[int, _Counted] = {}
+    parsed: dict[Any, tuple[int, str, int]] = {}
     for hour, flat in enumerate(reply[2], start=first_hour):
-        pairs = dict(zip(flat[::2], flat[1::2], strict=True))
-        for minute, codes_and_buckets in _minute_fields(pairs).items():
+        for minute, codes_and_buckets in _minute_fields(flat, parsed).items():
             counted[hour * 60 + minute] = codes_and_buckets
     minutes = []
     window_buckets = [0] * _BUCKETS
@@ -395,7 +407,7 @@ def name_totals(book: BookLayout) -> Plan[list[NameTotals]]:
         counted = per_name.get(name)
         if counted is None:
             counted = per_name[name] = ({}, [0] * _BUCKETS)
-        _count(counted, field, int(raw_count))  # older fields too: they add up
+        _count(counted, *_code_and_bucket(field), int(raw_count))  # older fields add up
     found = []
     for name in sorted(per_name):
         codes, buckets = per_name[name]
