@@ -271,7 +271,7 @@ _Counted = tuple[dict[str, int], list[int]]
 def _code_and_bucket(field: str) -> tuple[str, int]:
     """What one stats field counts (_info.lua's count_minute): ``<code>`` a code (bucket
     -1), ``<code>:<i>`` a code and a runtime in bucket i. ``b<i>``, a runtime alone (code
-    ''), is a field written before one field per code and bucket: read as it was."""
+    ''), is a field of the layout before one write per event: read as it was."""
     code, _, bucket = field.partition(":")
     if bucket:
         return code, int(bucket)
@@ -288,6 +288,19 @@ def _count(counted: _Counted, code: str, bucket: int, count: int) -> None:
         codes[code] = codes.get(code, 0) + count
 
 
+_FAILED_UNIT = 1 << 31
+"""A failed run's share of a ``<minute>:r<i>`` count (STATS_FAILED_UNIT in _info.lua)."""
+
+
+def _minute_field(field: str) -> tuple[int, str, int]:
+    """A minute's field: ``<minute>:r<i>`` the ends with a runtime in bucket i (code
+    'r': succeeded and failed in one number), else as ``_code_and_bucket`` reads it."""
+    minute, _, rest = field.partition(":")
+    if rest[:1] == "r":
+        return int(minute), "r", int(rest[1:])
+    return int(minute), *_code_and_bucket(rest)
+
+
 def _minute_fields(flat: list[Any], parsed: dict[Any, tuple[int, str, int]]) -> dict[int, _Counted]:
     """One hour's fields by minute; ``parsed`` keeps the fields read (every hour has the
     same names)."""
@@ -295,13 +308,18 @@ def _minute_fields(flat: list[Any], parsed: dict[Any, tuple[int, str, int]]) -> 
     for raw_field, raw_count in zip(flat[::2], flat[1::2], strict=True):
         known = parsed.get(raw_field)
         if known is None:
-            minute_text, _, field = (_text(raw_field) or "").partition(":")
-            known = parsed[raw_field] = (int(minute_text), *_code_and_bucket(field))
+            known = parsed[raw_field] = _minute_field(_text(raw_field) or "")
         minute, code, bucket = known
         counted = minutes.get(minute)
         if counted is None:
             counted = minutes[minute] = ({}, [0] * _BUCKETS)
-        _count(counted, code, bucket, int(raw_count))
+        count = int(raw_count)
+        if code == "r":
+            failed, succeeded = divmod(count, _FAILED_UNIT)
+            _count(counted, "succeeded", bucket, succeeded)
+            _count(counted, "failed", bucket, failed)
+        else:
+            _count(counted, code, bucket, count)
     return minutes
 
 

@@ -50,7 +50,7 @@ def test_a_named_lifecycle_writes_each_stats_hash_once_per_event(private: redis.
     increments = after.get("hincrby", 0) - before.get("hincrby", 0)
     # Each apply: the book's answer counter and the worker's count. The stats: at the
     # start the minute of every name, of the name and the name's total; at the end the
-    # minute ('<minute>:succeeded:<bucket>') of every name and of the name, the name's
+    # minute ('<minute>:r<bucket>') of every name and of the name, the name's
     # total ('gen|succeeded:<bucket>') and its runtime sum. 2 + 2 + 3 + 4: the earlier
     # layout wrote the code and the runtime bucket apart, 3 more (14).
     assert increments == 11
@@ -117,3 +117,25 @@ def test_an_end_without_a_runtime_counts_its_code_alone(book: RedisBook) -> None
     stats = book.stats("gen", window_ms=HOUR, now_ms=T0 + 30 * 60_000)
     assert stats.totals["expired"] == 1
     assert sum(stats.runtime_buckets) == 0
+
+
+def test_succeeded_and_failed_runs_of_a_bucket_share_a_minute_field(book: RedisBook) -> None:
+    for n in range(5):
+        task_id = f"t{n}"
+        book.create(id=task_id, now_ms=T0, ttl_ms=HOUR, max_attempts=1, info=INFO)
+        book.apply(task_id, {"type": "start", "atMs": T0 + 10, "worker": "w1"})
+        end: dict[str, Any] = {"type": "succeed", "resultRef": "r", "resultHash": "h"}
+        if n >= 3:
+            end = {"type": "fail", "error": "boom", "retryable": False}
+        book.apply(task_id, {**end, "atMs": T0 + 1_510})  # 1.5 s: bucket 4
+    client: Any = book.engine.slot_client()
+    minute = client.hgetall(book.keys.stats(T0 // HOUR, "gen"))
+    assert minute == {b"0:S": b"5", b"0:r4": str(3 + 2 * 2**31).encode()}
+    stats = book.stats("gen", window_ms=HOUR, now_ms=T0 + 30 * 60_000)
+    (first,) = [entry for entry in stats.minutes if entry.minute_ms == T0]
+    assert (first.started, first.succeeded, first.failed) == (5, 3, 2)
+    assert first.runtime_buckets[4] == 5
+    assert sum(first.runtime_buckets) == 5
+    assert stats.failure_rate == pytest.approx(2 / 5)
+    (gen,) = book.name_totals()
+    assert (gen.succeeded, gen.failed, gen.runtime_buckets[4]) == (3, 2, 5)
