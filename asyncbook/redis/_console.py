@@ -264,11 +264,62 @@ def workers(
     return found
 
 
-def _minute_fields(flat: dict[Any, Any]) -> dict[int, dict[str, int]]:
-    minutes: dict[int, dict[str, int]] = {}
-    for raw_field, raw_count in flat.items():
-        minute, _, code = (_text(raw_field) or "").partition(":")
-        minutes.setdefault(int(minute), {})[code] = int(raw_count)
+_Counted = tuple[dict[str, int], list[int]]
+"""Counts by code (S, succeeded, ...) and runtimes by bucket, of a minute or a name."""
+
+
+def _code_and_bucket(field: str) -> tuple[str, int]:
+    """What one stats field counts (_info.lua's count_minute): ``<code>`` a code (bucket
+    -1), ``<code>:<i>`` a code and a runtime in bucket i. ``b<i>``, a runtime alone (code
+    ''), is a field of the layout before one write per event: read as it was."""
+    code, _, bucket = field.partition(":")
+    if bucket:
+        return code, int(bucket)
+    if code[:1] == "b":
+        return "", int(code[1:])
+    return code, -1
+
+
+def _count(counted: _Counted, code: str, bucket: int, count: int) -> None:
+    if bucket >= 0:
+        counted[1][bucket] += count
+    if code:
+        codes = counted[0]
+        codes[code] = codes.get(code, 0) + count
+
+
+_FAILED_UNIT = 1 << 31
+"""A failed run's share of a ``<minute>:r<i>`` count (STATS_FAILED_UNIT in _info.lua)."""
+
+
+def _minute_field(field: str) -> tuple[int, str, int]:
+    """A minute's field: ``<minute>:r<i>`` the ends with a runtime in bucket i (code
+    'r': succeeded and failed in one number), else as ``_code_and_bucket`` reads it."""
+    minute, _, rest = field.partition(":")
+    if rest[:1] == "r":
+        return int(minute), "r", int(rest[1:])
+    return int(minute), *_code_and_bucket(rest)
+
+
+def _minute_fields(flat: list[Any], parsed: dict[Any, tuple[int, str, int]]) -> dict[int, _Counted]:
+    """One hour's fields by minute; ``parsed`` keeps the fields read (every hour has the
+    same names)."""
+    minutes: dict[int, _Counted] = {}
+    for raw_field, raw_count in zip(flat[::2], flat[1::2], strict=True):
+        known = parsed.get(raw_field)
+        if known is None:
+            known = parsed[raw_field] = _minute_field(_text(raw_field) or "")
+        minute, code, bucket = known
+        counted = minutes.get(minute)
+        if counted is None:
+            counted = minutes[minute] = ({}, [0] * _BUCKETS)
+        count = int(raw_count)
+        if code == "r":
+            failed, succeeded = divmod(count, _FAILED_UNIT)
+            _count(counted, "succeeded", bucket, succeeded)
+            _count(counted, "failed", bucket, failed)
+        else:
+            _count(counted, code, bucket, count)
     return minutes
 
 
@@ -302,18 +353,18 @@ def stats(
     now, first_hour = int(reply[0]), int(reply[1])
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
-    counted: dict[int, dict[str, int]] = {}
+    counted: dict[int, _Counted] = {}
+    parsed: dict[Any, tuple[int, str, int]] = {}
     for hour, flat in enumerate(reply[2], start=first_hour):
-        pairs = dict(zip(flat[::2], flat[1::2], strict=True))
-        for minute, codes in _minute_fields(pairs).items():
-            counted[hour * 60 + minute] = codes
+        for minute, codes_and_buckets in _minute_fields(flat, parsed).items():
+            counted[hour * 60 + minute] = codes_and_buckets
     minutes = []
     window_buckets = [0] * _BUCKETS
     totals = dict.fromkeys(("started", *GROUP_END_STATES), 0)
     empty = (0,) * _BUCKETS
     for minute in range(first_minute, last_minute + 1):
-        found = counted.get(minute)
-        if found is None:
+        of_minute = counted.get(minute)
+        if of_minute is None:
             # The values are the book's own: built without validating them again.
             minutes.append(
                 MinuteStats.model_construct(
@@ -321,7 +372,8 @@ def stats(
                 )
             )
             continue
-        buckets = tuple(found.get(f"b{i}", 0) for i in range(_BUCKETS))
+        found, found_buckets = of_minute
+        buckets = tuple(found_buckets)
         window_buckets = [a + b for a, b in zip(window_buckets, buckets, strict=True)]
         counts = {"started": found.get("S", 0)}
         counts.update((state, found.get(state, 0)) for state in GROUP_END_STATES)
@@ -367,18 +419,21 @@ def task_names(book: BookLayout, within_ms: int | None = None) -> Plan[list[str]
 def name_totals(book: BookLayout) -> Plan[list[NameTotals]]:
     """Running totals per task name: starts, ends by state, runtime histogram and sum."""
     flat = yield command("hgetall", book.keys.name_totals)
-    per_name: dict[str, dict[str, int]] = {}
+    per_name: dict[str, _Counted] = {}
     for raw_field, raw_count in flat.items():
-        name, _, code = (_text(raw_field) or "").rpartition("|")
-        per_name.setdefault(name, {})[code] = int(raw_count)
+        name, _, field = (_text(raw_field) or "").rpartition("|")
+        counted = per_name.get(name)
+        if counted is None:
+            counted = per_name[name] = ({}, [0] * _BUCKETS)
+        _count(counted, *_code_and_bucket(field), int(raw_count))  # older fields add up
     found = []
     for name in sorted(per_name):
-        codes = per_name[name]
+        codes, buckets = per_name[name]
         found.append(
             NameTotals(
                 name=name,
                 started=codes.get("S", 0),
-                runtime_buckets=tuple(codes.get(f"b{i}", 0) for i in range(_BUCKETS)),
+                runtime_buckets=tuple(buckets),
                 runtime_sum_ms=codes.get("sum", 0),
                 **{state: codes.get(state, 0) for state in GROUP_END_STATES},
             )

@@ -156,7 +156,8 @@ class KeySchema:
 
     @property
     def name_totals(self) -> str:
-        """Hash of running totals per task name (``<name>|<code>``)."""
+        """Hash of running totals per task name (``<name>|<code>``, ``<name>|<code>:<bucket>``
+        and ``<name>|sum``: lua/_info.lua's count_minute)."""
         return f"{self.tag}:nt"
 
     def children(self, parent_id: str) -> str:

@@ -11,12 +11,17 @@
 -- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms: its latest
 -- start or heartbeat); prune forgets a worker unseen for a week, with its keys.
 -- Stats: <tag>:s:<hour>:<name> and <tag>:sa:<hour> (every name): per minute of the
--- hour, '<minute>:<code>' counts (S started, succeeded, failed, expired, cancelled,
--- b<i> runtime bucket), kept a day and an hour; <tag>:nt holds running totals per name
--- ('<name>|<code>', plus '<name>|sum' of runtimes) for Prometheus counters.
+-- hour, '<minute>:<code>' counts (S started, succeeded, failed, expired, cancelled),
+-- and '<minute>:r<i>' the ends with a runtime in bucket i, succeeded and failed in one
+-- number (STATS_FAILED_UNIT), kept a day and an hour; <tag>:nt holds running totals per
+-- name ('<name>|<code>', '<name>|<code>:<i>' for an end with a runtime in bucket i, plus
+-- '<name>|sum' of runtimes) for Prometheus counters. One HINCRBY per hash and event;
+-- a code's count is the sum over its fields (readers: _console.py).
 
 local WORKER_TASKS = 1000          -- a worker's index keeps its latest tasks only
 local STATS_TTL = 25 * 3600000     -- per-minute stats reach back a day
+local STATS_FAILED_UNIT = 2147483648  -- '<minute>:r<i>': a failed run adds 2^31, a
+                                      -- succeeded one 1 (a minute never has 2^31)
 local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000,
   300000, 600000, 1800000, 3600000}
 
@@ -100,8 +105,13 @@ end
 
 -- One count (and a runtime) of one minute, for the task's name and for every name.
 local function count_minute(c, name, at, code, runtime)
-  local minute = math.floor(at / 60000) % 60
-  local bucket = runtime and ('b' .. runtime_bucket(runtime))
+  local field, minute_code, by = code, code, 1
+  if runtime then
+    local bucket = runtime_bucket(runtime)
+    field, minute_code = code .. ':' .. bucket, 'r' .. bucket
+    by = code == 'failed' and STATS_FAILED_UNIT or 1
+  end
+  local minute_field = (math.floor(at / 60000) % 60) .. ':' .. minute_code
   local hour = c.hours[hour_of(at)]
   local keys = {hour[1]}
   if name then
@@ -109,17 +119,13 @@ local function count_minute(c, name, at, code, runtime)
   end
   for _, key in ipairs(keys) do
     -- A new field (the minute's first of its kind) sets the hour's expiry: few calls.
-    if redis.call('HINCRBY', key, minute .. ':' .. code, 1) == 1 then
+    if redis.call('HINCRBY', key, minute_field, by) == by then
       redis.call('PEXPIRE', key, STATS_TTL)
-    end
-    if bucket then
-      redis.call('HINCRBY', key, minute .. ':' .. bucket, 1)
     end
   end
   if name then
-    redis.call('HINCRBY', c.totals, name .. '|' .. code, 1)
-    if bucket then
-      redis.call('HINCRBY', c.totals, name .. '|' .. bucket, 1)
+    redis.call('HINCRBY', c.totals, name .. '|' .. field, 1)
+    if runtime then
       redis.call('HINCRBY', c.totals, name .. '|sum', runtime)
     end
   end
