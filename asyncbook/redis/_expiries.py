@@ -20,8 +20,7 @@ from .._models import CallbackResult
 from ..errors import AsyncBookError, DamagedRecordError
 from ._args import utf8
 from ._engine import Engine
-from ._facts import FIELDS as FACT_FIELDS
-from ._facts import TaskFacts, facts_of, hour_of, info_block
+from ._facts import FactBook, TaskFacts, facts_of, hour_of, info_block
 from ._replies import callback_result, script_error
 from ._scripts import AT_DEADLINE, expiry_slots
 
@@ -56,25 +55,51 @@ def expire_many(
     return [result for result in results if result is not None]
 
 
-def _learn_facts(engine: Engine, ids: Sequence[str]) -> None:
-    """Read the facts of the tasks the engine does not know yet (one round trip)."""
-    facts = engine.layout.facts
-    unknown = sorted({task_id for task_id in ids if facts.get(task_id) is None})
-    if not unknown:
-        return
-    pipe = engine.slot_client().pipeline(transaction=False)
-    for task_id in unknown:
-        pipe.hmget(engine.keys.task(task_id), *FACT_FIELDS)
-    for task_id, fields in zip(unknown, pipe.execute(), strict=True):
-        facts.learn(task_id, TaskFacts.of_fields(fields))
-
-
 def _expire_chunk(
     engine: Engine, ids: Sequence[str], full_task: bool
 ) -> list[CallbackResult | AsyncBookError]:
-    """One expire_many.lua call for these tasks, and its answers read."""
+    """expire_many.lua's answers for these tasks, read. A task whose facts the book does
+    not know goes with a block of none (a task without a name, group or worker, due in
+    the last hour, needs none); the script answers ``!facts`` for those it lacks, having
+    written nothing for them, and they go again, together, with the facts it gave."""
+    layout = engine.layout
+    answers = _send(engine, ids, full_task)
+    again = [n for n, answer in enumerate(answers) if _learned(layout.facts, ids[n], answer)]
+    if again:
+        for n, answer in zip(again, _send(engine, [ids[n] for n in again], full_task), strict=True):
+            answers[n] = answer
+    results: list[CallbackResult | AsyncBookError] = []
+    for task_id, answer in zip(ids, answers, strict=True):
+        if isinstance(answer, ResponseError):
+            if not script_error(answer):
+                raise answer  # the server refused the call (OOM, READONLY): retry it
+            results.append(DamagedRecordError(task_id, str(answer)))
+            continue
+        try:
+            if _learned(layout.facts, task_id, answer):
+                # Its record changed since the last answer: this task again, alone.
+                one_keys, one_args, _ = layout.apply_call(task_id, None, None, full_task)
+                answer = engine.apply_one(one_keys, one_args)
+            results.append(callback_result(task_id, answer, None))
+        except AsyncBookError as error:
+            results.append(error)
+    return results
+
+
+def _learned(facts: FactBook, task_id: str, answer: Any) -> bool:
+    """True for a ``!facts`` answer, whose facts the book now knows."""
+    if isinstance(answer, ResponseError):
+        return False
+    learned = facts_of(answer)
+    if learned is None:
+        return False
+    facts.learn(task_id, learned)
+    return True
+
+
+def _send(engine: Engine, ids: Sequence[str], full_task: bool) -> list[Any]:
+    """One expire_many.lua call for these tasks: its answers, one per task."""
     layout, k = engine.layout, engine.keys
-    _learn_facts(engine, ids)
     now = layout.facts.clock()
     shapes: dict[tuple[str, str, str, str], int] = {}
     blocks: list[tuple[int, Sequence[str]]] = []
@@ -97,22 +122,6 @@ def _expire_chunk(
     _keys, event, _error = layout.apply_call(ids[0], None, None, full_task)
     event = dataclasses.replace(event, task_id="")
     keys = [k.callback(""), *layout.apply_keys, *block_keys, *task_keys]
-    reply = engine.scripts.expire_many(keys=keys, args=expiry_slots(blocks, event, tasks).argv())
-    results: list[CallbackResult | AsyncBookError] = []
-    for task_id, answer in zip(ids, reply, strict=True):
-        if isinstance(answer, ResponseError):
-            if not script_error(answer):
-                raise answer  # the server refused the call (OOM, READONLY): retry it
-            results.append(DamagedRecordError(task_id, str(answer)))
-            continue
-        try:
-            learned = facts_of(answer)
-            if learned is not None:
-                # Its record changed since _learn_facts read it: this task again, alone.
-                layout.facts.learn(task_id, learned)
-                one_keys, one_args, _ = layout.apply_call(task_id, None, None, full_task)
-                answer = engine.apply_one(one_keys, one_args)
-            results.append(callback_result(task_id, answer, None))
-        except AsyncBookError as error:
-            results.append(error)
-    return results
+    return list(
+        engine.scripts.expire_many(keys=keys, args=expiry_slots(blocks, event, tasks).argv())
+    )
