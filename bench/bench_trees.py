@@ -13,7 +13,11 @@ base) is taken within a round, and the median over rounds reported. Workloads, o
 - ``batch``: the same lives through ``apply_many``, batches of 100 (events/s);
 - ``fused``: start and succeed applied together in one ``apply_in_script`` call, the
   result backend's fast path (executions/s);
-- ``reads``: ``get`` and a delta ``resume`` of a finished task (reads/s).
+- ``reads``: ``get`` and a delta ``resume`` of a finished task (reads/s);
+- ``sweep``: ``sweep`` of ``--sweep-tasks`` tasks all past their deadline, created by
+  another book (the sweeping book knows none of them), batches of 1,000 (expiries/s).
+
+``--workloads`` picks some of them (comma-separated; all by default).
 """
 
 from __future__ import annotations
@@ -32,12 +36,40 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOADS = ("lifecycle", "batch", "fused", "reads")
+WORKLOADS = ("lifecycle", "batch", "fused", "reads", "sweep")
 FUSED_SOURCE = """
 local answers = apply_events(KEYS, ARGV, 1)
 if not answers then return {'!unknown'} end
 return {'ok', 'done', answers}
 """
+
+
+def sweep_child(url: str, n: int) -> float:
+    """The sweep workload: ``n`` overdue tasks expired by one ``sweep`` (expiries/s)."""
+    import redis
+
+    from asyncbook import CreateSpec, RedisBook, sweep
+
+    client = redis.Redis.from_url(url)
+    namespace = f"bench-trees-{uuid.uuid4().hex[:8]}"
+    creator = RedisBook(client, namespace=namespace)
+    now = int(time.time() * 1000)
+    specs = [
+        CreateSpec(f"celery-{uuid.uuid4()}", now - 120_000, 60_000 + i % 1000, 1)
+        for i in range(n)
+    ]
+    for at in range(0, n, 1000):
+        creator.create_many(specs[at : at + 1000])
+    book = RedisBook(client, namespace=namespace)
+    book.now_ms()
+    started = time.perf_counter()
+    report = sweep(book, now, batch=1000)
+    rate = report.expired / (time.perf_counter() - started)
+    assert report.expired == n, report
+    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
+    for at in range(0, len(keys), 500):
+        client.delete(*keys[at : at + 500])
+    return rate
 
 
 def child(workload: str, url: str, n: int) -> float:
@@ -117,9 +149,10 @@ def export(rev: str, into: Path) -> None:
             tar.extractall(into, filter="data")
 
 
-def run_side(tree: Path, workload: str, url: str, n: int) -> float:
+def run_side(tree: Path, workload: str, url: str, n: int, sweep_n: int) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    command = [sys.executable, __file__, "--child", workload, "--url", url, "-n", str(n)]
+    count = sweep_n if workload == "sweep" else n
+    command = [sys.executable, __file__, "--child", workload, "--url", url, "-n", str(count)]
     output = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     return float(json.loads(output.stdout)["rate"])
 
@@ -130,26 +163,35 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--url", default="redis://127.0.0.1:6379/12")
     parser.add_argument("-n", type=int, default=1500)
+    parser.add_argument("--sweep-tasks", type=int, default=100_000)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--child", choices=WORKLOADS)
     options = parser.parse_args()
+    if options.child == "sweep":
+        print(json.dumps({"rate": sweep_child(options.url, options.n)}))
+        return
     if options.child:
         print(json.dumps({"rate": child(options.child, options.url, options.n)}))
         return
+    workloads = [w for w in options.workloads.split(",") if w]
+    assert set(workloads) <= set(WORKLOADS), workloads
     with tempfile.TemporaryDirectory(prefix="asyncbook-base-") as folder:
         base = Path(folder)
         export(options.base, base)
         sides = {"base": base, "tree": ROOT}
         rates: dict[str, dict[str, list[float]]] = {
-            w: {side: [] for side in sides} for w in WORKLOADS
+            w: {side: [] for side in sides} for w in workloads
         }
         for round_ in range(options.rounds):
             order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
-            for workload in WORKLOADS:
+            for workload in workloads:
                 for side in order:
-                    rate = run_side(sides[side], workload, options.url, options.n)
+                    rate = run_side(
+                        sides[side], workload, options.url, options.n, options.sweep_tasks
+                    )
                     rates[workload][side].append(rate)
     print(f"this tree vs {options.base}, {options.rounds} rounds, n={options.n}")
-    for workload in WORKLOADS:
+    for workload in workloads:
         tree, old = rates[workload]["tree"], rates[workload]["base"]
         ratios = [t / b for t, b in zip(tree, old, strict=True)]
         print(

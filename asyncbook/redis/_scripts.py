@@ -24,6 +24,7 @@ __all__ = [
     "DeliverArgs",
     "EventArgs",
     "EventOutcome",
+    "ExpireManyArgs",
     "GetManyArgs",
     "InfoArgs",
     "InfoBlockArgs",
@@ -37,6 +38,7 @@ __all__ = [
     "StatsArgs",
     "TaskIdsArgs",
     "WorkersArgs",
+    "expiry_slots",
     "load_source",
     "with_helpers",
 ]
@@ -308,6 +310,34 @@ class WorkersArgs(ScriptArgs):
     """The workers whose counts hashes follow in KEYS (JSON array)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ExpireManyArgs(ScriptArgs):
+    """ARGV of expire_many.lua, all of it one list (``slots``), in this order: the number
+    of info blocks; per block the number of its keys, then its ``InfoBlockArgs``; the
+    ``ApplyArgs`` of an expiry at the deadline without a callback (task id blank); then
+    per task its id and the number of its block (from 1). ``expiry_slots`` builds it."""
+
+    slots: tuple[str, ...]
+
+
+def expiry_slots(
+    blocks: Sequence[tuple[int, Sequence[str]]],
+    event: ApplyArgs,
+    tasks: Sequence[tuple[str, int]],
+) -> ExpireManyArgs:
+    """expire_many.lua's ARGV: ``blocks`` (each its key count and ``InfoBlockArgs``'s
+    ARGV), the expiry's
+    slots, then the tasks (each its id and block number)."""
+    out: list[str] = [str(len(blocks))]
+    for key_count, info in blocks:
+        out.append(str(key_count))
+        out += info
+    out += event.argv()
+    for task_id, block in tasks:
+        out += (task_id, str(block))
+    return ExpireManyArgs(tuple(out))
+
+
 SCRIPT_ARGS: dict[str, type[ScriptArgs]] = {
     "create": CreateArgs,
     "apply": ApplyArgs,
@@ -323,6 +353,7 @@ SCRIPT_ARGS: dict[str, type[ScriptArgs]] = {
     "search": SearchArgs,
     "stats": StatsArgs,
     "workers": WorkersArgs,
+    "expire_many": ExpireManyArgs,
 }
 """Each book script's ARGV record (the ``BookScripts`` fields)."""
 
@@ -414,6 +445,7 @@ class BookScripts:
     search: BookScript
     stats: BookScript
     workers: BookScript
+    expire_many: BookScript
 
     @classmethod
     def register(cls, client: Any) -> BookScripts:

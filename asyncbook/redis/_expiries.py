@@ -1,0 +1,127 @@
+"""``RedisBook.expire_many``: many tasks expired at their deadlines, ``CHUNK`` per
+expire_many.lua call (the sweep's batches).
+
+The script applies each expiry with apply.lua's ``apply_event``, so every task gets the
+answer, writes and notification ``expire`` gives it; what differs is the transport:
+one script call for the chunk instead of one EVALSHA per task, and one info block per
+distinct set of facts (name, group, worker, deadline hour) instead of one per task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from .._checks import require_string
+from .._models import CallbackResult
+from ..errors import AsyncBookError, DamagedRecordError
+from ._args import utf8
+from ._engine import Engine
+from ._facts import FactBook, TaskFacts, facts_of, hour_of, info_block
+from ._replies import callback_result, script_error
+from ._scripts import AT_DEADLINE, expiry_slots
+
+__all__ = ["CHUNK", "expire_many"]
+
+CHUNK = 1000
+"""Tasks per script call (a script holds the server while it runs)."""
+
+
+def expire_many(
+    engine: Engine, task_ids: Iterable[Any], full_task: bool
+) -> list[CallbackResult | AsyncBookError]:
+    """Each task expired at its deadline, in order; an id the book refuses, or a task it
+    cannot expire, answers its error in its place."""
+    results: list[CallbackResult | AsyncBookError | None] = []
+    ids: list[tuple[int, str]] = []
+    for task_id in task_ids:
+        try:
+            checked = utf8(require_string(task_id, "taskId"), "taskId")
+        except AsyncBookError as error:
+            results.append(error)
+            continue
+        ids.append((len(results), checked))
+        results.append(None)
+    engine.before_write()
+    engine.settle()
+    for at in range(0, len(ids), CHUNK):
+        chunk = ids[at : at + CHUNK]
+        answers = _expire_chunk(engine, [task_id for _index, task_id in chunk], full_task)
+        for (index, _task_id), result in zip(chunk, answers, strict=True):
+            results[index] = result
+    return [result for result in results if result is not None]
+
+
+def _expire_chunk(
+    engine: Engine, ids: Sequence[str], full_task: bool
+) -> list[CallbackResult | AsyncBookError]:
+    """expire_many.lua's answers for these tasks, read. A task whose facts the book does
+    not know goes with a block of none (a task without a name, group or worker, due in
+    the last hour, needs none); the script answers ``!facts`` for those it lacks, having
+    written nothing for them, and they go again, together, with the facts it gave."""
+    layout = engine.layout
+    answers = _send(engine, ids, full_task)
+    again = [n for n, answer in enumerate(answers) if _learned(layout.facts, ids[n], answer)]
+    if again:
+        for n, answer in zip(again, _send(engine, [ids[n] for n in again], full_task), strict=True):
+            answers[n] = answer
+    results: list[CallbackResult | AsyncBookError] = []
+    for task_id, answer in zip(ids, answers, strict=True):
+        if isinstance(answer, ResponseError):
+            if not script_error(answer):
+                raise answer  # the server refused the call (OOM, READONLY): retry it
+            results.append(DamagedRecordError(task_id, str(answer)))
+            continue
+        try:
+            if _learned(layout.facts, task_id, answer):
+                # Its record changed since the last answer: this task again, alone.
+                one_keys, one_args, _ = layout.apply_call(task_id, None, None, full_task)
+                answer = engine.apply_one(one_keys, one_args)
+            results.append(callback_result(task_id, answer, None))
+        except AsyncBookError as error:
+            results.append(error)
+    return results
+
+
+def _learned(facts: FactBook, task_id: str, answer: Any) -> bool:
+    """True for a ``!facts`` answer, whose facts the book now knows."""
+    if isinstance(answer, ResponseError):
+        return False
+    learned = facts_of(answer)
+    if learned is None:
+        return False
+    facts.learn(task_id, learned)
+    return True
+
+
+def _send(engine: Engine, ids: Sequence[str], full_task: bool) -> list[Any]:
+    """One expire_many.lua call for these tasks: its answers, one per task."""
+    layout, k = engine.layout, engine.keys
+    now = layout.facts.clock()
+    shapes: dict[tuple[str, str, str, str], int] = {}
+    blocks: list[tuple[int, Sequence[str]]] = []
+    block_keys: list[str] = []
+    task_keys: list[str] = []
+    tasks: list[tuple[str, int]] = []
+    for task_id in ids:
+        facts = layout.facts.get(task_id) or TaskFacts()
+        hour = hour_of(float(facts.deadline)) if facts.deadline else ""
+        shape = (facts.name, facts.group_json, facts.worker, hour)
+        number = shapes.get(shape)
+        if number is None:
+            keys, argv = info_block(k, task_id, facts, [AT_DEADLINE], now)
+            number = shapes[shape] = len(blocks) + 1
+            blocks.append((len(keys), argv))
+            block_keys += keys
+        tasks.append((task_id, number))
+        task_keys += (k.task(task_id), k.history(task_id), k.info(task_id))
+    # The slots apply.lua gets for an expiry at the deadline, less the task id.
+    _keys, event, _error = layout.apply_call(ids[0], None, None, full_task)
+    event = dataclasses.replace(event, task_id="")
+    keys = [k.callback(""), *layout.apply_keys, *block_keys, *task_keys]
+    return list(
+        engine.scripts.expire_many(keys=keys, args=expiry_slots(blocks, event, tasks).argv())
+    )
