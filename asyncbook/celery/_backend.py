@@ -360,7 +360,10 @@ def _end_event(
     at = now_ms()
     if state == states.SUCCESS:
         ref = integration.result_ref(task, task_id, result)
-        return SucceedEvent(at_ms=at, result_ref=ref, result_hash=result_hash(result))
+        digest = result_hash(result)
+        if type(ref) is not str:  # the user's hook: validated (and refused) as before
+            return SucceedEvent(at_ms=at, result_ref=ref, result_hash=digest)
+        return SucceedEvent.model_construct(at_ms=at, result_ref=ref, result_hash=digest)
     error = result if isinstance(result, BaseException) else None
     text = describe_error(error) if error is not None else str(result or "error")
     return FailEvent(at_ms=at, error=text, retryable=state == states.RETRY)

@@ -61,7 +61,8 @@ class Executions:
         if heartbeat_timeout_ms(task, state.settings.heartbeat_timeout_ms) is not None:
             state.heartbeats.add(task_id)
         worker = str(request.hostname or socket.gethostname())
-        start = StartEvent(at_ms=now_ms(), worker=worker)
+        # Both values are this worker's own (an int, a str): no validation to run.
+        start = StartEvent.model_construct(at_ms=now_ms(), worker=worker)
         state.recorder.buffer(
             (task_id, start, callback_id(task_id, "start", retries, execution.nonce)),
             deadline_ms=execution.deadline_ms,

@@ -7,6 +7,7 @@ finite) is passed as ``''`` so the script refuses it in the reference's order.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic_core import PydanticSerializationError
@@ -29,6 +30,11 @@ def dumps(value: str, field: str) -> str:
 
 def number_text(value: Any) -> str:
     """JSON text of a finite number; '' for anything the script must refuse."""
+    kind = type(value)
+    if kind is int:  # what json.dumps writes, without its encoder (this runs per event)
+        return int.__repr__(value)
+    if kind is float:
+        return float.__repr__(value) if math.isfinite(value) else ""
     return json.dumps(value) if is_finite_number(value) else ""
 
 

@@ -12,6 +12,7 @@ or group, costs one round trip as before.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
@@ -62,8 +63,19 @@ def hour_of(ms: float) -> str:
 def _start_worker(event: EventArgs) -> str | None:
     if event.type != "start" or not event.event_json:
         return None
-    worker = json.loads(event.event_json).get("worker")
+    return _worker_of(event.event_json)
+
+
+@functools.lru_cache(maxsize=64)
+def _worker_of(event_json: str) -> str | None:
+    # Read twice per call (its block, then ``started``): parsed once.
+    worker = json.loads(event_json).get("worker")
     return worker if isinstance(worker, str) else None
+
+
+def _hours_json(hours: list[str]) -> str:
+    """``json.dumps(hours)``: hours are digit strings (``hour_of``), nothing to escape."""
+    return "[" + ", ".join(f'"{hour}"' for hour in hours) + "]" if hours else "[]"
 
 
 def info_block(
@@ -99,7 +111,7 @@ def info_block(
     argv = InfoBlockArgs(
         facts.name,
         facts.group_json,
-        json.dumps(sorted(hours)),
+        _hours_json(sorted(hours)),
         json.dumps(sorted(workers), ensure_ascii=False),
     )
     return block, argv.argv()

@@ -87,8 +87,13 @@ class ScriptArgs:
     def argv(self) -> list[str]:
         """The positional ARGV."""
         out: list[Any] = []
-        for name in _field_names(type(self)):
-            _put(out, getattr(self, name))
+        append = out.append
+        for name in _FIELD_NAMES.get(type(self)) or _field_names(type(self)):
+            value = getattr(self, name)
+            if type(value) is str:  # most fields: no dispatch (this runs per event)
+                append(value)
+            else:
+                _put(out, value)
         return out
 
 

@@ -56,8 +56,8 @@ class CreateSender:
         _task, keys, args = self.engine.create_call(spec)
         script = self.engine.scripts.create
         with self._lock:
-            connection = self._connect()
             try:
+                connection = self._connect()
                 connection.send_command(
                     "EVALSHA", script.sha, len(keys), *keys, *args, check_health=False
                 )
@@ -96,7 +96,21 @@ class CreateSender:
             self._unanswered.clear()
         if self._connection is None:
             pool = self.engine.slot_client().connection_pool
-            self._connection = pool.make_connection()
+            connection = pool.make_connection()
+            # A fresh server, or one restarted since the last connection, may lack
+            # create.lua: its EVALSHA would answer NOSCRIPT, and run again by EVAL only
+            # when that answer is read (creates later): load it first, one round trip.
+            script = self.engine.scripts.create
+            try:
+                connection.send_command("SCRIPT", "LOAD", script.source, check_health=False)
+                connection.read_response()
+            except ResponseError:
+                pass  # refused (a restricted user): NOSCRIPT answers are still sent again
+            except BaseException:
+                with contextlib.suppress(*_OUTAGE):
+                    connection.disconnect()
+                raise
+            self._connection = connection
         return self._connection
 
     def _drop_connection(self) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import redis
 
 from asyncbook import CreateSpec, RedisBook
 from asyncbook.celery._creates import Creates
-from asyncbook.redis import connect, retry_policy
+from asyncbook.redis import KeySchema, connect, retry_policy
 
 from ..support.servers import free_port, redis_server, wait_until
 
@@ -42,3 +43,53 @@ def test_creates_wait_out_an_outage(tmp_path: Path) -> None:
         assert book.get("after") is not None
         creates.close()
     book.client.close()
+
+
+def test_the_first_create_on_a_fresh_server_lands_without_more_publishes(
+    tmp_path: Path,
+) -> None:
+    # It used to wait for 63 more creates or a flush: its EVALSHA answered NOSCRIPT (the
+    # server had never seen create.lua), and that answer was read only then.
+    port = free_port()
+    with redis_server(tmp_path / "redis", "--port", str(port)):
+        client = redis.Redis(port=port)
+        wait_until(client.ping, what="redis")
+        book = RedisBook(client, namespace="creates-fresh")
+        other = redis.Redis(port=port)  # another process's view: no settle on these creates
+        creates = Creates(lambda: book, retry_for=5.0)
+        creates.add(CreateSpec("first", 0, 60_000, 1, exist_ok=True))
+        try:
+            task = KeySchema("creates-fresh").task("first")
+            wait_until(lambda: other.exists(task), seconds=3, what="first create")
+        finally:
+            creates.close()
+            client.close()
+            other.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found in issue 18, not fixed: a create answered NOSCRIPT is sent again by EVAL "
+    "only when its answer is read (64 creates later, or at a flush); the sender loads "
+    "create.lua on each new connection, but a SCRIPT FLUSH on an open one leaves the "
+    "last creates of a publisher that then publishes nothing unrun",
+)
+def test_a_create_after_a_script_flush_lands_without_more_publishes(tmp_path: Path) -> None:
+    port = free_port()
+    with redis_server(tmp_path / "redis", "--port", str(port)):
+        client = redis.Redis(port=port)
+        wait_until(client.ping, what="redis")
+        book = RedisBook(client, namespace="creates-noscript")
+        other = redis.Redis(port=port)  # another process's view: no settle on this one's creates
+        key = KeySchema("creates-noscript").task
+        creates = Creates(lambda: book, retry_for=5.0)
+        creates.add(CreateSpec("first", 0, 60_000, 1, exist_ok=True))
+        wait_until(lambda: other.exists(key("first")), seconds=5, what="the first create")
+        client.script_flush()  # on the sender's open connection: it does not know
+        creates.add(CreateSpec("second", 0, 60_000, 1, exist_ok=True))
+        try:
+            wait_until(lambda: other.exists(key("second")), seconds=2, what="the create")
+        finally:
+            creates.close()
+            client.close()
+            other.close()
