@@ -99,7 +99,7 @@ def info_block(
     argv = InfoBlockArgs(
         facts.name,
         facts.group_json,
-        json.dumps(sorted(hours)),
+        ",".join(sorted(hours)),
         json.dumps(sorted(workers), ensure_ascii=False),
     )
     return block, argv.argv()

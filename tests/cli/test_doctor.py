@@ -20,12 +20,12 @@ from asyncbook.cli import cli
 from asyncbook.cli._demo import WebhookReceiver
 from asyncbook.cli._doctor import clock_check, queue_check, server_check
 
-from ..support.books import delete_namespace
+from ..support.books import REDIS_URL, delete_namespace
 from ..support.servers import free_port, redis_server, wait_until
 
 pytestmark = pytest.mark.redis
 
-SHARED = "redis://127.0.0.1:6379/10"
+SHARED = REDIS_URL
 
 
 @pytest.fixture(scope="module")

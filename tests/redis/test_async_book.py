@@ -27,7 +27,7 @@ from asyncbook import (
 )
 from asyncbook.redis import connect, connect_async
 
-from ..support.books import delete_namespace, redis_client
+from ..support.books import REDIS_URL, delete_namespace, redis_client
 
 HOUR = 3_600_000
 NOW = int(time.time() * 1000) - 60_000
@@ -63,7 +63,7 @@ class Store:
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
     if request.param == "redis":
         made = Store(
-            redis_client(), lambda: redis.asyncio.Redis.from_url("redis://127.0.0.1:6379/10")
+            redis_client(), lambda: redis.asyncio.Redis.from_url(REDIS_URL)
         )
     elif request.param == "cluster":
         url = request.getfixturevalue("cluster_url")
@@ -192,12 +192,12 @@ def test_the_server_clock_is_the_same(store: Store, namespace: str) -> None:
 
 
 def test_from_url_and_close(namespace: str) -> None:
-    sync_book = RedisBook.from_url("redis://127.0.0.1:6379/10", namespace=namespace)
+    sync_book = RedisBook.from_url(REDIS_URL, namespace=namespace)
     fill(sync_book)
 
     async def read() -> Any:
         async with AsyncRedisBook.from_url(
-            "redis://127.0.0.1:6379/10", namespace=namespace
+            REDIS_URL, namespace=namespace
         ) as book:
             return await book.get("s")
 
@@ -239,7 +239,7 @@ def test_the_async_book_checks_the_server_at_its_first_write(namespace: str) -> 
         return {"redis_version": "6.2.14", "maxmemory_policy": "noeviction"}
 
     async def on_an_old_server() -> None:
-        client = redis.asyncio.Redis.from_url("redis://127.0.0.1:6379/10")
+        client = redis.asyncio.Redis.from_url(REDIS_URL)
         client.set_response_callback("INFO", old_server)
         async with AsyncRedisBook(client, namespace=namespace) as book:
             with pytest.raises(UnsupportedServerError, match=r"older than redis 7\.0"):
@@ -248,7 +248,7 @@ def test_the_async_book_checks_the_server_at_its_first_write(namespace: str) -> 
                 await book.deliver_result("q", "k", NOW)
 
     async def checked_once() -> None:
-        client = redis.asyncio.Redis.from_url("redis://127.0.0.1:6379/10")
+        client = redis.asyncio.Redis.from_url(REDIS_URL)
         real = client.response_callbacks.get("INFO")
 
         def counted(response: Any, **options: Any) -> Any:
@@ -400,11 +400,11 @@ def test_follow_resumes_after_a_lost_link_without_skipping(namespace: str) -> No
     read on the resubscribe, so every version arrives once."""
     sync_book = RedisBook(redis_client(), namespace=namespace)
     start(sync_book, "k")
-    admin = redis.Redis.from_url("redis://127.0.0.1:6379/10")
+    admin = redis.Redis.from_url(REDIS_URL)
 
     async def scenario() -> list[ResumeResult]:
         async with AsyncRedisBook.from_url(
-            "redis://127.0.0.1:6379/10", namespace=namespace
+            REDIS_URL, namespace=namespace
         ) as async_book:
             versions = async_book.follow("k", 1)
             first = asyncio.create_task(anext(versions))
@@ -430,7 +430,7 @@ def test_follow_resumes_after_a_lost_link_without_skipping(namespace: str) -> No
 def test_followers_close_their_subscription(namespace: str) -> None:
     async def scenario() -> None:
         async with AsyncRedisBook.from_url(
-            "redis://127.0.0.1:6379/10", namespace=namespace
+            REDIS_URL, namespace=namespace
         ) as async_book:
             versions = async_book.follow("nobody-yet", 0)
             with contextlib.suppress(UnknownTaskError):

@@ -42,7 +42,8 @@ local K_INDEX = 5
 local K_COUNTERS, K_STALLS, K_GROUP_OUTBOX = 12, 13, 14
 local APPLY_KEYC = 14
 
--- A task that just ended: off the deadlines, and its record kept for retention ms.
+-- A task that just ended: off the deadlines, and its record kept for retention ms
+-- (retention: its text, as the caller sent it; nil keeps it).
 local function ended(KEYS, task_id, retention)
   redis.call('ZREM', KEYS[K_DEADLINES], task_id)
   if retention then
@@ -83,7 +84,7 @@ end
 -- the '!invalid' answer for a value a rule refused (nothing changed then).
 local function transition(t, e, kind, at_text, at, history_key)
   local s = {e = e, kind = kind, at_text = at_text, at = at, before = t.st,
-    before_prog = t.prog, changed = false, duplicate = false, notify = false, reason = false,
+    before_prog = t.prog, before_att = t.att, before_err = t.err, changed = false, duplicate = false, notify = false, reason = false,
     entry = false, worker = false, st = false, err = false, ver = false, prog = false}
   if TERMINAL[t.st] then
     if kind == 'succeed' and t.st == 'succeeded'
@@ -171,8 +172,16 @@ local function commit(KEYS, c, t, steps)
   end
   local ended_at = t.st == 'expired' and t.exp or last.at_text
   if changed then
-    local fields = {'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog), 'ver', tostring(t.ver)}
-    if t.err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
+    -- Only what changed is written; numbers become text once (announce reuses them).
+    t.ver_text, t.prog_text = tostring(t.ver), tostring(t.prog)
+    local fields = {'st', t.st, 'ver', t.ver_text}
+    if t.prog ~= first.before_prog then
+      fields[#fields + 1] = 'prog'; fields[#fields + 1] = t.prog_text
+    end
+    if t.att ~= first.before_att then
+      fields[#fields + 1] = 'att'; fields[#fields + 1] = tostring(t.att)
+    end
+    if t.err and t.err ~= first.before_err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
     local entries = {}
     for _, s in ipairs(steps) do
       if s.changed then entries[#entries + 1] = s.entry end
@@ -197,12 +206,13 @@ local function commit(KEYS, c, t, steps)
       end
     end
     if TERMINAL[t.st] then
-      ended(KEYS, id, retention)
-      info_ended(c, t, last.before, ended_at, retention)
+      ended(KEYS, id, retention and first.e.retention_ms)
+      info_ended(c, t, last.before, ended_at, retention and first.e.retention_ms)
     end
     for _, s in ipairs(steps) do
       if s.changed then
-        local seen = s == last and t or {id = t.id, gid = t.gid, st = s.st, prog = s.prog, ver = s.ver}
+        local seen = s == last and t
+          or {id = t.id, gid = t.gid, st = s.st, prog = s.prog, ver = s.ver}
         announce(s.e.changes_channel, seen)
         if s.kind == 'progress' then
           redis.call('HSET', KEYS[K_TASK], 'cur', s.e.cursor)
@@ -212,8 +222,8 @@ local function commit(KEYS, c, t, steps)
   end
   if t.gk and changed then
     if t.st ~= first.before then
-      redis.call('HINCRBY', c.group, first.before, -1)
-      redis.call('HINCRBY', c.group, t.st, 1)
+      redis.call('HINCRBY', c.group, first.before, '-1')
+      redis.call('HINCRBY', c.group, t.st, '1')
     end
     if t.prog ~= first.before_prog then
       redis.call('HINCRBY', c.group, 'prog', t.prog - first.before_prog)
@@ -247,7 +257,7 @@ local function commit(KEYS, c, t, steps)
     end
   end
   for _, s in ipairs(steps) do
-    redis.call('HINCRBY', KEYS[K_COUNTERS], s.reason, 1)
+    redis.call('HINCRBY', KEYS[K_COUNTERS], s.reason, '1')
   end
 end
 
@@ -272,7 +282,7 @@ local function apply_event(KEYS, e, c)
     return missing
   end
   if e.callback_given == '1' and redis.call('EXISTS', KEYS[K_MARKER]) == 1 then
-    redis.call('HINCRBY', KEYS[K_COUNTERS], 'duplicate-callback', 1)
+    redis.call('HINCRBY', KEYS[K_COUNTERS], 'duplicate-callback', '1')
     if compact then
       return {'duplicate-callback', '0101', t.st, t.err or ''}
     end

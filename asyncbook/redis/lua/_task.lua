@@ -189,8 +189,8 @@ end
 -- follow (they need nothing else, and every other change would wake them).
 local function announce(channel, t)
   local group = t.gid and (',"groupId":' .. t.gid) or ''
-  local message = '{"taskId":' .. t.id .. ',"version":' .. tostring(t.ver)
-    .. ',"state":"' .. t.st .. '","progress":' .. tostring(t.prog) .. group .. '}'
+  local message = '{"taskId":' .. t.id .. ',"version":' .. (t.ver_text or tostring(t.ver))
+    .. ',"state":"' .. t.st .. '","progress":' .. (t.prog_text or tostring(t.prog)) .. group .. '}'
   redis.call('PUBLISH', channel, message)
   if t.st == 'cancelled' then
     redis.call('PUBLISH', channel .. ':cancelled', message)
