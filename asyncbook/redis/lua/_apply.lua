@@ -84,7 +84,8 @@ end
 -- the '!invalid' answer for a value a rule refused (nothing changed then).
 local function transition(t, e, kind, at_text, at, history_key)
   local s = {e = e, kind = kind, at_text = at_text, at = at, before = t.st,
-    before_prog = t.prog, before_att = t.att, before_err = t.err, changed = false, duplicate = false, notify = false, reason = false,
+    before_prog = t.prog, before_att = t.att, before_err = t.err,
+    changed = false, duplicate = false, notify = false, reason = false,
     entry = false, worker = false, st = false, err = false, ver = false, prog = false}
   if TERMINAL[t.st] then
     if kind == 'succeed' and t.st == 'succeeded'
@@ -181,16 +182,20 @@ local function commit(KEYS, c, t, steps)
     if t.att ~= first.before_att then
       fields[#fields + 1] = 'att'; fields[#fields + 1] = tostring(t.att)
     end
-    if t.err and t.err ~= first.before_err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
-    local entries = {}
+    if t.err and t.err ~= first.before_err then
+      fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err
+    end
+    local entries, cursor = {}, nil
     for _, s in ipairs(steps) do
       if s.changed then entries[#entries + 1] = s.entry end
+      if s.changed and s.kind == 'progress' then cursor = s.e.cursor end
       if s.reason == 'started' then
         s.worker = s.e.worker or nil
         started_fields(fields, s.at_text, s.worker)
       end
     end
     if TERMINAL[t.st] then fields[#fields + 1] = 'e'; fields[#fields + 1] = ended_at end
+    if cursor then fields[#fields + 1] = 'cur'; fields[#fields + 1] = cursor end
     redis.call('HSET', KEYS[K_TASK], unpack(fields))
     redis.call('RPUSH', KEYS[K_HISTORY], unpack(entries))
     if t.st ~= first.before then
@@ -214,9 +219,6 @@ local function commit(KEYS, c, t, steps)
         local seen = s == last and t
           or {id = t.id, gid = t.gid, st = s.st, prog = s.prog, ver = s.ver}
         announce(s.e.changes_channel, seen)
-        if s.kind == 'progress' then
-          redis.call('HSET', KEYS[K_TASK], 'cur', s.e.cursor)
-        end
       end
     end
   end

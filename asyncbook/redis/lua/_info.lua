@@ -52,8 +52,15 @@ local function info_block(KEYS, k, ARGV, a)
   return c
 end
 
+local HOURS = {}  -- hour_of's answers in this call, by time
+
 local function hour_of(at)
-  return string.format('%.0f', math.floor(at / 3600000))
+  local hour = HOURS[at]
+  if not hour then
+    hour = string.format('%.0f', math.floor(at / 3600000))
+    HOURS[at] = hour
+  end
+  return hour
 end
 
 -- The facts a block lacks for these events on task t (each {kind, at, worker}: the
@@ -125,9 +132,11 @@ local function count_minute(c, name, at, code, runtime)
 end
 
 -- create: the info the publisher gave (given: c, n, q, pid, rid, a, k as create.lua's
--- ARGV has them, '' where not given; KEYS from 8 on: see create.lua).
-local function info_created(KEYS, task_id, seq, given, children_keep_ms)
-  local fields = {'c', given.c}
+-- ARGV has them, '' where not given; KEYS from 8 on: see create.lua). Its short fields
+-- are appended to fields, which the caller writes into the task's hash.
+local function info_created(KEYS, task_id, seq, given, children_keep_ms, fields)
+  fields[#fields + 1] = 'c'
+  fields[#fields + 1] = given.c
   for _, field in ipairs({'n', 'q', 'pid', 'rid'}) do
     if given[field] ~= '' then
       fields[#fields + 1] = field
@@ -145,7 +154,6 @@ local function info_created(KEYS, task_id, seq, given, children_keep_ms)
     fields[#fields + 1] = 'i'  -- it has a companion hash
     fields[#fields + 1] = '1'
   end
-  redis.call('HSET', KEYS[1], unpack(fields))
   if given.n ~= '' then
     redis.call('ZADD', KEYS[10], seq, task_id)
     redis.call('ZADD', KEYS[9], given.c, given.n)
