@@ -288,7 +288,7 @@ local function apply_event(KEYS, e, c)
     if compact then
       return {'duplicate-callback', '0101', t.st, t.err or ''}
     end
-    return {'duplicate-callback', '0101', render_task(t, KEYS[K_HISTORY], with_history)}
+    return task_parts({'duplicate-callback', '0101'}, t, KEYS[K_HISTORY], with_history)
   end
   if e.event_valid ~= '1' then
     return {'!shape'}
@@ -317,7 +317,7 @@ local function apply_event(KEYS, e, c)
   if compact then
     return compact_answer(s)
   end
-  return {s.reason, flags_of(s), render_task(t, KEYS[K_HISTORY], with_history)}
+  return task_parts({s.reason, flags_of(s)}, t, KEYS[K_HISTORY], with_history)
 end
 
 -- An execution's start and end (records A and B of apply_event's ARGV, each with its

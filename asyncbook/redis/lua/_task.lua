@@ -115,6 +115,27 @@ local function render_task(t, history_key, with_history)
   return table.concat(parts)
 end
 
+-- The task t as parts, appended to reply (the client renders them, task_of_parts in
+-- _replies.py, so the script builds no JSON): its id (JSON), state, deadline (JSON
+-- number text), attempts, max attempts, progress, version (integers), error (JSON, or
+-- ''), its succeed event's JSON when it succeeded and no history follows (else ''),
+-- then with_history its history's events in order.
+local function task_parts(reply, t, history_key, with_history)
+  local n = #reply
+  reply[n + 1], reply[n + 2], reply[n + 3] = t.id, t.st, t.exp
+  reply[n + 4], reply[n + 5], reply[n + 6], reply[n + 7] = t.att, t.max, t.prog, t.ver
+  reply[n + 8], reply[n + 9] = t.err or '', ''
+  if with_history and t.ver > 0 then
+    local events = t.events or redis.call('LRANGE', history_key, 0, -1)
+    for i = 1, #events do
+      reply[n + 9 + i] = events[i]
+    end
+  elseif t.st == 'succeeded' then
+    reply[n + 9] = t.events and t.events[t.ver] or redis.call('LINDEX', history_key, -1)
+  end
+  return reply
+end
+
 local function server_ms()
   local now = redis.call('TIME')
   return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
