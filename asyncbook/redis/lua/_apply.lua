@@ -52,14 +52,13 @@ local function ended(KEYS, task_id, retention)
   end
 end
 
--- One notification in the outbox (trimmed to retention, see outbox_cut).
+-- One notification in the outbox, then the outbox trimmed to retention (outbox_cut):
+-- the new entry's id is the server's clock, and never older than the cut.
 local function notify_outbox(outbox, task_id, st, at_text, retention)
-  local fields = {'taskId', task_id, 'state', st, 'atMs', at_text}
+  local id = redis.call('XADD', outbox, '*', 'taskId', task_id, 'state', st, 'atMs', at_text)
   if retention then
-    local cut = outbox_cut(outbox, math.max(server_ms() - retention, 0))
-    redis.call('XADD', outbox, 'MINID', cut, '*', unpack(fields))
-  else
-    redis.call('XADD', outbox, '*', unpack(fields))
+    local now = tonumber(string.match(id, '^(%d+)'))
+    redis.call('XTRIM', outbox, 'MINID', outbox_cut(outbox, math.max(now - retention, 0), true))
   end
 end
 

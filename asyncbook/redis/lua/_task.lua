@@ -141,11 +141,12 @@ local function server_ms()
   return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 end
 
--- Where the outbox may be trimmed to (a stream id for XADD MINID): entries older than
--- oldest_ms go, but never one a consumer group has not read or not acknowledged yet.
-local function outbox_cut(outbox, oldest_ms)
+-- Where the outbox may be trimmed to (a stream id for XADD or XTRIM MINID): entries
+-- older than oldest_ms go, but never one a consumer group has not read or not
+-- acknowledged yet (exists: the caller knows the stream exists).
+local function outbox_cut(outbox, oldest_ms, exists)
   local cut_ms, cut_seq = oldest_ms, 0
-  if redis.call('EXISTS', outbox) == 1 then
+  if exists or redis.call('EXISTS', outbox) == 1 then
     for _, group in ipairs(redis.call('XINFO', 'GROUPS', outbox)) do
       local info = {}
       for i = 1, #group, 2 do
