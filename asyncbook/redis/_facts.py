@@ -73,11 +73,6 @@ def _worker_of(event_json: str) -> str | None:
     return worker if isinstance(worker, str) else None
 
 
-def _hours_json(hours: list[str]) -> str:
-    """``json.dumps(hours)``: hours are digit strings (``hour_of``), nothing to escape."""
-    return "[" + ", ".join(f'"{hour}"' for hour in hours) + "]" if hours else "[]"
-
-
 def info_block(
     keys: KeySchema, task_id: str, facts: TaskFacts, events: Sequence[EventArgs], now_ms: float
 ) -> tuple[list[str], list[str]]:
@@ -111,7 +106,7 @@ def info_block(
     argv = InfoBlockArgs(
         facts.name,
         facts.group_json,
-        _hours_json(sorted(hours)),
+        ",".join(sorted(hours)),
         json.dumps(sorted(workers), ensure_ascii=False),
     )
     return block, argv.argv()

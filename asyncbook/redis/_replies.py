@@ -26,6 +26,7 @@ __all__ = [
     "outcome",
     "script_error",
     "status_of",
+    "task_of_parts",
     "text_of",
 ]
 
@@ -45,6 +46,29 @@ def status_of(task_id: str, reply: Sequence[Any]) -> str:
     if status == ScriptStatus.DAMAGED:
         raise DamagedRecordError(task_id, text_of(reply[1]))
     return status
+
+
+def task_of_parts(parts: Sequence[Any]) -> AsyncTask:
+    """The task a script answered as parts (``task_parts`` in _task.lua): the same JSON
+    ``render_task`` writes, built here so that the script builds none."""
+    id_json, state, deadline = text_of(parts[0]), text_of(parts[1]), text_of(parts[2])
+    error, result = text_of(parts[7]), text_of(parts[8])
+    entries = [text_of(entry) for entry in parts[9:]]
+    out = [
+        '{"id":', id_json, ',"state":"', state, '","expiresAtMs":', deadline,
+        ',"attempts":', str(parts[3]), ',"maxAttempts":', str(parts[4]),
+        ',"progress":', str(parts[5]), ',"version":', str(parts[6]),
+    ]  # fmt: skip
+    if state == "succeeded":
+        event = json.loads(entries[-1] if entries else result)
+        out += [',"resultRef":', json.dumps(event.get("resultRef"))]
+        out += [',"resultHash":', json.dumps(event.get("resultHash"))]
+    if error:
+        out += [',"error":', error]
+    out.append(',"history":[')
+    out.append(",".join(f'{{"version":{n},"event":{e}}}' for n, e in enumerate(entries, 1)))
+    out.append("]}")
+    return AsyncTask.model_validate_json("".join(out))
 
 
 def created(task_id: str, task: AsyncTask, reply: Sequence[Any]) -> AsyncTask:
@@ -70,7 +94,7 @@ def callback_result(
         raise invalid(message, field=field)
     flags = text_of(reply[1])
     return CallbackResult(
-        task=AsyncTask.model_validate_json(reply[2]),
+        task=task_of_parts(reply[2:]),
         changed=flags[0] == "1",
         duplicate=flags[1] == "1",
         notify=flags[2] == "1",

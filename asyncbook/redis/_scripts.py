@@ -203,8 +203,8 @@ class InfoBlockArgs(ScriptArgs):
     """The task's name ('' for none)."""
     group_id_json: str
     """Its group's id as JSON ('' for none)."""
-    hours_json: str
-    """The hours whose stats keys the block holds (JSON array of strings)."""
+    hours: str
+    """The hours whose stats keys the block holds (integers joined by ',')."""
     workers_json: str
     """The workers whose keys the block holds (JSON array of strings)."""
 

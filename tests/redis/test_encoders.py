@@ -10,7 +10,6 @@ from typing import Any
 
 from asyncbook import FailEvent, StartEvent, SucceedEvent
 from asyncbook.redis._args import number_text
-from asyncbook.redis._facts import _hours_json, hour_of
 from asyncbook.redis._operations import BookLayout
 from asyncbook.redis._scripts import ScriptArgs, _put
 
@@ -47,8 +46,3 @@ def test_argv_of_the_apply_calls_is_the_field_walk() -> None:
     for event in events:
         _keys, args, _error = layout.apply_call("t-\u00e9", event, "cb", full_task=False)
         assert args.argv() == _reference_argv(args), event
-
-
-def test_the_hours_are_the_json_of_their_list() -> None:
-    for hours in ([], [hour_of(0)], [hour_of(-1), hour_of(1.7e12), hour_of(1e15)]):
-        assert _hours_json(hours) == json.dumps(hours)

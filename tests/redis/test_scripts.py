@@ -43,7 +43,7 @@ SAMPLES: list[ScriptArgs] = [
     SearchArgs("[]", "newest", 50, "", "", "", "", None, 5, 10_000, "card"),
     StatsArgs(60_000, None, 7),
     WorkersArgs(0, 500, 10_000, "[]", "[]"),
-    InfoBlockArgs("", "", "[]", "[]"),
+    InfoBlockArgs("", "", "", "[]"),
     ExecutionArgs("{}", 0, "json", "|expired|"),
 ]
 

@@ -42,7 +42,8 @@ local K_INDEX = 5
 local K_COUNTERS, K_STALLS, K_GROUP_OUTBOX = 12, 13, 14
 local APPLY_KEYC = 14
 
--- A task that just ended: off the deadlines, and its record kept for retention ms.
+-- A task that just ended: off the deadlines, and its record kept for retention ms
+-- (retention: its text, as the caller sent it; nil keeps it).
 local function ended(KEYS, task_id, retention)
   redis.call('ZREM', KEYS[K_DEADLINES], task_id)
   if retention then
@@ -51,14 +52,13 @@ local function ended(KEYS, task_id, retention)
   end
 end
 
--- One notification in the outbox (trimmed to retention, see outbox_cut).
+-- One notification in the outbox, then the outbox trimmed to retention (outbox_cut):
+-- the new entry's id is the server's clock, and never older than the cut.
 local function notify_outbox(outbox, task_id, st, at_text, retention)
-  local fields = {'taskId', task_id, 'state', st, 'atMs', at_text}
+  local id = redis.call('XADD', outbox, '*', 'taskId', task_id, 'state', st, 'atMs', at_text)
   if retention then
-    local cut = outbox_cut(outbox, math.max(server_ms() - retention, 0))
-    redis.call('XADD', outbox, 'MINID', cut, '*', unpack(fields))
-  else
-    redis.call('XADD', outbox, '*', unpack(fields))
+    local now = tonumber(string.match(id, '^(%d+)'))
+    redis.call('XTRIM', outbox, 'MINID', outbox_cut(outbox, math.max(now - retention, 0), true))
   end
 end
 
@@ -83,7 +83,8 @@ end
 -- the '!invalid' answer for a value a rule refused (nothing changed then).
 local function transition(t, e, kind, at_text, at, history_key)
   local s = {e = e, kind = kind, at_text = at_text, at = at, before = t.st,
-    before_prog = t.prog, changed = false, duplicate = false, notify = false, reason = false,
+    before_prog = t.prog, before_att = t.att, before_err = t.err,
+    changed = false, duplicate = false, notify = false, reason = false,
     entry = false, worker = false, st = false, err = false, ver = false, prog = false}
   if TERMINAL[t.st] then
     if kind == 'succeed' and t.st == 'succeeded'
@@ -171,17 +172,29 @@ local function commit(KEYS, c, t, steps)
   end
   local ended_at = t.st == 'expired' and t.exp or last.at_text
   if changed then
-    local fields = {'st', t.st, 'att', tostring(t.att), 'prog', tostring(t.prog), 'ver', tostring(t.ver)}
-    if t.err then fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err end
-    local entries = {}
+    -- Only what changed is written; numbers become text once (announce reuses them).
+    t.ver_text, t.prog_text = tostring(t.ver), tostring(t.prog)
+    local fields = {'st', t.st, 'ver', t.ver_text}
+    if t.prog ~= first.before_prog then
+      fields[#fields + 1] = 'prog'; fields[#fields + 1] = t.prog_text
+    end
+    if t.att ~= first.before_att then
+      fields[#fields + 1] = 'att'; fields[#fields + 1] = tostring(t.att)
+    end
+    if t.err and t.err ~= first.before_err then
+      fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err
+    end
+    local entries, cursor = {}, nil
     for _, s in ipairs(steps) do
       if s.changed then entries[#entries + 1] = s.entry end
+      if s.changed and s.kind == 'progress' then cursor = s.e.cursor end
       if s.reason == 'started' then
         s.worker = s.e.worker or nil
         started_fields(fields, s.at_text, s.worker)
       end
     end
     if TERMINAL[t.st] then fields[#fields + 1] = 'e'; fields[#fields + 1] = ended_at end
+    if cursor then fields[#fields + 1] = 'cur'; fields[#fields + 1] = cursor end
     redis.call('HSET', KEYS[K_TASK], unpack(fields))
     redis.call('RPUSH', KEYS[K_HISTORY], unpack(entries))
     if t.st ~= first.before then
@@ -197,23 +210,21 @@ local function commit(KEYS, c, t, steps)
       end
     end
     if TERMINAL[t.st] then
-      ended(KEYS, id, retention)
-      info_ended(c, t, last.before, ended_at, retention)
+      ended(KEYS, id, retention and first.e.retention_ms)
+      info_ended(c, t, last.before, ended_at, retention and first.e.retention_ms)
     end
     for _, s in ipairs(steps) do
       if s.changed then
-        local seen = s == last and t or {id = t.id, gid = t.gid, st = s.st, prog = s.prog, ver = s.ver}
+        local seen = s == last and t
+          or {id = t.id, gid = t.gid, st = s.st, prog = s.prog, ver = s.ver}
         announce(s.e.changes_channel, seen)
-        if s.kind == 'progress' then
-          redis.call('HSET', KEYS[K_TASK], 'cur', s.e.cursor)
-        end
       end
     end
   end
   if t.gk and changed then
     if t.st ~= first.before then
-      redis.call('HINCRBY', c.group, first.before, -1)
-      redis.call('HINCRBY', c.group, t.st, 1)
+      redis.call('HINCRBY', c.group, first.before, '-1')
+      redis.call('HINCRBY', c.group, t.st, '1')
     end
     if t.prog ~= first.before_prog then
       redis.call('HINCRBY', c.group, 'prog', t.prog - first.before_prog)
@@ -247,7 +258,7 @@ local function commit(KEYS, c, t, steps)
     end
   end
   for _, s in ipairs(steps) do
-    redis.call('HINCRBY', KEYS[K_COUNTERS], s.reason, 1)
+    redis.call('HINCRBY', KEYS[K_COUNTERS], s.reason, '1')
   end
 end
 
@@ -272,11 +283,11 @@ local function apply_event(KEYS, e, c)
     return missing
   end
   if e.callback_given == '1' and redis.call('EXISTS', KEYS[K_MARKER]) == 1 then
-    redis.call('HINCRBY', KEYS[K_COUNTERS], 'duplicate-callback', 1)
+    redis.call('HINCRBY', KEYS[K_COUNTERS], 'duplicate-callback', '1')
     if compact then
       return {'duplicate-callback', '0101', t.st, t.err or ''}
     end
-    return {'duplicate-callback', '0101', render_task(t, KEYS[K_HISTORY], with_history)}
+    return task_parts({'duplicate-callback', '0101'}, t, KEYS[K_HISTORY], with_history)
   end
   if e.event_valid ~= '1' then
     return {'!shape'}
@@ -305,7 +316,7 @@ local function apply_event(KEYS, e, c)
   if compact then
     return compact_answer(s)
   end
-  return {s.reason, flags_of(s), render_task(t, KEYS[K_HISTORY], with_history)}
+  return task_parts({s.reason, flags_of(s)}, t, KEYS[K_HISTORY], with_history)
 end
 
 -- An execution's start and end (records A and B of apply_event's ARGV, each with its

@@ -34,32 +34,38 @@ local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 12
 -- members, the name's six state indexes (STATE_SLOT order), then per hour its two
 -- stats hashes (every name's, the name's), then per worker its tasks and counts;
 -- ARGV (from a) the name ('' none), the group id as JSON ('' none), the hours and the
--- workers (JSON arrays of strings).
+-- workers (the hours as integers joined by ',', the workers as a JSON array of strings).
 -- The block's ARGV fields (InfoBlockArgs in _scripts.py), in order.
-local INFO_ARGV = {'name', 'group_id_json', 'hours_json', 'workers_json'}
+local INFO_ARGV = {'name', 'group_id_json', 'hours', 'workers_json'}
 
 local function info_block(KEYS, k, ARGV, a)
   local f = fields_at(ARGV, a, INFO_ARGV)
   local c = {info = KEYS[k], names = KEYS[k + 1], totals = KEYS[k + 2], workers = KEYS[k + 3],
     group = KEYS[k + 4], members = KEYS[k + 5], name = f.name, gid = f.group_id_json,
-    by_state = {}, hours = {}, of_worker = {}}
-  for state, slot in pairs(STATE_SLOT) do
-    c.by_state[state] = KEYS[k + 5 + slot]
-  end
+    keys = KEYS, by_state = k + 5, hours = {}, of_worker = {}}
   local at = k + 12
-  for _, hour in ipairs(cjson.decode(f.hours_json)) do
+  for hour in string.gmatch(f.hours, '[^,]+') do
     c.hours[hour] = {KEYS[at], KEYS[at + 1]}
     at = at + 2
   end
-  for _, worker in ipairs(cjson.decode(f.workers_json)) do
-    c.of_worker[worker] = {tasks = KEYS[at], counts = KEYS[at + 1]}
-    at = at + 2
+  if f.workers_json ~= '[]' then
+    for _, worker in ipairs(cjson.decode(f.workers_json)) do
+      c.of_worker[worker] = {tasks = KEYS[at], counts = KEYS[at + 1]}
+      at = at + 2
+    end
   end
   return c
 end
 
+local HOURS = {}  -- hour_of's answers in this call, by time
+
 local function hour_of(at)
-  return string.format('%.0f', math.floor(at / 3600000))
+  local hour = HOURS[at]
+  if not hour then
+    hour = string.format('%.0f', math.floor(at / 3600000))
+    HOURS[at] = hour
+  end
+  return hour
 end
 
 -- The facts a block lacks for these events on task t (each {kind, at, worker}: the
@@ -132,9 +138,11 @@ local function count_minute(c, name, at, code, runtime)
 end
 
 -- create: the info the publisher gave (given: c, n, q, pid, rid, a, k as create.lua's
--- ARGV has them, '' where not given; KEYS from 8 on: see create.lua).
-local function info_created(KEYS, task_id, seq, given, children_keep_ms)
-  local fields = {'c', given.c}
+-- ARGV has them, '' where not given; KEYS from 8 on: see create.lua). Its short fields
+-- are appended to fields, which the caller writes into the task's hash.
+local function info_created(KEYS, task_id, seq, given, children_keep_ms, fields)
+  fields[#fields + 1] = 'c'
+  fields[#fields + 1] = given.c
   for _, field in ipairs({'n', 'q', 'pid', 'rid'}) do
     if given[field] ~= '' then
       fields[#fields + 1] = field
@@ -152,7 +160,6 @@ local function info_created(KEYS, task_id, seq, given, children_keep_ms)
     fields[#fields + 1] = 'i'  -- it has a companion hash
     fields[#fields + 1] = '1'
   end
-  redis.call('HSET', KEYS[1], unpack(fields))
   if given.n ~= '' then
     redis.call('ZADD', KEYS[10], seq, task_id)
     redis.call('ZADD', KEYS[9], given.c, given.n)
@@ -172,8 +179,8 @@ end
 -- A task whose state changed from old to new: its name's indexes follow.
 local function info_moved(c, t, old, new, task_id)
   if t.n and old ~= new then
-    redis.call('ZREM', c.by_state[old], task_id)
-    redis.call('ZADD', c.by_state[new], t.seq, task_id)
+    redis.call('ZREM', c.keys[c.by_state + STATE_SLOT[old]], task_id)
+    redis.call('ZADD', c.keys[c.by_state + STATE_SLOT[new]], t.seq, task_id)
   end
 end
 
@@ -195,11 +202,11 @@ local function info_started(c, t, task_id, at_text, worker)
   if worker then
     local keys = c.of_worker[worker]
     redis.call('ZADD', keys.tasks, t.seq, task_id)
-    local started = redis.call('HINCRBY', keys.counts, 'started', 1)
+    local started = redis.call('HINCRBY', keys.counts, 'started', '1')
     if started % 64 == 0 then  -- trimmed now and then: at most 64 over WORKER_TASKS
       redis.call('ZREMRANGEBYRANK', keys.tasks, 0, -WORKER_TASKS - 1)
     end
-    redis.call('ZADD', c.workers, 'GT', at, worker)
+    redis.call('ZADD', c.workers, 'GT', at_text, worker)
   end
   count_minute(c, t.n, at, 'S', nil)
 end
@@ -212,7 +219,7 @@ local function info_ended(c, t, old, at_text, retention)
   if t.s and old == 'running' and (t.st == 'succeeded' or t.st == 'failed') then
     runtime = math.max(0, math.floor(at - tonumber(t.s)))
     if t.w then
-      redis.call('HINCRBY', c.of_worker[t.w].counts, t.st, 1)
+      redis.call('HINCRBY', c.of_worker[t.w].counts, t.st, '1')
     end
   end
   count_minute(c, t.n, at, t.st, runtime)

@@ -115,16 +115,38 @@ local function render_task(t, history_key, with_history)
   return table.concat(parts)
 end
 
+-- The task t as parts, appended to reply (the client renders them, task_of_parts in
+-- _replies.py, so the script builds no JSON): its id (JSON), state, deadline (JSON
+-- number text), attempts, max attempts, progress, version (integers), error (JSON, or
+-- ''), its succeed event's JSON when it succeeded and no history follows (else ''),
+-- then with_history its history's events in order.
+local function task_parts(reply, t, history_key, with_history)
+  local n = #reply
+  reply[n + 1], reply[n + 2], reply[n + 3] = t.id, t.st, t.exp
+  reply[n + 4], reply[n + 5], reply[n + 6], reply[n + 7] = t.att, t.max, t.prog, t.ver
+  reply[n + 8], reply[n + 9] = t.err or '', ''
+  if with_history and t.ver > 0 then
+    local events = t.events or redis.call('LRANGE', history_key, 0, -1)
+    for i = 1, #events do
+      reply[n + 9 + i] = events[i]
+    end
+  elseif t.st == 'succeeded' then
+    reply[n + 9] = t.events and t.events[t.ver] or redis.call('LINDEX', history_key, -1)
+  end
+  return reply
+end
+
 local function server_ms()
   local now = redis.call('TIME')
   return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 end
 
--- Where the outbox may be trimmed to (a stream id for XADD MINID): entries older than
--- oldest_ms go, but never one a consumer group has not read or not acknowledged yet.
-local function outbox_cut(outbox, oldest_ms)
+-- Where the outbox may be trimmed to (a stream id for XADD or XTRIM MINID): entries
+-- older than oldest_ms go, but never one a consumer group has not read or not
+-- acknowledged yet (exists: the caller knows the stream exists).
+local function outbox_cut(outbox, oldest_ms, exists)
   local cut_ms, cut_seq = oldest_ms, 0
-  if redis.call('EXISTS', outbox) == 1 then
+  if exists or redis.call('EXISTS', outbox) == 1 then
     for _, group in ipairs(redis.call('XINFO', 'GROUPS', outbox)) do
       local info = {}
       for i = 1, #group, 2 do
@@ -189,8 +211,8 @@ end
 -- follow (they need nothing else, and every other change would wake them).
 local function announce(channel, t)
   local group = t.gid and (',"groupId":' .. t.gid) or ''
-  local message = '{"taskId":' .. t.id .. ',"version":' .. tostring(t.ver)
-    .. ',"state":"' .. t.st .. '","progress":' .. tostring(t.prog) .. group .. '}'
+  local message = '{"taskId":' .. t.id .. ',"version":' .. (t.ver_text or tostring(t.ver))
+    .. ',"state":"' .. t.st .. '","progress":' .. (t.prog_text or tostring(t.prog)) .. group .. '}'
   redis.call('PUBLISH', channel, message)
   if t.st == 'cancelled' then
     redis.call('PUBLISH', channel .. ':cancelled', message)

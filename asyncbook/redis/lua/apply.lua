@@ -19,8 +19,9 @@
 --       info block's facts (InfoBlockArgs)
 -- Returns: {'!unknown'} | {'!damaged', why} | {'!fresh'} | {'!shape'} | {'!facts', ...}
 --          | {'!invalid', field, message}
---          | {reason, flags, taskJSON}: flags is four 0/1 characters,
---            changed, duplicate, notify, duplicateCallback
+--          | {reason, flags, task parts...}: flags is four 0/1 characters,
+--            changed, duplicate, notify, duplicateCallback; the task as task_parts
+--            (_task.lua) gives it
 
 local event = apply_args(ARGV, 1, KEYS[K_MARKER])
 return apply_event(KEYS, event, info_block(KEYS, APPLY_KEYC + 1, ARGV, APPLY_ARGC + 1))

@@ -38,23 +38,26 @@ end
 -- A history left behind by a record that was evicted must not prefix the new one.
 redis.call('DEL', KEYS[2])
 local seq = redis.call('INCR', KEYS[5])
-redis.call('HSET', KEYS[1], 'id', task_id_json, 'st', 'queued', 'exp', deadline, 'att', '0',
-  'max', max_attempts, 'prog', '0', 'ver', '0', 'seq', tostring(seq))
+local fields = {'id', task_id_json, 'st', 'queued', 'exp', deadline, 'att', '0',
+  'max', max_attempts, 'prog', '0', 'ver', '0', 'seq', tostring(seq)}
 if heartbeat_timeout_ms ~= '' then
-  redis.call('HSET', KEYS[1], 'hbt', heartbeat_timeout_ms, 'rdl', retry_on_stall)
+  fields[#fields + 1] = 'hbt'; fields[#fields + 1] = heartbeat_timeout_ms
+  fields[#fields + 1] = 'rdl'; fields[#fields + 1] = retry_on_stall
 end
 if group_id_json ~= '' then
-  redis.call('HSET', KEYS[1], 'gk', KEYS[6], 'gid', group_id_json)
+  fields[#fields + 1] = 'gk'; fields[#fields + 1] = KEYS[6]
+  fields[#fields + 1] = 'gid'; fields[#fields + 1] = group_id_json
   redis.call('HSETNX', KEYS[6], 'id', group_id_json)
   redis.call('HSETNX', KEYS[6], 'mk', KEYS[7])
-  redis.call('HINCRBY', KEYS[6], 'members', 1)
-  redis.call('HINCRBY', KEYS[6], 'queued', 1)
+  redis.call('HINCRBY', KEYS[6], 'members', '1')
+  redis.call('HINCRBY', KEYS[6], 'queued', '1')
   redis.call('ZADD', KEYS[7], seq, task_id)
 end
 info_created(KEYS, task_id, seq, {c = created_ms, n = name, q = queue, pid = parent_id,
-  rid = root_id, a = args, k = kwargs}, children_keep_ms)
+  rid = root_id, a = args, k = kwargs}, children_keep_ms, fields)
+redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('ZADD', KEYS[3], seq, task_id)
 redis.call('ZADD', KEYS[4], deadline, task_id)
-announce(changes_channel, {id = task_id_json, st = 'queued', prog = 0, ver = 0,
-  gid = group_id_json ~= '' and group_id_json or nil})
+announce(changes_channel, {id = task_id_json, st = 'queued', prog = 0, ver = 0, ver_text = '0',
+  prog_text = '0', gid = group_id_json ~= '' and group_id_json or nil})
 return {'created'}
