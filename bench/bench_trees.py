@@ -55,8 +55,7 @@ def sweep_child(url: str, n: int) -> float:
     creator = RedisBook(client, namespace=namespace)
     now = int(time.time() * 1000)
     specs = [
-        CreateSpec(f"celery-{uuid.uuid4()}", now - 120_000, 60_000 + i % 1000, 1)
-        for i in range(n)
+        CreateSpec(f"celery-{uuid.uuid4()}", now - 120_000, 60_000 + i % 1000, 1) for i in range(n)
     ]
     for at in range(0, n, 1000):
         creator.create_many(specs[at : at + 1000])
