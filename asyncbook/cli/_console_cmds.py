@@ -12,7 +12,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from .._console import SearchRow, TaskInfo, TaskQuery
+from .._console import SearchPage, SearchRow, TaskInfo, TaskQuery
 from .._models import STATE_NAMES, AsyncTask, to_wire
 from .._watch import task_summary
 from ._console_units import naming_options, now_ms, span, when, when_option
@@ -97,8 +97,19 @@ def _info_table(info: TaskInfo) -> Table:
     return table
 
 
-_SEARCH_ONLY = ("name", "worker", "q", "since_ms", "until_ms", "sort")
-"""The filters of ``ls`` that only a search has (``list_tasks`` takes a state alone)."""
+def row_body(row: SearchRow) -> dict[str, Any]:
+    """One row of ``ls`` for scripts: the task's fields (no history) and its ``info``."""
+    return {**task_summary(row.task), "info": to_wire(row.info)}
+
+
+def page_body(page: SearchPage) -> dict[str, Any]:
+    """A page of ``ls --json``: the same keys whatever the filters."""
+    return {
+        "tasks": [row_body(row) for row in page.tasks],
+        "totals": page.totals,
+        "totalsExact": page.totals_exact,
+        "nextAfter": page.next_after,
+    }
 
 
 @click.command("ls")
@@ -132,30 +143,19 @@ def list_tasks(settings: GroupOptions, /, as_json: bool, **filters: Any) -> None
     (UTC), runtime and attempts (tries), then the number of matching tasks per state.
     Ids are never cut, whatever the terminal's width; the other text columns are.
 
-    With --json and none of --name, --worker, --q, --since, --until, --sort, prints the
-    tasks as before (``{"tasks": [...], "nextAfter": ...}``); with any of them, the search's
-    page (``tasks`` of ``{task, info}``, ``totals``, ``totalsExact``, ``nextAfter``).
+    With --json, one shape whatever the filters: ``tasks`` (each row the task's fields
+    without its history, plus its ``info``), ``totals``, ``totalsExact`` and
+    ``nextAfter`` (null on the last page).
     """
     # The options are named as TaskQuery's fields: the query is what they say.
     query = TaskQuery(**{**filters, "sort": filters["sort"] or "newest"})
-    searching = any(filters[field] is not None for field in _SEARCH_ONLY)
-    if as_json and not searching:
-        with book_errors():
-            listed = settings.book.list_tasks(
-                state=query.state, limit=query.limit, after=query.after, full_task=False
-            )
-        body: dict[str, Any] = {"tasks": [task_summary(t) for t in listed.tasks]}
-        if listed.next_after is not None:
-            body["nextAfter"] = listed.next_after
-        emit_json(body)
-        return
     since, until = query.since_ms, query.until_ms
     if since is not None and until is not None and until < since:
         raise click.BadParameter("is before --since", param_hint="'--until'")
     with book_errors(), naming_options():
         page = settings.book.search(query.checked())
     if as_json:
-        emit_json(to_wire(page))
+        emit_json(page_body(page))
         return
     console = rich_console()
     table, table_width = _search_table(page.tasks, now_ms(), console.width)

@@ -69,7 +69,7 @@ def shop(book: RedisBook) -> int:
 
 def ids(page: object) -> list[str]:
     assert isinstance(page, dict)
-    return [row["task"]["id"] for row in page["tasks"]]
+    return [row["id"] for row in page["tasks"]]
 
 
 def test_ls_by_name_and_state_with_totals(book: RedisBook, shop: int) -> None:
@@ -85,6 +85,25 @@ def test_ls_by_name_and_state_with_totals(book: RedisBook, shop: int) -> None:
     assert table.exit_code == 0, table.output
     for text in ("img-1", "img-2", "img.resize", "w2", "failed", "queued 1", "failed 1"):
         assert text in table.stdout
+
+
+@pytest.mark.parametrize(
+    "flags", [[], ["--name", "mail.send"], ["--state", "running"], ["--worker", "w1"]]
+)
+def test_ls_json_has_one_shape_whatever_the_filters(
+    book: RedisBook, shop: int, flags: list[str]
+) -> None:
+    page = ok_json(book, "ls", *flags)
+    assert isinstance(page, dict)
+    assert set(page) == {"tasks", "totals", "totalsExact", "nextAfter"}
+    row = next(row for row in page["tasks"] if row["id"] == "mail-3")
+    assert (row["state"], row["info"]["name"], row["info"]["worker"]) == (
+        "running",
+        "mail.send",
+        "w1",
+    )
+    assert "history" not in row
+    assert "task" not in row
 
 
 def test_ls_by_worker_id_prefix_and_sort(book: RedisBook, shop: int) -> None:
