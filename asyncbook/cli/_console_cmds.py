@@ -12,11 +12,12 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from .._console import SearchPage, SearchRow, TaskInfo, TaskQuery
+from .._console import SearchRow, TaskInfo, TaskQuery
 from .._models import STATE_NAMES, AsyncTask, to_wire
 from .._watch import task_summary
 from ._console_units import naming_options, now_ms, span, when, when_option
 from ._context import GroupOptions, book_errors, emit_json, json_option, rich_console, task_or_exit
+from ._ls_output import csv_text, jsonl_text, page_body
 
 __all__ = ["COMMANDS"]
 
@@ -97,21 +98,6 @@ def _info_table(info: TaskInfo) -> Table:
     return table
 
 
-def row_body(row: SearchRow) -> dict[str, Any]:
-    """One row of ``ls`` for scripts: the task's fields (no history) and its ``info``."""
-    return {**task_summary(row.task), "info": to_wire(row.info)}
-
-
-def page_body(page: SearchPage) -> dict[str, Any]:
-    """A page of ``ls --json``: the same keys whatever the filters."""
-    return {
-        "tasks": [row_body(row) for row in page.tasks],
-        "totals": page.totals,
-        "totalsExact": page.totals_exact,
-        "nextAfter": page.next_after,
-    }
-
-
 @click.command("ls")
 @click.option("--state", type=click.Choice(STATE_NAMES), help="Only tasks in this state.")
 @click.option("--name", help="Only tasks of this Celery task name.")
@@ -137,16 +123,29 @@ def page_body(page: SearchPage) -> dict[str, Any]:
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
 @click.option("--after", help="Continue from a previous page's next cursor.")
 @json_option
+@click.option("--jsonl", "as_jsonl", is_flag=True, help="Print one JSON row a line.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV (formulas defused).")
 @click.pass_obj
-def list_tasks(settings: GroupOptions, /, as_json: bool, **filters: Any) -> None:
+def list_tasks(
+    settings: GroupOptions, /, as_json: bool, as_jsonl: bool, as_csv: bool, **filters: Any
+) -> None:
     """List tasks, newest first: name, id, state, progress (done), worker, start time
     (UTC), runtime and attempts (tries), then the number of matching tasks per state.
     Ids are never cut, whatever the terminal's width; the other text columns are.
 
     With --json, one shape whatever the filters: ``tasks`` (each row the task's fields
     without its history, plus its ``info``), ``totals``, ``totalsExact`` and
-    ``nextAfter`` (null on the last page).
+    ``nextAfter`` (null on the last page). --jsonl prints those rows one a line; --csv
+    prints id, name, state, created, started, ended, runtime (ms), attempts, worker,
+    queue and error, a cell starting with =, +, -, @, a tab or CR led by ' (so that a
+    spreadsheet does not run it). Either is one page (--limit, --after).
     """
+    formats = (("--json", as_json), ("--jsonl", as_jsonl), ("--csv", as_csv))
+    chosen = [flag for flag, on in formats if on]
+    if len(chosen) > 1:
+        raise click.UsageError(
+            f"--json, --jsonl and --csv are mutually exclusive (got {' and '.join(chosen)})"
+        )
     # The options are named as TaskQuery's fields: the query is what they say.
     query = TaskQuery(**{**filters, "sort": filters["sort"] or "newest"})
     since, until = query.since_ms, query.until_ms
@@ -156,6 +155,9 @@ def list_tasks(settings: GroupOptions, /, as_json: bool, **filters: Any) -> None
         page = settings.book.search(query.checked())
     if as_json:
         emit_json(page_body(page))
+        return
+    if as_jsonl or as_csv:
+        click.echo(jsonl_text(page.tasks) if as_jsonl else csv_text(page.tasks), nl=False)
         return
     console = rich_console()
     table, table_width = _search_table(page.tasks, now_ms(), console.width)
