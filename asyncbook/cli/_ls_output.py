@@ -14,7 +14,15 @@ from .._console import SearchPage, SearchRow
 from .._models import to_wire
 from .._watch import task_summary
 
-__all__ = ["CSV_COLUMNS", "csv_text", "jsonl_text", "page_body", "row_body", "safe_cell"]
+__all__ = [
+    "CSV_COLUMNS",
+    "csv_text",
+    "jsonl_text",
+    "number_cell",
+    "page_body",
+    "row_body",
+    "safe_cell",
+]
 
 CSV_COLUMNS = (
     "id",
@@ -67,8 +75,11 @@ def _iso(ms: float | None) -> str:
     return moment.replace("+00:00", "Z")
 
 
-def _number(value: float | None) -> str:
-    return "" if value is None else f"{value:g}"
+def number_cell(value: float | None) -> str:
+    """A number as a CSV cell, every digit kept: ``1234567``, ``2.5``; None is empty."""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _csv_row(row: SearchRow) -> list[str]:
@@ -80,7 +91,7 @@ def _csv_row(row: SearchRow) -> list[str]:
         _iso(info.created_at_ms),
         _iso(info.started_at_ms),
         _iso(info.ended_at_ms),
-        _number(info.runtime_ms),
+        number_cell(info.runtime_ms),
         str(task.attempts),
         info.worker or "",
         info.queue or "",

@@ -12,7 +12,7 @@ from click.testing import Result
 
 from asyncbook import RedisBook
 from asyncbook._console import PublishInfo
-from asyncbook.cli._ls_output import CSV_COLUMNS, safe_cell
+from asyncbook.cli._ls_output import CSV_COLUMNS, number_cell, safe_cell
 
 from ..support.cli import run as run_cli
 
@@ -103,3 +103,11 @@ def test_the_output_flags_exclude_each_other(book: RedisBook, flags: list[str]) 
     assert "--json, --jsonl and --csv are mutually exclusive" in result.stderr
     assert " and ".join(flags) in result.stderr
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"), [(None, ""), (500, "500"), (1_234_567, "1234567"), (2.5, "2.5")]
+)
+def test_number_cells_keep_every_digit(value: float | None, cell: str) -> None:
+    # A 20-minute runtime in ms once came out as 1.23457e+06 (format "g").
+    assert number_cell(value) == cell
