@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -28,6 +29,12 @@ def receiver() -> Iterator[Receiver]:
     server.close()
 
 
+def sent(sink: WebhookSink) -> int:
+    """``NOTE`` POSTed through ``sink``, whose connection is closed afterwards."""
+    with closing(sink):
+        return sink(NOTE)
+
+
 def received(receiver: Receiver, index: int = -1) -> tuple[dict[str, str], bytes]:
     """One request's headers and its body as received."""
     return receiver.requests[index][0], receiver.bodies[index]
@@ -45,7 +52,7 @@ def test_the_specification_test_vector() -> None:
 
 
 def test_a_signed_post_verifies_with_the_reference_package(receiver: Receiver) -> None:
-    assert WebhookSink(receiver.url, secret=CURRENT)(NOTE) == 200
+    assert sent(WebhookSink(receiver.url, secret=CURRENT)) == 200
     headers, body = received(receiver)
     assert Webhook(CURRENT).verify(body, headers) == {
         "taskId": "t-1",
@@ -58,7 +65,7 @@ def test_a_signed_post_verifies_with_the_reference_package(receiver: Receiver) -
 
 
 def test_rotation_signs_with_both_secrets_and_either_verifies(receiver: Receiver) -> None:
-    WebhookSink(receiver.url, secrets=[CURRENT, PREVIOUS])(NOTE)
+    sent(WebhookSink(receiver.url, secrets=[CURRENT, PREVIOUS]))
     headers, body = received(receiver)
     signatures = headers["webhook-signature"].split(" ")
     assert len(signatures) == 2
@@ -73,7 +80,7 @@ def test_rotation_signs_with_both_secrets_and_either_verifies(receiver: Receiver
 def test_each_attempt_keeps_the_id_and_is_signed_again(receiver: Receiver) -> None:
     receiver.statuses = [503]
     # backoff 1 s: the second attempt's timestamp is at least a second later
-    assert WebhookSink(receiver.url, secret=CURRENT, retries=1, backoff=1.0)(NOTE) == 200
+    assert sent(WebhookSink(receiver.url, secret=CURRENT, retries=1, backoff=1.0)) == 200
     (first, first_body), (second, second_body) = received(receiver, 0), received(receiver, 1)
     assert first["webhook-id"] == second["webhook-id"]
     assert int(second["webhook-timestamp"]) > int(first["webhook-timestamp"])
@@ -87,10 +94,10 @@ def test_a_redelivery_keeps_the_webhook_id(receiver: Receiver) -> None:
     book.create(id="a.b", now_ms=0, ttl_ms=10, max_attempts=1)
     book.expire("a.b")
     source = notification_source(book)
-    sink = WebhookSink(receiver.url, secret=CURRENT, retries=0)
     receiver.statuses = [500]
-    assert deliver_notifications(source, [sink], group="g", consumer="c1").failed == 1
-    again = deliver_notifications(source, [sink], group="g", consumer="c2", min_idle_ms=0)
+    with closing(WebhookSink(receiver.url, secret=CURRENT, retries=0)) as sink:
+        assert deliver_notifications(source, [sink], group="g", consumer="c1").failed == 1
+        again = deliver_notifications(source, [sink], group="g", consumer="c2", min_idle_ms=0)
     assert again.delivered == 1
     ids = {headers["webhook-id"] for headers, _ in receiver.requests}
     assert ids == {webhook_id("a.b:expired")}
@@ -112,14 +119,14 @@ def test_a_redelivery_keeps_the_webhook_id(receiver: Receiver) -> None:
     ids=["body", "id", "timestamp"],
 )
 def test_a_tampered_request_is_rejected(receiver: Receiver, tamper: Any) -> None:
-    WebhookSink(receiver.url, secret=CURRENT)(NOTE)
+    sent(WebhookSink(receiver.url, secret=CURRENT))
     headers, body = tamper(*received(receiver))
     with pytest.raises(WebhookVerificationError):
         Webhook(CURRENT).verify(body, headers)
 
 
 def test_unsigned_posts_are_as_before(receiver: Receiver) -> None:
-    WebhookSink(receiver.url)(NOTE)
+    sent(WebhookSink(receiver.url))
     headers, _ = received(receiver)
     assert not any(name.lower().startswith("webhook-") for name in headers)
 
@@ -127,7 +134,8 @@ def test_unsigned_posts_are_as_before(receiver: Receiver) -> None:
 def test_resolve_sink_signs_a_webhook_url(receiver: Receiver) -> None:
     secrets = (WebhookSecret.parse(CURRENT, "secret"),)
     sink = resolve_sink(receiver.url, secrets=secrets)
-    sink(NOTE)
+    assert isinstance(sink, WebhookSink)
+    sent(sink)
     headers, body = received(receiver)
     assert Webhook(CURRENT).verify(body, headers)["state"] == "succeeded"
 
