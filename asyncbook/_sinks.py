@@ -76,9 +76,11 @@ class WebhookSink:
         self.secrets = (
             webhook_secrets(secret, "secret")
             if secrets is None
-            else webhook_secrets(list(secrets), "secrets")
+            else webhook_secrets(secrets, "secrets")
         )
         """The signing secrets, the current one first; none: the POSTs are unsigned."""
+        if self.secrets and any(name.lower().startswith("webhook-") for name in headers or {}):
+            raise invalid("headers must not set the webhook-* headers it signs", field="headers")
         self.url = url
         self.timeout = timeout
         self.retries = retries

@@ -151,6 +151,7 @@ def test_resolve_sink_signs_a_webhook_url(receiver: Receiver) -> None:
         ({"secrets": []}, "secrets"),
         ({"secrets": [CURRENT, "whsec_"]}, "secrets"),
         ({"secret": CURRENT, "secrets": [PREVIOUS]}, "secrets"),
+        ({"secret": CURRENT, "headers": {"Webhook-Id": "mine"}}, "headers"),
     ],
 )
 def test_a_bad_secret_is_named_and_not_shown(kwargs: dict[str, Any], field: str) -> None:
