@@ -12,7 +12,11 @@ import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from asyncbook import AsyncBookError, MemoryBook, Notification
-from asyncbook._delivery import deliver_notifications, notification_source
+from asyncbook._delivery import (
+    deliver_notifications,
+    group_notification_source,
+    notification_source,
+)
 from asyncbook._sinks import WebhookSink, resolve_sink
 from asyncbook._webhook_signing import WebhookSecret, signed_headers, webhook_id
 from asyncbook.cli._demo import WebhookReceiver as Receiver
@@ -178,3 +182,15 @@ def test_no_repr_shows_a_secret() -> None:
     assert CURRENT[6:] not in shown
     assert PREVIOUS[6:] not in shown
     assert "2 secret(s)" in repr(sink)
+
+
+def test_a_group_notification_is_signed_too(receiver: Receiver) -> None:
+    book = MemoryBook()
+    book.create(id="m", now_ms=0, ttl_ms=10, max_attempts=1, group_id="g")
+    book.expire("m")
+    book.seal_group("g", 1)
+    with closing(WebhookSink(receiver.url, secret=CURRENT)) as sink:
+        assert deliver_notifications(group_notification_source(book), [sink]).delivered == 1
+    headers, body = received(receiver)
+    assert Webhook(CURRENT).verify(body, headers)["groupId"] == "g"
+    assert headers["webhook-id"] == webhook_id("group:g")
