@@ -3,7 +3,8 @@
 A sink takes one ``Notification`` and returns when it has been handed over; raising
 leaves the notification for redelivery. Delivery is at least once, so a webhook sends
 an ``Idempotency-Key`` (``taskId:state``: one terminal state per task) for the receiver
-to drop repeats.
+to drop repeats; given a secret, it is also signed the Standard Webhooks way
+(``_webhook_signing``).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._dotted import import_path
 from ._models import AnyNotification, GroupNotification, Notification, to_wire
+from ._webhook_signing import WebhookSecret, signed_headers, webhook_id, webhook_secrets
 from .errors import invalid
 
 __all__ = ["GroupSink", "Sink", "SinkError", "WebhookSink", "idempotency_key", "resolve_sink"]
@@ -48,6 +50,11 @@ class WebhookSink:
     (``backoff`` seconds, doubling); then, like any other status, ``SinkError``. One
     httpx client per process keeps the connection alive between notifications; pass
     ``http2=True`` to speak HTTP/2 where the receiver does (needs ``httpx[http2]``).
+
+    With ``secret`` (``whsec_<base64>``), or ``secrets`` while rotating (the current one
+    first), each POST is signed as Standard Webhooks says: ``webhook-id`` (the same for
+    every delivery of one notification), ``webhook-timestamp`` (each attempt's, in
+    seconds) and ``webhook-signature`` (one ``v1,<signature>`` per secret).
     """
 
     def __init__(
@@ -59,9 +66,21 @@ class WebhookSink:
         backoff: float = 0.2,
         headers: Mapping[str, str] | None = None,
         http2: bool = False,
+        secret: str | bytes | WebhookSecret | None = None,
+        secrets: Sequence[str | bytes | WebhookSecret] | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise invalid("webhook url must start with http:// or https://", field="url")
+        if secret is not None and secrets is not None:
+            raise invalid("give secret or secrets, not both", field="secrets")
+        self.secrets = (
+            webhook_secrets(secret, "secret")
+            if secrets is None
+            else webhook_secrets(secrets, "secrets")
+        )
+        """The signing secrets, the current one first; none: the POSTs are unsigned."""
+        if self.secrets and any(name.lower().startswith("webhook-") for name in headers or {}):
+            raise invalid("headers must not set the webhook-* headers it signs", field="headers")
         self.url = url
         self.timeout = timeout
         self.retries = retries
@@ -72,7 +91,8 @@ class WebhookSink:
         self._client_pid = 0
 
     def __repr__(self) -> str:
-        return f"WebhookSink({self.url!r})"
+        signed = f", {len(self.secrets)} secret(s)" if self.secrets else ""
+        return f"WebhookSink({self.url!r}{signed})"
 
     def _http(self) -> Any:
         # httpx is imported here, not at import time: `import asyncbook` stays light.
@@ -95,13 +115,14 @@ class WebhookSink:
         import httpx
 
         body = json.dumps(to_wire(notification)).encode()
-        headers = {
-            "Content-Type": "application/json",
-            "Idempotency-Key": idempotency_key(notification),
-            **self.headers,
-        }
+        key = idempotency_key(notification)
+        headers = {"Content-Type": "application/json", "Idempotency-Key": key, **self.headers}
+        message_id = webhook_id(key)
         delay = self.backoff
         for attempt in range(self.retries + 1):
+            if self.secrets:  # signed again at each attempt: its timestamp is the attempt's
+                signature = signed_headers(self.secrets, message_id, int(time.time()), body)
+                headers.update(signature)
             try:
                 response = self._http().post(self.url, content=body, headers=headers)
             except httpx.HTTPError as error:
@@ -120,12 +141,13 @@ class WebhookSink:
         raise SinkError(f"{problem} (after {self.retries + 1} attempts)")
 
 
-def resolve_sink(spec: Any) -> Sink:
-    """A sink from a setting: a callable, a webhook URL, or a dotted path to a callable."""
+def resolve_sink(spec: Any, *, secrets: Sequence[WebhookSecret] = ()) -> Sink:
+    """A sink from a setting: a callable, a webhook URL (signed with ``secrets``, if any),
+    or a dotted path to a callable."""
     if callable(spec):
         return spec  # type: ignore[no-any-return]
     if isinstance(spec, str) and spec.startswith(("http://", "https://")):
-        return WebhookSink(spec)
+        return WebhookSink(spec, secrets=secrets or None)
     if isinstance(spec, str):
         found = import_path(spec)
         if callable(found):

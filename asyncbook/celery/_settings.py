@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from .._console import DEFAULT_REDACT, INFO_LIMIT
+from .._webhook_signing import WebhookSecret, webhook_secrets
 from ..errors import invalid
 from ..redis._connection import DEFAULT_REDIS_URL
 
@@ -76,6 +77,9 @@ class Settings:
     """Notification sinks: callables, dotted paths to callables, or webhook URLs."""
     group_sinks: tuple[Any, ...] = ()
     """Sinks of group notifications (one per declared group whose members all ended)."""
+    webhook_secrets: tuple[WebhookSecret, ...] = ()
+    """What the webhook URLs of both sink settings are signed with
+    (``asyncbook_webhook_secret``: one ``whsec_`` secret, or a list while rotating)."""
     sweep_batch: int = 1000
     """Tasks expired per round trip by the sweep."""
     consumer_group: str = "asyncbook"
@@ -130,6 +134,9 @@ class Settings:
             "sinks": tuple(sinks) if isinstance(sinks, list | tuple) else (sinks,),
             "group_sinks": (
                 tuple(group_sinks) if isinstance(group_sinks, list | tuple) else (group_sinks,)
+            ),
+            "webhook_secrets": webhook_secrets(
+                values.pop("webhook_secret", None), "asyncbook_webhook_secret"
             ),
             "sweep_batch": int(values.pop("sweep_batch", cls.sweep_batch)),
             "consumer_group": str(values.pop("consumer_group", cls.consumer_group)),

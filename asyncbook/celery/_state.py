@@ -131,7 +131,10 @@ class Shared:
         self.info_policy_once = Once(self._info_policy)
         self.result_ref_once = Once(self._result_ref)
         self.sinks_once: Once[tuple[Sink, ...]] = Once(
-            lambda: tuple(resolve_sink(spec) for spec in self.settings.sinks)
+            lambda: tuple(
+                resolve_sink(spec, secrets=self.settings.webhook_secrets)
+                for spec in self.settings.sinks
+            )
         )
         self.group_sinks_once: Once[tuple[GroupSink, ...]] = Once(self._group_sinks)
         self.sources: tuple[NotificationSource, NotificationSource] | None = None
@@ -202,7 +205,10 @@ class Shared:
 
     def _group_sinks(self) -> tuple[GroupSink, ...]:
         # A group sink is resolved as a sink is: the same callables, URLs and paths.
-        resolved: list[Any] = [resolve_sink(spec) for spec in self.settings.group_sinks]
+        secrets = self.settings.webhook_secrets
+        resolved: list[Any] = [
+            resolve_sink(spec, secrets=secrets) for spec in self.settings.group_sinks
+        ]
         return tuple(resolved)
 
     def _deferred_creates(self) -> Creates | None:

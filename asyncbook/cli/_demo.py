@@ -40,19 +40,22 @@ Out = Callable[[str], None]
 
 
 class WebhookReceiver:
-    """A loopback HTTP server that records each POST (headers, JSON body).
+    """A loopback HTTP server that records each POST (headers, JSON body; ``bodies``
+    keeps each body's bytes as received, which a signature covers).
 
     ``statuses`` scripts the answers (popped first to last); 200 once it is empty.
     """
 
     def __init__(self) -> None:
         self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
+        self.bodies: list[bytes] = []
         self.statuses: list[int] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.bodies.append(body)
                 receiver.requests.append((dict(self.headers), json.loads(body or b"{}")))
                 status = receiver.statuses.pop(0) if receiver.statuses else 200
                 self.send_response(status)

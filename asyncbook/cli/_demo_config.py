@@ -4,7 +4,9 @@ environment when Celery first reads the app's configuration (``config_from_objec
 Environment: ``REDIS_URL`` (broker, results and book; default redis://127.0.0.1:6379/0),
 ``ASYNCBOOK_NAMESPACE`` (the book's key prefix), ``ASYNCBOOK_QUEUE`` (the task queue,
 default ``celery``; asyncbook's own queue is then ``<it>-asyncbook``, else ``asyncbook``),
-``ASYNCBOOK_WEBHOOK_URL`` (a webhook that receives every notification). For tests and
+``ASYNCBOOK_WEBHOOK_URL`` (a webhook that receives every notification) and
+``ASYNCBOOK_WEBHOOK_SECRET`` (``whsec_…`` it is signed with; two, space separated, while
+rotating: the current one first). For tests and
 experiments: ``ASYNCBOOK_HEARTBEAT_INTERVAL`` and ``ASYNCBOOK_HEARTBEAT_TIMEOUT`` (seconds),
 ``ASYNCBOOK_VISIBILITY_TIMEOUT`` (seconds before the broker gives an unacknowledged message
 of a dead worker to another one; default: Celery's, one hour), ``ASYNCBOOK_WORKER_SWEEP=0``
@@ -33,6 +35,7 @@ asyncbook_redis_url = redis_url
 asyncbook_namespace = os.environ.get("ASYNCBOOK_NAMESPACE", "asyncbook")
 asyncbook_default_ttl = timedelta(hours=1)
 asyncbook_sinks = [url for url in [os.environ.get("ASYNCBOOK_WEBHOOK_URL")] if url]
+asyncbook_webhook_secret = os.environ.get("ASYNCBOOK_WEBHOOK_SECRET", "").split() or None
 # The expiry sweep and notification delivery: every worker of this app (and beat) runs
 # them in a thread of its main process, every second, one process per namespace at a time
 # (a short Redis lease), so no -Q, route, busy pool or prefetch can hold them up.

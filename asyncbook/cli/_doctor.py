@@ -4,7 +4,8 @@ The checks read, never write (``CONFIG GET``, ``INFO``, ``TIME``, ``EXISTS``): t
 server (kind, version, scripting), what it does when memory runs out, whether it keeps
 anything across a restart, this host's clock against the server's, whether the
 namespace was ever written, whether the sweep runs; with a Celery app (``-A proj``) also
-whether a worker consumes asyncbook's queue and whether the sinks are reachable.
+whether its ``asyncbook_*`` settings read, whether a worker consumes asyncbook's queue,
+and whether the sinks are reachable (and the webhooks signed).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import redis
 
 from .._health import sweep_health
 from .._sinks import resolve_sink
+from ..errors import AsyncBookError
 from ..redis import RedisBook
 
 __all__ = ["Check", "app_book", "app_checks", "book_checks", "load_app"]
@@ -242,16 +244,18 @@ def _reachable(url: str, timeout: float) -> str | None:
         return str(error) or type(error).__name__
 
 
-def sink_checks(sinks: tuple[Any, ...], timeout: float) -> Iterator[Check]:
-    """Each sink: a webhook whose host accepts a connection, or a callable that imports."""
+def sink_checks(sinks: tuple[Any, ...], timeout: float, secrets: int = 0) -> Iterator[Check]:
+    """Each sink: a webhook whose host accepts a connection (signed with ``secrets``
+    secrets, if any), or a callable that imports."""
     if not sinks:
         yield Check("sinks", "ok", "none configured: notifications wait in the outbox")
         return
+    signed = f"signed with {secrets} secret(s)" if secrets else "unsigned"
     for spec in sinks:
         if isinstance(spec, str) and spec.startswith(("http://", "https://")):
             why = _reachable(spec, timeout)
             if why is None:
-                yield Check("sink", "ok", f"{spec} accepts connections")
+                yield Check("sink", "ok", f"{spec} accepts connections; {signed}")
             else:
                 fix = "check the URL, DNS and firewall from the workers' hosts"
                 yield Check("sink", "problem", f"{spec} unreachable: {why}", fix)
@@ -303,7 +307,10 @@ def app_book(app: Any) -> RedisBook | None:
     from ..celery import installed
 
     integration = installed(app)
-    book = None if integration is None else integration.book
+    try:
+        book = None if integration is None else integration.book
+    except AsyncBookError:  # a setting that does not read: app_checks names it
+        return None
     return book if isinstance(book, RedisBook) else None
 
 
@@ -320,7 +327,13 @@ def app_checks(app: Any, timeout: float) -> Iterator[Check]:
             "call asyncbook.celery.install(app) where the app is made",
         )
         return
-    settings = integration.settings
+    try:
+        settings = integration.settings
+    except AsyncBookError as error:
+        fix = f"fix {error.field}" if error.field else "fix the app's asyncbook_* settings"
+        yield Check("settings", "problem", str(error), fix)
+        return
     yield Check("install", "ok", f"installed; namespace {settings.namespace!r}")
     yield queue_check(app, settings.queue, settings.worker_sweep, timeout)
-    yield from sink_checks(settings.sinks + settings.group_sinks, timeout)
+    sinks = settings.sinks + settings.group_sinks
+    yield from sink_checks(sinks, timeout, len(settings.webhook_secrets))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from asyncbook import AsyncBookError, FailEvent, MemoryBook
+from asyncbook import AsyncBookError, FailEvent, MemoryBook, WebhookSink
 from asyncbook._dotted import import_path
 from asyncbook.celery import install, uninstall
 from asyncbook.celery._info import InfoPolicy
@@ -152,3 +152,32 @@ def test_info_policy_bounds_masks_and_keeps_a_tracebacks_end() -> None:
         "celery",
     )
     assert InfoPolicy(record_info=False).publish_info("app.gen", {}, None, None) is None
+
+
+def test_webhook_secrets_sign_the_webhook_urls_of_both_sink_settings() -> None:
+    current, previous = "whsec_" + "A" * 32, "whsec_" + "B" * 32
+    app = Celery("signed", broker="memory://", set_as_current=False)
+    app.conf.asyncbook_sinks = ["http://127.0.0.1:1/tasks", print]
+    app.conf.asyncbook_group_sinks = "http://127.0.0.1:1/groups"
+    app.conf.asyncbook_webhook_secret = [current, previous]
+    integration = install(app, MemoryBook())
+    try:
+        webhook, callable_sink = integration.sinks
+        (group_webhook,) = integration.group_sinks
+        assert isinstance(webhook, WebhookSink)
+        assert isinstance(group_webhook, WebhookSink)
+        assert len(webhook.secrets) == len(group_webhook.secrets) == 2
+        assert callable_sink is print
+        assert "A" * 32 not in repr(integration.settings)
+    finally:
+        uninstall(app)
+    one = Settings.from_conf({"asyncbook_webhook_secret": current})
+    assert len(one.webhook_secrets) == 1
+    assert Settings.from_conf({}).webhook_secrets == ()
+
+
+@pytest.mark.parametrize("value", ["A" * 32, "whsec_tooshort", [], 7, ["whsec_" + "A" * 32, b""]])
+def test_a_bad_webhook_secret_setting_is_named(value: Any) -> None:
+    with pytest.raises(AsyncBookError) as caught:
+        Settings.from_conf({"asyncbook_webhook_secret": value})
+    assert caught.value.field == "asyncbook_webhook_secret"

@@ -1,7 +1,8 @@
 """End to end: a real ``celery -A workers worker -B`` (prefork) on the real Redis.
 
 The worker runs the example tasks with embedded beat (sweep and delivery every second)
-and a webhook sink on a loopback server; every test reads the book and the webhook.
+and a webhook sink on a loopback server, signed with two secrets (as while rotating);
+every test reads the book and the webhook.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
+from standardwebhooks import Webhook
 
 from asyncbook import AsyncTask, RedisBook
 from asyncbook.cli._demo import WebhookReceiver as Receiver
@@ -25,6 +27,9 @@ from ..support.celery import CeleryWorker, active_pid, example_app, history, wai
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(300)]
 
+SECRETS = ("whsec_" + "Y3VycmVudA" * 4, "whsec_" + "cHJldmlvdXM" * 4)
+"""The current and the previous secret (ASYNCBOOK_WEBHOOK_SECRET, space separated)."""
+
 
 @pytest.fixture(scope="module")
 def worker(
@@ -34,6 +39,7 @@ def worker(
     tmp = tmp_path_factory.mktemp("worker")
     beat = ["-B", "-s", str(tmp / "beat-schedule")]
     worker = CeleryWorker(ROOT, URL, tmp / "worker.log", extra=beat)
+    worker.env["ASYNCBOOK_WEBHOOK_SECRET"] = " ".join(SECRETS)
     with worker.running(client, webhook.url):
         yield worker
 
@@ -101,6 +107,10 @@ def test_examples_end_in_the_right_state(
         assert note["state"] == book.get(result.id).state  # type: ignore[union-attr]
     keys = [h["Idempotency-Key"] for h, b in webhook.requests if b["taskId"] == generate.id]
     assert keys == [f"{generate.id}:succeeded"]
+    # every POST is signed with both secrets: a receiver holding either verifies it
+    for (headers, note), body in zip(webhook.requests, webhook.bodies, strict=True):
+        for secret in SECRETS:
+            assert Webhook(secret).verify(body, headers) == note
 
 
 def test_killed_pool_child_runs_again_and_succeeds_once(

@@ -199,6 +199,34 @@ def test_with_an_app_doctor_reads_its_book_workers_and_sinks(app_dir: Path, name
         shared.close()
 
 
+@pytest.mark.parametrize(
+    ("secret", "expected"),
+    [
+        ('"whsec_" + "A" * 32', ("ok", "accepts connections; signed with 1 secret(s)")),
+        ('"whsec_oops"', ("problem", "asyncbook_webhook_secret must hold 24 to 64 bytes")),
+    ],
+    ids=["signed", "bad-secret"],
+)
+def test_doctor_says_whether_webhooks_are_signed_and_names_a_bad_secret(
+    app_dir: Path, namespace: str, secret: str, expected: tuple[str, str]
+) -> None:
+    receiver = WebhookReceiver()
+    try:
+        module = write_app(app_dir, namespace, receiver, install=True)
+        path = app_dir / f"{module}.py"
+        path.write_text(path.read_text() + f"app.conf.asyncbook_webhook_secret = {secret}\n")
+        code, answer = doctor(SHARED, namespace, "-A", module, "--timeout", "0.5")
+        assert code == 1
+        status, detail = expected
+        check = next(c for c in answer["checks"] if detail in c["detail"])
+        assert check["status"] == status
+        if status == "problem":  # the settings do not read: named, with its fix
+            assert (check["name"], check["fix"]) == ("settings", "fix asyncbook_webhook_secret")
+            assert "oops" not in check["detail"]
+    finally:
+        receiver.close()
+
+
 def test_an_app_that_does_not_load_is_a_usage_error(app_dir: Path) -> None:
     result = CliRunner().invoke(cli, ["doctor", "-A", "no_such_module_here"])
     assert result.exit_code == 2
