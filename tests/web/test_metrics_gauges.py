@@ -15,8 +15,15 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from asyncbook import FailEvent, MemoryBook, RedisBook, StartEvent, SucceedEvent
-from asyncbook._gauges import GAUGE_WORKERS_LIMIT, BookGauges, GroupBacklog
+from asyncbook._gauges import (
+    GAUGE_WORKERS_LIMIT,
+    GAUGE_WORKERS_WITHIN_MS,
+    BookGauges,
+    GroupBacklog,
+)
 from asyncbook.errors import AsyncBookError
+from asyncbook.redis._gauges import gauges
+from asyncbook.redis._plan import Pipeline
 from asyncbook.web import BackgroundServer
 from asyncbook.web._reader import BookThreads, SyncReader, reader_for
 
@@ -149,3 +156,17 @@ def test_a_bad_window_is_refused() -> None:
     finally:
         delete_namespace(client, namespace)
         client.close()
+
+
+def test_the_gauges_are_one_round_trip(server: Running) -> None:
+    """The plan sends one pipeline (five commands) and answers from its replies."""
+    book = server.book
+    plan = gauges(book.layout, book.now_ms(), GAUGE_WORKERS_WITHIN_MS)
+    request = next(plan)
+    assert isinstance(request, Pipeline)
+    assert [command.name for command in request.commands] == [
+        "xlen", "xinfo_groups", "xlen", "xinfo_groups", "zrange",
+    ]  # fmt: skip
+    with pytest.raises(StopIteration) as answered:
+        plan.send(book.engine.execute(request))
+    assert answered.value.value == BookGauges({"tasks": 0, "groups": 0}, (), ())
