@@ -17,7 +17,7 @@ from asyncbook._console import PublishInfo, TaskQuery
 from asyncbook._task_csv import CSV_COLUMNS, csv_text
 from asyncbook.web import BackgroundServer
 
-from ..support.web_server import Running, assert_error
+from ..support.web_server import Running, assert_error, running_server
 
 pytestmark = pytest.mark.redis
 
@@ -143,3 +143,15 @@ def test_the_rows_are_read_from_the_book_once_per_page(server: Running) -> None:
     book.create(id="late", now_ms=book.now_ms(), ttl_ms=HOUR, max_attempts=1)
     with httpx.Client(base_url=server.url, timeout=10) as client:
         assert [row[0] for row in rows_of(client.get(CSV_PATH))[1:]] == ["late"]
+
+
+def test_the_download_needs_the_token_when_the_server_has_one() -> None:
+    token = "s3cret-s3cret-s3cret"
+    with (
+        running_server(token=token) as server,
+        httpx.Client(base_url=server.url, timeout=10) as client,
+    ):
+        assert client.get(CSV_PATH).status_code == 401
+        signed = client.get(CSV_PATH, headers={"Authorization": f"Bearer {token}"})
+        assert signed.status_code == 200
+        assert tuple(rows_of(signed)[0]) == CSV_COLUMNS
