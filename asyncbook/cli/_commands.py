@@ -35,6 +35,7 @@ from ._context import (
     rich_console,
     task_or_exit,
 )
+from ._monitoring_cmds import monitoring
 from ._stream import follow_stream
 
 __all__ = ["cli", "main"]
@@ -466,7 +467,7 @@ def doctor(settings: GroupOptions, app_name: str | None, timeout: float, as_json
         raise SystemExit(1)
 
 
-for _command in (*TASK_COMMANDS, *STATS_COMMANDS):
+for _command in (*TASK_COMMANDS, *STATS_COMMANDS, monitoring):
     cli.add_command(_command)
 
 

@@ -14,10 +14,11 @@ from rich.text import Text
 
 from .._console import SearchRow, TaskInfo, TaskQuery
 from .._models import STATE_NAMES, AsyncTask, to_wire
+from .._task_csv import csv_text
 from .._watch import task_summary
 from ._console_units import naming_options, now_ms, span, when, when_option
 from ._context import GroupOptions, book_errors, emit_json, json_option, rich_console, task_or_exit
-from ._ls_output import csv_text, jsonl_text, page_body
+from ._ls_output import jsonl_text, page_body
 
 __all__ = ["COMMANDS"]
 

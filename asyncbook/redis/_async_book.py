@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
+from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
 from .._jsrules import is_finite_number
 from .._models import (
     AsyncTask,
@@ -31,6 +32,7 @@ from ._async_changes import changes
 from ._async_engine import AsyncEngine
 from ._base import BookBase
 from ._connection import reports_outages_async
+from ._gauges import gauges
 from ._plan import server_time
 from ._twin import async_client_like
 
@@ -189,6 +191,13 @@ class AsyncRedisBook(BookBase):
     async def name_totals(self) -> list[NameTotals]:
         """Running totals per task name, for Prometheus counters and histograms."""
         return await self.engine.run(_console.name_totals(self.layout))
+
+    @reports_outages_async
+    async def gauges(self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS) -> BookGauges:
+        """The notification streams' lengths, their consumer groups' backlogs and the
+        workers seen in the ``within_ms`` before ``now_ms``, for ``/metrics``: one round
+        trip."""
+        return await self.engine.run(gauges(self.layout, now_ms, within_ms))
 
     # -- client-side writes -------------------------------------------------------------
 

@@ -249,8 +249,10 @@ class StatusApp:
         lateness = await sweep_lateness(self.reader)
         health = await read_health(self.reader)
         names: list[NameTotals] = []
+        gauges = None
         if self.console:
             names = await self.reader.name_totals()
+            gauges = await self.reader.gauges(health.now_ms)
         text = render_metrics(
             states,
             answers,
@@ -262,6 +264,7 @@ class StatusApp:
             group_lookups=self.groups.lookups,
             names=names,
             health=health,
+            gauges=gauges,
         )
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 

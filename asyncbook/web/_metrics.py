@@ -5,7 +5,10 @@ Tasks by state and answers by reason are the book's own counts (every client of 
 book, kept in Redis), so they survive a restart of the server. Duplicate callbacks are
 the ``duplicate-callback`` answers, shown as their own counter. Sweep lateness is how long
 the oldest overdue deadline has been waiting for the sweep. Per task name (a book that
-keeps task info): starts, ends by state, and the runtime histogram of ended runs.
+keeps task info): starts, ends by state, and the runtime histogram of ended runs. From a
+``RedisBook``'s gauges (one pipelined round trip): the notification streams' entries, each
+consumer group's backlog and pending entries, and when each worker seen within the last
+hour was last seen (at most 500 workers: the label's values stay bounded).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from .._console import RUNTIME_BUCKETS_MS, NameTotals
+from .._gauges import BookGauges
 from .._health import SweepHealth
 from .._models import GROUP_END_STATES
 from .._reasons import Reason
@@ -30,6 +34,7 @@ from ._reader import Reader
 
 __all__ = [
     "CONTENT_TYPE_LATEST",
+    "gauge_families",
     "health_families",
     "name_families",
     "render_metrics",
@@ -126,6 +131,39 @@ def health_families(health: SweepHealth) -> list[Metric]:
     ]
 
 
+def gauge_families(gauges: BookGauges) -> list[Metric]:
+    """The notification streams and their consumer groups; the workers seen recently."""
+    entries = GaugeMetricFamily(
+        "asyncbook_outbox_entries",
+        "Entries in a notification stream (tasks, groups), trimmed by age once read.",
+        labels=["stream"],
+    )
+    for stream, length in gauges.stream_lengths.items():
+        entries.add_metric([stream], length)
+    backlog = GaugeMetricFamily(
+        "asyncbook_outbox_backlog",
+        "Entries a consumer group has not acknowledged (pending plus not yet delivered).",
+        labels=["stream", "group"],
+    )
+    pending = GaugeMetricFamily(
+        "asyncbook_outbox_pending",
+        "Entries delivered to a consumer group's consumer and not acknowledged yet.",
+        labels=["stream", "group"],
+    )
+    for group in gauges.groups:
+        backlog.add_metric([group.stream, group.group], group.backlog)
+        pending.add_metric([group.stream, group.group], group.pending)
+    seen = GaugeMetricFamily(
+        "asyncbook_worker_last_seen_timestamp_seconds",
+        "When a worker last started or heartbeated a task, in seconds since the epoch "
+        "(workers seen within the last hour).",
+        labels=["worker"],
+    )
+    for worker, seen_ms in gauges.workers_seen:
+        seen.add_metric([worker], seen_ms / 1000)
+    return [entries, backlog, pending, seen]
+
+
 def render_metrics(
     states: Mapping[str, int],
     answers: Mapping[str, int],
@@ -138,11 +176,12 @@ def render_metrics(
     group_lookups: int = 0,
     names: Sequence[NameTotals] = (),
     health: SweepHealth | None = None,
+    gauges: BookGauges | None = None,
 ) -> bytes:
     """The exposition text (Prometheus text format 0.0.4), written by prometheus_client.
 
     The per-name families are written when ``names`` holds any, the sweep's when
-    ``health`` is given.
+    ``health`` is given, the streams' and workers' when ``gauges`` is.
     """
     tasks = GaugeMetricFamily(
         "asyncbook_tasks", "Tasks held in the book, by state.", labels=["state"]
@@ -205,6 +244,8 @@ def render_metrics(
         families += name_families(names)
     if health is not None:
         families += health_families(health)
+    if gauges is not None:
+        families += gauge_families(gauges)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(families))
     return generate_latest(registry)

@@ -18,8 +18,10 @@ import anyio.to_thread
 
 from .._book import AsyncBook
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
+from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
 from .._memory import MemoryBook
-from ..redis import AsyncRedisBook
+from ..redis import AsyncRedisBook, RedisBook
+from ..redis._gauges import gauges
 
 __all__ = [
     "BOOK_THREADS",
@@ -122,6 +124,19 @@ class SyncReader:
     stats = _awaited(ConsoleBook.stats)
     task_names = _awaited(ConsoleBook.task_names)
     name_totals = _awaited(ConsoleBook.name_totals)
+
+    async def gauges(
+        self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS
+    ) -> BookGauges | None:
+        """``AsyncRedisBook.gauges`` of a ``RedisBook`` (run on its engine: one round trip);
+        None for any other book (it has no streams nor workers to read)."""
+        book = self.book
+        if not isinstance(book, RedisBook):
+            return None
+        answer: BookGauges = await self.run_sync(
+            book.engine.run, gauges(book.layout, now_ms, within_ms)
+        )
+        return answer
 
     async def aclose(self) -> None:
         """Nothing to close: the book is the caller's."""

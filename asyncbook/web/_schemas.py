@@ -19,6 +19,7 @@ from .._models import STATE_NAMES, AsyncTask, GroupSummary, WireModel
 from .._reasons import Reason
 from ._cancel import MAX_REASON
 from ._console_api import DEFAULT_STATS_WINDOW_MS, MAX_PARAMETER
+from ._csv_export import CSV_ROWS_LIMIT
 from ._groups import GROUP_MEMBERS
 from ._sse import MAX_CURSOR
 
@@ -34,6 +35,7 @@ __all__ = [
     "ListingQuery",
     "LoginForm",
     "NameList",
+    "SearchCsvQuery",
     "SearchQuery",
     "StatsQuery",
     "StreamHeaders",
@@ -189,6 +191,14 @@ class SearchQuery(BaseModel):
     )
     limit: int = _limit(50, "Page size.")
     after: str | Absent = Field(None, description="The previous page's `nextAfter`.")
+
+
+class SearchCsvQuery(SearchQuery):
+    """A search downloaded as CSV (``/api/search.csv``): ``/api/search``'s parameters."""
+
+    limit: int = Field(
+        CSV_ROWS_LIMIT, ge=1, le=CSV_ROWS_LIMIT, description="Most rows in this download."
+    )
 
 
 class WorkersQuery(BaseModel):

@@ -17,6 +17,7 @@ from .._console import RUNTIME_BUCKETS_MS, SearchPage, TaskStats
 from .._models import AsyncTask, CallbackResult, DeliveryResult, ResumeResult
 from ._cancel import CANCEL_BODY_LIMIT
 from ._console_api import ConsoleApi
+from ._csv_export import NEXT_AFTER_HEADER, SEARCH_CSV_PATH, CsvExport
 from ._handlers import StatusApp
 from ._health import HEALTH_PATH, health_handler
 from ._login import LOGIN_BODY_LIMIT, Login
@@ -35,6 +36,7 @@ from ._schemas import (
     ListingQuery,
     LoginForm,
     NameList,
+    SearchCsvQuery,
     SearchQuery,
     StatsQuery,
     StreamHeaders,
@@ -90,6 +92,16 @@ _SEARCH_PAGE_HELP = (
     "`totalsExact` is false when they were counted over the first candidates "
     "only (a worker, id-prefix or time filter over many tasks)."
 )
+_SEARCH_CSV_HELP = (
+    "The search's filters and sort (as `/api/search`); `limit` bounds the download "
+    "(default and at most 10,000 rows). Cells a spreadsheet would run as a formula are "
+    "led by `'`. When more rows match, `X-Next-After` is the cursor to pass as `after` "
+    "for the next download."
+)
+_NEXT_AFTER: dict[str, Any] = {
+    "description": "The cursor of the rows past this download (absent on the last).",
+    "schema": {"type": "string"},
+}
 _STATS_HELP = (
     "One `minutes` entry per minute of the window, oldest first (zeros "
     "included). Runtime buckets are counts per upper bound in "
@@ -213,7 +225,7 @@ def _group_operations(status: StatusApp) -> Table:
     ]
 
 
-def _console_operations(console: ConsoleApi) -> Table:
+def _console_operations(console: ConsoleApi, export: CsvExport) -> Table:
     """The console's endpoints (only over a book that keeps task info)."""
     return [
         Operation.at(
@@ -226,6 +238,21 @@ def _console_operations(console: ConsoleApi) -> Table:
             },
             description=_SEARCH_PAGE_HELP,
             query=SearchQuery,
+        ),
+        Operation.at(
+            f"GET {SEARCH_CSV_PATH}",
+            export.search_csv,
+            "Download a search's tasks as CSV (the columns of `asyncbook ls --csv`)",
+            {
+                200: Answer(
+                    "The rows, under a header (`Content-Disposition: attachment`)",
+                    media="text/csv",
+                    headers={NEXT_AFTER_HEADER: _NEXT_AFTER},
+                ),
+                400: _json(Error, "A bad parameter; `field` names it"),
+            },
+            description=_SEARCH_CSV_HELP,
+            query=SearchCsvQuery,
         ),
         Operation.at(
             "GET /api/workers",
@@ -343,6 +370,6 @@ def route_table(status: StatusApp, login: Login) -> Table:
     if status.console:
         table += [Page("/workers", status.page("workers.html"))]
         table += [Page("/stats", status.page("stats.html"))]
-        table += _console_operations(ConsoleApi(status.reader))
+        table += _console_operations(ConsoleApi(status.reader), CsvExport(status.reader))
     document.update(openapi_document(e for e in table if isinstance(e, Operation)))
     return table

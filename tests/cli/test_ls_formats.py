@@ -12,7 +12,7 @@ from click.testing import Result
 
 from asyncbook import RedisBook
 from asyncbook._console import PublishInfo
-from asyncbook.cli._ls_output import CSV_COLUMNS, number_cell, safe_cell
+from asyncbook._task_csv import CSV_COLUMNS, number_cell, safe_cell
 
 from ..support.cli import run as run_cli
 

@@ -888,3 +888,40 @@ def test_the_page_shows_a_banner_while_the_sweep_stopped(
     shoot(page, tmp_path, "health-banner.png")
     sweep(book)  # the sweep runs again: the banner goes at the next check (every 5 s)
     page.wait_for_selector("#health-banner", state="hidden", timeout=10_000)
+
+
+def test_the_list_page_downloads_its_search_as_csv(server: Running, page: Any) -> None:
+    """The "Download CSV" link follows the filters and sort in the URL, and downloads
+    the rows the list shows; a book without task info has no link."""
+    seed_console(server.book)
+    page.goto(server.url + "/?name=thumbnail.render&sort=oldest")
+    thumbnails = ids_where(name="thumbnail.render")
+    wait_rows(page, thumbnails)
+    link = "#download-csv"
+    href = page.get_attribute(link, "href")
+    assert href == "/api/search.csv?name=thumbnail.render&sort=oldest"
+    assert page.get_attribute(link, "download") is not None
+    with page.expect_download() as download:
+        page.click(link)
+    text = Path(download.value.path()).read_text()
+    ids = [line.split(",", 1)[0] for line in text.splitlines()[1:]]
+    assert ids == sorted(
+        thumbnails, key=lambda i: -next(t for t in SEEDED if t.id == i).minutes_ago
+    )
+    page.select_option("#state", "failed")
+    page.wait_for_url(lambda url: "state=failed" in url)
+    wait_rows(page, ids_where(name="thumbnail.render", outcome="failed"))
+    href = page.get_attribute(link, "href") or ""
+    assert href.startswith("/api/search.csv?")
+    assert parse_qs(urlsplit(href).query) == {
+        "name": ["thumbnail.render"],
+        "state": ["failed"],
+        "sort": ["oldest"],
+    }
+    book = MemoryBook()
+    book.create(id="job", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    with BackgroundServer(book) as plain:
+        page.goto(plain.url.rstrip("/") + "/")
+        wait_rows(page, {"job"})
+        assert not page.is_visible(link)
+        page.goto("about:blank")

@@ -1,0 +1,79 @@
+"""``gauges``: what ``/metrics`` reads of a Redis book beyond its counts, in one pipelined
+round trip: the two notification streams' lengths (``XLEN``), their consumer groups
+(``XINFO GROUPS``: pending and lag) and the workers seen recently (``ZRANGE ... BYSCORE``
+on the workers' sorted set, newest first, bounded). A plan both books run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ResponseError
+
+from .._gauges import GAUGE_WORKERS_LIMIT, BookGauges, GroupBacklog
+from ..errors import invalid
+from ._plan import Pipeline, Plan, command
+from ._replies import text_of
+
+if TYPE_CHECKING:
+    from ._operations import BookLayout
+
+__all__ = ["gauges"]
+
+
+def gauges(book: BookLayout, now_ms: int, within_ms: int) -> Plan[BookGauges]:
+    """The streams, their consumer groups and the workers seen in the ``within_ms``
+    before ``now_ms`` (at most ``GAUGE_WORKERS_LIMIT``, most recently seen first)."""
+    if type(within_ms) is not int or within_ms <= 0:
+        raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
+    k = book.keys
+    streams = {"tasks": k.outbox, "groups": k.group_outbox}
+    requests = []
+    for key in streams.values():
+        requests += [command("xlen", key), command("xinfo_groups", key)]
+    requests.append(
+        command(
+            "zrange",
+            k.workers,
+            "+inf",
+            now_ms - within_ms,
+            desc=True,
+            byscore=True,
+            offset=0,
+            num=GAUGE_WORKERS_LIMIT,
+            withscores=True,
+        )
+    )
+    replies = yield Pipeline(requests, errors_as_replies=True)
+    lengths: dict[str, int] = {}
+    groups: list[GroupBacklog] = []
+    for n, stream in enumerate(streams):
+        length = int(_answer(replies[2 * n]))
+        lengths[stream] = length
+        groups += _groups(stream, length, replies[2 * n + 1])
+    workers = tuple((text_of(name), float(seen)) for name, seen in _answer(replies[-1]))
+    return BookGauges(lengths, tuple(groups), workers)
+
+
+def _answer(reply: Any) -> Any:
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def _groups(stream: str, length: int, reply: Any) -> list[GroupBacklog]:
+    """The groups of ``XINFO GROUPS``; none when the stream does not exist yet."""
+    if isinstance(reply, ResponseError) and "no such key" in str(reply).lower():
+        return []
+    infos: Sequence[dict[str, Any]] = _answer(reply)
+    return [
+        GroupBacklog(
+            stream=stream,
+            group=text_of(info["name"]),
+            pending=int(info["pending"]),
+            lag=None if info.get("lag") is None else int(info["lag"]),
+            length=length,
+        )
+        for info in infos
+    ]
