@@ -219,7 +219,7 @@ def _queue(name: str, replies: Sequence[Any], unacked: int) -> QueueSnapshot:
         ready=sum(priorities.values()),
         priorities=priorities,
         unacked=unacked,
-        oldest=oldest,
+        oldest=tuple(oldest),
     )
 
 
