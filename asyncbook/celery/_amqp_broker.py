@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kombu import Connection
+from kombu.exceptions import OperationalError
 
 from .._queues import (
     DEFAULT_OWN_QUEUE,
@@ -55,10 +56,14 @@ class AmqpBroker:
         asked = list(dict.fromkeys([own_queue, CELERY_DEFAULT_QUEUE, *named]))
         chosen = asked[:limit]
         connection = Connection(self._url, connect_timeout=self.timeout)
+        unreachable: tuple[type[BaseException], ...] = (
+            OperationalError,
+            *connection.connection_errors,
+        )
         try:
-            connection.ensure_connection(max_retries=1)
+            connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
             rows = [row for name in chosen if (row := self._queue(connection, name, own_queue))]
-        except connection.connection_errors as error:
+        except unreachable as error:
             raise BrokerUnreadableError(f"cannot read the broker: {error}") from None
         finally:
             connection.release()

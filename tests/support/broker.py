@@ -11,10 +11,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from celery import Celery
 from celery.contrib.testing.worker import start_worker
+from kombu import Connection, Exchange, Queue
 
 from asyncbook import AsyncBook
 from asyncbook.celery import install, uninstall
@@ -52,6 +54,27 @@ def amqp_answers() -> bool:
     except OSError:
         return False
     return True
+
+
+@contextmanager
+def amqp_queue() -> Iterator[str]:
+    """A queue of its own on the local RabbitMQ holding 3 messages, with one consumer
+    that holds one of them (prefetch 1) unacked; deleted afterwards."""
+    name = unique("amqp-q")
+    with Connection(AMQP_URL) as connection:
+        declared = Queue(name, Exchange(name, type="direct"), routing_key=name, auto_delete=False)
+        producer = connection.Producer()
+        for number in range(3):
+            producer.publish({"n": number}, exchange=declared.exchange, routing_key=name,
+                             declare=[declared])  # fmt: skip
+        consumer_channel: Any = connection.channel()  # kombu types the AMQP channel loosely
+        consumer_channel.basic_qos(0, 1, False)
+        consumer_channel.basic_consume(name, callback=lambda message: None, no_ack=False)
+        try:
+            yield name
+        finally:
+            consumer_channel.close()
+            declared.bind(connection.channel()).delete()
 
 
 def remove_queue(client: redis.Redis, name: str) -> None:
