@@ -25,9 +25,9 @@ from .._queues import (
     queues_report,
     read_broker,
 )
-from ..celery._amqp_broker import AmqpBroker
+from ..celery import AmqpBroker
 from ..errors import AsyncBookError
-from ..redis._broker import RedisBroker
+from ..redis import RedisBroker
 from ._console_units import span
 from ._context import GroupOptions, book_errors, emit_json, fail, json_option, rich_console
 

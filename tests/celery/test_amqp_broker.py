@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from asyncbook._queues import BrokerUnreadableError
-from asyncbook.celery._amqp_broker import AmqpBroker
+from asyncbook.celery import AmqpBroker
 
 from ..support.broker import AMQP_URL, amqp_answers, amqp_queue
 from ..support.celery import unique

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from asyncbook.redis._broker import RedisBroker
+from asyncbook.redis import RedisBroker
 
 from ..support.books import delete_namespace
 from ..support.broker import CONSUMED_SENT, PREFETCHED, BusyBroker, busy_broker
