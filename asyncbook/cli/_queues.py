@@ -25,7 +25,6 @@ from .._queues import (
     queues_report,
     read_broker,
 )
-from ..celery import AmqpBroker
 from ..errors import AsyncBookError
 from ..redis import RedisBroker
 from ._console_units import span
@@ -44,6 +43,8 @@ def broker_for(url: str | None) -> BrokerReader | None:
         if kind == "redis":
             return RedisBroker(url)
         if kind == "amqp":
+            from ..celery import AmqpBroker  # Celery's kombu, loaded only for an AMQP broker
+
             return AmqpBroker(url)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--broker") from None
