@@ -176,6 +176,9 @@ def _print(report: QueuesReport) -> None:
         console.print(f"unacked: {unacked.total}{sample}")
     if report.truncated:
         console.print(f"more queues than {len(report.queues)}: raise --limit or name them")
+    elif broker.configured and not broker.problem and not report.discovery_complete:
+        where = "AMQP lists no queues" if broker.kind == "amqp" else "the scan stopped at its cap"
+        console.print(f"{where}: name other queues with --queue")
     if broker.problem:
         console.print(broker.problem, markup=False)
     own = report.asyncbook

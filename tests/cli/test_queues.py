@@ -93,6 +93,8 @@ def test_an_amqp_broker_one_queue_at_a_time(book: RedisBook) -> None:
     row = next(queue for queue in answer["queues"] if queue["name"] == name)
     assert (row["ready"], row["consumers"], row["unacked"]) == (2, 1, None)
     assert row["oldestAgeMs"] is None
+    table = run(book, "queues", "--broker", AMQP_URL)
+    assert "AMQP lists no queues: name other queues with --queue" in table.output
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import redis
 
 from asyncbook import RedisBook
 from asyncbook._queues import BrokerUnreadableError
+from asyncbook.redis import _broker
 from asyncbook.redis._broker import RedisBroker, sub_queue
 
 from ..support.broker import (
@@ -112,6 +113,27 @@ def test_celery_plumbing_and_foreign_values_are_told_apart(broker: RedisBroker) 
         remove_queue(client, plain)
         client.delete(odd)
         client.srem("_kombu.binding.celery.pidbox", control)
+
+
+def test_the_scan_for_queues_stops_at_its_cap_and_says_so(
+    busy: BusyBroker, broker: RedisBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert broker.snapshot(own_queue=busy.own).discovery_complete
+    scans: list[int] = []
+    real = broker.client.scan
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        scans.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(broker.client, "scan", counted)
+    monkeypatch.setattr(_broker, "SCAN_COUNT", 1)
+    monkeypatch.setattr(_broker, "MAX_SCANS", 2)
+    snapshot = broker.snapshot([busy.consumed], own_queue=busy.own)
+    assert len(scans) == 2
+    assert not snapshot.discovery_complete
+    # The queues named are read all the same.
+    assert {queue.name: queue.ready for queue in snapshot.queues}[busy.consumed] == 3
 
 
 def test_a_broker_that_does_not_answer_is_unreadable() -> None:

@@ -49,10 +49,17 @@ function showQueues(answer) {
   lastSummary = text;
 }
 
-function showBroker(broker) {
+function discoveryText(answer) {
+  // Where the list may be partial: name the other queues in the URL (?queue=NAME).
+  if (answer.broker.problem || answer.discoveryComplete) return "";
+  if (answer.broker.kind === "amqp") return " AMQP lists no queues: add others with ?queue=NAME in the address.";
+  return " The scan for queues stopped at its cap: add others with ?queue=NAME in the address.";
+}
+
+function showBroker(broker, answer) {
   const node = document.getElementById("broker");
   if (!broker.configured) node.textContent = "No broker configured: start the server with --broker URL (or ASYNCBOOK_BROKER_URL) to see its queues.";
-  else node.textContent = "Broker " + broker.url + " (" + broker.kind + ")" + (broker.problem ? ": " + broker.problem : "");
+  else node.textContent = "Broker " + broker.url + " (" + broker.kind + ")" + (broker.problem ? ": " + broker.problem : "") + discoveryText(answer);
   node.classList.toggle("problem", Boolean(broker.configured && broker.problem));
 }
 
@@ -87,7 +94,7 @@ async function load() {
   try {
     const answer = await getJson("/api/queues" + location.search);
     document.getElementById("message").textContent = "";
-    showBroker(answer.broker);
+    showBroker(answer.broker, answer);
     showQueues(answer);
     showUnacked(answer.unacked);
     showOwn(answer.asyncbook);
