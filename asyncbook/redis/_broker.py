@@ -234,10 +234,11 @@ def _unacked_by_queue(
         try:
             _, exchange, routing_key = json.loads(raw)
         except (ValueError, TypeError):
-            unattributed += 1
-            continue
-        if not exchange:
-            queues = {routing_key} if isinstance(routing_key, str) else set()
+            exchange = routing_key = None
+        if not isinstance(exchange, str) or not isinstance(routing_key, str):
+            queues: set[str] = set()  # not kombu's [message, exchange, routing key]
+        elif not exchange:
+            queues = {routing_key}
         else:
             queues = set(routes.get(exchange, {}).get(routing_key, set()))
         if not queues:

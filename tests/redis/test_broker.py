@@ -136,6 +136,19 @@ def test_the_scan_for_queues_stops_at_its_cap_and_says_so(
     assert {queue.name: queue.ready for queue in snapshot.queues}[busy.consumed] == 3
 
 
+def test_unacked_entries_not_kombus_are_unattributed(broker: RedisBroker) -> None:
+    client = broker.client
+    tags = {unique("tag"): value for value in (b"not json", b'[{}, ["x"], "rk"]', b'{"a": 1}')}
+    for tag, value in tags.items():
+        client.hset("unacked", tag, value)
+    try:
+        snapshot = broker.snapshot()
+    finally:
+        client.hdel("unacked", *tags)
+    assert snapshot.unacked_exact  # (a broker holding fewer than 1,000 unacked messages)
+    assert snapshot.unacked_unattributed >= len(tags)
+
+
 def test_a_broker_that_does_not_answer_is_unreadable() -> None:
     reader = RedisBroker("redis://127.0.0.1:1/0", timeout=0.5)
     with pytest.raises(BrokerUnreadableError, match="cannot read the broker"):
