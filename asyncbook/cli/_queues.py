@@ -183,13 +183,14 @@ def _print(report: QueuesReport) -> None:
         console.print(broker.problem, markup=False)
     own = report.asyncbook
     health = own.health
-    sweep = "stopped" if health["sweepStopped"] else "running"
     age = health["lastSweepAgeMs"]
-    last = "never" if age is None else f"{span(age)} ago"
+    if age is None:
+        sweep = "never ran"
+    else:
+        sweep = f"{'stopped' if health['sweepStopped'] else 'running'} (last {span(age)} ago)"
     waiting = "" if own.ready is None else f", {own.ready} waiting"
     console.print(
-        f"asyncbook queue {own.queue}{waiting}; sweep {sweep} (last {last}), "
-        f"{health['overdueTasks']} overdue",
+        f"asyncbook queue {own.queue}{waiting}; sweep {sweep}, {health['overdueTasks']} overdue",
         markup=False,
     )
 

@@ -4,6 +4,7 @@ sweep's health; no broker, a broker down, bad options; ``serve --broker``'s opti
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -55,7 +56,7 @@ def test_the_table(book: RedisBook, busy: BusyBroker, monkeypatch: pytest.Monkey
     assert cells[5].endswith(("ms", "s"))
     assert any(line.strip().startswith("│ extra ") for line in lines)
     assert f"broker {CELERY_URL} (redis)" in result.output
-    assert f"asyncbook queue {busy.own}, 0 waiting; sweep" in result.output
+    assert f"asyncbook queue {busy.own}, 0 waiting; sweep " in result.output
 
 
 def test_without_a_broker_it_shows_asyncbooks_side(book: RedisBook) -> None:
@@ -67,7 +68,7 @@ def test_without_a_broker_it_shows_asyncbooks_side(book: RedisBook) -> None:
     assert answer["asyncbook"]["health"]["ok"] is True
     text = run(book, "queues")
     assert "no broker configured" in text.output
-    assert "asyncbook queue asyncbook; sweep" in text.output
+    assert "asyncbook queue asyncbook; sweep never ran, 0 overdue" in text.output
 
 
 def test_a_broker_that_does_not_answer_exits_1(book: RedisBook) -> None:
@@ -121,3 +122,18 @@ def test_serve_takes_the_broker_options(book: RedisBook) -> None:
     assert "--asyncbook-queue" in result.output
     bad = run(book, "serve", "--asyncbook-queue", unique("q") + "\n", "--port", "0")
     assert bad.exit_code == 2
+
+
+def test_the_sweeps_health_as_the_health_check_reads_it(book: RedisBook) -> None:
+    now = book.now_ms()
+    book.record_sweep(now - 2_000)
+    # The book's clock moves on between the two reads: a second may tick.
+    running = r"sweep running \(last [23]\.[0-9] s ago\), 0 overdue"
+    assert re.search(running, run(book, "queues").output)
+    book.create(id="late", now_ms=now - 90_000, ttl_ms=1_000, max_attempts=1)
+    book.record_sweep(now - 60_000)
+    result = run(book, "queues", "--json")
+    health = json.loads(result.output)["asyncbook"]["health"]
+    assert (health["ok"], health["overdueTasks"], health["sweepStopped"]) == (False, 1, True)
+    stopped = r"sweep stopped \(last 1m( 0[0-9]s)? ago\), 1 overdue"
+    assert re.search(stopped, run(book, "queues").output)

@@ -95,7 +95,7 @@ def busy_broker(book: AsyncBook, own: str | None = None) -> Iterator[BusyBroker]
     unacked) and one per ``PRIORITIES_SENT`` to another (nobody consumes it); afterwards
     the worker stops and the queues are removed."""
     own = own or unique("own")
-    busy = BusyBroker(unique("qa"), unique("qb"), own, int(time.time() * 1000))
+    busy = BusyBroker(unique("render"), unique("urgent"), own, int(time.time() * 1000))
     app = Celery(unique("queues"), broker=CELERY_URL, backend=None, set_as_current=False)
     app.conf.update(
         task_acks_late=True,

@@ -78,7 +78,7 @@ function showOwn(own) {
   const items = [
     ["Queue", own.queue],
     ["Waiting", numberText(own.ready)],
-    ["Sweep", health.sweepStopped ? "stopped" : "running"],
+    ["Sweep", !health.sweepStopped ? "running" : health.lastSweepMs === null ? "never ran" : "stopped"],
     ["Last sweep", last],
     ["Overdue tasks", String(health.overdueTasks)],
   ];
