@@ -33,7 +33,8 @@ _UNREADABLE = "AMQP lets no message be looked at without taking it"
 
 
 class AmqpBroker:
-    """Reads queues of a Celery broker on AMQP (``amqp://``, ``amqps://``)."""
+    """Reads queues of a Celery broker on AMQP (``amqp://``, ``amqps://``); a URL that
+    cannot be read is a ``ValueError`` at once."""
 
     kind = "amqp"
 
@@ -41,6 +42,7 @@ class AmqpBroker:
         self.url = shown_url(url)
         self._url = url
         self.timeout = timeout
+        Connection(url).release()  # a URL kombu cannot read is a ValueError here, not later
 
     def close(self) -> None:
         """Nothing kept open: each read connects and closes."""

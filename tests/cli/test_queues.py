@@ -106,6 +106,8 @@ def test_an_amqp_broker_one_queue_at_a_time(book: RedisBook) -> None:
         ("--asyncbook-queue", ""),
         ("--limit", "0"),
         ("--broker", "redis://127.0.0.1:notaport/0"),
+        ("--broker", "amqp://guest:guest@127.0.0.1:notaport//"),
+        ("--broker", "amqp://[::1//"),
         tuple(arg for n in range(51) for arg in ("--queue", f"q{n}")),
     ],
 )

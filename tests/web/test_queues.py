@@ -11,10 +11,19 @@ from typing import Any
 import httpx
 import pytest
 
+from asyncbook.celery import AmqpBroker
 from asyncbook.redis import RedisBroker
 
 from ..support.books import delete_namespace
-from ..support.broker import CONSUMED_SENT, PREFETCHED, BusyBroker, busy_broker
+from ..support.broker import (
+    AMQP_URL,
+    CONSUMED_SENT,
+    PREFETCHED,
+    BusyBroker,
+    amqp_answers,
+    amqp_queue,
+    busy_broker,
+)
 from ..support.celery import CELERY_URL, unique
 from ..support.web_server import Running, assert_error, running_server
 
@@ -149,6 +158,22 @@ def test_a_broker_that_does_not_answer_is_said_not_an_error() -> None:
     broker = response.json()["broker"]
     assert broker["url"] == "redis://:***@127.0.0.1:1/0"
     assert broker["problem"].startswith("cannot read the broker")
+
+
+@pytest.mark.skipif(not amqp_answers(), reason="no RabbitMQ on 127.0.0.1:5672")
+def test_an_amqp_broker_the_queues_named() -> None:
+    with (
+        amqp_queue() as name,
+        running_server(broker=AmqpBroker(AMQP_URL)) as server,
+        httpx.Client(base_url=server.url) as client,
+    ):
+        answer = client.get("/api/queues", params={"queue": name}).json()
+    row = _queues(answer)[name]
+    assert (row["ready"], row["consumers"], row["unacked"], row["priorities"]) == (2, 1, None, {})
+    assert row["oldestNote"] == "AMQP lets no message be looked at without taking it"
+    assert answer["broker"]["kind"] == "amqp"
+    assert answer["discoveryComplete"] is False
+    assert answer["unacked"] == {"total": None, "exact": False, "unattributed": 0}
 
 
 def test_many_requests_share_one_read_a_second(
