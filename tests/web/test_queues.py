@@ -11,8 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from asyncbook import MemoryBook
 from asyncbook.celery import AmqpBroker
 from asyncbook.redis import RedisBroker
+from asyncbook.web import BackgroundServer
 
 from ..support.books import delete_namespace
 from ..support.broker import (
@@ -199,3 +201,23 @@ def test_the_route_is_documented(client: httpx.Client) -> None:
     assert set(operation["responses"]) >= {"200", "400"}
     schema = document["components"]["schemas"]["QueuesReport"]
     assert {"broker", "queues", "unacked", "asyncbook", "truncated"} <= set(schema["properties"])
+
+
+def test_the_queues_need_the_token_and_a_book_that_keeps_info() -> None:
+    token = "q" * 24
+    with (
+        running_server(token=token) as server,
+        httpx.Client(base_url=server.url, timeout=10) as client,
+    ):
+        assert client.get("/api/queues").status_code == 401
+        good = {"Authorization": "Bearer " + token}
+        assert client.get("/api/queues", headers=good).status_code == 200
+        page = client.get("/queues")
+        assert page.status_code == 303
+        assert page.headers["location"].startswith("/login")
+    with (
+        BackgroundServer(MemoryBook()) as memory,
+        httpx.Client(base_url=memory.url.rstrip("/"), timeout=10) as client,
+    ):
+        assert client.get("/api/queues").status_code == 404
+        assert client.get("/queues").status_code == 404
