@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .._queues import (
     DEFAULT_OWN_QUEUE,
@@ -109,8 +111,12 @@ class RedisBroker:
 
     def __init__(self, url: str, *, timeout: float = TIMEOUT_S) -> None:
         self.url = shown_url(url)
+        # No retry: a broker that does not answer is said at once, not after backoffs.
         self.client: redis.Redis = redis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
         )
 
     def close(self) -> None:
