@@ -241,7 +241,7 @@ class QueuesReport(WireModel):
 
 
 def _oldest(
-    queue: QueueSnapshot, created: Mapping[str, float], now_ms: int
+    queue: QueueSnapshot, created: Mapping[str, float | None], now_ms: int
 ) -> tuple[str | None, int | None, str | None]:
     """(task id, age, note) of the queue's oldest message: the oldest of its sub-queues'."""
     if not queue.oldest:
@@ -250,13 +250,19 @@ def _oldest(
         return None, None, queue.oldest_note or "not readable"
     best: tuple[str | None, int | None, str | None] = (None, None, None)
     for message in queue.oldest:
-        sent = created.get(message.task_id or "", message.sent_ms)
+        task_id = message.task_id or ""
+        sent = created.get(task_id) if message.sent_ms is None else message.sent_ms
         if sent is not None:
             age = max(0, int(now_ms - sent))
             if best[1] is None or age > best[1]:
                 best = (message.task_id, age, None)
         elif best[1] is None:
-            note = message.note or "an untracked task (not in the book)"
+            if message.note is not None:
+                note = message.note
+            elif task_id in created:
+                note = "an untracked task (not in the book)"
+            else:
+                note = f"not looked up (the first {MAX_AGE_LOOKUPS} queues' only)"
             best = (message.task_id, None, note)
     return best
 
@@ -265,11 +271,12 @@ def queues_report(
     snapshot: BrokerSnapshot | None,
     broker: BrokerState,
     health: SweepHealth,
-    created: Mapping[str, float],
+    created: Mapping[str, float | None],
     own_queue: str = DEFAULT_OWN_QUEUE,
 ) -> QueuesReport:
     """The report from a broker read (None: not read, ``broker.problem`` says why), the
-    book's creation times of the oldest messages' tasks, and the sweep's health."""
+    book's creation times of the oldest messages' tasks (each id looked up, None when
+    the book does not hold it; see ``oldest_task_ids``), and the sweep's health."""
     now = health.now_ms
     rows = []
     own_ready: int | None = None

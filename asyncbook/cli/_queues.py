@@ -131,11 +131,10 @@ def queues(
     with book_errors():
         book = settings.book
         health = sweep_health(book)
-        created = {}
+        created: dict[str, float | None] = {}
         for task_id in oldest_task_ids(snapshot):
             info = book.info(task_id)
-            if info is not None and info.created_at_ms is not None:
-                created[task_id] = info.created_at_ms
+            created[task_id] = None if info is None else info.created_at_ms
     report = queues_report(snapshot, state, health, created, own_queue)
     if as_json:
         emit_json(report.to_wire())

@@ -101,8 +101,8 @@ class QueuesApi:
             self._reads[key] = (time.monotonic(), answer)
             return answer
 
-    async def _created(self, ids: Sequence[str]) -> Mapping[str, float]:
-        """When the book created each of these tasks (the ones it tracks)."""
+    async def _created(self, ids: Sequence[str]) -> Mapping[str, float | None]:
+        """When the book created each of these tasks (None: it does not hold it)."""
         gate = asyncio.Semaphore(_LOOKUPS_AT_ONCE)
 
         async def created(task_id: str) -> float | None:
@@ -111,4 +111,4 @@ class QueuesApi:
             return None if info is None else info.created_at_ms
 
         found = await asyncio.gather(*(created(task_id) for task_id in ids))
-        return {task_id: ms for task_id, ms in zip(ids, found, strict=True) if ms is not None}
+        return dict(zip(ids, found, strict=True))
