@@ -15,6 +15,7 @@ from asyncbook import MemoryBook
 from asyncbook.celery import AmqpBroker
 from asyncbook.redis import RedisBroker
 from asyncbook.web import BackgroundServer
+from asyncbook.web import _queues as web_queues
 
 from ..support.books import delete_namespace
 from ..support.broker import (
@@ -189,9 +190,15 @@ def test_many_requests_share_one_read_a_second(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(broker, "snapshot", counted)
+    monkeypatch.setattr(web_queues, "REUSE_SECONDS", 60.0)  # however slow the machine
     for _ in range(5):
         assert client.get("/api/queues").status_code == 200
     assert len(reads) == 1
+    client.get("/api/queues", params={"limit": "5"})  # another question: another read
+    assert len(reads) == 2
+    monkeypatch.setattr(web_queues, "REUSE_SECONDS", 0.0)
+    client.get("/api/queues")
+    assert len(reads) == 3
 
 
 def test_the_route_is_documented(client: httpx.Client) -> None:
