@@ -70,6 +70,7 @@ def broker_options(command: Callable[..., Any]) -> Callable[..., Any]:
         "--asyncbook-queue",
         "own_queue",
         envvar="ASYNCBOOK_QUEUE",
+        metavar="NAME",
         default=DEFAULT_OWN_QUEUE,
         show_default=True,
         callback=_queue_name,
@@ -117,8 +118,9 @@ def queues(
     """Show the broker's queues: messages waiting (per priority on Redis), unacked, the
     oldest waiting task's age; and asyncbook's own queue with the sweep's health.
 
-    Redis brokers are read in one round trip; AMQP brokers one queue at a time (the
-    queues named, celery and asyncbook's own). Exits 1 when the broker cannot be read.
+    On Redis every queue found (a bounded SCAN of kombu's bindings) is read in one
+    pipelined round trip; on AMQP one queue at a time (the queues named, celery and
+    asyncbook's own). Exits 1 when the broker cannot be read.
     """
     if len(named) > MAX_NAMED_QUEUES:
         raise click.BadParameter(f"at most {MAX_NAMED_QUEUES} times", param_hint="--queue")
