@@ -13,7 +13,7 @@ from asyncbook.celery import AmqpBroker
 from ..support.broker import AMQP_URL, amqp_answers, amqp_queue
 from ..support.celery import unique
 
-pytestmark = pytest.mark.skipif(not amqp_answers(), reason="no RabbitMQ on 127.0.0.1:5672")
+pytestmark = pytest.mark.skipif(not amqp_answers(), reason="no RabbitMQ at ASYNCBOOK_TEST_AMQP_URL")
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ waits); and the local RabbitMQ for the AMQP reader."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
@@ -24,8 +26,9 @@ from asyncbook.redis._broker import PRIORITY_STEPS, UNACKED_KEY, sub_queue
 
 from .celery import CELERY_URL, unique, wait_for
 
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
-"""The local RabbitMQ (the AMQP reader's tests skip when it does not answer)."""
+AMQP_URL = os.environ.get("ASYNCBOOK_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
+"""The local RabbitMQ, RabbitMQ's default user (the AMQP tests skip when it does not
+answer)."""
 
 PREFETCHED = 2
 """Messages the worker holds unacked: one running (it waits), one prefetched."""
@@ -49,8 +52,9 @@ class BusyBroker:
 
 def amqp_answers() -> bool:
     """Whether the local RabbitMQ takes connections."""
+    where = urlsplit(AMQP_URL)
     try:
-        socket.create_connection(("127.0.0.1", 5672), timeout=1).close()
+        socket.create_connection((where.hostname, where.port or 5672), timeout=1).close()
     except OSError:
         return False
     return True

@@ -163,7 +163,7 @@ def test_a_broker_that_does_not_answer_is_said_not_an_error() -> None:
     assert broker["problem"].startswith("cannot read the broker")
 
 
-@pytest.mark.skipif(not amqp_answers(), reason="no RabbitMQ on 127.0.0.1:5672")
+@pytest.mark.skipif(not amqp_answers(), reason="no RabbitMQ at ASYNCBOOK_TEST_AMQP_URL")
 def test_an_amqp_broker_the_queues_named() -> None:
     with (
         amqp_queue() as name,
