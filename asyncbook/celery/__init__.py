@@ -13,6 +13,7 @@ book = book_of(app)  # the book install(app) writes to
 ```
 """
 
+from ._amqp_broker import AmqpBroker
 from ._backend import AsyncBookBackend, AsyncBookSentinelBackend, TaskEndedInBook, TaskExpired
 from ._controls import apply_group, cancel, last_cursor
 from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration
@@ -45,4 +46,5 @@ __all__ = [
     "default_result_ref",
     "CREATED_HEADER",
     "DEADLINE_HEADER",
+    "AmqpBroker",
 ]

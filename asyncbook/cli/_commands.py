@@ -36,6 +36,8 @@ from ._context import (
     task_or_exit,
 )
 from ._monitoring_cmds import monitoring
+from ._queues import COMMANDS as QUEUE_COMMANDS
+from ._queues import broker_for, broker_options
 from ._stream import follow_stream
 
 __all__ = ["cli", "main"]
@@ -353,6 +355,7 @@ def consume(
     "(default: env FORWARDED_ALLOW_IPS, or 127.0.0.1).",
 )
 @click.option("--log-level", default="info", show_default=True)
+@broker_options
 @click.pass_obj
 def serve(
     settings: GroupOptions,
@@ -363,8 +366,11 @@ def serve(
     proxy_headers: bool,
     forwarded_allow_ips: str | None,
     log_level: str,
+    broker_url: str | None,
+    own_queue: str,
 ) -> None:
-    """Serve the JSON API, task streams, /metrics and the status page."""
+    """Serve the JSON API, task streams, /metrics and the status page (and with --broker
+    the broker's queues on /queues)."""
     from ..redis import AsyncRedisBook
     from ..web import feed_for
     from ..web import serve as run_server
@@ -373,6 +379,7 @@ def serve(
     # included); the change feed follows the book's own client.
     served = AsyncRedisBook.from_url(settings.redis_url, namespace=settings.namespace)
     feed = feed_for(settings.book)
+    broker = broker_for(broker_url)
     try:
         run_server(
             served,
@@ -385,11 +392,16 @@ def serve(
             allowed_hosts=allowed_hosts,
             proxy_headers=proxy_headers,
             forwarded_allow_ips=forwarded_allow_ips,
+            broker=broker,
+            own_queue=own_queue,
         )
     except AsyncBookError as error:
         option_of_field = {"token": "--token", "allowedHosts": "--allowed-host"}
         hint = option_of_field.get(error.field or "", "--host")
         raise click.BadParameter(error.message, param_hint=hint) from None
+    finally:
+        if broker is not None:
+            broker.close()
 
 
 @cli.command()
@@ -467,7 +479,7 @@ def doctor(settings: GroupOptions, app_name: str | None, timeout: float, as_json
         raise SystemExit(1)
 
 
-for _command in (*TASK_COMMANDS, *STATS_COMMANDS, monitoring):
+for _command in (*TASK_COMMANDS, *STATS_COMMANDS, *QUEUE_COMMANDS, monitoring):
     cli.add_command(_command)
 
 

@@ -8,6 +8,7 @@ shares one hash tag, so the same scripts run on Redis Cluster.
 from ._async_book import AsyncRedisBook
 from ._async_changes import changes
 from ._book import RedisBook
+from ._broker import RedisBroker
 from ._changes import Change, follow_changes, follow_task, parse_change
 from ._connection import (
     DEFAULT_REDIS_URL,
@@ -25,6 +26,8 @@ __all__ = [
     "AsyncRedisBook",
     "KeySchema",
     "escape_id",
+    # a Celery broker on Redis, read (the console's queues)
+    "RedisBroker",
     # the caller's own scripts (apply_many_then, apply_in_script)
     "BookScript",
     "EventOutcome",

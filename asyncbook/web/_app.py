@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from .._book import AsyncBook
+from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import AsyncBookError, BookUnavailableError
 from ._auth import TokenAuth, check_token
 from ._feed import Change, ChangeFeed, LocalChangeFeed
@@ -27,6 +28,7 @@ from ._handlers import StatusApp, book_error
 from ._hosts import HostCheck, allowed_host_names
 from ._hub import Hub
 from ._login import Login, LoginThrottle, Sessions
+from ._queues import QueuesApi
 from ._reader import Reader, close_reader, reader_for
 from ._responses import error_response
 from ._routes import open_paths, page_paths, starlette_routes
@@ -71,6 +73,8 @@ def create_app(
     token: str | None = None,
     keepalive: float = KEEPALIVE_SECONDS,
     allowed_hosts: Iterable[str] = (),
+    broker: BrokerReader | None = None,
+    own_queue: str = DEFAULT_OWN_QUEUE,
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
@@ -80,6 +84,10 @@ def create_app(
     With ``token`` set (16 characters at least) every path but ``/metrics`` (and the
     sign-in form) needs it. Requests are answered only when their ``Host`` is a loopback
     name or one of ``allowed_hosts`` (``*.example.com`` matches subdomains).
+
+    ``broker`` (``asyncbook.redis.RedisBroker``, or ``asyncbook.celery.AmqpBroker``) is
+    read by ``/api/queues`` and the queues page, beside ``own_queue`` (the Celery setting
+    ``asyncbook_queue``); it stays the caller's to close.
     """
     check_token(token)
     hosts = allowed_host_names(allowed_hosts)
@@ -111,7 +119,8 @@ def create_app(
             await close_reader(reader, book)
 
     throttle = LoginThrottle()
-    table = route_table(status, Login(token or "", throttle))
+    queues = QueuesApi(reader, broker, own_queue, with_info=status.console)
+    table = route_table(status, Login(token or "", throttle), queues)
     routes: list[BaseRoute] = starlette_routes(table, signin=bool(token))
     static = StaticFiles(packages=[("asyncbook.web", "static")])
     routes.append(Mount("/static", static, name="static"))

@@ -21,7 +21,7 @@ class Shelled(NamedTuple):
     scripts: tuple[str, ...]
 
 
-NAV = (("/", "Tasks"), ("/workers", "Workers"), ("/stats", "Stats"))
+NAV = (("/", "Tasks"), ("/workers", "Workers"), ("/stats", "Stats"), ("/queues", "Queues"))
 """The console's navigation: path and label."""
 _SHELLED = {
     "index.html": Shelled("tasks", "/", ("index.js",)),
@@ -29,6 +29,7 @@ _SHELLED = {
     "group.html": Shelled("group", None, ("group.js",)),
     "workers.html": Shelled("workers", "/workers", ("workers.js",)),
     "stats.html": Shelled("stats", "/stats", ("charts.js", "stats.js")),
+    "queues.html": Shelled("queues", "/queues", ("queues.js",)),
 }
 PAGES = frozenset({*_SHELLED, "login.html"})
 

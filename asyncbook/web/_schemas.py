@@ -16,6 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 from .._checks import MAX_PAGE
 from .._console import TaskInfo, WorkerSummary
 from .._models import STATE_NAMES, AsyncTask, GroupSummary, WireModel
+from .._queues import MAX_NAMED_QUEUES, MAX_QUEUE_NAME, MAX_QUEUES
 from .._reasons import Reason
 from ._cancel import MAX_REASON
 from ._console_api import DEFAULT_STATS_WINDOW_MS, MAX_PARAMETER
@@ -36,6 +37,7 @@ __all__ = [
     "LoginForm",
     "NameList",
     "SearchCsvQuery",
+    "QueuesQuery",
     "SearchQuery",
     "StatsQuery",
     "StreamHeaders",
@@ -216,6 +218,18 @@ class StatsQuery(BaseModel):
         description=f"How far back, from 1m to 24h (default {DEFAULT_STATS_WINDOW_MS} ms, 1h).",
         json_schema_extra=_DURATION,
     )
+
+
+class QueuesQuery(BaseModel):
+    queue: list[Annotated[str, Field(min_length=1, max_length=MAX_QUEUE_NAME)]] | Absent = Field(
+        None,
+        max_length=MAX_NAMED_QUEUES,
+        description=(
+            "A queue to show besides those found (repeatable, at most "
+            f"{MAX_NAMED_QUEUES}; no control characters)."
+        ),
+    )
+    limit: int = Field(MAX_QUEUES, ge=1, le=MAX_QUEUES, description="Most queues listed.")
 
 
 class CursorQuery(BaseModel):

@@ -10,6 +10,7 @@ from typing import Any
 import uvicorn
 
 from .._book import AsyncBook
+from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import invalid
 from ..redis import RedisBook
 from ._app import create_app
@@ -84,15 +85,21 @@ def serve(
     allowed_hosts: Iterable[str] = (),
     proxy_headers: bool = False,
     forwarded_allow_ips: str | list[str] | None = None,
+    broker: BrokerReader | None = None,
+    own_queue: str = DEFAULT_OWN_QUEUE,
 ) -> None:
     """Serve until interrupted; without ``token`` only a loopback ``host`` is allowed.
 
     ``allowed_hosts`` are the names clients may reach it by besides loopback names (and
     ``host`` itself); ``proxy_headers`` trusts ``X-Forwarded-For``/``-Proto`` from
-    ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS).
+    ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS);
+    ``broker`` and ``own_queue`` are ``create_app``'s (the queues page).
     """
     check_bind(host, token)
-    app = create_app(book, feed, token=token, allowed_hosts=_with_bind_name(host, allowed_hosts))
+    names = _with_bind_name(host, allowed_hosts)
+    app = create_app(
+        book, feed, token=token, allowed_hosts=names, broker=broker, own_queue=own_queue
+    )
     server = _server(app, host, port, log_level, proxy_headers, forwarded_allow_ips)
     if on_ready is not None:
         on_ready(_url(host, port))
@@ -119,10 +126,20 @@ class BackgroundServer:
         allowed_hosts: Iterable[str] = (),
         proxy_headers: bool = False,
         forwarded_allow_ips: str | list[str] | None = None,
+        broker: BrokerReader | None = None,
+        own_queue: str = DEFAULT_OWN_QUEUE,
     ) -> None:
         check_bind(host, token)
         names = _with_bind_name(host, allowed_hosts)
-        self.app = create_app(book, feed, token=token, keepalive=keepalive, allowed_hosts=names)
+        self.app = create_app(
+            book,
+            feed,
+            token=token,
+            keepalive=keepalive,
+            allowed_hosts=names,
+            broker=broker,
+            own_queue=own_queue,
+        )
         self._server = _server(self.app, host, port, log_level, proxy_headers, forwarded_allow_ips)
         self._host = host
         self._thread = threading.Thread(target=self._server.run, daemon=True, name="asyncbook-web")

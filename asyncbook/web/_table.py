@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from .._console import RUNTIME_BUCKETS_MS, SearchPage, TaskStats
 from .._models import AsyncTask, CallbackResult, DeliveryResult, ResumeResult
+from .._queues import MAX_QUEUES, QueuesReport
 from ._cancel import CANCEL_BODY_LIMIT
 from ._console_api import ConsoleApi
 from ._csv_export import NEXT_AFTER_HEADER, SEARCH_CSV_PATH, CsvExport
@@ -23,6 +24,7 @@ from ._health import HEALTH_PATH, health_handler
 from ._login import LOGIN_BODY_LIMIT, Login
 from ._openapi import openapi_document
 from ._paths import GROUP_PAGES, GROUPS, TASKS
+from ._queues import REUSE_SECONDS, QueuesApi
 from ._routes import ERROR, SSE, Answer, Operation, Page
 from ._schemas import (
     CancelRefusal,
@@ -36,6 +38,7 @@ from ._schemas import (
     ListingQuery,
     LoginForm,
     NameList,
+    QueuesQuery,
     SearchCsvQuery,
     SearchQuery,
     StatsQuery,
@@ -107,6 +110,20 @@ _STATS_HELP = (
     "included). Runtime buckets are counts per upper bound in "
     f"`runtimeBucketsMs` ({', '.join(map(str, RUNTIME_BUCKETS_MS))} ms), "
     "then the rest."
+)
+_QUEUES_HELP = (
+    "The queues the broker has bindings for (a Redis broker: kombu's `_kombu.binding.*` "
+    "sets, found with a bounded SCAN; an AMQP broker: the queues named), plus every "
+    "`queue` named and asyncbook's own, at most `limit` "
+    f"(`truncated` says when more were found; at most {MAX_QUEUES}). On Redis the lengths, "
+    "priority sub-queues, oldest messages and unacked messages are read in one pipelined "
+    "round trip; the per-queue `unacked` counts come from at most 1,000 unacked messages "
+    "(`unacked.exact` says whether that was all of them; `unacked.total` is exact). "
+    "`oldestAgeMs` is how long ago the book created the oldest waiting message's task "
+    "(null for an untracked task, with `oldestNote` saying why). A read of the broker "
+    f"answers the same question again for {REUSE_SECONDS:g} s. Without a broker, or one "
+    "that does not answer, `broker.problem` says why and `asyncbook` still carries the "
+    "sweep's health (as `/api/health`)."
 )
 _HEALTH_HELP = (
     "`ok` is false while tasks are past their deadline and no sweep ran for "
@@ -225,9 +242,20 @@ def _group_operations(status: StatusApp) -> Table:
     ]
 
 
-def _console_operations(console: ConsoleApi, export: CsvExport) -> Table:
+def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesApi) -> Table:
     """The console's endpoints (only over a book that keeps task info)."""
     return [
+        Operation.at(
+            "GET /api/queues",
+            queues.queues,
+            "The broker's queues: ready, per priority, unacked, the oldest's age",
+            {
+                200: _json(QueuesReport, "The queues, and asyncbook's own with the sweep"),
+                400: _json(Error, "A bad `queue` or `limit`; `field` names it"),
+            },
+            description=_QUEUES_HELP,
+            query=QueuesQuery,
+        ),
         Operation.at(
             "GET /api/search",
             console.search,
@@ -321,9 +349,9 @@ def _signin_operations(login: Login) -> Table:
     ]
 
 
-def route_table(status: StatusApp, login: Login) -> Table:
+def route_table(status: StatusApp, login: Login, queues: QueuesApi) -> Table:
     """Every route of a server over ``status``'s book; ``login``'s are mounted only when
-    the server has a token (and documented always)."""
+    the server has a token (and documented always); ``queues`` reads the broker."""
     document: dict[str, Any] = {}
 
     async def openapi(request: Request) -> Response:
@@ -370,6 +398,8 @@ def route_table(status: StatusApp, login: Login) -> Table:
     if status.console:
         table += [Page("/workers", status.page("workers.html"))]
         table += [Page("/stats", status.page("stats.html"))]
-        table += _console_operations(ConsoleApi(status.reader), CsvExport(status.reader))
+        table += [Page("/queues", status.page("queues.html"))]
+        export = CsvExport(status.reader)
+        table += _console_operations(ConsoleApi(status.reader), export, queues)
     document.update(openapi_document(e for e in table if isinstance(e, Operation)))
     return table

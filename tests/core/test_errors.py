@@ -23,6 +23,7 @@ from asyncbook import (
     UnknownTaskError,
     UnsupportedServerError,
 )
+from asyncbook._queues import BrokerUnreadableError
 from asyncbook._sinks import SinkError
 from asyncbook.celery import TaskCancelled, TaskEndedInBook, TaskExpired
 from asyncbook.cli._demo_app import TransientError
@@ -93,6 +94,7 @@ SAMPLES: list[BaseException] = [
     TaskExpired("task t-1 ended after its deadline: it expired"),
     TaskEndedInBook("task t-1 had already ended failed"),
     SinkError("http://sink answered 500"),
+    BrokerUnreadableError("cannot read the broker: connection refused"),
     TransientError("upstream busy (attempt 1)"),  # the demo's task retries on it
 ]
 

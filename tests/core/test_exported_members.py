@@ -78,6 +78,7 @@ EXPORTS = {
         "EventOutcome",
         "KeySchema",
         "RedisBook",
+        "RedisBroker",
         "RedisUnavailableError",
         "ScriptedEvents",
         "changes",
@@ -90,6 +91,7 @@ EXPORTS = {
         "retry_policy",
     ],
     "asyncbook.celery": [
+        "AmqpBroker",
         "AsyncBookBackend",
         "AsyncBookSentinelBackend",
         "CREATED_HEADER",

@@ -26,6 +26,10 @@ def readme_namespaces() -> Iterator[None]:
     namespaces = {key.decode().split("}")[0][1:] for key in client.scan_iter(match="{readme-*")}
     for namespace in namespaces:
         delete_namespace(client, namespace)
+    # The queues the snippets publish to (docs/queues.md): their lists and kombu's bindings.
+    for pattern in ("readme-*", "_kombu.binding.readme-*", "_kombu.binding_permanent.readme-*"):
+        for key in client.scan_iter(match=pattern):
+            client.delete(key)
     client.close()
 
 

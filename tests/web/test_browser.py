@@ -25,8 +25,11 @@ from asyncbook import (
     SucceedEvent,
     sweep,
 )
+from asyncbook.redis import RedisBroker
 from asyncbook.web import BackgroundServer
 
+from ..support.broker import CONSUMED_SENT, PREFETCHED, busy_broker
+from ..support.celery import CELERY_URL, unique
 from ..support.web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
@@ -925,3 +928,52 @@ def test_the_list_page_downloads_its_search_as_csv(server: Running, page: Any) -
         wait_rows(page, {"job"})
         assert not page.is_visible(link)
         page.goto("about:blank")
+
+
+def test_queues_page_shows_the_brokers_queues_and_asyncbooks_own(page: Any, tmp_path: Path) -> None:
+    own = unique("asyncbook")
+    broker = RedisBroker(CELERY_URL)
+    with (
+        running_server(broker=broker, own_queue=own) as server,
+        busy_broker(server.book, own) as busy,
+    ):
+        page.set_viewport_size({"width": 1100, "height": 600})
+        page.goto(server.url + "/queues")
+        row = f'#queues tr[data-queue="{busy.consumed}"]'
+        page.wait_for_selector(row)
+        cells = {key: page.inner_text(f"{row} .{key}") for key in ("ready", "unacked")}
+        assert cells == {"ready": str(CONSUMED_SENT - PREFETCHED), "unacked": str(PREFETCHED)}
+        prioritized = f'#queues tr[data-queue="{busy.prioritized}"]'
+        assert page.inner_text(f"{prioritized} .priorities") == "0: 1, 3: 1, 9: 2"
+        oldest = page.get_attribute(f"{row} .oldest a", "href")
+        assert oldest == f"/task?id={busy.consumed_ids[PREFETCHED]}"
+        assert "asyncbook" in page.inner_text(f'#queues tr[data-queue="{own}"] th')
+        assert page.inner_text('#own dd[data-term="Queue"]') == own
+        assert page.inner_text('#own dd[data-term="Overdue tasks"]') == "0"
+        assert "(redis)" in page.inner_text("#broker")
+        assert "waiting" in page.inner_text("#found")
+        assert page.get_attribute("#found", "aria-live") == "polite"
+        assert page.get_attribute('header nav a[href="/queues"]', "aria-current") == "page"
+        shoot(page, tmp_path, "queues.png")
+        # Read again every few seconds: a message sent now shows up without a reload.
+        broker.client.lpush(busy.prioritized, b"{}")
+        page.wait_for_function(
+            "([selector, n]) => document.querySelector(selector).textContent === n",
+            arg=[f"{prioritized} .ready", "5"],
+            timeout=10_000,
+        )
+        # On a phone the table turns into blocks: nothing is wider than the screen.
+        page.set_viewport_size({"width": 390, "height": 800})
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390
+        page.goto("about:blank")
+    broker.close()
+
+
+def test_queues_page_without_a_broker_says_so(server: Running, page: Any) -> None:
+    page.goto(server.url + "/queues")
+    page.wait_for_selector('#own dd[data-term="Queue"]')
+    assert "No broker configured" in page.inner_text("#broker")
+    assert page.inner_text('#own dd[data-term="Queue"]') == "asyncbook"
+    assert page.locator("#queues tr").count() == 0
+    assert page.inner_text("#message") == ""
