@@ -17,6 +17,7 @@ from ._connection import (
     retry_policy,
 )
 from ._keys import KeySchema, escape_id
+from ._retries import RETRYABLE_STATES, RetryClaim, claim_retries
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
 
 __all__ = [
@@ -29,6 +30,10 @@ __all__ = [
     "BookScript",
     "EventOutcome",
     "ScriptedEvents",
+    # retries (the kept message sent again as a new task)
+    "RETRYABLE_STATES",
+    "RetryClaim",
+    "claim_retries",
     # connections
     "DEFAULT_REDIS_URL",
     "RedisUnavailableError",

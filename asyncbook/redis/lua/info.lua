@@ -1,14 +1,15 @@
 -- info: a task's console info (_info.lua).
 -- KEYS: 1 task hash, 2 its companion hash, 3 its children (sorted set)
 -- Returns: false when the task does not exist, else {fields, long, children}: fields the
---          task hash's c n q pid rid gid w s e x att st; long the companion's a k tb;
+--          task hash's c n q pid rid gid w s e x att st ro ra rby rwhy; long the
+--          companion's a k tb;
 --          children the first children_listed ids the task started
 
 -- ARGV: InfoArgs (_scripts.py)
 local children_listed = tonumber(ARGV[1])
 
 local fields = redis.call('HMGET', KEYS[1], 'c', 'n', 'q', 'pid', 'rid', 'gid', 'w', 's', 'e',
-  'x', 'att', 'st')
+  'x', 'att', 'st', 'ro', 'ra', 'rby', 'rwhy')
 if not fields[12] then
   return false
 end
