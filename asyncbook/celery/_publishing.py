@@ -8,6 +8,7 @@ publisher did not (``create_late``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from celery import Task, signals
@@ -16,6 +17,7 @@ from .._book import CreateSpec
 from .._console import PublishInfo
 from .._models import AsyncTask, FailEvent
 from ._creates import Creates
+from ._keeping import kept_message
 from ._retries import retry_reason
 from ._state import Handler, Shared
 from ._tracking import (
@@ -50,6 +52,8 @@ class Publishing:
         headers: dict[str, Any] | None = None,
         body: Any = None,
         routing_key: Any = None,
+        exchange: Any = None,
+        properties: Any = None,
         **_: Any,
     ) -> None:
         """Publish: create the task (not on a retry), deadline = now + ttl or the message's
@@ -74,6 +78,10 @@ class Publishing:
         group = headers.get("group")
         group_id = group if isinstance(group, str) else None
         info = state.info_policy_once.get().publish_info(sender, headers, body, routing_key)
+        if state.settings.keep_messages:  # before asyncbook's own headers are added
+            limit = state.settings.keep_message_limit
+            kept = kept_message(task, headers, body, exchange, routing_key, properties, limit)
+            info = dataclasses.replace(info or PublishInfo(), message=kept)
         creates = self.deferred_creates()
         if creates is not None:
             creates.add(self.create_spec(task, task_id, now, ttl, group_id, info))

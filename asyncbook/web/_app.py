@@ -29,6 +29,8 @@ from ._hub import Hub
 from ._login import Login, LoginThrottle, Sessions
 from ._reader import Reader, close_reader, reader_for
 from ._responses import error_response
+from ._retrier import Retrier
+from ._retry import RetryApi
 from ._routes import open_paths, page_paths, starlette_routes
 from ._table import route_table
 
@@ -71,6 +73,7 @@ def create_app(
     token: str | None = None,
     keepalive: float = KEEPALIVE_SECONDS,
     allowed_hosts: Iterable[str] = (),
+    retrier: Retrier | None = None,
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
@@ -80,6 +83,9 @@ def create_app(
     With ``token`` set (16 characters at least) every path but ``/metrics`` (and the
     sign-in form) needs it. Requests are answered only when their ``Host`` is a loopback
     name or one of ``allowed_hosts`` (``*.example.com`` matches subdomains).
+
+    ``retrier`` sends retries to the broker (``Retrier``); without one, a retry is refused
+    (503, ``no-broker``).
     """
     check_token(token)
     hosts = allowed_host_names(allowed_hosts)
@@ -111,7 +117,7 @@ def create_app(
             await close_reader(reader, book)
 
     throttle = LoginThrottle()
-    table = route_table(status, Login(token or "", throttle))
+    table = route_table(status, Login(token or "", throttle), RetryApi(retrier))
     routes: list[BaseRoute] = starlette_routes(table, signin=bool(token))
     static = StaticFiles(packages=[("asyncbook.web", "static")])
     routes.append(Mount("/static", static, name="static"))

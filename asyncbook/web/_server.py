@@ -16,6 +16,7 @@ from ._app import create_app
 from ._auth import check_bind
 from ._feed import BookChangeFeed, ChangeFeed
 from ._reader import Reader
+from ._retrier import Retrier
 
 __all__ = ["BackgroundServer", "feed_for", "serve"]
 
@@ -84,15 +85,18 @@ def serve(
     allowed_hosts: Iterable[str] = (),
     proxy_headers: bool = False,
     forwarded_allow_ips: str | list[str] | None = None,
+    retrier: Retrier | None = None,
 ) -> None:
     """Serve until interrupted; without ``token`` only a loopback ``host`` is allowed.
 
     ``allowed_hosts`` are the names clients may reach it by besides loopback names (and
     ``host`` itself); ``proxy_headers`` trusts ``X-Forwarded-For``/``-Proto`` from
-    ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS).
+    ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS);
+    ``retrier`` sends retries to the broker.
     """
     check_bind(host, token)
-    app = create_app(book, feed, token=token, allowed_hosts=_with_bind_name(host, allowed_hosts))
+    names = _with_bind_name(host, allowed_hosts)
+    app = create_app(book, feed, token=token, allowed_hosts=names, retrier=retrier)
     server = _server(app, host, port, log_level, proxy_headers, forwarded_allow_ips)
     if on_ready is not None:
         on_ready(_url(host, port))
@@ -119,10 +123,13 @@ class BackgroundServer:
         allowed_hosts: Iterable[str] = (),
         proxy_headers: bool = False,
         forwarded_allow_ips: str | list[str] | None = None,
+        retrier: Retrier | None = None,
     ) -> None:
         check_bind(host, token)
         names = _with_bind_name(host, allowed_hosts)
-        self.app = create_app(book, feed, token=token, keepalive=keepalive, allowed_hosts=names)
+        self.app = create_app(
+            book, feed, token=token, keepalive=keepalive, allowed_hosts=names, retrier=retrier
+        )
         self._server = _server(self.app, host, port, log_level, proxy_headers, forwarded_allow_ips)
         self._host = host
         self._thread = threading.Thread(target=self._server.run, daemon=True, name="asyncbook-web")

@@ -121,6 +121,8 @@ EXPORTS = {
         "Change",
         "ChangeFeed",
         "LocalChangeFeed",
+        "Retrier",
+        "RetryResult",
         "create_app",
         "feed_for",
         "serve",

@@ -1,0 +1,53 @@
+"""The message of a tracked task as published, kept for a retry (``asyncbook_keep_messages``).
+
+``before_task_publish`` hands over the body before kombu serializes it: it is serialized
+here with the task's serializer (kombu's ``dumps``, as the publish does), so the kept body
+is the same bytes, whatever the serializer (pickle included). The headers are kept as
+Celery wrote them, before asyncbook adds its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from celery import Task
+from kombu.serialization import dumps
+
+from .._kept import KeptMessage, omission
+
+__all__ = ["kept_message"]
+
+_PROPERTIES = ("priority",)
+"""The message properties a retry sends again (besides routing: its reply queue and
+correlation id belong to the first send)."""
+
+
+def kept_message(
+    task: Task[Any, Any],
+    headers: Mapping[str, Any],
+    body: Any,
+    exchange: Any,
+    routing_key: Any,
+    properties: Any,
+    limit: int,
+) -> str:
+    """The message to keep (``KeptMessage.to_json``), or, over ``limit`` bytes, its
+    ``omission``."""
+    serializer = task.serializer or task.app.conf.task_serializer
+    content_type, content_encoding, data = dumps(body, serializer=serializer)
+    raw = data.encode(content_encoding) if isinstance(data, str) else bytes(data)
+    given = properties if isinstance(properties, Mapping) else {}
+    kept = KeptMessage(
+        name=task.name,
+        body=raw,
+        content_type=content_type,
+        content_encoding=content_encoding,
+        headers=dict(headers),
+        properties={key: given[key] for key in _PROPERTIES if given.get(key) is not None},
+        exchange=exchange if isinstance(exchange, str) else getattr(exchange, "name", "") or "",
+        routing_key=routing_key if isinstance(routing_key, str) else "",
+    ).to_json()
+    if len(kept) > limit:
+        return omission(len(kept), limit)
+    return kept
