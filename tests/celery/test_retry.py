@@ -59,9 +59,12 @@ def book(worker: CeleryWorker) -> RedisBook:
 
 @pytest.fixture
 def api(book: RedisBook) -> Iterator[httpx.Client]:
-    with BackgroundServer(book, feed_for(book), retrier=Retrier(book, URL)) as server:
-        with httpx.Client(base_url=server.url, timeout=20) as client:
-            yield client
+    retrier = Retrier(book, URL)
+    with (
+        BackgroundServer(book, feed_for(book), retrier=retrier) as server,
+        httpx.Client(base_url=server.url, timeout=20) as client,
+    ):
+        yield client
 
 
 def runs(log_key: str) -> list[dict[str, Any]]:
@@ -95,7 +98,8 @@ def test_a_retried_task_runs_again_with_exactly_its_arguments_on_its_queue(
     assert again["queue"] == original["queue"] == worker.queue
     # Linked both ways, with the reason; the new task is its own root.
     old_info, new_info = book.info(first.id), book.info(new_id)
-    assert old_info is not None and new_info is not None
+    assert old_info is not None
+    assert new_info is not None
     assert old_info.retried_as == new_id
     assert (new_info.retry_of, new_info.retry_reason) == (first.id, "flaky upstream")
     assert (new_info.name, new_info.root_id, new_info.parent_id) == (
