@@ -1,4 +1,5 @@
-"""The ``asyncbook`` command: look tasks and groups up, watch, cancel, sweep, serve the page.
+"""The ``asyncbook`` command: look tasks and groups up, watch, cancel, retry, sweep, serve
+the page.
 
 Exit codes: 0 ok, 1 not found (or refused: nothing to deliver, key used elsewhere, a task
 that already ended, Redis unreachable), 2 usage error (bad option or argument).
@@ -35,6 +36,8 @@ from ._context import (
     rich_console,
     task_or_exit,
 )
+from ._retry_cmd import COMMANDS as RETRY_COMMANDS
+from ._retry_cmd import broker_option
 from ._stream import follow_stream
 
 __all__ = ["cli", "main"]
@@ -352,6 +355,7 @@ def consume(
     "(default: env FORWARDED_ALLOW_IPS, or 127.0.0.1).",
 )
 @click.option("--log-level", default="info", show_default=True)
+@broker_option
 @click.pass_obj
 def serve(
     settings: GroupOptions,
@@ -362,9 +366,11 @@ def serve(
     proxy_headers: bool,
     forwarded_allow_ips: str | None,
     log_level: str,
+    broker_url: str | None,
 ) -> None:
-    """Serve the JSON API, task streams, /metrics and the status page."""
-    from ..redis import AsyncRedisBook
+    """Serve the JSON API, task streams, /metrics and the status page (with --broker,
+    the Retry button and routes send tasks again through that broker)."""
+    from ..redis import AsyncRedisBook, Retrier
     from ..web import feed_for
     from ..web import serve as run_server
 
@@ -384,6 +390,7 @@ def serve(
             allowed_hosts=allowed_hosts,
             proxy_headers=proxy_headers,
             forwarded_allow_ips=forwarded_allow_ips,
+            retrier=Retrier(settings.book, broker_url) if broker_url else None,
         )
     except AsyncBookError as error:
         option_of_field = {"token": "--token", "allowedHosts": "--allowed-host"}
@@ -466,7 +473,7 @@ def doctor(settings: GroupOptions, app_name: str | None, timeout: float, as_json
         raise SystemExit(1)
 
 
-for _command in (*TASK_COMMANDS, *STATS_COMMANDS):
+for _command in (*TASK_COMMANDS, *STATS_COMMANDS, *RETRY_COMMANDS):
     cli.add_command(_command)
 
 

@@ -3,8 +3,7 @@
 ``claim_retries`` reads the tasks in one pipelined round trip, then creates each new
 task and links it in one retry.lua call per task, pipelined (one round trip a batch).
 The script decides: a task retried once is never retried again, whoever asks twice at
-once. Publishing the kept message under the new id is the caller's (``asyncbook.web``'s
-``Retrier``).
+once. Publishing the kept message under the new id is the caller's (``Retrier``).
 """
 
 from __future__ import annotations

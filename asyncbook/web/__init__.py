@@ -2,7 +2,6 @@
 
 from ._app import create_app
 from ._feed import BookChangeFeed, Change, ChangeFeed, LocalChangeFeed
-from ._retrier import Retrier, RetryResult
 from ._server import BackgroundServer, feed_for, serve
 
 __all__ = [
@@ -11,8 +10,6 @@ __all__ = [
     "Change",
     "ChangeFeed",
     "LocalChangeFeed",
-    "Retrier",
-    "RetryResult",
     "create_app",
     "feed_for",
     "serve",

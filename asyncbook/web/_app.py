@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._book import AsyncBook
 from ..errors import AsyncBookError, BookUnavailableError
+from ..redis import Retrier
 from ._auth import TokenAuth, check_token
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GroupHub
@@ -29,7 +30,6 @@ from ._hub import Hub
 from ._login import Login, LoginThrottle, Sessions
 from ._reader import Reader, close_reader, reader_for
 from ._responses import error_response
-from ._retrier import Retrier
 from ._retry import RetryApi
 from ._routes import open_paths, page_paths, starlette_routes
 from ._table import route_table

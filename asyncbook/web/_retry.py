@@ -20,13 +20,12 @@ from starlette.responses import JSONResponse, Response
 from .._console import TaskQuery
 from .._models import WireModel
 from ..errors import invalid
-from ..redis import RETRYABLE_STATES
+from ..redis import BROKER_SETTING, RETRYABLE_STATES, Retrier, RetryResult
 from ._bodies import cross_site, read_json_object, refuse_cross_site
 from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, MAX_REASON, cancel_reason
 from ._console_api import search_query
 from ._paths import raw_path, split_task_path
 from ._responses import error_response
-from ._retrier import BROKER_SETTING, Retrier, RetryResult
 
 __all__ = [
     "RETRY_BATCH",

@@ -11,12 +11,11 @@ import uvicorn
 
 from .._book import AsyncBook
 from ..errors import invalid
-from ..redis import RedisBook
+from ..redis import RedisBook, Retrier
 from ._app import create_app
 from ._auth import check_bind
 from ._feed import BookChangeFeed, ChangeFeed
 from ._reader import Reader
-from ._retrier import Retrier
 
 __all__ = ["BackgroundServer", "feed_for", "serve"]
 

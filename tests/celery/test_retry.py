@@ -15,7 +15,8 @@ import redis
 from celery import Celery
 
 from asyncbook import RedisBook
-from asyncbook.web import BackgroundServer, Retrier, feed_for
+from asyncbook.redis import Retrier
+from asyncbook.web import BackgroundServer, feed_for
 
 from ..support import ROOT
 from ..support.books import delete_namespace

@@ -16,7 +16,8 @@ import httpx
 import redis
 
 from asyncbook import RedisBook
-from asyncbook.web import BackgroundServer, Retrier, feed_for
+from asyncbook.redis import Retrier
+from asyncbook.web import BackgroundServer, feed_for
 
 from .books import delete_namespace
 

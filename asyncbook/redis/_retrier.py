@@ -16,11 +16,12 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from .._kept import KeptMessage
-from ..redis import RedisBook, RetryClaim, claim_retries
+from ._book import RedisBook
+from ._retries import RetryClaim, claim_retries
 
 __all__ = ["BROKER_SETTING", "RetryResult", "Retrier", "fresh_headers"]
 
-log = logging.getLogger("asyncbook.web")
+log = logging.getLogger("asyncbook.redis")
 
 BROKER_SETTING = "ASYNCBOOK_BROKER_URL"
 """Where ``asyncbook serve`` and ``asyncbook retry`` read the broker URL (or ``--broker``)."""
@@ -101,7 +102,7 @@ class Retrier:
         broker fails, the messages left are not sent)."""
         if not sends:
             return []
-        import kombu  # the celery extra's: needed once a retry is sent
+        import kombu  # the celery extra's: needed only once a retry is sent
         import kombu.exceptions
 
         connection = kombu.Connection(self.broker_url, connect_timeout=_CONNECT_TIMEOUT)
