@@ -118,6 +118,9 @@ class TaskInfo(WireModel):
     """Who asked for the retry (a retry's new task; None when not said)."""
     retry_reason: StrictStr | None = None
     """Why, as they said (a retry's new task)."""
+    message_kept: bool = False
+    """Its message as published is kept (``asyncbook_keep_messages``): a retry can send it
+    again. The message itself is never shown."""
 
 
 class SearchRow(WireModel):

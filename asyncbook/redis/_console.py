@@ -131,7 +131,11 @@ def kept_message_of(given: PublishInfo | None) -> str:
 
 
 def _info(
-    task_id: str, fields: Sequence[Any], long: Sequence[Any], children: Sequence[Any]
+    task_id: str,
+    fields: Sequence[Any],
+    long: Sequence[Any],
+    children: Sequence[Any],
+    message_kept: bool = False,
 ) -> TaskInfo:
     created, name, queue, parent, root, group, worker, started, ended, exception, attempts = fields[
         :11
@@ -165,6 +169,7 @@ def _info(
         retried_as=_text(retried_as),
         retried_by=_text(retried_by),
         retry_reason=_text(retry_reason),
+        message_kept=message_kept,
     )
 
 
@@ -175,13 +180,13 @@ def info(book: BookLayout, task_id: str) -> Plan[TaskInfo | None]:
     k = book.keys
     reply = yield ScriptCall(
         "info",
-        [k.task(task_id), k.info(task_id), k.children(task_id)],
+        [k.task(task_id), k.info(task_id), k.children(task_id), k.message(task_id)],
         InfoArgs(children_listed=CHILDREN_LISTED).argv(),
     )
     if not reply:
         return None
-    fields, long, children = reply
-    return _info(task_id, fields, long, children)
+    fields, long, children, kept = reply
+    return _info(task_id, fields, long, children, kept == 1)
 
 
 def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
