@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,23 @@ KEPT_MESSAGE_LIMIT = 1_048_576
 """The default largest kept message, in bytes (``asyncbook_keep_message_limit``)."""
 
 _VERSION = 1
+_encode = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=False).encode
+
+
+@functools.lru_cache(maxsize=1024)
+def _prefix(
+    name: str, content_type: str, content_encoding: str, exchange: str, routing_key: str
+) -> str:
+    """The start of a kept message's JSON: the fields every message of a task shares."""
+    fields = {
+        "v": _VERSION,
+        "name": name,
+        "contentType": content_type,
+        "contentEncoding": content_encoding,
+        "exchange": exchange,
+        "routingKey": routing_key,
+    }
+    return _encode(fields)[:-1]  # without its closing brace: more fields follow
 
 
 @dataclass(frozen=True)
@@ -40,21 +58,26 @@ class KeptMessage:
     routing_key: str = ""
 
     def to_json(self) -> str:
-        """The message as one JSON text (the body in base64); values JSON lacks as text."""
-        return json.dumps(
-            {
-                "v": _VERSION,
-                "name": self.name,
-                "body": base64.b64encode(self.body).decode("ascii"),
-                "contentType": self.content_type,
-                "contentEncoding": self.content_encoding,
-                "headers": self.headers,
-                "properties": self.properties,
-                "exchange": self.exchange,
-                "routingKey": self.routing_key,
-            },
-            default=str,
-            separators=(",", ":"),
+        """The message as one JSON text (the body in base64); values JSON lacks as text.
+
+        Written at every tracked publish: the fields a task's messages share are encoded
+        once (``_prefix``), the headers with a reused encoder."""
+        properties = _encode(self.properties) if self.properties else "{}"
+        return (
+            _prefix(
+                self.name,
+                self.content_type,
+                self.content_encoding,
+                self.exchange,
+                self.routing_key,
+            )
+            + ',"headers":'
+            + _encode(self.headers)
+            + ',"properties":'
+            + properties
+            + ',"body":"'
+            + base64.b64encode(self.body).decode("ascii")
+            + '"}'
         )
 
     @classmethod

@@ -3,7 +3,8 @@
 ``before_task_publish`` hands over the body before kombu serializes it: it is serialized
 here with the task's serializer (kombu's ``dumps``, as the publish does), so the kept body
 is the same bytes, whatever the serializer (pickle included). The headers are kept as
-Celery wrote them, before asyncbook adds its own.
+Celery wrote them, before asyncbook adds its own, but for those a retry sets anew (the
+id, root and parent, retries, eta, expires, group).
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from .._kept import KeptMessage, omission
 
 __all__ = ["kept_message"]
 
+_REPLACED = frozenset(
+    {"id", "root_id", "parent_id", "retries", "eta", "expires", "group", "group_index"}
+)
+"""Headers a retry sets anew (a fresh task's): not kept."""
 _PROPERTIES = ("priority",)
 """The message properties a retry sends again (besides routing: its reply queue and
 correlation id belong to the first send)."""
@@ -34,7 +39,7 @@ def kept_message(
 ) -> str:
     """The message to keep (``KeptMessage.to_json``), or, over ``limit`` bytes, its
     ``omission``."""
-    serializer = task.serializer or task.app.conf.task_serializer
+    serializer = task.serializer or task.app.conf.task_serializer  # as apply_async's
     content_type, content_encoding, data = dumps(body, serializer=serializer)
     raw = data.encode(content_encoding) if isinstance(data, str) else bytes(data)
     given = properties if isinstance(properties, Mapping) else {}
@@ -43,7 +48,7 @@ def kept_message(
         body=raw,
         content_type=content_type,
         content_encoding=content_encoding,
-        headers=dict(headers),
+        headers={key: value for key, value in headers.items() if key not in _REPLACED},
         properties={key: given[key] for key in _PROPERTIES if given.get(key) is not None},
         exchange=exchange if isinstance(exchange, str) else getattr(exchange, "name", "") or "",
         routing_key=routing_key if isinstance(routing_key, str) else "",
