@@ -15,13 +15,15 @@ import redis
 from celery import Celery
 
 from asyncbook import RedisBook
-from asyncbook.redis import Retrier
+from asyncbook._kept import KeptMessage
+from asyncbook.celery import install, installed, uninstall
+from asyncbook.redis import Retrier, claim_retries
 from asyncbook.web import BackgroundServer, feed_for
 
 from ..support import ROOT
 from ..support.books import delete_namespace
 from ..support.celery import CELERY_URL as URL
-from ..support.celery import CeleryWorker, example_app, unique, wait_terminal
+from ..support.celery import CeleryWorker, example_app, memory_app, unique, wait_terminal
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
@@ -113,3 +115,42 @@ def test_a_retried_task_runs_again_with_exactly_its_arguments_on_its_queue(
     assert again_answer.status_code == 409
     assert again_answer.json()["code"] == "already-retried"
     assert again_answer.json()["retriedAs"] == new_id
+
+
+def test_a_message_over_the_limit_is_not_kept_and_a_retry_says_why(
+    namespace: str, client: redis.Redis
+) -> None:
+    """In process, on a memory broker: a message over ``asyncbook_keep_message_limit`` is
+    not kept (its size is); a small one is, with its body as serialized."""
+    app = memory_app("keep", asyncbook_keep_messages=True, asyncbook_keep_message_limit=2048)
+
+    @app.task(tracked=True, shared=False, name="keep.echo")
+    def echo(text: str) -> str:
+        return text
+
+    book = RedisBook.from_url(URL, namespace=namespace)
+    install(app, book)
+    try:
+        small, large = echo.delay("ünï"), echo.delay("x" * 4096)
+        integration = installed(app)
+        assert integration is not None
+        integration.flush_creates()
+    finally:
+        uninstall(app)
+    kept = client.get(book.keys.message(small.id))
+    assert kept is not None
+    message = KeptMessage.from_json(kept)
+    assert json.loads(message.body) == [["ünï"], {}, {"callbacks": None, "errbacks": None,
+                                                     "chain": None, "chord": None}]  # fmt: skip
+    assert (message.name, message.content_type) == ("keep.echo", "application/json")
+    assert "id" not in message.headers  # a retry gives the new task its own
+    assert message.headers["argsrepr"] == "('ünï',)"
+    for task_id in (small.id, large.id):
+        book.apply(task_id, {"type": "cancel", "atMs": book.now_ms(), "reason": "stop"})
+    [refused] = claim_retries(book.engine, [large.id])
+    assert refused.code == "message-too-large"
+    assert refused.text is not None
+    assert "asyncbook_keep_message_limit" in refused.text
+    info = book.info(large.id)
+    assert info is not None
+    assert (info.message_kept, info.retried_as) == (True, None)
