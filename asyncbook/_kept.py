@@ -18,12 +18,21 @@ from typing import Any
 
 from .errors import invalid
 
-__all__ = ["KEPT_MESSAGE_LIMIT", "KeptMessage", "omission", "why_omitted"]
+__all__ = [
+    "JSON_BODY",
+    "KEPT_MESSAGE_LIMIT",
+    "KeptMessage",
+    "json_record",
+    "omission",
+    "why_omitted",
+]
 
 KEPT_MESSAGE_LIMIT = 1_048_576
 """The default largest kept message, in bytes (``asyncbook_keep_message_limit``)."""
 
 _VERSION = 1
+JSON_BODY = ("application/json", "utf-8")
+"""The content type and encoding of a JSON body (kombu's ``json`` serializer)."""
 _encode = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=False).encode
 
 
@@ -87,9 +96,13 @@ class KeptMessage:
             data = json.loads(text)
             if data.get("v") != _VERSION:
                 raise ValueError("unknown version")
+            if "json" in data:  # a JSON body kept as a value (json_record)
+                body = json.dumps(data["json"], separators=(",", ":")).encode("utf-8")
+            else:
+                body = base64.b64decode(data["body"], validate=True)
             return cls(
                 name=str(data["name"]),
-                body=base64.b64decode(data["body"], validate=True),
+                body=body,
                 content_type=str(data["contentType"]),
                 content_encoding=str(data["contentEncoding"]),
                 headers=dict(data["headers"]),
@@ -99,6 +112,31 @@ class KeptMessage:
             )
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
             raise invalid("the kept message is damaged", field="message") from None
+
+
+def json_record(
+    name: str,
+    headers: dict[str, Any],
+    properties: dict[str, Any],
+    exchange: str,
+    routing_key: str,
+    body: Any,
+) -> dict[str, Any]:
+    """The kept message of a JSON body as one value to encode in one go (the Celery
+    integration does, with kombu's JSON encoder, as the publish encodes the body): the
+    body is kept as the JSON value it is sent as (``from_json`` encodes it again)."""
+    content_type, content_encoding = JSON_BODY
+    return {
+        "v": _VERSION,
+        "name": name,
+        "contentType": content_type,
+        "contentEncoding": content_encoding,
+        "exchange": exchange,
+        "routingKey": routing_key,
+        "headers": headers,
+        "properties": properties,
+        "json": body,
+    }
 
 
 def omission(size: int, limit: int) -> str:

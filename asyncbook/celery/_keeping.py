@@ -2,7 +2,9 @@
 
 ``before_task_publish`` hands over the body before kombu serializes it: it is serialized
 here with the task's serializer (kombu's ``dumps``, as the publish does), so the kept body
-is the same bytes, whatever the serializer (pickle included). The headers are kept as
+is the same bytes, whatever the serializer (pickle included). A JSON body (Celery's
+default) is kept as the JSON value it is sent as, inside the kept record: one encoding
+at publish instead of two. The headers are kept as
 Celery wrote them, before asyncbook adds its own, but for those a retry sets anew (the
 id, root and parent, retries, eta, expires, group).
 """
@@ -14,8 +16,9 @@ from typing import Any
 
 from celery import Task
 from kombu.serialization import dumps
+from kombu.utils.json import dumps as json_dumps
 
-from .._kept import KeptMessage, omission
+from .._kept import KeptMessage, json_record, omission
 
 __all__ = ["kept_message"]
 
@@ -37,22 +40,32 @@ def kept_message(
     properties: Any,
     limit: int,
 ) -> str:
-    """The message to keep (``KeptMessage.to_json``), or, over ``limit`` bytes, its
+    """The message to keep (``KeptMessage``'s JSON), or, over ``limit`` bytes, its
     ``omission``."""
     serializer = task.serializer or task.app.conf.task_serializer  # as apply_async's
-    content_type, content_encoding, data = dumps(body, serializer=serializer)
-    raw = data.encode(content_encoding) if isinstance(data, str) else bytes(data)
-    given = properties if isinstance(properties, Mapping) else {}
-    kept = KeptMessage(
-        name=task.name,
-        body=raw,
-        content_type=content_type,
-        content_encoding=content_encoding,
-        headers={key: value for key, value in headers.items() if key not in _REPLACED},
-        properties={key: given[key] for key in _PROPERTIES if given.get(key) is not None},
-        exchange=exchange if isinstance(exchange, str) else getattr(exchange, "name", "") or "",
-        routing_key=routing_key if isinstance(routing_key, str) else "",
-    ).to_json()
+    given = properties if isinstance(properties, dict) else {}
+    kept_headers = {key: value for key, value in headers.items() if key not in _REPLACED}
+    kept_properties = {key: given[key] for key in _PROPERTIES if given.get(key) is not None}
+    exchange_name = exchange if isinstance(exchange, str) else getattr(exchange, "name", "") or ""
+    routing = routing_key if isinstance(routing_key, str) else ""
+    if serializer == "json":
+        # Celery's default: the body kept as the JSON value it is sent as, the whole
+        # record encoded once with kombu's JSON encoder (the publish's own).
+        record = json_record(task.name, kept_headers, kept_properties, exchange_name, routing, body)
+        kept = json_dumps(record)
+    else:
+        content_type, content_encoding, data = dumps(body, serializer=serializer)
+        raw = data.encode(content_encoding) if isinstance(data, str) else bytes(data)
+        kept = KeptMessage(
+            task.name,
+            raw,
+            content_type,
+            content_encoding,
+            kept_headers,
+            kept_properties,
+            exchange_name,
+            routing,
+        ).to_json()
     if len(kept) > limit:
         return omission(len(kept), limit)
     return kept

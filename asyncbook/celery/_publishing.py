@@ -8,7 +8,6 @@ publisher did not (``create_late``).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from celery import Task, signals
@@ -77,11 +76,12 @@ class Publishing:
             ttl = max(1, given - now)
         group = headers.get("group")
         group_id = group if isinstance(group, str) else None
-        info = state.info_policy_once.get().publish_info(sender, headers, body, routing_key)
+        kept = None
         if state.settings.keep_messages:  # before asyncbook's own headers are added
             limit = state.settings.keep_message_limit
             kept = kept_message(task, headers, body, exchange, routing_key, properties, limit)
-            info = dataclasses.replace(info or PublishInfo(), message=kept)
+        info_policy = state.info_policy_once.get()
+        info = info_policy.publish_info(sender, headers, body, routing_key, kept)
         creates = self.deferred_creates()
         if creates is not None:
             creates.add(self.create_spec(task, task_id, now, ttl, group_id, info))
