@@ -5,7 +5,9 @@ again, and the new task runs with exactly the original's arguments, on its queue
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +156,33 @@ def test_a_message_over_the_limit_is_not_kept_and_a_retry_says_why(
     info = book.info(large.id)
     assert info is not None
     assert (info.message_kept, info.retried_as) == (True, None)
+
+
+def test_a_pickled_body_is_kept_as_its_bytes(namespace: str, client: redis.Redis) -> None:
+    """Another serializer: the body kept as the bytes kombu sends (here pickle: a value
+    JSON has no form for comes back as itself)."""
+    app = memory_app("keep", asyncbook_keep_messages=True, task_serializer="pickle")
+    when = datetime(2026, 12, 3, 7, 0, tzinfo=UTC)
+
+    @app.task(tracked=True, shared=False, name="keep.at")
+    def at(moment: datetime, tags: frozenset[str]) -> None:
+        """Never run: only published."""
+
+    book = RedisBook.from_url(URL, namespace=namespace)
+    install(app, book)
+    try:
+        sent = at.delay(when, frozenset({"ünï"}))
+        integration = installed(app)
+        assert integration is not None
+        integration.flush_creates()
+    finally:
+        uninstall(app)
+    kept = client.get(book.keys.message(sent.id))
+    assert kept is not None
+    message = KeptMessage.from_json(kept)
+    assert (message.content_type, message.content_encoding) == (
+        "application/x-python-serialize",
+        "binary",
+    )
+    args, kwargs, _embed = pickle.loads(message.body)
+    assert (args, kwargs) == ((when, frozenset({"ünï"})), {})

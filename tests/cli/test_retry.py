@@ -117,3 +117,9 @@ def test_status_never_shows_the_kept_message(book: RedisBook) -> None:
         output = run(book, *args).output
         assert "contentType" not in output
         assert "routingKey" not in output
+
+
+def test_serve_takes_the_broker_retries_go_to(book: RedisBook) -> None:
+    result = run(book, "serve", "--help")
+    assert "--broker URL" in result.output
+    assert "ASYNCBOOK_BROKER_URL" in result.output
