@@ -25,6 +25,8 @@ log = logging.getLogger("asyncbook.redis")
 
 BROKER_SETTING = "ASYNCBOOK_BROKER_URL"
 """Where ``asyncbook serve`` and ``asyncbook retry`` read the broker URL (or ``--broker``)."""
+_REASON_LIMIT = 500
+"""Longest reason a retry that was not sent cancels its new task with, in characters."""
 _CONNECT_TIMEOUT = 5.0
 """Seconds a retry waits for the broker to answer."""
 
@@ -93,6 +95,7 @@ class Retrier:
                 results.append(RetryResult(claim.task_id, claim.new_id))
                 continue
             why = f"retry not sent: the broker did not take the message ({failure})"
+            why = why if len(why) <= _REASON_LIMIT else why[: _REASON_LIMIT - 1] + "…"
             self.book.cancel(claim.new_id, why)
             results.append(RetryResult(claim.task_id, claim.new_id, "not-sent", why))
         return results
