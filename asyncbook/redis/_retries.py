@@ -1,7 +1,7 @@
 """Retry: a failed, expired or cancelled task sent again as a new task, linked both ways.
 
 ``claim_retries`` reads the tasks in one pipelined round trip, then creates each new
-task and links it in one retry.lua call per task, pipelined (one round trip a batch).
+task and links it in one retry.lua call per task, all pipelined in one more round trip.
 The script decides: a task retried once is never retried again, whoever asks twice at
 once. Publishing the kept message under the new id is the caller's (``Retrier``).
 """
@@ -39,7 +39,7 @@ _DEFAULT_TTL_MS = 3_600_000
 
 class RetryClaim(NamedTuple):
     """One task's retry as the book decided it: created (``new_id``, the message to
-    publish and the new deadline) or refused (``code``, ``message``, and ``detail``: the
+    publish and the new deadline) or refused (``code``, ``text``, and ``detail``: the
     task's state for ``not-retryable``, the retry's id for ``already-retried``)."""
 
     task_id: str

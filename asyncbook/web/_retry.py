@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
@@ -147,7 +147,9 @@ class RetryApi:
             return body
         return cancel_reason(body.get("reason"))
 
-    async def _retry(self, retrier: Retrier, ids: list[str], reason: str | None) -> list[Any]:
+    async def _retry(
+        self, retrier: Retrier, ids: list[str], reason: str | None
+    ) -> list[RetryResult]:
         # The server knows no operator by name yet: actor None (the audit log names them).
         call = partial(retrier.retry, ids, actor=None, reason=reason)
         results: list[RetryResult] = await anyio.to_thread.run_sync(call)
