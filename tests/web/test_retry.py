@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -30,7 +30,7 @@ SAME_SITE = {"Sec-Fetch-Site": "same-origin"}
 @pytest.fixture
 def queue() -> Iterator[str]:
     """A queue of the test's own on the broker (the web test Redis); emptied afterwards."""
-    name = f"retry-q-{threading.get_ident()}-{id(object())}"
+    name = f"retry-q-{uuid.uuid4().hex[:12]}"
     yield name
     client = redis.Redis.from_url(WEB_REDIS_URL)
     for key in client.scan_iter(match=f"{name}*"):
