@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Literal, NamedTuple
 
 from pydantic import Field, StrictInt, StrictStr
@@ -84,6 +85,9 @@ class PublishInfo:
     queue: str | None = None
     parent_id: str | None = None
     root_id: str | None = None
+    message: str | None = dataclass_field(default=None, repr=False)
+    """The message as published (``KeptMessage.to_json``), kept to send it again (a retry);
+    never shown by any read."""
 
 
 class TaskInfo(WireModel):
@@ -106,6 +110,17 @@ class TaskInfo(WireModel):
     exception: StrictStr | None = None
     traceback: StrictStr | None = None
     children: tuple[StrictStr, ...] = ()
+    retry_of: StrictStr | None = None
+    """The task this one runs again (a retry's new task)."""
+    retried_as: StrictStr | None = None
+    """The task that runs this one again (once retried)."""
+    retried_by: StrictStr | None = None
+    """Who asked for the retry (a retry's new task; None when not said)."""
+    retry_reason: StrictStr | None = None
+    """Why, as they said (a retry's new task)."""
+    message_kept: bool = False
+    """Its message as published is kept (``asyncbook_keep_messages``): a retry can send it
+    again. The message itself is never shown."""
 
 
 class SearchRow(WireModel):

@@ -4,6 +4,7 @@ controls (cancel, heartbeats, checkpoints), and one fails with an error of async
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import timedelta
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
     "outlive",
     "overreport",
     "reject_input",
+    "run_twice",
     "touch",
     "transcribe",
 ]
@@ -79,3 +81,16 @@ def overreport(self: Task[Any, Any]) -> None:
     """Reports progress past 100: ``report_progress`` raises ``AsyncBookError``, and the
     task fails with it (it reaches the result backend as itself)."""
     report_progress(self, 150)
+
+
+@app.task(bind=True, tracked=True, ttl=timedelta(minutes=5), max_retries=0)
+def run_twice(self: Task[Any, Any], log_key: str, *args: Any, **kwargs: Any) -> int:
+    """Writes what it was sent (its args, kwargs and queue, as JSON) to ``log_key``; the
+    first run fails, so that a retry of it runs again and succeeds."""
+    queue = (self.request.delivery_info or {}).get("routing_key")
+    entry = json.dumps({"args": args, "kwargs": kwargs, "queue": queue, "id": self.request.id})
+    _log(self, log_key, entry)
+    backend = self.backend
+    if isinstance(backend, RedisBackend) and backend.client.llen(log_key) == 1:
+        raise ValueError("the first run fails")
+    return len(args)

@@ -69,11 +69,17 @@ class InfoPolicy:
         return shown_args, shown_kwargs
 
     def publish_info(
-        self, name: str, headers: Mapping[str, Any], body: Any, routing_key: Any
+        self,
+        name: str,
+        headers: Mapping[str, Any],
+        body: Any,
+        routing_key: Any,
+        message: str | None = None,
     ) -> PublishInfo | None:
-        """The info of a task being published (protocol 2: ``body`` is args, kwargs, embed)."""
+        """The info of a task being published (protocol 2: ``body`` is args, kwargs, embed),
+        with its kept ``message`` (``asyncbook_keep_messages``), if any."""
         if not self.record_info:
-            return None
+            return None if message is None else PublishInfo(message=message)
         args = kwargs = None
         if isinstance(body, list | tuple) and len(body) >= 2:
             args, kwargs = self.render(body[0], body[1])
@@ -88,6 +94,7 @@ class InfoPolicy:
             queue=text(routing_key),
             parent_id=text(headers.get("parent_id")),
             root_id=text(headers.get("root_id")),
+            message=message,
         )
 
     def failure_event(self, event: FailEvent, error: Any, traceback: Any) -> Any:

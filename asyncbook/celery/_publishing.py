@@ -16,6 +16,7 @@ from .._book import CreateSpec
 from .._console import PublishInfo
 from .._models import AsyncTask, FailEvent
 from ._creates import Creates
+from ._keeping import kept_message
 from ._retries import retry_reason
 from ._state import Handler, Shared
 from ._tracking import (
@@ -50,6 +51,8 @@ class Publishing:
         headers: dict[str, Any] | None = None,
         body: Any = None,
         routing_key: Any = None,
+        exchange: Any = None,
+        properties: Any = None,
         **_: Any,
     ) -> None:
         """Publish: create the task (not on a retry), deadline = now + ttl or the message's
@@ -73,7 +76,12 @@ class Publishing:
             ttl = max(1, given - now)
         group = headers.get("group")
         group_id = group if isinstance(group, str) else None
-        info = state.info_policy_once.get().publish_info(sender, headers, body, routing_key)
+        kept = None
+        if state.settings.keep_messages:  # before asyncbook's own headers are added
+            limit = state.settings.keep_message_limit
+            kept = kept_message(task, headers, body, exchange, routing_key, properties, limit)
+        info_policy = state.info_policy_once.get()
+        info = info_policy.publish_info(sender, headers, body, routing_key, kept)
         creates = self.deferred_creates()
         if creates is not None:
             creates.add(self.create_spec(task, task_id, now, ttl, group_id, info))

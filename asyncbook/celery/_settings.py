@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from .._console import DEFAULT_REDACT, INFO_LIMIT
+from .._kept import KEPT_MESSAGE_LIMIT
 from .._webhook_signing import WebhookSecret, webhook_secrets
 from ..errors import invalid
 from ..redis._connection import DEFAULT_REDIS_URL
@@ -41,6 +42,15 @@ def _info_limit(value: Any) -> int:
     if type(value) is not int or value < 16:
         raise invalid(
             "asyncbook_info_limit must be a whole number >= 16", field="asyncbook_info_limit"
+        )
+    return value
+
+
+def _message_limit(value: Any) -> int:
+    if type(value) is not int or value < 1:
+        raise invalid(
+            "asyncbook_keep_message_limit must be a whole number of bytes >= 1",
+            field="asyncbook_keep_message_limit",
         )
     return value
 
@@ -106,6 +116,11 @@ class Settings:
     """Length (characters) args, kwargs and other info texts are truncated to."""
     redact: tuple[str, ...] = DEFAULT_REDACT
     """Keyword arguments masked in the recorded kwargs, by name (case-insensitive)."""
+    keep_messages: bool = False
+    """Keep each tracked task's message as published (never shown), so that it can be
+    retried: sent again, exactly, as a new task."""
+    keep_message_limit: int = KEPT_MESSAGE_LIMIT
+    """The largest message kept, in bytes; a larger one is not kept (a retry says why)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Every other ``asyncbook_*`` setting: unknown, so the integration warns (a typo?)."""
 
@@ -156,5 +171,9 @@ class Settings:
             "record_args": bool(values.pop("record_args", cls.record_args)),
             "info_limit": _info_limit(values.pop("info_limit", cls.info_limit)),
             "redact": _names(values.pop("redact", cls.redact)),
+            "keep_messages": bool(values.pop("keep_messages", cls.keep_messages)),
+            "keep_message_limit": _message_limit(
+                values.pop("keep_message_limit", cls.keep_message_limit)
+            ),
         }
         return cls(**known, extra=values)

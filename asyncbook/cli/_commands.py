@@ -1,4 +1,5 @@
-"""The ``asyncbook`` command: look tasks and groups up, watch, cancel, sweep, serve the page.
+"""The ``asyncbook`` command: look tasks and groups up, watch, cancel, retry, sweep, serve
+the page.
 
 Exit codes: 0 ok, 1 not found (or refused: nothing to deliver, key used elsewhere, a task
 that already ended, Redis unreachable), 2 usage error (bad option or argument).
@@ -38,6 +39,7 @@ from ._context import (
 from ._monitoring_cmds import monitoring
 from ._queues import COMMANDS as QUEUE_COMMANDS
 from ._queues import broker_for, broker_options
+from ._retry_cmd import COMMANDS as RETRY_COMMANDS
 from ._stream import follow_stream
 
 __all__ = ["cli", "main"]
@@ -369,9 +371,10 @@ def serve(
     broker_url: str | None,
     own_queue: str,
 ) -> None:
-    """Serve the JSON API, task streams, /metrics and the status page (and with --broker
-    the broker's queues on /queues)."""
-    from ..redis import AsyncRedisBook
+    """Serve the JSON API, task streams, /metrics and the status page (with --broker,
+    the broker's queues on /queues, and the Retry button and routes send tasks again
+    through that broker)."""
+    from ..redis import AsyncRedisBook, Retrier
     from ..web import feed_for
     from ..web import serve as run_server
 
@@ -394,6 +397,7 @@ def serve(
             forwarded_allow_ips=forwarded_allow_ips,
             broker=broker,
             own_queue=own_queue,
+            retrier=Retrier(settings.book, broker_url) if broker_url else None,
         )
     except AsyncBookError as error:
         option_of_field = {"token": "--token", "allowedHosts": "--allowed-host"}
@@ -479,7 +483,7 @@ def doctor(settings: GroupOptions, app_name: str | None, timeout: float, as_json
         raise SystemExit(1)
 
 
-for _command in (*TASK_COMMANDS, *STATS_COMMANDS, *QUEUE_COMMANDS, monitoring):
+for _command in (*TASK_COMMANDS, *STATS_COMMANDS, *QUEUE_COMMANDS, *RETRY_COMMANDS, monitoring):
     cli.add_command(_command)
 
 

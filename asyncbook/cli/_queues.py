@@ -83,8 +83,8 @@ def broker_options(command: Callable[..., Any]) -> Callable[..., Any]:
         envvar="ASYNCBOOK_BROKER_URL",
         default=None,
         metavar="URL",
-        help="The Celery broker to read the queues of: redis://, rediss://, unix:// or "
-        "amqp:// (env ASYNCBOOK_BROKER_URL).",
+        help="The Celery broker: its queues are read (redis://, rediss://, unix:// or "
+        "amqp://) and retries are sent to it (env ASYNCBOOK_BROKER_URL).",
     )(command)
 
 

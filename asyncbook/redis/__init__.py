@@ -18,6 +18,8 @@ from ._connection import (
     retry_policy,
 )
 from ._keys import KeySchema, escape_id
+from ._retrier import BROKER_SETTING, Retrier, RetryResult
+from ._retries import RETRYABLE_STATES, RetryClaim, claim_retries
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
 
 __all__ = [
@@ -32,6 +34,13 @@ __all__ = [
     "BookScript",
     "EventOutcome",
     "ScriptedEvents",
+    # retries (the kept message sent again as a new task)
+    "BROKER_SETTING",
+    "RETRYABLE_STATES",
+    "Retrier",
+    "RetryClaim",
+    "RetryResult",
+    "claim_retries",
     # connections
     "DEFAULT_REDIS_URL",
     "RedisUnavailableError",

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "WORKER_KEEP_MS",
     "info",
+    "kept_message_of",
     "name_totals",
     "publish_fields",
     "search",
@@ -102,7 +103,7 @@ def publish_fields(given: PublishInfo | None) -> dict[str, str]:
         raise invalid("info must be a PublishInfo", field="info")
     fields: dict[str, str] = {}
     for field, value in vars(given).items():
-        if value is None:
+        if value is None or field == "message":
             continue
         if not isinstance(value, str) or len(value) > TEXT_LIMIT:
             raise invalid(
@@ -119,12 +120,27 @@ def publish_fields(given: PublishInfo | None) -> dict[str, str]:
     return fields
 
 
+def kept_message_of(given: PublishInfo | None) -> str:
+    """create.lua's ``message``: the kept message of ``given`` ('' for none)."""
+    message = None if given is None else given.message
+    if message is None:
+        return ""
+    if not isinstance(message, str) or not message.isascii():
+        raise invalid("info.message must be KeptMessage.to_json's text", field="info.message")
+    return message
+
+
 def _info(
-    task_id: str, fields: Sequence[Any], long: Sequence[Any], children: Sequence[Any]
+    task_id: str,
+    fields: Sequence[Any],
+    long: Sequence[Any],
+    children: Sequence[Any],
+    message_kept: bool = False,
 ) -> TaskInfo:
-    created, name, queue, parent, root, group, worker, started, ended, exception, attempts, _st = (
-        fields
-    )
+    created, name, queue, parent, root, group, worker, started, ended, exception, attempts = fields[
+        :11
+    ]
+    retry_of, retried_as, retried_by, retry_reason = fields[12:16]
     started_ms, ended_ms = _number(started), _number(ended)
     runtime = None
     if started_ms is not None and ended_ms is not None and ended_ms >= started_ms:
@@ -149,6 +165,11 @@ def _info(
         exception=_text(exception),
         traceback=_text(long[2]),
         children=tuple(text for text in map(_text, children) if text is not None),
+        retry_of=_text(retry_of),
+        retried_as=_text(retried_as),
+        retried_by=_text(retried_by),
+        retry_reason=_text(retry_reason),
+        message_kept=message_kept,
     )
 
 
@@ -159,13 +180,13 @@ def info(book: BookLayout, task_id: str) -> Plan[TaskInfo | None]:
     k = book.keys
     reply = yield ScriptCall(
         "info",
-        [k.task(task_id), k.info(task_id), k.children(task_id)],
+        [k.task(task_id), k.info(task_id), k.children(task_id), k.message(task_id)],
         InfoArgs(children_listed=CHILDREN_LISTED).argv(),
     )
     if not reply:
         return None
-    fields, long, children = reply
-    return _info(task_id, fields, long, children)
+    fields, long, children, kept = reply
+    return _info(task_id, fields, long, children, kept == 1)
 
 
 def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:

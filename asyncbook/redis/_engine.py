@@ -23,7 +23,7 @@ from .._machine import create_async_task
 from .._models import AsyncTask
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
-from ._console import publish_fields
+from ._console import kept_message_of, publish_fields
 from ._facts import TaskFacts
 from ._operations import BookLayout
 from ._pending import settle
@@ -63,6 +63,11 @@ class EngineBase:
 
     def create_call(self, spec: CreateSpec) -> CreateCall:
         """The task create.lua would store, and the script's KEYS and ARGV."""
+        task, keys, args = self.create_args(spec)
+        return task, keys, args.argv()
+
+    def create_args(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], CreateArgs]:
+        """The task create.lua would store, the script's KEYS and its ARGV record."""
         id = spec.id
         group = None
         if spec.group_id is not None:
@@ -82,8 +87,10 @@ class EngineBase:
             k.group_members(group or ""),
         ]
         published = publish_fields(spec.info)
+        message = kept_message_of(spec.info)
         name, parent = published.get("name", ""), published.get("parent_id", "")
         keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent)]
+        keys.append(k.message(id))
         group_json = "" if group is None else dumps(group, "groupId")
         deadline = number_text(task.expires_at_ms)
         self.layout.facts.learn(id, TaskFacts(name, group_json, "", deadline))
@@ -99,13 +106,21 @@ class EngineBase:
             group_id_json=group_json,
             created_ms=number_text(spec.now_ms),
             children_keep_ms=self.children_keep_ms(spec),
+            message=message,
+            message_keep_ms=self.life_and_retention_ms(spec) if message else "",
             **published,
-        ).argv()
+        )
         return task, keys, args
 
     def children_keep_ms(self, spec: CreateSpec) -> str:
         """How long a parent's list of children is kept: the child's life and retention."""
-        if not self.layout.retention_ms or spec.info is None or spec.info.parent_id is None:
+        if spec.info is None or spec.info.parent_id is None:
+            return ""
+        return self.life_and_retention_ms(spec)
+
+    def life_and_retention_ms(self, spec: CreateSpec) -> str:
+        """The longest a task's record can live: its ttl and the retention; '' for ever."""
+        if not self.layout.retention_ms:
             return ""
         return str(int(self.layout.retention_ms) + max(0, math.ceil(float(spec.ttl_ms))))
 

@@ -122,6 +122,10 @@ class KeySchema:
         """Hash of a task's long info fields: args, kwargs, traceback."""
         return f"{self.tag}:i:{escape_id(task_id)}"
 
+    def message(self, task_id: str) -> str:
+        """String: a task's message as published (``KeptMessage``), kept for a retry."""
+        return f"{self.tag}:m:{escape_id(task_id)}"
+
     def name_index(self, state: str, name: str) -> str:
         """Sorted set of one task name's ids in one state, scored by creation order."""
         return f"{self.tag}:n:{state}:{escape_id(name)}"

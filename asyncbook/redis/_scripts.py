@@ -30,6 +30,7 @@ __all__ = [
     "InfoBlockArgs",
     "NoArgs",
     "ResumeArgs",
+    "RetryArgs",
     "ScriptArgs",
     "ScriptStatus",
     "ScriptedEvents",
@@ -47,6 +48,9 @@ FIRST_HELPER = "_task.lua"
 """The helpers in front of every script begin with this file."""
 _INFO = "_info.lua"
 _APPLY = "_apply.lua"
+_CREATE = "_create.lua"
+_CREATING = frozenset({"create.lua", "retry.lua"})
+"""The scripts that create a task (``create_task``, in _create.lua)."""
 
 
 class ScriptStatus(StrEnum):
@@ -148,6 +152,22 @@ class CreateArgs(ScriptArgs):
     kwargs: str = ""
     children_keep_ms: str = ""
     """How long a parent's list of children is kept; '' for ever."""
+    message: str = ""
+    """The message as published (``KeptMessage`` JSON), kept for a retry; '' for none."""
+    message_keep_ms: str = ""
+    """How long the kept message lives (the task's life and retention); '' for ever."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryArgs(ScriptArgs):
+    """ARGV of retry.lua: the new task's create, then the retry's own."""
+
+    create: CreateArgs
+    original_id: str
+    actor: str
+    """Who asked ('' when not said)."""
+    reason: str
+    """Why ('' when not said)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +379,7 @@ SCRIPT_ARGS: dict[str, type[ScriptArgs]] = {
     "stats": StatsArgs,
     "workers": WorkersArgs,
     "expire_many": ExpireManyArgs,
+    "retry": RetryArgs,
 }
 """Each book script's ARGV record (the ``BookScripts`` fields)."""
 
@@ -375,6 +396,8 @@ def with_helpers(source: str) -> str:
 
 def load_source(name: str) -> str:
     """A script's source, with the shared helpers in front of it."""
+    if name in _CREATING:
+        return with_helpers(_lua(_CREATE) + "\n" + _lua(name))
     return with_helpers(_lua(name))
 
 
@@ -451,6 +474,7 @@ class BookScripts:
     stats: BookScript
     workers: BookScript
     expire_many: BookScript
+    retry: BookScript
 
     @classmethod
     def register(cls, client: Any) -> BookScripts:

@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import AsyncBookError, BookUnavailableError
+from ..redis import Retrier
 from ._auth import TokenAuth, check_token
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GroupHub
@@ -31,6 +32,7 @@ from ._login import Login, LoginThrottle, Sessions
 from ._queues import QueuesApi
 from ._reader import Reader, close_reader, reader_for
 from ._responses import error_response
+from ._retry import RetryApi
 from ._routes import open_paths, page_paths, starlette_routes
 from ._table import route_table
 
@@ -75,6 +77,7 @@ def create_app(
     allowed_hosts: Iterable[str] = (),
     broker: BrokerReader | None = None,
     own_queue: str = DEFAULT_OWN_QUEUE,
+    retrier: Retrier | None = None,
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
@@ -88,6 +91,8 @@ def create_app(
     ``broker`` (``asyncbook.redis.RedisBroker``, or ``asyncbook.celery.AmqpBroker``) is
     read by ``/api/queues`` and the queues page, beside ``own_queue`` (the Celery setting
     ``asyncbook_queue``); it stays the caller's to close.
+    ``retrier`` sends retries to the broker (``Retrier``); without one, a retry is refused
+    (503, ``no-broker``).
     """
     check_token(token)
     hosts = allowed_host_names(allowed_hosts)
@@ -120,7 +125,7 @@ def create_app(
 
     throttle = LoginThrottle()
     queues = QueuesApi(reader, broker, own_queue, with_info=status.console)
-    table = route_table(status, Login(token or "", throttle), queues)
+    table = route_table(status, Login(token or "", throttle), queues, RetryApi(retrier))
     routes: list[BaseRoute] = starlette_routes(table, signin=bool(token))
     static = StaticFiles(packages=[("asyncbook.web", "static")])
     routes.append(Mount("/static", static, name="static"))

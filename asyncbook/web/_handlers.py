@@ -281,14 +281,15 @@ class StatusApp:
         if self.signin:
             text = text.replace(_SIGN_OUT_HIDDEN, _SIGN_OUT_SHOWN)
             # A change needs the bearer token (the cookie never authorizes one): ask for it.
-            text = text.replace(_TOKEN_FIELD_HIDDEN, _TOKEN_FIELD_SHOWN)
+            for action in ("cancel", "retry"):
+                text = text.replace(_TOKEN_FIELD_HIDDEN % action, _TOKEN_FIELD_SHOWN % action)
         return HTMLResponse(text)
 
 
 _SIGN_OUT_HIDDEN = '<form id="signout" method="post" action="/logout" hidden>'
 _SIGN_OUT_SHOWN = '<form id="signout" method="post" action="/logout">'
-_TOKEN_FIELD_HIDDEN = '<p id="cancel-token-field" hidden>'
-_TOKEN_FIELD_SHOWN = '<p id="cancel-token-field">'
+_TOKEN_FIELD_HIDDEN = '<p id="%s-token-field" hidden>'
+_TOKEN_FIELD_SHOWN = '<p id="%s-token-field">'
 
 
 async def _group_detail(

@@ -1,4 +1,4 @@
-"""Task URLs: ``/api/tasks/<id>[/events|/stream|/delivery|/cancel]``, matched and split on
+"""Task URLs: ``/api/tasks/<id>[/events|/stream|/delivery|/cancel|/retry]``, matched and split on
 the raw path.
 
 A task id may hold ``/``, ``%``, spaces, newlines or any Unicode, so it travels
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 TASKS_PREFIX = "/api/tasks/"
-SUFFIXES = frozenset({"events", "stream", "delivery", "cancel"})
+SUFFIXES = frozenset({"events", "stream", "delivery", "cancel", "retry"})
 GROUPS_PREFIX = "/api/groups/"
 GROUP_SUFFIXES = frozenset({"stream"})
 GROUP_PAGE_PREFIX = "/groups/"

@@ -12,7 +12,7 @@ import uvicorn
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import invalid
-from ..redis import RedisBook
+from ..redis import RedisBook, Retrier
 from ._app import create_app
 from ._auth import check_bind
 from ._feed import BookChangeFeed, ChangeFeed
@@ -87,18 +87,26 @@ def serve(
     forwarded_allow_ips: str | list[str] | None = None,
     broker: BrokerReader | None = None,
     own_queue: str = DEFAULT_OWN_QUEUE,
+    retrier: Retrier | None = None,
 ) -> None:
     """Serve until interrupted; without ``token`` only a loopback ``host`` is allowed.
 
     ``allowed_hosts`` are the names clients may reach it by besides loopback names (and
     ``host`` itself); ``proxy_headers`` trusts ``X-Forwarded-For``/``-Proto`` from
     ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS);
-    ``broker`` and ``own_queue`` are ``create_app``'s (the queues page).
+    ``broker`` and ``own_queue`` are ``create_app``'s (the queues page); ``retrier``
+    sends retries to the broker.
     """
     check_bind(host, token)
     names = _with_bind_name(host, allowed_hosts)
     app = create_app(
-        book, feed, token=token, allowed_hosts=names, broker=broker, own_queue=own_queue
+        book,
+        feed,
+        token=token,
+        allowed_hosts=names,
+        broker=broker,
+        own_queue=own_queue,
+        retrier=retrier,
     )
     server = _server(app, host, port, log_level, proxy_headers, forwarded_allow_ips)
     if on_ready is not None:
@@ -128,6 +136,7 @@ class BackgroundServer:
         forwarded_allow_ips: str | list[str] | None = None,
         broker: BrokerReader | None = None,
         own_queue: str = DEFAULT_OWN_QUEUE,
+        retrier: Retrier | None = None,
     ) -> None:
         check_bind(host, token)
         names = _with_bind_name(host, allowed_hosts)
@@ -139,6 +148,7 @@ class BackgroundServer:
             allowed_hosts=names,
             broker=broker,
             own_queue=own_queue,
+            retrier=retrier,
         )
         self._server = _server(self.app, host, port, log_level, proxy_headers, forwarded_allow_ips)
         self._host = host

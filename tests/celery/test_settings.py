@@ -129,6 +129,17 @@ def test_console_info_settings() -> None:
         Settings.from_conf({"asyncbook_redact": [1]})
 
 
+def test_keep_message_settings() -> None:
+    assert (Settings().keep_messages, Settings().keep_message_limit) == (False, 1_048_576)
+    settings = Settings.from_conf(
+        {"asyncbook_keep_messages": True, "asyncbook_keep_message_limit": 4096}
+    )
+    assert (settings.keep_messages, settings.keep_message_limit, settings.extra) == (True, 4096, {})
+    for bad in (0, -1, 1.5, "1MiB", True):
+        with pytest.raises(AsyncBookError, match="asyncbook_keep_message_limit"):
+            Settings.from_conf({"asyncbook_keep_message_limit": bad})
+
+
 def test_info_policy_bounds_masks_and_keeps_a_tracebacks_end() -> None:
     policy = InfoPolicy(limit=32, redact=["Token"])
     args, kwargs = policy.render(("x" * 100, 2), {"token": "s3cret", "n": 1})

@@ -16,6 +16,7 @@ import httpx
 import redis
 
 from asyncbook import RedisBook
+from asyncbook.redis import Retrier
 from asyncbook.web import BackgroundServer, feed_for
 
 from .books import delete_namespace
@@ -39,18 +40,23 @@ def running_server(
     token: str | None = None,
     retention_versions: int = 8,
     client: Any = None,
+    broker_url: str | None = None,
     **options: Any,
 ) -> Iterator[Running]:
     """A status server over a fresh RedisBook namespace (the test Redis unless ``client``).
 
-    ``options`` go to ``BackgroundServer`` (``allowed_hosts``, ``proxy_headers``...).
+    ``broker_url``: retries are sent there (a ``Retrier`` on the book). ``options`` go to
+    ``BackgroundServer`` (``allowed_hosts``, ``proxy_headers``...).
     """
     client = client if client is not None else redis.Redis.from_url(WEB_REDIS_URL)
     client.ping()
     namespace = f"web-{uuid.uuid4().hex[:12]}"
     book = RedisBook(client, namespace=namespace, retention_versions=retention_versions)
     try:
-        with BackgroundServer(book, feed_for(book), token=token, **options) as server:
+        retrier = None if broker_url is None else Retrier(book, broker_url)
+        with BackgroundServer(
+            book, feed_for(book), token=token, retrier=retrier, **options
+        ) as server:
             wait_for_listener(book)
             yield Running(url=server.url.rstrip("/"), book=book, app=server.app, server=server)
     finally:

@@ -8,12 +8,14 @@ import re
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+import redis
 from playwright import sync_api
 
 from asyncbook import (
@@ -30,7 +32,8 @@ from asyncbook.web import BackgroundServer
 
 from ..support.broker import CONSUMED_SENT, PREFETCHED, busy_broker
 from ..support.celery import CELERY_URL, unique
-from ..support.web_server import Running, running_server
+from ..support.retries import ended_task, kept_message
+from ..support.web_server import WEB_REDIS_URL, Running, running_server
 
 pytestmark = pytest.mark.redis
 
@@ -751,6 +754,51 @@ def test_console_cancel_from_the_task_page_updates_its_info(server: Running, pag
     assert task is not None
     assert task.state == "cancelled"
     assert task.error == "wrong source file"
+
+
+def test_console_retry_from_the_task_page_links_both_ways(page: Any, tmp_path: Path) -> None:
+    queue = f"retry-browser-{uuid.uuid4().hex[:8]}"
+    failed = "thumbnail/photo-07.jpg"
+    name = "thumbnail.render"
+    with running_server(broker_url=WEB_REDIS_URL) as server:
+        book = server.book
+        ended_task(book, failed, message=kept_message(name=name, queue=queue), name=name)
+        ended_task(book, "kept-nothing", name=name)  # published without keep_messages
+        page.set_viewport_size({"width": 1100, "height": 1000})  # the page fits: one backdrop
+        page.goto(server.url + "/task?id=" + quote(failed, safe=""))
+        page.wait_for_selector('#summary[data-state="failed"]', timeout=5_000)
+        page.wait_for_selector("#retry-open:not([hidden])", timeout=5_000)
+        assert not page.is_visible("#cancel-open")
+        page.click("#retry-open")
+        assert page.is_visible("#retry-dialog")
+        assert page.evaluate("document.activeElement.id") == "retry-reason"
+        assert not page.is_visible("#retry-token")  # a server without a token needs none
+        page.fill("#retry-reason", "the CDN is back")
+        shoot(page, tmp_path, "retry.png")
+        page.click("#retry-confirm")
+        page.wait_for_selector("#action-status:has-text('Retried as')", timeout=5_000)
+        new_id = page.inner_text("#action-status a")
+        info = book.info(failed)
+        assert info is not None
+        assert info.retried_as == new_id
+        page.wait_for_selector("#relations:has-text('Retried as')", timeout=5_000)
+        assert not page.is_visible("#retry-open")  # retried once
+        # The new task's page links back, and says who asked and why.
+        page.click("#action-status a")
+        page.wait_for_selector('#summary[data-state="queued"]', timeout=5_000)
+        page.wait_for_selector("#relations:has-text('Retry of')", timeout=5_000)
+        assert page.inner_text("#title") == new_id
+        assert "the CDN is back" in page.inner_text("#info")
+        assert page.get_attribute("#relations a", "href") == "/task?id=" + quote(failed, safe="")
+        # Nothing kept, no button.
+        page.goto(server.url + "/task?id=kept-nothing")
+        page.wait_for_selector('#summary[data-state="failed"]', timeout=5_000)
+        page.wait_for_selector("#info-section:not([hidden])", timeout=5_000)
+        assert not page.is_visible("#retry-open")
+    client = redis.Redis.from_url(WEB_REDIS_URL)
+    for key in client.scan_iter(match=f"{queue}*"):
+        client.delete(key)
+    client.close()
 
 
 def test_console_workers_page(server: Running, page: Any, tmp_path: Path) -> None:

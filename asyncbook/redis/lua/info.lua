@@ -1,17 +1,21 @@
 -- info: a task's console info (_info.lua).
--- KEYS: 1 task hash, 2 its companion hash, 3 its children (sorted set)
--- Returns: false when the task does not exist, else {fields, long, children}: fields the
---          task hash's c n q pid rid gid w s e x att st; long the companion's a k tb;
---          children the first children_listed ids the task started
+-- KEYS: 1 task hash, 2 its companion hash, 3 its children (sorted set), 4 its kept
+--       message (only whether it exists is read)
+-- Returns: false when the task does not exist, else {fields, long, children, kept}: fields the
+--          task hash's c n q pid rid gid w s e x att st ro ra rby rwhy; long the
+--          companion's a k tb;
+--          children the first children_listed ids the task started; kept 1 when its
+--          message is kept (a retry can send it again), else 0
 
 -- ARGV: InfoArgs (_scripts.py)
 local children_listed = tonumber(ARGV[1])
 
 local fields = redis.call('HMGET', KEYS[1], 'c', 'n', 'q', 'pid', 'rid', 'gid', 'w', 's', 'e',
-  'x', 'att', 'st')
+  'x', 'att', 'st', 'ro', 'ra', 'rby', 'rwhy')
 if not fields[12] then
   return false
 end
 local long = redis.call('HMGET', KEYS[2], 'a', 'k', 'tb')
 local children = redis.call('ZRANGE', KEYS[3], 0, children_listed - 1)
-return {fields, long, children}
+local kept = redis.call('EXISTS', KEYS[4])
+return {fields, long, children, kept}

@@ -192,7 +192,7 @@ for i, id in ipairs(ids) do
   local t = load_task(key)
   if t and not t.damaged then
     local fields = redis.call('HMGET', key, 'c', 'n', 'q', 'pid', 'rid', 'gid', 'w', 's', 'e',
-      'x', 'att', 'st')
+      'x', 'att', 'st', 'ro', 'ra', 'rby', 'rwhy')
     rows[#rows + 1] = {render_task(t, keys_of[id][2], false), fields}
   end
 end

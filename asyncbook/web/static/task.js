@@ -4,9 +4,12 @@
 // when the stream says the task started, ended or was retried.
 const taskId = new URLSearchParams(location.search).get("id") || "";
 const LIVE_STATES = new Set(["queued", "running"]);
+const RETRY_STATES = new Set(["failed", "expired", "cancelled"]);
 let shownVersion = 0;
 let infoState = null; // the task's state when its info was last read
-let apiToken = ""; // typed into the cancel dialog; kept by this page only, never stored
+let taskState = null; // the task's state as the stream last said
+let taskInfo = null; // the info last read
+let apiToken = ""; // typed into a change's dialog; kept by this page only, never stored
 let cancelling = false; // a cancel is on its way: its answer, not the stream, closes the dialog
 
 function showSummary(task) {
@@ -23,6 +26,7 @@ function showSummary(task) {
   for (const [name, value] of fields) list.append(el("dt", {}, name), el("dd", {}, value));
   list.dataset.state = task.state;
   list.dataset.version = String(task.version);
+  taskState = task.state;
   showActions(task.state);
   if (task.state !== infoState) refreshInfo();
 }
@@ -78,6 +82,8 @@ function showInfo(info) {
     ["Ended (UTC)", fullTime(info.endedAtMs)],
     ["Runtime", formatDuration(info.runtimeMs)],
     ["Retries", retries],
+    ["Retried by", info.retriedBy],
+    ["Retry reason", info.retryReason],
   ]);
   const recorded = (value) => (value === null || value === undefined ? "(not recorded)" : value);
   document.getElementById("args-section").hidden = !info.args && !info.kwargs;
@@ -97,7 +103,11 @@ function showInfo(info) {
     ["Parent", info.parentId ? link(taskPageUrl(info.parentId), info.parentId) : null],
     ["Root", root],
     ["Children", childList],
+    ["Retry of", info.retryOf ? link(taskPageUrl(info.retryOf), info.retryOf) : null],
+    ["Retried as", info.retriedAs ? link(taskPageUrl(info.retriedAs), info.retriedAs) : null],
   ]);
+  taskInfo = info;
+  if (taskState) showActions(taskState);
 }
 
 async function readInfo() {
@@ -129,7 +139,12 @@ function announce(text) {
 
 function showActions(state) {
   const live = LIVE_STATES.has(state);
-  document.getElementById("actions").hidden = !live;
+  // Retry: an ended task whose message is kept, not retried yet (the server decides anyway).
+  const retryable = RETRY_STATES.has(state) && taskInfo !== null && taskInfo.messageKept
+    && !taskInfo.retriedAs;
+  document.getElementById("cancel-open").hidden = !live;
+  document.getElementById("retry-open").hidden = !retryable;
+  document.getElementById("actions").hidden = !live && !retryable;
   if (!live && cancelDialog.open && !cancelling) {
     cancelDialog.close();
     announce("The task ended meanwhile: " + state + ".").focus();
@@ -206,6 +221,85 @@ document.getElementById("cancel-form").addEventListener("submit", confirmCancel)
 cancelDialog.addEventListener("cancel", () => {
   // Escape closes the dialog; focus goes back to the button that opened it.
   setTimeout(() => document.getElementById("cancel-open").focus(), 0);
+});
+
+// -- retry: a button once the task failed, expired or was cancelled, a dialog, one POST ----
+
+const retryDialog = document.getElementById("retry-dialog");
+
+function openRetry() {
+  document.getElementById("retry-reason").value = "";
+  document.getElementById("retry-error").textContent = "";
+  document.getElementById("retry-confirm").disabled = false;
+  retryDialog.showModal();
+  document.getElementById("retry-reason").focus();
+}
+
+function closeRetry() {
+  retryDialog.close();
+  document.getElementById("retry-open").focus();
+}
+
+function announceTask(text, id) {
+  const status = announce("");
+  status.append(text, link(taskPageUrl(id), id));
+  return status;
+}
+
+async function confirmRetry(event) {
+  event.preventDefault();
+  const confirm = document.getElementById("retry-confirm");
+  const error = document.getElementById("retry-error");
+  const tokenField = document.getElementById("retry-token-field");
+  const tokenInput = document.getElementById("retry-token");
+  if (!tokenField.hidden && tokenInput.value) apiToken = tokenInput.value;
+  const reason = document.getElementById("retry-reason").value;
+  const headers = { "Content-Type": "application/json" };
+  if (apiToken) headers.Authorization = "Bearer " + apiToken;
+  confirm.disabled = true; // a second click sends nothing (and the book retries once)
+  error.textContent = "";
+  let response;
+  let answer = {};
+  try {
+    response = await fetch(taskUrl(taskId, "retry"), {
+      method: "POST", headers, credentials: "same-origin",
+      body: JSON.stringify(reason.trim() ? { reason } : {}),
+    });
+    answer = await response.json().catch(() => ({}));
+  } catch (failure) {
+    error.textContent = "The server did not answer: " + failure.message;
+    confirm.disabled = false;
+    return;
+  }
+  confirm.disabled = false;
+  if (response.status === 401) {
+    apiToken = "";
+    tokenField.hidden = false;
+    error.textContent = tokenInput.value ? "That token is not valid." : "Retrying needs the API token.";
+    tokenInput.focus();
+    return;
+  }
+  if (response.status === 400) {
+    error.textContent = answer.message || "The server refused the request.";
+    document.getElementById(answer.field === "reason" ? "retry-reason" : "retry-confirm").focus();
+    return;
+  }
+  if (retryDialog.open) retryDialog.close();
+  readInfo();
+  if (response.ok) {
+    announceTask("Retried as ", answer.retriedAs).focus();
+  } else if (answer.code === "already-retried" && answer.retriedAs) {
+    announceTask("It was already retried, as ", answer.retriedAs).focus();
+  } else {
+    announce("Not retried: " + (answer.message || "the server answered " + response.status)).focus();
+  }
+}
+
+document.getElementById("retry-open").addEventListener("click", openRetry);
+document.getElementById("retry-keep").addEventListener("click", closeRetry);
+document.getElementById("retry-form").addEventListener("submit", confirmRetry);
+retryDialog.addEventListener("cancel", () => {
+  setTimeout(() => document.getElementById("retry-open").focus(), 0);
 });
 
 function follow() {

@@ -1,0 +1,71 @@
+"""The message of a tracked task as published, kept for a retry (``asyncbook_keep_messages``).
+
+``before_task_publish`` hands over the body before kombu serializes it: it is serialized
+here with the task's serializer (kombu's ``dumps``, as the publish does), so the kept body
+is the same bytes, whatever the serializer (pickle included). A JSON body (Celery's
+default) is kept as the JSON value it is sent as, inside the kept record: one encoding
+at publish instead of two. The headers are kept as
+Celery wrote them, before asyncbook adds its own, but for those a retry sets anew (the
+id, root and parent, retries, eta, expires, group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from celery import Task
+from kombu.serialization import dumps
+from kombu.utils.json import dumps as json_dumps
+
+from .._kept import KeptMessage, json_record, omission
+
+__all__ = ["kept_message"]
+
+_REPLACED = frozenset(
+    {"id", "root_id", "parent_id", "retries", "eta", "expires", "group", "group_index"}
+)
+"""Headers a retry sets anew (a fresh task's): not kept."""
+_PROPERTIES = ("priority",)
+"""The message properties a retry sends again (besides routing: its reply queue and
+correlation id belong to the first send)."""
+
+
+def kept_message(
+    task: Task[Any, Any],
+    headers: Mapping[str, Any],
+    body: Any,
+    exchange: Any,
+    routing_key: Any,
+    properties: Any,
+    limit: int,
+) -> str:
+    """The message to keep (``KeptMessage``'s JSON), or, over ``limit`` bytes, its
+    ``omission``."""
+    serializer = task.serializer or task.app.conf.task_serializer  # as apply_async's
+    given = properties if isinstance(properties, dict) else {}
+    kept_headers = {key: value for key, value in headers.items() if key not in _REPLACED}
+    kept_properties = {key: given[key] for key in _PROPERTIES if given.get(key) is not None}
+    exchange_name = exchange if isinstance(exchange, str) else getattr(exchange, "name", "") or ""
+    routing = routing_key if isinstance(routing_key, str) else ""
+    if serializer == "json":
+        # Celery's default: the body kept as the JSON value it is sent as, the whole
+        # record encoded once with kombu's JSON encoder (the publish's own).
+        record = json_record(task.name, kept_headers, kept_properties, exchange_name, routing, body)
+        kept = json_dumps(record)
+    else:
+        content_type, content_encoding, data = dumps(body, serializer=serializer)
+        raw = data.encode(content_encoding) if isinstance(data, str) else bytes(data)
+        kept = KeptMessage(
+            task.name,
+            raw,
+            content_type,
+            content_encoding,
+            kept_headers,
+            kept_properties,
+            exchange_name,
+            routing,
+        ).to_json()
+    if len(kept) > limit:
+        return omission(len(kept), limit)
+    return kept

@@ -1,0 +1,130 @@
+"""``asyncbook retry``: tasks, or a search's failed tasks, sent again from their kept
+messages as new tasks (``Retrier``: the book decides, kombu publishes)."""
+
+from __future__ import annotations
+
+import getpass
+from typing import Any
+
+import click
+
+from .._console import TaskQuery
+from ..redis import BROKER_SETTING, RETRYABLE_STATES, Retrier, RetryResult
+from ._console_units import naming_options, when_option
+from ._context import EXIT_NOT_FOUND, GroupOptions, book_errors, emit_json, fail, json_option
+
+__all__ = ["COMMANDS", "broker_option"]
+
+_FILTERS = ("name", "state", "worker", "q", "since_ms", "until_ms", "after")
+
+
+def _user_name() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no user name to be found (a container's uid)
+        return None
+
+
+def broker_option(command: Any) -> Any:
+    """The ``--broker`` option (env ``ASYNCBOOK_BROKER_URL``): where retries are sent."""
+    return click.option(
+        "--broker",
+        "broker_url",
+        envvar=BROKER_SETTING,
+        default=None,
+        metavar="URL",
+        help=f"The Celery broker that retries are sent to (env {BROKER_SETTING}).",
+    )(command)
+
+
+@click.command("retry")
+@click.argument("task_ids", nargs=-1)
+@click.option("--name", help="Retry the tasks of this Celery task name (a search).")
+@click.option(
+    "--state", type=click.Choice(RETRYABLE_STATES), default=None, help="[default: failed]"
+)
+@click.option("--worker", help="Only tasks that ran on this worker.")
+@click.option("--q", "--id-prefix", "q", help="Only tasks whose id starts with this.")
+@click.option("--since", "since_ms", callback=when_option, metavar="WHEN", help="As ls.")
+@click.option("--until", "until_ms", callback=when_option, metavar="WHEN", help="As ls.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--after", help="Continue from a previous search's next cursor.")
+@click.option("--reason", default=None, help="Why (kept with each new task).")
+@click.option(
+    "--actor", default=_user_name, show_default="your user name", help="Who asks (kept too)."
+)
+@click.option("--yes", "-y", is_flag=True, help="Retry a search's tasks without asking.")
+@broker_option
+@json_option
+@click.pass_obj
+def retry(
+    settings: GroupOptions,
+    /,
+    task_ids: tuple[str, ...],
+    limit: int,
+    reason: str | None,
+    actor: str | None,
+    yes: bool,
+    broker_url: str | None,
+    as_json: bool,
+    **filters: Any,
+) -> None:
+    """Run failed, expired or cancelled tasks again, each as a new task sent with its
+    original name, arguments and routing (kept at publish: asyncbook_keep_messages).
+
+    Give task ids, or a search (--name, --state failed by default, --worker, --q,
+    --since, --until; at most --limit tasks, --after continues), which asks before it
+    sends unless --yes. Exits 0 when every task was sent again, 1 when any was refused
+    (each refusal is printed: unknown, not ended so, retried already, no kept message).
+    """
+    searching = any(filters[name] is not None for name in _FILTERS)
+    if task_ids and searching:
+        raise click.UsageError("give task ids or a search (--name, --state...), not both")
+    if not task_ids and not searching:
+        raise click.UsageError("give task ids, or a search: --name, --state, --since...")
+    if not broker_url:
+        raise click.UsageError(f"no broker to send retries to: give --broker (or {BROKER_SETTING})")
+    book = settings.book
+    next_after = None
+    ids = list(task_ids)
+    if searching:
+        query = TaskQuery(**{**filters, "state": filters["state"] or "failed"}, limit=limit)
+        with book_errors(), naming_options():
+            page = book.search(query.checked())
+        ids, next_after = [row.task.id for row in page.tasks], page.next_after
+        if not ids:
+            click.echo("no task matches", err=True)
+            return
+        if not yes:
+            shown = ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
+            click.confirm(f"Retry {len(ids)} task(s) ({shown})?", abort=True, err=True)
+    with book_errors():
+        results = Retrier(book, broker_url).retry(ids, actor=actor, reason=reason)
+    _report(results, next_after, as_json)
+
+
+def _report(results: list[RetryResult], next_after: str | None, as_json: bool) -> None:
+    refused = [result for result in results if result.code is not None]
+    if as_json:
+        emit_json(
+            {
+                "results": [result.wire() for result in results],
+                "retried": len(results) - len(refused),
+                "refused": len(refused),
+                "nextAfter": next_after,
+            }
+        )
+    else:
+        for result in results:
+            if result.code is None:
+                click.echo(f"retried {result.task_id} as {result.retried_as}")
+            else:
+                click.echo(f"refused {result.task_id} ({result.code}): {result.message}", err=True)
+        if next_after is not None:
+            click.echo(f"more: --after {next_after}")
+    if refused:
+        fail(f"{len(refused)} of {len(results)} task(s) not retried", EXIT_NOT_FOUND)
+
+
+COMMANDS = (retry,)
+"""The commands this module adds to the ``asyncbook`` group."""

@@ -1,0 +1,160 @@
+"""``Retrier``: a task sent again, from its kept message, as a new task.
+
+The book decides first (``claim_retries``: one new task per task, ever, linked both
+ways); then each new task's message is published through kombu to the broker, under the
+new id, with the headers Celery gives a fresh task (its own root, no parent, no retries,
+no eta, and ``expires`` at the new deadline). A message the broker did not take leaves
+no task queued for ever: its new task is cancelled at once, with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from .._kept import KeptMessage
+from ._book import RedisBook
+from ._retries import RetryClaim, claim_retries
+
+__all__ = ["BROKER_SETTING", "RetryResult", "Retrier", "fresh_headers"]
+
+log = logging.getLogger("asyncbook.redis")
+
+BROKER_SETTING = "ASYNCBOOK_BROKER_URL"
+"""Where ``asyncbook serve`` and ``asyncbook retry`` read the broker URL (or ``--broker``)."""
+_REASON_LIMIT = 500
+"""Longest reason a retry that was not sent cancels its new task with, in characters."""
+_CONNECT_TIMEOUT = 5.0
+"""Seconds a retry waits for the broker to answer."""
+
+
+@dataclass(frozen=True)
+class RetryResult:
+    """One task's retry: sent (``retried_as``, ``code`` None) or refused (``code``,
+    ``message``; ``retried_as`` names the retry when there is one: ``already-retried``,
+    or ``not-sent``, whose new task was cancelled)."""
+
+    task_id: str
+    retried_as: str | None = None
+    code: str | None = None
+    message: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON the API answers with (camelCase)."""
+        return {
+            "taskId": self.task_id,
+            "retriedAs": self.retried_as,
+            "code": self.code,
+            "message": self.message,
+        }
+
+
+def fresh_headers(message: KeptMessage, new_id: str, deadline_ms: int | float) -> dict[str, Any]:
+    """The kept headers as Celery writes them for a fresh task ``new_id``."""
+    headers = dict(message.headers)
+    headers.update(
+        id=new_id,
+        root_id=new_id,
+        parent_id=None,
+        retries=0,
+        eta=None,
+        expires=datetime.fromtimestamp(deadline_ms / 1000, tz=UTC).isoformat(),
+        group=None,
+        group_index=None,
+    )
+    return headers
+
+
+class Retrier:
+    """Retries tasks of ``book`` through the broker at ``broker_url`` (kombu)."""
+
+    def __init__(self, book: RedisBook, broker_url: str) -> None:
+        self.book = book
+        self.broker_url = broker_url
+
+    def retry(
+        self, task_ids: Sequence[str], *, actor: str | None = None, reason: str | None = None
+    ) -> list[RetryResult]:
+        """Retry each task (``actor``: who asks, ``reason``: why; both kept with the new
+        task); each answer says what became of one task, in order."""
+        claims = claim_retries(self.book.engine, task_ids, actor=actor, reason=reason)
+        sends = [send for send in map(_Send.of, claims) if send is not None]
+        failures = dict(zip((s.task_id for s in sends), self._publish(sends), strict=True))
+        results = []
+        for claim in claims:
+            if claim.new_id is None:
+                code = claim.code or "refused"
+                retried_as = claim.detail if code == "already-retried" else None
+                results.append(RetryResult(claim.task_id, retried_as, code, claim.text))
+                continue
+            failure = failures.get(claim.task_id)
+            if failure is None:
+                results.append(RetryResult(claim.task_id, claim.new_id))
+                continue
+            why = f"retry not sent: the broker did not take the message ({failure})"
+            why = why if len(why) <= _REASON_LIMIT else why[: _REASON_LIMIT - 1] + "…"
+            self.book.cancel(claim.new_id, why)
+            results.append(RetryResult(claim.task_id, claim.new_id, "not-sent", why))
+        return results
+
+    def _publish(self, sends: Sequence[_Send]) -> list[str | None]:
+        """Publish each message on one connection; per message None or why not (once the
+        broker fails, the messages left are not sent)."""
+        if not sends:
+            return []
+        import kombu  # the celery extra's: needed only once a retry is sent
+        import kombu.exceptions
+
+        connection = kombu.Connection(self.broker_url, connect_timeout=_CONNECT_TIMEOUT)
+        errors: tuple[type[BaseException], ...] = (
+            kombu.exceptions.KombuError,
+            OSError,
+            *connection.connection_errors,
+            *connection.channel_errors,
+        )
+        answers: list[str | None] = []
+        try:
+            with connection:
+                connection.ensure_connection(max_retries=1)
+                producer = connection.Producer()
+                for send in sends:
+                    send.publish(producer)
+                    answers.append(None)
+        except errors as error:
+            log.warning("asyncbook: %d retries not sent: %r", len(sends) - len(answers), error)
+            answers += [f"{type(error).__name__}: {error}"] * (len(sends) - len(answers))
+        return answers
+
+
+class _Send(NamedTuple):
+    """A retry the book created: its message to publish under the new id."""
+
+    task_id: str
+    new_id: str
+    message: KeptMessage
+    deadline_ms: int | float
+
+    @classmethod
+    def of(cls, claim: RetryClaim) -> _Send | None:
+        """The send of a created claim; None for a refused one."""
+        if claim.new_id is None or claim.message is None or claim.deadline_ms is None:
+            return None
+        return cls(claim.task_id, claim.new_id, claim.message, claim.deadline_ms)
+
+    def publish(self, producer: Any) -> None:
+        """Publish the kept message under the new id: the body as kept, untouched."""
+        message = self.message
+        producer.publish(
+            message.body,
+            exchange=message.exchange,
+            routing_key=message.routing_key,
+            headers=fresh_headers(message, self.new_id, self.deadline_ms),
+            content_type=message.content_type,
+            content_encoding=message.content_encoding,
+            correlation_id=self.new_id,
+            retry=False,
+            **message.properties,
+        )

@@ -1,0 +1,217 @@
+"""Retry: a failed, expired or cancelled task sent again as a new task, linked both ways.
+
+``claim_retries`` reads the tasks in one pipelined round trip, then creates each new
+task and links it in one retry.lua call per task, all pipelined in one more round trip.
+The script decides: a task retried once is never retried again, whoever asks twice at
+once. Publishing the kept message under the new id is the caller's (``Retrier``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from redis.exceptions import NoScriptError, ResponseError
+
+from .._book import CreateSpec
+from .._checks import require_string
+from .._console import PublishInfo
+from .._kept import KeptMessage, why_omitted
+from ..errors import AsyncBookError, invalid
+from ._args import utf8
+from ._engine import Engine
+from ._plan import server_time
+from ._replies import text_of
+from ._scripts import RetryArgs
+
+__all__ = ["RETRYABLE_STATES", "RetryClaim", "claim_retries"]
+
+RETRYABLE_STATES = ("failed", "expired", "cancelled")
+"""The states a task can be retried from."""
+_TEXT_LIMIT = 1000
+"""Longest actor or reason, in characters."""
+_TASK_FIELDS = ("st", "exp", "max", "hbt", "rdl", "c", "ra", "q")
+_DEFAULT_TTL_MS = 3_600_000
+"""The new task's life when the original's creation time is not known."""
+
+
+class RetryClaim(NamedTuple):
+    """One task's retry as the book decided it: created (``new_id``, the message to
+    publish and the new deadline) or refused (``code``, ``text``, and ``detail``: the
+    task's state for ``not-retryable``, the retry's id for ``already-retried``)."""
+
+    task_id: str
+    new_id: str | None = None
+    message: KeptMessage | None = None
+    deadline_ms: int | float | None = None
+    code: str | None = None
+    detail: str | None = None
+    text: str | None = None
+    """Why it was refused, in words."""
+
+
+def _refused(task_id: str, code: str, detail: str | None = None) -> RetryClaim:
+    texts = {
+        "not-found": f"no task {task_id!r}",
+        "not-retryable": f"task {task_id!r} is {detail}: only a failed, expired or "
+        "cancelled task can be retried",
+        "already-retried": f"task {task_id!r} was retried already, as {detail!r}",
+        "no-message": f"task {task_id!r} has no kept message to send again: turn "
+        "asyncbook_keep_messages on in the Celery app's configuration (Celery's "
+        "result_extended keeps arguments, not the message as published)",
+    }
+    return RetryClaim(task_id, code=code, detail=detail, text=texts.get(code, code))
+
+
+def _optional_text(value: str | None, field: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > _TEXT_LIMIT:
+        raise invalid(f"{field} must be text of at most {_TEXT_LIMIT} characters", field=field)
+    return utf8(value, field)
+
+
+class _Read(NamedTuple):
+    task_id: str
+    fields: list[Any]
+    long: list[Any]
+    message: Any
+
+
+def _read(engine: Engine, task_ids: Sequence[str]) -> list[_Read]:
+    """Each task's fields, its args and kwargs and its kept message: one round trip."""
+    k = engine.keys
+    pipe = engine.slot_client().pipeline(transaction=False)
+    for task_id in task_ids:
+        pipe.hmget(k.task(task_id), *_TASK_FIELDS)
+        pipe.hmget(k.info(task_id), "a", "k")
+        pipe.get(k.message(task_id))
+    replies = pipe.execute()
+    return [_Read(task_id, *replies[3 * i : 3 * i + 3]) for i, task_id in enumerate(task_ids)]
+
+
+def _number(raw: Any) -> int | float:
+    value = float(text_of(raw))
+    return int(value) if value.is_integer() else value
+
+
+def _plan(read: _Read, now_ms: int) -> RetryClaim | tuple[CreateSpec, KeptMessage]:
+    """The new task's create and the message to send, or the refusal the read tells."""
+    state, expires, attempts, heartbeat, stall, created, retried_as, queue = read.fields
+    if state is None:
+        return _refused(read.task_id, "not-found")
+    if text_of(state) not in RETRYABLE_STATES:
+        return _refused(read.task_id, "not-retryable", text_of(state))
+    if retried_as is not None:
+        return _refused(read.task_id, "already-retried", text_of(retried_as))
+    if read.message is None:
+        return _refused(read.task_id, "no-message")
+    omitted = why_omitted(read.message)
+    if omitted is not None:
+        return RetryClaim(read.task_id, code="message-too-large", text=omitted)
+    try:
+        message = KeptMessage.from_json(read.message)
+    except AsyncBookError as error:
+        return RetryClaim(read.task_id, code=error.code, text=error.message)
+    # The same life as the original's: its deadline less its creation.
+    ttl = _number(expires) - _number(created) if created is not None else 0
+    args, kwargs = (None if raw is None else text_of(raw) for raw in read.long)
+    new_id = str(uuid.uuid4())  # as Celery names a task
+    info = PublishInfo(
+        name=message.name,
+        args=args,
+        kwargs=kwargs,
+        queue=None if queue is None else text_of(queue),
+        root_id=new_id,  # a fresh task is its own root
+    )
+    spec = CreateSpec(
+        id=new_id,
+        now_ms=now_ms,
+        ttl_ms=ttl if ttl > 0 else _DEFAULT_TTL_MS,
+        max_attempts=int(text_of(attempts)),
+        heartbeat_timeout_ms=None if heartbeat is None else int(text_of(heartbeat)),
+        retry_on_stall=stall is not None and text_of(stall) == "1",
+        info=info,
+    )
+    return spec, message
+
+
+def _run_retries(engine: Engine, calls: Sequence[tuple[list[str], list[str]]]) -> list[Any]:
+    """retry.lua per call, pipelined in one round trip (NOSCRIPT: EVAL those again)."""
+    script = engine.scripts.retry
+    pipe = engine.slot_client().pipeline(transaction=False)
+    for keys, args in calls:
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+    replies = list(pipe.execute(raise_on_error=False))
+    if any(isinstance(reply, NoScriptError) for reply in replies):
+        pipe = engine.slot_client().pipeline(transaction=False)
+        for (keys, args), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, NoScriptError):
+                pipe.eval(script.source, len(keys), *keys, *args)
+        again = iter(pipe.execute(raise_on_error=False))
+        replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
+    return replies
+
+
+class _Call(NamedTuple):
+    slot: int
+    task_id: str
+    new_id: str
+    message: KeptMessage
+    deadline_ms: int | float
+    keys: list[str]
+    args: list[str]
+
+
+def _answer(call: _Call, reply: Any) -> RetryClaim:
+    if isinstance(reply, ResponseError):
+        raise reply  # the server refused the call (OOM, READONLY): nothing was written
+    status = text_of(reply[0])
+    if status == "created":
+        return RetryClaim(call.task_id, call.new_id, call.message, call.deadline_ms)
+    if status == "refused":
+        return _refused(call.task_id, text_of(reply[1]), text_of(reply[2]) or None)
+    return RetryClaim(call.task_id, code="damaged", text=f"the retry's create answered {status}")
+
+
+def claim_retries(
+    engine: Engine,
+    task_ids: Sequence[str],
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+) -> list[RetryClaim]:
+    """Create the retry of each task (one per task, ever), linked both ways, with who
+    asked (``actor``) and why (``reason``); a task that cannot be retried is refused in
+    its place. Three round trips to Redis (the clock, the reads, the creates), whatever
+    the number of tasks."""
+    ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
+    actor_text = _optional_text(actor, "actor")
+    reason_text = _optional_text(reason, "reason")
+    if not ids:
+        return []
+    engine.before_write()
+    now = engine.run(server_time())
+    claims: list[RetryClaim | None] = []
+    calls: list[_Call] = []
+    k = engine.keys
+    for read in _read(engine, ids):
+        planned = _plan(read, now)
+        if isinstance(planned, RetryClaim):
+            claims.append(planned)
+            continue
+        spec, message = planned
+        task, keys, create = engine.create_args(spec)
+        create = dataclasses.replace(create, message_keep_ms=engine.life_and_retention_ms(spec))
+        keys += [k.task(read.task_id), k.message(read.task_id)]
+        args = RetryArgs(create, read.task_id, actor_text, reason_text).argv()
+        calls.append(
+            _Call(len(claims), read.task_id, spec.id, message, task.expires_at_ms, keys, args)
+        )
+        claims.append(None)
+    replies = _run_retries(engine, [(call.keys, call.args) for call in calls])
+    for call, reply in zip(calls, replies, strict=True):
+        claims[call.slot] = _answer(call, reply)
+    return [claim for claim in claims if claim is not None]

@@ -1,0 +1,125 @@
+"""``asyncbook retry``: task ids or a search sent again through a broker (the CLI tests'
+Redis; the queue's list is read back), the refusals and their exit codes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from asyncbook import RedisBook
+
+from ..support.cli import CLI_REDIS_URL, run
+from ..support.retries import ended_task, kept_message
+
+pytestmark = pytest.mark.redis
+
+BROKER = ("--broker", CLI_REDIS_URL)
+
+
+@pytest.fixture
+def queue(namespace: str) -> Iterator[str]:
+    name = f"{namespace}-queue"
+    yield name
+    client = redis.Redis.from_url(CLI_REDIS_URL)
+    for key in client.scan_iter(match=f"{name}*"):
+        client.delete(key)
+    client.close()
+
+
+def sent(queue: str) -> int:
+    client = redis.Redis.from_url(CLI_REDIS_URL)
+    try:
+        return sum(client.llen(key) for key in client.scan_iter(match=f"{queue}*"))
+    finally:
+        client.close()
+
+
+def test_retry_sends_a_task_again_with_who_and_why(book: RedisBook, queue: str) -> None:
+    ended_task(book, "t", message=kept_message(queue=queue))
+    result = run(book, "retry", "t", *BROKER, "--reason", "fixed", "--actor", "ana")
+    assert result.exit_code == 0, result.output
+    new_id = result.output.split(" as ")[1].strip()
+    assert result.output == f"retried t as {new_id}\n"
+    assert sent(queue) == 1
+    info = book.info(new_id)
+    assert info is not None
+    assert (info.retry_of, info.retried_by, info.retry_reason) == ("t", "ana", "fixed")
+    again = run(book, "retry", "t", *BROKER, "--json")
+    assert again.exit_code == 1
+    body = json.loads(again.stdout.splitlines()[0])
+    assert body["results"] == [
+        {
+            "taskId": "t",
+            "retriedAs": new_id,
+            "code": "already-retried",
+            "message": f"task 't' was retried already, as {new_id!r}",
+        }
+    ]
+    assert (body["retried"], body["refused"]) == (0, 1)
+    assert sent(queue) == 1
+
+
+def test_a_search_asks_first_unless_yes(book: RedisBook, queue: str) -> None:
+    for n in range(3):
+        ended_task(book, f"f{n}", message=kept_message(name="app.x", queue=queue), name="app.x")
+    declined = run(book, "retry", "--name", "app.x", "--since", "1h", *BROKER, input="n\n")
+    assert declined.exit_code == 1
+    assert "Retry 3 task(s)" in declined.output
+    assert sent(queue) == 0
+    accepted = run(book, "retry", "--name", "app.x", *BROKER, input="y\n")
+    assert accepted.exit_code == 0, accepted.output
+    assert accepted.output.count("retried f") == 3
+    assert sent(queue) == 3
+    none_left = run(book, "retry", "--name", "app.x", "--state", "cancelled", *BROKER, "--yes")
+    assert (none_left.exit_code, none_left.output) == (0, "no task matches\n")
+
+
+def test_refusals_exit_1_and_say_why(book: RedisBook) -> None:
+    ended_task(book, "plain")
+    result = run(book, "retry", "plain", "nobody", *BROKER)
+    assert result.exit_code == 1
+    assert "refused plain (no-message)" in result.output
+    assert "asyncbook_keep_messages" in result.output
+    assert "refused nobody (not-found)" in result.output
+    assert "2 of 2 task(s) not retried" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("t",), "--broker"),
+        (("t", "--name", "x", *BROKER), "not both"),
+        (BROKER, "give task ids"),
+        (("--state", "queued", *BROKER), "--state"),
+        (("--since", "yesterday", *BROKER), "--since"),
+        (("t", "--reason", "x" * 1001, *BROKER), "reason"),
+    ],
+)
+def test_bad_usage_exits_2_and_sends_nothing(
+    book: RedisBook, args: tuple[str, ...], named: str
+) -> None:
+    ended_task(book, "t", message=kept_message())
+    result = run(book, "retry", *args)
+    assert result.exit_code == 2, result.output
+    assert named in result.output
+    info = book.info("t")
+    assert info is not None
+    assert info.retried_as is None
+
+
+def test_status_never_shows_the_kept_message(book: RedisBook) -> None:
+    message = kept_message()
+    ended_task(book, "t", message=message)
+    for args in (("status", "t", "--json"), ("status", "t"), ("ls", "--json")):
+        output = run(book, *args).output
+        assert "contentType" not in output
+        assert "routingKey" not in output
+
+
+def test_serve_takes_the_broker_retries_go_to(book: RedisBook) -> None:
+    result = run(book, "serve", "--help")
+    assert "--broker URL" in result.output
+    assert "ASYNCBOOK_BROKER_URL" in result.output

@@ -1,0 +1,254 @@
+"""``POST /api/tasks/<id>/retry`` and ``POST /api/retry`` over HTTP, on RedisBook with real
+Redis; the broker is a Redis too, whose queue list is read back to see what was sent."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from asyncbook import RedisBook
+from asyncbook.web._auth import COOKIE
+from asyncbook.web._paths import task_path
+
+from ..support.retries import ended_task, kept_message
+from ..support.web_server import WEB_REDIS_URL, Running, assert_error, running_server
+
+pytestmark = pytest.mark.redis
+
+TOKEN = "retry-token-0123456789"
+SAME_SITE = {"Sec-Fetch-Site": "same-origin"}
+
+
+@pytest.fixture
+def queue() -> Iterator[str]:
+    """A queue of the test's own on the broker (the web test Redis); emptied afterwards."""
+    name = f"retry-q-{uuid.uuid4().hex[:12]}"
+    yield name
+    client = redis.Redis.from_url(WEB_REDIS_URL)
+    for key in client.scan_iter(match=f"{name}*"):
+        client.delete(key)
+    client.close()
+
+
+@pytest.fixture
+def server() -> Iterator[Running]:
+    """A status server whose retries go to the web test Redis as a broker."""
+    with running_server(broker_url=WEB_REDIS_URL) as running:
+        yield running
+
+
+def sent(queue: str) -> list[dict[str, Any]]:
+    """The messages the broker holds for ``queue`` (kombu's Redis transport: a list per
+    queue and priority), oldest first."""
+    client = redis.Redis.from_url(WEB_REDIS_URL)
+    try:
+        found = []
+        for key in client.scan_iter(match=f"{queue}*"):
+            found += [json.loads(raw) for raw in reversed(client.lrange(key, 0, -1))]
+        return found
+    finally:
+        client.close()
+
+
+def retry(client: httpx.Client, task_id: str, **options: Any) -> httpx.Response:
+    return client.post(task_path(task_id, "retry"), **options)
+
+
+def queued(book: RedisBook) -> int:
+    return book.count_by_state()["queued"]
+
+
+def test_a_retry_sends_the_kept_body_as_a_fresh_task(
+    server: Running, client: httpx.Client, queue: str
+) -> None:
+    message = kept_message(queue=queue)
+    ended_task(server.book, "first", message=message)
+    answer = retry(client, "first", json={"reason": "upstream back"})
+    assert answer.status_code == 200, answer.text
+    new_id = answer.json()["retriedAs"]
+    assert answer.json() == {"taskId": "first", "retriedAs": new_id, "code": None, "message": None}
+    [published] = sent(queue)
+    # The body as published, byte for byte, with its content type and encoding.
+    assert base64.b64decode(published["body"]) == message.body
+    assert published["content-type"] == "application/json"
+    assert published["content-encoding"] == "utf-8"
+    headers = published["headers"]
+    new_task = server.book.get(new_id)
+    assert new_task is not None
+    assert new_task.state.value == "queued"
+    # Celery's headers for a fresh task: its own root, no parent, no retries, no eta.
+    assert headers["id"] == headers["root_id"] == new_id
+    assert (headers["parent_id"], headers["retries"], headers["eta"]) == (None, 0, None)
+    expires = datetime.fromisoformat(headers["expires"]).timestamp() * 1000
+    assert abs(expires - new_task.expires_at_ms) < 1
+    kept = ("lang", "task", "argsrepr", "kwargsrepr", "timelimit")
+    assert {key: headers[key] for key in kept} == {key: message.headers[key] for key in kept}
+    assert published["properties"]["correlation_id"] == new_id
+    assert published["properties"]["priority"] == 3
+    # The same life and attempts as the original; linked both ways.
+    first = server.book.get("first")
+    assert first is not None
+    assert new_task.max_attempts == first.max_attempts
+    info = server.book.info(new_id)
+    assert info is not None
+    assert (info.retry_of, info.retry_reason, info.retried_by) == ("first", "upstream back", None)
+    assert client.get(task_path("first")).json()["info"]["retriedAs"] == new_id
+    assert client.get(task_path(new_id)).json()["info"]["retryOf"] == "first"
+
+
+def test_the_kept_message_is_never_shown(server: Running, client: httpx.Client) -> None:
+    message = kept_message(name="app.secretive")
+    ended_task(server.book, "t", message=message, name="app.secretive")
+    body = base64.b64encode(message.body).decode()
+    for path in (task_path("t"), "/api/search?name=app.secretive", "/api/tasks?q=t"):
+        answer = client.get(path)
+        assert answer.status_code == 200
+        assert body not in answer.text
+        assert "contentEncoding" not in answer.text
+        assert "routingKey" not in answer.text
+
+
+def test_refusals_name_what_is_wrong_and_change_nothing(
+    server: Running, client: httpx.Client, queue: str
+) -> None:
+    book = server.book
+    assert assert_error(retry(client, "nobody"), 404, "not-found")["field"] == "taskId"
+    ended_task(book, "waiting", state="queued", message=kept_message(queue=queue))
+    refused = assert_error(retry(client, "waiting"), 409, "not-retryable")
+    assert "queued" in refused["message"]
+    ended_task(book, "plain")  # published without asyncbook_keep_messages
+    refused = assert_error(retry(client, "plain"), 409, "no-message")
+    assert refused["field"] == "asyncbook_keep_messages"
+    assert "asyncbook_keep_messages" in refused["message"]
+    assert "result_extended" in refused["message"]
+    ended_task(book, "huge", message=json.dumps({"v": 1, "omittedBytes": 2_000_000, "limit": 9}))
+    refused = assert_error(retry(client, "huge"), 409, "message-too-large")
+    assert "asyncbook_keep_message_limit" in refused["message"]
+    assert_error(retry(client, "plain", json={"reason": 7}), 400, "invalid-request")
+    assert_error(retry(client, "plain", json={"why": "x"}), 400, "invalid-request")
+    assert queued(book) == 1  # "waiting" only: nothing was created
+    assert sent(queue) == []
+    # Retried once: a second retry (a double click) names the first and sends nothing.
+    ended_task(book, "once", state="cancelled", message=kept_message(queue=queue))
+    new_id = retry(client, "once").json()["retriedAs"]
+    again = assert_error(retry(client, "once"), 409, "already-retried")
+    assert again["retriedAs"] == new_id
+    assert new_id in again["message"]
+    assert len(sent(queue)) == 1
+
+
+def test_without_a_broker_a_retry_is_refused() -> None:
+    with running_server() as server, httpx.Client(base_url=server.url) as client:
+        ended_task(server.book, "t", message=kept_message())
+        refused = assert_error(retry(client, "t"), 503, "no-broker")
+        assert "--broker" in refused["message"]
+        assert "ASYNCBOOK_BROKER_URL" in refused["message"]
+        assert_error(client.post("/api/retry"), 503, "no-broker")
+        info = server.book.info("t")
+        assert info is not None
+        assert info.retried_as is None
+
+
+def test_a_message_the_broker_did_not_take_leaves_its_new_task_cancelled() -> None:
+    # Nothing listens on port 1: the broker cannot be reached.
+    broker = "redis://127.0.0.1:1/0"
+    with (
+        running_server(broker_url=broker) as server,
+        httpx.Client(base_url=server.url, timeout=30) as client,
+    ):
+        ended_task(server.book, "t", message=kept_message())
+        refused = assert_error(retry(client, "t"), 503, "not-sent")
+        new_task = server.book.get(refused["retriedAs"])
+        assert new_task is not None
+        assert new_task.state.value == "cancelled"
+        assert new_task.error is not None
+        assert new_task.error.startswith("retry not sent")
+        assert queued(server.book) == 0
+
+
+CROSS_SITE = [{"Sec-Fetch-Site": "cross-site"}, {"Origin": "http://evil.example"}]
+
+
+@pytest.mark.parametrize("headers", CROSS_SITE)
+def test_a_cross_site_retry_is_refused(
+    server: Running, client: httpx.Client, headers: dict[str, str], queue: str
+) -> None:
+    ended_task(server.book, "t", message=kept_message(queue=queue))
+    assert_error(retry(client, "t", headers=headers), 403, "cross-site")
+    assert_error(client.post("/api/retry", headers=headers), 403, "cross-site")
+    assert sent(queue) == []
+    assert retry(client, "t", headers=SAME_SITE | {"Origin": server.url}).status_code == 200
+
+
+def test_with_a_token_only_the_bearer_token_retries(queue: str) -> None:
+    with (
+        running_server(token=TOKEN, broker_url=WEB_REDIS_URL) as server,
+        httpx.Client(base_url=server.url, timeout=10) as client,
+    ):
+        ended_task(server.book, "t", message=kept_message(queue=queue))
+        assert_error(retry(client, "t"), 401, "unauthorized")
+        assert client.post("/login", data={"token": TOKEN}).status_code == 303
+        assert COOKIE in client.cookies
+        assert_error(retry(client, "t", headers=SAME_SITE), 401, "unauthorized")
+        assert_error(client.post("/api/retry", headers=SAME_SITE), 401, "unauthorized")
+        assert sent(queue) == []
+        bearer = {"Authorization": "Bearer " + TOKEN}
+        assert retry(client, "t", headers=bearer | SAME_SITE).status_code == 200
+
+
+def test_a_bulk_retry_sends_a_search_s_failed_tasks_once(
+    server: Running, client: httpx.Client, queue: str
+) -> None:
+    book = server.book
+    for n in range(5):
+        ended_task(
+            book, f"f{n}", message=kept_message(name="app.bulk", queue=queue), name="app.bulk"
+        )
+    ended_task(book, "c0", "cancelled", kept_message(name="app.bulk", queue=queue), "app.bulk")
+    ended_task(book, "other", message=kept_message(queue=queue))
+    answer = client.post("/api/retry?name=app.bulk&limit=3", json={"reason": "deploy fixed it"})
+    assert answer.status_code == 200, answer.text
+    first = answer.json()
+    assert (first["retried"], first["refused"]) == (3, 0)
+    assert first["nextAfter"] is not None
+    rest = client.post(f"/api/retry?name=app.bulk&after={first['nextAfter']}").json()
+    assert (rest["retried"], rest["refused"], rest["nextAfter"]) == (2, 0, None)
+    ids = {result["taskId"] for result in first["results"] + rest["results"]}
+    assert ids == {f"f{n}" for n in range(5)}  # failed only: the default state
+    assert len(sent(queue)) == 5
+    again = client.post("/api/retry?name=app.bulk&limit=1000").json()
+    assert (again["retried"], again["refused"]) == (0, 5)
+    assert {result["code"] for result in again["results"]} == {"already-retried"}
+    cancelled = client.post("/api/retry?name=app.bulk&state=cancelled").json()
+    assert (cancelled["retried"], cancelled["results"][0]["taskId"]) == (1, "c0")
+    assert len(sent(queue)) == 6
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("state=queued", "state"),
+        ("state=succeeded", "state"),
+        ("limit=1001", "limit"),
+        ("limit=0", "limit"),
+        ("since=yesterday", "since"),
+        ("sort=sideways", "sort"),
+    ],
+)
+def test_a_bad_bulk_retry_names_its_field(
+    server: Running, client: httpx.Client, query: str, field: str
+) -> None:
+    ended_task(server.book, "t", message=kept_message())
+    refused = assert_error(client.post(f"/api/retry?{query}"), 400, "invalid-request")
+    assert refused["field"] == field
+    info = server.book.info("t")
+    assert info is not None
+    assert info.retried_as is None
