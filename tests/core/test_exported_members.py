@@ -17,6 +17,8 @@ EXPORTS = {
         "AsyncState",
         "AsyncTask",
         "AsyncTransition",
+        "AuditEntry",
+        "AuditedBook",
         "BookUnavailableError",
         "CallbackResult",
         "CancelEvent",
