@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from .._console import RUNTIME_BUCKETS_MS, SearchPage, TaskStats
 from .._models import AsyncTask, CallbackResult, DeliveryResult, ResumeResult
+from ._audit_api import AuditApi
 from ._cancel import CANCEL_BODY_LIMIT
 from ._console_api import ConsoleApi
 from ._handlers import StatusApp
@@ -24,11 +25,14 @@ from ._openapi import openapi_document
 from ._paths import GROUP_PAGES, GROUPS, TASKS
 from ._routes import ERROR, SSE, Answer, Operation, Page
 from ._schemas import (
+    AuditList,
+    AuditQuery,
     CancelRefusal,
     CancelRequest,
     CursorQuery,
     DeliveryHeaders,
     Error,
+    Forbidden,
     GroupDetail,
     GroupIdPath,
     GroupQuery,
@@ -106,6 +110,40 @@ def _json(model: type[BaseModel], description: str) -> Answer:
     return Answer(description, model)
 
 
+_FORBIDDEN = _json(Forbidden, "A change needs the operator role (`role`); code `forbidden`")
+_AUDIT_HELP = (
+    "Who cancelled (or retried) what, when and why, and the book's answer; newest first. "
+    "The read role may read it (docs/access.md)."
+)
+
+
+def _audit_operations(api: AuditApi) -> Table:
+    """The audit trail's reads (only over a book that keeps one)."""
+    return [
+        Operation.at(
+            "GET /api/tasks/{id}/audit",
+            api.task_audit,
+            "A task's audit entries, newest first",
+            {
+                200: _json(AuditList, "Its entries (none for a task never changed by hand)"),
+                400: _json(Error, "A bad `since` or `limit`"),
+            },
+            description=_AUDIT_HELP,
+            query=AuditQuery,
+            path_params=TaskIdPath,
+            raw=TASKS,
+        ),
+        Operation.at(
+            "GET /api/audit",
+            api.audit,
+            "Every task's audit entries, newest first",
+            {200: _json(AuditList, "The entries"), 400: _json(Error, "A bad `since` or `limit`")},
+            description=_AUDIT_HELP,
+            query=AuditQuery,
+        ),
+    ]
+
+
 def _task_operations(status: StatusApp) -> Table:
     task: type[BaseModel] = TaskWithInfo if status.console else AsyncTask
     listing: type[BaseModel] = SearchQuery if status.console else ListingQuery
@@ -152,6 +190,7 @@ def _task_operations(status: StatusApp) -> Table:
                 200: _json(DeliveryResult, "Delivered (or delivered before)"),
                 400: ERROR,
                 404: ERROR,
+                403: _FORBIDDEN,
                 409: _json(Error, "Key used for another task, or no result"),
             },
             headers=DeliveryHeaders,
@@ -167,7 +206,11 @@ def _task_operations(status: StatusApp) -> Table:
                     "Cancelled (reason `cancelled`), or cancelled before (`duplicate-cancel`)",
                 ),
                 400: _json(Error, "A bad reason (field `reason`) or body (field `body`)"),
-                403: _json(Error, "Sent from another site; code `cross-site`"),
+                403: _json(
+                    Forbidden,
+                    "The read role (code `forbidden`, `role`: the role needed), or sent "
+                    "from another site (code `cross-site`)",
+                ),
                 404: _json(Error, "No such task"),
                 405: _json(Error, "Another method (`Allow: POST`)"),
                 409: _json(
@@ -340,6 +383,8 @@ def route_table(status: StatusApp, login: Login) -> Table:
         ),
         *_signin_operations(login),
     ]
+    if status.audited:
+        table += _audit_operations(AuditApi(status.reader))
     if status.console:
         table += [Page("/workers", status.page("workers.html"))]
         table += [Page("/stats", status.page("stats.html"))]

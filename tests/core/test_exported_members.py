@@ -115,6 +115,7 @@ EXPORTS = {
         "uninstall",
     ],
     "asyncbook.web": [
+        "AccessRules",
         "BackgroundServer",
         "BookChangeFeed",
         "Change",
