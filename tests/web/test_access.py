@@ -145,9 +145,9 @@ def test_the_tokens_are_checked_at_start() -> None:
 # -- a trusted proxy's header ----------------------------------------------------------------
 
 
-def proxied(proxy: str, **options: object) -> AccessRules:
+def proxied(proxy: str, token: str | None = None) -> AccessRules:
     return AccessRules.of(
-        trusted_header="X-Forwarded-User", trusted_proxies=[proxy], operators=["alice"], **options
+        token, trusted_header="X-Forwarded-User", trusted_proxies=[proxy], operators=["alice"]
     )
 
 
@@ -178,7 +178,7 @@ def test_a_header_from_the_trusted_proxy_names_the_user() -> None:
 
 def test_a_spoofed_header_from_another_address_gets_nothing() -> None:
     with (
-        running_server(access=proxied("10.0.0.0/8", token=OPERATOR)) as server,
+        running_server(access=proxied("10.0.0.0/8", OPERATOR)) as server,
         httpx.Client(base_url=server.url, timeout=10) as client,
     ):
         live(server, "s/1")
