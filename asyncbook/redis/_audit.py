@@ -55,10 +55,13 @@ def cancel(
     the answer) written by the same script call, whose answer is the same."""
     if actor is None:
         return (yield from operations.cancel(book, task_id, reason, at_ms, callback_id))
-    audit = _audit_args(book, actor, "cancel", reason if isinstance(reason, str) else None)
+    checked_actor = require_actor(actor)
     at = (yield from server_time()) if at_ms is None else at_ms
     yield SETTLE
     keys, args, shape_error = book.apply_call(task_id, cancel_input(at, reason), callback_id)
+    # A reason the cancel refuses is never sent (the script answers '!shape', unwritten).
+    kept = reason if shape_error is None and isinstance(reason, str) else None
+    audit = _audit_args(book, checked_actor, "cancel", kept)
     yield from before_write(book)
     keys += [book.keys.task_audit(args.task_id), book.keys.audit_log]
     argv = CancelArgs(args, audit).argv()
