@@ -204,7 +204,8 @@ class Access:
     needs the operator role (the module's docstring has the rules).
 
     The page's static assets (style and script, nothing secret) are open too. A page
-    asked for by nobody redirects to the sign-in form, which comes back to it.
+    asked for by nobody redirects to the sign-in form (when the server has a token),
+    which comes back to it.
     """
 
     def __init__(
@@ -233,7 +234,8 @@ class Access:
             return
         change = scope["method"] not in ("GET", "HEAD")
         if principal is None or (change and principal.by_cookie):
-            if not change and (path in self.page_paths or path.startswith(self.page_prefixes)):
+            page = path in self.page_paths or path.startswith(self.page_prefixes)
+            if not change and page and self.rules.signin:  # no tokens: no sign-in form
                 await redirect_to_login(scope, send)
                 return
             await _refuse(send, 401, "unauthorized", "a valid bearer token is required")

@@ -159,6 +159,7 @@ def test_a_header_from_the_trusted_proxy_names_the_user() -> None:
         live(server, "h/1")
         live(server, "h/2")
         assert_error(client.get("/api/tasks/h%2F1"), 401, "unauthorized")  # no header: nobody
+        assert_error(client.get("/"), 401, "unauthorized")  # no tokens: no sign-in form
         bob = {USER: "bob"}
         assert client.get("/api/tasks/h%2F1", headers=bob).status_code == 200
         page = client.get("/task", params={"id": "h/1"}, headers=bob).text
@@ -212,3 +213,13 @@ def test_a_trusted_header_lets_the_server_listen_beyond_loopback() -> None:
     BackgroundServer(MemoryBook(), host="0.0.0.0", access=proxied("10.0.0.5"))  # not started
     with pytest.raises(AsyncBookError):
         BackgroundServer(MemoryBook(), host="0.0.0.0")
+
+
+def test_a_cancel_on_a_server_without_access_rules_is_anonymous() -> None:
+    with (
+        running_server() as server,
+        httpx.Client(base_url=server.url, timeout=10) as client,
+    ):
+        live(server, "a/1")
+        assert client.post("/api/tasks/a%2F1/cancel", json={"reason": "r"}).status_code == 200
+        assert [(e.actor, e.reason) for e in server.book.audit("a/1")] == [("anonymous", "r")]
