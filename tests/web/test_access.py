@@ -3,13 +3,17 @@ proxy's header (and a spoofed one), and the audit of every cancel through the AP
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 
 import httpx
+import itsdangerous
 import pytest
 
 from asyncbook import AsyncBookError, MemoryBook
 from asyncbook.web import AccessRules, BackgroundServer
+from asyncbook.web._auth import COOKIE, session_secret
 
 from ..support.web_server import Running, assert_error, running_server
 
@@ -223,3 +227,18 @@ def test_a_cancel_on_a_server_without_access_rules_is_anonymous() -> None:
         live(server, "a/1")
         assert client.post("/api/tasks/a%2F1/cancel", json={"reason": "r"}).status_code == 200
         assert [(e.actor, e.reason) for e in server.book.audit("a/1")] == [("anonymous", "r")]
+
+
+def test_a_session_signed_in_before_roles_keeps_working(server: Running) -> None:
+    """A cookie of the old shape (``{"signedIn": true}``, signed with the operator token's
+    key) stays signed in as before when only ``--token`` is set."""
+    signer = itsdangerous.TimestampSigner(session_secret(OPERATOR))
+    old = signer.sign(base64.b64encode(json.dumps({"signedIn": True}).encode())).decode()
+    with running_server(token=OPERATOR) as only_token:
+        live(only_token, "o/1")
+        with httpx.Client(base_url=only_token.url, timeout=10, cookies={COOKIE: old}) as client:
+            page = client.get("/task", params={"id": "o/1"})
+            assert '<body data-role="operator">' in page.text
+    # With a read token too the key changes: every session signs in again.
+    with httpx.Client(base_url=server.url, timeout=10, cookies={COOKIE: old}) as client:
+        assert client.get("/").status_code == 303
