@@ -1,5 +1,6 @@
 """asyncbook: a durable, exact lifecycle in Redis for long-running Celery tasks."""
 
+from ._audit import AuditedBook, AuditEntry
 from ._book import ApplyItem, AsyncBook, CreateSpec, EventInput
 from ._console import (
     MinuteStats,
@@ -92,6 +93,9 @@ __all__ = [
     "TaskQuery",
     "TaskStats",
     "WorkerSummary",
+    # the audit trail
+    "AuditEntry",
+    "AuditedBook",
     # the pure machine
     "apply_async_event",
     "create_async_task",

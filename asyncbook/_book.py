@@ -127,11 +127,14 @@ class AsyncBook(Protocol):
         *,
         at_ms: int | float | None = None,
         callback_id: str | None = None,
+        actor: str | None = None,
     ) -> CallbackResult:
         """Cancel a queued or running task (extension): ``apply`` of a ``cancel`` event.
 
         ``at_ms`` defaults to the book's clock; a cancel at or after the deadline expires
-        the task instead, as any event would.
+        the task instead, as any event would. With ``actor`` (who asked: ``cli:ann``,
+        ``token:operator``...) the cancel is audited: an ``AuditEntry`` with the reason and
+        the answer, written with the cancel (``audit`` reads them).
         """
         ...
 

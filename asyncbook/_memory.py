@@ -1,4 +1,7 @@
-"""``MemoryBook``: the reference's AsyncBook in one process, guarded by a lock."""
+"""``MemoryBook``: the reference's AsyncBook in one process, guarded by a lock.
+
+Long because it is the whole protocol in one class, every call under one lock.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TypeVar, Unpack
 
+from ._audit import AuditEntry, AuditLog, require_actor
 from ._book import (
     ApplyItem,
     CreateOptions,
@@ -108,6 +112,7 @@ class MemoryBook:
         self._groups_notified: set[str] = set()
         self._group_notes: list[GroupNotification] = []
         self._last_sweep_ms: int | None = None
+        self._audit = AuditLog()
 
     def _task(self, task_id: object) -> AsyncTask:
         task = self._tasks.get(require_string(task_id, "taskId"))
@@ -302,10 +307,33 @@ class MemoryBook:
         *,
         at_ms: int | float | None = None,
         callback_id: str | None = None,
+        actor: str | None = None,
     ) -> CallbackResult:
-        """Cancel a queued or running task (extension): ``apply`` of a ``cancel`` event."""
+        """Cancel a queued or running task (extension): ``apply`` of a ``cancel`` event;
+        audited with ``actor`` (``AsyncBook.cancel``)."""
+        who = None if actor is None else require_actor(actor)
         at = self.now_ms() if at_ms is None else at_ms
-        return self.apply(task_id, cancel_input(at, reason), callback_id)
+        result = self.apply(task_id, cancel_input(at, reason), callback_id)
+        if who is not None:
+            given = reason if isinstance(reason, str) else None
+            with self._lock:
+                self._audit.add(self.now_ms(), task_id, "cancel", who, given, result.reason)
+        return result
+
+    def audit(
+        self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        """Audit entries, newest first: the task's, or (no ``task_id``) the book's."""
+        with self._lock:
+            return self._audit.read(task_id, since_ms, limit)
+
+    def record_audit(
+        self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
+    ) -> None:
+        """Record a change another call made to an existing task (a retry): one entry."""
+        with self._lock:
+            self._task(task_id)
+            self._audit.add(self.now_ms(), task_id, action, actor, reason, outcome)
 
     def resume(self, task_id: str, cursor_version: int, *, full_task: bool = True) -> ResumeResult:
         """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.

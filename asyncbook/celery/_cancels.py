@@ -32,11 +32,21 @@ class Controls:
         self.flush_creates = flush_creates
 
     def cancel(
-        self, task_id: str, reason: str | None = None, *, terminate: bool = False
+        self,
+        task_id: str,
+        reason: str | None = None,
+        *,
+        terminate: bool = False,
+        actor: str | None = None,
     ) -> CallbackResult:
-        """Cancel in the book now, then revoke in Celery (every worker discards it)."""
+        """Cancel in the book now (audited with ``actor``), then revoke in Celery (every
+        worker discards it)."""
         self.flush_creates()  # a task this process just published is in the book first
-        result = self.state.book.cancel(task_id, reason)
+        book = self.state.book
+        if actor is None:  # a book of your own may take no actor: passed only when given
+            result = book.cancel(task_id, reason)
+        else:
+            result = book.cancel(task_id, reason, actor=actor)
         with cancelled_here(task_id):  # the revoke's own cancel would only repeat it
             self.state.app.control.revoke(task_id, terminate=terminate)
         return result

@@ -18,7 +18,12 @@ __all__ = ["apply_group", "cancel", "last_cursor"]
 
 
 def cancel(
-    app: Celery, task_id: str, reason: str | None = None, *, terminate: bool = False
+    app: Celery,
+    task_id: str,
+    reason: str | None = None,
+    *,
+    terminate: bool = False,
+    actor: str | None = None,
 ) -> CallbackResult:
     """Cancel ``task_id``: ``cancelled`` in the book at once, then revoked in Celery.
 
@@ -26,11 +31,11 @@ def cancel(
     running; a running one learns of it at its next ``report_progress`` (which raises
     ``TaskCancelled``), or is killed with ``terminate=True``. Returns the book's answer
     (``cancelled``, ``duplicate-cancel``, or ``terminal-conflict`` for a task that
-    already ended).
+    already ended). With ``actor`` (who asked) the cancel is audited (``book.audit()``).
     """
     require_string(task_id, "task_id")
     require_optional_string(reason, "reason")
-    return require_installed(app).cancel(task_id, reason, terminate=terminate)
+    return require_installed(app).cancel(task_id, reason, terminate=terminate, actor=actor)
 
 
 def last_cursor(task: Task[Any, Any]) -> str | None:

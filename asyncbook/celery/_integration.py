@@ -156,10 +156,15 @@ class Integration:
         return self.controls.last_cursor(task)
 
     def cancel(
-        self, task_id: str, reason: str | None = None, *, terminate: bool = False
+        self,
+        task_id: str,
+        reason: str | None = None,
+        *,
+        terminate: bool = False,
+        actor: str | None = None,
     ) -> CallbackResult:
-        """Cancel in the book now, then revoke in Celery (every worker discards it)."""
-        return self.controls.cancel(task_id, reason, terminate=terminate)
+        """Cancel in the book now (audited with ``actor``), then revoke in Celery."""
+        return self.controls.cancel(task_id, reason, terminate=terminate, actor=actor)
 
     def backend_wrote(self, task_id: str, signal: str, retries: int) -> None:
         """asyncbook's result backend wrote this execution's ``signal`` event."""

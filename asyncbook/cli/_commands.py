@@ -22,10 +22,12 @@ from .._models import STATE_NAMES, to_wire
 from .._reasons import Reason
 from .._sweep import sweep as run_sweep
 from .._watch import Message, task_summary
-from ..errors import AsyncBookError
 from ..redis import DEFAULT_REDIS_URL, follow_task
+from ._audit_cmd import COMMANDS as AUDIT_COMMANDS
+from ._audit_cmd import cli_actor
 from ._console_cmds import COMMANDS as TASK_COMMANDS
 from ._console_stats import COMMANDS as STATS_COMMANDS
+from ._console_units import naming_options
 from ._context import (
     EXIT_USAGE,
     GroupOptions,
@@ -38,8 +40,8 @@ from ._context import (
 )
 from ._monitoring_cmds import monitoring
 from ._queues import COMMANDS as QUEUE_COMMANDS
-from ._queues import broker_for, broker_options
 from ._retry_cmd import COMMANDS as RETRY_COMMANDS
+from ._serve import serve
 from ._stream import follow_stream
 
 __all__ = ["cli", "main"]
@@ -234,18 +236,27 @@ def deliver(settings: GroupOptions, task_id: str, key: str, as_json: bool) -> No
 @cli.command("cancel")
 @click.argument("task_id")
 @click.option("--reason", default=None, help="Why (kept as the task's error; default: cancelled).")
+@click.option(
+    "--actor",
+    default=cli_actor,
+    show_default="cli:<login name>",
+    help="Who the audit trail records the cancel as.",
+)
 @json_option
 @click.pass_obj
-def cancel_task(settings: GroupOptions, task_id: str, reason: str | None, as_json: bool) -> None:
-    """Cancel a queued or running task: it ends as cancelled.
+def cancel_task(
+    settings: GroupOptions, task_id: str, reason: str | None, actor: str, as_json: bool
+) -> None:
+    """Cancel a queued or running task: it ends as cancelled, recorded in the audit trail
+    (``asyncbook audit``) with ACTOR and the reason.
 
     Written to the book at once; workers learn of it through the book's change channel
     (a queued task is never run, a running one stops at its next progress report).
     Exits 0 when cancelled (or cancelled before), 1 when the task is unknown or had already
     ended otherwise (its state is printed).
     """
-    with book_errors():
-        result = settings.book.cancel(task_id, reason)
+    with book_errors(), naming_options():
+        result = settings.book.cancel(task_id, reason, actor=actor)
     if as_json:
         emit_json(to_wire(result))  # the book's answer, whatever it is: the exit code says
     task = result.task
@@ -318,94 +329,6 @@ def consume(
         return
     for entry_id, note in entries:
         click.echo(f"{entry_id}\t{note.task_id}\t{note.state.value}\t{note.at_ms}")
-
-
-@cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=click.IntRange(0, 65535), default=5566, show_default=True)
-@click.option(
-    "--token",
-    envvar="ASYNCBOOK_API_TOKEN",
-    default=None,
-    help="Bearer token required on every endpoint but /metrics, 16 characters at least "
-    "(env ASYNCBOOK_API_TOKEN).",
-)
-@click.option(
-    "--allowed-host",
-    "allowed_hosts",
-    multiple=True,
-    envvar="ASYNCBOOK_ALLOWED_HOSTS",
-    # Each value may list several names separated by commas (as the variable does).
-    callback=lambda ctx, param, values: [
-        name.strip() for value in values for name in value.split(",") if name.strip()
-    ],
-    metavar="NAME",
-    help="A name clients reach the server by, besides localhost, 127.0.0.1 and [::1] "
-    "(repeatable; *.example.com for subdomains; env ASYNCBOOK_ALLOWED_HOSTS, comma-separated).",
-)
-@click.option(
-    "--proxy-headers/--no-proxy-headers",
-    default=False,
-    show_default=True,
-    help="Trust X-Forwarded-For/-Proto from --forwarded-allow-ips (behind a reverse proxy).",
-)
-@click.option(
-    "--forwarded-allow-ips",
-    default=None,
-    metavar="IPS",
-    help="Proxy addresses trusted with --proxy-headers, comma-separated "
-    "(default: env FORWARDED_ALLOW_IPS, or 127.0.0.1).",
-)
-@click.option("--log-level", default="info", show_default=True)
-@broker_options
-@click.pass_obj
-def serve(
-    settings: GroupOptions,
-    host: str,
-    port: int,
-    token: str | None,
-    allowed_hosts: list[str],
-    proxy_headers: bool,
-    forwarded_allow_ips: str | None,
-    log_level: str,
-    broker_url: str | None,
-    own_queue: str,
-) -> None:
-    """Serve the JSON API, task streams, /metrics and the status page (with --broker,
-    the broker's queues on /queues, and the Retry button and routes send tasks again
-    through that broker)."""
-    from ..redis import AsyncRedisBook, Retrier
-    from ..web import feed_for
-    from ..web import serve as run_server
-
-    # The server reads through an asyncio book on the same URL (Cluster and Sentinel
-    # included); the change feed follows the book's own client.
-    served = AsyncRedisBook.from_url(settings.redis_url, namespace=settings.namespace)
-    feed = feed_for(settings.book)
-    broker = broker_for(broker_url)
-    try:
-        run_server(
-            served,
-            feed,
-            host=host,
-            port=port,
-            token=token or None,
-            log_level=log_level,
-            on_ready=lambda url: click.echo(f"asyncbook status page: {url}"),
-            allowed_hosts=allowed_hosts,
-            proxy_headers=proxy_headers,
-            forwarded_allow_ips=forwarded_allow_ips,
-            broker=broker,
-            own_queue=own_queue,
-            retrier=Retrier(settings.book, broker_url) if broker_url else None,
-        )
-    except AsyncBookError as error:
-        option_of_field = {"token": "--token", "allowedHosts": "--allowed-host"}
-        hint = option_of_field.get(error.field or "", "--host")
-        raise click.BadParameter(error.message, param_hint=hint) from None
-    finally:
-        if broker is not None:
-            broker.close()
 
 
 @cli.command()
@@ -483,7 +406,8 @@ def doctor(settings: GroupOptions, app_name: str | None, timeout: float, as_json
         raise SystemExit(1)
 
 
-for _command in (*TASK_COMMANDS, *STATS_COMMANDS, *QUEUE_COMMANDS, *RETRY_COMMANDS, monitoring):
+_COMMANDS = (*TASK_COMMANDS, *STATS_COMMANDS, *QUEUE_COMMANDS, *RETRY_COMMANDS, *AUDIT_COMMANDS)
+for _command in (*_COMMANDS, monitoring, serve):
     cli.add_command(_command)
 
 

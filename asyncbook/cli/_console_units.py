@@ -33,6 +33,7 @@ _OPTION_OF_FIELD = {
     "after": "--after",
     "window_ms": "--window",
     "within_ms": "--within",
+    "actor": "--actor",
 }
 
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator
 from types import TracebackType
 from typing import Any
 
+from .._audit import AuditEntry
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
 from .._jsrules import is_finite_number
@@ -26,6 +27,7 @@ from .._models import (
     TaskPage,
 )
 from ..errors import UnknownTaskError, invalid
+from . import _audit as audits
 from . import _console
 from . import _operations as operations
 from ._async_changes import changes
@@ -217,10 +219,26 @@ class AsyncRedisBook(BookBase):
         *,
         at_ms: int | float | None = None,
         callback_id: str | None = None,
+        actor: str | None = None,
     ) -> CallbackResult:
-        """Cancel a queued or running task; ``at_ms`` defaults to the server's clock."""
-        plan = operations.cancel(self.layout, task_id, reason, at_ms, callback_id)
+        """Cancel a queued or running task; ``at_ms`` defaults to the server's clock.
+        With ``actor`` the cancel is audited (``RedisBook.cancel``)."""
+        plan = audits.cancel(self.layout, task_id, reason, at_ms, callback_id, actor)
         return await self.engine.run(plan)
+
+    @reports_outages_async
+    async def audit(
+        self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        """Audit entries, newest first (``RedisBook.audit``)."""
+        return await self.engine.run(audits.read(self.layout, task_id, since_ms, limit))
+
+    @reports_outages_async
+    async def record_audit(
+        self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
+    ) -> None:
+        """Record a change another call made (``RedisBook.record_audit``)."""
+        await self.engine.run(audits.record(self.layout, task_id, action, actor, reason, outcome))
 
     # -- waiting and following ----------------------------------------------------------
 

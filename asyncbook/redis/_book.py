@@ -7,7 +7,8 @@ runs inside the script, in the reference's order. The book holds an ``Engine``
 to the modules that take it: ``_operations`` and ``_console`` (plans), ``_batches`` (many
 calls at once), ``_outbox`` (the notification streams), ``_sender`` (creates sent
 without waiting). The scripts' arguments are built in ``_args``, their replies read in
-``_replies``.
+``_replies``. Long because it is the book's whole public surface: one short method per
+call, each delegating to a plan.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Unpack
 
+from .._audit import AuditEntry
 from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput, HeldWrites, ScriptedWrite
 from .._checks import require_integer, require_non_negative, require_string, require_text
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
@@ -31,6 +33,7 @@ from .._models import (
     TaskPage,
 )
 from ..errors import AsyncBookError
+from . import _audit as audits
 from . import _batches as batches
 from . import _console
 from . import _expiries as expiries
@@ -122,12 +125,29 @@ class RedisBook(BookBase):
         *,
         at_ms: int | float | None = None,
         callback_id: str | None = None,
+        actor: str | None = None,
     ) -> CallbackResult:
         """Cancel a queued or running task (extension): ``apply`` of a ``cancel`` event.
 
-        ``at_ms`` defaults to the Redis server's clock.
+        ``at_ms`` defaults to the Redis server's clock. With ``actor`` the cancel and its
+        audit entry are one script call (``_audit``).
         """
-        return self.engine.run(operations.cancel(self.layout, task_id, reason, at_ms, callback_id))
+        plan = audits.cancel(self.layout, task_id, reason, at_ms, callback_id, actor)
+        return self.engine.run(plan)
+
+    @reports_outages
+    def audit(
+        self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        """Audit entries, newest first: the task's, or (no ``task_id``) the namespace's."""
+        return self.engine.run(audits.read(self.layout, task_id, since_ms, limit))
+
+    @reports_outages
+    def record_audit(
+        self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
+    ) -> None:
+        """Record a change another call made to an existing task (a retry): one entry."""
+        self.engine.run(audits.record(self.layout, task_id, action, actor, reason, outcome))
 
     @reports_outages
     def expire(self, task_id: str) -> AsyncTransition:

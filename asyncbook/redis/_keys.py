@@ -116,6 +116,15 @@ class KeySchema:
         """Stream of notifications, one per terminal state."""
         return f"{self.tag}:outbox"
 
+    def task_audit(self, task_id: str) -> str:
+        """List of a task's audit entries (JSON), oldest first: its latest changes by hand."""
+        return f"{self.tag}:a:{escape_id(task_id)}"
+
+    @property
+    def audit_log(self) -> str:
+        """Stream of every audit entry of the namespace, capped (``XADD MAXLEN ~``)."""
+        return f"{self.tag}:audit"
+
     # -- the operator console's keys (sent to lua/_info.lua in KEYS, see _facts.py) -----
 
     def info(self, task_id: str) -> str:

@@ -84,6 +84,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+AUDIT_ENTRIES = 10_000
+"""The default of ``BookLayout.audit_entries``."""
+
 ApplyCall = tuple[list[str], ApplyArgs, AsyncBookError | None]
 """apply.lua's KEYS and ARGV for one event, and the shape error found in Python."""
 
@@ -106,6 +109,8 @@ class BookLayout:
             "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
         )
         """Whole milliseconds as script text; '' keeps ended tasks forever."""
+        self.audit_entries = AUDIT_ENTRIES
+        """About how many entries the namespace's audit log keeps (``_audit``)."""
         k = self.keys
         self.apply_keys = [
             k.deadlines,

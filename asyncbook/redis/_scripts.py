@@ -18,8 +18,10 @@ from redis.exceptions import NoScriptError
 __all__ = [
     "SCRIPT_ARGS",
     "ApplyArgs",
+    "AuditArgs",
     "BookScript",
     "BookScripts",
+    "CancelArgs",
     "CreateArgs",
     "DeliverArgs",
     "EventArgs",
@@ -29,6 +31,7 @@ __all__ = [
     "InfoArgs",
     "InfoBlockArgs",
     "NoArgs",
+    "RecordAuditArgs",
     "ResumeArgs",
     "RetryArgs",
     "ScriptArgs",
@@ -230,6 +233,36 @@ class InfoBlockArgs(ScriptArgs):
 
 
 @dataclass(frozen=True, slots=True)
+class AuditArgs(ScriptArgs):
+    """An audit entry's slots (write_audit, _task.lua): who, what, why, and the caps."""
+
+    actor: str
+    action: str
+    reason_given: bool
+    reason: str
+    log_cap: int
+    """Entries the namespace's log keeps, near (``XADD MAXLEN ~``); the task's: exactly."""
+    task_cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelArgs(ScriptArgs):
+    """ARGV of cancel.lua: apply.lua's slots, then the audit's (the info block's follow)."""
+
+    apply: ApplyArgs
+    audit: AuditArgs
+
+
+@dataclass(frozen=True, slots=True)
+class RecordAuditArgs(ScriptArgs):
+    """ARGV of audit.lua: an entry for a change another call made, and its outcome."""
+
+    task_id: str
+    audit: AuditArgs
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
 class ResumeArgs(ScriptArgs):
     """ARGV of resume.lua."""
 
@@ -366,6 +399,8 @@ def expiry_slots(
 SCRIPT_ARGS: dict[str, type[ScriptArgs]] = {
     "create": CreateArgs,
     "apply": ApplyArgs,
+    "cancel": CancelArgs,
+    "audit": RecordAuditArgs,
     "get": NoArgs,
     "get_many": GetManyArgs,
     "resume": ResumeArgs,
@@ -461,6 +496,8 @@ class BookScripts:
 
     create: BookScript
     apply: BookScript
+    cancel: BookScript
+    audit: BookScript
     get: BookScript
     get_many: BookScript
     resume: BookScript

@@ -1,7 +1,7 @@
 """The status server: a JSON API, task and group streams, metrics and the pages (Starlette).
 
 ``create_app`` mounts the route table (``_table``) over one book, its hubs and its change
-feed, with the error handlers and the middleware (Host check, session, token).
+feed, with the error handlers and the middleware (Host check, session, access).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from starlette.staticfiles import StaticFiles
 
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
-from ..errors import AsyncBookError, BookUnavailableError
+from ..errors import AsyncBookError, BookUnavailableError, invalid
 from ..redis import Retrier
-from ._auth import TokenAuth, check_token
+from ._access import Access, AccessRules
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GroupHub
 from ._handlers import StatusApp, book_error
@@ -68,6 +68,16 @@ async def _on_unavailable(request: Request, error: Exception) -> Response:
     return error_response(503, "unavailable", f"the book is unreachable: {error}")
 
 
+def _rules(token: str | None, access: AccessRules | None) -> AccessRules:
+    if access is None:
+        return AccessRules.of(token)
+    if token is not None:
+        raise invalid(
+            "give the token in access (AccessRules.of(token=...)), not both", field="token"
+        )
+    return access
+
+
 def create_app(
     book: AsyncBook | Reader,
     feed: ChangeFeed | None = None,
@@ -75,6 +85,7 @@ def create_app(
     token: str | None = None,
     keepalive: float = KEEPALIVE_SECONDS,
     allowed_hosts: Iterable[str] = (),
+    access: AccessRules | None = None,
     broker: BrokerReader | None = None,
     own_queue: str = DEFAULT_OWN_QUEUE,
     retrier: Retrier | None = None,
@@ -85,8 +96,10 @@ def create_app(
     an asyncio twin of its client (``reader_for``), an ``AsyncRedisBook`` as it is.
 
     With ``token`` set (16 characters at least) every path but ``/metrics`` (and the
-    sign-in form) needs it. Requests are answered only when their ``Host`` is a loopback
-    name or one of ``allowed_hosts`` (``*.example.com`` matches subdomains).
+    sign-in form) needs it; ``access`` (``AccessRules.of``: an operator and a read token,
+    a trusted proxy's header) instead of ``token`` gives roles (docs/access.md).
+    Requests are answered only when their ``Host`` is a loopback name or one of
+    ``allowed_hosts`` (``*.example.com`` matches subdomains).
 
     ``broker`` (``asyncbook.redis.RedisBroker``, or ``asyncbook.celery.AmqpBroker``) is
     read by ``/api/queues`` and the queues page, beside ``own_queue`` (the Celery setting
@@ -94,13 +107,13 @@ def create_app(
     ``retrier`` sends retries to the broker (``Retrier``); without one, a retry is refused
     (503, ``no-broker``).
     """
-    check_token(token)
+    rules = _rules(token, access)
     hosts = allowed_host_names(allowed_hosts)
     feed = feed if feed is not None else LocalChangeFeed()
     reader = reader_for(book)
     hub = Hub(reader)
     groups = GroupHub(reader)
-    status = StatusApp(book, reader, hub, keepalive, signin=bool(token), groups=groups)
+    status = StatusApp(book, reader, hub, keepalive, signin=rules.signin, groups=groups)
 
     def on_change(change: Change) -> None:
         hub.on_change(change)
@@ -125,8 +138,8 @@ def create_app(
 
     throttle = LoginThrottle()
     queues = QueuesApi(reader, broker, own_queue, with_info=status.console)
-    table = route_table(status, Login(token or "", throttle), queues, RetryApi(retrier))
-    routes: list[BaseRoute] = starlette_routes(table, signin=bool(token))
+    table = route_table(status, Login(rules, throttle), queues, RetryApi(retrier))
+    routes: list[BaseRoute] = starlette_routes(table, signin=rules.signin)
     static = StaticFiles(packages=[("asyncbook.web", "static")])
     routes.append(Mount("/static", static, name="static"))
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
@@ -143,16 +156,18 @@ def create_app(
     app.state.feed = feed
     app.state.allowed_hosts = hosts
     app.state.login_throttle = throttle
-    # Added innermost first: HostCheck sees every request, then the session, then the token.
-    if token:
+    app.state.access = rules
+    # Added innermost first: HostCheck sees every request, then the session, then access.
+    if rules.enabled:
         pages, page_prefixes = page_paths(table)
         app.add_middleware(
-            TokenAuth,
-            token=token,
+            Access,
+            rules=rules,
             open_paths=open_paths(table),
             page_paths=pages,
             page_prefixes=page_prefixes,
         )
-        app.add_middleware(Sessions, token=token)
+    if rules.signin:
+        app.add_middleware(Sessions, token=rules.token, read_token=rules.read_token)
     app.add_middleware(HostCheck, allowed_hosts=hosts)
     return app

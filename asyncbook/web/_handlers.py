@@ -13,6 +13,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
+from .._audit import AuditedBook
 from .._book import AsyncBook
 from .._checks import require_limit
 from .._console import NameTotals
@@ -20,6 +21,7 @@ from .._models import AsyncTask, GroupSummary, to_wire
 from .._reasons import Reason
 from .._watch import task_summary
 from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError, invalid
+from ._access import Principal, actor_of, principal_of
 from ._bodies import cross_site, read_json_object, refuse_cross_site
 from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, cancel_reason
 from ._console_api import CONSOLE_FILTERS, ConsoleBook, listing_answer, search_query, task_answer
@@ -82,6 +84,9 @@ class StatusApp:
         self.signin = signin
         self.console = isinstance(book, ConsoleBook)
         """True when the book keeps task info (the console's API is served then)."""
+        self.audited = isinstance(book, AuditedBook)
+        """True when the book keeps an audit trail: a cancel names its actor, and the
+        trail's API is served."""
 
     async def list_tasks(self, request: Request) -> Response:
         params = request.query_params
@@ -161,7 +166,10 @@ class StatusApp:
             return body
         reason = cancel_reason(body.get("reason"))
         try:
-            result = await self.reader.cancel(task_id, reason)
+            if self.audited:  # a book without a trail may not take an actor
+                result = await self.reader.cancel(task_id, reason, actor=actor_of(request))
+            else:
+                result = await self.reader.cancel(task_id, reason)
         except AsyncBookError as error:
             if error.field == "event.reason":  # the book's name for it; the API's is "reason"
                 raise AsyncBookError(error.code, error.message, field="reason") from None
@@ -272,13 +280,15 @@ class StatusApp:
         """The handler of one of the pages (``_pages``)."""
 
         async def page(request: Request) -> Response:
-            return await self._page(name)
+            return await self._page(name, principal_of(request))
 
         return page
 
-    async def _page(self, name: str) -> Response:
+    async def _page(self, name: str, principal: Principal | None) -> Response:
         text = await anyio.to_thread.run_sync(read_page, name)
-        if self.signin:
+        if principal is not None:
+            text = text.replace(_BODY, f'<body data-role="{principal.role}">', 1)
+        if self.signin and (principal is None or principal.by_cookie):
             text = text.replace(_SIGN_OUT_HIDDEN, _SIGN_OUT_SHOWN)
             # A change needs the bearer token (the cookie never authorizes one): ask for it.
             for action in ("cancel", "retry"):
@@ -286,6 +296,8 @@ class StatusApp:
         return HTMLResponse(text)
 
 
+_BODY = "<body>"
+"""The shell's body tag; a page read by someone says their role on it (``data-role``)."""
 _SIGN_OUT_HIDDEN = '<form id="signout" method="post" action="/logout" hidden>'
 _SIGN_OUT_SHOWN = '<form id="signout" method="post" action="/logout">'
 _TOKEN_FIELD_HIDDEN = '<p id="%s-token-field" hidden>'

@@ -1,8 +1,9 @@
 """The page's sign-in: ``/login`` and ``/logout``, a signed session cookie, and their limits.
 
 The cookie is Starlette's ``SessionMiddleware`` (signed with itsdangerous) holding only
-``{"signedIn": true}``; its key is derived from the token (``session_secret``), so the
-token never reaches a cookie and a restart with the same token keeps browsers signed in.
+``{"signedIn": true, "role": "read" | "operator"}``: the role of the token signed in with.
+Its key is derived from the tokens (``session_secret``), so no token reaches a cookie and
+a restart with the same tokens keeps browsers signed in.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import invalid
+from ._access import AccessRules, Role
 from ._auth import COOKIE, session_secret, token_matches
 from ._bodies import cross_site, read_body, refuse_cross_site
 from ._pages import read_page
@@ -43,15 +45,15 @@ MAX_FIELDS = 16
 
 
 class Sessions:
-    """``SessionMiddleware`` keyed from the token, its cookie ``Secure`` over https.
+    """``SessionMiddleware`` keyed from the tokens, its cookie ``Secure`` over https.
 
     Whether a request is https is decided per request (``scope["scheme"]``, which
     uvicorn sets from ``X-Forwarded-Proto`` only when proxy headers are trusted).
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, read_token: str | None = None) -> None:
         options: dict[str, Any] = {
-            "secret_key": session_secret(token),
+            "secret_key": session_secret(token, read_token),
             "session_cookie": COOKIE,
             "max_age": SESSION_SECONDS,
             "same_site": "lax",
@@ -154,12 +156,19 @@ async def _page(next_page: str, message: str = "", status: int = 200, **headers:
     return HTMLResponse(text, status, headers=headers or None)
 
 
-class Login:
-    """``GET /login`` (the form), ``POST /login`` (sign in) and ``POST /logout``, for a
-    server with ``token``."""
+def _role_of(given: str | None, rules: AccessRules) -> Role | None:
+    """The role ``given`` signs in with (either token, both compared), or None."""
+    operator = rules.token is not None and token_matches(given, rules.token)
+    reader = rules.read_token is not None and token_matches(given, rules.read_token)
+    return Role.OPERATOR if operator else Role.READ if reader else None
 
-    def __init__(self, token: str, throttle: LoginThrottle) -> None:
-        self.token = token
+
+class Login:
+    """``GET /login`` (the form), ``POST /login`` (sign in with either token: the
+    session gets its role) and ``POST /logout``, for a server with a token."""
+
+    def __init__(self, rules: AccessRules, throttle: LoginThrottle) -> None:
+        self.rules = rules
         self.throttle = throttle
 
     async def login(self, request: Request) -> Response:
@@ -177,11 +186,13 @@ class Login:
         self.throttle.attempt(client)
         form = await read_form(request, LOGIN_BODY_LIMIT)
         next_page = safe_next(form.get("next"))
-        if not token_matches(form.get("token"), self.token):
+        role = _role_of(form.get("token"), self.rules)
+        if role is None:
             return await _page(next_page, "That token is not valid.", 401)
         self.throttle.succeeded(client)
         request.session.clear()
         request.session["signedIn"] = True
+        request.session["role"] = str(role)
         return RedirectResponse(next_page, status_code=303)
 
     async def logout(self, request: Request) -> Response:

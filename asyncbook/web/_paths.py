@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 TASKS_PREFIX = "/api/tasks/"
-SUFFIXES = frozenset({"events", "stream", "delivery", "cancel", "retry"})
+SUFFIXES = frozenset({"events", "stream", "delivery", "cancel", "retry", "audit"})
 GROUPS_PREFIX = "/api/groups/"
 GROUP_SUFFIXES = frozenset({"stream"})
 GROUP_PAGE_PREFIX = "/groups/"

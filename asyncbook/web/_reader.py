@@ -16,6 +16,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_check
 import anyio
 import anyio.to_thread
 
+from .._audit import AuditedBook
 from .._book import AsyncBook
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
@@ -124,6 +125,8 @@ class SyncReader:
     stats = _awaited(ConsoleBook.stats)
     task_names = _awaited(ConsoleBook.task_names)
     name_totals = _awaited(ConsoleBook.name_totals)
+    audit = _awaited(AuditedBook.audit)
+    record_audit = _awaited(AuditedBook.record_audit)
 
     async def gauges(
         self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
 
+from .._audit import MAX_AUDIT_PAGE, AuditEntry
 from .._checks import MAX_PAGE
 from .._console import TaskInfo, WorkerSummary
 from .._models import STATE_NAMES, AsyncTask, GroupSummary, WireModel
@@ -25,11 +26,14 @@ from ._groups import GROUP_MEMBERS
 from ._sse import MAX_CURSOR
 
 __all__ = [
+    "AuditList",
+    "AuditQuery",
     "CancelRefusal",
     "CancelRequest",
     "CursorQuery",
     "DeliveryHeaders",
     "Error",
+    "Forbidden",
     "GroupDetail",
     "GroupIdPath",
     "GroupQuery",
@@ -128,6 +132,25 @@ class WorkerList(BaseModel):
     """The workers, most recently seen first."""
 
     workers: list[WorkerSummary]
+
+
+class AuditList(BaseModel):
+    """Audit entries, newest first."""
+
+    entries: list[AuditEntry]
+
+
+class AuditQuery(BaseModel):
+    since: str | Absent = Field(None, description="Entries at or after: " + _MOMENT_HELP)
+    limit: int = Field(100, ge=1, le=MAX_AUDIT_PAGE, description="At most this many entries.")
+
+
+class Forbidden(BaseModel):
+    """A change asked for by a principal with the read role."""
+
+    code: str = Field(json_schema_extra={"enum": ["forbidden", "cross-site"]})
+    message: str
+    role: str | Absent = Field(None, description="The role the change needs: `operator`.")
 
 
 class NameList(BaseModel):

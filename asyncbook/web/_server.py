@@ -13,6 +13,7 @@ from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import invalid
 from ..redis import RedisBook, Retrier
+from ._access import AccessRules
 from ._app import create_app
 from ._auth import check_bind
 from ._feed import BookChangeFeed, ChangeFeed
@@ -66,6 +67,27 @@ def _with_bind_name(host: str, allowed_hosts: Iterable[str]) -> list[str]:
     return names
 
 
+def _checked(
+    host: str, token: str | None, access: AccessRules | None, proxy_headers: bool
+) -> AccessRules:
+    """The server's access rules, refused when they cannot hold: beyond loopback without
+    any, or a trusted header with ``proxy_headers`` (which replaces the peer address the
+    header's proxies are checked against by X-Forwarded-For's)."""
+    if access is not None and token is not None:
+        raise invalid(
+            "give the token in access (AccessRules.of(token=...)), not both", field="token"
+        )
+    rules = access if access is not None else AccessRules.of(token)
+    if rules.header is not None and proxy_headers:
+        raise invalid(
+            "--trusted-header checks the proxy's own address, which --proxy-headers replaces "
+            "by X-Forwarded-For: use one of them",
+            field="trusted_header",
+        )
+    check_bind(host, rules.enabled)
+    return rules
+
+
 def _url(host: str, port: int) -> str:
     """The page's URL: a wildcard bind is shown as loopback, a name the server answers for."""
     host = _WILDCARDS.get(host, host)
@@ -88,22 +110,24 @@ def serve(
     broker: BrokerReader | None = None,
     own_queue: str = DEFAULT_OWN_QUEUE,
     retrier: Retrier | None = None,
+    access: AccessRules | None = None,
 ) -> None:
-    """Serve until interrupted; without ``token`` only a loopback ``host`` is allowed.
+    """Serve until interrupted; without ``token`` (or ``access``) only a loopback
+    ``host`` is allowed.
 
     ``allowed_hosts`` are the names clients may reach it by besides loopback names (and
     ``host`` itself); ``proxy_headers`` trusts ``X-Forwarded-For``/``-Proto`` from
-    ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS);
-    ``broker`` and ``own_queue`` are ``create_app``'s (the queues page); ``retrier``
-    sends retries to the broker.
+    ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS).
+    ``access``: roles instead of the one ``token``; ``broker``, ``own_queue`` (the queues
+    page) and ``retrier`` (sends retries to the broker) are ``create_app``'s.
     """
-    check_bind(host, token)
+    rules = _checked(host, token, access, proxy_headers)
     names = _with_bind_name(host, allowed_hosts)
     app = create_app(
         book,
         feed,
-        token=token,
         allowed_hosts=names,
+        access=rules,
         broker=broker,
         own_queue=own_queue,
         retrier=retrier,
@@ -118,7 +142,7 @@ class BackgroundServer:
     """The status server in a daemon thread (the demo, benchmarks, tests).
 
     ``with BackgroundServer(book, feed) as server: print(server.url)``; port 0 picks a
-    free one. Loopback only unless a token is given.
+    free one. Loopback only unless a token (or ``access``) is given.
     """
 
     def __init__(
@@ -137,15 +161,16 @@ class BackgroundServer:
         broker: BrokerReader | None = None,
         own_queue: str = DEFAULT_OWN_QUEUE,
         retrier: Retrier | None = None,
+        access: AccessRules | None = None,
     ) -> None:
-        check_bind(host, token)
+        rules = _checked(host, token, access, proxy_headers)
         names = _with_bind_name(host, allowed_hosts)
         self.app = create_app(
             book,
             feed,
-            token=token,
             keepalive=keepalive,
             allowed_hosts=names,
+            access=rules,
             broker=broker,
             own_queue=own_queue,
             retrier=retrier,

@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from .._console import RUNTIME_BUCKETS_MS, SearchPage, TaskStats
 from .._models import AsyncTask, CallbackResult, DeliveryResult, ResumeResult
 from .._queues import MAX_QUEUES, QueuesReport
+from ._audit_api import AuditApi
 from ._cancel import CANCEL_BODY_LIMIT
 from ._console_api import ConsoleApi
 from ._csv_export import NEXT_AFTER_HEADER, SEARCH_CSV_PATH, CsvExport
@@ -28,11 +29,14 @@ from ._queues import REUSE_SECONDS, QueuesApi
 from ._retry import RetryApi, RetryBatch, RetryOutcome, RetryQuery, RetryRefusal, RetryRequest
 from ._routes import ERROR, SSE, Answer, Operation, Page
 from ._schemas import (
+    AuditList,
+    AuditQuery,
     CancelRefusal,
     CancelRequest,
     CursorQuery,
     DeliveryHeaders,
     Error,
+    Forbidden,
     GroupDetail,
     GroupIdPath,
     GroupQuery,
@@ -136,6 +140,40 @@ def _json(model: type[BaseModel], description: str) -> Answer:
     return Answer(description, model)
 
 
+_FORBIDDEN = _json(Forbidden, "A change needs the operator role (`role`); code `forbidden`")
+_AUDIT_HELP = (
+    "Who cancelled (or retried) what, when and why, and the book's answer; newest first. "
+    "The read role may read it (docs/access.md)."
+)
+
+
+def _audit_operations(api: AuditApi) -> Table:
+    """The audit trail's reads (only over a book that keeps one)."""
+    return [
+        Operation.at(
+            "GET /api/tasks/{id}/audit",
+            api.task_audit,
+            "A task's audit entries, newest first",
+            {
+                200: _json(AuditList, "Its entries (none for a task never changed by hand)"),
+                400: _json(Error, "A bad `since` or `limit`"),
+            },
+            description=_AUDIT_HELP,
+            query=AuditQuery,
+            path_params=TaskIdPath,
+            raw=TASKS,
+        ),
+        Operation.at(
+            "GET /api/audit",
+            api.audit,
+            "Every task's audit entries, newest first",
+            {200: _json(AuditList, "The entries"), 400: _json(Error, "A bad `since` or `limit`")},
+            description=_AUDIT_HELP,
+            query=AuditQuery,
+        ),
+    ]
+
+
 def _task_operations(status: StatusApp) -> Table:
     task: type[BaseModel] = TaskWithInfo if status.console else AsyncTask
     listing: type[BaseModel] = SearchQuery if status.console else ListingQuery
@@ -182,6 +220,7 @@ def _task_operations(status: StatusApp) -> Table:
                 200: _json(DeliveryResult, "Delivered (or delivered before)"),
                 400: ERROR,
                 404: ERROR,
+                403: _FORBIDDEN,
                 409: _json(Error, "Key used for another task, or no result"),
             },
             headers=DeliveryHeaders,
@@ -197,7 +236,11 @@ def _task_operations(status: StatusApp) -> Table:
                     "Cancelled (reason `cancelled`), or cancelled before (`duplicate-cancel`)",
                 ),
                 400: _json(Error, "A bad reason (field `reason`) or body (field `body`)"),
-                403: _json(Error, "Sent from another site; code `cross-site`"),
+                403: _json(
+                    Forbidden,
+                    "The read role (code `forbidden`, `role`: the role needed), or sent "
+                    "from another site (code `cross-site`)",
+                ),
                 404: _json(Error, "No such task"),
                 405: _json(Error, "Another method (`Allow: POST`)"),
                 409: _json(
@@ -460,6 +503,8 @@ def route_table(status: StatusApp, login: Login, queues: QueuesApi, retry: Retry
         ),
         *_signin_operations(login),
     ]
+    if status.audited:
+        table += _audit_operations(AuditApi(status.reader))
     if status.console:
         table += [Page("/workers", status.page("workers.html"))]
         table += [Page("/stats", status.page("stats.html"))]

@@ -17,6 +17,8 @@ EXPORTS = {
         "AsyncState",
         "AsyncTask",
         "AsyncTransition",
+        "AuditEntry",
+        "AuditedBook",
         "BookUnavailableError",
         "CallbackResult",
         "CancelEvent",
@@ -121,6 +123,7 @@ EXPORTS = {
         "uninstall",
     ],
     "asyncbook.web": [
+        "AccessRules",
         "BackgroundServer",
         "BookChangeFeed",
         "Change",

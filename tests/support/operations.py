@@ -74,6 +74,7 @@ operations = st.one_of(
         st.one_of(st.none(), texts),
         times,
         st.one_of(st.none(), st.sampled_from(CALLBACK_IDS)),
+        st.sampled_from([None, "ops"]),  # with an actor: audited, the same answer
     ),
     st.tuples(st.just("resume"), task_ids, st.integers(-1, 12)),
     st.tuples(
@@ -111,8 +112,9 @@ def run_operation(book: AsyncBook, op: tuple[Any, ...]) -> Any:
         if kind == "expire":
             return to_wire(book.expire(op[1]))
         if kind == "cancel":
-            _, task_id, reason, at, callback_id = op
-            return to_wire(book.cancel(task_id, reason, at_ms=at, callback_id=callback_id))
+            _, task_id, reason, at, callback_id, actor = op
+            answer = book.cancel(task_id, reason, at_ms=at, callback_id=callback_id, actor=actor)
+            return to_wire(answer)
         if kind == "resume":
             return to_wire(book.resume(op[1], op[2]))
         if kind == "deliver":

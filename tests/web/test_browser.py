@@ -1025,3 +1025,47 @@ def test_queues_page_without_a_broker_says_so(server: Running, page: Any) -> Non
     assert page.inner_text('#own dd[data-term="Queue"]') == "asyncbook"
     assert page.locator("#queues tr").count() == 0
     assert page.inner_text("#message") == ""
+
+
+# -- who may do what: roles on the page, the audit trail -------------------------------------
+
+
+def test_task_page_lists_its_audit_and_hides_cancel_from_readers(page: Any, tmp_path: Path) -> None:
+    from asyncbook.web import AccessRules
+
+    operator, reader = "operator-token-0123456789", "reader-token-0123456789ab"
+    with running_server(access=AccessRules.of(token=operator, read_token=reader)) as server:
+        book = server.book
+        seed_console(book)
+        task_id = "video/keynote.mp4"
+        url = server.url + "/task?id=" + quote(task_id, safe="")
+        page.set_viewport_size({"width": 1000, "height": 640})
+        page.goto(url)
+        page.fill('input[name="token"]', reader)
+        page.click('button[type="submit"]')
+        page.wait_for_selector('#summary[data-state="running"]', timeout=5_000)
+        assert not page.is_visible("#cancel-open")  # a reader may not cancel
+        assert not page.is_visible("#audit-section")  # nothing changed by hand yet
+        page.click("#signout button")
+        page.wait_for_url(server.url + "/login")
+        page.goto(url)
+        page.fill('input[name="token"]', operator)
+        page.click('button[type="submit"]')
+        page.wait_for_selector('#summary[data-state="running"]', timeout=5_000)
+        page.click("#cancel-open")
+        page.fill("#cancel-reason", "wrong source file")
+        page.fill("#cancel-token", operator)
+        page.click("#cancel-confirm")
+        page.wait_for_selector("#action-status:has-text('Cancelled.')")
+        row = '#audit tr[data-actor="token:operator"]'
+        page.wait_for_selector(row, timeout=5_000)
+        assert "wrong source file" in page.inner_text(row)
+        assert "cancelled" in page.inner_text(row)
+        page.wait_for_selector("#info-section:not([hidden])", timeout=5_000)
+        shoot(page, tmp_path, "audit.png")
+        (entry,) = book.audit(task_id)
+        assert (entry.actor, entry.reason, entry.outcome) == (
+            "token:operator",
+            "wrong source file",
+            "cancelled",
+        )

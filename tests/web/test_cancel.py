@@ -457,10 +457,11 @@ class StricterBook(MemoryBook):
         *,
         at_ms: int | float | None = None,
         callback_id: str | None = None,
+        actor: str | None = None,
     ) -> CallbackResult:
         if reason is not None:
             raise invalid("event.reason is refused here", field="event.reason")
-        return super().cancel(task_id, reason, at_ms=at_ms, callback_id=callback_id)
+        return super().cancel(task_id, reason, at_ms=at_ms, callback_id=callback_id, actor=actor)
 
 
 def test_a_reason_the_book_refuses_is_400_naming_reason() -> None:

@@ -9,8 +9,10 @@ let shownVersion = 0;
 let infoState = null; // the task's state when its info was last read
 let taskState = null; // the task's state as the stream last said
 let taskInfo = null; // the info last read
+let auditState = null; // the task's state when its audit trail was last asked for
 let apiToken = ""; // typed into a change's dialog; kept by this page only, never stored
 let cancelling = false; // a cancel is on its way: its answer, not the stream, closes the dialog
+const mayChange = document.body.dataset.role !== "read"; // the server says who reads the page
 
 function showSummary(task) {
   const fields = [
@@ -29,6 +31,10 @@ function showSummary(task) {
   taskState = task.state;
   showActions(task.state);
   if (task.state !== infoState) refreshInfo();
+  if (task.state !== auditState) {
+    auditState = task.state; // a change by hand changes the state: read the trail again
+    refreshAudit();
+  }
 }
 
 function addHistory(entry) {
@@ -127,6 +133,25 @@ async function readInfo() {
 
 const refreshInfo = throttled(readInfo, 500);
 
+// -- audit: who changed the task by hand (cancel, retry), newest first ----------------------
+
+async function readAudit() {
+  let answer;
+  try {
+    answer = await getJson(taskUrl(taskId, "audit"));
+  } catch (error) {
+    return; // a book without an audit trail (404), or a passing failure: nothing to show
+  }
+  const rows = answer.entries.map((entry) => el("tr", { "data-actor": entry.actor },
+    el("td", { class: "time", title: String(entry.atMs) + " ms" }, formatTime(entry.atMs)),
+    el("td", {}, entry.actor), el("td", {}, entry.action), el("td", {}, entry.outcome),
+    el("td", {}, entry.reason || "")));
+  document.getElementById("audit").replaceChildren(...rows);
+  document.getElementById("audit-section").hidden = rows.length === 0;
+}
+
+const refreshAudit = throttled(readAudit, 500);
+
 // -- cancel: a button while the task is live, a dialog to confirm, one POST ----------------
 
 const cancelDialog = document.getElementById("cancel-dialog");
@@ -138,10 +163,10 @@ function announce(text) {
 }
 
 function showActions(state) {
-  const live = LIVE_STATES.has(state);
+  const live = mayChange && LIVE_STATES.has(state);
   // Retry: an ended task whose message is kept, not retried yet (the server decides anyway).
-  const retryable = RETRY_STATES.has(state) && taskInfo !== null && taskInfo.messageKept
-    && !taskInfo.retriedAs;
+  const retryable = mayChange && RETRY_STATES.has(state) && taskInfo !== null
+    && taskInfo.messageKept && !taskInfo.retriedAs;
   document.getElementById("cancel-open").hidden = !live;
   document.getElementById("retry-open").hidden = !retryable;
   document.getElementById("actions").hidden = !live && !retryable;
@@ -200,6 +225,10 @@ async function confirmCancel(event) {
     tokenInput.focus();
     return;
   }
+  if (response.status === 403 && answer.code === "forbidden") {
+    error.textContent = "Cancelling needs the operator role: " + (answer.message || "");
+    return;
+  }
   if (response.status === 400) {
     error.textContent = answer.message || "The server refused the request.";
     document.getElementById(answer.field === "reason" ? "cancel-reason" : "cancel-confirm").focus();
@@ -209,6 +238,7 @@ async function confirmCancel(event) {
   let text;
   if (response.ok) {
     text = answer.reason === "duplicate-cancel" ? "It was already cancelled." : "Cancelled.";
+    readAudit();
   } else {
     text = "Not cancelled: " + (answer.message || "the server answered " + response.status);
   }

@@ -1,0 +1,116 @@
+"""The audit trail in Redis, as plans: a cancel and its entry in one script call
+(cancel.lua), an entry for a change another call made (audit.lua), and the reads.
+
+A task's entries are a list beside its record (kept as long as the record, its latest
+``TASK_AUDIT_ENTRIES``); every entry also goes to the namespace's log, a stream capped
+near ``BookLayout.audit_entries`` entries whose ids are the server's clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._audit import (
+    MAX_AUDIT_PAGE,
+    TASK_AUDIT_ENTRIES,
+    AuditEntry,
+    require_action,
+    require_actor,
+    require_audit_reason,
+)
+from .._book import cancel_input
+from .._checks import require_limit, require_non_negative, require_string
+from .._models import CallbackResult
+from ..errors import UnknownTaskError
+from . import _operations as operations
+from ._args import utf8
+from ._operations import BookLayout, before_write
+from ._plan import SETTLE, Plan, ScriptCall, command, server_time
+from ._replies import callback_result, text_of
+from ._scripts import AuditArgs, CancelArgs, RecordAuditArgs, ScriptStatus
+
+__all__ = ["cancel", "read", "record"]
+
+
+def _audit_args(book: BookLayout, actor: Any, action: str, reason: str | None) -> AuditArgs:
+    return AuditArgs(
+        actor=utf8(require_actor(actor), "actor"),
+        action=action,
+        reason_given=reason is not None,
+        reason="" if reason is None else reason,
+        log_cap=book.audit_entries,
+        task_cap=TASK_AUDIT_ENTRIES,
+    )
+
+
+def cancel(
+    book: BookLayout,
+    task_id: str,
+    reason: str | None,
+    at_ms: int | float | None,
+    callback_id: str | None,
+    actor: str | None,
+) -> Plan[CallbackResult]:
+    """``operations.cancel``; with ``actor``, and an audit entry (the actor, the reason,
+    the answer) written by the same script call, whose answer is the same."""
+    if actor is None:
+        return (yield from operations.cancel(book, task_id, reason, at_ms, callback_id))
+    checked_actor = require_actor(actor)
+    at = (yield from server_time()) if at_ms is None else at_ms
+    yield SETTLE
+    keys, args, shape_error = book.apply_call(task_id, cancel_input(at, reason), callback_id)
+    # A reason the cancel refuses is never sent (the script answers '!shape', unwritten).
+    kept = reason if shape_error is None and isinstance(reason, str) else None
+    audit = _audit_args(book, checked_actor, "cancel", kept)
+    yield from before_write(book)
+    keys += [book.keys.task_audit(args.task_id), book.keys.audit_log]
+    argv = CancelArgs(args, audit).argv()
+    reply = yield from book.facts.run(
+        args.task_id,
+        [args.event],
+        lambda block, facts: ScriptCall("cancel", keys + block, argv + facts),
+    )
+    return callback_result(args.task_id, reply, shape_error)
+
+
+def record(
+    book: BookLayout,
+    task_id: str,
+    action: str,
+    actor: str,
+    reason: str | None,
+    outcome: str,
+) -> Plan[None]:
+    """Write one entry for a change of an existing task made by another call (a retry);
+    ``UnknownTaskError`` when there is no such task (nothing written)."""
+    task_id = utf8(require_string(task_id, "taskId"), "taskId")
+    audit = _audit_args(book, actor, require_action(action), require_audit_reason(reason))
+    outcome = utf8(require_string(outcome, "outcome"), "outcome")
+    keys = [book.keys.task(task_id), book.keys.task_audit(task_id), book.keys.audit_log]
+    reply = yield ScriptCall("audit", keys, RecordAuditArgs(task_id, audit, outcome).argv())
+    if text_of(reply[0]) == ScriptStatus.UNKNOWN:
+        raise UnknownTaskError(task_id)
+
+
+def read(
+    book: BookLayout, task_id: str | None, since_ms: int | float | None, limit: int
+) -> Plan[list[AuditEntry]]:
+    """Entries newest first: a task's (its list), or the namespace's (the log), at or
+    after ``since_ms`` when given, at most ``limit`` (1 to ``MAX_AUDIT_PAGE``)."""
+    count = require_limit(limit, maximum=MAX_AUDIT_PAGE)
+    since = None if since_ms is None else int(require_non_negative(since_ms, "sinceMs"))
+    if task_id is not None:
+        task_id = utf8(require_string(task_id, "taskId"), "taskId")
+        raw = yield command("lrange", book.keys.task_audit(task_id), 0, -1)
+        entries = [AuditEntry.model_validate_json(item) for item in reversed(raw)]
+        return [e for e in entries if since is None or e.at_ms >= since][:count]
+    low = "-" if since is None else str(since)
+    rows = yield command("xrevrange", book.keys.audit_log, "+", low, count=count)
+    return [_logged(entry_id, fields) for entry_id, fields in rows]
+
+
+def _logged(entry_id: Any, fields: dict[Any, Any]) -> AuditEntry:
+    """A log entry: its JSON (field ``e``, without ``atMs``) and its id's time."""
+    at_ms = text_of(entry_id).split("-", 1)[0]
+    body = text_of(fields.get(b"e", fields.get("e", b"{}")))
+    return AuditEntry.model_validate_json('{"atMs":' + at_ms + "," + body[1:])
