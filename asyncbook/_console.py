@@ -8,6 +8,7 @@ record by the same scripts that write the task, and read with ``RedisBook.info``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
@@ -20,7 +21,10 @@ from .errors import invalid
 __all__ = [
     "DEFAULT_REDACT",
     "INFO_LIMIT",
+    "MAX_CURSOR_LENGTH",
     "RUNTIME_BUCKETS_MS",
+    "SORT_FIELDS",
+    "SORT_HELP",
     "STATS_MINUTE_MS",
     "STATS_WINDOW_MS",
     "TEXT_LIMIT",
@@ -29,11 +33,13 @@ __all__ = [
     "PublishInfo",
     "SearchPage",
     "SearchRow",
+    "SortOrder",
     "TaskInfo",
     "TaskQuery",
     "TaskStats",
     "WorkerSummary",
     "percentile_ms",
+    "sort_order",
 ]
 
 INFO_LIMIT = 512
@@ -113,9 +119,67 @@ class SearchRow(WireModel):
 
     task: AsyncTask
     info: TaskInfo
+    matched_by: Literal["id", "name", "text"] | None = None
+    """How the query's ``q`` matched the task: an id prefix, its name, its text."""
 
 
-Sort = Literal["newest", "oldest"]
+SORT_FIELDS = ("created", "started", "ended", "runtime", "attempts")
+"""What a search can sort by, over all its matches (``-field``: descending)."""
+
+SORT_HELP = (
+    "sort must be created, started, ended, runtime or attempts, ascending or with a "
+    "'-' prefix descending (also field:asc, field:desc); newest and oldest mean "
+    "-created and created"
+)
+
+MAX_CURSOR_LENGTH = 2048
+"""The longest ``after`` a search accepts (a sort key and a task id)."""
+
+
+class SortOrder(NamedTuple):
+    """A search's order: a field of ``SORT_FIELDS`` and its direction."""
+
+    field: str
+    descending: bool
+
+    @property
+    def spelling(self) -> str:
+        """The canonical spelling: ``-runtime``, ``runtime``."""
+        return ("-" if self.descending else "") + self.field
+
+
+def sort_order(text: object) -> SortOrder:
+    """The order ``text`` names (``runtime``, ``-runtime``, ``runtime:desc``, ``newest``),
+    or ``AsyncBookError`` (``invalid``, field ``sort``) listing what is accepted."""
+    if not isinstance(text, str):
+        raise invalid(SORT_HELP, field="sort")
+    if text in ("newest", "oldest"):
+        return SortOrder("created", text == "newest")
+    field, colon, direction = text.partition(":")
+    descending = direction == "desc"
+    if colon and direction not in ("asc", "desc"):
+        raise invalid(SORT_HELP, field="sort")
+    if not colon and field.startswith("-"):
+        field, descending = field[1:], True
+    if field not in SORT_FIELDS:
+        raise invalid(SORT_HELP, field="sort")
+    return SortOrder(field, descending)
+
+
+def _cursor_ok(after: object, by_creation: bool) -> bool:
+    """Whether ``after`` is a cursor a page of this order could have given."""
+    if not isinstance(after, str) or not after or len(after) > MAX_CURSOR_LENGTH:
+        return False
+    digits = after.lstrip("~") if not by_creation else after
+    if digits.isascii() and digits.isdigit() and len(digits) <= 16:
+        return by_creation or after.startswith("~")
+    if by_creation:
+        return False
+    score, colon, task_id = after.partition(":")
+    try:
+        return bool(colon and task_id) and math.isfinite(float(score))
+    except ValueError:
+        return False
 
 
 class TaskQuery(NamedTuple):
@@ -125,15 +189,23 @@ class TaskQuery(NamedTuple):
     state: str | None = None
     worker: str | None = None
     q: str | None = None
-    """An id prefix."""
+    """Task ids starting with this, tasks whose name contains it, or (a bounded scan)
+    whose args, kwargs, exception, traceback or error contain it (case-insensitively)."""
     since_ms: int | None = None
     """Created at or after (ms since the epoch)."""
     until_ms: int | None = None
     """Created at or before."""
-    sort: Sort = "newest"
+    sort: str = "newest"
+    """A ``SORT_FIELDS`` field, ``-field`` descending (``sort_order``); tasks without
+    the field's value (a queued task's runtime) come last in both directions."""
     limit: int = 50
     after: str | None = None
     """The ``next_after`` of the previous page."""
+
+    @property
+    def order(self) -> SortOrder:
+        """The order ``sort`` names."""
+        return sort_order(self.sort)
 
     def checked(self) -> TaskQuery:
         """The query, or ``AsyncBookError`` (``invalid``) naming the first bad field."""
@@ -147,16 +219,10 @@ class TaskQuery(NamedTuple):
             value = getattr(self, field)
             if value is not None and (type(value) is not int or value < 0):
                 raise invalid(f"{field} must be a whole number of ms >= 0", field=field)
-        if self.sort not in ("newest", "oldest"):
-            raise invalid("sort must be newest or oldest", field="sort")
+        order = sort_order(self.sort)
         if type(self.limit) is not int or not 1 <= self.limit <= 1000:
             raise invalid("limit must be a whole number from 1 to 1000", field="limit")
-        after = self.after
-        if after is not None and (
-            not isinstance(after, str)
-            or not (after.isascii() and after.isdigit())
-            or len(after) > 16
-        ):
+        if self.after is not None and not _cursor_ok(self.after, order.field == "created"):
             raise invalid("after must be the next_after of a previous page", field="after")
         return self
 
@@ -165,13 +231,27 @@ class SearchPage(WireModel):
     """One page of a search, and the number of matching tasks per state.
 
     ``totals_exact`` is false when the totals were counted over the first
-    ``SEARCH_SCAN_LIMIT`` candidates only (a worker, id-prefix or time filter).
+    ``SEARCH_SCAN_LIMIT`` candidates only (a worker, ``q`` or time filter).
+    ``scanned`` counts the index entries the page's walk examined; ``scan_complete`` is
+    false when it stopped at its budget (the page may then hold fewer tasks than asked,
+    and ``next_after`` continues the walk: pages never skip or repeat a task).
     """
 
     tasks: tuple[SearchRow, ...]
     totals: dict[str, int]
     totals_exact: bool = True
     next_after: StrictStr | None = None
+    scanned: StrictInt = 0
+    scan_complete: bool = True
+
+    @property
+    def matched(self) -> dict[str, int]:
+        """How many of the page's tasks ``q`` matched by id, by name and by text."""
+        counts = {"id": 0, "name": 0, "text": 0}
+        for row in self.tasks:
+            if row.matched_by is not None:
+                counts[row.matched_by] += 1
+        return counts
 
 
 class WorkerSummary(WireModel):

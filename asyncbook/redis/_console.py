@@ -56,7 +56,8 @@ __all__ = [
 ]
 
 SEARCH_SCAN_LIMIT = 10_000
-"""Index entries one search call may examine (for a page, and again for its totals)."""
+"""Index entries one search call may examine (for a page, and again for its totals);
+a search with ``q`` reads each entry's record: half of this for each."""
 WORKER_KEEP_MS = 7 * 86_400_000
 """A worker unseen this long is forgotten (WORKER_KEEP in lua/_info.lua)."""
 CHILDREN_LISTED = 100
@@ -168,10 +169,17 @@ def info(book: BookLayout, task_id: str) -> Plan[TaskInfo | None]:
     return _info(task_id, fields, long, children)
 
 
+def _names_containing(book: BookLayout, text: str) -> Plan[list[str]]:
+    """The task names the book knows that contain ``text`` (case-insensitively)."""
+    wanted = text.casefold()
+    return [name for name in (yield from task_names(book)) if wanted in name.casefold()]
+
+
 def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
-    """One page of tasks matching ``query``, and the matching tasks per state."""
+    """One page of tasks matching ``query`` in its order, and the matching tasks per state."""
     yield SETTLE
     query = query.checked()
+    order = query.order
     k = book.keys
     if query.worker is not None:
         keys = [k.worker_tasks(query.worker)]
@@ -179,14 +187,20 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
         keys = k.name_indexes(query.name)
     else:
         keys = k.state_indexes
+    keyed = order.field != "created"
+    if keyed:
+        keys = [k.sort_index(order.field), *keys]
     scanning = query.worker is not None or query.q is not None
     scanning = scanning or query.since_ms is not None or query.until_ms is not None
+    names = [] if query.q is None else (yield from _names_containing(book, query.q))
+    # A text scan reads each task's info: the page's walk and the totals' share the budget.
+    budget = SEARCH_SCAN_LIMIT if query.q is None else SEARCH_SCAN_LIMIT // 2
     ids: list[str] = []
 
     def call() -> ScriptCall:
         args = SearchArgs(
             json.dumps(ids, ensure_ascii=False),
-            query.sort,
+            "desc" if order.descending else "asc",
             query.limit,
             query.after or "",
             query.state or "",
@@ -194,21 +208,27 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
             query.q or "",
             query.since_ms,
             query.until_ms,
-            SEARCH_SCAN_LIMIT,
+            budget,
             "count" if scanning else "card",
+            json.dumps(names, ensure_ascii=False),
+            query.q is not None,
+            query.worker or "",
+            order.field if keyed else "",
         )
-        pairs = [key for id in ids for key in (k.task(id), k.history(id))]
-        return ScriptCall("search", [*keys, *pairs], args.argv())
+        triples = [key for id in ids for key in (k.task(id), k.history(id), k.info(id))]
+        return ScriptCall("search", [*keys, *triples], args.argv())
 
     def learn(reply: Any) -> None:
         known = set(ids)
         ids.extend(id for id in dict.fromkeys(map(text_of, reply[1:])) if id not in known)
 
-    rows, next_cursor, flat_totals, exact = yield from _until_given(call, learn)
+    reply = yield from _until_given(call, learn)
+    rows, next_cursor, flat_totals, exact, scanned, complete = reply
     found: list[SearchRow] = []
-    for task_json, fields in rows:
+    for task_json, fields, matched_by in rows:
         task = AsyncTask.model_validate_json(task_json)
-        found.append(SearchRow(task=task, info=_info(task.id, fields, (None, None, None), ())))
+        info = _info(task.id, fields, (None, None, None), ())
+        found.append(SearchRow(task=task, info=info, matched_by=_text(matched_by) or None))
     counts = {
         _text(flat_totals[i]) or "": int(flat_totals[i + 1]) for i in range(0, len(flat_totals), 2)
     }
@@ -217,6 +237,8 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
         totals=totals_of(counts),
         totals_exact=_text(exact) == "1",
         next_after=_text(next_cursor) or None,
+        scanned=int(scanned),
+        scan_complete=_text(complete) == "1",
     )
 
 
