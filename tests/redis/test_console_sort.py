@@ -73,10 +73,8 @@ def test_a_sorted_page_keeps_the_filters_and_totals(book: RedisBook) -> None:
     assert every_page(book, sort="-runtime", state="running") == ["r1"]
     assert every_page(book, sort="runtime", state="queued") == ["q1", "q2"]
     assert every_page(book, sort="-runtime", worker="w", limit=3) == [*BY_RUNTIME_DESC, "r1"]
-    assert every_page(book, sort="-started", limit=3) == ["r1", "f", "e", "d", "c", "b", "a"] + [
-        "q2",
-        "q1",
-    ]
+    by_start = every_page(book, sort="-started", limit=3)
+    assert by_start == ["r1", "f", "e", "d", "c", "b", "a", "q2", "q1"]
     assert every_page(book, sort="attempts", q="shop.") == ["a", "b", "c", "d", "e", "f"]
     assert every_page(book, sort="-ended", limit=4)[:6] == ["f", "e", "d", "c", "b", "a"]
 
