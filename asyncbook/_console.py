@@ -38,6 +38,7 @@ __all__ = [
     "TaskQuery",
     "TaskStats",
     "WorkerSummary",
+    "matched_counts",
     "percentile_ms",
     "sort_order",
 ]
@@ -243,15 +244,17 @@ class SearchPage(WireModel):
     next_after: StrictStr | None = None
     scanned: StrictInt = 0
     scan_complete: bool = True
+    matched: dict[str, int] | None = None
+    """With ``q``: how many of the page's tasks it matched by id, by name, by text."""
 
-    @property
-    def matched(self) -> dict[str, int]:
-        """How many of the page's tasks ``q`` matched by id, by name and by text."""
-        counts = {"id": 0, "name": 0, "text": 0}
-        for row in self.tasks:
-            if row.matched_by is not None:
-                counts[row.matched_by] += 1
-        return counts
+
+def matched_counts(rows: Sequence[SearchRow]) -> dict[str, int]:
+    """How many of these rows ``q`` matched by id, by name and by text."""
+    counts = {"id": 0, "name": 0, "text": 0}
+    for row in rows:
+        if row.matched_by is not None:
+            counts[row.matched_by] += 1
+    return counts
 
 
 class WorkerSummary(WireModel):

@@ -31,6 +31,7 @@ from .._console import (
     TaskQuery,
     TaskStats,
     WorkerSummary,
+    matched_counts,
     percentile_ms,
     totals_of,
 )
@@ -239,6 +240,7 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
         next_after=_text(next_cursor) or None,
         scanned=int(scanned),
         scan_complete=_text(complete) == "1",
+        matched=None if query.q is None else matched_counts(found),
     )
 
 
