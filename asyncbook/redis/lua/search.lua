@@ -108,6 +108,11 @@ local function verdict(id, state_of_index, check_state, by_creation)
   return 'take', state_of_index or f[1], matched
 end
 
+-- Whether the filters skip entries of the index walked (a page then asks for the keys
+-- of more entries than it shows at once: fewer round trips).
+local sparse = q ~= '' or since ~= nil or before ~= nil or worker ~= ''
+  or (keyed and (name ~= '' or state_wanted ~= '')) or (not per_state and name ~= '')
+
 -- A reader of one index in the page's order, a batch at a time: by score from a
 -- creation order cursor, or (ranked) by rank from a rank.
 local function reader(key, cursor, batch, ranked)
@@ -160,7 +165,8 @@ end
 -- were examined; answers whether it ran out (and the score text of the entry it
 -- stopped at) and how many entries it examined. A visit that answers 'need' stops the
 -- walk: it answers 'need' and the ids the walk would meet from there (twice as many
--- as were given, at least a page's), to be sent again with their keys.
+-- as were given, at least a page's, ten pages' with sparse filters, all it may examine
+-- with q: a scan), to be sent again with their keys.
 local function walk(readers, visit, allowance)
   local examined = 0
   while true do
@@ -175,7 +181,8 @@ local function walk(readers, visit, allowance)
     local r = readers[best]
     local answer = visit(best_id, best_text, r[2])
     if answer == 'need' then
-      local ids, ahead = {}, math.min(allowance - examined + 1, math.max(2 * #given, limit + 1))
+      local first_ask = q ~= '' and allowance or sparse and 10 * (limit + 1) or limit + 1
+      local ids, ahead = {}, math.min(allowance - examined + 1, math.max(2 * #given, first_ask))
       while #ids < ahead do
         local at, id = first_of(readers)
         if not at then break end
