@@ -124,11 +124,11 @@ class SearchRow(WireModel):
     """How the query's ``q`` matched the task: an id prefix, its name, its text."""
 
 
-SORT_FIELDS = ("created", "started", "ended", "runtime", "attempts")
+SORT_FIELDS = ("created", "started", "ended", "runtime", "attempts", "name")
 """What a search can sort by, over all its matches (``-field``: descending)."""
 
 SORT_HELP = (
-    "sort must be created, started, ended, runtime or attempts, ascending or with a "
+    "sort must be created, started, ended, runtime, attempts or name, ascending or with a "
     "'-' prefix descending (also field:asc, field:desc); newest and oldest mean "
     "-created and created"
 )
@@ -167,18 +167,28 @@ def sort_order(text: object) -> SortOrder:
     return SortOrder(field, descending)
 
 
-def _cursor_ok(after: object, by_creation: bool) -> bool:
-    """Whether ``after`` is a cursor a page of this order could have given."""
+def _digits(text: str, most: int = 16) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= most
+
+
+def _cursor_ok(after: object, field: str) -> bool:
+    """Whether ``after`` is a cursor a page of a search sorted by ``field`` could have
+    given: by creation a creation order; by a sort index ``<value>:<id>`` or ``~<creation
+    order>`` (among tasks without the value); by name ``n<creation order>:<name>``
+    (``n:<name>``: after all of the name) or ``~<creation order>``."""
     if not isinstance(after, str) or not after or len(after) > MAX_CURSOR_LENGTH:
         return False
-    digits = after.lstrip("~") if not by_creation else after
-    if digits.isascii() and digits.isdigit() and len(digits) <= 16:
-        return by_creation or after.startswith("~")
-    if by_creation:
+    if field == "created":
+        return _digits(after)
+    if after.startswith("~"):
+        return _digits(after[1:])
+    first, colon, rest = after.partition(":")
+    if not colon or not rest:
         return False
-    score, colon, task_id = after.partition(":")
+    if field == "name":
+        return first[:1] == "n" and (first == "n" or _digits(first[1:]))
     try:
-        return bool(colon and task_id) and math.isfinite(float(score))
+        return math.isfinite(float(first))
     except ValueError:
         return False
 
@@ -223,7 +233,7 @@ class TaskQuery(NamedTuple):
         order = sort_order(self.sort)
         if type(self.limit) is not int or not 1 <= self.limit <= 1000:
             raise invalid("limit must be a whole number from 1 to 1000", field="limit")
-        if self.after is not None and not _cursor_ok(self.after, order.field == "created"):
+        if self.after is not None and not _cursor_ok(self.after, order.field):
             raise invalid("after must be the next_after of a previous page", field="after")
         return self
 

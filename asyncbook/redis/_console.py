@@ -38,6 +38,7 @@ from .._console import (
 from .._models import GROUP_END_STATES, AsyncTask
 from ..errors import invalid
 from ._args import utf8
+from ._name_sort import search_by_name
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import text_of
 from ._scripts import InfoArgs, ScriptStatus, SearchArgs, StatsArgs, WorkersArgs
@@ -180,6 +181,19 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
     """One page of tasks matching ``query`` in its order, and the matching tasks per state."""
     yield SETTLE
     query = query.checked()
+    if query.order.field != "name":
+        return (yield from _search_page(book, query, False))
+    names = yield from task_names(book)
+
+    def page_of(asked: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
+        return _search_page(book, asked, unnamed)
+
+    return (yield from search_by_name(query, names, page_of, SEARCH_SCAN_LIMIT))
+
+
+def _search_page(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
+    """``search`` of a checked query not sorted by name (``unnamed``: of the tasks
+    without a name only)."""
     order = query.order
     k = book.keys
     if query.worker is not None:
@@ -215,6 +229,7 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
             query.q is not None,
             query.worker or "",
             order.field if keyed else "",
+            unnamed,
         )
         triples = [key for id in ids for key in (k.task(id), k.history(id), k.info(id))]
         return ScriptCall("search", [*keys, *triples], args.argv())

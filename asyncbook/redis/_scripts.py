@@ -298,6 +298,8 @@ class SearchArgs(ScriptArgs):
     """Checked per task with a sort index ('' any)."""
     sort_field: str = ""
     """'' creation order; else the field whose sort index is KEYS[1]."""
+    unnamed: bool = False
+    """Only tasks without a name."""
 
 
 @dataclass(frozen=True, slots=True)

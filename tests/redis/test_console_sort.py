@@ -64,6 +64,21 @@ def test_sorted_by_runtime_over_every_page(book: RedisBook, sort: str, limit: in
     assert ascending == ["e", "b", "f", "a", "c", "d", "q1", "q2", "r1"]
 
 
+@pytest.mark.parametrize("limit", [1, 2, 3, 50])
+def test_sorted_by_name_over_every_page(book: RedisBook, limit: int) -> None:
+    """Names in order, each name's tasks by creation, then the tasks without a name."""
+    fill_runtimes(book)
+    ascending = ["a", "b", "c", "d", "e", "f", "q1", "q2", "r1"]
+    assert every_page(book, sort="name", limit=limit) == ascending
+    descending = ["f", "e", "d", "c", "b", "a", "r1", "q2", "q1"]
+    assert every_page(book, sort="name:desc", limit=limit) == descending
+    assert every_page(book, sort="-name", name="shop.flaky", limit=limit) == ["b", "a"]
+    assert every_page(book, sort="name", state="queued", limit=limit) == ["q1", "q2"]
+    page = book.search(sort="name", limit=2)
+    assert page.totals["succeeded"] == 6
+    assert page.totals["queued"] == 2
+
+
 def test_a_sorted_page_keeps_the_filters_and_totals(book: RedisBook) -> None:
     fill_runtimes(book)
     page = book.search(sort="-runtime", name="shop.steady", limit=2)
@@ -121,7 +136,7 @@ def test_a_text_search_is_bounded_and_says_so(
     assert found == ["talk-2", "talk-1", "talk-0"] + [f"gen-{i}" for i in range(5, -1, -1)]
 
 
-@pytest.mark.parametrize("sort", ["random", "-", "runtime:up", "name:desc", "", "--runtime"])
+@pytest.mark.parametrize("sort", ["random", "-", "runtime:up", "name:up", "", "--runtime"])
 def test_a_bad_sort_names_the_field_and_what_it_accepts(book: RedisBook, sort: str) -> None:
     with pytest.raises(AsyncBookError) as raised:
         book.search(sort=sort)
@@ -129,8 +144,11 @@ def test_a_bad_sort_names_the_field_and_what_it_accepts(book: RedisBook, sort: s
     assert "runtime" in raised.value.message
 
 
-@pytest.mark.parametrize("after", ["12", "x:", ":a", "nan:a", "~x", "1e999:a"])
-def test_a_sorted_search_refuses_a_cursor_it_did_not_give(book: RedisBook, after: str) -> None:
+@pytest.mark.parametrize("after", ["12", "x:", ":a", "nan:a", "~x", "1e999:a", "n:", "nx:a"])
+@pytest.mark.parametrize("sort", ["-runtime", "name"])
+def test_a_sorted_search_refuses_a_cursor_it_did_not_give(
+    book: RedisBook, sort: str, after: str
+) -> None:
     with pytest.raises(AsyncBookError) as raised:
-        book.search(sort="-runtime", after=after)
+        book.search(sort=sort, after=after)
     assert raised.value.field == "after"

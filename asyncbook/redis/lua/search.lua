@@ -33,6 +33,7 @@ local text = ARGV[13]           -- '1': q also matches (case-insensitively) a ta
                                 -- kwargs, exception, traceback or error
 local worker = ARGV[14]         -- '' any; checked per task only with a sort index
 local sort_field = ARGV[15]     -- '' creation order; else KEYS[1] is its sort index
+local unnamed = ARGV[16]        -- '1': only tasks without a name (the end of a name sort)
 
 local STATES = {'queued', 'running', 'succeeded', 'failed', 'expired', 'cancelled'}
 local newest = order == 'desc'
@@ -86,6 +87,9 @@ local function verdict(id, state_of_index, check_state, by_creation)
   if (keyed or not per_state) and name ~= '' and f[2] ~= name then
     return 'skip'
   end
+  if unnamed == '1' and f[2] then
+    return 'skip'
+  end
   if keyed and worker ~= '' and f[4] ~= worker then
     return 'skip'
   end
@@ -110,7 +114,7 @@ end
 
 -- Whether the filters skip entries of the index walked (a page then asks for the keys
 -- of more entries than it shows at once: fewer round trips).
-local sparse = q ~= '' or since ~= nil or before ~= nil or worker ~= ''
+local sparse = q ~= '' or since ~= nil or before ~= nil or worker ~= '' or unnamed == '1'
   or (keyed and (name ~= '' or state_wanted ~= '')) or (not per_state and name ~= '')
 
 -- A reader of one index in the page's order, a batch at a time: by score from a
