@@ -130,7 +130,7 @@ def _info_table(info: TaskInfo) -> Table:
     metavar="FIELD",
     default=None,
     help=(
-        "Over all matches: created, started, ended, runtime or attempts; -FIELD (or "
+        "Over all matches: created, started, ended, runtime, attempts or name; -FIELD (or "
         "FIELD:desc) descending; newest and oldest are -created and created. Tasks "
         "without the field come last.  [default: newest]"
     ),

@@ -46,8 +46,8 @@ __all__ = [
 
 _STATES: dict[str, Any] = {"enum": list(STATE_NAMES)}
 _SORT_PATTERN = (
-    "^(newest|oldest|-?(created|started|ended|runtime|attempts)"
-    "|(created|started|ended|runtime|attempts):(asc|desc))$"
+    "^(newest|oldest|-?(created|started|ended|runtime|attempts|name)"
+    "|(created|started|ended|runtime|attempts|name):(asc|desc))$"
 )
 _DURATION: dict[str, Any] = {"pattern": "^[0-9]{1,12}(ms|s|m|h|d)?$"}
 _MOMENT_HELP = (
@@ -197,11 +197,12 @@ class SearchQuery(BaseModel):
     sort: str = Field(
         "newest",
         description=(
-            "Over all matches: `created`, `started`, `ended`, `runtime` or `attempts`, "
-            "ascending, or descending with a `-` prefix (`-runtime`); `field:asc` and "
-            "`field:desc` too. `newest` and `oldest` are `-created` and `created`. Ties "
-            "come in task id order; tasks without the field (a queued task's runtime) "
-            "come last in both directions, by creation. Anything else is a 400."
+            "Over all matches: `created`, `started`, `ended`, `runtime`, `attempts` or "
+            "`name`, ascending, or descending with a `-` prefix (`-runtime`); `field:asc` "
+            "and `field:desc` too. `newest` and `oldest` are `-created` and `created`. "
+            "Ties come in task id order (by name: by creation); tasks without the field "
+            "(a queued task's runtime) come last in both directions, by creation. "
+            "Anything else is a 400."
         ),
         json_schema_extra={"pattern": _SORT_PATTERN},
     )

@@ -288,7 +288,7 @@ def test_stats_per_minute_and_per_five_minutes(book: RedisBook, shop: int) -> No
         (["ls", "--worker", ""], "--worker"),
         (["ls", "--q", ""], "--q"),
         (["ls", "--sort", "sideways"], "--sort"),
-        (["ls", "--sort", "-name"], "--sort"),
+        (["ls", "--sort", "-id"], "--sort"),
         (["ls", "--sort", "-runtime", "--after", "12"], "--after"),
         (["ls", "--name", "x", "--after", "abc"], "--after"),
         (["workers", "--within", "0s"], "--within"),

@@ -45,6 +45,11 @@ def test_sort_by_runtime_over_every_page(
     assert body["scanComplete"]
 
 
+def test_sort_by_name_over_every_page(client: httpx.Client, filled: None) -> None:
+    found = every_page(client, "/api/tasks", {"sort": "-name", "limit": "4"})
+    assert found == ["f", "e", "d", "c", "b", "a", "r1", "q2", "q1"]
+
+
 def test_the_search_box_finds_names_and_says_how(client: httpx.Client, filled: None) -> None:
     body = client.get("/api/tasks", params={"q": "shop.flaky"}).json()
     assert [task["id"] for task in body["tasks"]] == ["b", "a"]
@@ -57,13 +62,13 @@ def test_the_search_box_finds_names_and_says_how(client: httpx.Client, filled: N
 
 
 @pytest.mark.parametrize("path", ["/api/tasks", "/api/search"])
-@pytest.mark.parametrize("sort", ["random", "-", "runtime:up", "name", "--runtime", "RUNTIME"])
+@pytest.mark.parametrize("sort", ["random", "-", "runtime:up", "id", "--runtime", "RUNTIME"])
 def test_a_bad_sort_is_a_400_naming_sort(client: httpx.Client, path: str, sort: str) -> None:
     response = client.get(path, params={"sort": sort})
     assert response.status_code == 400, response.text
     body = response.json()
     assert body["field"] == "sort"
-    assert "created, started, ended, runtime or attempts" in body["message"]
+    assert "created, started, ended, runtime, attempts or name" in body["message"]
 
 
 @pytest.mark.parametrize("after", ["x" * 3000, "nan:a", "12"])
