@@ -133,8 +133,9 @@ SORT_HELP = (
     "-created and created"
 )
 
-MAX_CURSOR_LENGTH = 2048
-"""The longest ``after`` a search accepts (a sort key and a task id)."""
+MAX_CURSOR_LENGTH = 16_384
+"""The longest ``after`` a search accepts (a sort value and a task id, or a name; the
+status server reads request heads of up to 64 KiB)."""
 
 
 class SortOrder(NamedTuple):

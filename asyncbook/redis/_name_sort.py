@@ -5,7 +5,8 @@ Exact without an index of its own: each name is a search by that name, read in t
 until the page is full; the page's cursor names where it stopped (``n<creation
 order>:<name>`` inside a name, ``n:<name>`` after all of it, ``~<creation order>``
 among the tasks without a name). A page reads one name after another, and stops once
-its walks examined ``budget`` entries (``scan_complete`` false, the cursor continues).
+its walks examined ``budget`` entries or it read ``NAMES_PER_PAGE`` names
+(``scan_complete`` false, the cursor continues).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from collections.abc import Callable
 from .._console import SearchPage, SearchRow, TaskQuery, matched_counts
 from ._plan import Plan
 
-__all__ = ["search_by_name"]
+__all__ = ["NAMES_PER_PAGE", "search_by_name"]
+
+NAMES_PER_PAGE = 100
+"""Names one page reads at most (a round trip each)."""
 
 PageOf = Callable[[TaskQuery, bool], Plan[SearchPage]]
 """A search in creation order (the query's ``sort`` is newest or oldest); with True,
@@ -51,8 +55,11 @@ def search_by_name(
         ordered = []
     rows: list[SearchRow] = []
     scanned, cursor, complete = 0, None, True
-    for current in ordered:
-        if len(rows) == query.limit or scanned >= budget:
+    for read, current in enumerate(ordered):
+        if len(rows) == query.limit:
+            break
+        if scanned >= budget or read == NAMES_PER_PAGE:
+            complete = False
             break
         after = inside if current == name and not past else None
         asked = by_creation._replace(name=current, after=after, limit=query.limit - len(rows))

@@ -10,6 +10,7 @@ import pytest
 
 from asyncbook import AsyncBookError, PublishInfo, RedisBook, SearchPage, TaskQuery
 from asyncbook.redis import _console as console
+from asyncbook.redis import _name_sort as name_sort
 
 from .test_console import HOUR, T0, book, fill, ids
 
@@ -77,6 +78,16 @@ def test_sorted_by_name_over_every_page(book: RedisBook, limit: int) -> None:
     page = book.search(sort="name", limit=2)
     assert page.totals["succeeded"] == 6
     assert page.totals["queued"] == 2
+
+
+def test_a_name_sorted_page_reads_a_bounded_number_of_names(
+    book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill_runtimes(book)
+    monkeypatch.setattr(name_sort, "NAMES_PER_PAGE", 1)
+    page = book.search(sort="name", state="queued")  # no named task is queued
+    assert (ids(page), page.scan_complete, page.next_after) == ([], False, "n:shop.flaky")
+    assert every_page(book, sort="name", state="queued") == ["q1", "q2"]
 
 
 def test_a_sorted_page_keeps_the_filters_and_totals(book: RedisBook) -> None:
