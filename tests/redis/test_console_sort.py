@@ -116,6 +116,14 @@ def test_a_page_continues_after_its_last_task_moved(book: RedisBook) -> None:
     book.client.zadd(book.keys.sort_index("started"), {"b": T0 + 99_000})  # b moved on
     rest = every_page(book, sort="started", limit=2, after=first.next_after)
     assert rest[:5] == ["b2", "c", "d", "e", "f"]
+    # Descending, ties by id descending: r2 ties r1 and sorts before it (shown, in effect).
+    latest = book.search(sort="-started", limit=2)
+    assert ids(latest) == ["b", "r1"]
+    book.create(id="r2", now_ms=T0, ttl_ms=HOUR, max_attempts=1)
+    book.apply("r2", {"type": "start", "atMs": T0 + 9000, "worker": "w"}, None)
+    book.client.zadd(book.keys.sort_index("started"), {"r1": T0 + 100_000})
+    rest = every_page(book, sort="-started", limit=2, after=latest.next_after)
+    assert rest == ["f", "e", "d", "c", "b2", "a", "q2", "q1"]
 
 
 def test_one_search_box_finds_ids_names_and_text(book: RedisBook) -> None:

@@ -294,7 +294,15 @@ else
   if not in_tail then
     local start, tie_score, tie_id = sort_start(index, cursor_given ~= '' and cursor_given or nil)
     local readers = {{reader(index, start, batch, true), nil}}
-    -- Ties of a moved cursor's score sort by id: those up to its id were shown.
+    -- Ties of a moved cursor's score sort by id, byte by byte as Redis orders members
+    -- (Lua's < follows the server's locale): those up to its id were shown.
+    local function bytes_before(a, b)
+      for i = 1, math.min(#a, #b) do
+        local x, y = string.byte(a, i), string.byte(b, i)
+        if x ~= y then return x < y end
+      end
+      return #a < #b
+    end
     local function shown(id)
       if not tie_id then return false end
       local score = tonumber(redis.call('ZSCORE', index, id))
@@ -302,7 +310,8 @@ else
         tie_id = nil
         return false
       end
-      return (newest and id >= tie_id) or (not newest and id <= tie_id)
+      if newest then return not bytes_before(id, tie_id) end
+      return not bytes_before(tie_id, id)
     end
     out, stop_at = page_walk(readers, function(score, id) return score .. ':' .. id end, budget,
       true, false, shown)
