@@ -35,7 +35,7 @@ from .._console import (
     percentile_ms,
     totals_of,
 )
-from .._models import GROUP_END_STATES, AsyncTask
+from .._models import GROUP_END_STATES, STATE_NAMES, AsyncTask
 from ..errors import invalid
 from ._args import utf8
 from ._name_sort import search_by_name
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ._operations import BookLayout
 
 __all__ = [
+    "STATES_WITH",
     "WORKER_KEEP_MS",
     "info",
     "name_totals",
@@ -57,6 +58,9 @@ __all__ = [
     "workers",
 ]
 
+STATES_WITH = {"runtime": ("succeeded", "failed"), "ended": GROUP_END_STATES}
+"""The states a task with a runtime or an end can be in (_info.lua writes those sort
+indexes at an end: a run's, or any)."""
 SEARCH_SCAN_LIMIT = 10_000
 """Index entries one search call may examine (for a page, and again for its totals);
 a search with ``q`` reads each entry's record: half of this for each."""
@@ -181,7 +185,15 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
     """One page of tasks matching ``query`` in its order, and the matching tasks per state."""
     yield SETTLE
     query = query.checked()
-    if query.order.field != "name":
+    order = query.order
+    if query.state is not None and query.state not in STATES_WITH.get(order.field, STATE_NAMES):
+        # No task in this state has the field: every match comes last, by creation.
+        after = query.after[1:] if query.after and query.after[0] == "~" else None
+        by_creation = query._replace(sort="-created" if order.descending else "created")
+        page = yield from _search_page(book, by_creation._replace(after=after), False)
+        tail = None if page.next_after is None else "~" + page.next_after
+        return page.model_copy(update={"next_after": tail})
+    if order.field != "name":
         return (yield from _search_page(book, query, False))
     names = yield from task_names(book)
 

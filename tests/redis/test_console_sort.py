@@ -90,6 +90,21 @@ def test_a_name_sorted_page_reads_a_bounded_number_of_names(
     assert every_page(book, sort="name", state="queued") == ["q1", "q2"]
 
 
+def test_a_state_without_the_field_reads_its_own_index(
+    book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No queued task has a runtime: they all come last, read from the queued index
+    (not by walking the runtime index past every finished task)."""
+    fill_runtimes(book)
+    monkeypatch.setattr(console, "SEARCH_SCAN_LIMIT", 2)
+    page = book.search(sort="-runtime", state="queued")
+    assert (ids(page), page.scan_complete, page.next_after) == (["q2", "q1"], True, None)
+    first = book.search(sort="ended", state="running", limit=1)
+    assert ids(first) == ["r1"]
+    assert first.next_after is None
+    assert every_page(book, sort="runtime", state="queued", limit=1) == ["q1", "q2"]
+
+
 def test_a_sorted_page_keeps_the_filters_and_totals(book: RedisBook) -> None:
     fill_runtimes(book)
     page = book.search(sort="-runtime", name="shop.steady", limit=2)
