@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from asyncbook import AsyncBookError, PublishInfo, RedisBook, SearchPage, TaskQuery
+from asyncbook import AsyncBookError, CreateSpec, PublishInfo, RedisBook, SearchPage, TaskQuery
 from asyncbook.redis import _console as console
 from asyncbook.redis import _name_sort as name_sort
 
@@ -103,6 +103,27 @@ def test_a_state_without_the_field_reads_its_own_index(
     assert ids(first) == ["r1"]
     assert first.next_after is None
     assert every_page(book, sort="runtime", state="queued", limit=1) == ["q1", "q2"]
+
+
+def test_a_rare_name_is_sorted_from_its_own_indexes(
+    book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four tasks of a name among 299 others: the page sorts the name's tasks itself
+    rather than walking the runtime index past every other task."""
+    specs, items = [], []
+    for n in range(303):
+        name, task_id = ("rare", f"rare-{n}") if n % 100 == 0 else ("bulk", f"bulk-{n}")
+        specs.append(CreateSpec(task_id, T0 + n, HOUR, 1, info=PublishInfo(name=name)))
+        items.append((task_id, {"type": "start", "atMs": T0, "worker": "w"}, None))
+        ok = {"type": "succeed", "atMs": T0 + n * 10, "resultRef": "r", "resultHash": "h"}
+        items.append((task_id, ok, None))
+    book.create_many(specs)
+    book.apply_many(items)
+    monkeypatch.setattr(console, "SEARCH_SCAN_LIMIT", 20)
+    page = book.search(sort="-runtime", name="rare")
+    rare = ["rare-300", "rare-200", "rare-100", "rare-0"]
+    assert (ids(page), page.scan_complete) == (rare, True)
+    assert every_page(book, sort="runtime", name="rare", limit=1) == rare[::-1]
 
 
 def test_a_sorted_page_keeps_the_filters_and_totals(book: RedisBook) -> None:

@@ -283,26 +283,103 @@ local function sort_start(index, cursor)
   return redis.call('ZCOUNT', index, '-inf', '(' .. score_text), score, id
 end
 
+-- Whether id a sorts before id b byte by byte, as Redis orders a sorted set's members
+-- (Lua's < follows the server's locale).
+local function bytes_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- Whether entry a ({id, value or nil, creation order}) comes before b in the page's
+-- order: by value, ties by id, then the entries without a value by creation.
+local function comes_before(a, b)
+  if a[2] and b[2] then
+    if a[2] ~= b[2] then
+      if newest then return a[2] > b[2] end
+      return a[2] < b[2]
+    end
+    if newest then return bytes_before(b[1], a[1]) end
+    return bytes_before(a[1], b[1])
+  end
+  if a[2] or b[2] then return a[2] ~= nil end
+  if newest then return a[3] > b[3] end
+  return a[3] < b[3]
+end
+
+-- Whether the page should sort the candidates itself: a state's or a name's indexes
+-- holding few tasks next to the sort index, whose walk would mostly skip other tasks.
+local function few_candidates(index)
+  if not per_state then return false end
+  local count = 0
+  for i, st in ipairs(STATES) do
+    if state_wanted == '' or state_wanted == st then
+      count = count + redis.call('ZCARD', KEYS[base + i])
+    end
+  end
+  return count <= budget and count * count < (limit + 1) * redis.call('ZCARD', index)
+end
+
+-- The page from the candidates sorted here (each one's value read from the sort index),
+-- in the order and with the cursors a walk of the index gives; answers like page_walk.
+local function gathered_page(index)
+  local entries = {}
+  for i, st in ipairs(STATES) do
+    if state_wanted == '' or state_wanted == st then
+      local rows = redis.call('ZRANGE', KEYS[base + i], 0, -1, 'WITHSCORES')
+      for j = 1, #rows, 2 do
+        local value = redis.call('ZSCORE', index, rows[j]) or nil  -- false: not there
+        entries[#entries + 1] = {rows[j], value and tonumber(value) or nil,
+          tonumber(rows[j + 1]), value, st}
+      end
+    end
+  end
+  table.sort(entries, comes_before)
+  local after  -- the cursor as an entry: the page starts after it
+  if string.sub(cursor_given, 1, 1) == '~' then
+    after = {'', nil, tonumber(string.sub(cursor_given, 2))}
+  elseif cursor_given ~= '' then
+    local value, id = string.match(cursor_given, '^([^:]+):(.*)$')
+    after = {id, tonumber(value)}
+  end
+  for i, e in ipairs(entries) do
+    if not after or comes_before(after, e) then
+      scanned = scanned + 1
+      local position = e[4] and (e[4] .. ':' .. e[1]) or ('~' .. string.format('%.0f', e[3]))
+      local answer = visit_entry(e[1], position, e[5], false, false, nil)
+      if answer == 'need' then
+        local lack = {}
+        for j = i, math.min(#entries, i + math.max(2 * #given, 10 * (limit + 1)) - 1) do
+          lack[#lack + 1] = entries[j][1]
+        end
+        return 'need', lack
+      end
+      if answer == false then break end
+    end
+  end
+  if #ids > limit then
+    ids[#ids], matched_by[#ids], positions[#ids] = nil, nil, nil
+    next_cursor = positions[#ids]
+  end
+  return false, nil
+end
+
 local out, stop_at
 if not keyed then
   local cursor = cursor_given ~= '' and cursor_given or nil
   out, stop_at = page_walk(creation_readers(cursor, batch, true), creation_position(''), budget,
     not per_state, true, nil)
+elseif few_candidates(KEYS[1]) then
+  out, stop_at = gathered_page(KEYS[1])
 else
   local index = KEYS[1]
   local in_tail = string.sub(cursor_given, 1, 1) == '~'
   if not in_tail then
     local start, tie_score, tie_id = sort_start(index, cursor_given ~= '' and cursor_given or nil)
     local readers = {{reader(index, start, batch, true), nil}}
-    -- Ties of a moved cursor's score sort by id, byte by byte as Redis orders members
-    -- (Lua's < follows the server's locale): those up to its id were shown.
-    local function bytes_before(a, b)
-      for i = 1, math.min(#a, #b) do
-        local x, y = string.byte(a, i), string.byte(b, i)
-        if x ~= y then return x < y end
-      end
-      return #a < #b
-    end
+    -- Ties of a moved cursor's score sort by id: those up to its id were shown.
     local function shown(id)
       if not tie_id then return false end
       local score = tonumber(redis.call('ZSCORE', index, id))
