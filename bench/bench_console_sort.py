@@ -9,7 +9,9 @@ Starts a throwaway ``redis-server``. Prints a markdown table:
 f. over a book of ``--large`` tasks (``bench_console.fill``: ten names over a day, half
    finished), ``book.search(TaskQuery(sort="-runtime", limit=50))`` vs the newest page
    ``TaskQuery(limit=50)``, interleaved round by round: per-call medians and the median
-   ratio (target <= 2); the same for the second page, and for ``-runtime`` with a name;
+   ratio (target <= 2); the same for the second page, for ``-runtime`` with a name (one
+   task in ten: the sort index's walk) and with a name and ``state=failed`` (one in
+   two hundred: the page sorts that state's few tasks itself);
 g. a text search that matches nothing (``q`` of text no task holds: the whole scan),
    over the same book: index entries its page's walk examined (``scanned``) plus the
    totals' walk (at most 10,000 records read), whether it says so, and its time;
@@ -77,6 +79,10 @@ def bench_sort_and_search(url: str, tasks: int, rounds: int) -> list[str]:
             "name=N": (
                 newest._replace(name="proj.tasks.job_3"),
                 slowest._replace(name="proj.tasks.job_3"),
+            ),
+            "name=N, state=failed": (
+                newest._replace(name="proj.tasks.job_3", state="failed"),
+                slowest._replace(name="proj.tasks.job_3", state="failed"),
             ),
         }
         for label, (plain, sorted_) in pairs.items():
