@@ -322,6 +322,39 @@ local function few_candidates(index)
   return count <= budget and count * count < (limit + 1) * redis.call('ZCARD', index)
 end
 
+-- The entries in the page's order: sorted by value (numbers: the built-in order), ties
+-- and the entries without a value after (by creation) apart, so that comes_before runs
+-- only for ties.
+local function in_order(entries)
+  local groups, values, tail, of_seq = {}, {}, {}, {}
+  for _, e in ipairs(entries) do
+    if e[2] then
+      local group = groups[e[2]]
+      if not group then
+        group = {}
+        groups[e[2]], values[#values + 1] = group, e[2]
+      end
+      group[#group + 1] = e
+    else
+      tail[#tail + 1], of_seq[e[3]] = e[3], e
+    end
+  end
+  table.sort(values)
+  table.sort(tail)
+  local out = {}
+  local first, last, step = 1, #values, 1
+  if newest then first, last, step = #values, 1, -1 end
+  for i = first, last, step do
+    local group = groups[values[i]]
+    if #group > 1 then table.sort(group, comes_before) end
+    for _, e in ipairs(group) do out[#out + 1] = e end
+  end
+  first, last = 1, #tail
+  if newest then first, last = #tail, 1 end
+  for i = first, last, step do out[#out + 1] = of_seq[tail[i]] end
+  return out
+end
+
 -- The page from the candidates sorted here (each one's value read from the sort index),
 -- in the order and with the cursors a walk of the index gives; answers like page_walk.
 local function gathered_page(index)
@@ -336,7 +369,7 @@ local function gathered_page(index)
       end
     end
   end
-  table.sort(entries, comes_before)
+  entries = in_order(entries)
   local after  -- the cursor as an entry: the page starts after it
   if string.sub(cursor_given, 1, 1) == '~' then
     after = {'', nil, tonumber(string.sub(cursor_given, 2))}
@@ -345,13 +378,18 @@ local function gathered_page(index)
     after = {id, tonumber(value)}
   end
   for i, e in ipairs(entries) do
-    if not after or comes_before(after, e) then
+    if after and comes_before(after, e) then
+      after = nil  -- sorted: every later entry comes after the cursor too
+    end
+    if not after then
       scanned = scanned + 1
       local position = e[4] and (e[4] .. ':' .. e[1]) or ('~' .. string.format('%.0f', e[3]))
       local answer = visit_entry(e[1], position, e[5], false, false, nil)
       if answer == 'need' then
+        -- The candidates passed their indexes' filters: only q and times skip more.
+        local ask = (q ~= '' or since or before) and 10 * (limit + 1) or limit + 1
         local lack = {}
-        for j = i, math.min(#entries, i + math.max(2 * #given, 10 * (limit + 1)) - 1) do
+        for j = i, math.min(#entries, i + math.max(2 * #given, ask) - 1) do
           lack[#lack + 1] = entries[j][1]
         end
         return 'need', lack
