@@ -8,6 +8,7 @@ record by the same scripts that write the task, and read with ``RedisBook.info``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -21,7 +22,10 @@ from .errors import invalid
 __all__ = [
     "DEFAULT_REDACT",
     "INFO_LIMIT",
+    "MAX_CURSOR_LENGTH",
     "RUNTIME_BUCKETS_MS",
+    "SORT_FIELDS",
+    "SORT_HELP",
     "STATS_MINUTE_MS",
     "STATS_WINDOW_MS",
     "TEXT_LIMIT",
@@ -30,11 +34,14 @@ __all__ = [
     "PublishInfo",
     "SearchPage",
     "SearchRow",
+    "SortOrder",
     "TaskInfo",
     "TaskQuery",
     "TaskStats",
     "WorkerSummary",
+    "matched_counts",
     "percentile_ms",
+    "sort_order",
 ]
 
 INFO_LIMIT = 512
@@ -128,9 +135,78 @@ class SearchRow(WireModel):
 
     task: AsyncTask
     info: TaskInfo
+    matched_by: Literal["id", "name", "text"] | None = None
+    """How the query's ``q`` matched the task: an id prefix, its name, its text."""
 
 
-Sort = Literal["newest", "oldest"]
+SORT_FIELDS = ("created", "started", "ended", "runtime", "attempts", "name")
+"""What a search can sort by, over all its matches (``-field``: descending)."""
+
+SORT_HELP = (
+    "sort must be created, started, ended, runtime, attempts or name, ascending or with a "
+    "'-' prefix descending (also field:asc, field:desc); newest and oldest mean "
+    "-created and created"
+)
+
+MAX_CURSOR_LENGTH = 16_384
+"""The longest ``after`` a search accepts (a sort value and a task id, or a name; the
+status server reads request heads of up to 64 KiB)."""
+
+
+class SortOrder(NamedTuple):
+    """A search's order: a field of ``SORT_FIELDS`` and its direction."""
+
+    field: str
+    descending: bool
+
+    @property
+    def spelling(self) -> str:
+        """The canonical spelling: ``-runtime``, ``runtime``."""
+        return ("-" if self.descending else "") + self.field
+
+
+def sort_order(text: object) -> SortOrder:
+    """The order ``text`` names (``runtime``, ``-runtime``, ``runtime:desc``, ``newest``),
+    or ``AsyncBookError`` (``invalid``, field ``sort``) listing what is accepted."""
+    if not isinstance(text, str):
+        raise invalid(SORT_HELP, field="sort")
+    if text in ("newest", "oldest"):
+        return SortOrder("created", text == "newest")
+    field, colon, direction = text.partition(":")
+    descending = direction == "desc"
+    if colon and direction not in ("asc", "desc"):
+        raise invalid(SORT_HELP, field="sort")
+    if not colon and field.startswith("-"):
+        field, descending = field[1:], True
+    if field not in SORT_FIELDS:
+        raise invalid(SORT_HELP, field="sort")
+    return SortOrder(field, descending)
+
+
+def _digits(text: str, most: int = 16) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= most
+
+
+def _cursor_ok(after: object, field: str) -> bool:
+    """Whether ``after`` is a cursor a page of a search sorted by ``field`` could have
+    given: by creation a creation order; by a sort index ``<value>:<id>`` or ``~<creation
+    order>`` (among tasks without the value); by name ``n<creation order>:<name>``
+    (``n:<name>``: after all of the name) or ``~<creation order>``."""
+    if not isinstance(after, str) or not after or len(after) > MAX_CURSOR_LENGTH:
+        return False
+    if field == "created":
+        return _digits(after)
+    if after.startswith("~"):
+        return _digits(after[1:])
+    first, colon, rest = after.partition(":")
+    if not colon or not rest:
+        return False
+    if field == "name":
+        return first[:1] == "n" and (first == "n" or _digits(first[1:]))
+    try:
+        return math.isfinite(float(first))
+    except ValueError:
+        return False
 
 
 class TaskQuery(NamedTuple):
@@ -140,15 +216,23 @@ class TaskQuery(NamedTuple):
     state: str | None = None
     worker: str | None = None
     q: str | None = None
-    """An id prefix."""
+    """Task ids starting with this, tasks whose name contains it, or (a bounded scan)
+    whose args, kwargs, exception, traceback or error contain it (case-insensitively)."""
     since_ms: int | None = None
     """Created at or after (ms since the epoch)."""
     until_ms: int | None = None
     """Created at or before."""
-    sort: Sort = "newest"
+    sort: str = "newest"
+    """A ``SORT_FIELDS`` field, ``-field`` descending (``sort_order``); tasks without
+    the field's value (a queued task's runtime) come last in both directions."""
     limit: int = 50
     after: str | None = None
     """The ``next_after`` of the previous page."""
+
+    @property
+    def order(self) -> SortOrder:
+        """The order ``sort`` names."""
+        return sort_order(self.sort)
 
     def checked(self) -> TaskQuery:
         """The query, or ``AsyncBookError`` (``invalid``) naming the first bad field."""
@@ -162,16 +246,10 @@ class TaskQuery(NamedTuple):
             value = getattr(self, field)
             if value is not None and (type(value) is not int or value < 0):
                 raise invalid(f"{field} must be a whole number of ms >= 0", field=field)
-        if self.sort not in ("newest", "oldest"):
-            raise invalid("sort must be newest or oldest", field="sort")
+        order = sort_order(self.sort)
         if type(self.limit) is not int or not 1 <= self.limit <= 1000:
             raise invalid("limit must be a whole number from 1 to 1000", field="limit")
-        after = self.after
-        if after is not None and (
-            not isinstance(after, str)
-            or not (after.isascii() and after.isdigit())
-            or len(after) > 16
-        ):
+        if self.after is not None and not _cursor_ok(self.after, order.field):
             raise invalid("after must be the next_after of a previous page", field="after")
         return self
 
@@ -180,13 +258,29 @@ class SearchPage(WireModel):
     """One page of a search, and the number of matching tasks per state.
 
     ``totals_exact`` is false when the totals were counted over the first
-    ``SEARCH_SCAN_LIMIT`` candidates only (a worker, id-prefix or time filter).
+    ``SEARCH_SCAN_LIMIT`` candidates only (a worker, ``q`` or time filter).
+    ``scanned`` counts the index entries the page's walk examined; ``scan_complete`` is
+    false when it stopped at its budget (the page may then hold fewer tasks than asked,
+    and ``next_after`` continues the walk: pages never skip or repeat a task).
     """
 
     tasks: tuple[SearchRow, ...]
     totals: dict[str, int]
     totals_exact: bool = True
     next_after: StrictStr | None = None
+    scanned: StrictInt = 0
+    scan_complete: bool = True
+    matched: dict[str, int] | None = None
+    """With ``q``: how many of the page's tasks it matched by id, by name, by text."""
+
+
+def matched_counts(rows: Sequence[SearchRow]) -> dict[str, int]:
+    """How many of these rows ``q`` matched by id, by name and by text."""
+    counts = {"id": 0, "name": 0, "text": 0}
+    for row in rows:
+        if row.matched_by is not None:
+            counts[row.matched_by] += 1
+    return counts
 
 
 class WorkerSummary(WireModel):

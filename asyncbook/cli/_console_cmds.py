@@ -103,7 +103,15 @@ def _info_table(info: TaskInfo) -> Table:
 @click.option("--state", type=click.Choice(STATE_NAMES), help="Only tasks in this state.")
 @click.option("--name", help="Only tasks of this Celery task name.")
 @click.option("--worker", help="Only tasks that ran on this worker.")
-@click.option("--q", "--id-prefix", "q", help="Only tasks whose id starts with this.")
+@click.option(
+    "--q",
+    "--id-prefix",
+    "q",
+    help=(
+        "Tasks whose id starts with this, whose name contains it, or (a bounded scan) "
+        "whose args, kwargs or error contain it."
+    ),
+)
 @click.option(
     "--since",
     "since_ms",
@@ -119,7 +127,14 @@ def _info_table(info: TaskInfo) -> Table:
     help="Created at or before (as --since).",
 )
 @click.option(
-    "--sort", type=click.Choice(["newest", "oldest"]), default=None, help="[default: newest]"
+    "--sort",
+    metavar="FIELD",
+    default=None,
+    help=(
+        "Over all matches: created, started, ended, runtime, attempts or name; -FIELD (or "
+        "FIELD:desc) descending; newest and oldest are -created and created. Tasks "
+        "without the field come last.  [default: newest]"
+    ),
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
 @click.option("--after", help="Continue from a previous page's next cursor.")
@@ -130,7 +145,7 @@ def _info_table(info: TaskInfo) -> Table:
 def list_tasks(
     settings: GroupOptions, /, as_json: bool, as_jsonl: bool, as_csv: bool, **filters: Any
 ) -> None:
-    """List tasks, newest first: name, id, state, progress (done), worker, start time
+    """List tasks (newest first, or --sort): name, id, state, progress (done), worker, start time
     (UTC), runtime and attempts (tries), then the number of matching tasks per state.
     Ids are never cut, whatever the terminal's width; the other text columns are.
 

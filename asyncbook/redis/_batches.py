@@ -291,4 +291,25 @@ def prune(engine: Engine, limit: int) -> int:
         if ids:
             keys = [index, *(k.task(task_id) for task_id in ids)]
             dropped += int(engine.scripts.prune(keys=keys, args=TaskIdsArgs(tuple(ids)).argv()))
+    return dropped + _prune_sort_indexes(engine, count)
+
+
+def _prune_sort_indexes(engine: Engine, count: int) -> int:
+    """``prune`` of the sort indexes: they hold ties (many tasks with one attempt), so
+    each is walked by rank, resuming at the rank the previous call reached."""
+    k = engine.keys
+    client = engine.slot_client()
+    dropped = 0
+    for index in k.sort_indexes:
+        start = int(engine.prune_from.get(index, "0"))
+        ids = [text_of(raw) for raw in client.zrange(index, start, start + count - 1)]
+        gone = 0
+        if ids:
+            keys = [index, *(k.task(task_id) for task_id in ids)]
+            gone = int(engine.scripts.prune(keys=keys, args=TaskIdsArgs(tuple(ids)).argv()))
+        if len(ids) < count:
+            engine.prune_from.pop(index, None)
+        else:
+            engine.prune_from[index] = str(start + len(ids) - gone)
+        dropped += gone
     return dropped

@@ -466,7 +466,7 @@ class RedisBook(BookBase):
         """Drop index entries of ended tasks whose records expired; returns how many.
 
         Looks at up to ``limit`` entries per index (each terminal state's, each task
-        name's and each worker's), oldest first, resuming where the previous call
+        name's, each worker's and each sort index), in index order, resuming where the previous call
         stopped, so regular calls (the sweep makes one per pass) visit every entry in turn.
         """
         if self.retention is None:

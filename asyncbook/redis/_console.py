@@ -31,12 +31,14 @@ from .._console import (
     TaskQuery,
     TaskStats,
     WorkerSummary,
+    matched_counts,
     percentile_ms,
     totals_of,
 )
-from .._models import GROUP_END_STATES, AsyncTask
+from .._models import GROUP_END_STATES, STATE_NAMES, AsyncTask
 from ..errors import invalid
 from ._args import utf8
+from ._name_sort import search_by_name
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import text_of
 from ._scripts import InfoArgs, ScriptStatus, SearchArgs, StatsArgs, WorkersArgs
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from ._operations import BookLayout
 
 __all__ = [
+    "STATES_WITH",
     "WORKER_KEEP_MS",
     "info",
     "kept_message_of",
@@ -56,8 +59,12 @@ __all__ = [
     "workers",
 ]
 
+STATES_WITH = {"runtime": ("succeeded", "failed"), "ended": GROUP_END_STATES}
+"""The states a task with a runtime or an end can be in (_info.lua writes those sort
+indexes at an end: a run's, or any)."""
 SEARCH_SCAN_LIMIT = 10_000
-"""Index entries one search call may examine (for a page, and again for its totals)."""
+"""Index entries one search call may examine (for a page, and again for its totals);
+a search with ``q`` reads each entry's record: half of this for each."""
 WORKER_KEEP_MS = 7 * 86_400_000
 """A worker unseen this long is forgotten (WORKER_KEEP in lua/_info.lua)."""
 CHILDREN_LISTED = 100
@@ -189,10 +196,38 @@ def info(book: BookLayout, task_id: str) -> Plan[TaskInfo | None]:
     return _info(task_id, fields, long, children, kept == 1)
 
 
+def _names_containing(book: BookLayout, text: str) -> Plan[list[str]]:
+    """The task names the book knows that contain ``text`` (case-insensitively)."""
+    wanted = text.casefold()
+    return [name for name in (yield from task_names(book)) if wanted in name.casefold()]
+
+
 def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
-    """One page of tasks matching ``query``, and the matching tasks per state."""
+    """One page of tasks matching ``query`` in its order, and the matching tasks per state."""
     yield SETTLE
     query = query.checked()
+    order = query.order
+    if query.state is not None and query.state not in STATES_WITH.get(order.field, STATE_NAMES):
+        # No task in this state has the field: every match comes last, by creation.
+        after = query.after[1:] if query.after and query.after[0] == "~" else None
+        by_creation = query._replace(sort="-created" if order.descending else "created")
+        page = yield from _search_page(book, by_creation._replace(after=after), False)
+        tail = None if page.next_after is None else "~" + page.next_after
+        return page.model_copy(update={"next_after": tail})
+    if order.field != "name":
+        return (yield from _search_page(book, query, False))
+    names = yield from task_names(book)
+
+    def page_of(asked: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
+        return _search_page(book, asked, unnamed)
+
+    return (yield from search_by_name(query, names, page_of, SEARCH_SCAN_LIMIT))
+
+
+def _search_page(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
+    """``search`` of a checked query not sorted by name (``unnamed``: of the tasks
+    without a name only)."""
+    order = query.order
     k = book.keys
     if query.worker is not None:
         keys = [k.worker_tasks(query.worker)]
@@ -200,14 +235,20 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
         keys = k.name_indexes(query.name)
     else:
         keys = k.state_indexes
+    keyed = order.field != "created"
+    if keyed:
+        keys = [k.sort_index(order.field), *keys]
     scanning = query.worker is not None or query.q is not None
     scanning = scanning or query.since_ms is not None or query.until_ms is not None
+    names = [] if query.q is None else (yield from _names_containing(book, query.q))
+    # A text scan reads each task's info: the page's walk and the totals' share the budget.
+    budget = SEARCH_SCAN_LIMIT if query.q is None else SEARCH_SCAN_LIMIT // 2
     ids: list[str] = []
 
     def call() -> ScriptCall:
         args = SearchArgs(
             json.dumps(ids, ensure_ascii=False),
-            query.sort,
+            "desc" if order.descending else "asc",
             query.limit,
             query.after or "",
             query.state or "",
@@ -215,21 +256,28 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
             query.q or "",
             query.since_ms,
             query.until_ms,
-            SEARCH_SCAN_LIMIT,
+            budget,
             "count" if scanning else "card",
+            json.dumps(names, ensure_ascii=False),
+            query.q is not None,
+            query.worker or "",
+            order.field if keyed else "",
+            unnamed,
         )
-        pairs = [key for id in ids for key in (k.task(id), k.history(id))]
-        return ScriptCall("search", [*keys, *pairs], args.argv())
+        triples = [key for id in ids for key in (k.task(id), k.history(id), k.info(id))]
+        return ScriptCall("search", [*keys, *triples], args.argv())
 
     def learn(reply: Any) -> None:
         known = set(ids)
         ids.extend(id for id in dict.fromkeys(map(text_of, reply[1:])) if id not in known)
 
-    rows, next_cursor, flat_totals, exact = yield from _until_given(call, learn)
+    reply = yield from _until_given(call, learn)
+    rows, next_cursor, flat_totals, exact, scanned, complete = reply
     found: list[SearchRow] = []
-    for task_json, fields in rows:
+    for task_json, fields, matched_by in rows:
         task = AsyncTask.model_validate_json(task_json)
-        found.append(SearchRow(task=task, info=_info(task.id, fields, (None, None, None), ())))
+        info = _info(task.id, fields, (None, None, None), ())
+        found.append(SearchRow(task=task, info=info, matched_by=_text(matched_by) or None))
     counts = {
         _text(flat_totals[i]) or "": int(flat_totals[i + 1]) for i in range(0, len(flat_totals), 2)
     }
@@ -238,6 +286,9 @@ def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
         totals=totals_of(counts),
         totals_exact=_text(exact) == "1",
         next_after=_text(next_cursor) or None,
+        scanned=int(scanned),
+        scan_complete=_text(complete) == "1",
+        matched=None if query.q is None else matched_counts(found),
     )
 
 

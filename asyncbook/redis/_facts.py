@@ -98,6 +98,7 @@ def info_block(
         keys.group(group),
         keys.group_members(group),
         *keys.name_indexes(facts.name),
+        *keys.sort_indexes,
     ]
     for hour in sorted(hours):
         block += [keys.stats(int(hour), None), keys.stats(int(hour), facts.name)]

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from .._models import STATE_NAMES
 from ..errors import invalid
 
-__all__ = ["KeySchema", "escape_id"]
+__all__ = ["SORT_INDEXED", "KeySchema", "escape_id"]
+
+SORT_INDEXED = ("started", "ended", "runtime", "attempts")
+"""The fields a sort index is kept for (lua/_info.lua's SORT_SLOT order)."""
 
 
 _SPECIAL = frozenset("%{}")
@@ -147,6 +150,16 @@ class KeySchema:
     def names(self) -> str:
         """Sorted set of task names, scored by when a task of the name was last created."""
         return f"{self.tag}:names"
+
+    def sort_index(self, field: str) -> str:
+        """Sorted set of the task ids that have a value of ``field`` (started, ended,
+        runtime, attempts), scored by it; ties in member order."""
+        return f"{self.tag}:by:{field}"
+
+    @property
+    def sort_indexes(self) -> list[str]:
+        """The sort indexes the scripts keep, in ``SORT_INDEXED`` order."""
+        return [self.sort_index(field) for field in SORT_INDEXED]
 
     @property
     def workers(self) -> str:

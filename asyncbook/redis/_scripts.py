@@ -327,21 +327,32 @@ class SearchArgs(ScriptArgs):
     """ARGV of search.lua."""
 
     given_ids_json: str
-    """The ids whose task hash and history follow the indexes in KEYS (JSON array)."""
+    """The ids whose task hash, history and info hash follow the indexes in KEYS (JSON)."""
     order: str
-    """newest | oldest."""
+    """desc | asc."""
     limit: int
     cursor_given: str
-    """A creation order score to continue after; '' from the start."""
+    """The previous page's cursor; '' from the start."""
     state: str
     name: str
-    id_prefix: str
+    q: str
+    """An id prefix, one of ``names_json`` or (``text``) text; '' any."""
     since_ms: int | None
     until_ms: int | None
     budget: int
-    """How many index entries one call may examine."""
+    """How many index entries one walk may examine."""
     totals_by: str
     """card | count."""
+    names_json: str = "[]"
+    """The task names ``q`` matches (JSON array)."""
+    text: bool = False
+    """``q`` also matches a task's args, kwargs, exception, traceback or error."""
+    worker: str = ""
+    """Checked per task with a sort index ('' any)."""
+    sort_field: str = ""
+    """'' creation order; else the field whose sort index is KEYS[1]."""
+    unnamed: bool = False
+    """Only tasks without a name."""
 
 
 @dataclass(frozen=True, slots=True)

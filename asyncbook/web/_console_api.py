@@ -15,11 +15,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .._console import (
+    MAX_CURSOR_LENGTH,
     STATS_MINUTE_MS,
     STATS_WINDOW_MS,
     SearchPage,
     TaskInfo,
     TaskQuery,
+    sort_order,
 )
 from .._models import to_wire
 from .._times import parse_duration, parse_moment
@@ -68,8 +70,7 @@ def search_query(params: Mapping[str, str], now_ms: int) -> TaskQuery:
     if since_ms is not None and until_ms is not None and until_ms < since_ms:
         raise invalid("until must not be before since", field="until")
     sort = _text(params, "sort") or "newest"
-    if sort not in ("newest", "oldest"):
-        raise invalid("sort must be newest or oldest", field="sort")
+    order = sort_order(sort)  # a 400 naming sort, listing what it accepts
     after = _text(params, "after")
     query = TaskQuery(
         name=_text(params, "name"),
@@ -78,12 +79,24 @@ def search_query(params: Mapping[str, str], now_ms: int) -> TaskQuery:
         q=_text(params, "q"),
         since_ms=since_ms,
         until_ms=until_ms,
-        sort="oldest" if sort == "oldest" else "newest",
+        sort=order.spelling,
         limit=_count(params, "limit", 50),
-        # A cursor is a creation-order score: ASCII digits, within JSON's exact integers.
-        after=None if after is None else str(parse_count(after, "after")),
+        after=_cursor(after, order.field == "created"),
     )
     return _checked(query)
+
+
+def _cursor(after: str | None, by_creation: bool) -> str | None:
+    """``after`` as the book reads it: by creation a creation-order score (ASCII digits,
+    within JSON's exact integers, as ``parse_count`` reads them); else as given, bounded
+    (the book checks its shape)."""
+    if after is None:
+        return None
+    if by_creation:
+        return str(parse_count(after, "after"))
+    if len(after) > MAX_CURSOR_LENGTH:
+        raise invalid("after must be the nextAfter of a previous page", field="after")
+    return after
 
 
 def _checked(query: TaskQuery) -> TaskQuery:
@@ -151,17 +164,25 @@ CONSOLE_FILTERS = ("name", "worker", "q", "since", "until", "sort")
 
 def listing_answer(page: SearchPage) -> dict[str, Any]:
     """``/api/tasks``'s answer from a search: its tasks as ever (without history), each
-    with an ``info`` key, then ``totals`` and ``totalsExact`` (and ``nextAfter``)."""
+    with an ``info`` key (and ``matchedBy`` with ``q``), then ``totals``,
+    ``totalsExact``, ``scanned`` and ``scanComplete`` (``matched`` with ``q``; and
+    ``nextAfter``)."""
     body: dict[str, Any] = {"tasks": []}
     for row in page.tasks:
         task = to_wire(row.task)
         task.pop("history", None)
         task["info"] = to_wire(row.info)
+        if row.matched_by is not None:
+            task["matchedBy"] = row.matched_by
         body["tasks"].append(task)
     if page.next_after is not None:
         body["nextAfter"] = page.next_after
     body["totals"] = page.totals
     body["totalsExact"] = page.totals_exact
+    body["scanned"] = page.scanned
+    body["scanComplete"] = page.scan_complete
+    if page.matched is not None:
+        body["matched"] = page.matched
     return body
 
 

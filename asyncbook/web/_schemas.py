@@ -53,6 +53,10 @@ __all__ = [
 ]
 
 _STATES: dict[str, Any] = {"enum": list(STATE_NAMES)}
+_SORT_PATTERN = (
+    "^(newest|oldest|-?(created|started|ended|runtime|attempts|name)"
+    "|(created|started|ended|runtime|attempts|name):(asc|desc))$"
+)
 _DURATION: dict[str, Any] = {"pattern": "^[0-9]{1,12}(ms|s|m|h|d)?$"}
 _MOMENT_HELP = (
     "ms since the epoch, a duration ago (`10m`, `2h`, `1d`: now minus that) or an ISO-8601 "
@@ -208,11 +212,26 @@ class SearchQuery(BaseModel):
         None, description="Only tasks in this state.", json_schema_extra=_STATES
     )
     worker: str | Absent = _text("Only tasks run by this worker.")
-    q: str | Absent = _text("Only task ids starting with this.")
+    q: str | Absent = _text(
+        "The search box: tasks whose id starts with this, whose name contains it (any "
+        "case, over the names the book knows), or whose args, kwargs, exception, "
+        "traceback or error contain it (any case; a scan of at most 5,000 tasks per "
+        "page, `scanComplete` false when it stopped there: `nextAfter` continues it). "
+        "Each row says `matchedBy` (`id`, `name`, `text`); `matched` counts them."
+    )
     since: str | Absent = Field(None, description="Created at or after: " + _MOMENT_HELP)
     until: str | Absent = Field(None, description="Created at or before: " + _MOMENT_HELP)
     sort: str = Field(
-        "newest", description="By creation time.", json_schema_extra={"enum": ["newest", "oldest"]}
+        "newest",
+        description=(
+            "Over all matches: `created`, `started`, `ended`, `runtime`, `attempts` or "
+            "`name`, ascending, or descending with a `-` prefix (`-runtime`); `field:asc` "
+            "and `field:desc` too. `newest` and `oldest` are `-created` and `created`. "
+            "Ties come in task id order (by name: by creation); tasks without the field "
+            "(a queued task's runtime) come last in both directions, by creation. "
+            "Anything else is a 400."
+        ),
+        json_schema_extra={"pattern": _SORT_PATTERN},
     )
     limit: int = _limit(50, "Page size.")
     after: str | Absent = Field(None, description="The previous page's `nextAfter`.")

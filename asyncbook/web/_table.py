@@ -61,8 +61,9 @@ Table = list[Operation | Page]
 
 _LISTING = "List tasks, newest first"
 _SEARCH_HELP = (
-    "The search's filters (as `/api/search`); each task also carries its `info`, "
-    "and the answer `totals` per state for the filter and `totalsExact`."
+    "The search's filters and sort (as `/api/search`); each task also carries its "
+    "`info` (and `matchedBy` with `q`), and the answer `totals` per state for the "
+    "filter, `totalsExact`, `scanned` and `scanComplete` (and `matched` with `q`)."
 )
 
 _STREAM_HELP = (
@@ -96,9 +97,14 @@ _GROUP_STREAM_HELP = (
 )
 _SEARCH_PAGE_HELP = (
     "Filters combine (AND); empty values are ignored. Each row is the task "
-    "(without history) and its info. `totals` counts every match per state; "
+    "(without history) and its info. `sort` orders every match (kept exact by "
+    "sort indexes the task scripts maintain), `nextAfter` continues it without "
+    "skipping or repeating a task. `totals` counts every match per state; "
     "`totalsExact` is false when they were counted over the first candidates "
-    "only (a worker, id-prefix or time filter over many tasks)."
+    "only (a worker, `q` or time filter over many tasks). `scanned` counts the "
+    "index entries the page's walk examined (at most 10,000; 5,000 with `q`); "
+    "`scanComplete` is false when the walk stopped there (a short page, "
+    "`nextAfter` continues)."
 )
 _SEARCH_CSV_HELP = (
     "The search's filters and sort (as `/api/search`); `limit` bounds the download "

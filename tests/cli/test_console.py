@@ -116,6 +116,18 @@ def test_ls_by_worker_id_prefix_and_sort(book: RedisBook, shop: int) -> None:
     assert ids(ok_json(book, "ls", "--name", "nothing.such")) == []
 
 
+@pytest.mark.parametrize("sort", ["-runtime", "runtime:desc"])
+def test_ls_sorts_over_every_match(book: RedisBook, shop: int, sort: str) -> None:
+    # img-1 ran 1 s, mail-2 200 ms; the others have no runtime: last, newest first.
+    slowest = ["img-1", "mail-2", "img-2", "mail-3", "mail-1"]
+    assert ids(ok_json(book, "ls", "--sort", sort)) == slowest
+    first = ok_json(book, "ls", f"--sort={sort}", "--limit", "1")
+    assert isinstance(first, dict)
+    rest = ok_json(book, "ls", "--sort", sort, "--after", first["nextAfter"], "--limit", "1")
+    assert ids(first) + ids(rest) == slowest[:2]
+    assert ids(ok_json(book, "ls", "--q", "RESIZE")) == ["img-2", "img-1"]  # by name
+
+
 def test_ls_since_and_until(book: RedisBook, shop: int) -> None:
     assert ids(ok_json(book, "ls", "--since", "1h")) == ["img-2", "mail-3", "img-1", "mail-2"]
     assert ids(ok_json(book, "ls", "--since", "15m", "--name", "mail.send")) == ["mail-3"]
@@ -276,6 +288,8 @@ def test_stats_per_minute_and_per_five_minutes(book: RedisBook, shop: int) -> No
         (["ls", "--worker", ""], "--worker"),
         (["ls", "--q", ""], "--q"),
         (["ls", "--sort", "sideways"], "--sort"),
+        (["ls", "--sort", "-id"], "--sort"),
+        (["ls", "--sort", "-runtime", "--after", "12"], "--after"),
         (["ls", "--name", "x", "--after", "abc"], "--after"),
         (["workers", "--within", "0s"], "--within"),
         (["workers", "--within", "2d"], "--within"),

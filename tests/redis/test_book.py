@@ -341,9 +341,9 @@ def test_retention_removes_everything(tmp_path: Path) -> None:
                     book.deliver_result(task_id, f"key-{task_id}", 5)
         assert client.zcard(book.keys.deadlines) == 0
         time.sleep(1.5)
-        # Each task leaves the succeeded index and its name's; its worker, last seen in
-        # 1970, is forgotten with its index and counts.
-        assert book.prune(limit=20_000) == 20_000
+        # Each task leaves the succeeded index, its name's and the four sort indexes; its
+        # worker, last seen in 1970, is forgotten with its index and counts.
+        assert book.prune(limit=20_000) == 60_000
         leftover = list(client.scan_iter(match=book.keys.tag + ":*", count=5000))
         # Only the book-wide counters, the (trimmed-by-age) outbox stream and what the
         # console keeps per name and per hour (not per task) may remain.

@@ -48,7 +48,7 @@ SAMPLES: list[ScriptArgs] = [
     GetManyArgs(True),
     SealGroupArgs('"g"', 3, 10, ""),
     InfoArgs(100),
-    SearchArgs("[]", "newest", 50, "", "", "", "", None, 5, 10_000, "card"),
+    SearchArgs("[]", "desc", 50, "", "", "", "", None, 5, 10_000, "card"),
     StatsArgs(60_000, None, 7),
     WorkersArgs(0, 500, 10_000, "[]", "[]"),
     InfoBlockArgs("", "", "", "[]"),

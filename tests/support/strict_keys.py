@@ -22,7 +22,7 @@ FIRST_ARGUMENT = (
     "HGET", "HMGET", "HSET", "HSETNX", "HINCRBY", "HGETALL", "HDEL",
     "LLEN", "LRANGE", "LINDEX", "RPUSH", "LTRIM", "PTTL", "PERSIST",
     "ZADD", "ZREM", "ZRANGE", "ZRANGEBYSCORE", "ZREVRANGEBYSCORE", "ZSCORE", "ZCARD",
-    "ZREMRANGEBYRANK",
+    "ZREMRANGEBYRANK", "ZREVRANGE", "ZRANK", "ZREVRANK", "ZCOUNT", "ZMSCORE",
     "XADD", "XRANGE", "XTRIM", "XPENDING",
 )  # fmt: skip
 """Commands whose first argument is their one key."""

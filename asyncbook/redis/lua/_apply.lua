@@ -211,7 +211,7 @@ local function commit(KEYS, c, t, steps)
     end
     if TERMINAL[t.st] then
       ended(KEYS, id, retention and first.e.retention_ms)
-      info_ended(c, t, last.before, ended_at, retention and first.e.retention_ms)
+      info_ended(c, t, id, last.before, ended_at, retention and first.e.retention_ms)
     end
     for _, s in ipairs(steps) do
       if s.changed then

@@ -10,6 +10,9 @@
 -- <tag>:names (name -> last created ms), <tag>:w:<worker> (a worker's latest tasks),
 -- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms: its latest
 -- start or heartbeat); prune forgets a worker unseen for a week, with its keys.
+-- Sort indexes <tag>:by:<field> (the search's sort over all tasks): started (the last
+-- attempt's start ms) and attempts, written at a start; ended (ms) and runtime (ms, a
+-- run that went from running to succeeded or failed), written at an end.
 -- Stats: <tag>:s:<hour>:<name> and <tag>:sa:<hour> (every name): per minute of the
 -- hour, '<minute>:<code>' counts (S started, succeeded, failed, expired, cancelled),
 -- and '<minute>:r<i>' the ends with a runtime in bucket i, succeeded and failed in one
@@ -31,7 +34,8 @@ local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 12
 -- caller did not send, the script writes nothing and answers {'!facts', ...}; the
 -- caller sends the block again with those facts (see info_missing).
 -- The block: KEYS (from k) info hash, names, name totals, workers, group hash, group
--- members, the name's six state indexes (STATE_SLOT order), then per hour its two
+-- members, the name's six state indexes (STATE_SLOT order), the four sort indexes
+-- (started, ended, runtime, attempts: KeySchema.sort_indexes), then per hour its two
 -- stats hashes (every name's, the name's), then per worker its tasks and counts;
 -- ARGV (from a) the name ('' none), the group id as JSON ('' none), the hours and the
 -- workers (the hours as integers joined by ',', the workers as a JSON array of strings).
@@ -42,8 +46,9 @@ local function info_block(KEYS, k, ARGV, a)
   local f = fields_at(ARGV, a, INFO_ARGV)
   local c = {info = KEYS[k], names = KEYS[k + 1], totals = KEYS[k + 2], workers = KEYS[k + 3],
     group = KEYS[k + 4], members = KEYS[k + 5], name = f.name, gid = f.group_id_json,
-    keys = KEYS, by_state = k + 5, hours = {}, of_worker = {}}
-  local at = k + 12
+    keys = KEYS, by_state = k + 5, by_started = KEYS[k + 12], by_ended = KEYS[k + 13],
+    by_runtime = KEYS[k + 14], by_attempts = KEYS[k + 15], hours = {}, of_worker = {}}
+  local at = k + 16
   for hour in string.gmatch(f.hours, '[^,]+') do
     c.hours[hour] = {KEYS[at], KEYS[at + 1]}
     at = at + 2
@@ -199,6 +204,8 @@ end
 local function info_started(c, t, task_id, at_text, worker)
   t.s, t.w = at_text, worker
   local at = tonumber(at_text)
+  redis.call('ZADD', c.by_started, at_text, task_id)
+  redis.call('ZADD', c.by_attempts, t.att, task_id)
   if worker then
     local keys = c.of_worker[worker]
     redis.call('ZADD', keys.tasks, t.seq, task_id)
@@ -213,15 +220,17 @@ end
 
 -- The task reached a terminal state at at_text (an attempt's end, or expire/cancel):
 -- the worker's counts, the minute's count and runtime (the caller wrote 'e').
-local function info_ended(c, t, old, at_text, retention)
+local function info_ended(c, t, task_id, old, at_text, retention)
   local at = tonumber(at_text)
   local runtime
   if t.s and old == 'running' and (t.st == 'succeeded' or t.st == 'failed') then
     runtime = math.max(0, math.floor(at - tonumber(t.s)))
+    redis.call('ZADD', c.by_runtime, runtime, task_id)
     if t.w then
       redis.call('HINCRBY', c.of_worker[t.w].counts, t.st, '1')
     end
   end
+  redis.call('ZADD', c.by_ended, at_text, task_id)
   count_minute(c, t.n, at, t.st, runtime)
   if retention and t.i then
     redis.call('PEXPIRE', c.info, retention)

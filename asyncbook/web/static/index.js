@@ -6,6 +6,8 @@
 const PAGE_SIZE = 50;
 const MAX_ROWS = 500; // the API's largest page: a live re-read never asks for more
 const FILTERS = ["q", "name", "state", "worker", "since", "until"];
+// Columns the API sorts over every match (sort=-runtime); the others sort the rows shown.
+const SERVER_SORTED = ["created", "name", "started", "runtime", "attempts"];
 const COLUMNS = {
   name: { label: "Name", value: (r) => r.info.name, text: true },
   id: { label: "Task", value: (r) => r.task.id, text: true },
@@ -25,6 +27,7 @@ let wanted = PAGE_SIZE; // rows a re-read asks for: the pages loaded so far
 let loads = 0; // the newest read; an older answer arriving late is dropped
 let typing = null; // the text field whose search already made a history entry
 let plain = false; // the server has no search (its book keeps no task info): /api/tasks
+let scanNote = ""; // said when the search's scan stopped at its budget
 
 // -- the URL is the page's state ---------------------------------------------------------------
 
@@ -52,13 +55,20 @@ function csvUrl(view) {
 }
 
 function sortSpec(sort) {
-  // "newest" and "oldest" are the API's own (by creation); "key" / "-key" sort the rows shown.
-  if (sort === "oldest") return { key: "created", ascending: true, server: "oldest" };
-  const key = sort.replace(/^-/, "");
-  if (sort === "newest" || !(key in COLUMNS) || key === "created") {
-    return { key: "created", ascending: false, server: "newest" };
+  // "newest" and "oldest" are the API's own (by creation); "key" / "-key" (or "key:desc")
+  // sort every match on the server for SERVER_SORTED keys, and the rows shown for the rest.
+  if (sort === "oldest") return { key: "created", ascending: true, server: "oldest", local: false };
+  const [field, direction] = sort.split(":");
+  const key = field.replace(/^-/, "");
+  const ascending = direction ? direction === "asc" : !field.startsWith("-");
+  if (sort === "newest" || !(key in COLUMNS) || (key === "created" && !ascending)) {
+    return { key: "created", ascending: false, server: "newest", local: false };
   }
-  return { key, ascending: !sort.startsWith("-"), server: "newest" };
+  if (key === "created") return { key, ascending: true, server: "oldest", local: false };
+  if (SERVER_SORTED.includes(key)) {
+    return { key, ascending, server: (ascending ? "" : "-") + key, local: false };
+  }
+  return { key, ascending, server: "newest", local: true };
 }
 
 function showView(view) {
@@ -159,7 +169,7 @@ function compare(spec) {
 function showRows() {
   // Rows keep their element (and a focused link its focus) across re-reads.
   const spec = sortSpec(readView().sort);
-  const ordered = spec.key === "created" ? data : [...data].sort(compare(spec));
+  const ordered = spec.local ? [...data].sort(compare(spec)) : data;
   const body = document.getElementById("tasks");
   const seen = new Set();
   ordered.forEach((row, index) => {
@@ -196,7 +206,7 @@ function sortBy(key) {
   document.getElementById("found").textContent = "";
   announce("Sorted by " + COLUMNS[key].label.toLowerCase() + ", " +
     (spec.ascending ? "ascending" : "descending") + ".");
-  if (spec.server !== current.server) {
+  if (spec.server !== current.server || !spec.local) {
     wanted = PAGE_SIZE;
     load(false, false);
   } else {
@@ -248,7 +258,9 @@ function describe() {
   const spec = sortSpec(readView().sort);
   const found = data.length === 0 ? "No task matches." :
     "Showing " + data.length + (data.length === 1 ? " task" : " tasks") + (nextAfter ? " (more below)" : "") +
-    ", sorted by " + COLUMNS[spec.key].label.toLowerCase() + (spec.ascending ? ", ascending." : ", descending.");
+    ", sorted by " + COLUMNS[spec.key].label.toLowerCase() + (spec.ascending ? ", ascending" : ", descending") +
+    (spec.local ? " (the rows shown)." : (spec.key === "created" ? "." : ", tasks without one last.")) +
+    (scanNote ? " " + scanNote : "");
   const note = document.getElementById("found");
   note.textContent = note.dataset.plain ? found + " " + note.dataset.plain : found;
   return found;
@@ -297,6 +309,8 @@ async function load(append, speak) {
   showError(null);
   data = append ? [...data, ...page.tasks] : page.tasks;
   if (append) wanted = data.length;
+  scanNote = page.scanComplete === false
+    ? "The search stopped after looking at " + page.scanned + " tasks: more below may match." : "";
   showRows();
   if (!plain) showTotals(page.totals || {}, page.totalsExact !== false, view.filters.state);
   nextAfter = page.nextAfter || null;
@@ -316,6 +330,7 @@ async function plainPage(params) {
 
 function usePlainList() {
   // Only the state filter and the loaded rows' sorting work without the console's API.
+  SERVER_SORTED.splice(1); // the seed's listing sorts by creation only: the rest sort the rows shown
   plain = true;
   for (const key of ["q", "name", "worker", "since"]) document.getElementById(key).closest("p").hidden = true;
   document.getElementById("totals").closest("section").hidden = true;
