@@ -173,6 +173,15 @@ def _run_scripts(engine: Engine, calls: Sequence[_Script]) -> list[Any]:
     return replies
 
 
+def _refusal_entry(engine: Engine, claim: RetryClaim, audit: AuditArgs) -> _Script:
+    """audit.lua's call recording ``claim``'s refusal on its task's trail."""
+    k = engine.keys
+    keys = [k.task(claim.task_id), k.task_audit(claim.task_id), k.audit_log]
+    retried_as = claim.detail if claim.code == "already-retried" else None
+    entry = RecordAuditArgs(claim.task_id, audit, str(claim.code), retried_as or "")
+    return _Script("audit", keys, entry.argv())
+
+
 class _Call(NamedTuple):
     slot: int
     task_id: str
@@ -225,9 +234,7 @@ def claim_retries(
         if isinstance(planned, RetryClaim):
             claims.append(planned)
             if actor is not None and planned.code in _AUDITED_REFUSALS:
-                audit_keys = [k.task(read.task_id), k.task_audit(read.task_id), k.audit_log]
-                entry = RecordAuditArgs(read.task_id, audit, str(planned.code))
-                refusals.append(_Script("audit", audit_keys, entry.argv()))
+                refusals.append(_refusal_entry(engine, planned, audit))
             continue
         spec, message = planned
         task, keys, create = engine.create_args(spec)

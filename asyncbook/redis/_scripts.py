@@ -258,6 +258,8 @@ class RecordAuditArgs(ScriptArgs):
     task_id: str
     audit: AuditArgs
     outcome: str
+    retried_as: str = ""
+    """A retry's new task ('' when none)."""
 
 
 @dataclass(frozen=True, slots=True)
