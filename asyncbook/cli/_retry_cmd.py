@@ -96,7 +96,7 @@ def retry(
         if not yes:
             shown = ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
             click.confirm(f"Retry {len(ids)} task(s) ({shown})?", abort=True, err=True)
-    with book_errors():
+    with book_errors(), naming_options():
         results = Retrier(book, broker_url).retry(ids, actor=actor, reason=reason)
     _report(results, next_after, as_json)
 
