@@ -143,7 +143,7 @@ class AuditedBook(Protocol):
     def record_audit(
         self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
     ) -> None:
-        """Record a change of an existing task that another call made (a retry: action
-        ``retry``, outcome the new task's id or the refusal); ``UnknownTaskError`` when
-        there is no such task."""
+        """Record a change of an existing task that another call made (a retry of your
+        own: action ``retry``; ``Retrier`` records its retries itself, in the retry's
+        script call); ``UnknownTaskError`` when there is no such task."""
         ...
