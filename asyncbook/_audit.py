@@ -7,7 +7,7 @@ import itertools
 from collections import deque
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import StrictStr
+from pydantic import Field, StrictStr
 
 from ._checks import require_limit, require_non_negative
 from ._models import Integer, WireModel
@@ -42,7 +42,8 @@ MAX_AUDIT_PAGE = 1000
 class AuditEntry(WireModel):
     """One recorded change: ``actor`` did ``action`` to ``task_id`` at ``at_ms`` (the
     book's clock) for ``reason``, and the book answered ``outcome`` (a reason such as
-    ``cancelled`` or ``duplicate-cancel``)."""
+    ``cancelled`` or ``duplicate-cancel``; a retry's ``retried`` or its refusal's code),
+    and for a retry ``retried_as``: the new task (left out of the JSON when None)."""
 
     at_ms: Integer
     actor: StrictStr
@@ -50,6 +51,7 @@ class AuditEntry(WireModel):
     task_id: StrictStr
     reason: StrictStr | None = None
     outcome: StrictStr
+    retried_as: StrictStr | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 def require_actor(value: Any) -> str:
@@ -141,7 +143,7 @@ class AuditedBook(Protocol):
     def record_audit(
         self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
     ) -> None:
-        """Record a change of an existing task that another call made (a retry: action
-        ``retry``, outcome the new task's id or the refusal); ``UnknownTaskError`` when
-        there is no such task."""
+        """Record a change of an existing task that another call made (a retry of your
+        own: action ``retry``; ``Retrier`` records its retries itself, in the retry's
+        script call); ``UnknownTaskError`` when there is no such task."""
         ...

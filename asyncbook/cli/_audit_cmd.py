@@ -34,7 +34,7 @@ def _table(entries: list[AuditEntry]) -> Table:
             entry.actor,
             entry.action,
             entry.task_id,
-            entry.outcome,
+            entry.outcome if entry.retried_as is None else f"{entry.outcome} as {entry.retried_as}",
             entry.reason or "",
         )
     return table
@@ -62,8 +62,8 @@ def audit(
     settings: GroupOptions, task_id: str | None, since_ms: int | None, limit: int, as_json: bool
 ) -> None:
     """Show the audit trail, newest first: every task's, or TASK_ID's (who, when, what,
-    the task, the book's answer, why). Cancels from the page, the API and this command are
-    recorded, each with its actor."""
+    the task, the book's answer, why). Cancels and retries from the page, the API and this
+    command are recorded, each with its actor; a retry's answer names the new task."""
     with book_errors():
         entries = settings.book.audit(task_id, since_ms=since_ms, limit=limit)
     if as_json:

@@ -3,26 +3,19 @@ messages as new tasks (``Retrier``: the book decides, kombu publishes)."""
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 import click
 
 from .._console import TaskQuery
 from ..redis import BROKER_SETTING, RETRYABLE_STATES, Retrier, RetryResult
+from ._audit_cmd import cli_actor
 from ._console_units import naming_options, when_option
 from ._context import EXIT_NOT_FOUND, GroupOptions, book_errors, emit_json, fail, json_option
 
 __all__ = ["COMMANDS", "broker_option"]
 
 _FILTERS = ("name", "state", "worker", "q", "since_ms", "until_ms", "after")
-
-
-def _user_name() -> str | None:
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no user name to be found (a container's uid)
-        return None
 
 
 def broker_option(command: Any) -> Any:
@@ -51,7 +44,10 @@ def broker_option(command: Any) -> Any:
 @click.option("--after", help="Continue from a previous search's next cursor.")
 @click.option("--reason", default=None, help="Why (kept with each new task).")
 @click.option(
-    "--actor", default=_user_name, show_default="your user name", help="Who asks (kept too)."
+    "--actor",
+    default=cli_actor,
+    show_default="cli:<login name>",
+    help="Who the audit trail records the retry as (kept with each new task too).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Retry a search's tasks without asking.")
 @broker_option
@@ -63,7 +59,7 @@ def retry(
     task_ids: tuple[str, ...],
     limit: int,
     reason: str | None,
-    actor: str | None,
+    actor: str,
     yes: bool,
     broker_url: str | None,
     as_json: bool,
@@ -74,8 +70,10 @@ def retry(
 
     Give task ids, or a search (--name, --state failed by default, --worker, --q,
     --since, --until; at most --limit tasks, --after continues), which asks before it
-    sends unless --yes. Exits 0 when every task was sent again, 1 when any was refused
-    (each refusal is printed: unknown, not ended so, retried already, no kept message).
+    sends unless --yes. Each retry, and each refusal of a task that exists, is recorded
+    in the audit trail (``asyncbook audit``) with ACTOR and the reason. Exits 0 when
+    every task was sent again, 1 when any was refused (each refusal is printed: unknown,
+    not ended so, retried already, no kept message).
     """
     searching = any(filters[name] is not None for name in _FILTERS)
     if task_ids and searching:
@@ -98,7 +96,7 @@ def retry(
         if not yes:
             shown = ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
             click.confirm(f"Retry {len(ids)} task(s) ({shown})?", abort=True, err=True)
-    with book_errors():
+    with book_errors(), naming_options():
         results = Retrier(book, broker_url).retry(ids, actor=actor, reason=reason)
     _report(results, next_after, as_json)
 

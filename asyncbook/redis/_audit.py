@@ -29,10 +29,12 @@ from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import callback_result, text_of
 from ._scripts import AuditArgs, CancelArgs, RecordAuditArgs, ScriptStatus
 
-__all__ = ["cancel", "read", "record"]
+__all__ = ["audit_args", "cancel", "read", "record"]
 
 
-def _audit_args(book: BookLayout, actor: Any, action: str, reason: str | None) -> AuditArgs:
+def audit_args(book: BookLayout, actor: Any, action: str, reason: str | None) -> AuditArgs:
+    """An entry's script slots: ``actor`` checked (``require_actor``), ``reason`` as given
+    (None: not said), and the layout's caps."""
     return AuditArgs(
         actor=utf8(require_actor(actor), "actor"),
         action=action,
@@ -61,7 +63,7 @@ def cancel(
     keys, args, shape_error = book.apply_call(task_id, cancel_input(at, reason), callback_id)
     # A reason the cancel refuses is never sent (the script answers '!shape', unwritten).
     kept = reason if shape_error is None and isinstance(reason, str) else None
-    audit = _audit_args(book, checked_actor, "cancel", kept)
+    audit = audit_args(book, checked_actor, "cancel", kept)
     yield from before_write(book)
     keys += [book.keys.task_audit(args.task_id), book.keys.audit_log]
     argv = CancelArgs(args, audit).argv()
@@ -84,7 +86,7 @@ def record(
     """Write one entry for a change of an existing task made by another call (a retry);
     ``UnknownTaskError`` when there is no such task (nothing written)."""
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
-    audit = _audit_args(book, actor, require_action(action), require_audit_reason(reason))
+    audit = audit_args(book, actor, require_action(action), require_audit_reason(reason))
     outcome = utf8(require_string(outcome, "outcome"), "outcome")
     keys = [book.keys.task(task_id), book.keys.task_audit(task_id), book.keys.audit_log]
     reply = yield ScriptCall("audit", keys, RecordAuditArgs(task_id, audit, outcome).argv())

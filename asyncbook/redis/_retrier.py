@@ -4,7 +4,8 @@ The book decides first (``claim_retries``: one new task per task, ever, linked b
 ways); then each new task's message is published through kombu to the broker, under the
 new id, with the headers Celery gives a fresh task (its own root, no parent, no retries,
 no eta, and ``expires`` at the new deadline). A message the broker did not take leaves
-no task queued for ever: its new task is cancelled at once, with the reason.
+no task queued for ever: its new task is cancelled at once, with the reason, by the
+retry's actor (``RETRIER_ACTOR`` when none was given) on the audit trail.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from .._kept import KeptMessage
 from ._book import RedisBook
 from ._retries import RetryClaim, claim_retries
 
-__all__ = ["BROKER_SETTING", "RetryResult", "Retrier", "fresh_headers"]
+__all__ = ["BROKER_SETTING", "RETRIER_ACTOR", "RetryResult", "Retrier", "fresh_headers"]
 
 log = logging.getLogger("asyncbook.redis")
 
 BROKER_SETTING = "ASYNCBOOK_BROKER_URL"
 """Where ``asyncbook serve`` and ``asyncbook retry`` read the broker URL (or ``--broker``)."""
+RETRIER_ACTOR = "asyncbook:retrier"
+"""Who cancels a retry that was not sent, on the audit trail, when the retry named nobody."""
 _REASON_LIMIT = 500
 """Longest reason a retry that was not sent cancels its new task with, in characters."""
 _CONNECT_TIMEOUT = 5.0
@@ -79,7 +82,8 @@ class Retrier:
         self, task_ids: Sequence[str], *, actor: str | None = None, reason: str | None = None
     ) -> list[RetryResult]:
         """Retry each task (``actor``: who asks, ``reason``: why; both kept with the new
-        task); each answer says what became of one task, in order."""
+        task, and given an actor, on the original's audit trail); each answer says what
+        became of one task, in order."""
         claims = claim_retries(self.book.engine, task_ids, actor=actor, reason=reason)
         sends = [send for send in map(_Send.of, claims) if send is not None]
         failures = dict(zip((s.task_id for s in sends), self._publish(sends), strict=True))
@@ -96,7 +100,7 @@ class Retrier:
                 continue
             why = f"retry not sent: the broker did not take the message ({failure})"
             why = why if len(why) <= _REASON_LIMIT else why[: _REASON_LIMIT - 1] + "…"
-            self.book.cancel(claim.new_id, why)
+            self.book.cancel(claim.new_id, why, actor=actor or RETRIER_ACTOR)
             results.append(RetryResult(claim.task_id, claim.new_id, "not-sent", why))
         return results
 

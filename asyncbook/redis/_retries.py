@@ -4,6 +4,10 @@
 task and links it in one retry.lua call per task, all pipelined in one more round trip.
 The script decides: a task retried once is never retried again, whoever asks twice at
 once. Publishing the kept message under the new id is the caller's (``Retrier``).
+
+Given an actor, every answer for a task that exists goes on its audit trail (action
+``retry``): retry.lua writes it in the call that decides; a refusal the reads already
+tell (``_plan``) is written by audit.lua, pipelined with the retries.
 """
 
 from __future__ import annotations
@@ -21,17 +25,23 @@ from .._console import PublishInfo
 from .._kept import KeptMessage, why_omitted
 from ..errors import AsyncBookError, invalid
 from ._args import utf8
+from ._audit import audit_args
 from ._engine import Engine
 from ._plan import server_time
 from ._replies import text_of
-from ._scripts import RetryArgs
+from ._scripts import AuditArgs, RecordAuditArgs, RetryArgs
 
 __all__ = ["RETRYABLE_STATES", "RetryClaim", "claim_retries"]
 
 RETRYABLE_STATES = ("failed", "expired", "cancelled")
 """The states a task can be retried from."""
 _TEXT_LIMIT = 1000
-"""Longest actor or reason, in characters."""
+"""Longest reason, in characters."""
+_AUDITED_REFUSALS = frozenset(
+    {"not-retryable", "already-retried", "no-message", "message-too-large"}
+)
+"""The refusals recorded: the book's answers for a task that exists (cancel's rule: not
+an unknown task, nor a call that failed, such as a damaged kept message)."""
 _TASK_FIELDS = ("st", "exp", "max", "hbt", "rdl", "c", "ra", "q")
 _DEFAULT_TTL_MS = 3_600_000
 """The new task's life when the original's creation time is not known."""
@@ -138,21 +148,38 @@ def _plan(read: _Read, now_ms: int) -> RetryClaim | tuple[CreateSpec, KeptMessag
     return spec, message
 
 
-def _run_retries(engine: Engine, calls: Sequence[tuple[list[str], list[str]]]) -> list[Any]:
-    """retry.lua per call, pipelined in one round trip (NOSCRIPT: EVAL those again)."""
-    script = engine.scripts.retry
+class _Script(NamedTuple):
+    """One script call of the batch: retry.lua, or audit.lua for a refusal."""
+
+    name: str
+    keys: list[str]
+    args: list[str]
+
+
+def _run_scripts(engine: Engine, calls: Sequence[_Script]) -> list[Any]:
+    """Each call, pipelined in one round trip (NOSCRIPT: EVAL those again)."""
+    scripts = {"retry": engine.scripts.retry, "audit": engine.scripts.audit}
     pipe = engine.slot_client().pipeline(transaction=False)
-    for keys, args in calls:
-        pipe.evalsha(script.sha, len(keys), *keys, *args)
+    for name, keys, args in calls:
+        pipe.evalsha(scripts[name].sha, len(keys), *keys, *args)
     replies = list(pipe.execute(raise_on_error=False))
     if any(isinstance(reply, NoScriptError) for reply in replies):
         pipe = engine.slot_client().pipeline(transaction=False)
-        for (keys, args), reply in zip(calls, replies, strict=True):
+        for (name, keys, args), reply in zip(calls, replies, strict=True):
             if isinstance(reply, NoScriptError):
-                pipe.eval(script.source, len(keys), *keys, *args)
+                pipe.eval(scripts[name].source, len(keys), *keys, *args)
         again = iter(pipe.execute(raise_on_error=False))
         replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
     return replies
+
+
+def _refusal_entry(engine: Engine, claim: RetryClaim, audit: AuditArgs) -> _Script:
+    """audit.lua's call recording ``claim``'s refusal on its task's trail."""
+    k = engine.keys
+    keys = [k.task(claim.task_id), k.task_audit(claim.task_id), k.audit_log]
+    retried_as = claim.detail if claim.code == "already-retried" else None
+    entry = RecordAuditArgs(claim.task_id, audit, str(claim.code), retried_as or "")
+    return _Script("audit", keys, entry.argv())
 
 
 class _Call(NamedTuple):
@@ -188,30 +215,42 @@ def claim_retries(
     its place. Three round trips to Redis (the clock, the reads, the creates), whatever
     the number of tasks."""
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    actor_text = _optional_text(actor, "actor")
     reason_text = _optional_text(reason, "reason")
+    kept_reason = reason_text if reason is not None else None
+    if actor is None:  # not said: kept nowhere, and no audit entry
+        audit = AuditArgs("", "retry", kept_reason is not None, reason_text, 0, 0)
+    else:
+        audit = audit_args(engine.layout, actor, "retry", kept_reason)
     if not ids:
         return []
     engine.before_write()
     now = engine.run(server_time())
     claims: list[RetryClaim | None] = []
     calls: list[_Call] = []
+    refusals: list[_Script] = []
     k = engine.keys
     for read in _read(engine, ids):
         planned = _plan(read, now)
         if isinstance(planned, RetryClaim):
             claims.append(planned)
+            if actor is not None and planned.code in _AUDITED_REFUSALS:
+                refusals.append(_refusal_entry(engine, planned, audit))
             continue
         spec, message = planned
         task, keys, create = engine.create_args(spec)
         create = dataclasses.replace(create, message_keep_ms=engine.life_and_retention_ms(spec))
         keys += [k.task(read.task_id), k.message(read.task_id)]
-        args = RetryArgs(create, read.task_id, actor_text, reason_text).argv()
+        keys += [k.task_audit(read.task_id), k.audit_log]
+        args = RetryArgs(create, read.task_id, audit).argv()
         calls.append(
             _Call(len(claims), read.task_id, spec.id, message, task.expires_at_ms, keys, args)
         )
         claims.append(None)
-    replies = _run_retries(engine, [(call.keys, call.args) for call in calls])
-    for call, reply in zip(calls, replies, strict=True):
+    scripts = [_Script("retry", call.keys, call.args) for call in calls]
+    replies = _run_scripts(engine, scripts + refusals)
+    for reply in replies[len(calls) :]:
+        if isinstance(reply, ResponseError):
+            raise reply  # a refusal's entry the server did not take (OOM, READONLY)
+    for call, reply in zip(calls, replies[: len(calls)], strict=True):
         claims[call.slot] = _answer(call, reply)
     return [claim for claim in claims if claim is not None]

@@ -167,10 +167,8 @@ class RetryArgs(ScriptArgs):
 
     create: CreateArgs
     original_id: str
-    actor: str
-    """Who asked ('' when not said)."""
-    reason: str
-    """Why ('' when not said)."""
+    audit: AuditArgs
+    """Who asked (actor '': not said, and no entry) and why, for the original's trail."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +258,8 @@ class RecordAuditArgs(ScriptArgs):
     task_id: str
     audit: AuditArgs
     outcome: str
+    retried_as: str = ""
+    """A retry's new task ('' when none)."""
 
 
 @dataclass(frozen=True, slots=True)

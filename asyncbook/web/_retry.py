@@ -1,9 +1,10 @@
 """``POST /api/tasks/<id>/retry`` and ``POST /api/retry``: a task, or a search's failed
 tasks, sent again from their kept messages as new tasks (``Retrier``).
 
-Both are changes: they need the bearer token when the server has one (``TokenAuth``: the
-sign-in cookie never authorizes a POST) and refuse a browser request from another site,
-as cancel does, with cancel's checks (``cross_site``, ``cancel_reason``).
+Both are changes: the access middleware holds them to the operator role, and they refuse
+a browser request from another site, as cancel does, with cancel's checks
+(``cross_site``, ``cancel_reason``). Each retry is recorded on the original's audit trail
+as the request's principal (``actor_of``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .._console import TaskQuery
 from .._models import WireModel
 from ..errors import invalid
 from ..redis import BROKER_SETTING, RETRYABLE_STATES, Retrier, RetryResult
+from ._access import actor_of
 from ._bodies import cross_site, read_json_object, refuse_cross_site
 from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, MAX_REASON, cancel_reason
 from ._console_api import search_query
@@ -148,10 +150,10 @@ class RetryApi:
         return cancel_reason(body.get("reason"))
 
     async def _retry(
-        self, retrier: Retrier, ids: list[str], reason: str | None
+        self, request: Request, retrier: Retrier, ids: list[str], reason: str | None
     ) -> list[RetryResult]:
-        # The server knows no operator by name yet: actor None (the audit log names them).
-        call = partial(retrier.retry, ids, actor=None, reason=reason)
+        """Retry ``ids`` as the request's principal (``actor_of``: on the audit trail)."""
+        call = partial(retrier.retry, ids, actor=actor_of(request), reason=reason)
         results: list[RetryResult] = await anyio.to_thread.run_sync(call)
         return results
 
@@ -162,7 +164,7 @@ class RetryApi:
             return reason
         if self.retrier is None:
             return _no_broker()
-        [result] = await self._retry(self.retrier, [task_id], reason)
+        [result] = await self._retry(request, self.retrier, [task_id], reason)
         if result.code is None:
             return JSONResponse(result.wire())
         body = {
@@ -182,7 +184,7 @@ class RetryApi:
             return _no_broker()
         page = await anyio.to_thread.run_sync(self.retrier.book.search, query)
         ids = [row.task.id for row in page.tasks]
-        results = await self._retry(self.retrier, ids, reason)
+        results = await self._retry(request, self.retrier, ids, reason)
         retried = sum(1 for result in results if result.code is None)
         return JSONResponse(
             {

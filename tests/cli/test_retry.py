@@ -3,6 +3,7 @@ Redis; the queue's list is read back), the refusals and their exit codes."""
 
 from __future__ import annotations
 
+import getpass
 import json
 from collections.abc import Iterator
 
@@ -123,3 +124,37 @@ def test_serve_takes_the_broker_retries_go_to(book: RedisBook) -> None:
     result = run(book, "serve", "--help")
     assert "--broker URL" in result.output
     assert "ASYNCBOOK_BROKER_URL" in result.output
+
+
+def test_a_retry_is_audited_as_the_login_name_or_the_actor(book: RedisBook, queue: str) -> None:
+    ended_task(book, "t", message=kept_message(queue=queue))
+    result = run(book, "retry", "t", *BROKER, "--reason", "fixed")
+    assert result.exit_code == 0, result.output
+    new_id = result.output.split(" as ")[1].strip()
+    [entry] = book.audit("t")
+    assert (entry.actor, entry.action, entry.reason, entry.outcome, entry.retried_as) == (
+        f"cli:{getpass.getuser()}",
+        "retry",
+        "fixed",
+        "retried",
+        new_id,
+    )
+    info = book.info(new_id)
+    assert info is not None
+    assert info.retried_by == f"cli:{getpass.getuser()}"  # as the cancel's default
+    assert run(book, "retry", "t", *BROKER, "--actor", "ops-bot").exit_code == 1
+    assert [(e.actor, e.outcome) for e in book.audit("t")] == [
+        ("ops-bot", "already-retried"),
+        (f"cli:{getpass.getuser()}", "retried"),
+    ]
+    shown = run(book, "audit", "t", columns=200)
+    assert f"retried as {new_id}" in shown.stdout
+
+
+def test_a_bad_actor_is_a_usage_error_and_sends_nothing(book: RedisBook, queue: str) -> None:
+    ended_task(book, "t", message=kept_message(queue=queue))
+    result = run(book, "retry", "t", *BROKER, "--actor", " ")
+    assert result.exit_code == 2
+    assert "--actor" in result.stderr
+    assert sent(queue) == 0
+    assert book.audit() == []

@@ -3,10 +3,19 @@ keeps it (``asyncbook_keep_messages``), without a Celery app."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import redis
 
 from asyncbook import PublishInfo, RedisBook
 from asyncbook._kept import KeptMessage
+
+from .web_server import WEB_REDIS_URL
 
 HOUR_MS = 3_600_000
 
@@ -49,3 +58,34 @@ def ended_task(
         book.apply(task_id, {"type": "fail", "atMs": now + 2, "error": "x", "retryable": False})
     elif state == "cancelled":
         book.cancel(task_id, "stop")
+
+
+@contextlib.contextmanager
+def script_calls() -> Iterator[list[str]]:
+    """The SHA of every script a pipeline runs meanwhile (``EVALSHA``; ``EVAL``: its
+    source's SHA), in order, in any thread of this process."""
+    shas: list[str] = []
+    queue = redis.client.Pipeline.pipeline_execute_command
+
+    def spy(pipe: redis.client.Pipeline, *args: Any, **options: Any) -> Any:
+        if args and str(args[0]).upper() == "EVALSHA":
+            shas.append(str(args[1]))
+        elif args and str(args[0]).upper() == "EVAL":
+            shas.append(hashlib.sha1(str(args[1]).encode()).hexdigest())
+        return queue(pipe, *args, **options)
+
+    with mock.patch.object(redis.client.Pipeline, "pipeline_execute_command", spy):
+        yield shas
+
+
+def sent(queue: str) -> list[dict[str, Any]]:
+    """The messages the broker holds for ``queue`` (kombu's Redis transport: a list per
+    queue and priority), oldest first."""
+    client = redis.Redis.from_url(WEB_REDIS_URL)
+    try:
+        found = []
+        for key in client.scan_iter(match=f"{queue}*"):
+            found += [json.loads(raw) for raw in reversed(client.lrange(key, 0, -1))]
+        return found
+    finally:
+        client.close()

@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from asyncbook import RedisBook
 from asyncbook.web._auth import COOKIE
 from asyncbook.web._paths import task_path
 
-from ..support.retries import ended_task, kept_message
+from ..support.retries import ended_task, kept_message, sent
 from ..support.web_server import WEB_REDIS_URL, Running, assert_error, running_server
 
 pytestmark = pytest.mark.redis
@@ -28,34 +26,10 @@ SAME_SITE = {"Sec-Fetch-Site": "same-origin"}
 
 
 @pytest.fixture
-def queue() -> Iterator[str]:
-    """A queue of the test's own on the broker (the web test Redis); emptied afterwards."""
-    name = f"retry-q-{uuid.uuid4().hex[:12]}"
-    yield name
-    client = redis.Redis.from_url(WEB_REDIS_URL)
-    for key in client.scan_iter(match=f"{name}*"):
-        client.delete(key)
-    client.close()
-
-
-@pytest.fixture
 def server() -> Iterator[Running]:
     """A status server whose retries go to the web test Redis as a broker."""
     with running_server(broker_url=WEB_REDIS_URL) as running:
         yield running
-
-
-def sent(queue: str) -> list[dict[str, Any]]:
-    """The messages the broker holds for ``queue`` (kombu's Redis transport: a list per
-    queue and priority), oldest first."""
-    client = redis.Redis.from_url(WEB_REDIS_URL)
-    try:
-        found = []
-        for key in client.scan_iter(match=f"{queue}*"):
-            found += [json.loads(raw) for raw in reversed(client.lrange(key, 0, -1))]
-        return found
-    finally:
-        client.close()
 
 
 def retry(client: httpx.Client, task_id: str, **options: Any) -> httpx.Response:
@@ -99,7 +73,12 @@ def test_a_retry_sends_the_kept_body_as_a_fresh_task(
     assert new_task.max_attempts == first.max_attempts
     info = server.book.info(new_id)
     assert info is not None
-    assert (info.retry_of, info.retry_reason, info.retried_by) == ("first", "upstream back", None)
+    # A server without access rules names nobody: "anonymous", as a cancel there.
+    assert (info.retry_of, info.retry_reason, info.retried_by) == (
+        "first",
+        "upstream back",
+        "anonymous",
+    )
     assert client.get(task_path("first")).json()["info"]["retriedAs"] == new_id
     assert client.get(task_path(new_id)).json()["info"]["retryOf"] == "first"
 

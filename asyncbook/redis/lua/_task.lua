@@ -219,15 +219,20 @@ local function announce(channel, t)
   end
 end
 
--- One audit entry (a: AuditArgs of _scripts.py as a record; outcome: the book's answer)
+-- One audit entry (a: AuditArgs of _scripts.py as a record; outcome: the book's answer;
+-- retried_as: a retry's new task, or nil)
 -- appended to the namespace's log (a stream capped near log_cap entries; the entry's id
 -- is the server's clock, its field e the entry without atMs) and to the task's own list
 -- (its latest task_cap entries, kept as long as the task's record is).
-local function write_audit(task_key, list_key, log_key, task_id, a, outcome)
+local function write_audit(task_key, list_key, log_key, task_id, a, outcome, retried_as)
   local reason = a.reason_given == '1' and cjson.encode(a.reason) or 'null'
   local body = '"actor":' .. cjson.encode(a.actor) .. ',"action":' .. cjson.encode(a.action)
     .. ',"taskId":' .. cjson.encode(task_id) .. ',"reason":' .. reason
-    .. ',"outcome":' .. cjson.encode(outcome) .. '}'
+    .. ',"outcome":' .. cjson.encode(outcome)
+  if retried_as then  -- a retry's entry: the new task's id
+    body = body .. ',"retriedAs":' .. cjson.encode(retried_as)
+  end
+  body = body .. '}'
   local id = redis.call('XADD', log_key, 'MAXLEN', '~', a.log_cap, '*', 'e', '{' .. body)
   redis.call('RPUSH', list_key, '{"atMs":' .. string.match(id, '^(%d+)') .. ',' .. body)
   redis.call('LTRIM', list_key, -tonumber(a.task_cap), -1)

@@ -12,11 +12,13 @@ local reason = ARGV[5]
 local log_cap = ARGV[6]
 local task_cap = ARGV[7]
 local outcome = ARGV[8]
+local retried_as = ARGV[9]    -- '' when none
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'!unknown'}
 end
 local a = {actor = actor, action = action, reason_given = reason_given, reason = reason,
   log_cap = log_cap, task_cap = task_cap}
-write_audit(KEYS[1], KEYS[2], KEYS[3], task_id, a, outcome)
+write_audit(KEYS[1], KEYS[2], KEYS[3], task_id, a, outcome,
+  retried_as ~= '' and retried_as or nil)
 return {'ok'}

@@ -1,13 +1,18 @@
 -- retry: a failed, expired or cancelled task sent again as a new task (create_task,
 -- _create.lua), linked both ways (retryOf on the new, retriedAs on the original), once:
--- the original's retriedAs decides, so two retries at once create one task.
+-- the original's retriedAs decides, so two retries at once create one task. When an
+-- actor is given, the answer is recorded on the original's audit trail in the same call
+-- (write_audit, _task.lua): action retry, outcome 'retried' or the refusal's code, and
+-- retriedAs the new task (or the earlier retry); none for an unknown task or a create
+-- that failed.
 -- KEYS: 1-12 the new task's, as create.lua's; 13 the original's task hash,
---       14 the original's kept message (copied to the new task's, KEYS[12])
+--       14 the original's kept message (copied to the new task's, KEYS[12]),
+--       15 the original's audit list, 16 the namespace's audit log (stream)
 -- Returns: {'created'} | {'refused', code, detail}: code not-found, not-retryable
 --          (detail: the state), already-retried (detail: the retry's id), no-message;
 --          or create_task's other answers
 
--- ARGV: RetryArgs (_scripts.py): CreateArgs, then the retry's own
+-- ARGV: RetryArgs (_scripts.py): CreateArgs, the original's id, then AuditArgs
 local task_id = ARGV[1]
 local task_id_json = ARGV[2]
 local deadline = ARGV[3]
@@ -28,29 +33,44 @@ local children_keep_ms = ARGV[17]
 local message = ARGV[18]              -- unused: the original's is copied
 local message_keep_ms = ARGV[19]
 local original_id = ARGV[20]
-local actor = ARGV[21]                -- '' when not said
-local reason = ARGV[22]               -- '' when not said
+local actor = ARGV[21]                -- '' when not said: no audit entry
+local action = ARGV[22]
+local reason_given = ARGV[23]         -- 1/0
+local reason = ARGV[24]
+local log_cap = ARGV[25]
+local task_cap = ARGV[26]
+
+local function audited(outcome, retried_as)
+  if actor ~= '' then
+    local a = {actor = actor, action = action, reason_given = reason_given, reason = reason,
+      log_cap = log_cap, task_cap = task_cap}
+    write_audit(KEYS[13], KEYS[15], KEYS[16], original_id, a, outcome, retried_as)
+  end
+end
 
 local st = redis.call('HGET', KEYS[13], 'st')
 if not st then
   return {'refused', 'not-found', ''}
 end
 if st ~= 'failed' and st ~= 'expired' and st ~= 'cancelled' then
+  audited('not-retryable', nil)
   return {'refused', 'not-retryable', st}
 end
 local retried = redis.call('HGET', KEYS[13], 'ra')
 if retried then
+  audited('already-retried', retried)
   return {'refused', 'already-retried', retried}
 end
 local kept = redis.call('GET', KEYS[14])
 if not kept then
+  audited('no-message', nil)
   return {'refused', 'no-message', ''}
 end
 local extra = {'ro', original_id}
 if actor ~= '' then
   extra[#extra + 1] = 'rby'; extra[#extra + 1] = actor
 end
-if reason ~= '' then
+if reason_given == '1' and reason ~= '' then
   extra[#extra + 1] = 'rwhy'; extra[#extra + 1] = reason
 end
 local answer = create_task(KEYS, {task_id = task_id, task_id_json = task_id_json,
@@ -64,4 +84,5 @@ if answer[1] ~= 'created' then
   return answer
 end
 redis.call('HSET', KEYS[13], 'ra', task_id)
+audited('retried', task_id)
 return answer

@@ -10,6 +10,7 @@ let infoState = null; // the task's state when its info was last read
 let taskState = null; // the task's state as the stream last said
 let taskInfo = null; // the info last read
 let auditState = null; // the task's state when its audit trail was last asked for
+let auditRetriedAs = null; // the retry its info named then (a retry leaves the state as it is)
 let apiToken = ""; // typed into a change's dialog; kept by this page only, never stored
 let cancelling = false; // a cancel is on its way: its answer, not the stream, closes the dialog
 const mayChange = document.body.dataset.role !== "read"; // the server says who reads the page
@@ -128,12 +129,23 @@ async function readInfo() {
   document.getElementById("message").textContent = "";
   infoState = answer.state;
   if (answer.info) showInfo(answer.info);
+  const retriedAs = (answer.info && answer.info.retriedAs) || null;
+  if (retriedAs !== auditRetriedAs) {
+    auditRetriedAs = retriedAs; // retried elsewhere: the trail has its entry
+    refreshAudit();
+  }
   document.getElementById("main").dataset.infoVersion = String(answer.version);
 }
 
 const refreshInfo = throttled(readInfo, 500);
 
 // -- audit: who changed the task by hand (cancel, retry), newest first ----------------------
+
+// What the book answered; a retry's entry also links to the new task it made (or named).
+function auditOutcome(entry) {
+  if (!entry.retriedAs) return [entry.outcome];
+  return [entry.outcome + " as ", link(taskPageUrl(entry.retriedAs), entry.retriedAs)];
+}
 
 async function readAudit() {
   let answer;
@@ -144,7 +156,7 @@ async function readAudit() {
   }
   const rows = answer.entries.map((entry) => el("tr", { "data-actor": entry.actor },
     el("td", { class: "time", title: String(entry.atMs) + " ms" }, formatTime(entry.atMs)),
-    el("td", {}, entry.actor), el("td", {}, entry.action), el("td", {}, entry.outcome),
+    el("td", {}, entry.actor), el("td", {}, entry.action), el("td", {}, ...auditOutcome(entry)),
     el("td", {}, entry.reason || "")));
   document.getElementById("audit").replaceChildren(...rows);
   document.getElementById("audit-section").hidden = rows.length === 0;
@@ -316,6 +328,7 @@ async function confirmRetry(event) {
   }
   if (retryDialog.open) retryDialog.close();
   readInfo();
+  readAudit(); // the retry, or its refusal, is on the trail
   if (response.ok) {
     announceTask("Retried as ", answer.retriedAs).focus();
   } else if (answer.code === "already-retried" && answer.retriedAs) {
