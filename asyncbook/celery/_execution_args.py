@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..redis._scripts import ScriptArgs
+from ..redis._script_args import ScriptArgs
 
 __all__ = ["ExecutionArgs"]
 

@@ -18,7 +18,7 @@ from .._jsrules import is_blank, is_finite_number
 from .._machine import cancel_reason, coerce_event
 from .._models import AsyncEvent, CancelEvent, FailEvent, ProgressEvent, SucceedEvent
 from ..errors import AsyncBookError, invalid
-from ._scripts import EventArgs
+from ._script_args import EventArgs
 
 __all__ = ["coerce", "dumps", "event_args", "failure_json", "number_text", "utf8"]
 

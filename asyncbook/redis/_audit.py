@@ -27,7 +27,8 @@ from ._args import utf8
 from ._operations import BookLayout, before_write
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import callback_result, text_of
-from ._scripts import AuditArgs, CancelArgs, RecordAuditArgs, ScriptStatus
+from ._script_args import AuditArgs, CancelArgs, RecordAuditArgs
+from ._scripts import ScriptStatus
 
 __all__ = ["audit_args", "cancel", "read", "record"]
 

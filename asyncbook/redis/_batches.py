@@ -24,7 +24,8 @@ from ._facts import FIELDS as FACT_FIELDS
 from ._facts import TaskFacts, facts_of
 from ._plan import ScriptCall, server_time
 from ._replies import callback_result, created, outcome, script_error, status_of, text_of
-from ._scripts import ApplyArgs, BookScript, ScriptedEvents, ScriptStatus, TaskIdsArgs
+from ._script_args import ApplyArgs, TaskIdsArgs
+from ._scripts import BookScript, ScriptedEvents, ScriptStatus
 
 __all__ = [
     "ApplyBatchItem",

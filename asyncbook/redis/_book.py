@@ -49,7 +49,8 @@ from ._engine import Engine
 from ._pending import register
 from ._plan import server_time
 from ._replies import created, group_summary_of
-from ._scripts import BookScript, ScriptedEvents, SealGroupArgs, TaskIdsArgs
+from ._script_args import SealGroupArgs, TaskIdsArgs
+from ._scripts import BookScript, ScriptedEvents
 from ._sender import CreateSender
 
 __all__ = ["RedisBook"]

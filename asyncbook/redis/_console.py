@@ -21,10 +21,8 @@ from .._console import (
     RUNTIME_BUCKETS_MS,
     STATS_MINUTE_MS,
     STATS_WINDOW_MS,
-    TEXT_LIMIT,
     MinuteStats,
     NameTotals,
-    PublishInfo,
     SearchPage,
     SearchRow,
     TaskInfo,
@@ -41,7 +39,8 @@ from ._args import utf8
 from ._name_sort import search_by_name
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import text_of
-from ._scripts import InfoArgs, ScriptStatus, SearchArgs, StatsArgs, WorkersArgs
+from ._script_args import InfoArgs, SearchArgs, StatsArgs, WorkersArgs
+from ._scripts import ScriptStatus
 
 if TYPE_CHECKING:
     from ._operations import BookLayout
@@ -50,9 +49,7 @@ __all__ = [
     "STATES_WITH",
     "WORKER_KEEP_MS",
     "info",
-    "kept_message_of",
     "name_totals",
-    "publish_fields",
     "search",
     "stats",
     "task_names",
@@ -100,41 +97,6 @@ def _number(raw: Any) -> int | float | None:
         return None
     value = float(text)
     return int(value) if value.is_integer() else value
-
-
-def publish_fields(given: PublishInfo | None) -> dict[str, str]:
-    """create.lua's info ARGV for what the publisher gave (checked: text, bounded)."""
-    if given is None:
-        return {}
-    if not isinstance(given, PublishInfo):
-        raise invalid("info must be a PublishInfo", field="info")
-    fields: dict[str, str] = {}
-    for field, value in vars(given).items():
-        if value is None or field == "message":
-            continue
-        if not isinstance(value, str) or len(value) > TEXT_LIMIT:
-            raise invalid(
-                f"info.{field} must be text of at most {TEXT_LIMIT} characters",
-                field=f"info.{field}",
-            )
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise invalid(
-                f"info.{field} must be valid Unicode text", field=f"info.{field}"
-            ) from None
-        fields[field] = value
-    return fields
-
-
-def kept_message_of(given: PublishInfo | None) -> str:
-    """create.lua's ``message``: the kept message of ``given`` ('' for none)."""
-    message = None if given is None else given.message
-    if message is None:
-        return ""
-    if not isinstance(message, str) or not message.isascii():
-        raise invalid("info.message must be KeptMessage.to_json's text", field="info.message")
-    return message
 
 
 def _info(

@@ -23,12 +23,13 @@ from .._machine import create_async_task
 from .._models import AsyncTask
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
-from ._console import kept_message_of, publish_fields
 from ._facts import TaskFacts
 from ._operations import BookLayout
 from ._pending import settle
 from ._plan import Command, Plan, Request, ScriptCall, Settle, run
-from ._scripts import ApplyArgs, BookScript, BookScripts, CreateArgs, with_helpers
+from ._publish_fields import kept_message_of, publish_fields
+from ._script_args import ApplyArgs, CreateArgs
+from ._scripts import BookScript, BookScripts, with_helpers
 
 __all__ = ["CreateCall", "Engine", "EngineBase"]
 

@@ -22,7 +22,7 @@ from ._args import utf8
 from ._engine import Engine
 from ._facts import FactBook, TaskFacts, facts_of, hour_of, info_block
 from ._replies import callback_result, script_error
-from ._scripts import AT_DEADLINE, expiry_slots
+from ._script_args import AT_DEADLINE, expiry_slots
 
 __all__ = ["CHUNK", "expire_many"]
 

@@ -23,7 +23,8 @@ from ..errors import DamagedRecordError
 from ._keys import KeySchema
 from ._plan import Plan, ScriptCall
 from ._replies import text_of
-from ._scripts import EventArgs, InfoBlockArgs, ScriptStatus
+from ._script_args import EventArgs, InfoBlockArgs
+from ._scripts import ScriptStatus
 
 __all__ = ["FIELDS", "FactBook", "TaskFacts", "facts_of", "hour_of", "info_block"]
 

@@ -48,14 +48,7 @@ from ._facts import FactBook
 from ._keys import KeySchema
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
 from ._replies import callback_result, group_summary_of, listed, status_of, text_of
-from ._scripts import (
-    AT_DEADLINE,
-    NO_EVENT,
-    ApplyArgs,
-    DeliverArgs,
-    GetManyArgs,
-    ResumeArgs,
-)
+from ._script_args import AT_DEADLINE, NO_EVENT, ApplyArgs, DeliverArgs, GetManyArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
 
 __all__ = [

@@ -29,7 +29,7 @@ from ._audit import audit_args
 from ._engine import Engine
 from ._plan import server_time
 from ._replies import text_of
-from ._scripts import AuditArgs, RecordAuditArgs, RetryArgs
+from ._script_args import AuditArgs, RecordAuditArgs, RetryArgs
 
 __all__ = ["RETRYABLE_STATES", "RetryClaim", "claim_retries"]
 

@@ -24,13 +24,12 @@ from ._handlers import StatusApp
 from ._health import HEALTH_PATH, health_handler
 from ._login import LOGIN_BODY_LIMIT, Login
 from ._openapi import openapi_document
+from ._operator_table import audit_operations, retry_operations
 from ._paths import GROUP_PAGES, GROUPS, TASKS
 from ._queues import REUSE_SECONDS, QueuesApi
-from ._retry import RetryApi, RetryBatch, RetryOutcome, RetryQuery, RetryRefusal, RetryRequest
+from ._retry import RetryApi
 from ._routes import ERROR, SSE, Answer, Operation, Page
 from ._schemas import (
-    AuditList,
-    AuditQuery,
     CancelRefusal,
     CancelRequest,
     CursorQuery,
@@ -147,37 +146,6 @@ def _json(model: type[BaseModel], description: str) -> Answer:
 
 
 _FORBIDDEN = _json(Forbidden, "A change needs the operator role (`role`); code `forbidden`")
-_AUDIT_HELP = (
-    "Who cancelled (or retried) what, when and why, and the book's answer; newest first. "
-    "The read role may read it (docs/access.md)."
-)
-
-
-def _audit_operations(api: AuditApi) -> Table:
-    """The audit trail's reads (only over a book that keeps one)."""
-    return [
-        Operation.at(
-            "GET /api/tasks/{id}/audit",
-            api.task_audit,
-            "A task's audit entries, newest first",
-            {
-                200: _json(AuditList, "Its entries (none for a task never changed by hand)"),
-                400: _json(Error, "A bad `since` or `limit`"),
-            },
-            description=_AUDIT_HELP,
-            query=AuditQuery,
-            path_params=TaskIdPath,
-            raw=TASKS,
-        ),
-        Operation.at(
-            "GET /api/audit",
-            api.audit,
-            "Every task's audit entries, newest first",
-            {200: _json(AuditList, "The entries"), 400: _json(Error, "A bad `since` or `limit`")},
-            description=_AUDIT_HELP,
-            query=AuditQuery,
-        ),
-    ]
 
 
 def _task_operations(status: StatusApp) -> Table:
@@ -356,69 +324,6 @@ def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesAp
     ]
 
 
-_RETRY_HELP = (
-    "Sends the task's kept message again (`asyncbook_keep_messages`) as a new task, "
-    "linked both ways (`retryOf` / `retriedAs` in the tasks' info); once: a second retry "
-    "answers 409 `already-retried` naming the first. Needs the bearer token when the "
-    "server has one; a browser request from another site is refused (403)."
-)
-_BULK_RETRY_HELP = (
-    "Retries the tasks a search finds (the parameters of `/api/search`; `state` failed, "
-    "expired or cancelled, failed by default; at most 1000 a call, `nextAfter` continues). "
-    "Each task's outcome is in `results`. Token and same-site rules as a single retry."
-)
-
-
-def _retry_operations(retry: RetryApi) -> Table:
-    """Retry: a task, or a search's tasks, sent again (only over a book that keeps info)."""
-    common = {
-        403: _json(Error, "Sent from another site; code `cross-site`"),
-        413: _json(Error, f"A body larger than {CANCEL_BODY_LIMIT} bytes"),
-        415: _json(Error, "A body that is not sent as JSON"),
-    }
-    return [
-        Operation.at(
-            "POST /api/tasks/{id}/retry",
-            retry.retry_task,
-            "Run a failed, expired or cancelled task again, as a new task",
-            {
-                200: _json(RetryOutcome, "Sent again: `retriedAs` is the new task"),
-                400: _json(Error, "A bad reason (field `reason`) or body (field `body`)"),
-                404: _json(RetryRefusal, "No such task; code `not-found`"),
-                409: _json(
-                    RetryRefusal,
-                    "Not retried: `not-retryable` (its state), `already-retried` "
-                    "(`retriedAs`), `no-message` or `message-too-large` (the setting named)",
-                ),
-                503: _json(
-                    RetryRefusal,
-                    "No broker (`no-broker`), or the broker did not take the message "
-                    "(`not-sent`: the new task was cancelled)",
-                ),
-                **common,
-            },
-            description=_RETRY_HELP,
-            body=RetryRequest,
-            path_params=TaskIdPath,
-            raw=TASKS,
-        ),
-        Operation.at(
-            "POST /api/retry",
-            retry.retry_search,
-            "Run the tasks a search finds again (failed by default)",
-            {
-                200: _json(RetryBatch, "One outcome per task found"),
-                400: _json(Error, "A bad parameter or body; `field` names it"),
-                503: _json(Error, "No broker (`no-broker`)"),
-                **common,
-            },
-            description=_BULK_RETRY_HELP,
-            query=RetryQuery,
-            body=RetryRequest,
-        ),
-    ]
-
-
 def _signin_operations(login: Login) -> Table:
     """The sign-in form (served only when the server has a token)."""
     return [
@@ -510,13 +415,13 @@ def route_table(status: StatusApp, login: Login, queues: QueuesApi, retry: Retry
         *_signin_operations(login),
     ]
     if status.audited:
-        table += _audit_operations(AuditApi(status.reader))
+        table += audit_operations(AuditApi(status.reader))
     if status.console:
         table += [Page("/workers", status.page("workers.html"))]
         table += [Page("/stats", status.page("stats.html"))]
         table += [Page("/queues", status.page("queues.html"))]
         export = CsvExport(status.reader)
         table += _console_operations(ConsoleApi(status.reader), export, queues)
-        table += _retry_operations(retry)
+        table += retry_operations(retry)
     document.update(openapi_document(e for e in table if isinstance(e, Operation)))
     return table

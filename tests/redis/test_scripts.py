@@ -12,7 +12,7 @@ import pytest
 
 from asyncbook.celery._execution_args import ExecutionArgs
 from asyncbook.redis._keys import KeySchema
-from asyncbook.redis._scripts import (
+from asyncbook.redis._script_args import (
     AT_DEADLINE,
     SCRIPT_ARGS,
     ApplyArgs,
@@ -26,14 +26,13 @@ from asyncbook.redis._scripts import (
     RecordAuditArgs,
     ResumeArgs,
     ScriptArgs,
-    ScriptStatus,
     SealGroupArgs,
     SearchArgs,
     StatsArgs,
     TaskIdsArgs,
     WorkersArgs,
-    load_source,
 )
+from asyncbook.redis._scripts import ScriptStatus, load_source
 
 SAMPLES: list[ScriptArgs] = [
     CreateArgs("t", '"t"', "10", 1, False, "ch"),

@@ -1,0 +1,383 @@
+"""Each Lua script's ARGV as one typed record: the record's fields, in order, are the names
+the script's header binds (``local <field> = ARGV[<n>]``; tests/redis/test_scripts.py holds
+the two together), and ``SCRIPT_ARGS`` names each book script's record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = [
+    "AT_DEADLINE",
+    "NO_EVENT",
+    "SCRIPT_ARGS",
+    "ApplyArgs",
+    "AuditArgs",
+    "CancelArgs",
+    "CreateArgs",
+    "DeliverArgs",
+    "EventArgs",
+    "ExpireManyArgs",
+    "GetManyArgs",
+    "InfoArgs",
+    "InfoBlockArgs",
+    "NoArgs",
+    "RecordAuditArgs",
+    "ResumeArgs",
+    "RetryArgs",
+    "ScriptArgs",
+    "SealGroupArgs",
+    "SearchArgs",
+    "StatsArgs",
+    "TaskIdsArgs",
+    "WorkersArgs",
+    "expiry_slots",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptArgs:
+    """One script's ARGV: the fields, in order, are the names its header binds
+    (``local <field> = ARGV[<n>]``; a test holds the two together). A field that is a
+    record stands for its fields; a tuple for its items (a variable tail); a flag is
+    ``1``/``0``, None ``''``, a number its decimal text and bytes go as they are."""
+
+    def argv(self) -> list[str]:
+        """The positional ARGV."""
+        out: list[Any] = []
+        append = out.append
+        for name in _FIELD_NAMES.get(type(self)) or _field_names(type(self)):
+            value = getattr(self, name)
+            if type(value) is str:  # most fields: no dispatch (this runs per event)
+                append(value)
+            else:
+                _put(out, value)
+        return out
+
+
+_FIELD_NAMES: dict[type[ScriptArgs], tuple[str, ...]] = {}
+
+
+def _field_names(record: type[ScriptArgs]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(record)
+    if names is None:
+        names = _FIELD_NAMES[record] = tuple(field.name for field in fields(record))
+    return names
+
+
+def _put(out: list[Any], value: object) -> None:
+    if isinstance(value, str | bytes):
+        out.append(value)
+    elif isinstance(value, bool):
+        out.append("1" if value else "0")
+    elif value is None:
+        out.append("")
+    elif isinstance(value, ScriptArgs):
+        out.extend(value.argv())
+    elif isinstance(value, tuple):
+        for item in value:
+            _put(out, item)
+    else:
+        out.append(str(value))
+
+
+@dataclass(frozen=True, slots=True)
+class CreateArgs(ScriptArgs):
+    """ARGV of create.lua."""
+
+    task_id: str
+    task_id_json: str
+    deadline: str
+    """JSON number text."""
+    max_attempts: int
+    exist_ok: bool
+    changes_channel: str
+    heartbeat_timeout_ms: int | None = None
+    retry_on_stall: bool = False
+    group_id_json: str = ""
+    """The group the task belongs to, as JSON; '' for none."""
+    created_ms: str = ""
+    """JSON number text."""
+    name: str = ""
+    queue: str = ""
+    parent_id: str = ""
+    root_id: str = ""
+    args: str = ""
+    kwargs: str = ""
+    children_keep_ms: str = ""
+    """How long a parent's list of children is kept; '' for ever."""
+    message: str = ""
+    """The message as published (``KeptMessage`` JSON), kept for a retry; '' for none."""
+    message_keep_ms: str = ""
+    """How long the kept message lives (the task's life and retention); '' for ever."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryArgs(ScriptArgs):
+    """ARGV of retry.lua: the new task's create, then the retry's own."""
+
+    create: CreateArgs
+    original_id: str
+    audit: AuditArgs
+    """Who asked (actor '': not said, and no entry) and why, for the original's trail."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventArgs(ScriptArgs):
+    """ARGV 4..12 of apply.lua: one event, checked for shape in Python."""
+
+    type: str
+    """start | progress | succeed | fail | expire, or ``deadline`` (expire at the deadline)."""
+    at_ms: str = ""
+    """JSON number text; '' when not a finite number (the script refuses it)."""
+    event_json: str = ""
+    """The event as recorded in the history; '' when it must not be recorded."""
+    progress: str = ""
+    """JSON number text; '' when not a finite number."""
+    retryable: bool = False
+    result_hash: str = ""
+    result_ref_blank: bool = False
+    result_hash_blank: bool = False
+    error_json: str = ""
+
+
+NO_EVENT = EventArgs(type="")
+"""The event slots of a call whose event was malformed (the script answers ``!shape``)."""
+AT_DEADLINE = EventArgs(type="deadline")
+"""The event slots of an expiry at the task's own deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyArgs(ScriptArgs):
+    """ARGV of apply.lua (apply_args in _apply.lua): one event's slots, which scripts
+    that apply several events repeat per event; the info block's follow."""
+
+    task_id: str
+    callback_given: bool
+    event_valid: bool
+    event: EventArgs
+    retention_ms: str
+    """Whole milliseconds; '' keeps ended tasks forever."""
+    changes_channel: str
+    with_history: bool
+    only_if_stalled: bool = False
+    cursor: str = ""
+    """A progress event's cursor: the task's checkpoint."""
+    failure: str = ""
+    """A fail event's exception type and traceback (JSON object), for the task's info."""
+
+
+@dataclass(frozen=True, slots=True)
+class InfoBlockArgs(ScriptArgs):
+    """The info block's ARGV (INFO_ARGV in _info.lua), after a writing script's own."""
+
+    name: str
+    """The task's name ('' for none)."""
+    group_id_json: str
+    """Its group's id as JSON ('' for none)."""
+    hours: str
+    """The hours whose stats keys the block holds (integers joined by ',')."""
+    workers_json: str
+    """The workers whose keys the block holds (JSON array of strings)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditArgs(ScriptArgs):
+    """An audit entry's slots (write_audit, _task.lua): who, what, why, and the caps."""
+
+    actor: str
+    action: str
+    reason_given: bool
+    reason: str
+    log_cap: int
+    """Entries the namespace's log keeps, near (``XADD MAXLEN ~``); the task's: exactly."""
+    task_cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelArgs(ScriptArgs):
+    """ARGV of cancel.lua: apply.lua's slots, then the audit's (the info block's follow)."""
+
+    apply: ApplyArgs
+    audit: AuditArgs
+
+
+@dataclass(frozen=True, slots=True)
+class RecordAuditArgs(ScriptArgs):
+    """ARGV of audit.lua: an entry for a change another call made, and its outcome."""
+
+    task_id: str
+    audit: AuditArgs
+    outcome: str
+    retried_as: str = ""
+    """A retry's new task ('' when none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeArgs(ScriptArgs):
+    """ARGV of resume.lua."""
+
+    cursor: int
+    """The version the client saw."""
+    retention_versions: int
+    with_full_task: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverArgs(ScriptArgs):
+    """ARGV of deliver.lua."""
+
+    key_json: str
+    now_ms: str
+    """JSON number text."""
+    retention_ms: str
+
+
+@dataclass(frozen=True, slots=True)
+class InfoArgs(ScriptArgs):
+    """ARGV of info.lua."""
+
+    children_listed: int
+    """How many of the ids of the task's children to list."""
+
+
+@dataclass(frozen=True, slots=True)
+class NoArgs(ScriptArgs):
+    """ARGV of get.lua and drain.lua: none."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetManyArgs(ScriptArgs):
+    """ARGV of get_many.lua."""
+
+    with_histories: bool
+    """The listed tasks come with their histories."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIdsArgs(ScriptArgs):
+    """ARGV of heartbeat.lua and prune.lua: every slot a task id, one per task hash in
+    KEYS (from 3 on for heartbeat.lua, from 2 on for prune.lua)."""
+
+    task_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SealGroupArgs(ScriptArgs):
+    """ARGV of seal_group.lua."""
+
+    group_id_json: str
+    total: int
+    now_ms: int
+    retention_ms: str
+    """'' keeps the group forever."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchArgs(ScriptArgs):
+    """ARGV of search.lua."""
+
+    given_ids_json: str
+    """The ids whose task hash, history and info hash follow the indexes in KEYS (JSON)."""
+    order: str
+    """desc | asc."""
+    limit: int
+    cursor_given: str
+    """The previous page's cursor; '' from the start."""
+    state: str
+    name: str
+    q: str
+    """An id prefix, one of ``names_json`` or (``text``) text; '' any."""
+    since_ms: int | None
+    until_ms: int | None
+    budget: int
+    """How many index entries one walk may examine."""
+    totals_by: str
+    """card | count."""
+    names_json: str = "[]"
+    """The task names ``q`` matches (JSON array)."""
+    text: bool = False
+    """``q`` also matches a task's args, kwargs, exception, traceback or error."""
+    worker: str = ""
+    """Checked per task with a sort index ('' any)."""
+    sort_field: str = ""
+    """'' creation order; else the field whose sort index is KEYS[1]."""
+    unnamed: bool = False
+    """Only tasks without a name."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatsArgs(ScriptArgs):
+    """ARGV of stats.lua."""
+
+    window_ms: int
+    now_ms: int | None
+    """None for the server's clock."""
+    keys_first_hour: int
+    """The hour of the first stats key in KEYS."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkersArgs(ScriptArgs):
+    """ARGV of workers.lua."""
+
+    seen_since_ms: int | float
+    workers_listed: int
+    running_looked_at: int
+    running_ids_json: str
+    """The running ids whose task hashes follow in KEYS (JSON array)."""
+    workers_json: str
+    """The workers whose counts hashes follow in KEYS (JSON array)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireManyArgs(ScriptArgs):
+    """ARGV of expire_many.lua, all of it one list (``slots``), in this order: the number
+    of info blocks; per block the number of its keys, then its ``InfoBlockArgs``; the
+    ``ApplyArgs`` of an expiry at the deadline without a callback (task id blank); then
+    per task its id and the number of its block (from 1). ``expiry_slots`` builds it."""
+
+    slots: tuple[str, ...]
+
+
+def expiry_slots(
+    blocks: Sequence[tuple[int, Sequence[str]]],
+    event: ApplyArgs,
+    tasks: Sequence[tuple[str, int]],
+) -> ExpireManyArgs:
+    """expire_many.lua's ARGV: ``blocks`` (each its key count and ``InfoBlockArgs``'s
+    ARGV), the expiry's
+    slots, then the tasks (each its id and block number)."""
+    out: list[str] = [str(len(blocks))]
+    for key_count, info in blocks:
+        out.append(str(key_count))
+        out += info
+    out += event.argv()
+    for task_id, block in tasks:
+        out += (task_id, str(block))
+    return ExpireManyArgs(tuple(out))
+
+
+SCRIPT_ARGS: dict[str, type[ScriptArgs]] = {
+    "create": CreateArgs,
+    "apply": ApplyArgs,
+    "cancel": CancelArgs,
+    "audit": RecordAuditArgs,
+    "get": NoArgs,
+    "get_many": GetManyArgs,
+    "resume": ResumeArgs,
+    "deliver": DeliverArgs,
+    "drain": NoArgs,
+    "prune": TaskIdsArgs,
+    "heartbeat": TaskIdsArgs,
+    "seal_group": SealGroupArgs,
+    "info": InfoArgs,
+    "search": SearchArgs,
+    "stats": StatsArgs,
+    "workers": WorkersArgs,
+    "expire_many": ExpireManyArgs,
+    "retry": RetryArgs,
+}
+"""Each book script's ARGV record (the ``BookScripts`` fields)."""
