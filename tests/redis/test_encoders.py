@@ -11,8 +11,7 @@ from typing import Any
 from asyncbook import FailEvent, StartEvent, SucceedEvent
 from asyncbook.redis._args import number_text
 from asyncbook.redis._operations import BookLayout
-from asyncbook.redis._script_args import ScriptArgs
-from asyncbook.redis._script_args import _put
+from asyncbook.redis._script_args import ScriptArgs, _put
 
 
 def _reference_argv(record: ScriptArgs) -> list[Any]:
