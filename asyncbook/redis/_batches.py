@@ -24,7 +24,14 @@ from ._facts import FIELDS as FACT_FIELDS
 from ._facts import TaskFacts, facts_of
 from ._plan import ScriptCall, server_time
 from ._replies import callback_result, created, outcome, script_error, status_of, text_of
-from ._scripts import ApplyArgs, BookScript, ScriptedEvents, ScriptStatus, TaskIdsArgs
+from ._scripts import (
+    ApplyArgs,
+    BookScript,
+    EventArgs,
+    ScriptedEvents,
+    ScriptStatus,
+    TaskIdsArgs,
+)
 
 __all__ = [
     "ApplyBatchItem",
@@ -206,8 +213,14 @@ def _run_batch(
 ) -> list[Any]:
     """One MULTI/EXEC of the apply calls (and the extra script call last): they run in
     order, with no script flush or failover between them (a plain pipeline could lose
-    one item and run the next)."""
+    one item and run the next).
+
+    Each call's info block also names the workers of the starts before it in the batch
+    on the same task: an end after its start needs that worker's keys, and a call
+    refused for facts would be sent again only after the transaction, behind the calls
+    that followed it (they would run first: out of order)."""
     script = engine.scripts.apply
+    starts: dict[str, list[EventArgs]] = {}
     pipe = node.pipeline(transaction=True)
     loads = 0
     if load_script:
@@ -218,7 +231,10 @@ def _run_batch(
             pipe.script_load(extra[0].source)
             loads += 1
     for _index, keys, args, _error in calls:
-        block, facts = engine.layout.facts.block(args.task_id, [args.event])
+        before = starts.setdefault(args.task_id, [])
+        block, facts = engine.layout.facts.block(args.task_id, [*before, args.event])
+        if args.event.type == "start":
+            before.append(args.event)
         pipe.evalsha(script.sha, len(keys) + len(block), *keys, *block, *args.argv(), *facts)
     if extra is not None:
         extra_script, extra_keys, extra_args = extra
