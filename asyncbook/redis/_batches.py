@@ -184,8 +184,9 @@ def apply_many_then(
 
 
 def _learn_facts(engine: Engine, node: Any, calls: list[_Call]) -> None:
-    """Read the facts of the batch's tasks the engine does not know yet (one round trip;
-    none when it knows them all, or the events are progress reports, which need none)."""
+    """Read the facts of the batch's tasks the engine does not know yet, and of those
+    ``_ends_followed`` names (one round trip; none when it knows them all, or the events
+    are progress reports, which need none)."""
     facts = engine.layout.facts
     unknown = sorted(
         {
@@ -193,6 +194,7 @@ def _learn_facts(engine: Engine, node: Any, calls: list[_Call]) -> None:
             for _index, _keys, args, _error in calls
             if args.event.type != "progress" and facts.get(args.task_id) is None
         }
+        | _ends_followed(engine, calls)
     )
     if not unknown:
         return
@@ -201,6 +203,36 @@ def _learn_facts(engine: Engine, node: Any, calls: list[_Call]) -> None:
         pipe.hmget(engine.keys.task(task_id), *FACT_FIELDS)
     for task_id, fields in zip(unknown, pipe.execute(), strict=True):
         facts.learn(task_id, TaskFacts.of_fields(fields))
+
+
+def _ends_followed(engine: Engine, calls: list[_Call]) -> set[str]:
+    """The known tasks with an end (it needs the keys of the task's last worker, which
+    another process may have changed since the book learned it) that a later call of
+    the batch would see out of order, were the end refused for facts and sent again
+    after the batch: a call on the same task, with the same callback id, or any later
+    change when the task is in a group. Their facts are read again, not trusted."""
+    facts = engine.layout.facts
+    last_of_task: dict[str, int] = {}
+    last_of_marker: dict[str, int] = {}
+    last_change = -1
+    for at, (_index, keys, args, _error) in enumerate(calls):
+        last_of_task[args.task_id] = at
+        if args.callback_given:
+            last_of_marker[keys[2]] = at
+        if args.event.type != "progress":
+            last_change = at
+    followed: set[str] = set()
+    for at, (_index, keys, args, _error) in enumerate(calls):
+        known = facts.get(args.task_id)
+        if args.event.type not in ("succeed", "fail") or known is None:
+            continue
+        if (
+            last_of_task[args.task_id] > at
+            or (args.callback_given and last_of_marker[keys[2]] > at)
+            or (known.group_json != "" and last_change > at)
+        ):
+            followed.add(args.task_id)
+    return followed
 
 
 def _run_batch(
