@@ -328,3 +328,25 @@ def test_an_end_after_a_start_in_one_batch_keeps_its_place(
         assert _tasks(scripted.book) == _tasks(model.book)
     finally:
         delete_namespace(client, namespace)
+
+
+def test_a_retried_execution_in_one_batch_agrees_with_the_machine(client: redis.Redis) -> None:
+    # As the Celery recorder batches a task retried at once: each end needs the worker of
+    # the start before it in the batch (before, the fail and the success were refused for
+    # facts, the second start ran first, and the task ended queued, not succeeded).
+    namespace = f"paths-{uuid.uuid4().hex[:12]}"
+    model, scripted = Model(), Scripted(client, namespace)
+    batch = [
+        ("a", start(1, "w1"), "s0"),
+        ("a", progress(40, at=2), "p40"),
+        ("a", {"type": "fail", "atMs": 3, "error": "lost", "retryable": True}, "r0"),
+        ("a", start(4, "w2"), "s1"),
+        ("a", succeed(5), "d"),
+    ]
+    try:
+        for books in (scripted, model):
+            books.book.create(id="a", now_ms=0, ttl_ms=50, max_attempts=2)
+        assert run(scripted, ("batch", batch)) == run(model, ("batch", batch))
+        assert _tasks(scripted.book) == _tasks(model.book)
+    finally:
+        delete_namespace(client, namespace)
