@@ -24,7 +24,7 @@ from ._facts import FIELDS as FACT_FIELDS
 from ._facts import TaskFacts, facts_of
 from ._plan import ScriptCall, server_time
 from ._replies import callback_result, created, outcome, script_error, status_of, text_of
-from ._script_args import ApplyArgs, TaskIdsArgs
+from ._script_args import ApplyArgs, EventArgs, TaskIdsArgs
 from ._scripts import BookScript, ScriptedEvents, ScriptStatus
 
 __all__ = [
@@ -178,8 +178,9 @@ def apply_many_then(
 
 
 def _learn_facts(engine: Engine, node: Any, calls: list[_Call]) -> None:
-    """Read the facts of the batch's tasks the engine does not know yet (one round trip;
-    none when it knows them all, or the events are progress reports, which need none)."""
+    """Read the facts of the batch's tasks the engine does not know yet, and of those
+    ``_ends_followed`` names (one round trip; none when it knows them all, or the events
+    are progress reports, which need none)."""
     facts = engine.layout.facts
     unknown = sorted(
         {
@@ -187,6 +188,7 @@ def _learn_facts(engine: Engine, node: Any, calls: list[_Call]) -> None:
             for _index, _keys, args, _error in calls
             if args.event.type != "progress" and facts.get(args.task_id) is None
         }
+        | _ends_followed(engine, calls)
     )
     if not unknown:
         return
@@ -195,6 +197,36 @@ def _learn_facts(engine: Engine, node: Any, calls: list[_Call]) -> None:
         pipe.hmget(engine.keys.task(task_id), *FACT_FIELDS)
     for task_id, fields in zip(unknown, pipe.execute(), strict=True):
         facts.learn(task_id, TaskFacts.of_fields(fields))
+
+
+def _ends_followed(engine: Engine, calls: list[_Call]) -> set[str]:
+    """The known tasks with an end (it needs the keys of the task's last worker, which
+    another process may have changed since the book learned it) that a later call of
+    the batch would see out of order, were the end refused for facts and sent again
+    after the batch: a call on the same task, with the same callback id, or any later
+    change when the task is in a group. Their facts are read again, not trusted."""
+    facts = engine.layout.facts
+    last_of_task: dict[str, int] = {}
+    last_of_marker: dict[str, int] = {}
+    last_change = -1
+    for at, (_index, keys, args, _error) in enumerate(calls):
+        last_of_task[args.task_id] = at
+        if args.callback_given:
+            last_of_marker[keys[2]] = at
+        if args.event.type != "progress":
+            last_change = at
+    followed: set[str] = set()
+    for at, (_index, keys, args, _error) in enumerate(calls):
+        known = facts.get(args.task_id)
+        if args.event.type not in ("succeed", "fail") or known is None:
+            continue
+        if (
+            last_of_task[args.task_id] > at
+            or (args.callback_given and last_of_marker[keys[2]] > at)
+            or (known.group_json != "" and last_change > at)
+        ):
+            followed.add(args.task_id)
+    return followed
 
 
 def _run_batch(
@@ -207,8 +239,14 @@ def _run_batch(
 ) -> list[Any]:
     """One MULTI/EXEC of the apply calls (and the extra script call last): they run in
     order, with no script flush or failover between them (a plain pipeline could lose
-    one item and run the next)."""
+    one item and run the next).
+
+    Each call's info block also names the workers of the starts before it in the batch
+    on the same task: an end after its start needs that worker's keys, and a call
+    refused for facts would be sent again only after the transaction, behind the calls
+    that followed it (they would run first: out of order)."""
     script = engine.scripts.apply
+    starts: dict[str, list[EventArgs]] = {}
     pipe = node.pipeline(transaction=True)
     loads = 0
     if load_script:
@@ -219,7 +257,10 @@ def _run_batch(
             pipe.script_load(extra[0].source)
             loads += 1
     for _index, keys, args, _error in calls:
-        block, facts = engine.layout.facts.block(args.task_id, [args.event])
+        before = starts.setdefault(args.task_id, [])
+        block, facts = engine.layout.facts.block(args.task_id, [*before, args.event])
+        if args.event.type == "start":
+            before.append(args.event)
         pipe.evalsha(script.sha, len(keys) + len(block), *keys, *block, *args.argv(), *facts)
     if extra is not None:
         extra_script, extra_keys, extra_args = extra

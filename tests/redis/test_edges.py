@@ -11,10 +11,17 @@ from pathlib import Path
 import pytest
 import redis
 
-from asyncbook import ApplyItem, CallbackResult, DamagedRecordError, RedisBook, sweep
+from asyncbook import (
+    ApplyItem,
+    CallbackResult,
+    DamagedRecordError,
+    MemoryBook,
+    RedisBook,
+    sweep,
+)
 
 from ..support.books import delete_namespace, redis_client, scripts_flushed
-from ..support.events import start, succeed
+from ..support.events import progress, start, succeed
 from ..support.servers import free_port, redis_server, wait_until
 
 FAR = 10**15
@@ -191,3 +198,40 @@ def test_a_members_changes_name_its_group_on_the_channel(book: RedisBook) -> Non
         ("loner", None),
         ("m", "batch {1}"),
     ]
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        pytest.param(("t", progress(50, at=2), None), id="the-same-task"),
+        pytest.param(("u", progress(50, at=2), "c1"), id="the-same-callback-id"),
+        pytest.param(("u", succeed(2), None), id="the-end-of-the-same-groups-last-member"),
+    ],
+)
+def test_an_end_whose_worker_the_book_no_longer_knows_keeps_its_place_in_a_batch(
+    client: redis.Redis, namespace: str, later: ApplyItem
+) -> None:
+    # Another book started t since this one learned its facts (no worker): t's end was
+    # refused for facts and sent again after the batch, behind the event after it (u
+    # was started by this book: it knows u's worker).
+    mine, other, memory = (
+        RedisBook(client, namespace=namespace),
+        RedisBook(client, namespace=namespace),
+        MemoryBook(),
+    )
+    batch: list[ApplyItem] = [("t", succeed(1), "c1"), later]
+    for each in (mine, memory):
+        for task_id in ("t", "u"):
+            each.create(id=task_id, now_ms=0, ttl_ms=50, max_attempts=1, group_id="g")
+        each.seal_group("g", 2)
+    for each in (other, memory):
+        each.apply("t", start(0, "w9"))
+    for each in (mine, memory):
+        each.apply("u", start(0, "w2"))
+    answers = [
+        [(r.reason, r.task.state) if isinstance(r, CallbackResult) else r for r in results]
+        for results in (mine.apply_many(batch), memory.apply_many(batch))
+    ]
+    assert answers[0] == answers[1]
+    assert mine.group("g") == memory.group("g")
+    assert mine.drain_group_notifications() == memory.drain_group_notifications()
