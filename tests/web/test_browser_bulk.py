@@ -92,3 +92,21 @@ def test_the_list_retries_its_searchs_failed_tasks_in_one_form(
         assert not page.is_visible("#bulk-dialog")
         for new_id in new_ids:  # the list read again: the new tasks, queued
             page.wait_for_selector(f'#tasks tr[data-task-id="{new_id}"]', timeout=5_000)
+
+
+def test_the_bulk_form_says_in_its_dialog_that_the_server_has_no_broker(page: Any) -> None:
+    with running_server() as server:  # no broker: a retry answers 503
+        ended_task(
+            server.book, "thumbnail/photo-07.jpg", message=kept_message(name=NAME), name=NAME
+        )
+        page.goto(server.url + "/?state=failed")
+        page.wait_for_selector("#bulk:not([hidden])", timeout=5_000)
+        page.click("#bulk-open")
+        page.click("#bulk-confirm")
+        page.wait_for_selector("#bulk-error:not(:empty)", timeout=5_000)
+        assert "broker" in page.inner_text("#bulk-error")
+        assert page.is_visible("#bulk-dialog")
+        assert not page.is_visible("#bulk-summary")  # nothing was sent
+        info = server.book.info("thumbnail/photo-07.jpg")
+        assert info is not None
+        assert info.retried_as is None

@@ -73,6 +73,7 @@ function bulkTally(answer) {
 
 async function confirmBulk(event) {
   event.preventDefault();
+  if (bulkRun.done) return; // Enter in a field once it is done sends nothing
   const error = document.getElementById("bulk-error");
   for (let call = 0; call < BULK_CALLS; call++) {
     const params = new URLSearchParams();
