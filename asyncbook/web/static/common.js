@@ -139,3 +139,62 @@ function fillNameSelect(select, names, current) {
     ...names.map((name) => el("option", { value: name }, name)));
   select.value = current || "";
 }
+
+// -- a change's dialog (cancel, retry, a search's retry): a reason, the API token when the
+// server asks for it, a POST. Its parts are ids `${prefix}-dialog`, -reason, -token-field,
+// -token, -error and -confirm.
+
+const mayChange = document.body.dataset.role !== "read"; // the server says who reads the page
+let apiToken = ""; // typed into a change's dialog; kept by this page only, never stored
+
+function openChangeDialog(prefix) {
+  // The dialog, cleared, shown modal, its reason field focused.
+  document.getElementById(prefix + "-reason").value = "";
+  document.getElementById(prefix + "-error").textContent = "";
+  document.getElementById(prefix + "-confirm").disabled = false;
+  document.getElementById(prefix + "-dialog").showModal();
+  document.getElementById(prefix + "-reason").focus();
+}
+
+function changeReason(prefix) {
+  // The dialog's reason as a change's JSON body: {} when none was typed.
+  const reason = document.getElementById(prefix + "-reason").value;
+  return reason.trim() ? { reason } : {};
+}
+
+async function postChange(prefix, url, body, verb) {
+  // POST body as JSON with the API token, the confirm button disabled meanwhile (a second
+  // click sends nothing). Answers {response, answer}, or null when the dialog already said
+  // why not: no answer, or the token is needed ("Retrying needs the API token.").
+  const confirm = document.getElementById(prefix + "-confirm");
+  const error = document.getElementById(prefix + "-error");
+  const tokenField = document.getElementById(prefix + "-token-field");
+  const tokenInput = document.getElementById(prefix + "-token");
+  if (!tokenField.hidden && tokenInput.value) apiToken = tokenInput.value;
+  const headers = { "Content-Type": "application/json" };
+  if (apiToken) headers.Authorization = "Bearer " + apiToken;
+  confirm.disabled = true;
+  error.textContent = "";
+  let response;
+  let answer = {};
+  try {
+    response = await fetch(url, {
+      method: "POST", headers, credentials: "same-origin", body: JSON.stringify(body),
+    });
+    answer = await response.json().catch(() => ({}));
+  } catch (failure) {
+    error.textContent = "The server did not answer: " + failure.message;
+    return null;
+  } finally {
+    confirm.disabled = false;
+  }
+  if (response.status === 401) {
+    // The sign-in cookie opens pages only: a change needs the API token itself.
+    apiToken = "";
+    tokenField.hidden = false;
+    error.textContent = tokenInput.value ? "That token is not valid." : verb + " needs the API token.";
+    tokenInput.focus();
+    return null;
+  }
+  return { response, answer };
+}

@@ -312,7 +312,10 @@ async function load(append, speak) {
   scanNote = page.scanComplete === false
     ? "The search stopped after looking at " + page.scanned + " tasks: more below may match." : "";
   showRows();
-  if (!plain) showTotals(page.totals || {}, page.totalsExact !== false, view.filters.state);
+  if (!plain) {
+    showTotals(page.totals || {}, page.totalsExact !== false, view.filters.state);
+    showBulkRetry(view.filters, page.totals || {}, page.totalsExact !== false); // bulk-retry.js
+  }
   nextAfter = page.nextAfter || null;
   document.getElementById("more").hidden = !nextAfter;
   document.body.dataset.loaded = String(ticket);
@@ -335,6 +338,7 @@ function usePlainList() {
   for (const key of ["q", "name", "worker", "since"]) document.getElementById(key).closest("p").hidden = true;
   document.getElementById("totals").closest("section").hidden = true;
   document.getElementById("download-csv").hidden = true;
+  document.getElementById("bulk").hidden = true; // a bulk retry searches the tasks' info
   document.getElementById("totals-note").textContent = "";
   document.getElementById("message").textContent = "";
   const note = document.getElementById("found");

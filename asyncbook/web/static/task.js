@@ -11,9 +11,7 @@ let taskState = null; // the task's state as the stream last said
 let taskInfo = null; // the info last read
 let auditState = null; // the task's state when its audit trail was last asked for
 let auditRetriedAs = null; // the retry its info named then (a retry leaves the state as it is)
-let apiToken = ""; // typed into a change's dialog; kept by this page only, never stored
 let cancelling = false; // a cancel is on its way: its answer, not the stream, closes the dialog
-const mayChange = document.body.dataset.role !== "read"; // the server says who reads the page
 
 function showSummary(task) {
   const fields = [
@@ -189,11 +187,7 @@ function showActions(state) {
 }
 
 function openCancel() {
-  document.getElementById("cancel-reason").value = "";
-  document.getElementById("cancel-error").textContent = "";
-  document.getElementById("cancel-confirm").disabled = false;
-  cancelDialog.showModal();
-  document.getElementById("cancel-reason").focus();
+  openChangeDialog("cancel");
 }
 
 function keepTask() {
@@ -203,40 +197,16 @@ function keepTask() {
 
 async function confirmCancel(event) {
   event.preventDefault();
-  const confirm = document.getElementById("cancel-confirm");
   const error = document.getElementById("cancel-error");
-  const tokenField = document.getElementById("cancel-token-field");
-  const tokenInput = document.getElementById("cancel-token");
-  if (!tokenField.hidden && tokenInput.value) apiToken = tokenInput.value;
-  const reason = document.getElementById("cancel-reason").value;
-  const headers = { "Content-Type": "application/json" };
-  if (apiToken) headers.Authorization = "Bearer " + apiToken;
-  confirm.disabled = true;
-  error.textContent = "";
   cancelling = true;
-  let response;
-  let answer = {};
+  let sent;
   try {
-    response = await fetch(taskUrl(taskId, "cancel"), {
-      method: "POST", headers, credentials: "same-origin",
-      body: JSON.stringify(reason.trim() ? { reason } : {}),
-    });
-    answer = await response.json().catch(() => ({}));
-  } catch (failure) {
-    error.textContent = "The server did not answer: " + failure.message;
-    return;
+    sent = await postChange("cancel", taskUrl(taskId, "cancel"), changeReason("cancel"), "Cancelling");
   } finally {
     cancelling = false;
-    confirm.disabled = false;
   }
-  if (response.status === 401) {
-    // The sign-in cookie opens pages only: a change needs the API token itself.
-    apiToken = "";
-    tokenField.hidden = false;
-    error.textContent = tokenInput.value ? "That token is not valid." : "Cancelling needs the API token.";
-    tokenInput.focus();
-    return;
-  }
+  if (sent === null) return;
+  const { response, answer } = sent;
   if (response.status === 403 && answer.code === "forbidden") {
     error.textContent = "Cancelling needs the operator role: " + (answer.message || "");
     return;
@@ -270,11 +240,7 @@ cancelDialog.addEventListener("cancel", () => {
 const retryDialog = document.getElementById("retry-dialog");
 
 function openRetry() {
-  document.getElementById("retry-reason").value = "";
-  document.getElementById("retry-error").textContent = "";
-  document.getElementById("retry-confirm").disabled = false;
-  retryDialog.showModal();
-  document.getElementById("retry-reason").focus();
+  openChangeDialog("retry");
 }
 
 function closeRetry() {
@@ -290,37 +256,10 @@ function announceTask(text, id) {
 
 async function confirmRetry(event) {
   event.preventDefault();
-  const confirm = document.getElementById("retry-confirm");
   const error = document.getElementById("retry-error");
-  const tokenField = document.getElementById("retry-token-field");
-  const tokenInput = document.getElementById("retry-token");
-  if (!tokenField.hidden && tokenInput.value) apiToken = tokenInput.value;
-  const reason = document.getElementById("retry-reason").value;
-  const headers = { "Content-Type": "application/json" };
-  if (apiToken) headers.Authorization = "Bearer " + apiToken;
-  confirm.disabled = true; // a second click sends nothing (and the book retries once)
-  error.textContent = "";
-  let response;
-  let answer = {};
-  try {
-    response = await fetch(taskUrl(taskId, "retry"), {
-      method: "POST", headers, credentials: "same-origin",
-      body: JSON.stringify(reason.trim() ? { reason } : {}),
-    });
-    answer = await response.json().catch(() => ({}));
-  } catch (failure) {
-    error.textContent = "The server did not answer: " + failure.message;
-    confirm.disabled = false;
-    return;
-  }
-  confirm.disabled = false;
-  if (response.status === 401) {
-    apiToken = "";
-    tokenField.hidden = false;
-    error.textContent = tokenInput.value ? "That token is not valid." : "Retrying needs the API token.";
-    tokenInput.focus();
-    return;
-  }
+  const sent = await postChange("retry", taskUrl(taskId, "retry"), changeReason("retry"), "Retrying");
+  if (sent === null) return;
+  const { response, answer } = sent;
   if (response.status === 400) {
     error.textContent = answer.message || "The server refused the request.";
     document.getElementById(answer.field === "reason" ? "retry-reason" : "retry-confirm").focus();
