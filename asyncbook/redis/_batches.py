@@ -63,9 +63,7 @@ def create_many(engine: Engine, specs: Iterable[CreateSpec]) -> list[AsyncTask |
         pipe = engine.slot_client().pipeline(transaction=False)
         for _index, _id, _task, keys, args in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
-        waits = engine.wait.replicas > 0
-        if waits:
-            pipe.wait(engine.wait.replicas, engine.wait.timeout_ms)
+        waits = engine.wait.behind(pipe)  # wait_replicas: WAIT behind the batch
         replies = list(pipe.execute(raise_on_error=False))
         acknowledged = replies.pop() if waits else None
         if any(isinstance(reply, NoScriptError) for reply in replies):
@@ -74,8 +72,7 @@ def create_many(engine: Engine, specs: Iterable[CreateSpec]) -> list[AsyncTask |
             for (_index, _id, _task, keys, args), reply in zip(calls, replies, strict=True):
                 if isinstance(reply, NoScriptError):
                     pipe.eval(script.source, len(keys), *keys, *args)
-            if waits:
-                pipe.wait(engine.wait.replicas, engine.wait.timeout_ms)
+            engine.wait.behind(pipe)
             again = iter(pipe.execute(raise_on_error=False))
             replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
             acknowledged = next(again) if waits else None

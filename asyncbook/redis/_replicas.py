@@ -56,6 +56,12 @@ class ReplicaWait:
         self.check(acknowledged)
         return reply
 
+    def behind(self, pipe: Any) -> bool:
+        """Put WAIT at the end of ``pipe`` if writes wait; True if it did."""
+        if self.replicas:
+            pipe.wait(self.replicas, self.timeout_ms)
+        return self.replicas > 0
+
     def check(self, acknowledged: Any) -> None:
         """Raise ``NotReplicatedError`` if WAIT's reply counts fewer replicas than asked."""
         if isinstance(acknowledged, Exception):

@@ -15,9 +15,10 @@ import redis
 
 from asyncbook import AsyncBookError, CreateSpec, NotReplicatedError, RedisBook
 from asyncbook.redis import AsyncRedisBook
+from asyncbook.redis._retries import claim_retries
 
 from ..support.cluster import require_binaries
-from ..support.events import progress, start, succeed
+from ..support.events import fail, progress, start, succeed
 from ..support.servers import primary_and_replica
 
 Pair = tuple[redis.Redis, redis.Redis, subprocess.Popen[bytes]]
@@ -101,12 +102,17 @@ def test_no_replica_in_time_raises(pair: Pair) -> None:
     primary, _, replica_process = pair
     book = book_on(primary, 1, timeout_ms=200)
     book.create(id="a", now_ms=0, ttl_ms=60_000, max_attempts=1)
+    book.create(id="r", now_ms=0, ttl_ms=60_000, max_attempts=1)
+    book.apply("r", start(1))
+    book.apply("r", fail(2))
     replica_process.send_signal(signal.SIGSTOP)
     try:
         with pytest.raises(NotReplicatedError) as caught:
             book.apply("a", start(1), callback_id="cb-1")
         with pytest.raises(NotReplicatedError):
             book.apply_many([("a", progress(50, 2), None)])
+        with pytest.raises(NotReplicatedError):
+            claim_retries(book.engine, ["r"])  # the console's retry (retry.lua, pipelined)
         with pytest.raises(NotReplicatedError):
             book.create_many([CreateSpec("c", 0, 60_000, 1)])
     finally:
