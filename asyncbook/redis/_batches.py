@@ -283,8 +283,10 @@ def _run_batch(
     *_queued, executed, acknowledged = pipe.execute(raise_on_error=False)
     if isinstance(executed, Exception):
         raise executed
-    engine.wait.check(acknowledged)
-    return list(executed)[loads:]
+    replies = list(executed)[loads:]
+    if not any(isinstance(reply, NoScriptError) for reply in replies):
+        engine.wait.check(acknowledged)  # else apply_many sends it again, WAIT behind
+    return replies
 
 
 def end_stalled(

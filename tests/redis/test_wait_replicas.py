@@ -146,3 +146,16 @@ def test_bad_settings_are_refused(replicas: int, timeout_ms: int, field: str) ->
             wait_replicas=replicas,
             wait_timeout_ms=timeout_ms,
         )
+
+
+def test_on_a_cluster_wait_goes_to_the_books_node(cluster_url: str, namespace: str) -> None:
+    # The session's cluster has no replicas: every write, sent with WAIT to the node of
+    # the book's slot, is refused after the timeout (and still happened on the primary).
+    book = RedisBook.from_url(cluster_url, namespace=namespace, wait_replicas=1, wait_timeout_ms=50)
+    with pytest.raises(NotReplicatedError):
+        book.create(id="a", now_ms=0, ttl_ms=60_000, max_attempts=1)
+    with pytest.raises(NotReplicatedError):
+        book.apply_many([("a", start(1), "cb-1")])
+    task = book.get("a")
+    assert task is not None
+    assert task.state == "running"
