@@ -51,6 +51,7 @@ from .errors import (
     AsyncBookError,
     BookUnavailableError,
     DamagedRecordError,
+    NotReplicatedError,
     UnknownTaskError,
     UnsupportedServerError,
 )
@@ -123,6 +124,7 @@ __all__ = [
     # errors
     "AsyncBookError",
     "BookUnavailableError",
+    "NotReplicatedError",
     "DamagedRecordError",
     "UnknownTaskError",
     "UnsupportedServerError",

@@ -8,6 +8,9 @@ value is to blame, the wire name of that ``field``::
         ├── BookUnavailableError     "unavailable": the book's store did not answer
         │                            (asyncbook.redis raises RedisUnavailableError, which
         │                            is also a redis-py ConnectionError)
+        ├── NotReplicatedError       "unavailable": a write reached fewer replicas than
+        │                            the book's ``wait_replicas`` asks (it may still
+        │                            have happened on the primary: retry it)
         ├── DamagedRecordError       "damaged": a stored record is incomplete (keys evicted
         │                            or deleted behind the book's back)
         └── UnsupportedServerError   "unsupported-server": the book's server cannot run it
@@ -36,6 +39,7 @@ __all__ = [
     "BookUnavailableError",
     "DamagedRecordError",
     "ErrorCode",
+    "NotReplicatedError",
     "UnknownTaskError",
     "UnsupportedServerError",
 ]
@@ -82,6 +86,23 @@ class BookUnavailableError(AsyncBookError):
     def __init__(self, message: str) -> None:
         super().__init__("unavailable", message)
         self.args = (message,)
+
+
+class NotReplicatedError(AsyncBookError):
+    """Raised when WAIT counted fewer replicas (``acknowledged``) than the book's
+    ``wait_replicas`` (``wanted``) within ``timeout_ms``: the write is not acknowledged,
+    though the primary may hold it; a retry with the same callback id is safe."""
+
+    def __init__(self, wanted: int, acknowledged: int, timeout_ms: int) -> None:
+        super().__init__(
+            "unavailable",
+            f"asyncbook: the write reached {acknowledged} of {wanted} replicas"
+            f" within {timeout_ms} ms: not acknowledged",
+        )
+        self.args = (wanted, acknowledged, timeout_ms)
+        self.wanted = wanted
+        self.acknowledged = acknowledged
+        self.timeout_ms = timeout_ms
 
 
 class DamagedRecordError(AsyncBookError):

@@ -65,6 +65,8 @@ class AsyncRedisBook(BookBase):
             namespace=book.namespace,
             retention_versions=book.retention_versions,
             retention=book.retention,
+            wait_replicas=book.wait_replicas,
+            wait_timeout_ms=book.wait_timeout_ms,
         )
 
     async def aclose(self) -> None:

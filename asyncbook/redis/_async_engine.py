@@ -8,6 +8,7 @@ holding the book).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -36,6 +37,8 @@ class AsyncEngine(EngineBase):
         if isinstance(request, ScriptCall):
             script = request.script or self.script(request.name)
             keys, args = request.keys, request.args
+            if self.wait.waits_after(request.name):
+                return await self.waited(script.sha, script.source, keys, args)
             try:
                 return await self.client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:  # not run: EVAL runs it and caches it again
@@ -63,6 +66,26 @@ class AsyncEngine(EngineBase):
             for each in request.commands:
                 getattr(pipe, each.name)(*each.args, **each.options)
             return await pipe.execute(raise_on_error=not request.errors_as_replies)
+
+    async def waited(self, sha: str, source: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """The script's reply, sent with ``WAIT`` behind it in one pipeline (one connection);
+        ``NotReplicatedError`` if too few replicas acknowledged it."""
+        if isinstance(self.client, AsyncRedisCluster):
+            raise TypeError("wait_replicas is not supported on an asyncio Cluster client")
+        for use_source in (False, True):  # NOSCRIPT: nothing ran, EVAL it again
+            async with self.client.pipeline(transaction=False) as pipe:
+                if use_source:
+                    pipe.eval(source, len(keys), *keys, *args)
+                else:
+                    pipe.evalsha(sha, len(keys), *keys, *args)
+                pipe.wait(self.wait.replicas, self.wait.timeout_ms)
+                reply, acknowledged = await pipe.execute(raise_on_error=False)
+            if not isinstance(reply, NoScriptError):
+                break
+        if isinstance(reply, Exception):
+            raise reply
+        self.wait.check(acknowledged)
+        return reply
 
     async def command(self, request: Command) -> Any:
         """One command; on a Cluster, one that names no key goes to the book's node."""

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Self
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._engine import EngineBase
 from ._operations import BookLayout
+from ._replicas import ReplicaWait
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
@@ -31,14 +32,19 @@ class BookBase:
         namespace: str = "asyncbook",
         retention_versions: int = 8,
         retention: timedelta | None = DEFAULT_RETENTION,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
     ) -> None:
-        self.engine = self.engine_type(client, BookLayout(namespace, retention_versions, retention))
+        layout = BookLayout(namespace, retention_versions, retention)
+        self.engine = self.engine_type(client, layout, ReplicaWait(wait_replicas, wait_timeout_ms))
         self.client = client
         self.layout = self.engine.layout
         self.keys = self.layout.keys
         self.namespace = namespace
         self.retention_versions = self.layout.retention_versions
         self.retention = retention
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
 
     @classmethod
     def from_url(
@@ -48,10 +54,16 @@ class BookBase:
         namespace: str = "asyncbook",
         retention_versions: int = 8,
         retention: timedelta | None = DEFAULT_RETENTION,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
         **connection: Any,
     ) -> Self:
         """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://,
         redis+sentinel://); no connection is made until the first call.
+
+        ``wait_replicas`` > 0: each write waits (``WAIT``, in the write's round trip) for
+        that many replicas, up to ``wait_timeout_ms``, else raises ``NotReplicatedError``
+        (docs/redis.md, "Waiting for a replica", says which writes).
 
         ``connection`` overrides the client's options: redis-py's connection settings
         (``socket_timeout``, ``retry``...). Any other keyword raises ``TypeError`` naming
@@ -63,4 +75,6 @@ class BookBase:
             namespace=namespace,
             retention_versions=retention_versions,
             retention=retention,
+            wait_replicas=wait_replicas,
+            wait_timeout_ms=wait_timeout_ms,
         )

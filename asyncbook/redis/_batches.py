@@ -63,15 +63,21 @@ def create_many(engine: Engine, specs: Iterable[CreateSpec]) -> list[AsyncTask |
         pipe = engine.slot_client().pipeline(transaction=False)
         for _index, _id, _task, keys, args in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
+        waits = engine.wait.behind(pipe)  # wait_replicas: WAIT behind the batch
         replies = list(pipe.execute(raise_on_error=False))
+        acknowledged = replies.pop() if waits else None
         if any(isinstance(reply, NoScriptError) for reply in replies):
             # Nothing ran where NOSCRIPT came back: EVAL (runs and caches) those again.
             pipe = engine.slot_client().pipeline(transaction=False)
             for (_index, _id, _task, keys, args), reply in zip(calls, replies, strict=True):
                 if isinstance(reply, NoScriptError):
                     pipe.eval(script.source, len(keys), *keys, *args)
+            engine.wait.behind(pipe)
             again = iter(pipe.execute(raise_on_error=False))
             replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
+            acknowledged = next(again) if waits else None
+        if waits:
+            engine.wait.check(acknowledged)
     for (index, task_id, task, _keys, _args), reply in zip(calls, replies, strict=True):
         if isinstance(reply, ResponseError) and not script_error(reply):
             raise reply  # the server refused the call (OOM, READONLY): retry the batch
@@ -247,7 +253,12 @@ def _run_batch(
     that followed it (they would run first: out of order)."""
     script = engine.scripts.apply
     starts: dict[str, list[EventArgs]] = {}
-    pipe = node.pipeline(transaction=True)
+    waits = engine.wait.replicas > 0
+    # Waiting: MULTI ... EXEC then WAIT, sent by hand on one connection (redis-py's
+    # transaction pipeline can put nothing behind its EXEC).
+    pipe = node.pipeline(transaction=not waits)
+    if waits:
+        pipe.execute_command("MULTI")
     loads = 0
     if load_script:
         if calls:
@@ -265,8 +276,17 @@ def _run_batch(
     if extra is not None:
         extra_script, extra_keys, extra_args = extra
         pipe.evalsha(extra_script.sha, len(extra_keys), *extra_keys, *extra_args)
-    replies = list(pipe.execute(raise_on_error=False))
-    return replies[loads:]
+    if not waits:
+        return list(pipe.execute(raise_on_error=False))[loads:]
+    pipe.execute_command("EXEC")
+    pipe.wait(engine.wait.replicas, engine.wait.timeout_ms)
+    *_queued, executed, acknowledged = pipe.execute(raise_on_error=False)
+    if isinstance(executed, Exception):
+        raise executed
+    replies = list(executed)[loads:]
+    if not any(isinstance(reply, NoScriptError) for reply in replies):
+        engine.wait.check(acknowledged)  # else apply_many sends it again, WAIT behind
+    return replies
 
 
 def end_stalled(

@@ -76,7 +76,13 @@ def async_retry_policy(retries: int = 5) -> redis.asyncio.retry.Retry:
     )
 
 
-BOOK_SETTINGS = ("namespace", "retention_versions", "retention")
+BOOK_SETTINGS = (
+    "namespace",
+    "retention_versions",
+    "retention",
+    "wait_replicas",
+    "wait_timeout_ms",
+)
 """The keywords of a book's ``from_url`` that are the book's own, not the client's."""
 
 

@@ -28,6 +28,7 @@ from ._operations import BookLayout
 from ._pending import settle
 from ._plan import Command, Plan, Request, ScriptCall, Settle, run
 from ._publish_fields import kept_message_of, publish_fields
+from ._replicas import ReplicaWait
 from ._script_args import ApplyArgs, CreateArgs
 from ._scripts import BookScript, BookScripts, with_helpers
 
@@ -46,16 +47,22 @@ class EngineBase:
     asyncio: ClassVar[bool] = False
     """True for an engine on a ``redis.asyncio`` client."""
 
-    def __init__(self, client: Any, layout: BookLayout) -> None:
+    def __init__(self, client: Any, layout: BookLayout, wait: ReplicaWait | None = None) -> None:
         self.client = client
+        self.wait = wait or ReplicaWait()
+        """How many replicas a write waits for (``wait_replicas``)."""
         self.layout = layout
         self.keys = layout.keys
         self.namespace = layout.namespace
-        self.scripts = BookScripts.register(client)
+        self.scripts = BookScripts.register(client, self.wait, self.script_node)
         self.stream_groups: set[tuple[str, str]] = set()
         """(stream, consumer group) pairs known to exist (``_outbox``)."""
         self.prune_from: dict[str, str] = {}
         """Where the next prune resumes, per index (``_batches.prune``)."""
+
+    def script_node(self) -> Any:
+        """The client a script's pipeline with WAIT goes to (``Engine``: the slot's node)."""
+        return self.client
 
     def script(self, name: str) -> BookScript:
         """The book's script ``name`` (a ``BookScripts`` field)."""
@@ -162,6 +169,10 @@ class Engine(EngineBase):
         """apply.lua's reply to one call, with the task's info block."""
         return self.run(operations.apply_one(self.layout, keys, args))
 
+    def script_node(self) -> Any:
+        """The slot client (``slot_client``)."""
+        return self.slot_client()
+
     def slot_client(self) -> Any:
         """A client for pipelines: on a Cluster, the node owning the book's one slot.
 
@@ -177,7 +188,7 @@ class Engine(EngineBase):
         """A script of the caller's, registered on the slot client (no round trip until
         first use)."""
         client = self.slot_client()
-        return BookScript(client.register_script(source), client)
+        return BookScript(client.register_script(source), client, self.wait, self.slot_client)
 
     def register_with_helpers(self, source: str) -> BookScript:
         """``register`` of ``source`` with the task helpers and ``apply_event`` in front."""

@@ -162,14 +162,20 @@ def _run_scripts(engine: Engine, calls: Sequence[_Script]) -> list[Any]:
     pipe = engine.slot_client().pipeline(transaction=False)
     for name, keys, args in calls:
         pipe.evalsha(scripts[name].sha, len(keys), *keys, *args)
+    waits = engine.wait.behind(pipe)  # wait_replicas: WAIT behind the batch
     replies = list(pipe.execute(raise_on_error=False))
+    acknowledged = replies.pop() if waits else None
     if any(isinstance(reply, NoScriptError) for reply in replies):
         pipe = engine.slot_client().pipeline(transaction=False)
         for (name, keys, args), reply in zip(calls, replies, strict=True):
             if isinstance(reply, NoScriptError):
                 pipe.eval(scripts[name].source, len(keys), *keys, *args)
+        engine.wait.behind(pipe)
         again = iter(pipe.execute(raise_on_error=False))
         replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
+        acknowledged = next(again) if waits else None
+    if waits:
+        engine.wait.check(acknowledged)
     return replies
 
 

@@ -4,7 +4,7 @@ their statuses. Each script's ARGV record lives in ``_script_args``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
+from ._replicas import ReplicaWait
 from ._script_args import SCRIPT_ARGS
 
 __all__ = [
@@ -112,9 +113,19 @@ class BookScript:
     runs, and caches the script for the next EVALSHA.
     """
 
-    def __init__(self, script: Script, client: Any) -> None:
+    def __init__(
+        self,
+        script: Script,
+        client: Any,
+        wait: ReplicaWait | None = None,
+        node: Callable[[], Any] | None = None,
+    ) -> None:
         self.script = script
         self.client = client
+        self.wait = wait
+        """With replicas to wait for: each call sends WAIT behind it (``_replicas``)."""
+        self.node = node or (lambda: client)
+        """The client that pipeline goes to (on a Cluster, the node of the book's slot)."""
 
     @property
     def sha(self) -> str:
@@ -127,6 +138,8 @@ class BookScript:
         return str(self.script.script)
 
     def __call__(self, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+        if self.wait is not None and self.wait.replicas:
+            return self.wait.call(self.node(), self.sha, self.source, keys, args)
         try:
             return self.client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
@@ -157,11 +170,19 @@ class BookScripts:
     retry: BookScript
 
     @classmethod
-    def register(cls, client: Any) -> BookScripts:
-        """Register every script on ``client`` (no round trip until first use)."""
+    def register(
+        cls, client: Any, wait: ReplicaWait | None = None, node: Callable[[], Any] | None = None
+    ) -> BookScripts:
+        """Register every script on ``client`` (no round trip until first use); the
+        writing ones wait for replicas as ``wait`` says, in a pipeline on ``node()``."""
         return cls(
             **{
-                name: BookScript(client.register_script(load_source(f"{name}.lua")), client)
+                name: BookScript(
+                    client.register_script(load_source(f"{name}.lua")),
+                    client,
+                    None if wait is None or not wait.waits_after(name) else wait,
+                    node,
+                )
                 for name in SCRIPT_ARGS
             }
         )

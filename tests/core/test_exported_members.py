@@ -36,6 +36,7 @@ EXPORTS = {
         "MemoryBook",
         "MinuteStats",
         "NameTotals",
+        "NotReplicatedError",
         "Notification",
         "ProgressEvent",
         "PublishInfo",

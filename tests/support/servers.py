@@ -56,3 +56,28 @@ def redis_server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+
+
+@contextmanager
+def primary_and_replica(
+    folder: Path,
+) -> Iterator[tuple[redis.Redis, redis.Redis, subprocess.Popen[bytes]]]:
+    """A loopback redis-server and a replica of it (``--replicaof``), linked and in sync:
+    clients of both and the replica's process; both stopped after."""
+    primary_port, replica_port = free_port(), free_port()
+    with (
+        redis_server(folder / "primary", "--port", str(primary_port)),
+        redis_server(
+            folder / "replica",
+            "--port", str(replica_port),
+            "--replicaof", "127.0.0.1", str(primary_port),
+        ) as replica_process,
+    ):  # fmt: skip
+        primary, replica = redis.Redis(port=primary_port), redis.Redis(port=replica_port)
+        wait_until(lambda: replica.info("replication")["master_link_status"] == "up")
+        wait_until(lambda: primary.info("replication")["connected_slaves"] == 1)
+        try:
+            yield primary, replica, replica_process
+        finally:
+            primary.close()
+            replica.close()

@@ -1,0 +1,70 @@
+"""Waiting for replicas: a book's ``wait_replicas`` setting sends ``WAIT n timeout``
+right after each of its writing scripts, in the same pipeline (one round trip, on the
+connection that wrote), and refuses the answer if fewer replicas acknowledged it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+from ..errors import NotReplicatedError
+
+__all__ = ["READING_SCRIPTS", "ReplicaWait"]
+
+READING_SCRIPTS = frozenset({"get", "get_many", "info", "resume", "search", "stats", "workers"})
+"""The book's scripts that only read: no WAIT after them."""
+
+
+@dataclass(frozen=True)
+class ReplicaWait:
+    """How many replicas a write waits for (0: none, no WAIT sent) and for how long."""
+
+    replicas: int = 0
+    timeout_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        for name, value in (("wait_replicas", self.replicas), ("wait_timeout_ms", self.timeout_ms)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative int, not {value!r}")
+        if self.replicas and not self.timeout_ms:
+            raise ValueError("wait_timeout_ms must be positive (0 would wait for ever)")
+
+    def waits_after(self, script_name: str) -> bool:
+        """True if a call of the book's script ``script_name`` is followed by WAIT."""
+        return self.replicas > 0 and script_name not in READING_SCRIPTS
+
+    def call(
+        self, client: Any, sha: str, source: str, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """The script's reply, sent on ``client`` with ``WAIT`` behind it in one pipeline
+        (one connection); ``NotReplicatedError`` if too few replicas acknowledged it."""
+        for use_source in (False, True):  # NOSCRIPT: nothing ran, EVAL it again
+            pipe = client.pipeline(transaction=False)
+            if use_source:
+                pipe.eval(source, len(keys), *keys, *args)
+            else:
+                pipe.evalsha(sha, len(keys), *keys, *args)
+            pipe.wait(self.replicas, self.timeout_ms)
+            reply, acknowledged = pipe.execute(raise_on_error=False)
+            if not isinstance(reply, NoScriptError):
+                break
+        if isinstance(reply, Exception):
+            raise reply
+        self.check(acknowledged)
+        return reply
+
+    def behind(self, pipe: Any) -> bool:
+        """Put WAIT at the end of ``pipe`` if writes wait; True if it did."""
+        if self.replicas:
+            pipe.wait(self.replicas, self.timeout_ms)
+        return self.replicas > 0
+
+    def check(self, acknowledged: Any) -> None:
+        """Raise ``NotReplicatedError`` if WAIT's reply counts fewer replicas than asked."""
+        if isinstance(acknowledged, Exception):
+            raise acknowledged
+        if int(acknowledged) < self.replicas:
+            raise NotReplicatedError(self.replicas, int(acknowledged), self.timeout_ms)
