@@ -10,7 +10,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from ..errors import NotReplicatedError
+from ..errors import NotReplicatedError, invalid
 
 __all__ = ["READING_SCRIPTS", "ReplicaWait"]
 
@@ -28,9 +28,11 @@ class ReplicaWait:
     def __post_init__(self) -> None:
         for name, value in (("wait_replicas", self.replicas), ("wait_timeout_ms", self.timeout_ms)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a non-negative int, not {value!r}")
+                raise invalid(f"{name} must be a non-negative int, not {value!r}", field=name)
         if self.replicas and not self.timeout_ms:
-            raise ValueError("wait_timeout_ms must be positive (0 would wait for ever)")
+            raise invalid(
+                "wait_timeout_ms must be positive (0 would wait for ever)", field="wait_timeout_ms"
+            )
 
     def waits_after(self, script_name: str) -> bool:
         """True if a call of the book's script ``script_name`` is followed by WAIT."""
