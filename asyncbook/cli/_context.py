@@ -18,7 +18,7 @@ from rich.console import Console
 
 from .._models import AsyncTask
 from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError
-from ..redis import DEFAULT_REDIS_URL, RedisBook
+from ..redis import BROKER_SETTING, DEFAULT_REDIS_URL, RedisBook
 
 __all__ = [
     "EXIT_NOT_FOUND",
@@ -84,6 +84,20 @@ def emit_json(data: Any) -> None:
 def rich_console() -> Console:
     """A rich console for tables: soft-wrapped, no guessing of highlights."""
     return Console(soft_wrap=True, highlight=False)
+
+
+def broker_option(command: FC) -> FC:
+    """The ``--broker`` option (env ``ASYNCBOOK_BROKER_URL``) of every command that reads
+    or sends to the Celery broker."""
+    return click.option(
+        "--broker",
+        "broker_url",
+        envvar=BROKER_SETTING,
+        default=None,
+        metavar="URL",
+        help="The Celery broker (redis://, rediss://, unix:// or amqp://): its queues are "
+        f"read and retries are sent to it (env {BROKER_SETTING}).",
+    )(command)
 
 
 def json_option(command: FC) -> FC:

@@ -28,7 +28,15 @@ from .._queues import (
 from ..errors import AsyncBookError
 from ..redis import RedisBroker
 from ._console_units import span
-from ._context import GroupOptions, book_errors, emit_json, fail, json_option, rich_console
+from ._context import (
+    GroupOptions,
+    book_errors,
+    broker_option,
+    emit_json,
+    fail,
+    json_option,
+    rich_console,
+)
 
 __all__ = ["COMMANDS", "broker_for", "broker_options"]
 
@@ -77,15 +85,7 @@ def broker_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="The queue asyncbook.sweep and asyncbook.deliver go to (the Celery setting "
         "asyncbook_queue; env ASYNCBOOK_QUEUE).",
     )(command)
-    return click.option(
-        "--broker",
-        "broker_url",
-        envvar="ASYNCBOOK_BROKER_URL",
-        default=None,
-        metavar="URL",
-        help="The Celery broker: its queues are read (redis://, rediss://, unix:// or "
-        "amqp://) and retries are sent to it (env ASYNCBOOK_BROKER_URL).",
-    )(command)
+    return broker_option(command)
 
 
 @click.command()

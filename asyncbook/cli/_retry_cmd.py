@@ -11,23 +11,19 @@ from .._console import TaskQuery
 from ..redis import BROKER_SETTING, RETRYABLE_STATES, Retrier, RetryResult
 from ._audit_cmd import cli_actor
 from ._console_units import naming_options, when_option
-from ._context import EXIT_NOT_FOUND, GroupOptions, book_errors, emit_json, fail, json_option
+from ._context import (
+    EXIT_NOT_FOUND,
+    GroupOptions,
+    book_errors,
+    broker_option,
+    emit_json,
+    fail,
+    json_option,
+)
 
-__all__ = ["COMMANDS", "broker_option"]
+__all__ = ["COMMANDS"]
 
 _FILTERS = ("name", "state", "worker", "q", "since_ms", "until_ms", "after")
-
-
-def broker_option(command: Any) -> Any:
-    """The ``--broker`` option (env ``ASYNCBOOK_BROKER_URL``): where retries are sent."""
-    return click.option(
-        "--broker",
-        "broker_url",
-        envvar=BROKER_SETTING,
-        default=None,
-        metavar="URL",
-        help=f"The Celery broker that retries are sent to (env {BROKER_SETTING}).",
-    )(command)
 
 
 @click.command("retry")

@@ -4,22 +4,16 @@ task info."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
 from ._audit_api import AuditApi
 from ._cancel import CANCEL_BODY_LIMIT
 from ._paths import TASKS
 from ._retry import RetryApi, RetryBatch, RetryOutcome, RetryQuery, RetryRefusal, RetryRequest
-from ._routes import Answer, Operation, Page
+from ._routes import Operation, Page, json_answer
 from ._schemas import AuditList, AuditQuery, Error, TaskIdPath
 
 __all__ = ["audit_operations", "retry_operations"]
 
 Table = list[Operation | Page]
-
-
-def _json(model: type[BaseModel], description: str) -> Answer:
-    return Answer(description, model)
 
 
 _AUDIT_HELP = (
@@ -36,8 +30,8 @@ def audit_operations(api: AuditApi) -> Table:
             api.task_audit,
             "A task's audit entries, newest first",
             {
-                200: _json(AuditList, "Its entries (none for a task never changed by hand)"),
-                400: _json(Error, "A bad `since` or `limit`"),
+                200: json_answer(AuditList, "Its entries (none for a task never changed by hand)"),
+                400: json_answer(Error, "A bad `since` or `limit`"),
             },
             description=_AUDIT_HELP,
             query=AuditQuery,
@@ -48,7 +42,10 @@ def audit_operations(api: AuditApi) -> Table:
             "GET /api/audit",
             api.audit,
             "Every task's audit entries, newest first",
-            {200: _json(AuditList, "The entries"), 400: _json(Error, "A bad `since` or `limit`")},
+            {
+                200: json_answer(AuditList, "The entries"),
+                400: json_answer(Error, "A bad `since` or `limit`"),
+            },
             description=_AUDIT_HELP,
             query=AuditQuery,
         ),
@@ -72,11 +69,11 @@ _BULK_RETRY_HELP = (
 def retry_operations(retry: RetryApi) -> Table:
     """Retry: a task, or a search's tasks, sent again (only over a book that keeps info)."""
     common = {
-        403: _json(
+        403: json_answer(
             Error, "Another site's request (`cross-site`) or no operator role (`forbidden`)"
         ),
-        413: _json(Error, f"A body larger than {CANCEL_BODY_LIMIT} bytes"),
-        415: _json(Error, "A body that is not sent as JSON"),
+        413: json_answer(Error, f"A body larger than {CANCEL_BODY_LIMIT} bytes"),
+        415: json_answer(Error, "A body that is not sent as JSON"),
     }
     return [
         Operation.at(
@@ -84,15 +81,15 @@ def retry_operations(retry: RetryApi) -> Table:
             retry.retry_task,
             "Run a failed, expired or cancelled task again, as a new task",
             {
-                200: _json(RetryOutcome, "Sent again: `retriedAs` is the new task"),
-                400: _json(Error, "A bad reason (field `reason`) or body (field `body`)"),
-                404: _json(RetryRefusal, "No such task; code `not-found`"),
-                409: _json(
+                200: json_answer(RetryOutcome, "Sent again: `retriedAs` is the new task"),
+                400: json_answer(Error, "A bad reason (field `reason`) or body (field `body`)"),
+                404: json_answer(RetryRefusal, "No such task; code `not-found`"),
+                409: json_answer(
                     RetryRefusal,
                     "Not retried: `not-retryable` (its state), `already-retried` "
                     "(`retriedAs`), `no-message` or `message-too-large` (the setting named)",
                 ),
-                503: _json(
+                503: json_answer(
                     RetryRefusal,
                     "No broker (`no-broker`), or the broker did not take the message "
                     "(`not-sent`: the new task was cancelled)",
@@ -109,9 +106,9 @@ def retry_operations(retry: RetryApi) -> Table:
             retry.retry_search,
             "Run the tasks a search finds again (failed by default)",
             {
-                200: _json(RetryBatch, "One outcome per task found"),
-                400: _json(Error, "A bad parameter or body; `field` names it"),
-                503: _json(Error, "No broker (`no-broker`)"),
+                200: json_answer(RetryBatch, "One outcome per task found"),
+                400: json_answer(Error, "A bad parameter or body; `field` names it"),
+                503: json_answer(Error, "No broker (`no-broker`)"),
                 **common,
             },
             description=_BULK_RETRY_HELP,

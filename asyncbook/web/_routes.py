@@ -32,6 +32,7 @@ __all__ = [
     "Page",
     "RawRoute",
     "open_paths",
+    "json_answer",
     "page_paths",
     "starlette_routes",
 ]
@@ -48,6 +49,11 @@ class Answer:
     model: type[BaseModel] | None = None
     media: str | None = "application/json"
     headers: Mapping[str, Any] = field(default_factory=dict)
+
+
+def json_answer(model: type[BaseModel], description: str) -> Answer:
+    """A documented JSON answer whose body is ``model``."""
+    return Answer(description, model)
 
 
 ERROR = Answer("An error", Error)

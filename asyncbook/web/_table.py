@@ -28,7 +28,7 @@ from ._operator_table import audit_operations, retry_operations
 from ._paths import GROUP_PAGES, GROUPS, TASKS
 from ._queues import REUSE_SECONDS, QueuesApi
 from ._retry import RetryApi
-from ._routes import ERROR, SSE, Answer, Operation, Page
+from ._routes import ERROR, SSE, Answer, Operation, Page, json_answer
 from ._schemas import (
     CancelRefusal,
     CancelRequest,
@@ -141,11 +141,7 @@ _HEALTH_HELP = (
 )
 
 
-def _json(model: type[BaseModel], description: str) -> Answer:
-    return Answer(description, model)
-
-
-_FORBIDDEN = _json(Forbidden, "A change needs the operator role (`role`); code `forbidden`")
+_FORBIDDEN = json_answer(Forbidden, "A change needs the operator role (`role`); code `forbidden`")
 
 
 def _task_operations(status: StatusApp) -> Table:
@@ -157,7 +153,7 @@ def _task_operations(status: StatusApp) -> Table:
             "GET /api/tasks",
             status.list_tasks,
             _LISTING,
-            {200: _json(TaskList, "One page (tasks without history)"), 400: ERROR},
+            {200: json_answer(TaskList, "One page (tasks without history)"), 400: ERROR},
             description=_SEARCH_HELP if status.console else None,
             query=listing,
         ),
@@ -165,14 +161,14 @@ def _task_operations(status: StatusApp) -> Table:
             "GET /api/tasks/{id}",
             status.get_task,
             "The task, with its history (and its `info`, when kept)",
-            {200: _json(task, "The task"), 400: ERROR, 404: ERROR},
+            {200: json_answer(task, "The task"), 400: ERROR, 404: ERROR},
             **ids,
         ),
         Operation.at(
             "GET /api/tasks/{id}/events",
             status.events,
             "Resume from a version: caught-up, delta or snapshot",
-            {200: _json(ResumeResult, "The resume"), 400: ERROR, 404: ERROR},
+            {200: json_answer(ResumeResult, "The resume"), 400: ERROR, 404: ERROR},
             query=CursorQuery,
             **ids,
         ),
@@ -191,11 +187,11 @@ def _task_operations(status: StatusApp) -> Table:
             status.deliver,
             "Hand the result over once per idempotency key",
             {
-                200: _json(DeliveryResult, "Delivered (or delivered before)"),
+                200: json_answer(DeliveryResult, "Delivered (or delivered before)"),
                 400: ERROR,
                 404: ERROR,
                 403: _FORBIDDEN,
-                409: _json(Error, "Key used for another task, or no result"),
+                409: json_answer(Error, "Key used for another task, or no result"),
             },
             headers=DeliveryHeaders,
             **ids,
@@ -205,25 +201,25 @@ def _task_operations(status: StatusApp) -> Table:
             status.cancel,
             "Cancel a queued or running task",
             {
-                200: _json(
+                200: json_answer(
                     CallbackResult,
                     "Cancelled (reason `cancelled`), or cancelled before (`duplicate-cancel`)",
                 ),
-                400: _json(Error, "A bad reason (field `reason`) or body (field `body`)"),
-                403: _json(
+                400: json_answer(Error, "A bad reason (field `reason`) or body (field `body`)"),
+                403: json_answer(
                     Forbidden,
                     "The read role (code `forbidden`, `role`: the role needed), or sent "
                     "from another site (code `cross-site`)",
                 ),
-                404: _json(Error, "No such task"),
-                405: _json(Error, "Another method (`Allow: POST`)"),
-                409: _json(
+                404: json_answer(Error, "No such task"),
+                405: json_answer(Error, "Another method (`Allow: POST`)"),
+                409: json_answer(
                     CancelRefusal,
                     "Not cancelled: the task had ended otherwise (`terminal-conflict`), "
                     "or its deadline had passed and it expired (`expired`)",
                 ),
-                413: _json(Error, f"A body larger than {CANCEL_BODY_LIMIT} bytes"),
-                415: _json(Error, "A body that is not sent as JSON"),
+                413: json_answer(Error, f"A body larger than {CANCEL_BODY_LIMIT} bytes"),
+                415: json_answer(Error, "A body that is not sent as JSON"),
             },
             description=_CANCEL_HELP,
             body=CancelRequest,
@@ -233,7 +229,7 @@ def _task_operations(status: StatusApp) -> Table:
 
 
 def _group_operations(status: StatusApp) -> Table:
-    no_group = _json(Error, "No such group; code `not-found`")
+    no_group = json_answer(Error, "No such group; code `not-found`")
     ids: dict[str, Any] = {"path_params": GroupIdPath, "raw": GROUPS}
     return [
         Operation.at(
@@ -241,8 +237,8 @@ def _group_operations(status: StatusApp) -> Table:
             status.get_group,
             "A group: counts by state, mean progress, and its first members",
             {
-                200: _json(GroupDetail, "The group"),
-                400: _json(Error, "A bad id (field `groupId`) or `limit`"),
+                200: json_answer(GroupDetail, "The group"),
+                400: json_answer(Error, "A bad id (field `groupId`) or `limit`"),
                 404: no_group,
             },
             **ids,
@@ -268,8 +264,8 @@ def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesAp
             queues.queues,
             "The broker's queues: ready, per priority, unacked, the oldest's age",
             {
-                200: _json(QueuesReport, "The queues, and asyncbook's own with the sweep"),
-                400: _json(Error, "A bad `queue` or `limit`; `field` names it"),
+                200: json_answer(QueuesReport, "The queues, and asyncbook's own with the sweep"),
+                400: json_answer(Error, "A bad `queue` or `limit`; `field` names it"),
             },
             description=_QUEUES_HELP,
             query=QueuesQuery,
@@ -279,8 +275,8 @@ def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesAp
             console.search,
             "Search tasks: filters, sort, and totals per state for the filter",
             {
-                200: _json(SearchPage, "One page, and totals per state"),
-                400: _json(Error, "A bad parameter; `field` names it"),
+                200: json_answer(SearchPage, "One page, and totals per state"),
+                400: json_answer(Error, "A bad parameter; `field` names it"),
             },
             description=_SEARCH_PAGE_HELP,
             query=SearchQuery,
@@ -295,7 +291,7 @@ def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesAp
                     media="text/csv",
                     headers={NEXT_AFTER_HEADER: _NEXT_AFTER},
                 ),
-                400: _json(Error, "A bad parameter; `field` names it"),
+                400: json_answer(Error, "A bad parameter; `field` names it"),
             },
             description=_SEARCH_CSV_HELP,
             query=SearchCsvQuery,
@@ -304,14 +300,20 @@ def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesAp
             "GET /api/workers",
             console.workers,
             "Workers seen recently, most recently seen first",
-            {200: _json(WorkerList, "The workers"), 400: _json(Error, "A bad `within`")},
+            {
+                200: json_answer(WorkerList, "The workers"),
+                400: json_answer(Error, "A bad `within`"),
+            },
             query=WorkersQuery,
         ),
         Operation.at(
             "GET /api/stats",
             console.stats,
             "Per-minute counts and runtime percentiles over a window ending now",
-            {200: _json(TaskStats, "The stats"), 400: _json(Error, "A bad `name` or `window`")},
+            {
+                200: json_answer(TaskStats, "The stats"),
+                400: json_answer(Error, "A bad `name` or `window`"),
+            },
             description=_STATS_HELP,
             query=StatsQuery,
         ),
@@ -319,7 +321,7 @@ def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesAp
             "GET /api/names",
             console.names,
             "Task names seen within the book's retention, sorted",
-            {200: _json(NameList, "The names")},
+            {200: json_answer(NameList, "The names")},
         ),
     ]
 
@@ -343,7 +345,7 @@ def _signin_operations(login: Login) -> Table:
                 303: Answer("Signed in: a session cookie, then `next`", media=None),
                 401: Answer("Not the token: the form again", media=None),
                 403: ERROR,
-                413: _json(Error, f"A body larger than {LOGIN_BODY_LIMIT} bytes"),
+                413: json_answer(Error, f"A body larger than {LOGIN_BODY_LIMIT} bytes"),
                 429: Answer(
                     "Too many failed attempts from this address",
                     media=None,
