@@ -4,6 +4,12 @@ A publisher's create need not hold up ``apply_async``: each is written to a conn
 of the sender's own at once (Redis runs it a network hop later) and its answer is read
 later, in order, a batch at a time (``collect``). Nothing waits for a round trip, and no
 thread is involved.
+
+When the book waits for replicas (``wait_replicas``), a ``WAIT`` follows the creates on the
+same connection (one behind every ``_READ_AFTER`` creates, and one behind the last before
+``collect`` reads): a create is acknowledged when the answer of the ``WAIT`` behind it is
+read. One that counted too few replicas leaves its creates unacknowledged: they are handed
+back by ``take_unanswered`` with those an outage left unanswered, to be sent again.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import CreateSpec
-from ..errors import AsyncBookError, task_exists
+from ..errors import AsyncBookError, NotReplicatedError, task_exists
 from ._connection import RedisUnavailableError
 from ._engine import Engine
 from ._replies import status_of
@@ -33,6 +39,7 @@ log = logging.getLogger(__name__)
 _READ_AFTER = 64
 """Answers left unread before ``send`` reads those that have arrived."""
 _OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
+_Sent = tuple[CreateSpec, list[str], list[str]]
 
 
 class CreateSender:
@@ -40,7 +47,9 @@ class CreateSender:
 
     ``send`` raises ``RedisUnavailableError`` when it could not write (then the creates
     written and not yet answered are handed back by ``take_unanswered``: each may or may
-    not have run, and a create with ``exist_ok`` can be sent again safely).
+    not have run, and a create with ``exist_ok`` can be sent again safely). With
+    ``wait_replicas``, so are the creates a ``WAIT`` found on too few replicas (each
+    ran on the primary; a failover may lose it).
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -48,7 +57,12 @@ class CreateSender:
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._connection: Any = None
-        self._unanswered: deque[tuple[CreateSpec, list[str], list[str]]] = deque()
+        self._unanswered: deque[_Sent | None] = deque()
+        """What was written and not answered: creates, and None for a ``WAIT``."""
+        self._unconfirmed: list[CreateSpec] = []
+        """Creates answered, the ``WAIT`` behind them not yet (``wait_replicas``)."""
+        self._uncovered = 0
+        """Creates written since the last ``WAIT``."""
         self._lost: list[CreateSpec] = []
 
     def send(self, spec: CreateSpec) -> None:
@@ -65,12 +79,21 @@ class CreateSender:
                 self._drop_connection()
                 raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
             self._unanswered.append((spec, keys, args))
+            if self.engine.wait.replicas:
+                self._uncovered += 1
+                if self._uncovered >= _READ_AFTER:
+                    try:
+                        self._send_wait()
+                    except _OUTAGE as error:
+                        self._outage(error)
+                        return
             if len(self._unanswered) >= _READ_AFTER:
                 self._read(block=False)
 
     def pending(self) -> bool:
-        """True while creates were written and their answers not read."""
-        return bool(self._unanswered)
+        """True while creates were written and their answers (or, with
+        ``wait_replicas``, their ``WAIT``'s) not read."""
+        return bool(self._unanswered) or bool(self._unconfirmed)
 
     def collect(self) -> None:
         """Read every answer still due (waits for them); errors are logged."""
@@ -94,6 +117,8 @@ class CreateSender:
         if os.getpid() != self._pid:  # a forked child: the parent's socket is not ours
             self._pid, self._connection = os.getpid(), None
             self._unanswered.clear()
+            self._unconfirmed.clear()
+            self._uncovered = 0
         if self._connection is None:
             pool = self.engine.slot_client().connection_pool
             connection = pool.make_connection()
@@ -118,21 +143,64 @@ class CreateSender:
             with contextlib.suppress(*_OUTAGE):
                 self._connection.disconnect()
         self._connection = None
-        self._lost.extend(spec for spec, _keys, _args in self._unanswered)
+        self._lost.extend(self._unconfirmed)
+        self._lost.extend(sent[0] for sent in self._unanswered if sent is not None)
         self._unanswered.clear()
+        self._unconfirmed.clear()
+        self._uncovered = 0
+
+    def _outage(self, error: BaseException) -> None:
+        log.warning("asyncbook: %d create(s) unanswered: %r", len(self._unanswered), error)
+        self._drop_connection()
+
+    def _send_wait(self) -> None:
+        """Write ``WAIT`` behind the creates written so far (``wait_replicas``)."""
+        wait = self.engine.wait
+        self._connection.send_command("WAIT", wait.replicas, wait.timeout_ms, check_health=False)
+        self._unanswered.append(None)
+        self._uncovered = 0
+
+    def _confirm(self, acknowledged: Any) -> None:
+        """Read a ``WAIT``'s reply: the creates answered before it are acknowledged, or,
+        on too few replicas, handed back to be sent again."""
+        try:
+            self.engine.wait.check(acknowledged)
+        except (NotReplicatedError, ResponseError) as error:
+            log.warning(
+                "asyncbook: %d create(s) not acknowledged, to be sent again: %s",
+                len(self._unconfirmed),
+                error,
+            )
+            self._lost.extend(self._unconfirmed)
+        self._unconfirmed.clear()
 
     def _read(self, *, block: bool) -> None:
         """Read answers in order: all of them (``block``) or those already here."""
         script = self.engine.scripts.create
+        waits = self.engine.wait.replicas > 0
+        if block and self._uncovered and self._connection is not None:
+            try:
+                self._send_wait()
+            except _OUTAGE as error:
+                self._outage(error)
+                return
         while self._unanswered:
             connection = self._connection
-            spec, keys, args = self._unanswered[0]
+            sent = self._unanswered[0]
             popped = False
             try:
                 if not block and not connection.can_read(timeout=0):
                     return
                 self._unanswered.popleft()
                 popped = True
+                if sent is None:
+                    try:
+                        acknowledged: Any = connection.read_response()
+                    except ResponseError as error:
+                        acknowledged = error
+                    self._confirm(acknowledged)
+                    continue
+                spec, keys, args = sent
                 try:
                     reply = connection.read_response(disable_decoding=True)
                 except NoScriptError:
@@ -140,25 +208,30 @@ class CreateSender:
                     connection.send_command(
                         "EVAL", script.source, len(keys), *keys, *args, check_health=False
                     )
-                    self._unanswered.append((spec, keys, args))
+                    self._unanswered.append(sent)
+                    popped = False
+                    if waits:
+                        self._send_wait()
                     continue
                 except ResponseError as error:
                     log.error("asyncbook: task %s could not be created: %s", spec.id, error)
                     continue
             except _OUTAGE as error:
                 if popped:
-                    self._unanswered.appendleft((spec, keys, args))  # its answer was lost too
-                log.warning("asyncbook: %d create(s) unanswered: %r", len(self._unanswered), error)
-                self._drop_connection()
+                    self._unanswered.appendleft(sent)  # its answer was lost too
+                self._outage(error)
                 return
-            _check(spec, reply)
+            if _check(spec, reply) and waits:
+                self._unconfirmed.append(spec)
 
 
-def _check(spec: CreateSpec, reply: Any) -> None:
+def _check(spec: CreateSpec, reply: Any) -> bool:
     """Log a create the book refused (the same reading of create.lua's answer as
-    ``create``)."""
+    ``create``); True if it did not."""
     try:
         if status_of(spec.id, reply) == ScriptStatus.CONFLICT:
             raise task_exists(spec.id)
     except AsyncBookError as error:
         log.error("asyncbook: task %s could not be created: %s", spec.id, error)
+        return False
+    return True
