@@ -31,8 +31,10 @@ import functools
 import logging
 import math
 import threading
+import time
+from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import states
 from celery.backends.redis import RedisBackend, SentinelBackend
@@ -48,7 +50,7 @@ from .._book import (
     ScriptedWrite,
 )
 from .._models import CallbackResult, CancelEvent, FailEvent, SucceedEvent
-from ..errors import AsyncBookError, UnknownTaskError
+from ..errors import AsyncBookError, NotReplicatedError, UnknownTaskError
 from ..redis import EventOutcome
 from ._execution_args import ExecutionArgs
 from ._integration import Integration
@@ -269,11 +271,14 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
 
         name, group = getattr(request, "task", None), getattr(request, "group", None)
 
-        def write() -> ScriptedAnswer:
+        def write_once() -> ScriptedAnswer:
             return self.ensure(  # type: ignore[no-any-return]
                 lambda: fused.apply(ScriptedWrite(task_id, events, meta_key, args, name, group)),
                 (),
             )
+
+        def write() -> ScriptedAnswer:
+            return _until_replicated(write_once, integration.settings.retry_for)
 
         try:
             try:
@@ -348,6 +353,26 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         if key not in self._warned:
             self._warned.add(key)
             logger.warning(message, *args)
+
+
+_T = TypeVar("_T")
+
+
+def _until_replicated(call: Callable[[], _T], retry_for: float) -> _T:
+    """``call()``, sent again with backoff while it reaches too few replicas
+    (``asyncbook_wait_replicas``: it ran on the primary, and callback ids make the resend
+    safe), for at most ``retry_for`` seconds; then its ``NotReplicatedError``."""
+    deadline = time.monotonic() + retry_for
+    delay = 0.05
+    while True:
+        try:
+            return call()
+        except NotReplicatedError as error:
+            if time.monotonic() + delay > deadline:
+                raise
+            logger.warning("asyncbook: %s; sending it again in %.2f s", error, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def _expired(task_id: str) -> TaskExpired:

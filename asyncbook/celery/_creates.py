@@ -81,6 +81,10 @@ class Creates:
             self._queue_all([spec, *sender.take_unanswered()])
         except AsyncBookError as error:
             logger.error("asyncbook: task %s could not be created: %s", spec.id, error)
+        else:
+            lost = sender.take_unanswered()  # an outage, or too few replicas, met them
+            if lost:
+                self._queue_all(lost)
 
     def _queue_all(self, specs: list[CreateSpec]) -> None:
         """Hand ``specs`` to the thread, which sends them with retries."""

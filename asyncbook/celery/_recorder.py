@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 
 from .._book import ApplyItem, AsyncBook, EventInput
 from .._models import CallbackResult
-from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError
+from ..errors import AsyncBookError, BookUnavailableError, NotReplicatedError, UnknownTaskError
 from ..redis import EventOutcome
 
 __all__ = ["Recorder", "Taken", "retrying"]
@@ -47,7 +47,9 @@ _REMEMBERED = 4096
 _MAX_BATCH = 500
 _DEADLINE_GRACE_MS = 60_000
 """How long past its deadline (by this host's clock) an event is still held: clocks differ."""
-_OUTAGE = (BookUnavailableError, RedisError, OSError)
+_OUTAGE = (BookUnavailableError, NotReplicatedError, RedisError, OSError)
+"""What is retried: the book did not answer, or a write reached too few replicas
+(``asyncbook_wait_replicas``; it may have run: callback ids make the resend safe)."""
 
 
 def retrying(

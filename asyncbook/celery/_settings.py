@@ -55,6 +55,12 @@ def _message_limit(value: Any) -> int:
     return value
 
 
+def _count(value: Any, name: str, minimum: int) -> int:
+    if type(value) is not int or value < minimum:
+        raise invalid(f"{name} must be a whole number >= {minimum}", field=name)
+    return value
+
+
 def _names(value: Any) -> tuple[str, ...]:
     names = (value,) if isinstance(value, str) else value
     if not isinstance(names, list | tuple | set | frozenset) or not all(
@@ -121,6 +127,11 @@ class Settings:
     retried: sent again, exactly, as a new task."""
     keep_message_limit: int = KEPT_MESSAGE_LIMIT
     """The largest message kept, in bytes; a larger one is not kept (a retry says why)."""
+    wait_replicas: int = 0
+    """Every write of the book waits (``WAIT``) for this many replicas before it counts
+    as done; 0 sends no ``WAIT`` (docs/redis.md, "Waiting for a replica")."""
+    wait_timeout_ms: int = 1000
+    """How long (ms) a write waits for them; past it the write is sent again."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Every other ``asyncbook_*`` setting: unknown, so the integration warns (a typo?)."""
 
@@ -174,6 +185,12 @@ class Settings:
             "keep_messages": bool(values.pop("keep_messages", cls.keep_messages)),
             "keep_message_limit": _message_limit(
                 values.pop("keep_message_limit", cls.keep_message_limit)
+            ),
+            "wait_replicas": _count(
+                values.pop("wait_replicas", cls.wait_replicas), "asyncbook_wait_replicas", 0
+            ),
+            "wait_timeout_ms": _count(
+                values.pop("wait_timeout_ms", cls.wait_timeout_ms), "asyncbook_wait_timeout_ms", 1
             ),
         }
         return cls(**known, extra=values)

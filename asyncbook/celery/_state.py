@@ -243,6 +243,8 @@ class Shared:
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 retry=retry_policy(0),
+                wait_replicas=self.settings.wait_replicas,
+                wait_timeout_ms=self.settings.wait_timeout_ms,
             )
         return self.held_book
 
