@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import MovedError, NoScriptError, ResponseError
 
 from .._book import CreateSpec, EventInput
 from .._checks import require_limit, require_string
@@ -280,9 +280,10 @@ def _run_batch(
         return list(pipe.execute(raise_on_error=False))[loads:]
     pipe.execute_command("EXEC")
     pipe.wait(engine.wait.replicas, engine.wait.timeout_ms)
-    *_queued, executed, acknowledged = pipe.execute(raise_on_error=False)
+    *queued, executed, acknowledged = pipe.execute(raise_on_error=False)
     if isinstance(executed, Exception):
-        raise executed
+        # EXECABORT: say why (a Cluster node's MOVED after a failover, as redis-py does).
+        raise next((reply for reply in queued if isinstance(reply, MovedError)), executed)
     replies = list(executed)[loads:]
     if not any(isinstance(reply, NoScriptError) for reply in replies):
         engine.wait.check(acknowledged)  # else apply_many sends it again, WAIT behind

@@ -9,6 +9,7 @@ with Redis ACLs (for Sentinel: on the master).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 from collections.abc import Callable, Coroutine, Iterable
@@ -26,7 +27,7 @@ import redis.cluster
 import redis.connection
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import AuthenticationError
+from redis.exceptions import AuthenticationError, ClusterDownError, MovedError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -263,8 +264,23 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
+def rediscover(book: object) -> None:
+    """After an outage of a book on a Cluster: read which node serves which slot again.
+
+    The book's pipelines go straight to the node of its slot, which redis-py's cluster
+    client never hears fail: after a failover they would go on knocking at the dead
+    master. Read again, its promoted replica serves the next call.
+    """
+    client = getattr(book, "client", None)
+    if isinstance(client, RedisCluster):
+        with contextlib.suppress(RedisError, OSError):  # no node answers yet: next time
+            client.nodes_manager.initialize()
+
+
 def reports_outages(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Let ``method`` raise ``RedisUnavailableError`` where redis-py gave up connecting."""
+    """Let ``method`` raise ``RedisUnavailableError`` where redis-py gave up connecting,
+    or a Cluster node refused it for its slot (MOVED, CLUSTERDOWN: it did not run there);
+    on a Cluster, after reading its slots again (``rediscover``)."""
 
     @wraps(method)
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -272,7 +288,9 @@ def reports_outages(method: Callable[_P, _R]) -> Callable[_P, _R]:
             return method(*args, **kwargs)
         except (RedisUnavailableError, AuthenticationError):
             raise  # wrong credentials are not an outage: retrying cannot help
-        except (RedisConnectionError, RedisTimeoutError) as error:
+        except (RedisConnectionError, RedisTimeoutError, MovedError, ClusterDownError) as error:
+            if args:
+                rediscover(args[0])
             raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
 
     return call
