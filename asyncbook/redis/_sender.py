@@ -21,13 +21,13 @@ import threading
 from collections import deque
 from typing import Any
 
+from redis.exceptions import ClusterDownError, MovedError, NoScriptError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import CreateSpec
 from ..errors import AsyncBookError, NotReplicatedError, task_exists
-from ._connection import RedisUnavailableError
+from ._connection import RedisUnavailableError, rediscover
 from ._engine import Engine
 from ._replies import status_of
 from ._scripts import ScriptStatus
@@ -64,6 +64,8 @@ class CreateSender:
         self._uncovered = 0
         """Creates written since the last ``WAIT``."""
         self._lost: list[CreateSpec] = []
+        self._moved = False
+        """A Cluster node answered MOVED: the next connection goes to the slot's node."""
 
     def send(self, spec: CreateSpec) -> None:
         """Write one create; a spec Python refuses raises its ``AsyncBookError``."""
@@ -119,6 +121,9 @@ class CreateSender:
             self._unanswered.clear()
             self._unconfirmed.clear()
             self._uncovered = 0
+        if self._moved and not self._unanswered and not self._unconfirmed:
+            self._moved = False
+            self._drop_connection()
         if self._connection is None:
             pool = self.engine.slot_client().connection_pool
             connection = pool.make_connection()
@@ -212,6 +217,14 @@ class CreateSender:
                     popped = False
                     if waits:
                         self._send_wait()
+                    continue
+                except (MovedError, ClusterDownError) as error:
+                    # Not run: the slot moved (a Cluster failover). Sent again, elsewhere.
+                    log.warning("asyncbook: task %s to be created again: %s", spec.id, error)
+                    self._lost.append(spec)
+                    if not self._moved:
+                        self._moved = True
+                        rediscover(self.engine)
                     continue
                 except ResponseError as error:
                     log.error("asyncbook: task %s could not be created: %s", spec.id, error)
