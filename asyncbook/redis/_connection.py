@@ -286,11 +286,13 @@ def reports_outages(method: Callable[_P, _R]) -> Callable[_P, _R]:
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(*args, **kwargs)
-        except (RedisUnavailableError, AuthenticationError):
+        except AuthenticationError:
             raise  # wrong credentials are not an outage: retrying cannot help
         except (RedisConnectionError, RedisTimeoutError, MovedError, ClusterDownError) as error:
             if args:
                 rediscover(args[0])
+            if isinstance(error, RedisUnavailableError):
+                raise
             raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
 
     return call

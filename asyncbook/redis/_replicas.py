@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from ..errors import NotReplicatedError, invalid
+from ._connection import RedisUnavailableError
 
 __all__ = ["READING_SCRIPTS", "ReplicaWait"]
 
@@ -65,7 +66,14 @@ class ReplicaWait:
         return self.replicas > 0
 
     def check(self, acknowledged: Any) -> None:
-        """Raise ``NotReplicatedError`` if WAIT's reply counts fewer replicas than asked."""
+        """Raise ``NotReplicatedError`` if WAIT's reply counts fewer replicas than asked;
+        ``RedisUnavailableError`` if the node answered WAIT as a replica (a failover made
+        it one: the write before it did not run there, or ran on a master demoted since,
+        which drops it; not acknowledged either way, and safe to send again)."""
+        if isinstance(acknowledged, ResponseError) and "replica" in str(acknowledged):
+            raise RedisUnavailableError(
+                f"the book's node is a replica now: {acknowledged}"
+            ) from acknowledged
         if isinstance(acknowledged, Exception):
             raise acknowledged
         if int(acknowledged) < self.replicas:

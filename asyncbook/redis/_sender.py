@@ -170,13 +170,16 @@ class CreateSender:
         on too few replicas, handed back to be sent again."""
         try:
             self.engine.wait.check(acknowledged)
-        except (NotReplicatedError, ResponseError) as error:
+        except (NotReplicatedError, ResponseError, RedisUnavailableError) as error:
             log.warning(
                 "asyncbook: %d create(s) not acknowledged, to be sent again: %s",
                 len(self._unconfirmed),
                 error,
             )
             self._lost.extend(self._unconfirmed)
+            if isinstance(error, RedisUnavailableError) and not self._moved:
+                self._moved = True  # a replica now: the next connection goes elsewhere
+                rediscover(self.engine)
         self._unconfirmed.clear()
 
     def _read(self, *, block: bool) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from asyncbook import AsyncBookError, RedisBook
+from asyncbook import AsyncBookError, CreateSpec, RedisBook
 from asyncbook.redis import retry_policy
 
 from ..support.cluster import local_cluster, require_binaries
@@ -66,9 +66,7 @@ def test_acknowledged_writes_survive_a_failover(tmp_path: Path) -> None:
         wait_until(lambda: cluster.owner(book.keys.tag) != owner, 30, "failover")
         assert cluster.owner(book.keys.tag) in cluster.replica_of[owner]
         cluster.restart(owner)
-        eventually(
-            lambda: book.create(id="after", now_ms=0, ttl_ms=600_000, max_attempts=1, exist_ok=True)
-        )
+        eventually(lambda: book.create_many([CreateSpec("after", 0, 600_000, 1, exist_ok=True)]))
         for task_id, state in expected.items():
             task = book.get(task_id)
             assert task is not None, task_id
