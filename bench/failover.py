@@ -413,6 +413,9 @@ def cost(args: argparse.Namespace) -> None:
                     task = app.tasks["failover.work"]
                     began = time.monotonic()
                     sent = [task.apply_async((1, 0.0)).id for _ in range(args.tasks)]
+                    integration = installed(app)
+                    assert integration is not None
+                    integration.flush_creates()  # the creates acknowledged too
                     for task_id in sent:
                         AsyncResult(task_id, app=app).get(timeout=120, propagate=False)
                     if round_:

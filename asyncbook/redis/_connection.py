@@ -27,7 +27,13 @@ import redis.cluster
 import redis.connection
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import AuthenticationError, ClusterDownError, MovedError, RedisError
+from redis.exceptions import (
+    AuthenticationError,
+    ClusterDownError,
+    MovedError,
+    RedisClusterException,
+    RedisError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -273,7 +279,8 @@ def rediscover(book: object) -> None:
     """
     client = getattr(book, "client", None)
     if isinstance(client, RedisCluster):
-        with contextlib.suppress(RedisError, OSError):  # no node answers yet: next time
+        # No node answers yet: the next outage reads them again.
+        with contextlib.suppress(RedisError, RedisClusterException, OSError):
             client.nodes_manager.initialize()
 
 
