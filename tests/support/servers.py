@@ -66,7 +66,10 @@ def primary_and_replica(
     clients of both and the replica's process; both stopped after."""
     primary_port, replica_port = free_port(), free_port()
     with (
-        redis_server(folder / "primary", "--port", str(primary_port)),
+        # The replica's first sync at once (not after the default 5 s of diskless delay).
+        redis_server(
+            folder / "primary", "--port", str(primary_port), "--repl-diskless-sync-delay", "0"
+        ),
         redis_server(
             folder / "replica",
             "--port", str(replica_port),
