@@ -272,20 +272,19 @@ def fail_over(
     if run.lag_ms:
         replica.send_signal(signal.SIGCONT)
     while time.monotonic() - killed_at < 60:
-        since = time.monotonic() - killed_at
         if run.promoted_s != run.promoted_s and first_ok(
             lambda: _raise_unless(cluster.owner(book.keys.tag) != owner)
         ):
-            run.promoted_s = since
+            run.promoted_s = time.monotonic() - killed_at
             cluster.restart(owner)
         if run.read_s != run.read_s and first_ok(lambda: book.get(probe_id)):
-            run.read_s = since
+            run.read_s = time.monotonic() - killed_at
         if run.write_s != run.write_s and first_ok(
             lambda: book.create(
                 id=probe_id, now_ms=0, ttl_ms=600_000, max_attempts=1, exist_ok=True
             )
         ):
-            run.write_s = since
+            run.write_s = time.monotonic() - killed_at
         if run.write_s == run.write_s and run.promoted_s == run.promoted_s == run.read_s:
             break
         time.sleep(0.01)
