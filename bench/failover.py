@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import statistics
@@ -285,7 +286,7 @@ def fail_over(
             )
         ):
             run.write_s = time.monotonic() - killed_at
-        if run.write_s == run.write_s and run.promoted_s == run.promoted_s == run.read_s:
+        if not math.isnan(run.promoted_s + run.read_s + run.write_s):
             break
         time.sleep(0.01)
     return wall
