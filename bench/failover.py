@@ -102,6 +102,8 @@ class Run:
     publisher_errors: int = 0
     worker_errors: int = 0
     lost_ids: list[str] = field(default_factory=list)
+    lost_ends_in: dict[str, int] = field(default_factory=dict)
+    """The book's state of each task whose end was lost ('missing': not in the book)."""
 
 
 def env_for(url: str, namespace: str, queue: str, wait: int, ready: Path) -> dict[str, str]:
@@ -373,7 +375,8 @@ def count(
         task = book.get(result.id)
         if task is None or task.state.value != "succeeded":
             run.ends_lost += 1
-            run.lost_ids.append(result.id)
+            state = "missing" if task is None else task.state.value
+            run.lost_ends_in[state] = run.lost_ends_in.get(state, 0) + 1
             continue
         kinds = [entry.event.type for entry in task.history]
         run.events_missing += (kinds.count("start") < 1) + max(0, STEPS - kinds.count("progress"))
@@ -481,6 +484,8 @@ def main(argv: list[str] | None = None) -> None:
               flush=True)  # fmt: skip
         if r.lost_ids:
             print(f"lost (first 5): {r.lost_ids[:5]}", flush=True)
+        if r.lost_ends_in:
+            print(f"the book's state of the tasks whose end was lost: {r.lost_ends_in}")
         if r.unfinished:
             print(f"{r.unfinished} of {r.published} published tasks not SUCCESS", flush=True)
 
