@@ -67,6 +67,7 @@ class AsyncRedisBook(BookBase):
             retention=book.retention,
             wait_replicas=book.wait_replicas,
             wait_timeout_ms=book.wait_timeout_ms,
+            shard=book.shard,
         )
 
     async def aclose(self) -> None:

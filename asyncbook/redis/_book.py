@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Unpack
+from typing import Any, ClassVar, Self, Unpack
 
 from .._audit import AuditEntry
 from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput, HeldWrites, ScriptedWrite
@@ -61,6 +61,14 @@ class RedisBook(BookBase):
 
     engine_type = Engine
     engine: Engine
+    sharded_type: ClassVar[type[RedisBook] | None] = None
+    """``ShardedRedisBook``, which ``RedisBook(..., shards=S)`` builds for S > 1 (set
+    where it is defined, so that this module does not import it)."""
+
+    def __new__(cls, *args: Any, shards: int = 1, **settings: Any) -> Self:
+        if cls is RedisBook and shards != 1 and cls.sharded_type is not None:
+            return super().__new__(cls.sharded_type)  # type: ignore[return-value]
+        return super().__new__(cls)
 
     def check_server(self) -> str | None:
         """Check the book's server (once per book, one round trip); returns its

@@ -36,3 +36,19 @@ def test_books_agree(clients: list[Any], ops: list[tuple[Any, ...]]) -> None:
     finally:
         for client in clients:
             delete_namespace(client, namespace)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=sequences)
+def test_sharded_books_agree(clients: list[Any], ops: list[tuple[Any, ...]]) -> None:
+    """A namespace of four shards answers as one (callback ids and idempotency keys
+    global, in their task's shard or claimed in their own)."""
+    namespace = f"diff-{uuid.uuid4().hex[:12]}"
+    expected = run_sequence(MemoryBook(retention_versions=3), ops)
+    try:
+        for client in clients:
+            book = RedisBook(client, namespace=namespace, retention_versions=3, shards=4)
+            assert run_sequence(book, ops) == expected
+    finally:
+        for client in clients:
+            delete_namespace(client, namespace)
