@@ -21,7 +21,13 @@ from datetime import timedelta
 from typing import Any, TypeVar, Unpack
 
 from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput, HeldWrites, sort_notifications
-from .._checks import require_limit, require_non_negative, require_page_cursor, require_state
+from .._checks import (
+    require_limit,
+    require_non_negative,
+    require_page_cursor,
+    require_state,
+    require_text,
+)
 from .._models import (
     STATE_NAMES,
     AsyncTask,
@@ -29,6 +35,7 @@ from .._models import (
     CallbackResult,
     DeliveryResult,
     GroupNotification,
+    GroupSummary,
     Notification,
     ResumeResult,
     TaskPage,
@@ -36,6 +43,7 @@ from .._models import (
 from ..errors import AsyncBookError, DamagedRecordError, invalid
 from . import _claims as claims
 from . import _operations as operations
+from . import _sharded_groups as groups
 from ._args import number_text, utf8
 from ._base import DEFAULT_RETENTION
 from ._book import RedisBook
@@ -254,15 +262,18 @@ class ShardedRedisBook(RedisBook):
         self._fix_count()
         book = self.shard_of(task_id)
         if not self._crosses(task_id, callback_id):
-            return book.apply(task_id, event, callback_id)
-        assert callback_id is not None
-        return self._claimed(
-            task_id,
-            callback_id,
-            lambda taken: book.engine.run(
-                operations.apply(book.layout, task_id, event, callback_id, taken=taken)
-            ),
-        )
+            result = book.apply(task_id, event, callback_id)
+        else:
+            assert callback_id is not None
+            result = self._claimed(
+                task_id,
+                callback_id,
+                lambda taken: book.engine.run(
+                    operations.apply(book.layout, task_id, event, callback_id, taken=taken)
+                ),
+            )
+        self._after_ends(book, [result], [task_id])
+        return result
 
     @reports_outages
     def cancel(
@@ -277,7 +288,9 @@ class ShardedRedisBook(RedisBook):
         self._fix_count()
         book = self.shard_of(task_id)
         if not self._crosses(task_id, callback_id):
-            return book.cancel(task_id, reason, at_ms=at_ms, callback_id=callback_id, actor=actor)
+            result = book.cancel(task_id, reason, at_ms=at_ms, callback_id=callback_id, actor=actor)
+            self._after_ends(book, [result], [task_id])
+            return result
         assert callback_id is not None
 
         def cancel(taken: bool) -> CallbackResult:
@@ -291,12 +304,17 @@ class ShardedRedisBook(RedisBook):
                 book.record_audit(task_id, "cancel", actor, reason, answer.reason)
             return answer
 
-        return self._claimed(task_id, callback_id, cancel)
+        result = self._claimed(task_id, callback_id, cancel)
+        self._after_ends(book, [result], [task_id])
+        return result
 
     @reports_outages
     def expire(self, task_id: str) -> AsyncTransition:
         self._fix_count()
-        return self.shard_of(task_id).expire(task_id)
+        book = self.shard_of(task_id)
+        result = book.expire(task_id)
+        self._after_ends(book, [result], [task_id])
+        return result
 
     @reports_outages
     def apply_many(
@@ -305,20 +323,20 @@ class ShardedRedisBook(RedisBook):
         """``apply_many`` on each shard (a thread each); an event whose callback id lives
         in another shard is claimed there first (``_claims``)."""
         self._fix_count()
-        given = [tuple(item) for item in items]
+        given: list[ApplyItem] = list(items)
         out: list[CallbackResult | AsyncBookError | None] = [None] * len(given)
         by_shard: dict[int, list[int]] = {}
         claimed: dict[int, claims.Claim] = {}
         for at, item in enumerate(given):
-            task_id = item[0]
-            callback = item[2] if len(item) > 2 else None
+            task_id, event, callback = item
             if self._crosses(task_id, callback):
-                found = self._claim(task_id, callback)  # type: ignore[arg-type]
+                assert callback is not None
+                found = self._claim(task_id, callback)
                 if found == claims.Claim.TAKEN:
                     book = self.shard_of(task_id)
                     try:
                         out[at] = book.engine.run(
-                            operations.apply(book.layout, task_id, item[1], callback, taken=True)  # type: ignore[arg-type]
+                            operations.apply(book.layout, task_id, event, callback, taken=True)
                         )
                     except AsyncBookError as error:
                         out[at] = error
@@ -330,7 +348,10 @@ class ShardedRedisBook(RedisBook):
 
         def apply(book: RedisBook) -> list[CallbackResult | AsyncBookError]:
             index = self.books.index(book)
-            return book.apply_many([given[at] for at in by_shard[index]], full_task=full_task)  # type: ignore[misc]
+            mine = [given[at] for at in by_shard[index]]
+            results = book.apply_many(mine, full_task=full_task)
+            self._after_ends(book, results, [item[0] for item in mine])
+            return results
 
         for index, results in zip(
             shards, self._each(apply, [self.books[i] for i in shards]), strict=True
@@ -342,7 +363,9 @@ class ShardedRedisBook(RedisBook):
                     and claimed.get(at) == claims.Claim.NEW
                     and result.code in _RELEASED_ON
                 ):
-                    self._release(given[at][0], given[at][2])  # type: ignore[arg-type]
+                    task_id, _event, callback = given[at]
+                    assert callback is not None
+                    self._release(task_id, callback)
         return [result for result in out if result is not None]
 
     @reports_outages
@@ -360,7 +383,10 @@ class ShardedRedisBook(RedisBook):
 
         def expire(book: RedisBook) -> list[AsyncTransition | AsyncBookError]:
             index = self.books.index(book)
-            return book.expire_many([ids[at] for at in by_shard[index]], full_task=full_task)
+            mine = [ids[at] for at in by_shard[index]]
+            results = book.expire_many(mine, full_task=full_task)
+            self._after_ends(book, results, mine)
+            return results
 
         for index, results in zip(
             shards, self._each(expire, [self.books[i] for i in shards]), strict=True
@@ -399,6 +425,81 @@ class ShardedRedisBook(RedisBook):
             claims.deliver_known(home.layout, key, task, damaged, number_text(now))
         )
         return operations.delivery_of(task_id, reply)
+
+    # -- groups (``_sharded_groups``) --------------------------------------------------
+
+    def _group_counters(self, group_id: str) -> list[dict[str, str]]:
+        return self._together([groups.read_counters(book, group_id) for book in self.books])
+
+    def _home_of_group(self, group_id: str) -> RedisBook:
+        return self.books[self.map.index_of(group_id)]
+
+    def _after_ends(self, book: RedisBook, results: Sequence[Any], task_ids: Sequence[str]) -> None:
+        """The group check after members ended: each group once."""
+        seen: dict[str, float | None] = {}
+        for task_id, result in zip(task_ids, results, strict=True):
+            if isinstance(result, AsyncBookError) or not isinstance(task_id, str):
+                continue
+            if not (result.changed and result.task.terminal):
+                continue
+            group_id = groups.group_of_result(book, task_id)
+            if group_id is not None:
+                history = result.task.history
+                seen[group_id] = history[-1].event.at_ms if history else None
+        for group_id, at_ms in seen.items():
+            self._check_group(group_id, at_ms)
+
+    def _check_group(self, group_id: str, at_ms: float | None) -> None:
+        home = self._home_of_group(group_id)
+        counters = self._group_counters(group_id)
+        home.engine.run(groups.notify_if_ended(home, group_id, counters, at_ms))
+
+    @reports_outages
+    def seal_group(self, group_id: str, total: int) -> GroupSummary:
+        """The total declared in the group's home shard, then the group check."""
+        self._fix_count()
+        group = utf8(require_text(group_id, "groupId"), "groupId")
+        home = self._home_of_group(group)
+        home.seal_group(group, total)
+        self._check_group(group, None)
+        counters = self._group_counters(group)
+        summary = groups.summary_of(group, counters[home.shard[0]], counters)
+        assert summary is not None  # the home shard holds the sealed group
+        return summary
+
+    @reports_outages
+    def group(self, group_id: str) -> GroupSummary | None:
+        group = utf8(require_text(group_id, "groupId"), "groupId")
+        counters = self._group_counters(group)
+        return groups.summary_of(group, counters[self.map.index_of(group)], counters)
+
+    @reports_outages
+    def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
+        """Every shard's members merged in creation order (unique across shards)."""
+        group = utf8(require_text(group_id, "groupId"), "groupId")
+        count = require_limit(limit, maximum=10_000)
+        pages = self._together([_member_rows(book.layout, group, count) for book in self.books])
+        rows = sorted(
+            ((score, index, raw_id) for index, page in enumerate(pages) for raw_id, score in page),
+            key=lambda row: row[0],
+        )[:count]
+        return list(self._tasks_in_order(rows, full_task=False))
+
+    def _tasks_in_order(
+        self, rows: Sequence[tuple[float, int, Any]], full_task: bool
+    ) -> tuple[AsyncTask, ...]:
+        """The tasks of (score, shard, id) rows, in the rows' order: one get_many per shard,
+        run together."""
+        wanted_ids: dict[int, list[Any]] = {}
+        for _score, index, raw_id in rows:
+            wanted_ids.setdefault(index, []).append(raw_id)
+        shards = list(wanted_ids)
+        found = self._together(
+            [operations.tasks_of(self.books[i].layout, wanted_ids[i], full_task) for i in shards],
+            [self.books[i] for i in shards],
+        )
+        by_id = {task.id: task for tasks in found for task in tasks}
+        return tuple(by_id[text_of(raw)] for _s, _i, raw in rows if text_of(raw) in by_id)
 
     # -- notifications ------------------------------------------------------------------
 
@@ -533,16 +634,7 @@ class ShardedRedisBook(RedisBook):
         rows = rows[:count]
         if not rows:
             return TaskPage(tasks=())
-        wanted_ids: dict[int, list[Any]] = {}
-        for _score, index, raw_id in rows:
-            wanted_ids.setdefault(index, []).append(raw_id)
-        shards = list(wanted_ids)
-        found = self._together(
-            [operations.tasks_of(self.books[i].layout, wanted_ids[i], full_task) for i in shards],
-            [self.books[i] for i in shards],
-        )
-        by_id = {task.id: task for tasks in found for task in tasks}
-        tasks = tuple(by_id[text_of(raw_id)] for _s, _i, raw_id in rows if text_of(raw_id) in by_id)
+        tasks = self._tasks_in_order(rows, full_task)
         return TaskPage(tasks=tasks, next_after=str(int(rows[-1][0])) if more else None)
 
     @reports_outages
@@ -559,8 +651,14 @@ class ShardedRedisBook(RedisBook):
         self, now_ms: int | float | None = None, limit: int = 1000
     ) -> list[CallbackResult | AsyncBookError]:
         now = self.now_ms() if now_ms is None else require_non_negative(now_ms, "nowMs")
-        found = self._each(lambda book: book.end_stalled(now, limit))
-        return [result for results in found for result in results]
+
+        def end(book: RedisBook) -> list[CallbackResult | AsyncBookError]:
+            results = book.end_stalled(now, limit)
+            ids = ["" if isinstance(r, AsyncBookError) else r.task.id for r in results]
+            self._after_ends(book, results, ids)
+            return results
+
+        return [result for results in self._each(end) for result in results]
 
     @reports_outages
     def last_cursor(self, task_id: str) -> str | None:
@@ -652,3 +750,8 @@ def _newest_rows(
 
 
 RedisBook.sharded_type = ShardedRedisBook
+
+
+def _member_rows(book: BookLayout, group_id: str, count: int) -> Plan[list[tuple[Any, float]]]:
+    rows = yield command("zrange", book.keys.group_members(group_id), 0, count - 1, withscores=True)
+    return [(raw, float(score)) for raw, score in rows]
