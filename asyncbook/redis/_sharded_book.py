@@ -29,6 +29,7 @@ from .._checks import (
     require_text,
 )
 from .._models import (
+    GROUP_END_STATES,
     STATE_NAMES,
     AsyncTask,
     AsyncTransition,
@@ -52,6 +53,7 @@ from ._connection import reports_outages
 from ._operations import BookLayout
 from ._plan import Pipeline, Plan, command
 from ._replies import text_of
+from ._scripts import BookScript, ScriptedEvents
 from ._shards import ShardMap, fix_shard_count, require_shards
 from ._together import run_together
 
@@ -114,6 +116,7 @@ class ShardedRedisBook(RedisBook):
         ]
         """One ``RedisBook`` per shard, in shard order."""
         self._count_fixed = False
+        self._scripts: dict[tuple[int, str], BookScript] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
         self._pool_lock = threading.Lock()
@@ -394,6 +397,71 @@ class ShardedRedisBook(RedisBook):
             for at, result in zip(by_shard[index], results, strict=True):
                 out[at] = result
         return [result for result in out if result is not None]
+
+    # -- the caller's own scripts --------------------------------------------------------
+
+    def _on_shard(self, book: RedisBook, script: BookScript) -> BookScript:
+        """``script`` registered on ``book``'s client (its shard's node on a Cluster)."""
+        key = (book.shard[0], script.sha)
+        found = self._scripts.get(key)
+        if found is None:
+            found = self._scripts[key] = book.engine.register(script.source)
+        return found
+
+    @reports_outages
+    def apply_many_then(
+        self,
+        items: Iterable[ApplyItem],
+        script: BookScript,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        *,
+        full_task: bool = True,
+    ) -> tuple[list[CallbackResult | AsyncBookError], Any]:
+        """``RedisBook.apply_many_then`` when every item's task lives in one shard (one
+        MULTI/EXEC cannot span shards): else ``invalid-request`` naming ``items``. The
+        script's ``keys`` must be in that shard's slot (``shard_of(task_id).keys``)."""
+        self._fix_count()
+        given = list(items)
+        shards = {self.map.index_of(item[0]) if isinstance(item[0], str) else 0 for item in given}
+        if len(shards) > 1:
+            raise invalid(
+                "the items' tasks live in several shards: one transaction cannot span them",
+                field="items",
+            )
+        book = self.books[shards.pop() if shards else 0]
+        return book.apply_many_then(
+            given, self._on_shard(book, script), keys, args, full_task=full_task
+        )
+
+    @reports_outages
+    def apply_in_script(
+        self,
+        task_id: str,
+        items: Sequence[tuple[EventInput | None, str | None]],
+        script: BookScript,
+        key: str,
+        args: Sequence[str],
+        *,
+        name: str | None = None,
+        group_id: str | None = None,
+    ) -> ScriptedEvents:
+        """``RedisBook.apply_in_script`` in the task's shard (``key`` must be in that
+        shard's slot on a Cluster). Callback ids are the task's shard's markers: give ids
+        derived from the task id (``<task id>:...``) for them to be global."""
+        self._fix_count()
+        book = self.shard_of(task_id)
+        answer = book.apply_in_script(
+            task_id, items, self._on_shard(book, script), key, args, name=name, group_id=group_id
+        )
+        ended = any(
+            not isinstance(each, AsyncBookError) and each.changed for each in answer.outcomes
+        )
+        if ended and answer.state in GROUP_END_STATES:
+            group = groups.group_of_result(book, task_id)
+            if group is not None:
+                self._check_group(group, None)
+        return answer
 
     # -- reconnecting and delivering ----------------------------------------------------
 
