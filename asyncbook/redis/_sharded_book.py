@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -58,6 +59,8 @@ from ._shards import ShardMap, fix_shard_count, require_shards
 from ._together import run_together
 
 __all__ = ["ShardedRedisBook"]
+
+log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -172,9 +175,16 @@ class ShardedRedisBook(RedisBook):
     # -- the server ---------------------------------------------------------------
 
     def check_server(self) -> str | None:
-        """Each shard's server check, and the namespace's shard count stored or checked."""
+        """Each shard's server check, and the namespace's shard count stored or checked;
+        logs the shard map (which node holds which shards)."""
         self._fix_count()
         policies = sorted({p for book in self.books if (p := book.check_server()) is not None})
+        log.info(
+            "asyncbook: namespace %r has %d shards: %s",
+            self.namespace,
+            self.shards,
+            "; ".join(f"{node} holds {ids}" for node, ids in self.shard_map().items()),
+        )
         return policies[0] if policies else None
 
     # -- creating and reading ---------------------------------------------------------

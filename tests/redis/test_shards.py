@@ -184,3 +184,50 @@ def test_concurrent_deliveries_from_processes_use_one_key_once(
         worker.join(timeout=60)
     reasons = sorted(reason for _task, reason in answers)
     assert reasons == ["delivered"] + ["key-reused-for-other-task"] * 5
+
+
+BASE_TAG_METHODS = {
+    "now_ms",
+    "claim_sweep",
+    "record_sweep",
+    "last_sweep_ms",
+    "check_eviction_policy",
+    "extra_script",
+    "events_script",
+}
+"""RedisBook methods a sharded book may run on the namespace's own tag: the clock, the
+sweep's lease and time, and registering a caller's script (re-registered per shard)."""
+
+
+def test_a_sharded_book_overrides_every_call_that_reads_or_writes_tasks() -> None:
+    """A RedisBook method not overridden would run on the namespace's own tag, where a
+    sharded namespace keeps no tasks: every public one is overridden or known safe."""
+    public = {
+        name
+        for name, value in vars(RedisBook).items()
+        if callable(value)
+        and not isinstance(value, type)
+        and not name.startswith("_")
+        and name != "from_url"
+    }
+    missing = public - set(vars(ShardedRedisBook)) - BASE_TAG_METHODS
+    assert not missing
+
+
+def test_sixteen_shards_spread_over_the_three_masters(
+    cluster_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace = f"spread-{uuid.uuid4().hex[:12]}"
+    book = RedisBook.from_url(cluster_url, namespace=namespace, shards=16)
+    assert isinstance(book, ShardedRedisBook)
+    try:
+        with caplog.at_level("INFO", logger="asyncbook.redis._sharded_book"):
+            book.check_server()
+        nodes = book.shard_map()
+        assert len(nodes) == 3
+        assert sorted(len(ids) for ids in nodes.values()) == [5, 5, 6]
+        assert sorted(i for ids in nodes.values() for i in ids) == list(range(16))
+        assert "has 16 shards" in caplog.text
+    finally:
+        delete_namespace(book.client, namespace)
+        book.client.close()
