@@ -764,8 +764,8 @@ class ShardedRedisBook(RedisBook):
     # -- capabilities -------------------------------------------------------------------
 
     def wait_for_writes(self, writes: HeldWrites) -> None:
-        for book in self.books:
-            book.wait_for_writes(writes)
+        """Registered once for the namespace, which every shard's engine settles by."""
+        super().wait_for_writes(writes)
 
     @property
     def change_channels(self) -> list[str]:
