@@ -1,7 +1,8 @@
 """The console's reads of a sharded book answer as one shard's: the same tasks written
 to a one-shard book and to a four-shard book, then every search (each sort, both
 directions, filters, q) followed page by page to the end, workers, stats, names, name
-totals, gauges and the audit trail compared. Real Redis and fakeredis."""
+totals, gauges and the audit trail compared. Real Redis, fakeredis and a Redis Cluster
+(the shards on its three masters)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from asyncbook import PublishInfo, RedisBook, TaskQuery
 from asyncbook._console import SORT_FIELDS, SearchPage
-from asyncbook.redis import ShardedRedisBook
+from asyncbook.redis import ShardedRedisBook, connect
 from asyncbook.redis import _console as console
 
 from ..support.books import delete_namespace, redis_client
@@ -79,11 +80,13 @@ def fill(books: list[RedisBook]) -> None:
             _run(book, i)
 
 
-@pytest.fixture(params=["redis", "fakeredis"])
+@pytest.fixture(params=["redis", "fakeredis", "cluster"])
 def books(request: pytest.FixtureRequest, namespace: str) -> Iterator[tuple[RedisBook, RedisBook]]:
     """A one-shard book and a four-shard book (two namespaces), with the same tasks."""
     if request.param == "redis":
         client: Any = redis_client()
+    elif request.param == "cluster":
+        client = connect(request.getfixturevalue("cluster_url"))
     else:
         client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     one = RedisBook(client, namespace=namespace)
@@ -150,9 +153,12 @@ def test_search_pages_merge_as_one_shard_in_every_sort(
         _same_pages(one, four, TaskQuery(sort=sort, limit=9, **filters))
 
 
-@pytest.mark.parametrize("books", ["fakeredis"], indirect=True)
-def test_search_pages_merge_on_fakeredis(books: tuple[RedisBook, RedisBook]) -> None:
+@pytest.mark.parametrize("books", ["fakeredis", "cluster"], indirect=True)
+def test_search_pages_merge_on_fakeredis_and_a_cluster(books: tuple[RedisBook, RedisBook]) -> None:
     one, four = books
+    assert isinstance(four, ShardedRedisBook)
+    if not isinstance(four.client, fakeredis.FakeRedis):
+        assert len(four.shard_map()) > 1  # the shards on several masters
     for sort, filters in itertools.product(("-runtime", "name"), FILTERS[:4]):
         _same_pages(one, four, TaskQuery(sort=sort, limit=9, **filters))
 
