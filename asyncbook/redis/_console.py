@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._checks import require_string
 from .._console import (
@@ -51,7 +51,9 @@ __all__ = [
     "info",
     "name_totals",
     "search",
+    "PageFound",
     "search_page_at",
+    "search_row",
     "search_with",
     "stats",
     "task_names",
@@ -197,18 +199,36 @@ def search_with(
     return (yield from search_by_name(query, (yield from names()), page_of, SEARCH_SCAN_LIMIT))
 
 
+class PageFound(NamedTuple):
+    """A page as search.lua answers it, its rows not read yet (a merge of several
+    shards' pages reads only the rows it keeps: ``search_row``)."""
+
+    rows: list[tuple[str, Any]]
+    """Each row's position (the cursor of a page ending with it) and its reply."""
+    page: SearchPage
+    """The page without its rows (``tasks`` empty, ``matched`` None)."""
+
+
+def search_row(reply: Any) -> SearchRow:
+    """One row of search.lua's reply: the task, its info and how ``q`` matched it."""
+    task_json, fields, matched_by, _position = reply
+    task = AsyncTask.model_validate_json(task_json)
+    info = _info(task.id, fields, (None, None, None), ())
+    return SearchRow(task=task, info=info, matched_by=_text(matched_by) or None)
+
+
 def _search_page(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
     """``search`` of a checked query not sorted by name (``unnamed``: of the tasks
     without a name only)."""
-    page, _positions = yield from search_page_at(book, query, unnamed)
-    return page
+    found = yield from search_page_at(book, query, unnamed)
+    rows = tuple(search_row(reply) for _position, reply in found.rows)
+    matched = None if query.q is None else matched_counts(rows)
+    return found.page.model_copy(update={"tasks": rows, "matched": matched})
 
 
-def search_page_at(
-    book: BookLayout, query: TaskQuery, unnamed: bool
-) -> Plan[tuple[SearchPage, list[str]]]:
-    """``_search_page``, and each row's position: the cursor of a page ending with it
-    (pages of several shards merge by it)."""
+def search_page_at(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[PageFound]:
+    """``_search_page``, its rows not read yet, each with its position (pages of several
+    shards merge by it)."""
     order = query.order
     k = book.keys
     if query.worker is not None:
@@ -255,26 +275,18 @@ def search_page_at(
 
     reply = yield from _until_given(call, learn)
     rows, next_cursor, flat_totals, exact, scanned, complete = reply
-    found: list[SearchRow] = []
-    positions: list[str] = []
-    for task_json, fields, matched_by, position in rows:
-        task = AsyncTask.model_validate_json(task_json)
-        info = _info(task.id, fields, (None, None, None), ())
-        found.append(SearchRow(task=task, info=info, matched_by=_text(matched_by) or None))
-        positions.append(_text(position) or "")
     counts = {
         _text(flat_totals[i]) or "": int(flat_totals[i + 1]) for i in range(0, len(flat_totals), 2)
     }
     page = SearchPage(
-        tasks=tuple(found),
+        tasks=(),
         totals=totals_of(counts),
         totals_exact=_text(exact) == "1",
         next_after=_text(next_cursor) or None,
         scanned=int(scanned),
         scan_complete=_text(complete) == "1",
-        matched=None if query.q is None else matched_counts(found),
     )
-    return page, positions
+    return PageFound([(_text(row[3]) or "", row) for row in rows], page)
 
 
 def workers(

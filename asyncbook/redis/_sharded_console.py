@@ -23,7 +23,6 @@ from .._console import (
     MinuteStats,
     NameTotals,
     SearchPage,
-    SearchRow,
     SortOrder,
     TaskQuery,
     TaskStats,
@@ -138,24 +137,25 @@ def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
     return key
 
 
-def merge_pages(query: TaskQuery, found: Sequence[tuple[SearchPage, list[str]]]) -> SearchPage:
-    """One page from each shard's page of ``query`` (a search not sorted by name) and
-    its rows' positions: the first ``query.limit`` rows in the query's order, up to the
-    first position some shard's page ended at (past it that shard was not read)."""
+def merge_pages(query: TaskQuery, found: Sequence[console.PageFound]) -> SearchPage:
+    """One page from each shard's page of ``query`` (a search not sorted by name): the
+    first ``query.limit`` rows in the query's order, up to the first position some
+    shard's page ended at (past it that shard was not read); only the rows kept are
+    read (``search_row``)."""
     key = _position_key(query.order)
     bound: tuple[tuple[Any, ...], str, bool] | None = None
     complete = True
-    for page, _positions in found:
+    pages = [each.page for each in found]
+    for page in pages:
         if page.next_after is None:
             complete = complete and page.scan_complete
             continue
         at = key(page.next_after)
         if bound is None or at < bound[0]:
             bound = (at, page.next_after, page.scan_complete)
-    each_page = (zip(positions, page.tasks, strict=True) for page, positions in found)
-    rows: list[tuple[tuple[Any, ...], str, SearchRow]] = list(
+    rows: list[tuple[tuple[Any, ...], str, Any]] = list(
         heapq.merge(
-            *([(key(at), at, row) for at, row in pairs] for pairs in each_page),
+            *([(key(at), at, reply) for at, reply in each.rows] for each in found),
             key=lambda entry: entry[0],
         )
     )
@@ -168,10 +168,9 @@ def merge_pages(query: TaskQuery, found: Sequence[tuple[SearchPage, list[str]]])
         next_after, complete = bound[1], complete and bound[2]
     else:
         next_after = None
-    taken = [row for _key, _position, row in rows]
-    pages = [page for page, _positions in found]
+    taken = tuple(console.search_row(reply) for _key, _position, reply in rows)
     return SearchPage(
-        tasks=tuple(taken),
+        tasks=taken,
         totals={state: sum(page.totals.get(state, 0) for page in pages) for state in STATE_NAMES},
         totals_exact=all(page.totals_exact for page in pages),
         next_after=next_after,
