@@ -13,6 +13,7 @@ import redis
 
 from asyncbook import RedisBook
 from asyncbook.redis import ShardedRedisBook
+from asyncbook.web import BookChangeFeed
 
 from ..support.books import delete_namespace
 from ..support.cli import CLI_REDIS_URL, run
@@ -91,3 +92,22 @@ def test_doctor_shows_the_shard_map(book: RedisBook) -> None:
     assert checks["shards"]["detail"].startswith("4 shards: ")
     assert checks["shards"]["detail"].endswith("holds 0, 1, 2, 3")
     assert checks["namespace"]["status"] == "ok"
+
+
+def test_serve_reads_the_sharded_book_and_follows_every_shard(
+    book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncbook.web
+
+    served: list[tuple[object, object]] = []
+    monkeypatch.setattr(
+        asyncbook.web, "serve", lambda reader, feed, **options: served.append((reader, feed))
+    )
+    result = run(book, "serve")
+    assert result.exit_code == 0, result.output
+    [(reader, feed)] = served
+    assert isinstance(reader, ShardedRedisBook)
+    assert reader.shards == 4
+    assert isinstance(feed, BookChangeFeed)
+    assert isinstance(book, ShardedRedisBook)
+    assert feed.channel == book.change_channels
