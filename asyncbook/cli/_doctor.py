@@ -160,13 +160,15 @@ def clock_check(client: redis.Redis, clock: Callable[[], float] = time.time) -> 
 
 
 def _namespaces(client: redis.Redis, limit: int = 10_000) -> list[str]:
-    """Namespaces written in this database (their creation counters), up to ``limit`` keys."""
+    """Namespaces written in this database (their creation counters, a sharded one's
+    shard count), up to ``limit`` keys of each."""
     found: set[str] = set()
-    for index, key in enumerate(client.scan_iter(match="{*}:seq", count=1000)):
-        text = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
-        found.add(text[1 : text.rindex("}")])
-        if index >= limit:
-            break
+    for pattern in ("{*}:seq", "{*}:shards"):
+        for index, key in enumerate(client.scan_iter(match=pattern, count=1000)):
+            text = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+            found.add(text[1 : text.rindex("}")])
+            if index >= limit:
+                break
     return sorted(found)
 
 

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from asyncbook import RedisBook
+from asyncbook.cli._doctor import _namespaces
 from asyncbook.redis import ShardedRedisBook
 from asyncbook.web import BookChangeFeed
 
@@ -111,3 +112,8 @@ def test_serve_reads_the_sharded_book_and_follows_every_shard(
     assert isinstance(feed, BookChangeFeed)
     assert isinstance(book, ShardedRedisBook)
     assert feed.channel == book.change_channels
+
+
+def test_doctor_knows_a_sharded_namespace_was_written(book: RedisBook) -> None:
+    """Among the namespaces it names when the one asked for was never written."""
+    assert book.namespace in _namespaces(book.client)
