@@ -161,9 +161,11 @@ def follow_task(
     the terminal task, or None when ``stop()`` said so. ``UnknownTaskError`` propagates.
     """
     follower = _TaskFollower(book, task_id, on_batch, cursor)
+    shard_of = getattr(book, "shard_of", None)  # a sharded book: the task's shard's channel
+    keys = book.keys if shard_of is None else shard_of(task_id).keys
     follow_changes(
         book.client,
-        book.keys.changes_channel,
+        keys.changes_channel,
         follower.on_change,
         follower.look_up,
         stop=lambda: follower.ended is not None or stop(),

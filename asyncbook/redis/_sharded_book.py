@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, TypeVar, Unpack
 
+from .._audit import AuditEntry
 from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput, HeldWrites, sort_notifications
 from .._checks import (
     require_limit,
@@ -29,6 +30,8 @@ from .._checks import (
     require_state,
     require_text,
 )
+from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
+from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
 from .._models import (
     GROUP_END_STATES,
     STATE_NAMES,
@@ -45,6 +48,7 @@ from .._models import (
 from ..errors import AsyncBookError, DamagedRecordError, invalid
 from . import _claims as claims
 from . import _operations as operations
+from . import _sharded_console as console
 from . import _sharded_groups as groups
 from ._args import number_text, utf8
 from ._base import DEFAULT_RETENTION
@@ -760,6 +764,54 @@ class ShardedRedisBook(RedisBook):
     def prune(self, limit: int = 1000) -> int:
         """Each shard's ``prune`` (a thread each)."""
         return sum(self._each(lambda book: book.prune(limit)))
+
+    # -- the operator console (_sharded_console) ------------------------------------------
+
+    @reports_outages
+    def info(self, task_id: str) -> TaskInfo | None:
+        return self.shard_of(task_id).info(task_id)
+
+    @reports_outages
+    def audit(
+        self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        """A task's entries, or every shard's log merged, newest first."""
+        return console.audit(self, task_id, since_ms, limit)
+
+    @reports_outages
+    def record_audit(
+        self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
+    ) -> None:
+        self.shard_of(task_id).record_audit(task_id, action, actor, reason, outcome)
+
+    @reports_outages
+    def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
+        """Every shard's page merged in the query's order (``_sharded_console``)."""
+        return console.search(self, TaskQuery(**filters) if query is None else query)
+
+    @reports_outages
+    def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
+        return console.workers(self, within_ms)
+
+    @reports_outages
+    def stats(
+        self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
+    ) -> TaskStats:
+        """Every shard's stats summed; percentiles from the summed runtime buckets."""
+        return console.stats(self, name, window_ms, now_ms)
+
+    @reports_outages
+    def task_names(self, within_ms: int | None = None) -> list[str]:
+        return console.task_names(self, within_ms)
+
+    @reports_outages
+    def name_totals(self) -> list[NameTotals]:
+        return console.name_totals(self)
+
+    @reports_outages
+    def gauges(self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS) -> BookGauges:
+        """Every shard's gauges merged (``_sharded_console.gauges``)."""
+        return console.gauges(self, now_ms, within_ms)
 
     # -- capabilities -------------------------------------------------------------------
 

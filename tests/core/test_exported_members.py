@@ -81,6 +81,7 @@ EXPORTS = {
         "DEFAULT_REDIS_URL",
         "EventOutcome",
         "KeySchema",
+        "MAX_SHARDS",
         "RETRYABLE_STATES",
         "RedisBook",
         "RedisBroker",
@@ -89,6 +90,7 @@ EXPORTS = {
         "RetryClaim",
         "RetryResult",
         "ScriptedEvents",
+        "ShardedRedisBook",
         "changes",
         "claim_retries",
         "connect",
@@ -98,6 +100,7 @@ EXPORTS = {
         "follow_task",
         "parse_change",
         "retry_policy",
+        "stored_shards",
     ],
     "asyncbook.celery": [
         "AmqpBroker",
