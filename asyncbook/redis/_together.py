@@ -1,6 +1,6 @@
 """Running one plan per shard together: each step's requests of every plan go out in one
-pipeline per Redis node, so a read over S shards costs the round trips of one plan
-(one per node at each step), not S times them.
+pipeline per Redis node, the nodes' pipelines at once (a thread each), so a read over S
+shards costs the round trips of one plan, not S times them.
 
 A plan's request meets what it would meet run alone (``Engine.execute``): a reply, or an
 error thrown into the plan. A script Redis lost (NOSCRIPT) is sent again on its own.
@@ -8,7 +8,10 @@ error thrown into the plan. A script Redis lost (NOSCRIPT) is sent again on its 
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -87,12 +90,10 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
                 continue
             client = each.engine.slot_client()
             by_node.setdefault(id(client), (client, []))[1].append(each)
-        for client, group in by_node.values():
-            pipe = client.pipeline(transaction=False)
-            counts = [_queue(pipe, each.engine, each.step) for each in group]
-            try:
-                replies = pipe.execute(raise_on_error=False)
-            except Exception as met:  # a lost connection: every plan of the node meets it
+        nodes = list(by_node.values())
+        sent = _pool().map(_send, nodes) if len(nodes) > 1 else map(_send, nodes)
+        for (_client, group), (counts, replies, met) in zip(nodes, list(sent), strict=True):
+            if met is not None:  # a lost connection: every plan of the node meets it
                 for each in group:
                     each.advance(None, met)
                 continue
@@ -101,3 +102,29 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
                 reply, error = _answer(each.engine, each.step, replies[at : at + count])
                 at += count
                 each.advance(reply, error)
+
+
+def _send(node: tuple[Any, list[_Running]]) -> tuple[list[int], list[Any], Exception | None]:
+    """One node's pipeline of its plans' requests: how many commands each added, the
+    replies, or the error the pipeline met."""
+    client, group = node
+    pipe = client.pipeline(transaction=False)
+    counts = [_queue(pipe, each.engine, each.step) for each in group]
+    try:
+        return counts, pipe.execute(raise_on_error=False), None
+    except Exception as met:
+        return counts, [], met
+
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The threads that send several nodes' pipelines at once (per process: a fork
+    starts its own)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(8, thread_name_prefix="asyncbook-nodes"))
+        return _POOL[1]
