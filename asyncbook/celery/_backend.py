@@ -202,7 +202,12 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             if known is not None and known[0] is book:
                 return known[1]
             fused = book.script_beside(self.client, _execution_source())
-            if fused is None:
+            if fused is None and getattr(book, "sharded", False):
+                logger.info(
+                    "asyncbook: the book is sharded (asyncbook_shards): the book and "
+                    "Celery's result are written one after the other, not in one round trip"
+                )
+            elif fused is None:
                 logger.warning(
                     "asyncbook: the book is not on the result backend's Redis (set "
                     "asyncbook_redis_url to it, or leave it unset): the book and Celery's "

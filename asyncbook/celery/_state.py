@@ -240,6 +240,7 @@ class Shared:
             self.held_book = RedisBook.from_url(
                 self.book_url(),
                 namespace=self.settings.namespace,
+                shards=self.settings.shards,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 retry=retry_policy(0),

@@ -140,6 +140,16 @@ def test_keep_message_settings() -> None:
             Settings.from_conf({"asyncbook_keep_message_limit": bad})
 
 
+def test_shards_setting() -> None:
+    assert Settings().shards == 1
+    settings = Settings.from_conf({"asyncbook_shards": 4})
+    assert (settings.shards, settings.extra) == (4, {})
+    for bad in (0, -1, 1025, 2.0, "4", True, None):
+        with pytest.raises(AsyncBookError) as caught:
+            Settings.from_conf({"asyncbook_shards": bad})
+        assert caught.value.field == "asyncbook_shards"
+
+
 def test_info_policy_bounds_masks_and_keeps_a_tracebacks_end() -> None:
     policy = InfoPolicy(limit=32, redact=["Token"])
     args, kwargs = policy.render(("x" * 100, 2), {"token": "s3cret", "n": 1})
