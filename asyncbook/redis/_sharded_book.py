@@ -614,10 +614,6 @@ class ShardedRedisBook(RedisBook):
             follow_changes, self.client, channels, on_change, on_subscribe, stop=stop
         )
 
-    def async_twin(self) -> None:
-        """None: no asyncio twin of a sharded book yet."""
-        return None
-
     def script_beside(self, client: object, source: str) -> None:
         """None: a sharded book's events are not fused with a caller's script."""
         return None

@@ -4,12 +4,14 @@ One real prefork worker (``-c 1``) of an app written for this module, on the Cel
 Redis, with asyncbook's result backend and the book built from the app's settings: tasks
 succeed, fail and retry into the right shard; ``AsyncResult`` reads what the book says
 (the backend writes the book, then Celery's meta: no fused script on a sharded book);
-the worker's sweep expires a task at its deadline; heartbeats keep a silent task alive;
-cancels written to any shard reach the worker, and a revoke stops a running task.
+``async_book_of`` is sharded alike; the worker's sweep expires a task at its deadline;
+heartbeats keep a silent task alive; cancels written to any shard reach the worker, and a
+revoke stops a running task.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import textwrap
 import uuid
@@ -23,9 +25,8 @@ from celery import Celery
 from celery.result import AsyncResult
 
 from asyncbook import AsyncTask, RedisBook
-from asyncbook.celery import TaskExpired, installed, uninstall
-from asyncbook.redis import stored_shards
-from asyncbook.redis._sharded_book import ShardedRedisBook
+from asyncbook.celery import TaskExpired, async_book_of, installed, uninstall
+from asyncbook.redis import AsyncShardedRedisBook, ShardedRedisBook, stored_shards
 
 from ..support.celery import CELERY_URL as URL
 from ..support.celery import (
@@ -191,6 +192,15 @@ def test_the_setting_builds_a_sharded_book_that_creates_at_publish(
         app.tasks["sh.ok"].apply_async((1,), task_id=task_id)
         assert book.get(task_id) is not None  # in the book as the publish returned
     assert stored_shards(book.client, book.namespace) == SHARDS
+    # Its asyncio twin is sharded alike.
+    twin = async_book_of(app)
+    assert isinstance(twin, AsyncShardedRedisBook)
+
+    async def read(task_id: str) -> AsyncTask | None:
+        async with twin:
+            return await twin.get(task_id)
+
+    assert asyncio.run(read(task_id)) is not None
     # The backend writes the book, then Celery's meta: no script beside a sharded book.
     backend: Any = app.backend
     assert backend._fused(integration) is None
