@@ -614,6 +614,12 @@ class ShardedRedisBook(RedisBook):
             follow_changes, self.client, channels, on_change, on_subscribe, stop=stop
         )
 
+    def async_twin(self) -> None:
+        """None: the status server reads a sharded book through its sync calls, until
+        ``AsyncShardedRedisBook`` (``AsyncRedisBook.twin_of(book)``) merges the console's
+        reads too."""
+        return None
+
     def script_beside(self, client: object, source: str) -> None:
         """None: a sharded book's events are not fused with a caller's script."""
         return None
