@@ -582,8 +582,12 @@ class ShardedRedisBook(RedisBook):
 
     @reports_outages
     def prune(self, limit: int = 1000) -> int:
-        """Each shard's ``prune`` (a thread each)."""
-        return sum(self._each(lambda book: book.prune(limit)))
+        """Each shard's ``prune`` (a thread each), looking at ``limit`` / S entries per
+        index of each shard: a pass costs what it costs on one shard (the sweep makes
+        one a second), and regular passes still visit every entry in turn."""
+        count = require_limit(limit, maximum=1_000_000)
+        share = -(-count // self.shards)
+        return sum(self._each(lambda book: book.prune(share)))
 
     # -- capabilities -------------------------------------------------------------------
 
