@@ -6,7 +6,7 @@ succeed, fail and retry into the right shard; ``AsyncResult`` reads what the boo
 (the backend writes the book, then Celery's meta: no fused script on a sharded book);
 ``async_book_of`` is sharded alike; the worker's sweep expires a task at its deadline;
 heartbeats keep a silent task alive; cancels written to any shard reach the worker, and a
-revoke stops a running task.
+revoke stops a running task; the worker delivers every shard's notifications.
 """
 
 from __future__ import annotations
@@ -50,9 +50,18 @@ SHARDS = 4
 APP_MODULE = """
 import time
 
+import redis
 from celery import Celery
 
 from asyncbook.celery import install, report_progress
+
+
+def notify(notification):
+    # The sink: every notification delivered, in a list of the test's.
+    client = redis.Redis.from_url("{url}")
+    client.rpush("{namespace}:notified", f"{{notification.task_id}} {{notification.state}}")
+    client.close()
+
 
 app = Celery("{name}", set_as_current=False)
 app.conf.update(
@@ -70,6 +79,7 @@ app.conf.update(
     asyncbook_queue="{queue}-asyncbook",
     asyncbook_heartbeat_interval=0.2,
     asyncbook_heartbeat_timeout=1.5,
+    asyncbook_sinks=["{name}.notify"],
 )
 install(app)
 
@@ -174,6 +184,18 @@ def in_state(book: RedisBook, task_id: str, state: str, timeout: float = 15.0) -
     return task
 
 
+def notified(client: redis.Redis, book: RedisBook, *task_ids: str) -> list[str]:
+    """What the sink received for ``task_ids``, once it received one for each."""
+
+    def received() -> list[str]:
+        raw: Any = client.lrange(f"{book.namespace}:notified", 0, -1)
+        found = [entry.decode() for entry in raw if entry.decode().split()[0] in task_ids]
+        return found if {entry.split()[0] for entry in found} == set(task_ids) else []
+
+    found: list[str] = wait_for(received, timeout=15)
+    return sorted(found)
+
+
 def logged(worker: CeleryWorker, text: str, timeout: float = 15.0) -> None:
     wait_for(lambda: text in worker.output(), timeout, interval=0.05)
 
@@ -207,7 +229,7 @@ def test_the_setting_builds_a_sharded_book_that_creates_at_publish(
 
 
 def test_outcomes_are_recorded_in_their_shards_and_read_by_asyncresult(
-    app: Celery, book: RedisBook, worker: CeleryWorker
+    app: Celery, book: RedisBook, worker: CeleryWorker, client: redis.Redis
 ) -> None:
     ok, boom, flaky = (app.tasks[f"sh.{name}"] for name in ("ok", "boom", "flaky"))
     done = [
@@ -238,6 +260,11 @@ def test_outcomes_are_recorded_in_their_shards_and_read_by_asyncresult(
     assert (task.state, task.attempts) == ("succeeded", 2)
     assert history(task) == ["start", "fail", "start", "succeed"]
     assert "refused" not in worker.output()
+    # The worker delivers every shard's notifications, each once.
+    ended = [*done, failed, retried]
+    assert notified(client, book, *(result.id for result in ended)) == sorted(
+        [f"{result.id} succeeded" for result in [*done, retried]] + [f"{failed.id} failed"]
+    )
 
 
 def test_the_workers_sweep_expires_a_task_at_its_deadline(app: Celery, book: RedisBook) -> None:
@@ -266,7 +293,7 @@ def test_heartbeats_keep_a_silent_task_running_past_its_heartbeat_timeout(
 
 
 def test_cancels_written_to_any_shard_reach_the_worker(
-    app: Celery, book: RedisBook, worker: CeleryWorker
+    app: Celery, book: RedisBook, worker: CeleryWorker, client: redis.Redis
 ) -> None:
     busy = app.tasks["sh.hold"].delay(2.0)
     in_state(book, busy.id, "running")
@@ -287,6 +314,8 @@ def test_cancels_written_to_any_shard_reach_the_worker(
         assert task is not None
         assert (task.state, task.error, history(task)) == ("cancelled", "not needed", ["cancel"])
         assert str(result.state) == "REVOKED"
+    ids = [result.id for result in queued]
+    assert notified(client, book, *ids) == sorted(f"{task_id} cancelled" for task_id in ids)
 
 
 def test_a_revoke_stops_a_running_task_at_its_next_progress(
