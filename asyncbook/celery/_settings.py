@@ -91,7 +91,8 @@ class Settings:
     """How long (s) a start or progress event may wait to ride with the next write."""
     defer_creates: bool = True
     """Publishing a tracked task queues its create for a background thread (pipelined
-    batches, sent at once when idle) instead of waiting for it; a RedisBook only."""
+    batches, sent at once when idle) instead of waiting for it; a RedisBook of one shard
+    only."""
     retry_for: float = 10.0
     """How long (s) a write waits, retried with backoff, while the book is unreachable."""
     result_ref: Any = None
