@@ -5,14 +5,17 @@ Redis, with asyncbook's result backend and the book built from the app's setting
 succeed, fail and retry into the right shard; ``AsyncResult`` reads what the book says
 (the backend writes the book, then Celery's meta: no fused script on a sharded book);
 ``async_book_of`` is sharded alike; the worker's sweep expires a task at its deadline;
-heartbeats keep a silent task alive; cancels written to any shard reach the worker, and a
-revoke stops a running task; the worker delivers every shard's notifications.
+heartbeats keep a silent task alive, and one whose heartbeats stop is failed as stalled;
+cancels written to any shard reach the worker, and a revoke stops a running task; the
+worker delivers every shard's notifications.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
+import signal
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -25,12 +28,13 @@ from celery import Celery
 from celery.result import AsyncResult
 
 from asyncbook import AsyncTask, RedisBook
-from asyncbook.celery import TaskExpired, async_book_of, installed, uninstall
+from asyncbook.celery import TaskEndedInBook, TaskExpired, async_book_of, installed, uninstall
 from asyncbook.redis import AsyncShardedRedisBook, ShardedRedisBook, stored_shards
 
 from ..support.celery import CELERY_URL as URL
 from ..support.celery import (
     CeleryWorker,
+    active_pid,
     close_result_backend,
     history,
     unique,
@@ -113,6 +117,12 @@ def hold(self, seconds, report=True):
         if report:
             report_progress(self, min(99, step), cursor=str(step))
     return "held"
+
+
+@app.task(tracked=True, ttl=60, acks_late=False, name="sh.silent")
+def silent(seconds):
+    time.sleep(seconds)
+    return "back"
 
 
 @app.task(tracked=True, ttl=1, name="sh.late")
@@ -290,6 +300,25 @@ def test_heartbeats_keep_a_silent_task_running_past_its_heartbeat_timeout(
     assert result.get(timeout=20) == "held"
     task = wait_terminal(book, result.id)
     assert (task.state, history(task)) == ("succeeded", ["start", "succeed"])
+
+
+def test_a_task_whose_heartbeats_stop_is_failed_as_stalled(
+    app: Celery, book: RedisBook, worker: CeleryWorker
+) -> None:
+    result = app.tasks["sh.silent"].delay(4.0)
+    in_state(book, result.id, "running")
+    pid = wait_for(lambda: active_pid(app, worker, result.id))
+    os.kill(pid, signal.SIGSTOP)  # its process, heartbeat thread included, stands still
+    try:
+        # The worker's main process sweeps every shard: the task is failed as stalled.
+        task = in_state(book, result.id, "failed", timeout=15)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert task.error is not None
+    assert task.error.startswith("stalled"), task.error
+    # Its late success is refused; Celery's meta says what the book says.
+    with pytest.raises(TaskEndedInBook, match="stalled"):
+        result.get(timeout=20)
 
 
 def test_cancels_written_to_any_shard_reach_the_worker(
