@@ -305,7 +305,7 @@ def test_heartbeats_keep_a_silent_task_running_past_its_heartbeat_timeout(
 def test_a_task_whose_heartbeats_stop_is_failed_as_stalled(
     app: Celery, book: RedisBook, worker: CeleryWorker
 ) -> None:
-    result = app.tasks["sh.silent"].delay(4.0)
+    result = app.tasks["sh.silent"].delay(2.0)  # stopped until the sweep fails it
     in_state(book, result.id, "running")
     pid = wait_for(lambda: active_pid(app, worker, result.id))
     os.kill(pid, signal.SIGSTOP)  # its process, heartbeat thread included, stands still
