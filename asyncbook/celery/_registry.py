@@ -103,7 +103,8 @@ def async_book_of(app: Celery) -> AsyncRedisBook:
     makes a new one, to close (``aclose`` or ``async with``) when done.
     ``AsyncBookError`` (field ``app``) if the app has no ``install`` or its book is not a
     ``RedisBook`` on a plain, TLS or unix-socket Redis (Cluster and Sentinel: build
-    ``AsyncRedisBook.from_url`` with your URL and namespace)."""
+    ``AsyncRedisBook.from_url`` with your URL, namespace and shards). A sharded book's
+    is sharded alike (``AsyncShardedRedisBook``)."""
     book = book_of(app)
     # A RedisBook's twin, sharded alike (a sharded book's async_twin is None: the status
     # server reads it through its sync calls).

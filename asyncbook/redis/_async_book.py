@@ -76,8 +76,9 @@ class AsyncRedisBook(BookBase):
             "wait_replicas": book.wait_replicas,
             "wait_timeout_ms": book.wait_timeout_ms,
         }
+        shards: int = getattr(book, "shards", 1)  # a ShardedRedisBook's
         if book.sharded:
-            return cls(client, shards=getattr(book, "shards"), **settings)  # noqa: B009
+            return cls(client, shards=shards, **settings)
         return cls(client, shard=book.shard, **settings)
 
     async def aclose(self) -> None:
