@@ -7,7 +7,8 @@ succeed, fail and retry into the right shard; ``AsyncResult`` reads what the boo
 ``async_book_of`` is sharded alike; the worker's sweep expires a task at its deadline;
 heartbeats keep a silent task alive, and one whose heartbeats stop is failed as stalled;
 cancels written to any shard reach the worker, and a revoke stops a running task; the
-worker delivers every shard's notifications.
+worker delivers every shard's notifications. Last, an in-process worker with the book on
+a 3-master Redis Cluster (3 shards, one a master).
 """
 
 from __future__ import annotations
@@ -19,24 +20,35 @@ import signal
 import textwrap
 import uuid
 from collections.abc import Iterator
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 import redis
-from celery import Celery
+from celery import Celery, Task
+from celery.contrib.testing.worker import start_worker
 from celery.result import AsyncResult
 
 from asyncbook import AsyncTask, RedisBook
-from asyncbook.celery import TaskEndedInBook, TaskExpired, async_book_of, installed, uninstall
+from asyncbook.celery import (
+    TaskEndedInBook,
+    TaskExpired,
+    async_book_of,
+    install,
+    installed,
+    report_progress,
+    uninstall,
+)
 from asyncbook.redis import AsyncShardedRedisBook, ShardedRedisBook, stored_shards
 
+from ..support.books import delete_namespace
 from ..support.celery import CELERY_URL as URL
 from ..support.celery import (
     CeleryWorker,
     active_pid,
     close_result_backend,
     history,
+    memory_app,
     unique,
     wait_for,
     wait_terminal,
@@ -362,3 +374,63 @@ def test_a_revoke_stops_a_running_task_at_its_next_progress(
     assert (task.state, history(task)[0], history(task)[-1]) == ("cancelled", "start", "cancel")
     assert task.progress < 100
     assert AsyncResult(result.id, app=app).state in ("PENDING", "REVOKED")
+
+
+def test_on_a_redis_cluster_the_shards_spread_over_its_masters(
+    cluster_url: str, client: redis.Redis
+) -> None:
+    """The book on a 3-master Cluster (3 shards), Celery's broker in memory and its results
+    on the test Redis: an in-process worker's tasks are recorded on every master, and a
+    cancel in the book reaches the worker through every shard's channel."""
+    namespace = unique("sharded-cluster")
+    app = memory_app(
+        "cluster",
+        backend=f"asyncbook+{URL}",
+        result_backend_thread_safe=True,
+        result_backend_transport_options={"global_keyprefix": f"{namespace}:"},
+        asyncbook_redis_url=cluster_url,
+        asyncbook_namespace=namespace,
+        asyncbook_shards=3,
+    )
+
+    @app.task(bind=True, shared=False, tracked=True, ttl=60, name="cl.ok")
+    def ok(self: Task[Any, Any], n: int) -> int:
+        report_progress(self, 50)
+        return n
+
+    integration = install(app)
+    book = integration.book
+    assert isinstance(book, ShardedRedisBook)
+    try:
+        assert sorted(len(shards) for shards in book.shard_map().values()) == [1, 1, 1]
+        with start_worker(app, perform_ping_check=False, pool="threads", concurrency=2):
+            ids = ids_in_every_shard(book)
+            done = [ok.apply_async((n,), task_id=task_id) for n, task_id in enumerate(ids)]
+            assert [result.get(timeout=20) for result in done] == [0, 1, 2]
+            # What worker_ready starts in a worker's main process (an embedded worker sends
+            # it to no one): the cancel watch, the sweep and delivery.
+            integration.service.on_worker_ready(sender=SimpleNamespace(app=app, hostname="cl@h"))
+            later = [
+                ok.apply_async((9,), countdown=3, task_id=task_id)
+                for task_id in ids_in_every_shard(book)
+            ]
+            for result in later:
+                assert book.cancel(result.id, "not needed").reason == "cancelled"
+            wait_for(lambda: all(str(result.state) == "REVOKED" for result in later), 20)
+        for result in done:
+            task = wait_terminal(book, result.id)
+            assert (task.state, history(task)) == ("succeeded", ["start", "progress", "succeed"])
+        for result in later:
+            cancelled = book.get(result.id)
+            assert cancelled is not None
+            assert (cancelled.state, history(cancelled)) == ("cancelled", ["cancel"])
+    finally:
+        uninstall(app)
+        watch = integration.state.process.cancel_watch
+        if watch is not None:
+            watch.stop()
+        close_result_backend(app)
+        delete_namespace(book.client, namespace)
+        book.client.close()
+        for key in client.scan_iter(match=f"{namespace}:*"):
+            client.delete(key)
