@@ -8,6 +8,7 @@ shares one hash tag, so the same scripts run on Redis Cluster. A namespace of S 
 
 from ._async_book import AsyncRedisBook
 from ._async_changes import changes
+from ._async_sharded_book import AsyncShardedRedisBook
 from ._book import RedisBook
 from ._broker import RedisBroker
 from ._changes import Change, follow_changes, follow_task, parse_change
@@ -30,6 +31,7 @@ __all__ = [
     "RedisBook",
     "ShardedRedisBook",
     "AsyncRedisBook",
+    "AsyncShardedRedisBook",
     "KeySchema",
     "escape_id",
     "MAX_SHARDS",

@@ -762,8 +762,12 @@ class ShardedRedisBook(RedisBook):
 
     @reports_outages
     def prune(self, limit: int = 1000) -> int:
-        """Each shard's ``prune`` (a thread each)."""
-        return sum(self._each(lambda book: book.prune(limit)))
+        """Each shard's ``prune`` (a thread each), looking at ``limit`` / S entries per
+        index of each shard: a pass costs what it costs on one shard (the sweep makes
+        one a second), and regular passes still visit every entry in turn."""
+        count = require_limit(limit, maximum=1_000_000)
+        share = -(-count // self.shards)
+        return sum(self._each(lambda book: book.prune(share)))
 
     # -- the operator console (_sharded_console) ------------------------------------------
 
@@ -843,7 +847,9 @@ class ShardedRedisBook(RedisBook):
         )
 
     def async_twin(self) -> None:
-        """None: no asyncio twin of a sharded book yet."""
+        """None: the status server reads a sharded book through its sync calls, until
+        ``AsyncShardedRedisBook`` (``AsyncRedisBook.twin_of(book)``) merges the console's
+        reads too."""
         return None
 
     def script_beside(self, client: object, source: str) -> None:

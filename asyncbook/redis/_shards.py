@@ -24,6 +24,7 @@ __all__ = [
     "MAX_SHARDS",
     "ShardMap",
     "fix_shard_count",
+    "fix_shard_count_async",
     "home_of",
     "require_shards",
     "stored_shards",
@@ -114,6 +115,17 @@ def fix_shard_count(client: Any, namespace: str, shards: int) -> None:
             _FIX_COUNT, 2, keys.shard_count, keys.sequence, str(shards)
         )
     )
+    _check_count(namespace, shards, found)
+
+
+async def fix_shard_count_async(client: Any, namespace: str, shards: int) -> None:
+    """``fix_shard_count`` on a ``redis.asyncio`` client (or Cluster client)."""
+    keys = KeySchema(namespace)
+    found = int(await client.eval(_FIX_COUNT, 2, keys.shard_count, keys.sequence, str(shards)))
+    _check_count(namespace, shards, found)
+
+
+def _check_count(namespace: str, shards: int, found: int) -> None:
     if found == -1:
         raise AsyncBookError(
             "conflict",

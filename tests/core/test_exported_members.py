@@ -75,6 +75,7 @@ EXPORTS = {
     ],
     "asyncbook.redis": [
         "AsyncRedisBook",
+        "AsyncShardedRedisBook",
         "BROKER_SETTING",
         "BookScript",
         "Change",
