@@ -3,7 +3,8 @@
 Configured from the environment by ``bench_celery.py``: ``BENCH_REDIS_URL`` (broker,
 results and book), ``BENCH_NAMESPACE``, ``BENCH_READY_FILE`` (touched when the worker
 is ready to consume); ``BENCH_BACKEND_URL`` (set by ``bench_backend.py``) overrides the
-result backend, ``asyncbook+redis://...`` for asyncbook's own.
+result backend, ``asyncbook+redis://...`` for asyncbook's own; ``BENCH_SHARDS`` is
+``asyncbook_shards`` (set by ``bench_shards.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ app.conf.update(
     asyncbook_redis_url=URL,
     asyncbook_namespace=os.environ.get("BENCH_NAMESPACE", "bench"),
 )
+if os.environ.get("BENCH_SHARDS"):
+    app.conf.asyncbook_shards = int(os.environ["BENCH_SHARDS"])
 if os.environ.get("BENCH_FLUSH_DELAY"):
     app.conf.asyncbook_flush_delay = float(os.environ["BENCH_FLUSH_DELAY"])
 install(app)

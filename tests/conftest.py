@@ -59,10 +59,15 @@ def namespace() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=BOOK_KINDS)
-def make_book(request: pytest.FixtureRequest, namespace: str) -> Iterator[BookFactory]:
-    """Build books of one kind; each test gets its own, cleaned up afterwards."""
-    kind = request.param
+SHARDED_KINDS = ["redis-s4", "cluster-s16"]
+"""Sharded namespaces (issue 20): four shards on the local Redis, sixteen on the local
+3-master Cluster. The contract tests run over these too (tests/contract/conftest.py)."""
+
+
+def book_factories(
+    request: pytest.FixtureRequest, kind: str, namespace: str
+) -> Iterator[BookFactory]:
+    """Books of one kind (``BOOK_KINDS``, ``SHARDED_KINDS``), cleaned up afterwards."""
     if kind == "memory":
 
         def memory_factory(**kwargs: Any) -> AsyncBook:
@@ -70,19 +75,28 @@ def make_book(request: pytest.FixtureRequest, namespace: str) -> Iterator[BookFa
 
         yield memory_factory
         return
-    if kind == "redis":
+    shards = {"redis-s4": 4, "cluster-s16": 16}.get(kind, 1)
+    if kind in ("redis", "redis-s4"):
         client: Any = redis_client()
-    elif kind == "cluster":
+    elif kind in ("cluster", "cluster-s16"):
         client = connect(request.getfixturevalue("cluster_url"))
     else:
         client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
 
     def redis_factory(**kwargs: Any) -> AsyncBook:
+        if shards != 1:
+            kwargs.setdefault("shards", shards)
         return RedisBook(client, namespace=namespace, **kwargs)
 
     yield redis_factory
     delete_namespace(client, namespace)
     client.close()
+
+
+@pytest.fixture(params=BOOK_KINDS)
+def make_book(request: pytest.FixtureRequest, namespace: str) -> Iterator[BookFactory]:
+    """Build books of one kind; each test gets its own, cleaned up afterwards."""
+    yield from book_factories(request, request.param, namespace)
 
 
 @pytest.fixture

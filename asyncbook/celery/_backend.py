@@ -49,7 +49,7 @@ from .._book import (
     ScriptedAnswer,
     ScriptedWrite,
 )
-from .._models import CallbackResult, CancelEvent, FailEvent, SucceedEvent
+from .._models import AsyncTransition, CallbackResult, CancelEvent, FailEvent, SucceedEvent
 from ..errors import AsyncBookError, NotReplicatedError, UnknownTaskError
 from ..redis import EventOutcome
 from ._execution_args import ExecutionArgs
@@ -173,9 +173,9 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         encoded = self.encode_result(result, state)
         fused = self._fused(integration)
         if fused is None:
-            book_state = self._write_apart(integration, item)
+            book_state, answer = self._write_apart(integration, item)
             if f"|{book_state}|" in refused:
-                self._write_verdict(None, task_id, book_state, request, None)
+                self._write_verdict(None, task_id, book_state, request, answer)
             else:
                 super()._store_result(task_id, encoded, state, traceback, request, **kwargs)
         else:
@@ -186,14 +186,16 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         return encoded
 
     @staticmethod
-    def _write_apart(integration: Integration, item: Any) -> str:
-        """The book's write when it is not on this backend's Redis; the book's state."""
+    def _write_apart(integration: Integration, item: Any) -> tuple[str, Any]:
+        """The book's write when it is not on this backend's Redis (or is sharded): the
+        book's state after it ('' when it did not answer), and its answer."""
         task_id, event, _callback = item
-        if event is None:
-            expired = integration.expire(task_id)
-            return "" if expired is None else expired.task.state.value
-        answer = integration.recorder.write(item)[0]
-        return answer.task.state.value if isinstance(answer, CallbackResult) else ""
+        answer: Any = (
+            integration.expire(task_id) if event is None else integration.recorder.write(item)[0]
+        )
+        if isinstance(answer, CallbackResult | AsyncTransition):
+            return answer.task.state.value, answer
+        return "", answer
 
     def _fused(self, integration: Integration) -> EventsScript | None:
         """The meta script beside the book's events, when the book lives on this
@@ -204,7 +206,12 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             if known is not None and known[0] is book:
                 return known[1]
             fused = book.script_beside(self.client, _execution_source())
-            if fused is None:
+            if fused is None and getattr(book, "sharded", False):
+                logger.info(
+                    "asyncbook: the book is sharded (asyncbook_shards): the book and "
+                    "Celery's result are written one after the other, not in one round trip"
+                )
+            elif fused is None:
                 logger.warning(
                     "asyncbook: the book is not on the result backend's Redis (set "
                     "asyncbook_redis_url to it, or leave it unset): the book and Celery's "
@@ -395,7 +402,7 @@ def _end_event(
 
 
 def _error_of(answer: Any) -> str | None:
-    if isinstance(answer, CallbackResult):
+    if isinstance(answer, CallbackResult | AsyncTransition):
         return answer.task.error
     return answer.error if isinstance(answer, EventOutcome) else None
 

@@ -15,7 +15,7 @@ from celery import Celery, Task
 
 from .._book import AsyncBook
 from ..errors import invalid
-from ..redis import AsyncRedisBook
+from ..redis import AsyncRedisBook, RedisBook
 from ._integration import Integration
 
 __all__ = [
@@ -103,9 +103,12 @@ def async_book_of(app: Celery) -> AsyncRedisBook:
     makes a new one, to close (``aclose`` or ``async with``) when done.
     ``AsyncBookError`` (field ``app``) if the app has no ``install`` or its book is not a
     ``RedisBook`` on a plain, TLS or unix-socket Redis (Cluster and Sentinel: build
-    ``AsyncRedisBook.from_url`` with your URL and namespace)."""
+    ``AsyncRedisBook.from_url`` with your URL, namespace and shards). A sharded book's
+    is sharded alike (``AsyncShardedRedisBook``)."""
     book = book_of(app)
-    twin = book.async_twin()
+    # A RedisBook's twin, sharded alike (a sharded book's async_twin is None: the status
+    # server reads it through its sync calls).
+    twin = AsyncRedisBook.twin_of(book) if isinstance(book, RedisBook) else book.async_twin()
     if not isinstance(twin, AsyncRedisBook):  # None: the book has none
         raise invalid(
             f"the app's book ({type(book).__name__}) has no asyncio twin: build "

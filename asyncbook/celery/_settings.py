@@ -17,6 +17,7 @@ from .._kept import KEPT_MESSAGE_LIMIT
 from .._webhook_signing import WebhookSecret, webhook_secrets
 from ..errors import invalid
 from ..redis._connection import DEFAULT_REDIS_URL
+from ..redis._shards import MAX_SHARDS
 
 __all__ = ["Settings", "duration_ms"]
 
@@ -61,6 +62,15 @@ def _count(value: Any, name: str, minimum: int) -> int:
     return value
 
 
+def _shards(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHARDS:
+        raise invalid(
+            f"asyncbook_shards must be a whole number from 1 to {MAX_SHARDS}",
+            field="asyncbook_shards",
+        )
+    return value
+
+
 def _names(value: Any) -> tuple[str, ...]:
     names = (value,) if isinstance(value, str) else value
     if not isinstance(names, list | tuple | set | frozenset) or not all(
@@ -78,13 +88,17 @@ class Settings:
     """The book's Redis; defaults to the broker URL when the broker is Redis."""
     namespace: str = "asyncbook"
     """Prefix of every key the book writes."""
+    shards: int = 1
+    """How many shards (hash tags) the namespace is split into, to spread it over a Redis
+    Cluster's masters; fixed at the namespace's first use, the same in every process."""
     default_ttl_ms: int = 3_600_000
     """Deadline of a tracked task without its own ``ttl`` (``asyncbook_default_ttl``)."""
     flush_delay: float = 0.02
     """How long (s) a start or progress event may wait to ride with the next write."""
     defer_creates: bool = True
     """Publishing a tracked task queues its create for a background thread (pipelined
-    batches, sent at once when idle) instead of waiting for it; a RedisBook only."""
+    batches, sent at once when idle) instead of waiting for it; a RedisBook of one shard
+    only."""
     retry_for: float = 10.0
     """How long (s) a write waits, retried with backoff, while the book is unreachable."""
     result_ref: Any = None
@@ -150,6 +164,7 @@ class Settings:
         known = {
             "redis_url": str(values.pop("redis_url", None) or default_url or DEFAULT_REDIS_URL),
             "namespace": str(values.pop("namespace", cls.namespace)),
+            "shards": _shards(values.pop("shards", cls.shards)),
             "default_ttl_ms": duration_ms(
                 values.pop("default_ttl", timedelta(hours=1)), "asyncbook_default_ttl"
             ),

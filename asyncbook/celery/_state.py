@@ -161,6 +161,15 @@ class Shared:
         if settings.extra:
             unknown = ", ".join(f"asyncbook_{name}" for name in sorted(settings.extra))
             logger.warning("asyncbook: unknown settings ignored: %s", unknown)
+        given = self.held_book
+        shards = getattr(given, "shards", 1)
+        if given is not None and "asyncbook_shards" in self.app.conf and settings.shards != shards:
+            logger.warning(
+                "asyncbook: asyncbook_shards = %d ignored: install(app, book) was given a "
+                "book of %d shard(s)",
+                settings.shards,
+                shards,
+            )
         return settings
 
     @property
@@ -240,6 +249,7 @@ class Shared:
             self.held_book = RedisBook.from_url(
                 self.book_url(),
                 namespace=self.settings.namespace,
+                shards=self.settings.shards,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 retry=retry_policy(0),

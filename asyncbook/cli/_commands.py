@@ -36,6 +36,7 @@ from ._context import (
     fail,
     json_option,
     rich_console,
+    shards_option,
     task_or_exit,
 )
 from ._monitoring_cmds import monitoring
@@ -62,11 +63,12 @@ __all__ = ["cli", "main"]
     show_default=True,
     help="The book's key namespace (env ASYNCBOOK_NAMESPACE).",
 )
+@shards_option
 @click.version_option(package_name="asyncbook")
 @click.pass_context
-def cli(ctx: click.Context, redis_url: str, namespace: str) -> None:
+def cli(ctx: click.Context, redis_url: str, namespace: str, shards: int | None) -> None:
     """Look up, watch and serve the tasks asyncbook keeps in Redis."""
-    ctx.obj = GroupOptions(redis_url=redis_url, namespace=namespace)
+    ctx.obj = GroupOptions(redis_url=redis_url, namespace=namespace, shards=shards)
 
 
 @cli.command()

@@ -13,12 +13,13 @@ from typing import Any, NoReturn
 import click
 from click.decorators import FC
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rich.console import Console
 
 from .._models import AsyncTask
 from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError
-from ..redis import BROKER_SETTING, DEFAULT_REDIS_URL, RedisBook
+from ..redis import BROKER_SETTING, DEFAULT_REDIS_URL, MAX_SHARDS, RedisBook, stored_shards
 
 __all__ = [
     "EXIT_NOT_FOUND",
@@ -28,6 +29,7 @@ __all__ = [
     "emit_json",
     "fail",
     "json_option",
+    "shards_option",
     "rich_console",
     "task_or_exit",
 ]
@@ -42,17 +44,30 @@ class GroupOptions:
 
     redis_url: str = DEFAULT_REDIS_URL
     namespace: str = "asyncbook"
+    shards: int | None = None
+    """The namespace's shard count (--shards); None: the count stored in Redis."""
     _book: RedisBook | None = field(default=None, repr=False)
 
     @property
     def book(self) -> RedisBook:
-        """The book at ``redis_url`` under ``namespace``."""
-        if self._book is None:
+        """The book at ``redis_url`` under ``namespace``: of ``shards`` shards, else of
+        the count the namespace stored (``stored_shards``: one GET, at first use)."""
+        if self._book is not None:
+            return self._book
+        try:
+            book = RedisBook.from_url(self.redis_url, namespace=self.namespace)
+        except AsyncBookError as error:
+            raise click.BadParameter(error.message, param_hint="--redis-url") from None
+        shards = self.shards
+        if shards is None:
             try:
-                self._book = RedisBook.from_url(self.redis_url, namespace=self.namespace)
-            except AsyncBookError as error:
-                raise click.BadParameter(error.message, param_hint="--redis-url") from None
-        return self._book
+                shards = stored_shards(book.client, self.namespace)
+            except RedisError:
+                return book  # Redis unreachable: its first call says so (not kept)
+        if shards != 1:
+            book = RedisBook(book.client, namespace=self.namespace, shards=shards)
+        self._book = book
+        return book
 
 
 def fail(message: str, code: int = EXIT_NOT_FOUND) -> NoReturn:
@@ -97,6 +112,18 @@ def broker_option(command: FC) -> FC:
         metavar="URL",
         help="The Celery broker (redis://, rediss://, unix:// or amqp://): its queues are "
         f"read and retries are sent to it (env {BROKER_SETTING}).",
+    )(command)
+
+
+def shards_option(command: FC) -> FC:
+    """The ``--shards`` option (env ``ASYNCBOOK_SHARDS``) of the command group."""
+    return click.option(
+        "--shards",
+        envvar="ASYNCBOOK_SHARDS",
+        type=click.IntRange(1, MAX_SHARDS),
+        default=None,
+        help="The namespace's shard count (env ASYNCBOOK_SHARDS); default: the count the "
+        "namespace stored at its first use (1 when none is).",
     )(command)
 
 

@@ -8,6 +8,7 @@ default ``celery``; asyncbook's own queue is then ``<it>-asyncbook``, else ``asy
 ``ASYNCBOOK_WEBHOOK_SECRET`` (``whsec_…`` it is signed with; two, space separated, while
 rotating: the current one first). For tests and
 experiments: ``ASYNCBOOK_HEARTBEAT_INTERVAL`` and ``ASYNCBOOK_HEARTBEAT_TIMEOUT`` (seconds),
+``ASYNCBOOK_SHARDS`` (the namespace's shard count, ``asyncbook_shards``),
 ``ASYNCBOOK_VISIBILITY_TIMEOUT`` (seconds before the broker gives an unacknowledged message
 of a dead worker to another one; default: Celery's, one hour), ``ASYNCBOOK_WORKER_SWEEP=0``
 (leave the sweep to beat).
@@ -51,6 +52,8 @@ if os.environ.get("ASYNCBOOK_HEARTBEAT_INTERVAL"):
     asyncbook_heartbeat_interval = float(os.environ["ASYNCBOOK_HEARTBEAT_INTERVAL"])
 if os.environ.get("ASYNCBOOK_HEARTBEAT_TIMEOUT"):
     asyncbook_heartbeat_timeout = float(os.environ["ASYNCBOOK_HEARTBEAT_TIMEOUT"])
+if os.environ.get("ASYNCBOOK_SHARDS"):
+    asyncbook_shards = int(os.environ["ASYNCBOOK_SHARDS"])
 if os.environ.get("ASYNCBOOK_VISIBILITY_TIMEOUT"):
     # A short visibility timeout gives a dead worker's unacknowledged message to the next
     # worker that starts. The unacked keys are this queue's own, so that a short timeout

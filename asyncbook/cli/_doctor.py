@@ -22,7 +22,7 @@ import redis
 from .._health import sweep_health
 from .._sinks import resolve_sink
 from ..errors import AsyncBookError
-from ..redis import RedisBook
+from ..redis import RedisBook, ShardedRedisBook
 
 __all__ = ["Check", "app_book", "app_checks", "book_checks", "load_app"]
 
@@ -160,20 +160,24 @@ def clock_check(client: redis.Redis, clock: Callable[[], float] = time.time) -> 
 
 
 def _namespaces(client: redis.Redis, limit: int = 10_000) -> list[str]:
-    """Namespaces written in this database (their creation counters), up to ``limit`` keys."""
+    """Namespaces written in this database (their creation counters, a sharded one's
+    shard count), up to ``limit`` keys of each."""
     found: set[str] = set()
-    for index, key in enumerate(client.scan_iter(match="{*}:seq", count=1000)):
-        text = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
-        found.add(text[1 : text.rindex("}")])
-        if index >= limit:
-            break
+    for pattern in ("{*}:seq", "{*}:shards"):
+        for index, key in enumerate(client.scan_iter(match=pattern, count=1000)):
+            text = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+            found.add(text[1 : text.rindex("}")])
+            if index >= limit:
+                break
     return sorted(found)
 
 
 def namespace_check(book: RedisBook) -> Check:
     """A namespace never written answers every read empty: most likely the wrong one."""
     keys = book.keys
-    if book.client.exists(keys.sequence, keys.last_sweep, keys.deadlines, keys.outbox):
+    if book.client.exists(
+        keys.sequence, keys.last_sweep, keys.deadlines, keys.outbox, keys.shard_count
+    ):
         return Check("namespace", "ok", f"{book.namespace!r} holds tasks")
     others = [name for name in _namespaces(book.client) if name != book.namespace]
     known = f"; namespaces written here: {', '.join(others[:10])}" if others else ""
@@ -223,7 +227,17 @@ def book_checks(book: RedisBook) -> Iterator[Check]:
     yield persistence_check(client)
     yield clock_check(client)
     yield namespace_check(book)
+    if isinstance(book, ShardedRedisBook):
+        yield shards_check(book)
     yield sweep_check(book)
+
+
+def shards_check(book: ShardedRedisBook) -> Check:
+    """Which node holds which shards of a sharded namespace (``shard_map``)."""
+    nodes = "; ".join(
+        f"{node} holds {', '.join(map(str, shards))}" for node, shards in book.shard_map().items()
+    )
+    return Check("shards", "ok", f"{book.shards} shards: {nodes}")
 
 
 def load_app(name: str) -> Any:

@@ -2,11 +2,13 @@
 connections and the change followers.
 
 Every mutation is one atomic Lua call (``asyncbook/redis/lua``); every key of a book
-shares one hash tag, so the same scripts run on Redis Cluster.
+shares one hash tag, so the same scripts run on Redis Cluster. A namespace of S shards
+(``ShardedRedisBook``) has one such tag per shard.
 """
 
 from ._async_book import AsyncRedisBook
 from ._async_changes import changes
+from ._async_sharded_book import AsyncShardedRedisBook
 from ._book import RedisBook
 from ._broker import RedisBroker
 from ._changes import Change, follow_changes, follow_task, parse_change
@@ -21,13 +23,19 @@ from ._keys import KeySchema, escape_id
 from ._retrier import BROKER_SETTING, Retrier, RetryResult
 from ._retries import RETRYABLE_STATES, RetryClaim, claim_retries
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
+from ._sharded_book import ShardedRedisBook
+from ._shards import MAX_SHARDS, stored_shards
 
 __all__ = [
     # the books
     "RedisBook",
+    "ShardedRedisBook",
     "AsyncRedisBook",
+    "AsyncShardedRedisBook",
     "KeySchema",
     "escape_id",
+    "MAX_SHARDS",
+    "stored_shards",
     # a Celery broker on Redis, read (the console's queues)
     "RedisBroker",
     # the caller's own scripts (apply_many_then, apply_in_script)

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from .._audit import AuditEntry
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
@@ -51,23 +51,35 @@ class AsyncRedisBook(BookBase):
 
     engine_type = AsyncEngine
     engine: AsyncEngine
+    sharded_type: ClassVar[type[AsyncRedisBook] | None] = None
+    """``AsyncShardedRedisBook``, which ``AsyncRedisBook(..., shards=S)`` builds for S > 1
+    (set where it is defined, so that this module does not import it)."""
+
+    def __new__(cls, *args: Any, shards: int = 1, **settings: Any) -> Self:
+        if cls is AsyncRedisBook and shards != 1 and cls.sharded_type is not None:
+            return super().__new__(cls.sharded_type)  # type: ignore[return-value]
+        return super().__new__(cls)
 
     @classmethod
     def twin_of(cls, book: BookBase) -> AsyncRedisBook | None:
-        """An async book of ``book``'s namespace and retention, on an asyncio client like
-        ``book.client`` (same address, db, credentials, TLS, timeouts); None when that
-        client has no such twin (a Cluster, Sentinel, fakeredis...). Close it when done."""
+        """An async book of ``book``'s namespace, retention and shards, on an asyncio
+        client like ``book.client`` (same address, db, credentials, TLS, timeouts); None
+        when that client has no such twin (a Cluster, Sentinel, fakeredis...). Close it
+        when done."""
         client = async_client_like(book.client)
         if client is None:
             return None
-        return cls(
-            client,
-            namespace=book.namespace,
-            retention_versions=book.retention_versions,
-            retention=book.retention,
-            wait_replicas=book.wait_replicas,
-            wait_timeout_ms=book.wait_timeout_ms,
-        )
+        settings: dict[str, Any] = {
+            "namespace": book.namespace,
+            "retention_versions": book.retention_versions,
+            "retention": book.retention,
+            "wait_replicas": book.wait_replicas,
+            "wait_timeout_ms": book.wait_timeout_ms,
+        }
+        shards: int = getattr(book, "shards", 1)  # a ShardedRedisBook's
+        if book.sharded:
+            return cls(client, shards=shards, **settings)
+        return cls(client, shard=book.shard, **settings)
 
     async def aclose(self) -> None:
         """Close the client's connections."""

@@ -7,10 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, ClassVar, Self
 
+from ..errors import invalid
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._engine import EngineBase
 from ._operations import BookLayout
 from ._replicas import ReplicaWait
+from ._shards import require_shards
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
@@ -24,6 +26,8 @@ class BookBase:
     """The class of the book's engine (and so the flavour of its client)."""
     engine: EngineBase
     """The book's engine: client, layout, scripts, and the calls built from them."""
+    sharded: ClassVar[bool] = False
+    """True for a book of a namespace of several shards (``ShardedRedisBook``)."""
 
     def __init__(
         self,
@@ -34,8 +38,12 @@ class BookBase:
         retention: timedelta | None = DEFAULT_RETENTION,
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
+        shards: int = 1,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
-        layout = BookLayout(namespace, retention_versions, retention)
+        if require_shards(shards) != 1 and not self.sharded:
+            raise invalid(f"{type(self).__name__} has one shard; shards must be 1", field="shards")
+        layout = BookLayout(namespace, retention_versions, retention, shard)
         self.engine = self.engine_type(client, layout, ReplicaWait(wait_replicas, wait_timeout_ms))
         self.client = client
         self.layout = self.engine.layout
@@ -45,6 +53,8 @@ class BookBase:
         self.retention = retention
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
+        self.shard = shard
+        """Which shard of how many this book is: (0, 1) for a namespace of one shard."""
 
     @classmethod
     def from_url(
@@ -56,6 +66,7 @@ class BookBase:
         retention: timedelta | None = DEFAULT_RETENTION,
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
+        shards: int = 1,
         **connection: Any,
     ) -> Self:
         """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://,
@@ -64,6 +75,10 @@ class BookBase:
         ``wait_replicas`` > 0: each write waits (``WAIT``, in the write's round trip) for
         that many replicas, up to ``wait_timeout_ms``, else raises ``NotReplicatedError``
         (docs/redis.md, "Waiting for a replica", says which writes).
+
+        ``shards`` > 1 splits the namespace over that many hash tags, so it spreads over
+        a Cluster's masters (a ``RedisBook`` then is a ``ShardedRedisBook``); the count
+        is fixed at the namespace's first use (docs/redis.md, "Sharded namespaces").
 
         ``connection`` overrides the client's options: redis-py's connection settings
         (``socket_timeout``, ``retry``...). Any other keyword raises ``TypeError`` naming
@@ -77,4 +92,5 @@ class BookBase:
             retention=retention,
             wait_replicas=wait_replicas,
             wait_timeout_ms=wait_timeout_ms,
+            shards=shards,
         )

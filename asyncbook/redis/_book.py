@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Unpack
+from typing import Any, ClassVar, Self, Unpack
 
 from .._audit import AuditEntry
 from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput, HeldWrites, ScriptedWrite
 from .._checks import require_integer, require_non_negative, require_string, require_text
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
+from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
 from .._models import (
     AsyncTask,
     AsyncTransition,
@@ -46,6 +47,7 @@ from ._beside import BesideScript, same_server
 from ._changes import Change, follow_changes
 from ._connection import reports_outages
 from ._engine import Engine
+from ._gauges import gauges
 from ._pending import register
 from ._plan import server_time
 from ._replies import created, group_summary_of
@@ -61,6 +63,14 @@ class RedisBook(BookBase):
 
     engine_type = Engine
     engine: Engine
+    sharded_type: ClassVar[type[RedisBook] | None] = None
+    """``ShardedRedisBook``, which ``RedisBook(..., shards=S)`` builds for S > 1 (set
+    where it is defined, so that this module does not import it)."""
+
+    def __new__(cls, *args: Any, shards: int = 1, **settings: Any) -> Self:
+        if cls is RedisBook and shards != 1 and cls.sharded_type is not None:
+            return super().__new__(cls.sharded_type)  # type: ignore[return-value]
+        return super().__new__(cls)
 
     def check_server(self) -> str | None:
         """Check the book's server (once per book, one round trip); returns its
@@ -452,6 +462,12 @@ class RedisBook(BookBase):
     def name_totals(self) -> list[NameTotals]:
         """Running totals per task name, for Prometheus counters and histograms."""
         return self.engine.run(_console.name_totals(self.layout))
+
+    @reports_outages
+    def gauges(self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS) -> BookGauges:
+        """What ``/metrics`` reads beyond the counts: the notification streams, their
+        consumer groups and the workers seen (``_gauges``), in one round trip."""
+        return self.engine.run(gauges(self.layout, now_ms, within_ms))
 
     @reports_outages
     def count_by_state(self) -> dict[str, int]:

@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -85,7 +85,7 @@ def parse_change(payload: bytes | str) -> Change | None:
 
 def follow_changes(
     client: Any,
-    channel: str,
+    channel: str | Sequence[str],
     on_change: Callable[[Change], None],
     on_reset: Callable[[], None],
     *,
@@ -94,7 +94,8 @@ def follow_changes(
     max_backoff: float = 2.0,
     on_reconnect: Callable[[Exception], None] | None = None,
 ) -> None:
-    """Call ``on_change`` per change on ``channel`` until ``stop()`` is true.
+    """Call ``on_change`` per change on ``channel`` (or on each of several: a sharded
+    book's) until ``stop()`` is true.
 
     ``on_reset`` runs after every (re)subscribe, including redis-py's silent
     resubscribe after a reconnect. A dropped link (also one the callbacks meet) is
@@ -104,12 +105,18 @@ def follow_changes(
     delay = 0.05
     while not stop():
         pubsub = client.pubsub()
+        channels = [channel] if isinstance(channel, str) else list(channel)
         try:
-            pubsub.subscribe(channel)
+            pubsub.subscribe(*channels)
             while not stop():
                 message = pubsub.get_message(timeout=poll)
                 kind = None if message is None else message.get("type")
-                if kind == "subscribe":
+                # One confirmation per channel; the last says it counts them all.
+                if (
+                    kind == "subscribe"
+                    and message is not None
+                    and message.get("data") == len(channels)
+                ):
                     delay = 0.05
                     on_reset()
                 elif kind == "message":
@@ -154,9 +161,11 @@ def follow_task(
     the terminal task, or None when ``stop()`` said so. ``UnknownTaskError`` propagates.
     """
     follower = _TaskFollower(book, task_id, on_batch, cursor)
+    shard_of = getattr(book, "shard_of", None)  # a sharded book: the task's shard's channel
+    keys = book.keys if shard_of is None else shard_of(task_id).keys
     follow_changes(
         book.client,
-        book.keys.changes_channel,
+        keys.changes_channel,
         follower.on_change,
         follower.look_up,
         stop=lambda: follower.ended is not None or stop(),

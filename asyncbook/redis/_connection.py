@@ -89,6 +89,7 @@ BOOK_SETTINGS = (
     "retention",
     "wait_replicas",
     "wait_timeout_ms",
+    "shards",
 )
 """The keywords of a book's ``from_url`` that are the book's own, not the client's."""
 

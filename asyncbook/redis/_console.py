@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._checks import require_string
 from .._console import (
@@ -51,6 +51,10 @@ __all__ = [
     "info",
     "name_totals",
     "search",
+    "PageFound",
+    "search_page_at",
+    "search_row",
+    "search_with",
     "stats",
     "task_names",
     "workers",
@@ -167,28 +171,64 @@ def _names_containing(book: BookLayout, text: str) -> Plan[list[str]]:
 def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
     """One page of tasks matching ``query`` in its order, and the matching tasks per state."""
     yield SETTLE
-    query = query.checked()
+
+    def page_of(asked: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
+        return _search_page(book, asked, unnamed)
+
+    return (yield from search_with(query.checked(), lambda: task_names(book), page_of))
+
+
+def search_with(
+    query: TaskQuery,
+    names: Callable[[], Plan[list[str]]],
+    page_of: Callable[[TaskQuery, bool], Plan[SearchPage]],
+) -> Plan[SearchPage]:
+    """``search`` of a checked query, from a book's ``names`` and its ``page_of`` (a page
+    not sorted by name; True: of the tasks without a name only): one shard's, or the
+    pages of every shard merged (``_sharded_console``)."""
     order = query.order
     if query.state is not None and query.state not in STATES_WITH.get(order.field, STATE_NAMES):
         # No task in this state has the field: every match comes last, by creation.
         after = query.after[1:] if query.after and query.after[0] == "~" else None
         by_creation = query._replace(sort="-created" if order.descending else "created")
-        page = yield from _search_page(book, by_creation._replace(after=after), False)
+        page = yield from page_of(by_creation._replace(after=after), False)
         tail = None if page.next_after is None else "~" + page.next_after
         return page.model_copy(update={"next_after": tail})
     if order.field != "name":
-        return (yield from _search_page(book, query, False))
-    names = yield from task_names(book)
+        return (yield from page_of(query, False))
+    return (yield from search_by_name(query, (yield from names()), page_of, SEARCH_SCAN_LIMIT))
 
-    def page_of(asked: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
-        return _search_page(book, asked, unnamed)
 
-    return (yield from search_by_name(query, names, page_of, SEARCH_SCAN_LIMIT))
+class PageFound(NamedTuple):
+    """A page as search.lua answers it, its rows not read yet (a merge of several
+    shards' pages reads only the rows it keeps: ``search_row``)."""
+
+    rows: list[tuple[str, Any]]
+    """Each row's position (the cursor of a page ending with it) and its reply."""
+    page: SearchPage
+    """The page without its rows (``tasks`` empty, ``matched`` None)."""
+
+
+def search_row(reply: Any) -> SearchRow:
+    """One row of search.lua's reply: the task, its info and how ``q`` matched it."""
+    task_json, fields, matched_by, _position = reply
+    task = AsyncTask.model_validate_json(task_json)
+    info = _info(task.id, fields, (None, None, None), ())
+    return SearchRow(task=task, info=info, matched_by=_text(matched_by) or None)
 
 
 def _search_page(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
     """``search`` of a checked query not sorted by name (``unnamed``: of the tasks
     without a name only)."""
+    found = yield from search_page_at(book, query, unnamed)
+    rows = tuple(search_row(reply) for _position, reply in found.rows)
+    matched = None if query.q is None else matched_counts(rows)
+    return found.page.model_copy(update={"tasks": rows, "matched": matched})
+
+
+def search_page_at(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[PageFound]:
+    """``_search_page``, its rows not read yet, each with its position (pages of several
+    shards merge by it)."""
     order = query.order
     k = book.keys
     if query.worker is not None:
@@ -235,23 +275,18 @@ def _search_page(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[Sear
 
     reply = yield from _until_given(call, learn)
     rows, next_cursor, flat_totals, exact, scanned, complete = reply
-    found: list[SearchRow] = []
-    for task_json, fields, matched_by in rows:
-        task = AsyncTask.model_validate_json(task_json)
-        info = _info(task.id, fields, (None, None, None), ())
-        found.append(SearchRow(task=task, info=info, matched_by=_text(matched_by) or None))
     counts = {
         _text(flat_totals[i]) or "": int(flat_totals[i + 1]) for i in range(0, len(flat_totals), 2)
     }
-    return SearchPage(
-        tasks=tuple(found),
+    page = SearchPage(
+        tasks=(),
         totals=totals_of(counts),
         totals_exact=_text(exact) == "1",
         next_after=_text(next_cursor) or None,
         scanned=int(scanned),
         scan_complete=_text(complete) == "1",
-        matched=None if query.q is None else matched_counts(found),
     )
+    return PageFound([(_text(row[3]) or "", row) for row in rows], page)
 
 
 def workers(

@@ -3,18 +3,24 @@
 Every key of a namespace carries the hash tag ``{namespace}``, so all of a book's keys
 live in one Redis Cluster slot: every script touches one slot, and callback ids and
 idempotency keys stay global and exact on a single Redis and on a Cluster alike.
-Ids follow a fixed per-kind prefix and are escaped (``%``, ``{``, ``}``), so different
-ids never share a key and no id can move a key into another slot.
+A sharded namespace (``_shards``) has one such schema per shard, each on its own hash
+tag ``{namespace{k.n}`` (a namespace holds no brace, so no shard's tag is any other
+namespace's or shard's). Ids follow a fixed per-kind prefix and are escaped (``%``,
+``{``, ``}``), so different ids never share a key and no id can move a key into another
+slot.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from .._models import STATE_NAMES
 from ..errors import invalid
 
-__all__ = ["SORT_INDEXED", "KeySchema", "escape_id"]
+__all__ = ["SORT_INDEXED", "KeySchema", "escape_id", "shard_tag"]
 
 SORT_INDEXED = ("started", "ended", "runtime", "attempts")
 """The fields a sort index is kept for (lua/_info.lua's SORT_SLOT order)."""
@@ -30,11 +36,31 @@ def escape_id(value: str) -> str:
     return value.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
 
 
+@lru_cache(maxsize=4096)
+def shard_tag(namespace: str, index: int, total: int) -> str:
+    """The hash tag of shard ``index`` of ``total``: ``{namespace{index.n}`` with the
+    smallest n whose Cluster slot lies in the index-th of ``total`` equal slot ranges, so
+    the shards spread evenly over the masters of a cluster whose slots are split evenly
+    (as ``redis-cli --cluster create`` splits them). Stable: a function of its arguments."""
+    low = index * REDIS_CLUSTER_HASH_SLOTS // total
+    high = (index + 1) * REDIS_CLUSTER_HASH_SLOTS // total
+    n = 0
+    while True:
+        tag = f"{{{namespace}{{{index}.{n}}}"
+        if low <= key_slot(tag.encode()) < high:
+            return tag
+        n += 1
+
+
 @dataclass(frozen=True)
 class KeySchema:
     """Names of every key and channel a book uses under one namespace."""
 
     namespace: str
+    shard_index: int = 0
+    """Which shard of the namespace these keys are (0 when it has one)."""
+    shard_total: int = 1
+    """How many shards the namespace has; 1 is the one-slot layout, tag ``{namespace}``."""
 
     def __post_init__(self) -> None:
         ns = self.namespace
@@ -43,8 +69,16 @@ class KeySchema:
 
     @property
     def tag(self) -> str:
-        """The hash tag shared by every key of the namespace."""
-        return "{" + self.namespace + "}"
+        """The hash tag shared by every key of the namespace (of the shard)."""
+        if self.shard_total == 1:
+            return "{" + self.namespace + "}"
+        return shard_tag(self.namespace, self.shard_index, self.shard_total)
+
+    @property
+    def shard_count(self) -> str:
+        """String: how many shards the namespace has, fixed at its first use (absent: 1);
+        always on the namespace's own tag."""
+        return "{" + self.namespace + "}:shards"
 
     def task(self, task_id: str) -> str:
         """Hash with a task's short fields."""
@@ -86,8 +120,12 @@ class KeySchema:
 
     @property
     def sequence(self) -> str:
-        """Counter giving each created task its creation order."""
-        return f"{self.tag}:seq"
+        """Counter giving each created task its creation order. A shard's counter names
+        its shard (``:seq:<k>:<S>``): _create.lua then gives creation orders that are
+        unique across the shards and follow the server's clock, so shards merge by them."""
+        if self.shard_total == 1:
+            return f"{self.tag}:seq"
+        return f"{self.tag}:seq:{self.shard_index}:{self.shard_total}"
 
     @property
     def deadlines(self) -> str:

@@ -48,7 +48,15 @@ from ._facts import FactBook
 from ._keys import KeySchema
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
 from ._replies import callback_result, group_summary_of, listed, status_of, text_of
-from ._script_args import AT_DEADLINE, NO_EVENT, ApplyArgs, DeliverArgs, GetManyArgs, ResumeArgs
+from ._script_args import (
+    AT_DEADLINE,
+    NO_EVENT,
+    TAKEN,
+    ApplyArgs,
+    DeliverArgs,
+    GetManyArgs,
+    ResumeArgs,
+)
 from ._server import PROBE_SCRIPT, require_supported, server_info
 
 __all__ = [
@@ -61,6 +69,7 @@ __all__ = [
     "claim_sweep",
     "count_by_state",
     "deliver_result",
+    "delivery_of",
     "expire",
     "get",
     "group",
@@ -72,6 +81,7 @@ __all__ = [
     "overdue_count",
     "record_sweep",
     "resume",
+    "tasks_of",
     "transition_counts",
 ]
 
@@ -88,9 +98,13 @@ class BookLayout:
     """What a Redis book's calls are built from: its namespace, key schema and retention."""
 
     def __init__(
-        self, namespace: str, retention_versions: int, retention: timedelta | None
+        self,
+        namespace: str,
+        retention_versions: int,
+        retention: timedelta | None,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
-        self.keys = KeySchema(namespace)
+        self.keys = KeySchema(namespace, *shard)
         self.namespace = namespace
         self.retention_versions = require_integer(retention_versions, "retention_versions")
         if retention is not None and (
@@ -127,8 +141,10 @@ class BookLayout:
         full_task: bool = True,
         *,
         only_if_stalled: bool = False,
+        taken: bool = False,
     ) -> ApplyCall:
-        """apply.lua's call for one event (None: expire at the deadline)."""
+        """apply.lua's call for one event (None: expire at the deadline); ``taken``: the
+        callback id is another task's (a sharded namespace's claim)."""
         task_id = utf8(require_string(task_id, "taskId"), "taskId")
         callback = require_optional_string(callback_id, "callbackId")
         k = self.keys
@@ -157,7 +173,7 @@ class BookLayout:
         args = ApplyArgs(
             task_id=task_id,
             failure=failure,
-            callback_given=callback is not None,
+            callback_given=TAKEN if taken and callback is not None else callback is not None,
             event_valid=shape_error is None,
             event=slots,
             retention_ms=self.retention_ms,
@@ -172,22 +188,34 @@ class BookLayout:
 def check_server(book: BookLayout) -> Plan[str | None]:
     """Check the book's server (one round trip): raise ``UnsupportedServerError`` when
     it runs no Lua scripts or is older than the tested versions, warn when it may evict
-    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused)."""
+    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused).
+
+    A book of a one-shard namespace also reads the namespace's stored shard count, and
+    refuses a namespace that was first used with more shards (``conflict`` on ``shards``).
+    """
+    checks = [
+        server_command("info", "server"),
+        server_command("info", "memory"),
+        server_command("eval", PROBE_SCRIPT, 0),
+    ]
+    if book.keys.shard_total == 1:
+        checks.append(command("get", book.keys.shard_count))
     try:
-        server, memory, probe = yield Pipeline(
-            [
-                server_command("info", "server"),
-                server_command("info", "memory"),
-                server_command("eval", PROBE_SCRIPT, 0),
-            ],
-            errors_as_replies=True,
-        )
+        server, memory, probe, *count = yield Pipeline(checks, errors_as_replies=True)
     except (RedisConnectionError, RedisTimeoutError):
         return None  # not checked: again on the next write
     require_supported(
         None if isinstance(server, ResponseError) else server_info(server),
         probe if isinstance(probe, ResponseError) else None,
     )
+    stored = count[0] if count and not isinstance(count[0], ResponseError) else None
+    if stored is not None and int(stored) != 1:
+        raise AsyncBookError(
+            "conflict",
+            f"asyncbook: namespace {book.namespace!r} has {int(stored)} shards; open it"
+            f" with shards={int(stored)}",
+            field="shards",
+        )
     book.server_checked = True
     if isinstance(memory, ResponseError):
         return None  # INFO refused (an embedded server, a restricted user): not known
@@ -221,11 +249,17 @@ def get(book: BookLayout, id: str) -> Plan[AsyncTask | None]:
 
 
 def apply(
-    book: BookLayout, task_id: str, event: EventInput, callback_id: str | None = None
+    book: BookLayout,
+    task_id: str,
+    event: EventInput,
+    callback_id: str | None = None,
+    *,
+    taken: bool = False,
 ) -> Plan[CallbackResult]:
-    """Apply one event; a callback id already recorded changes nothing."""
+    """Apply one event; a callback id already recorded changes nothing (nor one another
+    task holds: ``taken``)."""
     yield SETTLE
-    keys, args, shape_error = book.apply_call(task_id, event, callback_id)
+    keys, args, shape_error = book.apply_call(task_id, event, callback_id, taken=taken)
     yield from before_write(book)
     reply = yield from apply_one(book, keys, args)
     return callback_result(args.task_id, reply, shape_error)
@@ -255,10 +289,12 @@ def cancel(
     reason: str | None,
     at_ms: int | float | None,
     callback_id: str | None,
+    *,
+    taken: bool = False,
 ) -> Plan[CallbackResult]:
     """``apply`` of a ``cancel`` event, at the server's clock unless ``at_ms`` is given."""
     at = (yield from server_time()) if at_ms is None else at_ms
-    return (yield from apply(book, task_id, cancel_input(at, reason), callback_id))
+    return (yield from apply(book, task_id, cancel_input(at, reason), callback_id, taken=taken))
 
 
 def resume(
@@ -306,6 +342,11 @@ def deliver_result(
             retention_ms=book.retention_ms,
         ).argv(),
     )
+    return delivery_of(task_id, reply)
+
+
+def delivery_of(task_id: str, reply: Any) -> DeliveryResult:
+    """deliver.lua's answer read (and a sharded namespace's ``_claims.deliver_known``)."""
     status = status_of(task_id, reply)
     if status == Reason.NOT_SUCCEEDED:
         return DeliveryResult(ok=False, duplicate=False, reason=Reason.NOT_SUCCEEDED)
@@ -359,7 +400,7 @@ def claim_sweep(book: BookLayout, owner: str, lease_ms: int) -> Plan[bool]:
     return True
 
 
-def _tasks_of(book: BookLayout, ids: list[Any], full_task: bool) -> Plan[tuple[AsyncTask, ...]]:
+def tasks_of(book: BookLayout, ids: list[Any], full_task: bool) -> Plan[tuple[AsyncTask, ...]]:
     """The tasks of these ids (in order), read by one get_many call; none for no ids."""
     if not ids:
         return ()
@@ -400,7 +441,7 @@ def list_tasks(
     rows = rows[:count]
     if not rows:
         return TaskPage(tasks=())
-    tasks = yield from _tasks_of(book, [raw_id for raw_id, _score in rows], full_task)
+    tasks = yield from tasks_of(book, [raw_id for raw_id, _score in rows], full_task)
     next_after = str(int(rows[-1][1])) if more else None
     return TaskPage(tasks=tasks, next_after=next_after)
 
@@ -429,7 +470,7 @@ def group_members(book: BookLayout, group_id: str, limit: int) -> Plan[list[Asyn
     group = utf8(require_text(group_id, "groupId"), "groupId")
     count = require_limit(limit, maximum=10_000)
     ids = yield command("zrange", book.keys.group_members(group), 0, count - 1)
-    return list((yield from _tasks_of(book, list(ids), False)))
+    return list((yield from tasks_of(book, list(ids), False)))
 
 
 def count_by_state(book: BookLayout) -> Plan[dict[str, int]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -107,7 +107,14 @@ def _number(raw: Any) -> int | float:
     return int(value) if value.is_integer() else value
 
 
-def _plan(read: _Read, now_ms: int) -> RetryClaim | tuple[CreateSpec, KeptMessage]:
+def fresh_id(_original: str) -> str:
+    """A retry's new id: a random UUID, as Celery names a task."""
+    return str(uuid.uuid4())
+
+
+def _plan(
+    read: _Read, now_ms: int, new_id_for: Callable[[str], str]
+) -> RetryClaim | tuple[CreateSpec, KeptMessage]:
     """The new task's create and the message to send, or the refusal the read tells."""
     state, expires, attempts, heartbeat, stall, created, retried_as, queue = read.fields
     if state is None:
@@ -128,7 +135,7 @@ def _plan(read: _Read, now_ms: int) -> RetryClaim | tuple[CreateSpec, KeptMessag
     # The same life as the original's: its deadline less its creation.
     ttl = _number(expires) - _number(created) if created is not None else 0
     args, kwargs = (None if raw is None else text_of(raw) for raw in read.long)
-    new_id = str(uuid.uuid4())  # as Celery names a task
+    new_id = new_id_for(read.task_id)
     info = PublishInfo(
         name=message.name,
         args=args,
@@ -215,11 +222,13 @@ def claim_retries(
     *,
     actor: str | None = None,
     reason: str | None = None,
+    new_id_for: Callable[[str], str] = fresh_id,
 ) -> list[RetryClaim]:
     """Create the retry of each task (one per task, ever), linked both ways, with who
     asked (``actor``) and why (``reason``); a task that cannot be retried is refused in
     its place. Three round trips to Redis (the clock, the reads, the creates), whatever
-    the number of tasks."""
+    the number of tasks. ``new_id_for(task id)`` names each new task (a random UUID;
+    a sharded book's is in the original's shard: ``_sharded_retries``)."""
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
     reason_text = _optional_text(reason, "reason")
     kept_reason = reason_text if reason is not None else None
@@ -236,7 +245,7 @@ def claim_retries(
     refusals: list[_Script] = []
     k = engine.keys
     for read in _read(engine, ids):
-        planned = _plan(read, now)
+        planned = _plan(read, now, new_id_for)
         if isinstance(planned, RetryClaim):
             claims.append(planned)
             if actor is not None and planned.code in _AUDITED_REFUSALS:

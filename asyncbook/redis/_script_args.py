@@ -149,13 +149,19 @@ AT_DEADLINE = EventArgs(type="deadline")
 """The event slots of an expiry at the task's own deadline."""
 
 
+TAKEN = "taken"
+"""``ApplyArgs.callback_given`` for an id another task holds."""
+
+
 @dataclass(frozen=True, slots=True)
 class ApplyArgs(ScriptArgs):
     """ARGV of apply.lua (apply_args in _apply.lua): one event's slots, which scripts
     that apply several events repeat per event; the info block's follow."""
 
     task_id: str
-    callback_given: bool
+    callback_given: bool | str
+    """True/False, or ``TAKEN``: another task holds the id (a sharded namespace's claim,
+    ``_claims``), so the event is answered ``duplicate-callback`` and no marker written."""
     event_valid: bool
     event: EventArgs
     retention_ms: str

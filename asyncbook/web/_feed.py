@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..redis import Change, follow_changes
@@ -57,13 +57,19 @@ class LocalChangeFeed:
 
 
 class BookChangeFeed:
-    """Follows a channel through a (sync) client's pub/sub, in one thread per listener.
+    """Follows a channel (or several: a sharded book's, ``change_channels``) through a
+    (sync) client's pub/sub, in one thread per listener.
 
     Changes are handed to the event loop as they arrive.
     """
 
     def __init__(
-        self, client: Any, channel: str, *, poll: float = 0.2, max_backoff: float = 2.0
+        self,
+        client: Any,
+        channel: str | Sequence[str],
+        *,
+        poll: float = 0.2,
+        max_backoff: float = 2.0,
     ) -> None:
         self.client = client
         self.channel = channel

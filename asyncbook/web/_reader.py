@@ -22,7 +22,6 @@ from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, W
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
 from .._memory import MemoryBook
 from ..redis import AsyncRedisBook, RedisBook
-from ..redis._gauges import gauges
 
 __all__ = [
     "BOOK_THREADS",
@@ -131,14 +130,12 @@ class SyncReader:
     async def gauges(
         self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS
     ) -> BookGauges | None:
-        """``AsyncRedisBook.gauges`` of a ``RedisBook`` (run on its engine: one round trip);
-        None for any other book (it has no streams nor workers to read)."""
+        """``RedisBook.gauges`` (one round trip; a sharded book's merged); None for any
+        other book (it has no streams nor workers to read)."""
         book = self.book
         if not isinstance(book, RedisBook):
             return None
-        answer: BookGauges = await self.run_sync(
-            book.engine.run, gauges(book.layout, now_ms, within_ms)
-        )
+        answer: BookGauges = await self.run_sync(book.gauges, now_ms, within_ms)
         return answer
 
     async def aclose(self) -> None:

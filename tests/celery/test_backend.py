@@ -457,11 +457,16 @@ def test_a_book_on_another_redis_is_written_apart(namespace: str) -> None:
         with start_worker(app, perform_ping_check=False):
             done = app.tasks["b.ok"].delay(5)
             late = app.tasks["b.late"].delay()
+            cancelled = app.tasks["b.cancelled"].delay()
             assert done.get(timeout=10) == 5
             with pytest.raises(TaskExpired):
                 late.get(timeout=10)
+            # The meta says what the book says, its reason included.
+            with pytest.raises(TaskRevokedError, match="not needed"):
+                cancelled.get(timeout=10)
         assert assert_agree(app, book, done.id).state is AsyncState.SUCCEEDED
         assert assert_agree(app, book, late.id).state is AsyncState.EXPIRED
+        assert assert_agree(app, book, cancelled.id).state is AsyncState.CANCELLED
     finally:
         uninstall(app)
         client = redis.Redis.from_url(other)

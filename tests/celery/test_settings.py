@@ -6,10 +6,11 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+import fakeredis
 import pytest
 from celery import Celery
 
-from asyncbook import AsyncBookError, FailEvent, MemoryBook, WebhookSink
+from asyncbook import AsyncBookError, FailEvent, MemoryBook, RedisBook, WebhookSink
 from asyncbook._dotted import import_path
 from asyncbook.celery import install, uninstall
 from asyncbook.celery._info import InfoPolicy
@@ -138,6 +139,33 @@ def test_keep_message_settings() -> None:
     for bad in (0, -1, 1.5, "1MiB", True):
         with pytest.raises(AsyncBookError, match="asyncbook_keep_message_limit"):
             Settings.from_conf({"asyncbook_keep_message_limit": bad})
+
+
+def test_shards_setting() -> None:
+    assert Settings().shards == 1
+    settings = Settings.from_conf({"asyncbook_shards": 4})
+    assert (settings.shards, settings.extra) == (4, {})
+    for bad in (0, -1, 1025, 2.0, "4", True, None):
+        with pytest.raises(AsyncBookError) as caught:
+            Settings.from_conf({"asyncbook_shards": bad})
+        assert caught.value.field == "asyncbook_shards"
+
+
+def test_a_shard_count_the_given_book_has_not_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = Celery("settings", broker="memory://", set_as_current=False)
+    app.conf.asyncbook_shards = 4
+    sharded = RedisBook(fakeredis.FakeRedis(), namespace="n", shards=4)
+    with caplog.at_level(logging.WARNING, "asyncbook.celery"):
+        for book, warned in ((sharded, False), (MemoryBook(), True)):
+            caplog.clear()
+            integration = install(app, book)
+            try:
+                assert integration.settings.shards == 4
+                assert ("asyncbook_shards = 4 ignored" in caplog.text) is warned, caplog.text
+            finally:
+                uninstall(app)
 
 
 def test_info_policy_bounds_masks_and_keeps_a_tracebacks_end() -> None:

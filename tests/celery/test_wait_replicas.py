@@ -108,7 +108,8 @@ def test_a_tracked_task_waits_for_the_replica(
             result = celery_app.tasks["w.double"].delay(21)
             assert result.get(timeout=20) == 42
             assert waits(primary) > before
-            assert replica.hget(book.keys.task(result.id), "st") == b"succeeded"
+            # Celery's result is read on the primary: the end may still wait for its WAIT.
+            wait_for(lambda: replica.hget(book.keys.task(result.id), "st") == b"succeeded")
             # No replica for a while: the create and the end are sent again until one
             # acknowledges them (each ran on the primary; callback ids make it safe).
             replica_process.send_signal(signal.SIGSTOP)
@@ -121,7 +122,6 @@ def test_a_tracked_task_waits_for_the_replica(
                 resume.join()
                 replica_process.send_signal(signal.SIGCONT)
             integration.flush_creates()
-            # Celery's result is read on the primary: the end may still wait for its WAIT.
             wait_for(lambda: replica.hget(book.keys.task(late.id), "st") == b"succeeded")
             task = book.get(late.id)
             assert task is not None

@@ -190,8 +190,12 @@ def _key_prefixes() -> set[str]:
     schema = KeySchema("ns")
     names: list[str] = []
     for member, value in vars(KeySchema).items():
-        if member.startswith("_") or member in CHANNELS:
-            continue
+        if (
+            member.startswith("_")
+            or member in CHANNELS
+            or (not callable(value) and not isinstance(value, property))
+        ):
+            continue  # the dataclass's fields (which shard) are no keys
         if isinstance(value, property):
             found = getattr(schema, member)
         else:

@@ -38,10 +38,13 @@ def fakeredis_book(namespace: str) -> RedisBook:
 
 
 def delete_namespace(client: Any, namespace: str) -> None:
-    """Remove every key of one namespace (its keys share the hash tag {namespace})."""
-    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
-    for start in range(0, len(keys), 500):
-        client.delete(*keys[start : start + 500])
+    """Remove every key of one namespace (its keys share the hash tag {namespace}, or
+    the tags of its shards, {namespace{k.n})."""
+    for pattern in ("{" + namespace + "}:*", "{" + namespace + "{*}:*"):
+        pipe = client.pipeline(transaction=False)
+        for key in client.scan_iter(match=pattern, count=1000):
+            pipe.delete(key)  # one a command: a Cluster refuses a DEL across slots
+        pipe.execute()
 
 
 @contextmanager

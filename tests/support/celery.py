@@ -198,7 +198,7 @@ def cleared_namespace(url: str, prefix: str) -> Iterator[str]:
     name = unique(prefix)
     yield name
     client = redis.Redis.from_url(url)
-    for pattern in (f"{{{name}}}*", f"{name}:*"):
+    for pattern in (f"{{{name}}}*", f"{{{name}{{*", f"{name}:*"):
         for key in client.scan_iter(match=pattern, count=1000):
             client.delete(key)
     client.close()
@@ -240,11 +240,19 @@ def history(task: AsyncTask) -> list[str]:
 class CeleryWorker:
     """A ``celery -A workers worker`` subprocess (prefork) with its own namespace and queue.
 
-    ``extra`` is added to the command line (``-B``, ``-Q ...``); ``log`` collects its output.
+    ``extra`` is added to the command line (``-B``, ``-Q ...``); ``log`` collects its output;
+    ``app`` is the module ``-A`` names (found under ``root``).
     """
 
     def __init__(
-        self, root: Path, url: str, log: Path, *, extra: Sequence[str] = (), concurrency: int = 2
+        self,
+        root: Path,
+        url: str,
+        log: Path,
+        *,
+        extra: Sequence[str] = (),
+        concurrency: int = 2,
+        app: str = "workers",
     ) -> None:
         self.namespace = unique("e2e")
         self.queue = unique("e2e-q")
@@ -254,6 +262,7 @@ class CeleryWorker:
         self.url = url
         self.extra = list(extra)
         self.concurrency = concurrency
+        self.app = app
         self.process: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
         """More environment for the worker (the demo's config reads ``ASYNCBOOK_*``)."""
@@ -270,7 +279,7 @@ class CeleryWorker:
             **self.env,
         }
         command = [
-            sys.executable, "-m", "celery", "-A", "workers", "worker", *self.extra,
+            sys.executable, "-m", "celery", "-A", self.app, "worker", *self.extra,
             "--pool=prefork", "-c", str(self.concurrency), "-n", self.name,
             "--without-gossip", "--without-mingle", "-l", "info",
         ]  # fmt: skip

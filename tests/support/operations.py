@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from asyncbook import AsyncBook, AsyncBookError, to_wire
 
 TASK_IDS = ["a", "b", "\U0001f600", "x:{y}"]
-CALLBACK_IDS = ["c1", "c2", "c3", "c4", "c5", "c6"]
+CALLBACK_IDS = ["c1", "c2", "c3", "c4", "c5", "c6", "a:c", "celery:b:success:0"]
+"""Ids of their own, and ids derived from a task's (a sharded book's claims: _claims)."""
 
 times = st.one_of(st.integers(0, 160), st.sampled_from([0.5, 99.5, -1, 100.0]))
 progress_values = st.one_of(st.integers(0, 100), st.sampled_from([101, -1, 12.5, 50.0]))
@@ -78,7 +79,7 @@ operations = st.one_of(
     ),
     st.tuples(st.just("resume"), task_ids, st.integers(-1, 12)),
     st.tuples(
-        st.just("deliver"), task_ids, st.sampled_from(["k1", "k2", " "]), st.integers(0, 200)
+        st.just("deliver"), task_ids, st.sampled_from(["k1", "k2", " ", "b:k"]), st.integers(0, 200)
     ),
     st.tuples(st.just("drain")),
 )

@@ -16,7 +16,7 @@ import httpx
 import redis
 
 from asyncbook import RedisBook
-from asyncbook.redis import Retrier
+from asyncbook.redis import Retrier, ShardedRedisBook
 from asyncbook.web import BackgroundServer, feed_for
 
 from .books import delete_namespace
@@ -41,9 +41,11 @@ def running_server(
     retention_versions: int = 8,
     client: Any = None,
     broker_url: str | None = None,
+    shards: int = 1,
     **options: Any,
 ) -> Iterator[Running]:
-    """A status server over a fresh RedisBook namespace (the test Redis unless ``client``).
+    """A status server over a fresh RedisBook namespace (the test Redis unless ``client``)
+    of ``shards`` shards.
 
     ``broker_url``: retries are sent there (a ``Retrier`` on the book). ``options`` go to
     ``BackgroundServer`` (``allowed_hosts``, ``proxy_headers``...).
@@ -51,7 +53,9 @@ def running_server(
     client = client if client is not None else redis.Redis.from_url(WEB_REDIS_URL)
     client.ping()
     namespace = f"web-{uuid.uuid4().hex[:12]}"
-    book = RedisBook(client, namespace=namespace, retention_versions=retention_versions)
+    book = RedisBook(
+        client, namespace=namespace, retention_versions=retention_versions, shards=shards
+    )
     try:
         retrier = None if broker_url is None else Retrier(book, broker_url)
         with BackgroundServer(
@@ -65,12 +69,15 @@ def running_server(
 
 
 def wait_for_listener(book: RedisBook, timeout: float = 5.0) -> None:
-    """Block until the server's change feed is subscribed to the book's channel."""
-    channel = book.keys.changes_channel
+    """Block until the server's change feed is subscribed to the book's channel (each
+    shard's, on a sharded book)."""
+    channels = [book.keys.changes_channel]
+    if isinstance(book, ShardedRedisBook):
+        channels = book.change_channels
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        counts = dict(book.client.pubsub_numsub(channel))
-        if counts.get(channel.encode(), 0) > 0:
+        counts = dict(book.client.pubsub_numsub(*channels))
+        if all(counts.get(channel.encode(), 0) > 0 for channel in channels):
             return
         time.sleep(0.01)
     raise RuntimeError("the change feed never subscribed")

@@ -282,7 +282,9 @@ local function apply_event(KEYS, e, c)
   if missing then
     return missing
   end
-  if e.callback_given == '1' and redis.call('EXISTS', KEYS[K_MARKER]) == 1 then
+  -- 'taken': a sharded namespace's other task holds the id (_claims.py)
+  if e.callback_given == 'taken'
+      or (e.callback_given == '1' and redis.call('EXISTS', KEYS[K_MARKER]) == 1) then
     redis.call('HINCRBY', KEYS[K_COUNTERS], 'duplicate-callback', '1')
     if compact then
       return {'duplicate-callback', '0101', t.st, t.err or ''}

@@ -2,6 +2,26 @@
 -- KEYS 1-12; a: create.lua's ARGV by name, CreateArgs in _scripts.py). Shared by
 -- create.lua and retry.lua.
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
+
+-- next_seq(key): the next creation order, as integer text. On one shard (key ends in
+-- ':seq') a counter; on shard k of S (':seq:<k>:<S>') the smallest number above the
+-- shard's last one and the server's clock in microseconds that is k modulo S: unique
+-- across the shards and in time order, so listings merge the shards by it. Text, since
+-- Lua would write a number past 10^14 in exponent notation.
+local function next_seq(key)
+  local k, total = string.match(key, ':seq:(%d+):(%d+)$')
+  if not k then
+    return tostring(redis.call('INCR', key))
+  end
+  k, total = tonumber(k), tonumber(total)
+  local clock = redis.call('TIME')
+  local floor = math.max(tonumber(redis.call('GET', key) or '0') + 1,
+    tonumber(clock[1]) * 1000000 + tonumber(clock[2]))
+  local seq = string.format('%.0f', floor + (k - floor) % total)
+  redis.call('SET', key, seq)
+  return seq
+end
+
 local function create_task(KEYS, a)
   local existing = load_full(KEYS[1], KEYS[2])
   if existing then
@@ -16,9 +36,9 @@ local function create_task(KEYS, a)
   end
   -- A history left behind by a record that was evicted must not prefix the new one.
   redis.call('DEL', KEYS[2])
-  local seq = redis.call('INCR', KEYS[5])
+  local seq = next_seq(KEYS[5])
   local fields = {'id', a.task_id_json, 'st', 'queued', 'exp', a.deadline, 'att', '0',
-    'max', a.max_attempts, 'prog', '0', 'ver', '0', 'seq', tostring(seq)}
+    'max', a.max_attempts, 'prog', '0', 'ver', '0', 'seq', seq}
   if a.heartbeat_timeout_ms ~= '' then
     fields[#fields + 1] = 'hbt'; fields[#fields + 1] = a.heartbeat_timeout_ms
     fields[#fields + 1] = 'rdl'; fields[#fields + 1] = a.retry_on_stall

@@ -5,8 +5,9 @@
 --       task name, or 1 a worker's latest tasks (of every state); then the task hash,
 --       history and info hash of each id in given_ids_json
 -- Returns: {rows, next, totals, exact, scanned, complete}: rows {taskJSON, info fields,
---          matched_by} per task (info as info.lua's fields; matched_by 'id' | 'name' |
---          'text' | '' without q), next the cursor of the next page ('' when none),
+--          matched_by, position} per task (info as info.lua's fields; matched_by 'id' |
+--          'name' | 'text' | '' without q; position the cursor of a page that ends with
+--          it: a sharded book merges pages by it), next the cursor of the next page ('' when none),
 --          totals {state, count, ...}, exact '1' | '0', scanned the entries the page's
 --          walk examined, complete '1' | '0' (it stopped before its budget ran out)
 --          | {'!keys', id...}: the walk met ids whose keys given_ids_json lacks (these, and the
@@ -458,7 +459,7 @@ for i, id in ipairs(ids) do
   if t and not t.damaged then
     local fields = redis.call('HMGET', key, 'c', 'n', 'q', 'pid', 'rid', 'gid', 'w', 's', 'e',
       'x', 'att', 'st', 'ro', 'ra', 'rby', 'rwhy')
-    rows[#rows + 1] = {render_task(t, keys_of[id][2], false), fields, matched_by[i]}
+    rows[#rows + 1] = {render_task(t, keys_of[id][2], false), fields, matched_by[i], positions[i]}
   end
 end
 

@@ -1,0 +1,359 @@
+"""``AsyncShardedRedisBook``: ``ShardedRedisBook``'s asyncio twin.
+
+It holds one ``AsyncRedisBook`` per shard (``shard=(k, S)``) on one client: a call about
+one task is awaited on its shard, a read that spans tasks asks every shard at once
+(``asyncio.gather``) and merges as ``ShardedRedisBook`` does, and callback ids and
+idempotency keys that live in another shard are claimed there first (``_claims``).
+The console's namespace-wide reads (search, workers, stats, task names and totals,
+gauges, the audit log) and groups are not merged here yet: they raise, naming
+``shards``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any, NoReturn, TypeVar
+
+from .._audit import AuditEntry
+from .._checks import require_limit, require_non_negative, require_page_cursor, require_state
+from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
+from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
+from .._models import (
+    STATE_NAMES,
+    AsyncTask,
+    CallbackResult,
+    DeliveryResult,
+    GroupSummary,
+    ResumeResult,
+    TaskPage,
+)
+from ..errors import AsyncBookError, DamagedRecordError, invalid
+from . import _claims as claims
+from . import _operations as operations
+from ._args import number_text, utf8
+from ._async_book import AsyncRedisBook
+from ._base import DEFAULT_RETENTION
+from ._connection import reports_outages_async
+from ._replies import text_of
+from ._sharded_book import _deadline_rows, _newest_rows
+from ._shards import ShardMap, fix_shard_count_async, require_shards
+
+__all__ = ["AsyncShardedRedisBook"]
+
+_T = TypeVar("_T")
+
+_RELEASED_ON = ("invalid-request", "not-found", "damaged", "conflict")
+"""The codes of a cancel that surely wrote nothing: its claim is released."""
+
+_TAKEN_CHECKS = 20
+_TAKEN_PAUSE = 0.01
+"""As ``ShardedRedisBook``: a claim held by another task without its marker is read again
+this often, this far apart, before the id is taken as that task's."""
+
+
+class AsyncShardedRedisBook(AsyncRedisBook):
+    """An ``AsyncRedisBook`` of S shards (``AsyncRedisBook(..., shards=S)``, S > 1): the
+    same calls and answers as ``ShardedRedisBook``, awaited."""
+
+    sharded = True
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        namespace: str = "asyncbook",
+        retention_versions: int = 8,
+        retention: timedelta | None = DEFAULT_RETENTION,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
+        shards: int,
+    ) -> None:
+        total = require_shards(shards)
+        super().__init__(
+            client,
+            namespace=namespace,
+            retention_versions=retention_versions,
+            retention=retention,
+            wait_replicas=wait_replicas,
+            wait_timeout_ms=wait_timeout_ms,
+        )
+        self.shards = total
+        """How many shards the namespace has."""
+        self.map = ShardMap(namespace, total)
+        self.books = [
+            AsyncRedisBook(
+                client,
+                namespace=namespace,
+                retention_versions=retention_versions,
+                retention=retention,
+                wait_replicas=wait_replicas,
+                wait_timeout_ms=wait_timeout_ms,
+                shard=(index, total),
+            )
+            for index in range(total)
+        ]
+        """One ``AsyncRedisBook`` per shard, in shard order (sharing this book's client)."""
+        self._count_fixed = False
+
+    # -- which shard ----------------------------------------------------------------
+
+    def shard_of(self, task_id: Any) -> AsyncRedisBook:
+        """The shard holding ``task_id`` (shard 0 for a value that is no id: it raises
+        there, naming the field)."""
+        if not isinstance(task_id, str):
+            return self.books[0]
+        return self.books[self.map.index_of(task_id)]
+
+    async def _fix_count(self) -> None:
+        if not self._count_fixed:
+            await fix_shard_count_async(self.client, self.namespace, self.shards)
+            self._count_fixed = True
+
+    async def _each(
+        self,
+        call: Callable[[AsyncRedisBook], Awaitable[_T]],
+        books: Sequence[AsyncRedisBook] | None = None,
+    ) -> list[_T]:
+        """``call`` on each shard, all at once; their answers in shard order."""
+        return list(await asyncio.gather(*(call(book) for book in books or self.books)))
+
+    def _crosses(self, task_id: Any, identifier: Any) -> bool:
+        """Whether ``identifier`` (a callback id, an idempotency key) lives in another
+        shard than ``task_id``."""
+        return (
+            isinstance(task_id, str)
+            and isinstance(identifier, str)
+            and identifier != ""
+            and self.map.home_index(identifier) != self.map.index_of(task_id)
+        )
+
+    async def check_server(self) -> str | None:
+        """Each shard's server check, and the namespace's shard count stored or checked."""
+        await self._fix_count()
+        found = await self._each(lambda book: book.check_server())
+        policies = sorted({policy for policy in found if policy is not None})
+        return policies[0] if policies else None
+
+    # -- reads --------------------------------------------------------------------------
+
+    @reports_outages_async
+    async def get(self, id: str) -> AsyncTask | None:
+        return await self.shard_of(id).get(id)
+
+    @reports_outages_async
+    async def resume(
+        self, task_id: str, cursor_version: int, *, full_task: bool = True
+    ) -> ResumeResult:
+        return await self.shard_of(task_id).resume(task_id, cursor_version, full_task=full_task)
+
+    @reports_outages_async
+    async def info(self, task_id: str) -> TaskInfo | None:
+        return await self.shard_of(task_id).info(task_id)
+
+    @reports_outages_async
+    async def list_tasks(
+        self,
+        state: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+        *,
+        full_task: bool = True,
+    ) -> TaskPage:
+        """Every shard's page merged by creation order (unique across shards)."""
+        wanted = require_state(state)
+        count = require_limit(limit)
+        cursor = require_page_cursor(after)
+        states = STATE_NAMES if wanted is None else (wanted,)
+        top = "+inf" if cursor is None else f"({cursor}"
+        pages = await self._each(
+            lambda book: book.engine.run(_newest_rows(book.layout, states, top, count))
+        )
+        rows = sorted(
+            ((score, index, raw_id) for index, page in enumerate(pages) for raw_id, score in page),
+            key=lambda row: -row[0],
+        )
+        more = len(rows) > count
+        rows = rows[:count]
+        if not rows:
+            return TaskPage(tasks=())
+        wanted_ids: dict[int, list[Any]] = {}
+        for _score, index, raw_id in rows:
+            wanted_ids.setdefault(index, []).append(raw_id)
+        found = await asyncio.gather(
+            *(
+                self.books[index].engine.run(
+                    operations.tasks_of(self.books[index].layout, ids, full_task)
+                )
+                for index, ids in wanted_ids.items()
+            )
+        )
+        by_id = {task.id: task for tasks in found for task in tasks}
+        tasks = tuple(by_id[text_of(raw_id)] for _s, _i, raw_id in rows if text_of(raw_id) in by_id)
+        return TaskPage(tasks=tasks, next_after=str(int(rows[-1][0])) if more else None)
+
+    @reports_outages_async
+    async def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
+        """Every shard's overdue ids merged, earliest deadline first."""
+        now = require_non_negative(now_ms, "nowMs")
+        count = require_limit(limit, maximum=1_000_000)
+        rows = await self._each(
+            lambda book: book.engine.run(_deadline_rows(book.layout, now, count))
+        )
+        merged = heapq.merge(*rows, key=lambda row: (row[1], row[0]))
+        return [task_id for task_id, _ in list(merged)[:count]]
+
+    @reports_outages_async
+    async def overdue_count(self, now_ms: int | float) -> int:
+        now = require_non_negative(now_ms, "nowMs")
+        return sum(await self._each(lambda book: book.overdue_count(now)))
+
+    @reports_outages_async
+    async def count_by_state(self) -> dict[str, int]:
+        counts = await self._each(lambda book: book.count_by_state())
+        return {state: sum(each[state] for each in counts) for state in STATE_NAMES}
+
+    @reports_outages_async
+    async def transition_counts(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for each in await self._each(lambda book: book.transition_counts()):
+            for reason, n in each.items():
+                total[reason] = total.get(reason, 0) + n
+        return total
+
+    # -- client-side writes -------------------------------------------------------------
+
+    async def _claim(self, task_id: str, identifier: str) -> claims.Claim:
+        """Claim a callback id for ``task_id`` in its home shard (``_claims``)."""
+        home = self.books[self.map.home_index(identifier)]
+        for _ in range(_TAKEN_CHECKS):
+            found, holder = await home.engine.run(
+                claims.claim(home.keys, identifier, task_id, home.layout.retention_ms)
+            )
+            if found != claims.Claim.TAKEN or holder == "":
+                return found
+            holder_shard = self.shard_of(holder)
+            if await holder_shard.engine.run(claims.is_marked(holder_shard.keys, identifier)):
+                return found
+            await asyncio.sleep(_TAKEN_PAUSE)
+        return claims.Claim.TAKEN
+
+    @reports_outages_async
+    async def cancel(
+        self,
+        task_id: str,
+        reason: str | None = None,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+        actor: str | None = None,
+    ) -> CallbackResult:
+        await self._fix_count()
+        book = self.shard_of(task_id)
+        if not self._crosses(task_id, callback_id):
+            return await book.cancel(
+                task_id, reason, at_ms=at_ms, callback_id=callback_id, actor=actor
+            )
+        assert callback_id is not None
+        found = await self._claim(task_id, callback_id)
+        if found == claims.Claim.TAKEN:
+            plan = operations.cancel(book.layout, task_id, reason, at_ms, callback_id, taken=True)
+            answer = await book.engine.run(plan)
+            if actor is not None:
+                await book.record_audit(task_id, "cancel", actor, reason, answer.reason)
+            return answer
+        try:
+            return await book.cancel(
+                task_id, reason, at_ms=at_ms, callback_id=callback_id, actor=actor
+            )
+        except AsyncBookError as error:
+            if found == claims.Claim.NEW and error.code in _RELEASED_ON:
+                home = self.books[self.map.home_index(callback_id)]
+                await home.engine.run(claims.release(home.keys, callback_id, task_id))
+            raise
+
+    @reports_outages_async
+    async def deliver_result(
+        self, task_id: str, idempotency_key: str, now_ms: int | float
+    ) -> DeliveryResult:
+        """The task read in its shard first, then the key decided in its home shard."""
+        await self._fix_count()
+        book = self.shard_of(task_id)
+        if not self._crosses(task_id, idempotency_key) or not idempotency_key.strip():
+            return await book.deliver_result(task_id, idempotency_key, now_ms)
+        key = utf8(idempotency_key, "idempotencyKey")
+        now = require_non_negative(now_ms, "nowMs")
+        task_id = utf8(task_id, "taskId")
+        damaged: str | None = None
+        try:
+            task = await book.get(task_id)
+        except DamagedRecordError as error:
+            task, damaged = None, error.message
+        home = self.books[self.map.home_index(key)]
+        await home.engine.run(operations.before_write(home.layout))
+        reply = await home.engine.run(
+            claims.deliver_known(home.layout, key, task, damaged, number_text(now))
+        )
+        return operations.delivery_of(task_id, reply)
+
+    @reports_outages_async
+    async def record_audit(
+        self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
+    ) -> None:
+        await self._fix_count()
+        await self.shard_of(task_id).record_audit(task_id, action, actor, reason, outcome)
+
+    @reports_outages_async
+    async def audit(
+        self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        """A task's audit entries, newest first (the namespace's log: not yet)."""
+        if task_id is None:
+            _not_yet("audit() without a task id")
+        return await self.shard_of(task_id).audit(task_id, since_ms=since_ms, limit=limit)
+
+    # -- waiting and following ----------------------------------------------------------
+
+    def follow(self, task_id: str, cursor: int = 0) -> AsyncGenerator[ResumeResult, None]:
+        """``AsyncRedisBook.follow`` on the task's shard (its changes channel)."""
+        return self.shard_of(task_id).follow(task_id, cursor)
+
+    # -- not merged yet -----------------------------------------------------------------
+
+    async def group(self, group_id: str) -> GroupSummary | None:
+        _not_yet("group")
+
+    async def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
+        _not_yet("group_members")
+
+    async def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
+        _not_yet("search")
+
+    async def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
+        _not_yet("workers")
+
+    async def stats(
+        self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
+    ) -> TaskStats:
+        _not_yet("stats")
+
+    async def task_names(self, within_ms: int | None = None) -> list[str]:
+        _not_yet("task_names")
+
+    async def name_totals(self) -> list[NameTotals]:
+        _not_yet("name_totals")
+
+    async def gauges(self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS) -> BookGauges:
+        _not_yet("gauges")
+
+
+def _not_yet(call: str) -> NoReturn:
+    raise invalid(
+        f"{call} is not merged across the shards of an AsyncRedisBook yet",
+        field="shards",
+    )
+
+
+AsyncRedisBook.sharded_type = AsyncShardedRedisBook

@@ -1,0 +1,311 @@
+"""The operator console's reads of a sharded book (``ShardedRedisBook``): a task's in its
+shard; the rest read on every shard together (``_together``: one pipeline per node at
+each step) and merged into the answer one shard holding the same tasks gives.
+
+A search page is each shard's page of the same query merged by the query's order: every
+row carries its position (the cursor of a page ending with it, search.lua), and the
+merged page ends at the first position some shard cannot see past (its ``next_after``:
+its page was full, or its walk ran out of budget), so the merged cursor, sent to every
+shard, never skips nor repeats a task. A merged page reads S pages of up to ``limit``
+rows each. Counts (stats, workers, names, totals, gauges) are summed; runtime
+percentiles are computed again from the summed histogram buckets.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._audit import AuditEntry
+from .._console import (
+    MinuteStats,
+    NameTotals,
+    SearchPage,
+    SortOrder,
+    TaskQuery,
+    TaskStats,
+    WorkerSummary,
+    matched_counts,
+    percentile_ms,
+)
+from .._gauges import GAUGE_WORKERS_LIMIT, BookGauges, GroupBacklog
+from .._models import GROUP_END_STATES, STATE_NAMES
+from . import _audit as audits
+from . import _console as console
+from ._gauges import gauges as gauges_plan
+from ._plan import Plan, Request, run
+
+if TYPE_CHECKING:
+    from ._sharded_book import ShardedRedisBook
+
+__all__ = [
+    "audit",
+    "gauges",
+    "merge_pages",
+    "name_totals",
+    "search",
+    "stats",
+    "task_names",
+    "workers",
+]
+
+_T = TypeVar("_T")
+
+
+def audit(
+    book: ShardedRedisBook, task_id: str | None, since_ms: int | float | None, limit: int
+) -> list[AuditEntry]:
+    """A task's entries (its shard's), or every shard's log merged, newest first."""
+    if task_id is not None:
+        return book.shard_of(task_id).audit(task_id, since_ms=since_ms, limit=limit)
+    logs = book._together([audits.read(each.layout, None, since_ms, limit) for each in book.books])
+    return list(heapq.merge(*logs, key=lambda entry: -entry.at_ms))[:limit]
+
+
+# -- search -------------------------------------------------------------------------
+
+
+def _computed(compute: Callable[[], _T]) -> Plan[_T]:
+    """A plan that asks Redis nothing and answers ``compute()`` (its reads run
+    elsewhere: on every shard together)."""
+    yield from ()
+    return compute()
+
+
+def _asks_nothing(request: Request) -> Any:
+    raise AssertionError(f"a merged search plan asked {request!r}")  # pragma: no cover
+
+
+def search(book: ShardedRedisBook, query: TaskQuery) -> SearchPage:
+    """``_console.search`` over every shard: each page the search reads is every shard's
+    page merged (``merge_pages``); a name sort reads the names of every shard."""
+    checked = query.checked()
+
+    def names() -> Plan[list[str]]:
+        return _computed(lambda: task_names(book, None))
+
+    def page_of(asked: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
+        return _computed(lambda: _merged_page(book, asked, unnamed))
+
+    return run(console.search_with(checked, names, page_of), _asks_nothing)
+
+
+def _merged_page(book: ShardedRedisBook, query: TaskQuery, unnamed: bool) -> SearchPage:
+    found = book._together(
+        [console.search_page_at(each.layout, query, unnamed) for each in book.books]
+    )
+    return merge_pages(query, found)
+
+
+@functools.total_ordering
+class _Descending:
+    """A value ordered backwards (a descending page's ties: ids from the last byte up)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bytes) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and self.value == other.value
+
+    def __lt__(self, other: _Descending) -> bool:
+        return other.value < self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
+    """Where a position (a cursor search.lua gives) falls in the page's order, as a key
+    that sorts ascending: by creation a creation order (exact: parsed as an integer);
+    by a field ``<value>:<id>`` by value, ties by id as Redis orders a sorted set's
+    members (bytes), then ``~<creation order>`` (the tasks without the value) after."""
+    sign = -1 if order.descending else 1
+    if order.field == "created":
+        return lambda position: (sign * int(position),)
+
+    def key(position: str) -> tuple[Any, ...]:
+        if position.startswith("~"):
+            return (1, sign * int(position[1:]))
+        value, _, task_id = position.partition(":")
+        raw = task_id.encode("utf-8", "surrogatepass")
+        return (0, sign * float(value), _Descending(raw) if order.descending else raw)
+
+    return key
+
+
+def merge_pages(query: TaskQuery, found: Sequence[console.PageFound]) -> SearchPage:
+    """One page from each shard's page of ``query`` (a search not sorted by name): the
+    first ``query.limit`` rows in the query's order, up to the first position some
+    shard's page ended at (past it that shard was not read); only the rows kept are
+    read (``search_row``)."""
+    key = _position_key(query.order)
+    bound: tuple[tuple[Any, ...], str, bool] | None = None
+    complete = True
+    pages = [each.page for each in found]
+    for page in pages:
+        if page.next_after is None:
+            complete = complete and page.scan_complete
+            continue
+        at = key(page.next_after)
+        if bound is None or at < bound[0]:
+            bound = (at, page.next_after, page.scan_complete)
+    rows: list[tuple[tuple[Any, ...], str, Any]] = list(
+        heapq.merge(
+            *([(key(at), at, reply) for at, reply in each.rows] for each in found),
+            key=lambda entry: entry[0],
+        )
+    )
+    if bound is not None:
+        rows = [row for row in rows if row[0] <= bound[0]]
+    if len(rows) > query.limit:
+        rows = rows[: query.limit]
+        next_after: str | None = rows[-1][1]
+    elif bound is not None:
+        next_after, complete = bound[1], complete and bound[2]
+    else:
+        next_after = None
+    taken = tuple(console.search_row(reply) for _key, _position, reply in rows)
+    return SearchPage(
+        tasks=taken,
+        totals={state: sum(page.totals.get(state, 0) for page in pages) for state in STATE_NAMES},
+        totals_exact=all(page.totals_exact for page in pages),
+        next_after=next_after,
+        scanned=sum(page.scanned for page in pages),
+        scan_complete=complete,
+        matched=None if query.q is None else matched_counts(taken),
+    )
+
+
+# -- workers, stats, names, totals, gauges ------------------------------------------
+
+
+def workers(book: ShardedRedisBook, within_ms: int) -> list[WorkerSummary]:
+    """Each worker's summaries of every shard as one: counts summed, last seen the
+    latest, running tasks together; most recently seen first (ties by name, last
+    first, as one shard's sorted set answers)."""
+    found = book._together([console.workers(each.layout, within_ms) for each in book.books])
+    merged: dict[str, WorkerSummary] = {}
+    for summary in (summary for summaries in found for summary in summaries):
+        known = merged.get(summary.name)
+        if known is None:
+            merged[summary.name] = summary
+            continue
+        merged[summary.name] = WorkerSummary(
+            name=summary.name,
+            last_seen_ms=max(known.last_seen_ms, summary.last_seen_ms),
+            running=tuple(sorted({*known.running, *summary.running})),
+            started=known.started + summary.started,
+            succeeded=known.succeeded + summary.succeeded,
+            failed=known.failed + summary.failed,
+        )
+    ordered = sorted(merged.values(), key=lambda w: (w.last_seen_ms, w.name), reverse=True)
+    return ordered[: console.WORKERS_LISTED]
+
+
+def _summed(rows: Iterable[Sequence[int]]) -> tuple[int, ...]:
+    return tuple(sum(column) for column in zip(*rows, strict=True))
+
+
+def _minute(minutes: Sequence[MinuteStats]) -> MinuteStats:
+    buckets = _summed(minute.runtime_buckets for minute in minutes)
+    counts = {
+        field: sum(getattr(minute, field) for minute in minutes)
+        for field in ("started", *GROUP_END_STATES)
+    }
+    return MinuteStats.model_construct(
+        minute_ms=minutes[0].minute_ms,
+        runtime_buckets=buckets,
+        p50_ms=percentile_ms(buckets, 0.5),
+        p95_ms=percentile_ms(buckets, 0.95),
+        p99_ms=percentile_ms(buckets, 0.99),
+        **counts,
+    )
+
+
+def stats(
+    book: ShardedRedisBook, name: str | None, window_ms: int, now_ms: int | None
+) -> TaskStats:
+    """Every shard's stats over the same window (one clock: the server's, read once
+    when ``now_ms`` is not given), summed minute by minute; percentiles from the summed
+    runtime buckets (a percentile of a merged histogram, never an average of them)."""
+    if now_ms is None:
+        now_ms = book.now_ms()
+    found = book._together(
+        [console.stats(each.layout, name, window_ms, now_ms) for each in book.books]
+    )
+    buckets = _summed(each.runtime_buckets for each in found)
+    totals = {state: sum(each.totals.get(state, 0) for each in found) for state in found[0].totals}
+    ended = sum(totals[state] for state in GROUP_END_STATES)
+    return TaskStats(
+        name=name,
+        window_ms=window_ms,
+        now_ms=found[0].now_ms,
+        minutes=tuple(map(_minute, zip(*(each.minutes for each in found), strict=True))),
+        totals=totals,
+        runtime_buckets=buckets,
+        p50_ms=percentile_ms(buckets, 0.5),
+        p95_ms=percentile_ms(buckets, 0.95),
+        p99_ms=percentile_ms(buckets, 0.99),
+        failure_rate=None if not ended else totals["failed"] / ended,
+    )
+
+
+def task_names(book: ShardedRedisBook, within_ms: int | None) -> list[str]:
+    """Every shard's names, once each, sorted."""
+    found = book._together([console.task_names(each.layout, within_ms) for each in book.books])
+    return sorted({name for names in found for name in names})
+
+
+def name_totals(book: ShardedRedisBook) -> list[NameTotals]:
+    """Every shard's running totals, summed per name."""
+    found = book._together([console.name_totals(each.layout) for each in book.books])
+    by_name: dict[str, list[NameTotals]] = {}
+    for totals in (totals for each in found for totals in each):
+        by_name.setdefault(totals.name, []).append(totals)
+    return [
+        NameTotals(
+            name=name,
+            runtime_buckets=_summed(each.runtime_buckets for each in parts),
+            runtime_sum_ms=sum(each.runtime_sum_ms for each in parts),
+            **{
+                field: sum(getattr(each, field) for each in parts)
+                for field in ("started", *GROUP_END_STATES)
+            },
+        )
+        for name, parts in sorted(by_name.items())
+    ]
+
+
+def gauges(book: ShardedRedisBook, now_ms: int, within_ms: int) -> BookGauges:
+    """Every shard's gauges: stream lengths summed; each consumer group's pending and
+    lag summed over every shard (lag unknown when one shard's is); workers as
+    ``workers`` merges them, at most ``GAUGE_WORKERS_LIMIT``."""
+    found = book._together([gauges_plan(each.layout, now_ms, within_ms) for each in book.books])
+    lengths: dict[str, int] = {}
+    for each in found:
+        for stream, length in each.stream_lengths.items():
+            lengths[stream] = lengths.get(stream, 0) + length
+    # A group reads every shard's stream: where it was not created yet (it is, on each
+    # shard, at its first read there) every entry is still to be delivered to it.
+    names = dict.fromkeys((group.stream, group.group) for each in found for group in each.groups)
+    groups = []
+    for stream, name in names:
+        pending, length = 0, 0
+        lag: int | None = 0
+        for each in found:
+            here = next((g for g in each.groups if (g.stream, g.group) == (stream, name)), None)
+            shard_length = each.stream_lengths.get(stream, 0)
+            length += shard_length
+            pending += 0 if here is None else here.pending
+            shard_lag = shard_length if here is None else here.lag
+            lag = None if lag is None or shard_lag is None else lag + shard_lag
+        groups.append(GroupBacklog(stream, name, pending, lag, length))
+    seen: dict[str, float] = {}
+    for worker, at in (row for each in found for row in each.workers_seen):
+        seen[worker] = max(at, seen.get(worker, at))
+    ordered = sorted(seen.items(), key=lambda row: (row[1], row[0]), reverse=True)
+    return BookGauges(lengths, tuple(groups), tuple(ordered[:GAUGE_WORKERS_LIMIT]))

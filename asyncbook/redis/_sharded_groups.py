@@ -1,0 +1,125 @@
+"""Groups on a sharded namespace.
+
+A group's members live in their own tasks' shards; each shard keeps the group's counters
+for its members (the same hash a one-shard book keeps). The group's *home* shard (that
+of its id) also holds its declared total and whether it was notified. A summary sums the
+shards' counters. A member that ends (or a ``seal_group``) is followed by a check: the
+shards' counters are read together and, once the ended members reach the total, the home
+shard writes the one group notification, guarded by its ``notified`` field (the home
+shard's own script sets the same field when all members live there), so two checks that
+both see the group ended write one notification.
+
+The check follows the member's write (a second call): a process that dies between the
+two leaves the notification to the next check of the group (its next member's end, or
+``seal_group`` called again).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._models import GROUP_END_STATES, GroupSummary, group_summary
+from ._args import number_text
+from ._plan import Plan, command, server_time
+from ._replies import text_of
+
+if TYPE_CHECKING:
+    from ._book import RedisBook
+
+__all__ = [
+    "GROUP_FIELDS",
+    "NOTIFY",
+    "group_of_result",
+    "notify_if_ended",
+    "read_counters",
+    "summary_of",
+]
+
+GROUP_FIELDS = ("id", "total", "notified", "members", "prog", "queued", "running",
+                "succeeded", "failed", "expired", "cancelled")  # fmt: skip
+"""The group hash's fields a merged summary reads."""
+
+NOTIFY = """
+if redis.call('HGET', KEYS[1], 'notified') then return 0 end
+redis.call('HSET', KEYS[1], 'notified', '1')
+local retention = tonumber(ARGV[2])
+local fields = cjson.decode(ARGV[1])
+if retention then
+  local t = redis.call('TIME')
+  local cut = math.max(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - retention, 0)
+  redis.call('XADD', KEYS[2], 'MINID', string.format('%.0f', cut), '*', unpack(fields))
+  redis.call('PEXPIRE', KEYS[1], retention)
+else
+  redis.call('XADD', KEYS[2], '*', unpack(fields))
+end
+return 1
+"""
+"""KEYS: the home shard's group hash, its group notifications stream; ARGV: the
+notification's fields (a JSON array), the retention ms ('' keeps). Writes it once."""
+
+
+def read_counters(book: RedisBook, group_id: str) -> Plan[dict[str, str]]:
+    """One shard's counters of a group (absent fields left out)."""
+    values = yield command("hmget", book.keys.group(group_id), *GROUP_FIELDS)
+    return {
+        name: text_of(value)
+        for name, value in zip(GROUP_FIELDS, values, strict=True)
+        if value is not None
+    }
+
+
+def summary_of(
+    group_id: str, home: dict[str, str], shards: Sequence[dict[str, str]]
+) -> GroupSummary | None:
+    """The group's summary: the shards' counters summed, the total from its home."""
+    if not any(shards):
+        return None
+    fields: dict[str, int | None] = {}
+    for each in shards:
+        for name, value in each.items():
+            if name in ("id", "total", "notified"):
+                continue
+            fields[name] = (fields.get(name) or 0) + int(value)
+    if "total" in home:
+        fields["total"] = int(home["total"])
+    return group_summary(group_id, fields)
+
+
+def notify_if_ended(
+    home: RedisBook, group_id: str, shards: Sequence[dict[str, str]], at_ms: float | None
+) -> Plan[bool]:
+    """Write the group's notification in its home shard if its members reached the
+    declared total and none was written yet: True if this call wrote it."""
+    home_fields = shards[home.shard[0]]
+    if "total" not in home_fields or "notified" in home_fields:
+        return False
+    total = int(home_fields["total"])
+    ended = {state: sum(int(each.get(state, "0")) for each in shards) for state in GROUP_END_STATES}
+    if sum(ended.values()) < total:
+        return False
+    at = (yield from server_time()) if at_ms is None else at_ms
+    fields = ["groupId", json.dumps(group_id), "atMs", number_text(at), "total", str(total)]
+    for state in GROUP_END_STATES:
+        fields += [state, str(ended[state])]
+    wrote = yield command(
+        "eval",
+        NOTIFY,
+        2,
+        home.keys.group(group_id),
+        home.keys.group_outbox,
+        json.dumps(fields),
+        home.layout.retention_ms,
+    )
+    return bool(wrote)
+
+
+def group_of_result(book: RedisBook, task_id: str) -> str | None:
+    """The group id of a task this shard just wrote (its facts: a write succeeds only
+    with the record's own facts), or None."""
+    facts = book.layout.facts.get(task_id)
+    if facts is None or not facts.group_json:
+        return None
+    value: Any = json.loads(facts.group_json)
+    return value if isinstance(value, str) else None

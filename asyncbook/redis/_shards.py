@@ -1,0 +1,141 @@
+"""Which shard holds what, in a namespace split into S shards.
+
+A task lives in shard ``crc32(task id) mod S``. A callback id or an idempotency key lives
+in the shard of its *home*: the task id it is derived from (``celery:<task id>:...``, as
+the Celery integration makes them, or ``<task id>:...``), else the id itself. When the
+home's shard is the task's, one script call claims and applies, as with one shard; else
+the id is claimed in its home's shard first (``_claims``).
+
+The shard count is fixed when the namespace is first used and stored in Redis on the
+namespace's own tag (``KeySchema.shard_count``): a namespace without it has one shard
+(today's layout), and a book opened with another count is refused, naming ``shards``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import AsyncBookError, invalid
+from ._keys import KeySchema
+
+__all__ = [
+    "MAX_SHARDS",
+    "ShardMap",
+    "fix_shard_count",
+    "fix_shard_count_async",
+    "home_of",
+    "require_shards",
+    "stored_shards",
+]
+
+MAX_SHARDS = 1024
+"""At most this many shards: a merged read reads one page per shard."""
+
+_CELERY = "celery:"
+
+
+def require_shards(value: Any) -> int:
+    """A shard count: an integer from 1 to ``MAX_SHARDS``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHARDS:
+        raise invalid(f"shards must be an integer from 1 to {MAX_SHARDS}", field="shards")
+    return value
+
+
+def home_of(identifier: str) -> str:
+    """The text whose shard holds ``identifier`` (a callback id, an idempotency key): the
+    task id it names (``celery:<id>:...`` or ``<id>:...``), else itself."""
+    if identifier.startswith(_CELERY):
+        rest = identifier[len(_CELERY) :]
+        head, colon, _tail = rest.partition(":")
+        if colon and head:
+            return head
+    head, colon, _tail = identifier.partition(":")
+    return head if colon and head else identifier
+
+
+@dataclass(frozen=True)
+class ShardMap:
+    """The shards of one namespace: their key schemas, and which holds a task or an id."""
+
+    namespace: str
+    total: int
+
+    def index_of(self, task_id: str) -> int:
+        """The shard of a task id (a stable hash of its UTF-8 text)."""
+        if self.total == 1:
+            return 0
+        return zlib.crc32(task_id.encode("utf-8", "surrogatepass")) % self.total
+
+    def home_index(self, identifier: str) -> int:
+        """The shard of a callback id or idempotency key (``home_of``)."""
+        return self.index_of(home_of(identifier))
+
+    def keys(self, index: int) -> KeySchema:
+        """The key schema of shard ``index``."""
+        return KeySchema(self.namespace, index, self.total)
+
+
+_FIX_COUNT = """
+local stored = redis.call('GET', KEYS[1])
+if stored then return tonumber(stored) end
+if ARGV[1] ~= '1' and redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+redis.call('SET', KEYS[1], ARGV[1])
+return tonumber(ARGV[1])
+"""
+"""KEYS: the shard count, the one-shard creation counter; ARGV: the count asked for.
+Returns the stored count (storing the asked one when none is), or -1 when a namespace of
+one shard already holds tasks and more were asked for."""
+
+
+def _one_shard_client(client: Any, keys: KeySchema) -> Any:
+    """A client for the namespace's own slot (the node owning it on a Cluster)."""
+    from redis.cluster import RedisCluster
+
+    if isinstance(client, RedisCluster):
+        cluster: Any = client
+        return cluster.get_node_from_key(keys.tag).redis_connection
+    return client
+
+
+def stored_shards(client: Any, namespace: str) -> int:
+    """The namespace's stored shard count (1 when none is stored): one GET."""
+    keys = KeySchema(namespace)
+    value = _one_shard_client(client, keys).get(keys.shard_count)
+    return 1 if value is None else int(value)
+
+
+def fix_shard_count(client: Any, namespace: str, shards: int) -> None:
+    """Store ``shards`` as the namespace's count at its first use, or check it against
+    the stored one; raises a ``conflict`` naming ``shards`` when they differ."""
+    keys = KeySchema(namespace)
+    found = int(
+        _one_shard_client(client, keys).eval(
+            _FIX_COUNT, 2, keys.shard_count, keys.sequence, str(shards)
+        )
+    )
+    _check_count(namespace, shards, found)
+
+
+async def fix_shard_count_async(client: Any, namespace: str, shards: int) -> None:
+    """``fix_shard_count`` on a ``redis.asyncio`` client (or Cluster client)."""
+    keys = KeySchema(namespace)
+    found = int(await client.eval(_FIX_COUNT, 2, keys.shard_count, keys.sequence, str(shards)))
+    _check_count(namespace, shards, found)
+
+
+def _check_count(namespace: str, shards: int, found: int) -> None:
+    if found == -1:
+        raise AsyncBookError(
+            "conflict",
+            f"asyncbook: namespace {namespace!r} holds tasks in one shard; it cannot be"
+            f" opened with shards={shards}",
+            field="shards",
+        )
+    if found != shards:
+        raise AsyncBookError(
+            "conflict",
+            f"asyncbook: namespace {namespace!r} has {found} shards; open it with shards={found}",
+            field="shards",
+        )

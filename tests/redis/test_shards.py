@@ -1,0 +1,233 @@
+"""Sharded namespaces (issue 20): the shard count fixed at first use, the layout, and
+global callback ids and idempotency keys claimed across shards by many processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+from asyncbook import AsyncBookError, RedisBook
+from asyncbook.redis import ShardedRedisBook, stored_shards
+from asyncbook.redis._keys import shard_tag
+from asyncbook.redis._shards import ShardMap, home_of
+
+from ..support.books import REDIS_URL, delete_namespace, redis_client
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    client = redis_client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def fresh(client: redis.Redis) -> Iterator[str]:
+    namespace = f"shards-{uuid.uuid4().hex[:12]}"
+    yield namespace
+    delete_namespace(client, namespace)
+
+
+def _start(at: int) -> dict[str, Any]:
+    return {"type": "start", "atMs": at, "worker": "w"}
+
+
+def test_shards_above_one_make_a_sharded_book(client: redis.Redis, fresh: str) -> None:
+    book = RedisBook(client, namespace=fresh, shards=4)
+    assert isinstance(book, ShardedRedisBook)
+    assert isinstance(book, RedisBook)
+    assert type(RedisBook(client, namespace=fresh)) is RedisBook
+    assert type(RedisBook.from_url(REDIS_URL, namespace=fresh, shards=4)) is ShardedRedisBook
+
+
+def test_the_count_is_stored_at_first_use_and_checked(client: redis.Redis, fresh: str) -> None:
+    RedisBook(client, namespace=fresh, shards=4).create(
+        id="a", now_ms=0, ttl_ms=1000, max_attempts=1
+    )
+    assert stored_shards(client, fresh) == 4
+    with pytest.raises(AsyncBookError) as other:
+        RedisBook(client, namespace=fresh, shards=8).create(
+            id="b", now_ms=0, ttl_ms=1000, max_attempts=1
+        )
+    assert (other.value.code, other.value.field) == ("conflict", "shards")
+    with pytest.raises(AsyncBookError) as one:
+        RedisBook(client, namespace=fresh).create(id="b", now_ms=0, ttl_ms=1000, max_attempts=1)
+    assert (one.value.code, one.value.field) == ("conflict", "shards")
+    assert "shards=4" in one.value.message
+
+
+def test_a_one_shard_namespace_with_tasks_is_not_resharded(client: redis.Redis, fresh: str) -> None:
+    RedisBook(client, namespace=fresh).create(id="a", now_ms=0, ttl_ms=1000, max_attempts=1)
+    with pytest.raises(AsyncBookError) as refused:
+        RedisBook(client, namespace=fresh, shards=4).create(
+            id="b", now_ms=0, ttl_ms=1000, max_attempts=1
+        )
+    assert (refused.value.code, refused.value.field) == ("conflict", "shards")
+    assert stored_shards(client, fresh) == 1
+
+
+def test_one_shard_keeps_the_one_tag_layout(client: redis.Redis, fresh: str) -> None:
+    book = RedisBook(client, namespace=fresh)
+    book.create(id="a", now_ms=0, ttl_ms=1000, max_attempts=1)
+    book.apply("a", _start(1), "cb")
+    keys = {k.decode() for k in client.scan_iter(match=f"*{fresh}*")}
+    assert keys
+    assert all(key.startswith("{" + fresh + "}:") for key in keys)
+    assert "{" + fresh + "}:shards" not in keys
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1025, "4", 2.0, True])
+def test_bad_shard_counts_name_the_field(client: redis.Redis, bad: Any) -> None:
+    with pytest.raises(AsyncBookError) as refused:
+        RedisBook(client, namespace="x", shards=bad)
+    assert (refused.value.code, refused.value.field) == ("invalid-request", "shards")
+
+
+def test_shard_tags_spread_over_the_slot_ranges() -> None:
+    for total in (4, 16, 64):
+        for index in range(total):
+            tag = shard_tag("jobs", index, total)
+            low = index * REDIS_CLUSTER_HASH_SLOTS // total
+            assert low <= key_slot(tag.encode()) < (index + 1) * REDIS_CLUSTER_HASH_SLOTS // total
+    assert shard_tag("jobs", 3, 16) == shard_tag("jobs", 3, 16)  # stable
+
+
+def test_ids_live_with_the_task_they_name() -> None:
+    assert home_of("celery:abc:success:0") == "abc"
+    assert home_of("abc:k") == "abc"
+    assert home_of("plain") == "plain"
+    assert home_of(":x") == ":x"
+    shards = ShardMap("ns", 16)
+    assert shards.home_index("celery:abc:success:0") == shards.index_of("abc")
+
+
+def test_an_apply_that_raises_releases_its_claim(client: redis.Redis, fresh: str) -> None:
+    book = RedisBook(client, namespace=fresh, shards=4)
+    assert isinstance(book, ShardedRedisBook)
+    book.create(id="a", now_ms=0, ttl_ms=1000, max_attempts=1)
+    callback = next(
+        c
+        for c in (f"cb{i}" for i in range(100))
+        if book.map.home_index(c) != book.map.index_of("a")
+    )
+    with pytest.raises(AsyncBookError):
+        book.apply("missing", _start(1), callback)
+    assert book.apply("a", _start(1), callback).reason == "started"
+    assert book.apply("a", _start(1), callback).duplicate_callback
+
+
+def _race_apply(namespace: str, task_id: str, callback: str, out: Any) -> None:
+    book = RedisBook.from_url(REDIS_URL, namespace=namespace, shards=4)
+    out.put((task_id, book.apply(task_id, _start(1), callback).duplicate_callback))
+
+
+def _race_deliver(namespace: str, task_id: str, key: str, out: Any) -> None:
+    book = RedisBook.from_url(REDIS_URL, namespace=namespace, shards=4)
+    out.put((task_id, book.deliver_result(task_id, key, 5).reason))
+
+
+def _tasks_in_other_shards(book: RedisBook, identifier: str, count: int) -> list[str]:
+    assert isinstance(book, ShardedRedisBook)
+    home = book.map.home_index(identifier)
+    ids = (f"t{i}" for i in range(10_000))
+    return [task_id for task_id in ids if book.map.index_of(task_id) != home][:count]
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_concurrent_claims_from_processes_take_one_id_once(
+    client: redis.Redis, fresh: str, round_: int
+) -> None:
+    """Eight processes apply one callback id to eight tasks (none in the id's shard) at
+    once: exactly one applies it; the others answer duplicate-callback."""
+    book = RedisBook(client, namespace=fresh, shards=4)
+    callback = f"shared-{round_}"
+    tasks = _tasks_in_other_shards(book, callback, 8)
+    for task_id in tasks:
+        book.create(id=task_id, now_ms=0, ttl_ms=10_000, max_attempts=1)
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    workers = [context.Process(target=_race_apply, args=(fresh, t, callback, out)) for t in tasks]
+    for worker in workers:
+        worker.start()
+    answers = [out.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+    applied = [task_id for task_id, duplicate in answers if not duplicate]
+    assert len(applied) == 1
+    started = [t for t in tasks if (found := book.get(t)) is not None and found.state == "running"]
+    assert started == applied
+
+
+def test_concurrent_deliveries_from_processes_use_one_key_once(
+    client: redis.Redis, fresh: str
+) -> None:
+    book = RedisBook(client, namespace=fresh, shards=4)
+    key = "receipt-key"
+    tasks = _tasks_in_other_shards(book, key, 6)
+    for task_id in tasks:
+        book.create(id=task_id, now_ms=0, ttl_ms=10_000, max_attempts=1)
+        book.apply(task_id, _start(1))
+        book.apply(task_id, {"type": "succeed", "atMs": 2, "resultRef": "r", "resultHash": "h"})
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    workers = [context.Process(target=_race_deliver, args=(fresh, t, key, out)) for t in tasks]
+    for worker in workers:
+        worker.start()
+    answers = [out.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+    reasons = sorted(reason for _task, reason in answers)
+    assert reasons == ["delivered"] + ["key-reused-for-other-task"] * 5
+
+
+BASE_TAG_METHODS = {
+    "now_ms",
+    "claim_sweep",
+    "record_sweep",
+    "last_sweep_ms",
+    "check_eviction_policy",
+    "extra_script",
+    "events_script",
+}
+"""RedisBook methods a sharded book may run on the namespace's own tag: the clock, the
+sweep's lease and time, and registering a caller's script (re-registered per shard)."""
+
+
+def test_a_sharded_book_overrides_every_call_that_reads_or_writes_tasks() -> None:
+    """A RedisBook method not overridden would run on the namespace's own tag, where a
+    sharded namespace keeps no tasks: every public one is overridden or known safe."""
+    public = {
+        name
+        for name, value in vars(RedisBook).items()
+        if callable(value)
+        and not isinstance(value, type)
+        and not name.startswith("_")
+        and name != "from_url"
+    }
+    missing = public - set(vars(ShardedRedisBook)) - BASE_TAG_METHODS
+    assert not missing
+
+
+def test_sixteen_shards_spread_over_the_three_masters(
+    cluster_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace = f"spread-{uuid.uuid4().hex[:12]}"
+    book = RedisBook.from_url(cluster_url, namespace=namespace, shards=16)
+    assert isinstance(book, ShardedRedisBook)
+    try:
+        with caplog.at_level("INFO", logger="asyncbook.redis._sharded_book"):
+            book.check_server()
+        nodes = book.shard_map()
+        assert len(nodes) == 3
+        assert sorted(len(ids) for ids in nodes.values()) == [5, 5, 6]
+        assert sorted(i for ids in nodes.values() for i in ids) == list(range(16))
+        assert "has 16 shards" in caplog.text
+    finally:
+        delete_namespace(book.client, namespace)
+        book.client.close()
