@@ -257,7 +257,9 @@ def fail_over(
     """Kill the master of the book's slot (the replica stopped ``lag_ms`` before), time its
     replica's promotion, the book's first read and first acknowledged write; start the
     killed node again once the replica took over. Returns the kill's wall-clock time."""
-    owner = cluster.owner(book.keys.tag)
+    shard_of = getattr(book, "shard_of", None)  # sharded: the probe's shard's master
+    tag = (shard_of(probe_id) if shard_of else book).keys.tag
+    owner = cluster.owner(tag)
     replica = cluster.processes[cluster.replica_of[owner][0]]
     if run.lag_ms:
         # The replica's link cut (and the replica stopped, so that it cannot reconnect):
@@ -276,7 +278,7 @@ def fail_over(
         replica.send_signal(signal.SIGCONT)
     while time.monotonic() - killed_at < 60:
         if run.promoted_s != run.promoted_s and first_ok(
-            lambda: _raise_unless(cluster.owner(book.keys.tag) != owner)
+            lambda: _raise_unless(cluster.owner(tag) != owner)
         ):
             run.promoted_s = time.monotonic() - killed_at
             cluster.restart(owner)
@@ -308,7 +310,7 @@ def failover_run(args: argparse.Namespace, wait: int) -> Run:
     ) as cluster:
         url = f"redis+cluster://127.0.0.1:{cluster[0]}"
         book = RedisBook.from_url(
-            url, namespace=namespace, wait_replicas=wait, wait_timeout_ms=500,
+            url, namespace=namespace, wait_replicas=wait, wait_timeout_ms=500, shards=args.shards,
             retry=retry_policy(0), socket_timeout=1, socket_connect_timeout=1,
         )  # fmt: skip
         app = make_app(url, namespace, queue, wait)
@@ -459,8 +461,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cost", action="store_true", help="measure throughput instead")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="asyncbook_shards: the namespace over this many hash tags",
+    )
     parser.add_argument("--publish", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)  # fmt: skip
+    os.environ["FAILOVER_SHARDS"] = str(args.shards)  # the worker's and publisher's too
     if args.publish:
         url, namespace, queue, wait, rate, stop = args.publish
         publish(url, namespace, queue, int(wait), float(rate), Path(stop))
@@ -468,6 +477,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.cost:
         cost(args)
         return
+    print(f"asyncbook_shards = {args.shards}")
     print(
         "| wait | node timeout | replica lag | promoted after | book reads after "
         "| book writes after | creates acked / lost | burst acked / lost (refused) "

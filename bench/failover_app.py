@@ -3,7 +3,7 @@
 Configured from the environment by ``failover.py`` (the worker's): ``FAILOVER_BROKER_URL``
 (broker and Celery's results: the main Redis, which stays up), ``FAILOVER_BOOK_URL`` (the
 book: a ``redis+cluster://`` URL of the cluster the script fails over),
-``FAILOVER_NAMESPACE``, ``FAILOVER_QUEUE``, ``FAILOVER_WAIT_REPLICAS`` and
+``FAILOVER_NAMESPACE``, ``FAILOVER_QUEUE``, ``FAILOVER_WAIT_REPLICAS``, ``FAILOVER_SHARDS`` and
 ``FAILOVER_READY_FILE`` (touched when the worker consumes). ``make_app`` builds the same
 app for the script's own publishers.
 """
@@ -23,9 +23,17 @@ BROKER = os.environ.get("FAILOVER_BROKER_URL", "redis://127.0.0.1:6379/14")
 
 
 def make_app(
-    book_url: str, namespace: str, queue: str, wait_replicas: int, broker: str = BROKER
+    book_url: str,
+    namespace: str,
+    queue: str,
+    wait_replicas: int,
+    shards: int | None = None,
+    broker: str = BROKER,
 ) -> Celery:
-    """The app, installed on the book at ``book_url`` (one tracked task, ``failover.work``)."""
+    """The app, installed on the book at ``book_url`` (one tracked task, ``failover.work``);
+    ``shards`` defaults to ``FAILOVER_SHARDS`` (1 without it)."""
+    if shards is None:
+        shards = int(os.environ.get("FAILOVER_SHARDS", "1"))
     app = Celery(f"failover-{namespace}", set_as_current=False)
     app.conf.update(
         broker_url=broker,
@@ -40,6 +48,7 @@ def make_app(
         asyncbook_namespace=namespace,
         asyncbook_queue=queue,
         asyncbook_wait_replicas=wait_replicas,
+        asyncbook_shards=shards,
         asyncbook_wait_timeout_ms=500,
         asyncbook_retry_for=30.0,
         asyncbook_flush_delay=0.0,
