@@ -4,9 +4,8 @@ It holds one ``AsyncRedisBook`` per shard (``shard=(k, S)``) on one client: a ca
 one task is awaited on its shard, a read that spans tasks asks every shard at once
 (``asyncio.gather``) and merges as ``ShardedRedisBook`` does, and callback ids and
 idempotency keys that live in another shard are claimed there first (``_claims``).
-The console's namespace-wide reads (search, workers, stats, task names and totals,
-gauges, the audit log) and groups are not merged here yet: they raise, naming
-``shards``.
+The console's namespace-wide reads and groups run the sync book's merged plans
+(``_merged``), their shards' plans awaited at once.
 """
 
 from __future__ import annotations
@@ -15,10 +14,16 @@ import asyncio
 import heapq
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from .._audit import AuditEntry
-from .._checks import require_limit, require_non_negative, require_page_cursor, require_state
+from .._checks import (
+    require_limit,
+    require_non_negative,
+    require_page_cursor,
+    require_state,
+    require_text,
+)
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
 from .._models import (
@@ -30,13 +35,17 @@ from .._models import (
     ResumeResult,
     TaskPage,
 )
-from ..errors import AsyncBookError, DamagedRecordError, invalid
+from ..errors import AsyncBookError, DamagedRecordError
 from . import _claims as claims
 from . import _operations as operations
+from . import _sharded_console as console
+from . import _sharded_groups as groups
 from ._args import number_text, utf8
 from ._async_book import AsyncRedisBook
 from ._base import DEFAULT_RETENTION
 from ._connection import reports_outages_async
+from ._merged import MergedPlan, OnShards, drive_async
+from ._operations import BookLayout
 from ._replies import text_of
 from ._sharded_book import _deadline_rows, _newest_rows
 from ._shards import ShardMap, fix_shard_count_async, require_shards
@@ -309,9 +318,9 @@ class AsyncShardedRedisBook(AsyncRedisBook):
     async def audit(
         self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100
     ) -> list[AuditEntry]:
-        """A task's audit entries, newest first (the namespace's log: not yet)."""
+        """A task's audit entries, or every shard's log merged, newest first."""
         if task_id is None:
-            _not_yet("audit() without a task id")
+            return await self._merged(console.audit(self._layouts, since_ms, limit))
         return await self.shard_of(task_id).audit(task_id, since_ms=since_ms, limit=limit)
 
     # -- waiting and following ----------------------------------------------------------
@@ -320,40 +329,63 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         """``AsyncRedisBook.follow`` on the task's shard (its changes channel)."""
         return self.shard_of(task_id).follow(task_id, cursor)
 
-    # -- not merged yet -----------------------------------------------------------------
+    # -- merged reads (``_merged``: the sync book's merges, awaited) ---------------------
 
+    @property
+    def _layouts(self) -> list[BookLayout]:
+        return [book.layout for book in self.books]
+
+    async def _merged(self, plan: MergedPlan[_T]) -> _T:
+        """A merged read, its shards' plans awaited at once."""
+
+        async def on_shards(asked: OnShards) -> list[Any]:
+            books = self.books if asked.shards is None else [self.books[i] for i in asked.shards]
+            runs = (book.engine.run(each) for book, each in zip(books, asked.plans, strict=True))
+            return list(await asyncio.gather(*runs))
+
+        return await drive_async(plan, on_shards)
+
+    @reports_outages_async
     async def group(self, group_id: str) -> GroupSummary | None:
-        _not_yet("group")
+        group = utf8(require_text(group_id, "groupId"), "groupId")
+        return await self._merged(groups.summary(self._layouts, group, self.map.index_of(group)))
 
+    @reports_outages_async
     async def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
-        _not_yet("group_members")
+        """Every shard's members merged in creation order."""
+        group = utf8(require_text(group_id, "groupId"), "groupId")
+        count = require_limit(limit, maximum=10_000)
+        return await self._merged(groups.members(self._layouts, group, count))
 
+    @reports_outages_async
     async def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
-        _not_yet("search")
+        """Every shard's page merged in the query's order (``_sharded_console``)."""
+        given = TaskQuery(**filters) if query is None else query
+        return await self._merged(console.search(self._layouts, given))
 
+    @reports_outages_async
     async def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
-        _not_yet("workers")
+        return await self._merged(console.workers(self._layouts, within_ms))
 
+    @reports_outages_async
     async def stats(
         self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
     ) -> TaskStats:
-        _not_yet("stats")
+        """Every shard's stats summed; percentiles from the summed runtime buckets."""
+        return await self._merged(console.stats(self._layouts, name, window_ms, now_ms))
 
+    @reports_outages_async
     async def task_names(self, within_ms: int | None = None) -> list[str]:
-        _not_yet("task_names")
+        return await self._merged(console.task_names(self._layouts, within_ms))
 
+    @reports_outages_async
     async def name_totals(self) -> list[NameTotals]:
-        _not_yet("name_totals")
+        return await self._merged(console.name_totals(self._layouts))
 
+    @reports_outages_async
     async def gauges(self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS) -> BookGauges:
-        _not_yet("gauges")
-
-
-def _not_yet(call: str) -> NoReturn:
-    raise invalid(
-        f"{call} is not merged across the shards of an AsyncRedisBook yet",
-        field="shards",
-    )
+        """Every shard's gauges merged (``_sharded_console.gauges``)."""
+        return await self._merged(console.gauges(self._layouts, now_ms, within_ms))
 
 
 AsyncRedisBook.sharded_type = AsyncShardedRedisBook

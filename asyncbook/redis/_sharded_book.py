@@ -55,6 +55,7 @@ from ._base import DEFAULT_RETENTION
 from ._book import RedisBook
 from ._changes import Change, follow_changes
 from ._connection import reports_outages
+from ._merged import MergedPlan, OnShards, drive
 from ._operations import BookLayout
 from ._plan import Pipeline, Plan, command
 from ._replies import text_of
@@ -511,7 +512,7 @@ class ShardedRedisBook(RedisBook):
     # -- groups (``_sharded_groups``) --------------------------------------------------
 
     def _group_counters(self, group_id: str) -> list[dict[str, str]]:
-        return self._together([groups.read_counters(book, group_id) for book in self.books])
+        return self._merged(groups.counters(self._layouts, group_id))
 
     def _home_of_group(self, group_id: str) -> RedisBook:
         return self.books[self.map.index_of(group_id)]
@@ -552,36 +553,14 @@ class ShardedRedisBook(RedisBook):
     @reports_outages
     def group(self, group_id: str) -> GroupSummary | None:
         group = utf8(require_text(group_id, "groupId"), "groupId")
-        counters = self._group_counters(group)
-        return groups.summary_of(group, counters[self.map.index_of(group)], counters)
+        return self._merged(groups.summary(self._layouts, group, self.map.index_of(group)))
 
     @reports_outages
     def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
         """Every shard's members merged in creation order (unique across shards)."""
         group = utf8(require_text(group_id, "groupId"), "groupId")
         count = require_limit(limit, maximum=10_000)
-        pages = self._together([_member_rows(book.layout, group, count) for book in self.books])
-        rows = sorted(
-            ((score, index, raw_id) for index, page in enumerate(pages) for raw_id, score in page),
-            key=lambda row: row[0],
-        )[:count]
-        return list(self._tasks_in_order(rows, full_task=False))
-
-    def _tasks_in_order(
-        self, rows: Sequence[tuple[float, int, Any]], full_task: bool
-    ) -> tuple[AsyncTask, ...]:
-        """The tasks of (score, shard, id) rows, in the rows' order: one get_many per shard,
-        run together."""
-        wanted_ids: dict[int, list[Any]] = {}
-        for _score, index, raw_id in rows:
-            wanted_ids.setdefault(index, []).append(raw_id)
-        shards = list(wanted_ids)
-        found = self._together(
-            [operations.tasks_of(self.books[i].layout, wanted_ids[i], full_task) for i in shards],
-            [self.books[i] for i in shards],
-        )
-        by_id = {task.id: task for tasks in found for task in tasks}
-        return tuple(by_id[text_of(raw)] for _s, _i, raw in rows if text_of(raw) in by_id)
+        return self._merged(groups.members(self._layouts, group, count))
 
     # -- notifications ------------------------------------------------------------------
 
@@ -716,7 +695,7 @@ class ShardedRedisBook(RedisBook):
         rows = rows[:count]
         if not rows:
             return TaskPage(tasks=())
-        tasks = self._tasks_in_order(rows, full_task)
+        tasks = self._merged(groups.tasks_in_order(self._layouts, rows, full_task))
         return TaskPage(tasks=tasks, next_after=str(int(rows[-1][0])) if more else None)
 
     @reports_outages
@@ -771,6 +750,19 @@ class ShardedRedisBook(RedisBook):
 
     # -- the operator console (_sharded_console) ------------------------------------------
 
+    @property
+    def _layouts(self) -> list[BookLayout]:
+        return [book.layout for book in self.books]
+
+    def _merged(self, plan: MergedPlan[_T]) -> _T:
+        """A merged read, its shards' plans run together (``run_together``)."""
+
+        def on_shards(asked: OnShards) -> list[Any]:
+            books = self.books if asked.shards is None else [self.books[i] for i in asked.shards]
+            return self._together(list(asked.plans), books)
+
+        return drive(plan, on_shards)
+
     @reports_outages
     def info(self, task_id: str) -> TaskInfo | None:
         return self.shard_of(task_id).info(task_id)
@@ -780,7 +772,9 @@ class ShardedRedisBook(RedisBook):
         self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100
     ) -> list[AuditEntry]:
         """A task's entries, or every shard's log merged, newest first."""
-        return console.audit(self, task_id, since_ms, limit)
+        if task_id is not None:
+            return self.shard_of(task_id).audit(task_id, since_ms=since_ms, limit=limit)
+        return self._merged(console.audit(self._layouts, since_ms, limit))
 
     @reports_outages
     def record_audit(
@@ -791,31 +785,32 @@ class ShardedRedisBook(RedisBook):
     @reports_outages
     def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
         """Every shard's page merged in the query's order (``_sharded_console``)."""
-        return console.search(self, TaskQuery(**filters) if query is None else query)
+        given = TaskQuery(**filters) if query is None else query
+        return self._merged(console.search(self._layouts, given))
 
     @reports_outages
     def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
-        return console.workers(self, within_ms)
+        return self._merged(console.workers(self._layouts, within_ms))
 
     @reports_outages
     def stats(
         self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
     ) -> TaskStats:
         """Every shard's stats summed; percentiles from the summed runtime buckets."""
-        return console.stats(self, name, window_ms, now_ms)
+        return self._merged(console.stats(self._layouts, name, window_ms, now_ms))
 
     @reports_outages
     def task_names(self, within_ms: int | None = None) -> list[str]:
-        return console.task_names(self, within_ms)
+        return self._merged(console.task_names(self._layouts, within_ms))
 
     @reports_outages
     def name_totals(self) -> list[NameTotals]:
-        return console.name_totals(self)
+        return self._merged(console.name_totals(self._layouts))
 
     @reports_outages
     def gauges(self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS) -> BookGauges:
         """Every shard's gauges merged (``_sharded_console.gauges``)."""
-        return console.gauges(self, now_ms, within_ms)
+        return self._merged(console.gauges(self._layouts, now_ms, within_ms))
 
     # -- capabilities -------------------------------------------------------------------
 
@@ -847,9 +842,9 @@ class ShardedRedisBook(RedisBook):
         )
 
     def async_twin(self) -> None:
-        """None: the status server reads a sharded book through its sync calls, until
-        ``AsyncShardedRedisBook`` (``AsyncRedisBook.twin_of(book)``) merges the console's
-        reads too."""
+        """None: the status server reads a sharded book through its sync calls, on
+        threads (``AsyncRedisBook.twin_of(book)`` gives an ``AsyncShardedRedisBook`` for
+        an asyncio application)."""
         return None
 
     def script_beside(self, client: object, source: str) -> None:
@@ -886,8 +881,3 @@ def _newest_rows(
 
 
 RedisBook.sharded_type = ShardedRedisBook
-
-
-def _member_rows(book: BookLayout, group_id: str, count: int) -> Plan[list[tuple[Any, float]]]:
-    rows = yield command("zrange", book.keys.group_members(group_id), 0, count - 1, withscores=True)
-    return [(raw, float(score)) for raw, score in rows]

@@ -1,6 +1,9 @@
-"""The operator console's reads of a sharded book (``ShardedRedisBook``): a task's in its
-shard; the rest read on every shard together (``_together``: one pipeline per node at
-each step) and merged into the answer one shard holding the same tasks gives.
+"""The operator console's reads of a sharded book (``ShardedRedisBook`` and
+``AsyncShardedRedisBook``): a task's in its shard; the rest read on every shard and
+merged into the answer one shard holding the same tasks gives.
+
+Each merged read is a merged plan (``_merged``): the sync book runs its shards' plans
+together (one pipeline per node at each step), the async one with ``asyncio.gather``.
 
 A search page is each shard's page of the same query merged by the query's order: every
 row carries its position (the cursor of a page ending with it, search.lua), and the
@@ -16,7 +19,7 @@ from __future__ import annotations
 import functools
 import heapq
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .._audit import AuditEntry
 from .._console import (
@@ -35,10 +38,9 @@ from .._models import GROUP_END_STATES, STATE_NAMES
 from . import _audit as audits
 from . import _console as console
 from ._gauges import gauges as gauges_plan
-from ._plan import Plan, Request, run
-
-if TYPE_CHECKING:
-    from ._sharded_book import ShardedRedisBook
+from ._merged import MergedPlan, OnShards
+from ._operations import BookLayout
+from ._plan import Plan, server_time
 
 __all__ = [
     "audit",
@@ -54,48 +56,39 @@ __all__ = [
 _T = TypeVar("_T")
 
 
+def _every(layouts: Sequence[BookLayout], make: Callable[[BookLayout], Plan[_T]]) -> OnShards:
+    return OnShards(tuple(make(layout) for layout in layouts))
+
+
 def audit(
-    book: ShardedRedisBook, task_id: str | None, since_ms: int | float | None, limit: int
-) -> list[AuditEntry]:
-    """A task's entries (its shard's), or every shard's log merged, newest first."""
-    if task_id is not None:
-        return book.shard_of(task_id).audit(task_id, since_ms=since_ms, limit=limit)
-    logs = book._together([audits.read(each.layout, None, since_ms, limit) for each in book.books])
+    layouts: Sequence[BookLayout], since_ms: int | float | None, limit: int
+) -> MergedPlan[list[AuditEntry]]:
+    """Every shard's audit log merged, newest first (a task's is its shard's)."""
+    logs = yield _every(layouts, lambda each: audits.read(each, None, since_ms, limit))
     return list(heapq.merge(*logs, key=lambda entry: -entry.at_ms))[:limit]
 
 
 # -- search -------------------------------------------------------------------------
 
 
-def _computed(compute: Callable[[], _T]) -> Plan[_T]:
-    """A plan that asks Redis nothing and answers ``compute()`` (its reads run
-    elsewhere: on every shard together)."""
-    yield from ()
-    return compute()
-
-
-def _asks_nothing(request: Request) -> Any:
-    raise AssertionError(f"a merged search plan asked {request!r}")  # pragma: no cover
-
-
-def search(book: ShardedRedisBook, query: TaskQuery) -> SearchPage:
+def search(layouts: Sequence[BookLayout], query: TaskQuery) -> MergedPlan[SearchPage]:
     """``_console.search`` over every shard: each page the search reads is every shard's
     page merged (``merge_pages``); a name sort reads the names of every shard."""
     checked = query.checked()
 
     def names() -> Plan[list[str]]:
-        return _computed(lambda: task_names(book, None))
+        return cast(Plan[list[str]], task_names(layouts, None))
 
     def page_of(asked: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
-        return _computed(lambda: _merged_page(book, asked, unnamed))
+        return cast(Plan[SearchPage], _merged_page(layouts, asked, unnamed))
 
-    return run(console.search_with(checked, names, page_of), _asks_nothing)
+    return (yield from cast(MergedPlan[SearchPage], console.search_with(checked, names, page_of)))
 
 
-def _merged_page(book: ShardedRedisBook, query: TaskQuery, unnamed: bool) -> SearchPage:
-    found = book._together(
-        [console.search_page_at(each.layout, query, unnamed) for each in book.books]
-    )
+def _merged_page(
+    layouts: Sequence[BookLayout], query: TaskQuery, unnamed: bool
+) -> MergedPlan[SearchPage]:
+    found = yield _every(layouts, lambda each: console.search_page_at(each, query, unnamed))
     return merge_pages(query, found)
 
 
@@ -183,11 +176,11 @@ def merge_pages(query: TaskQuery, found: Sequence[console.PageFound]) -> SearchP
 # -- workers, stats, names, totals, gauges ------------------------------------------
 
 
-def workers(book: ShardedRedisBook, within_ms: int) -> list[WorkerSummary]:
+def workers(layouts: Sequence[BookLayout], within_ms: int) -> MergedPlan[list[WorkerSummary]]:
     """Each worker's summaries of every shard as one: counts summed, last seen the
     latest, running tasks together; most recently seen first (ties by name, last
     first, as one shard's sorted set answers)."""
-    found = book._together([console.workers(each.layout, within_ms) for each in book.books])
+    found = yield _every(layouts, lambda each: console.workers(each, within_ms))
     merged: dict[str, WorkerSummary] = {}
     for summary in (summary for summaries in found for summary in summaries):
         known = merged.get(summary.name)
@@ -227,16 +220,15 @@ def _minute(minutes: Sequence[MinuteStats]) -> MinuteStats:
 
 
 def stats(
-    book: ShardedRedisBook, name: str | None, window_ms: int, now_ms: int | None
-) -> TaskStats:
+    layouts: Sequence[BookLayout], name: str | None, window_ms: int, now_ms: int | None
+) -> MergedPlan[TaskStats]:
     """Every shard's stats over the same window (one clock: the server's, read once
     when ``now_ms`` is not given), summed minute by minute; percentiles from the summed
     runtime buckets (a percentile of a merged histogram, never an average of them)."""
     if now_ms is None:
-        now_ms = book.now_ms()
-    found = book._together(
-        [console.stats(each.layout, name, window_ms, now_ms) for each in book.books]
-    )
+        (now_ms,) = yield OnShards((server_time(),), (0,))
+    at = now_ms
+    found = yield _every(layouts, lambda each: console.stats(each, name, window_ms, at))
     buckets = _summed(each.runtime_buckets for each in found)
     totals = {state: sum(each.totals.get(state, 0) for each in found) for state in found[0].totals}
     ended = sum(totals[state] for state in GROUP_END_STATES)
@@ -254,15 +246,15 @@ def stats(
     )
 
 
-def task_names(book: ShardedRedisBook, within_ms: int | None) -> list[str]:
+def task_names(layouts: Sequence[BookLayout], within_ms: int | None) -> MergedPlan[list[str]]:
     """Every shard's names, once each, sorted."""
-    found = book._together([console.task_names(each.layout, within_ms) for each in book.books])
+    found = yield _every(layouts, lambda each: console.task_names(each, within_ms))
     return sorted({name for names in found for name in names})
 
 
-def name_totals(book: ShardedRedisBook) -> list[NameTotals]:
+def name_totals(layouts: Sequence[BookLayout]) -> MergedPlan[list[NameTotals]]:
     """Every shard's running totals, summed per name."""
-    found = book._together([console.name_totals(each.layout) for each in book.books])
+    found = yield _every(layouts, console.name_totals)
     by_name: dict[str, list[NameTotals]] = {}
     for totals in (totals for each in found for totals in each):
         by_name.setdefault(totals.name, []).append(totals)
@@ -280,11 +272,11 @@ def name_totals(book: ShardedRedisBook) -> list[NameTotals]:
     ]
 
 
-def gauges(book: ShardedRedisBook, now_ms: int, within_ms: int) -> BookGauges:
+def gauges(layouts: Sequence[BookLayout], now_ms: int, within_ms: int) -> MergedPlan[BookGauges]:
     """Every shard's gauges: stream lengths summed; each consumer group's pending and
     lag summed over every shard (lag unknown when one shard's is); workers as
     ``workers`` merges them, at most ``GAUGE_WORKERS_LIMIT``."""
-    found = book._together([gauges_plan(each.layout, now_ms, within_ms) for each in book.books])
+    found = yield _every(layouts, lambda each: gauges_plan(each, now_ms, within_ms))
     lengths: dict[str, int] = {}
     for each in found:
         for stream, length in each.stream_lengths.items():

@@ -20,8 +20,11 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._models import GROUP_END_STATES, GroupSummary, group_summary
+from .._models import GROUP_END_STATES, AsyncTask, GroupSummary, group_summary
+from . import _operations as operations
 from ._args import number_text
+from ._merged import MergedPlan, OnShards
+from ._operations import BookLayout
 from ._plan import Plan, command, server_time
 from ._replies import text_of
 
@@ -31,10 +34,14 @@ if TYPE_CHECKING:
 __all__ = [
     "GROUP_FIELDS",
     "NOTIFY",
+    "counters",
     "group_of_result",
+    "members",
     "notify_if_ended",
     "read_counters",
+    "summary",
     "summary_of",
+    "tasks_in_order",
 ]
 
 GROUP_FIELDS = ("id", "total", "notified", "members", "prog", "queued", "running",
@@ -60,9 +67,9 @@ return 1
 notification's fields (a JSON array), the retention ms ('' keeps). Writes it once."""
 
 
-def read_counters(book: RedisBook, group_id: str) -> Plan[dict[str, str]]:
+def read_counters(layout: BookLayout, group_id: str) -> Plan[dict[str, str]]:
     """One shard's counters of a group (absent fields left out)."""
-    values = yield command("hmget", book.keys.group(group_id), *GROUP_FIELDS)
+    values = yield command("hmget", layout.keys.group(group_id), *GROUP_FIELDS)
     return {
         name: text_of(value)
         for name, value in zip(GROUP_FIELDS, values, strict=True)
@@ -123,3 +130,52 @@ def group_of_result(book: RedisBook, task_id: str) -> str | None:
         return None
     value: Any = json.loads(facts.group_json)
     return value if isinstance(value, str) else None
+
+
+def counters(layouts: Sequence[BookLayout], group_id: str) -> MergedPlan[list[dict[str, str]]]:
+    """Every shard's counters of a group, in shard order."""
+    return (yield OnShards(tuple(read_counters(layout, group_id) for layout in layouts)))
+
+
+def summary(
+    layouts: Sequence[BookLayout], group_id: str, home: int
+) -> MergedPlan[GroupSummary | None]:
+    """The group's summary over every shard (``home``: its home shard's index)."""
+    found = yield from counters(layouts, group_id)
+    return summary_of(group_id, found[home], found)
+
+
+def members(
+    layouts: Sequence[BookLayout], group_id: str, count: int
+) -> MergedPlan[list[AsyncTask]]:
+    """Every shard's members merged in creation order (unique across shards), without
+    their histories."""
+    pages = yield OnShards(tuple(_member_rows(layout, group_id, count) for layout in layouts))
+    rows = sorted(
+        ((score, index, raw) for index, page in enumerate(pages) for raw, score in page),
+        key=lambda row: row[0],
+    )[:count]
+    return list((yield from tasks_in_order(layouts, rows, full_task=False)))
+
+
+def tasks_in_order(
+    layouts: Sequence[BookLayout], rows: Sequence[tuple[float, int, Any]], full_task: bool
+) -> MergedPlan[tuple[AsyncTask, ...]]:
+    """The tasks of (score, shard, id) rows, in the rows' order: one get_many per shard
+    that holds any."""
+    wanted: dict[int, list[Any]] = {}
+    for _score, index, raw in rows:
+        wanted.setdefault(index, []).append(raw)
+    shards = tuple(wanted)
+    found = yield OnShards(
+        tuple(operations.tasks_of(layouts[i], wanted[i], full_task) for i in shards), shards
+    )
+    by_id = {task.id: task for tasks in found for task in tasks}
+    return tuple(by_id[text_of(raw)] for _s, _i, raw in rows if text_of(raw) in by_id)
+
+
+def _member_rows(layout: BookLayout, group_id: str, count: int) -> Plan[list[tuple[Any, float]]]:
+    rows = yield command(
+        "zrange", layout.keys.group_members(group_id), 0, count - 1, withscores=True
+    )
+    return [(raw, float(score)) for raw, score in rows]

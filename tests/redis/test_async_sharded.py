@@ -1,7 +1,7 @@
 """``AsyncRedisBook(..., shards=4)`` against ``RedisBook(..., shards=4)``: the same answers
 and errors (real Redis, fakeredis and a Redis Cluster), callback ids and idempotency keys
 claimed across shards, ``wait`` on a task's shard, the twin of a sharded book, and the
-reads not merged yet refused naming ``shards``."""
+console's merged reads."""
 
 from __future__ import annotations
 
@@ -276,32 +276,54 @@ def test_wait_follows_the_tasks_shard(store: Store, namespace: str) -> None:
     assert task.state == "succeeded"
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda book: book.search(),
-        lambda book: book.workers(),
-        lambda book: book.stats(),
-        lambda book: book.task_names(),
-        lambda book: book.name_totals(),
-        lambda book: book.gauges(NOW),
-        lambda book: book.group("g"),
-        lambda book: book.group_members("g"),
-        lambda book: book.audit(),
-    ],
-)
-def test_reads_not_merged_yet_are_refused_naming_shards(
-    call: Callable[[AsyncShardedRedisBook], Awaitable[Any]],
-) -> None:
-    async def scenario() -> None:
-        client = fakeredis.aioredis.FakeRedis()
-        async with AsyncRedisBook(client, namespace="n", shards=SHARDS) as book:
-            assert isinstance(book, AsyncShardedRedisBook)
-            await call(book)
+def test_merged_reads_answer_as_the_sync_book(store: Store) -> None:
+    """The console's reads, groups and the audit log merged by the async book (the sync
+    book's merged plans, awaited) answer as the sync book."""
+    namespace = f"merged-{uuid.uuid4().hex[:12]}"
+    book = store.sync(namespace)
+    for i in range(12):
+        task_id = f"t{i}"
+        book.create(
+            id=task_id,
+            now_ms=NOW,
+            ttl_ms=HOUR,
+            max_attempts=1,
+            group_id="g" if i % 2 else None,
+            info=PublishInfo(name=f"n{i % 3}", args="(1,)", queue="q"),
+        )
+        if i % 3:
+            book.apply(task_id, {"type": "start", "atMs": NOW + i, "worker": f"w{i % 2}"})
+        if i % 3 == 2:
+            book.apply(
+                task_id,
+                {"type": "succeed", "atMs": NOW + 10 * i, "resultRef": "r", "resultHash": "h"},
+            )
+    book.seal_group("g", 6)
+    book.cancel("t0", "no longer wanted", actor="ops")
+    now = NOW + 60_000
 
-    with pytest.raises(AsyncBookError) as caught:
-        asyncio.run(scenario())
-    assert (caught.value.code, caught.value.field) == ("invalid-request", "shards")
+    def reads(each: Any) -> list[Any]:
+        return [
+            each.search(),
+            each.search(sort="-runtime", limit=3),
+            each.search(q="n1"),
+            each.workers(),
+            each.stats(now_ms=now),
+            each.stats("n2", now_ms=now),
+            each.task_names(),
+            each.name_totals(),
+            each.gauges(now),
+            each.group("g"),
+            each.group_members("g"),
+            each.audit(),
+        ]
+
+    expected = reads(book)
+
+    async def merged(async_book: AsyncShardedRedisBook) -> list[Any]:
+        return list(await asyncio.gather(*reads(async_book)))
+
+    assert store.run(namespace, merged) == expected
 
 
 def test_the_twin_of_a_sharded_book_is_sharded() -> None:
