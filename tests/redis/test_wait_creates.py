@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +17,6 @@ from asyncbook import CreateSpec, NotReplicatedError, RedisBook
 from asyncbook._book import ScriptedWrite
 from asyncbook.redis._sender import _READ_AFTER
 
-from ..support.celery import unique
 from ..support.cluster import require_binaries
 from ..support.events import start
 from ..support.servers import primary_and_replica
@@ -44,7 +44,7 @@ def book_on(primary: redis.Redis, replicas: int, timeout_ms: int = 2000) -> Redi
     port = primary.connection_pool.connection_kwargs["port"]
     return RedisBook.from_url(
         f"redis://127.0.0.1:{port}",
-        namespace=unique("c"),
+        namespace=f"c-{uuid.uuid4().hex[:10]}",
         wait_replicas=replicas,
         wait_timeout_ms=timeout_ms,
     )
