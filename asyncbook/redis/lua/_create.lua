@@ -3,8 +3,8 @@
 -- create.lua and retry.lua.
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 
--- next_seq(key): the next creation order, as integer text. On one shard (key ends in
--- ':seq') a counter; on shard k of S (':seq:<k>:<S>') the smallest number above the
+-- next_seq(key): the next creation order, as integer text. On one shard (the key ends in
+-- seq) a counter; on shard k of S (seq:<k>:<S>) the smallest number above the
 -- shard's last one and the server's clock in microseconds that is k modulo S: unique
 -- across the shards and in time order, so listings merge the shards by it. Text, since
 -- Lua would write a number past 10^14 in exponent notation.
