@@ -580,6 +580,11 @@ class ShardedRedisBook(RedisBook):
                 total[reason] = total.get(reason, 0) + n
         return total
 
+    def each_shard(self, call: Callable[[RedisBook], _T]) -> list[_T]:
+        """``call`` on each shard's own book, a thread each; the answers in shard order
+        (the sweep expires each shard's due tasks this way: ``asyncbook.sweep``)."""
+        return self._each(call)
+
     @reports_outages
     def prune(self, limit: int = 1000) -> int:
         """Each shard's ``prune`` (a thread each)."""
