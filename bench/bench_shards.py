@@ -62,6 +62,7 @@ from asyncbook import (  # noqa: E402
 )
 from asyncbook._book import EventInput  # noqa: E402
 from asyncbook._console import TaskQuery  # noqa: E402
+from asyncbook._sweep import _expire_due  # noqa: E402  (the sweep's loop, on any book)
 from asyncbook.redis import ShardedRedisBook, connect  # noqa: E402
 from tests.support.cluster import local_cluster  # noqa: E402
 
@@ -333,16 +334,23 @@ def agrees(label: str, one: Any, many: Any) -> str:
 # -- d: the sweep -------------------------------------------------------------------------
 
 
+SWEEPS = ("S=1", "S=16", "S=16 merged")
+"""The sweeps of part d: ``asyncbook.sweep`` on S = 1 and on S = 16 (each shard swept on
+its own), and on S = 16 the sweep's loop run on the whole book (every shard's ``overdue``
+merged for each batch, as the sweep ran before it went shard by shard)."""
+
+
 def bench_sweep(
-    url: str, masters: list[redis.Redis], count: int, rounds: int
-) -> dict[int, list[float]]:
-    times: dict[int, list[float]] = {s: [] for s in SHARDS}
+    url: str, masters: list[redis.Redis], count: int, rounds: int, kinds: list[str]
+) -> dict[str, list[tuple[float, float, float]]]:
+    """Per kind, per round: (seconds, client CPU seconds, the masters' CPU seconds)."""
+    times: dict[str, list[tuple[float, float, float]]] = {kind: [] for kind in kinds}
     for round_ in range(1, rounds + 1):
-        order = SHARDS if round_ % 2 else SHARDS[::-1]
-        for shards in order:
+        order = kinds if round_ % 2 else kinds[::-1]
+        for kind in order:
             for master in masters:
                 master.flushall()
-            book = open_book(url, f"bench-sweep-{uuid.uuid4().hex[:8]}", shards)
+            book = open_book(url, f"bench-sweep-{uuid.uuid4().hex[:8]}", int(kind[2:4]))
             now = book.now_ms()
             ids = [f"sweep-{i:06d}-{uuid.uuid4().hex[:6]}" for i in range(count)]
             began = time.perf_counter()
@@ -355,19 +363,47 @@ def bench_sweep(
                     assert not isinstance(answer, Exception), answer
             created = time.perf_counter() - began
             assert book.overdue_count(now) == count
+            cpu_before = [cpu_seconds(master) for master in masters]
+            client_before = time.process_time()
             began = time.perf_counter()
-            report = sweep(book, book.now_ms(), batch=1000)
+            if kind.endswith("merged"):
+                expired, batches, _errors = _expire_due(book, book.now_ms(), 1000, 1000)
+            else:
+                report = sweep(book, book.now_ms(), batch=1000)
+                expired, batches = report.expired, report.batches
             elapsed = time.perf_counter() - began
-            assert report.expired == count, report
+            client = time.process_time() - client_before
+            server = sum(cpu_seconds(m) - c for m, c in zip(masters, cpu_before, strict=True))
+            assert expired == count, (expired, count)
             assert book.overdue_count(book.now_ms()) == 0
             assert book.count_by_state()["expired"] == count
-            times[shards].append(elapsed)
+            times[kind].append((elapsed, client, server))
             print(
-                f"d round {round_}, S={shards:>2}: {count:,} overdue expired in {elapsed:.2f} s "
-                f"({count / elapsed:,.0f}/s, {report.batches} batches; created in {created:.1f} s)",
+                f"d round {round_}, {kind:<11}: {count:,} overdue expired in {elapsed:.2f} s "
+                f"({count / elapsed:,.0f}/s, {batches} batches; CPU: client {client:.2f} s, "
+                f"masters {server:.2f} s; created in {created:.1f} s)",
                 flush=True,
             )
     return times
+
+
+def sweep_summary(times: dict[str, list[tuple[float, float, float]]], count: int) -> None:
+    for kind, runs in times.items():
+        seconds = statistics.median(r[0] for r in runs)
+        print(
+            f"d: sweep of {count:,}, {kind:<11}: median {seconds:.2f} s, CPU client "
+            f"{statistics.median(r[1] for r in runs):.2f} s, masters "
+            f"{statistics.median(r[2] for r in runs):.2f} s"
+        )
+    for kind in times:
+        if kind == "S=1":
+            continue
+        pairs = zip(times["S=1"], times[kind], strict=True)
+        ratios = [many[0] / one[0] for one, many in pairs]
+        print(
+            f"d: time ratio {kind} / S=1: median {statistics.median(ratios):.2f} "
+            f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
 
 
 def main() -> None:
@@ -379,7 +415,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--calls", type=int, default=50, help="reads per timing (c)")
     parser.add_argument("--sweep", type=int, default=100_000)
-    parser.add_argument("--sweep-rounds", type=int, default=2)
+    parser.add_argument("--sweep-rounds", type=int, default=3)
+    parser.add_argument("--sweeps", default=",".join(SWEEPS), help="which sweeps (d)")
     parser.add_argument("--parts", default="abcd", help="which parts to run (ab, c, d)")
     args = parser.parse_args()
     with (
@@ -398,13 +435,9 @@ def main() -> None:
         if "c" in args.parts:
             bench_reads(url, masters, args.tasks, args.rounds, args.calls)
         if "d" in args.parts and args.sweep:
-            times = bench_sweep(url, masters, args.sweep, args.sweep_rounds)
-            ratios = [b / a for a, b in zip(times[1], times[16], strict=True)]
-            print(
-                f"d: sweep of {args.sweep:,}: S=1 median {statistics.median(times[1]):.2f} s, "
-                f"S=16 median {statistics.median(times[16]):.2f} s, time ratio S=16 / S=1 "
-                f"median {statistics.median(ratios):.2f}"
-            )
+            kinds = args.sweeps.split(",")
+            times = bench_sweep(url, masters, args.sweep, args.sweep_rounds, kinds)
+            sweep_summary(times, args.sweep)
         print(f"# load average {os.getloadavg()[0]:.2f} at the end")
         for master in masters:
             master.close()

@@ -581,9 +581,19 @@ class ShardedRedisBook(RedisBook):
         return total
 
     def each_shard(self, call: Callable[[RedisBook], _T]) -> list[_T]:
-        """``call`` on each shard's own book, a thread each; the answers in shard order
-        (the sweep expires each shard's due tasks this way: ``asyncbook.sweep``)."""
-        return self._each(call)
+        """``call`` on each shard's own book: the shards of one node in turn, the nodes
+        at once (a thread each); the answers in shard order. The sweep expires each
+        shard's due tasks this way (``asyncbook.sweep``): one call at a time per node,
+        and no more threads than nodes contending for the interpreter."""
+        nodes = list(self.shard_map().values())
+        if len(nodes) == 1:
+            return [call(book) for book in self.books]
+
+        def in_turn(indexes: list[int]) -> list[tuple[int, _T]]:
+            return [(index, call(self.books[index])) for index in indexes]
+
+        answers = dict(pair for pairs in self._executor().map(in_turn, nodes) for pair in pairs)
+        return [answers[index] for index in range(self.shards)]
 
     @reports_outages
     def prune(self, limit: int = 1000) -> int:

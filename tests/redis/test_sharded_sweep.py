@@ -10,7 +10,9 @@ import redis
 
 from asyncbook import RedisBook, sweep
 from asyncbook._sweep import Sharded
-from asyncbook.redis import ShardedRedisBook
+from asyncbook.redis import ShardedRedisBook, connect
+
+from ..support.books import delete_namespace
 
 
 def test_a_sharded_book_is_swept_shard_by_shard(
@@ -40,3 +42,22 @@ def test_a_sharded_book_is_swept_shard_by_shard(
     assert sorted(note.task_id for note in book.drain_notifications()) == sorted(due)
     assert book.last_sweep_ms() == now
     assert sweep(book, now).expired == 0
+
+
+def test_on_a_cluster_the_nodes_are_swept_at_once(cluster_url: str, namespace: str) -> None:
+    client = connect(cluster_url)
+    book = RedisBook(client, namespace=namespace, shards=16)
+    assert isinstance(book, ShardedRedisBook)
+    try:
+        assert len(book.shard_map()) == 3
+        assert book.each_shard(lambda shard: book.books.index(shard)) == list(range(16))
+        now = book.now_ms()
+        for n in range(200):
+            book.create(id=f"due-{n}", now_ms=now - 60_000, ttl_ms=1_000, max_attempts=1)
+        report = sweep(book, now, batch=10)
+        assert (report.expired, report.errors) == (200, 0)
+        assert book.overdue_count(now) == 0
+        assert len(book.drain_notifications()) == 200
+    finally:
+        delete_namespace(client, namespace)
+        client.close()
