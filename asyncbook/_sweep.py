@@ -9,13 +9,16 @@ beats by mistake, never notify twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ._book import AsyncBook
 from .errors import AsyncBookError
 
-__all__ = ["Prunable", "SweepLease", "SweepReport", "sweep"]
+__all__ = ["Prunable", "Sharded", "SweepLease", "SweepReport", "sweep"]
+
+_T = TypeVar("_T")
 
 
 @runtime_checkable
@@ -34,6 +37,17 @@ class SweepLease(Protocol):
     def claim_sweep(self, owner: str, lease_ms: int) -> bool:
         """Take (or, held by ``owner``, renew) the sweep lease for ``lease_ms``; True if
         ``owner`` holds it now."""
+        ...
+
+
+@runtime_checkable
+class Sharded(Protocol):
+    """A book split into shards that each keep their own deadlines (``ShardedRedisBook``):
+    the sweep expires each shard's due tasks on its own, the shards at once, instead of
+    merging every shard's overdue list for each batch."""
+
+    def each_shard(self, call: Callable[[AsyncBook], _T]) -> list[_T]:
+        """``call`` on each shard's own book, at once; the answers in shard order."""
         ...
 
 
@@ -60,14 +74,41 @@ def sweep(
     batch: int = 1000,
     max_batches: int = 1000,
 ) -> SweepReport:
-    """Expire every task due at ``now_ms``, ``batch`` per round trip, then prune once;
-    the book records that a sweep ran (``last_sweep_ms``).
+    """Expire every task due at ``now_ms``, ``batch`` per round trip (on a sharded book,
+    each shard on its own, at most ``max_batches`` each), then prune once; the book
+    records that a sweep ran (``last_sweep_ms``).
 
     ``now_ms`` defaults to the book's own clock (for ``RedisBook``, the Redis server's),
     so a host whose clock runs fast never expires a task early.
     """
     if now_ms is None:
         now_ms = book.now_ms()
+    due_at = now_ms
+
+    def expire_due(part: AsyncBook) -> tuple[int, int, int]:
+        return _expire_due(part, due_at, batch, max_batches)
+
+    parts = book.each_shard(expire_due) if isinstance(book, Sharded) else [expire_due(book)]
+    expired = sum(part[0] for part in parts)
+    batches = sum(part[1] for part in parts)
+    errors = sum(part[2] for part in parts)
+    stalled = 0
+    for result in book.end_stalled(now_ms, limit=batch):
+        if isinstance(result, AsyncBookError):
+            errors += 1
+        elif result.changed:
+            stalled += 1
+    pruned = book.prune() if isinstance(book, Prunable) else 0
+    book.record_sweep(now_ms)
+    return SweepReport(
+        expired=expired, batches=batches, errors=errors, pruned=pruned, stalled=stalled
+    )
+
+
+def _expire_due(
+    book: AsyncBook, now_ms: int | float, batch: int, max_batches: int
+) -> tuple[int, int, int]:
+    """Expire what is due in ``book``, ``batch`` per call: (expired, calls, errors)."""
     expired = batches = errors = 0
     while batches < max_batches:
         due = book.overdue(now_ms, limit=batch)
@@ -86,14 +127,4 @@ def sweep(
         # Nothing changed: another sweep got there first, or the book keeps refusing.
         if len(due) < batch or changed == 0:
             break
-    stalled = 0
-    for result in book.end_stalled(now_ms, limit=batch):
-        if isinstance(result, AsyncBookError):
-            errors += 1
-        elif result.changed:
-            stalled += 1
-    pruned = book.prune() if isinstance(book, Prunable) else 0
-    book.record_sweep(now_ms)
-    return SweepReport(
-        expired=expired, batches=batches, errors=errors, pruned=pruned, stalled=stalled
-    )
+    return expired, batches, errors

@@ -106,9 +106,10 @@ def wipe(client: redis.Redis, namespace: str) -> None:
         client.delete(*keys[start : start + 1000])
 
 
-def fill(book: Any, tasks: int, now_ms: int) -> None:
-    """``tasks`` tasks of ten names created over the last day; half of each name's
-    finished (started on one of four workers, then succeeded or, one in ten, failed)."""
+def fill(book: Any, tasks: int, now_ms: int, batch: int = 2000) -> None:
+    """``tasks`` tasks of ten names created over the last day, ``batch`` a call; half of
+    each name's finished (started on one of four workers, then succeeded or, one in ten,
+    failed)."""
     from asyncbook import CreateSpec
     from asyncbook._console import PublishInfo
 
@@ -127,8 +128,9 @@ def fill(book: Any, tasks: int, now_ms: int) -> None:
                 if (i // 10) % 20 == 1:
                     end = {"type": "fail", "error": "boom", "retryable": False}
                 events.append((task_id, {**end, "atMs": created + 1 + i % 3_000}))
-        for answer in book.create_many(specs):
-            assert not isinstance(answer, Exception), answer
+        for start in range(0, len(specs), batch):
+            for answer in book.create_many(specs[start : start + batch]):
+                assert not isinstance(answer, Exception), answer
         for start in range(0, len(events), 500):
             items = [(task_id, event, None) for task_id, event in events[start : start + 500]]
             book.apply_many(items, full_task=False)

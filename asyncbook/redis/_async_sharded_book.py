@@ -11,7 +11,6 @@ The console's namespace-wide reads and groups run the sync book's merged plans
 from __future__ import annotations
 
 import asyncio
-import heapq
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -20,8 +19,6 @@ from .._audit import AuditEntry
 from .._checks import (
     require_limit,
     require_non_negative,
-    require_page_cursor,
-    require_state,
     require_text,
 )
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
@@ -40,14 +37,13 @@ from . import _claims as claims
 from . import _operations as operations
 from . import _sharded_console as console
 from . import _sharded_groups as groups
+from . import _sharded_lists as lists
 from ._args import number_text, utf8
 from ._async_book import AsyncRedisBook
 from ._base import DEFAULT_RETENTION
 from ._connection import reports_outages_async
 from ._merged import MergedPlan, OnShards, drive_async
 from ._operations import BookLayout
-from ._replies import text_of
-from ._sharded_book import _deadline_rows, _newest_rows
 from ._shards import ShardMap, fix_shard_count_async, require_shards
 
 __all__ = ["AsyncShardedRedisBook"]
@@ -171,48 +167,15 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         *,
         full_task: bool = True,
     ) -> TaskPage:
-        """Every shard's page merged by creation order (unique across shards)."""
-        wanted = require_state(state)
-        count = require_limit(limit)
-        cursor = require_page_cursor(after)
-        states = STATE_NAMES if wanted is None else (wanted,)
-        top = "+inf" if cursor is None else f"({cursor}"
-        pages = await self._each(
-            lambda book: book.engine.run(_newest_rows(book.layout, states, top, count))
-        )
-        rows = sorted(
-            ((score, index, raw_id) for index, page in enumerate(pages) for raw_id, score in page),
-            key=lambda row: -row[0],
-        )
-        more = len(rows) > count
-        rows = rows[:count]
-        if not rows:
-            return TaskPage(tasks=())
-        wanted_ids: dict[int, list[Any]] = {}
-        for _score, index, raw_id in rows:
-            wanted_ids.setdefault(index, []).append(raw_id)
-        found = await asyncio.gather(
-            *(
-                self.books[index].engine.run(
-                    operations.tasks_of(self.books[index].layout, ids, full_task)
-                )
-                for index, ids in wanted_ids.items()
-            )
-        )
-        by_id = {task.id: task for tasks in found for task in tasks}
-        tasks = tuple(by_id[text_of(raw_id)] for _s, _i, raw_id in rows if text_of(raw_id) in by_id)
-        return TaskPage(tasks=tasks, next_after=str(int(rows[-1][0])) if more else None)
+        """Every shard's page merged by creation order (``_sharded_lists.newest_page``)."""
+        return await self._merged(lists.newest_page(self._layouts, state, limit, after, full_task))
 
     @reports_outages_async
     async def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
         """Every shard's overdue ids merged, earliest deadline first."""
         now = require_non_negative(now_ms, "nowMs")
         count = require_limit(limit, maximum=1_000_000)
-        rows = await self._each(
-            lambda book: book.engine.run(_deadline_rows(book.layout, now, count))
-        )
-        merged = heapq.merge(*rows, key=lambda row: (row[1], row[0]))
-        return [task_id for task_id, _ in list(merged)[:count]]
+        return await self._merged(lists.overdue(self._layouts, now, count))
 
     @reports_outages_async
     async def overdue_count(self, now_ms: int | float) -> int:

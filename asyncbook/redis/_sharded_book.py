@@ -12,7 +12,6 @@ span shards (batches, the sweep) run a shard per thread.
 from __future__ import annotations
 
 import functools
-import heapq
 import logging
 import os
 import threading
@@ -26,8 +25,6 @@ from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput, HeldWrites
 from .._checks import (
     require_limit,
     require_non_negative,
-    require_page_cursor,
-    require_state,
     require_text,
 )
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
@@ -50,6 +47,7 @@ from . import _claims as claims
 from . import _operations as operations
 from . import _sharded_console as console
 from . import _sharded_groups as groups
+from . import _sharded_lists as lists
 from ._args import number_text, utf8
 from ._base import DEFAULT_RETENTION
 from ._book import RedisBook
@@ -57,8 +55,7 @@ from ._changes import Change, follow_changes
 from ._connection import reports_outages
 from ._merged import MergedPlan, OnShards, drive
 from ._operations import BookLayout
-from ._plan import Pipeline, Plan, command
-from ._replies import text_of
+from ._plan import Plan
 from ._scripts import BookScript, ScriptedEvents
 from ._shards import ShardMap, fix_shard_count, require_shards
 from ._together import run_together
@@ -658,9 +655,7 @@ class ShardedRedisBook(RedisBook):
         """Every shard's overdue ids merged, earliest deadline first."""
         now = require_non_negative(now_ms, "nowMs")
         count = require_limit(limit, maximum=1_000_000)
-        rows = self._together([_deadline_rows(book.layout, now, count) for book in self.books])
-        merged = heapq.merge(*rows, key=lambda row: (row[1], row[0]))
-        return [task_id for task_id, _ in list(merged)[:count]]
+        return self._merged(lists.overdue(self._layouts, now, count))
 
     @reports_outages
     def overdue_count(self, now_ms: int | float) -> int:
@@ -678,25 +673,8 @@ class ShardedRedisBook(RedisBook):
         *,
         full_task: bool = True,
     ) -> TaskPage:
-        """Every shard's page merged by creation order (unique across shards)."""
-        wanted = require_state(state)
-        count = require_limit(limit)
-        cursor = require_page_cursor(after)
-        states = STATE_NAMES if wanted is None else (wanted,)
-        top = "+inf" if cursor is None else f"({cursor}"
-        pages = self._together(
-            [_newest_rows(book.layout, states, top, count) for book in self.books]
-        )
-        rows = sorted(
-            ((score, index, raw_id) for index, page in enumerate(pages) for raw_id, score in page),
-            key=lambda row: -row[0],
-        )
-        more = len(rows) > count
-        rows = rows[:count]
-        if not rows:
-            return TaskPage(tasks=())
-        tasks = self._merged(groups.tasks_in_order(self._layouts, rows, full_task))
-        return TaskPage(tasks=tasks, next_after=str(int(rows[-1][0])) if more else None)
+        """Every shard's page merged by creation order (``_sharded_lists.newest_page``)."""
+        return self._merged(lists.newest_page(self._layouts, state, limit, after, full_task))
 
     @reports_outages
     def heartbeat(self, task_ids: Iterable[str]) -> int:
@@ -738,6 +716,21 @@ class ShardedRedisBook(RedisBook):
             for reason, n in each.items():
                 total[reason] = total.get(reason, 0) + n
         return total
+
+    def each_shard(self, call: Callable[[RedisBook], _T]) -> list[_T]:
+        """``call`` on each shard's own book: the shards of one node in turn, the nodes
+        at once (a thread each); the answers in shard order. The sweep expires each
+        shard's due tasks this way (``asyncbook.sweep``): one call at a time per node,
+        and no more threads than nodes contending for the interpreter."""
+        nodes = list(self.shard_map().values())
+        if len(nodes) == 1:
+            return [call(book) for book in self.books]
+
+        def in_turn(indexes: list[int]) -> list[tuple[int, _T]]:
+            return [(index, call(self.books[index])) for index in indexes]
+
+        answers = dict(pair for pairs in self._executor().map(in_turn, nodes) for pair in pairs)
+        return [answers[index] for index in range(self.shards)]
 
     @reports_outages
     def prune(self, limit: int = 1000) -> int:
@@ -850,34 +843,6 @@ class ShardedRedisBook(RedisBook):
     def script_beside(self, client: object, source: str) -> None:
         """None: a sharded book's events are not fused with a caller's script."""
         return None
-
-
-def _deadline_rows(book: BookLayout, now: float, count: int) -> Plan[list[tuple[str, float]]]:
-    rows = yield command(
-        "zrangebyscore", book.keys.deadlines, "-inf", now, start=0, num=count, withscores=True
-    )
-    return [(text_of(raw), float(score)) for raw, score in rows]
-
-
-def _newest_rows(
-    book: BookLayout, states: Sequence[str], top: str, count: int
-) -> Plan[list[tuple[Any, float]]]:
-    pages = yield Pipeline(
-        [
-            command(
-                "zrevrangebyscore",
-                book.keys.state_index(state),
-                top,
-                "-inf",
-                start=0,
-                num=count + 1,
-                withscores=True,
-            )
-            for state in states
-        ]
-    )
-    rows = sorted((row for rows in pages for row in rows), key=lambda row: -row[1])
-    return rows[: count + 1]
 
 
 RedisBook.sharded_type = ShardedRedisBook
