@@ -88,7 +88,27 @@ def search(layouts: Sequence[BookLayout], query: TaskQuery) -> MergedPlan[Search
 def _merged_page(
     layouts: Sequence[BookLayout], query: TaskQuery, unnamed: bool
 ) -> MergedPlan[SearchPage]:
-    found = yield _every(layouts, lambda each: console.search_page_at(each, query, unnamed))
+    """Each shard's page of ``query``: first a short one (twice the shard's share of the
+    page, and 2); if the merge of the short pages is not a full page, the shards whose
+    short page was cut by its length are read again in full."""
+    first = min(query.limit, 2 * -(-query.limit // len(layouts)) + 2)
+    short = query._replace(limit=first)
+    found: list[console.PageFound] = yield _every(
+        layouts, lambda each: console.search_page_at(each, short, unnamed)
+    )
+    if first < query.limit:
+        kept, _next, _complete = _kept(query, found)
+        cut = tuple(
+            index
+            for index, each in enumerate(found)
+            if each.page.next_after is not None and len(each.rows) >= first
+        )
+        if len(kept) < query.limit and cut:
+            again = yield OnShards(
+                tuple(console.search_page_at(layouts[i], query, unnamed) for i in cut), cut
+            )
+            for index, each in zip(cut, again, strict=True):
+                found[index] = each
     return merge_pages(query, found)
 
 
@@ -130,11 +150,32 @@ def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
     return key
 
 
+_Kept = tuple[list[tuple[tuple[Any, ...], str, Any]], str | None, bool]
+"""The rows a merged page keeps (key, position, reply), its cursor, and whether its
+scan was complete."""
+
+
 def merge_pages(query: TaskQuery, found: Sequence[console.PageFound]) -> SearchPage:
     """One page from each shard's page of ``query`` (a search not sorted by name): the
     first ``query.limit`` rows in the query's order, up to the first position some
     shard's page ended at (past it that shard was not read); only the rows kept are
     read (``search_row``)."""
+    rows, next_after, complete = _kept(query, found)
+    pages = [each.page for each in found]
+    taken = tuple(console.search_row(reply) for _key, _position, reply in rows)
+    return SearchPage(
+        tasks=taken,
+        totals={state: sum(page.totals.get(state, 0) for page in pages) for state in STATE_NAMES},
+        totals_exact=all(page.totals_exact for page in pages),
+        next_after=next_after,
+        scanned=sum(page.scanned for page in pages),
+        scan_complete=complete,
+        matched=None if query.q is None else matched_counts(taken),
+    )
+
+
+def _kept(query: TaskQuery, found: Sequence[console.PageFound]) -> _Kept:
+    """What ``merge_pages`` keeps of the shards' pages, none of it read yet."""
     key = _position_key(query.order)
     bound: tuple[tuple[Any, ...], str, bool] | None = None
     complete = True
@@ -161,16 +202,7 @@ def merge_pages(query: TaskQuery, found: Sequence[console.PageFound]) -> SearchP
         next_after, complete = bound[1], complete and bound[2]
     else:
         next_after = None
-    taken = tuple(console.search_row(reply) for _key, _position, reply in rows)
-    return SearchPage(
-        tasks=taken,
-        totals={state: sum(page.totals.get(state, 0) for page in pages) for state in STATE_NAMES},
-        totals_exact=all(page.totals_exact for page in pages),
-        next_after=next_after,
-        scanned=sum(page.scanned for page in pages),
-        scan_complete=complete,
-        matched=None if query.q is None else matched_counts(taken),
-    )
+    return rows, next_after, complete
 
 
 # -- workers, stats, names, totals, gauges ------------------------------------------

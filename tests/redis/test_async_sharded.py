@@ -321,7 +321,7 @@ def test_merged_reads_answer_as_the_sync_book(store: Store) -> None:
     expected = reads(book)
 
     async def merged(async_book: AsyncShardedRedisBook) -> list[Any]:
-        return list(await asyncio.gather(*reads(async_book)))
+        return [await read for read in reads(async_book)]
 
     assert store.run(namespace, merged) == expected
 
