@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = [
     "STATES_WITH",
     "WORKER_KEEP_MS",
+    "StatsCounts",
+    "add_counts",
     "info",
     "name_totals",
     "search",
@@ -56,6 +58,8 @@ __all__ = [
     "search_row",
     "search_with",
     "stats",
+    "stats_counts",
+    "stats_of",
     "task_names",
     "workers",
 ]
@@ -396,6 +400,23 @@ def stats(
     book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
 ) -> Plan[TaskStats]:
     """Per-minute counts and runtimes of one task name (or of all) over the window."""
+    counts = yield from stats_counts(book, name, window_ms, now_ms)
+    return stats_of(name, window_ms, counts)
+
+
+class StatsCounts(NamedTuple):
+    """What stats.lua counted over a window, by minute, before it is summed up (a
+    sharded book adds up its shards' first)."""
+
+    now_ms: int
+    counted: dict[int, _Counted]
+    """Counts and runtime buckets by minute (minutes since the epoch), where any."""
+
+
+def stats_counts(
+    book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
+) -> Plan[StatsCounts]:
+    """stats.lua's counts over the window, by minute (``stats``' reads)."""
     if name is not None and (not isinstance(name, str) or not name):
         raise invalid("name must be a non-empty string", field="name")
     if now_ms is not None and (type(now_ms) is not int or now_ms < 0):
@@ -420,13 +441,35 @@ def stats(
 
     reply = yield from _until_given(call, learn)
     now, first_hour = int(reply[0]), int(reply[1])
-    last_minute = now // STATS_MINUTE_MS
-    first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
     counted: dict[int, _Counted] = {}
     parsed: dict[Any, tuple[int, str, int]] = {}
     for hour, flat in enumerate(reply[2], start=first_hour):
         for minute, codes_and_buckets in _minute_fields(flat, parsed).items():
             counted[hour * 60 + minute] = codes_and_buckets
+    return StatsCounts(now, counted)
+
+
+def add_counts(found: Sequence[StatsCounts]) -> StatsCounts:
+    """Several shards' counts over one window (one ``now_ms``) as one."""
+    counted: dict[int, _Counted] = {}
+    for each in found:
+        for minute, (codes, buckets) in each.counted.items():
+            known = counted.get(minute)
+            if known is None:
+                counted[minute] = (dict(codes), list(buckets))
+                continue
+            for code, count in codes.items():
+                known[0][code] = known[0].get(code, 0) + count
+            for index, count in enumerate(buckets):
+                known[1][index] += count
+    return StatsCounts(found[0].now_ms, counted)
+
+
+def stats_of(name: str | None, window_ms: int, window: StatsCounts) -> TaskStats:
+    """The stats of a window from its counts."""
+    now, counted = window
+    last_minute = now // STATS_MINUTE_MS
+    first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
     minutes = []
     window_buckets = [0] * _BUCKETS
     totals = dict.fromkeys(("started", *GROUP_END_STATES), 0)

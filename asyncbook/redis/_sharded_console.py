@@ -260,22 +260,8 @@ def stats(
     if now_ms is None:
         (now_ms,) = yield OnShards((server_time(),), (0,))
     at = now_ms
-    found = yield _every(layouts, lambda each: console.stats(each, name, window_ms, at))
-    buckets = _summed(each.runtime_buckets for each in found)
-    totals = {state: sum(each.totals.get(state, 0) for each in found) for state in found[0].totals}
-    ended = sum(totals[state] for state in GROUP_END_STATES)
-    return TaskStats(
-        name=name,
-        window_ms=window_ms,
-        now_ms=found[0].now_ms,
-        minutes=tuple(map(_minute, zip(*(each.minutes for each in found), strict=True))),
-        totals=totals,
-        runtime_buckets=buckets,
-        p50_ms=percentile_ms(buckets, 0.5),
-        p95_ms=percentile_ms(buckets, 0.95),
-        p99_ms=percentile_ms(buckets, 0.99),
-        failure_rate=None if not ended else totals["failed"] / ended,
-    )
+    found = yield _every(layouts, lambda each: console.stats_counts(each, name, window_ms, at))
+    return console.stats_of(name, window_ms, console.add_counts(found))
 
 
 def task_names(layouts: Sequence[BookLayout], within_ms: int | None) -> MergedPlan[list[str]]:
