@@ -28,7 +28,7 @@ from .._models import (
 )
 from ..errors import UnknownTaskError, invalid
 from . import _audit as audits
-from . import _console
+from . import _console, _stats
 from . import _operations as operations
 from ._async_changes import changes
 from ._async_engine import AsyncEngine
@@ -196,7 +196,7 @@ class AsyncRedisBook(BookBase):
         self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
     ) -> TaskStats:
         """Per-minute starts, ends and runtime percentiles of one task name (or all)."""
-        return await self.engine.run(_console.stats(self.layout, name, window_ms, now_ms))
+        return await self.engine.run(_stats.stats(self.layout, name, window_ms, now_ms))
 
     @reports_outages_async
     async def task_names(self, within_ms: int | None = None) -> list[str]:
@@ -206,7 +206,7 @@ class AsyncRedisBook(BookBase):
     @reports_outages_async
     async def name_totals(self) -> list[NameTotals]:
         """Running totals per task name, for Prometheus counters and histograms."""
-        return await self.engine.run(_console.name_totals(self.layout))
+        return await self.engine.run(_stats.name_totals(self.layout))
 
     @reports_outages_async
     async def gauges(self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS) -> BookGauges:

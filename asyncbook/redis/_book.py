@@ -36,7 +36,7 @@ from .._models import (
 from ..errors import AsyncBookError
 from . import _audit as audits
 from . import _batches as batches
-from . import _console
+from . import _console, _stats
 from . import _expiries as expiries
 from . import _operations as operations
 from . import _outbox as outbox
@@ -451,7 +451,7 @@ class RedisBook(BookBase):
     ) -> TaskStats:
         """Per-minute starts, ends by state and runtime percentiles of one task name (None:
         every task) over the last ``window_ms`` (one minute to a day): one round trip."""
-        return self.engine.run(_console.stats(self.layout, name, window_ms, now_ms))
+        return self.engine.run(_stats.stats(self.layout, name, window_ms, now_ms))
 
     @reports_outages
     def task_names(self, within_ms: int | None = None) -> list[str]:
@@ -461,7 +461,7 @@ class RedisBook(BookBase):
     @reports_outages
     def name_totals(self) -> list[NameTotals]:
         """Running totals per task name, for Prometheus counters and histograms."""
-        return self.engine.run(_console.name_totals(self.layout))
+        return self.engine.run(_stats.name_totals(self.layout))
 
     @reports_outages
     def gauges(self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS) -> BookGauges:

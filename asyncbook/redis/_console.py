@@ -12,25 +12,18 @@ that walks more than one batch of each index). Each read is a plan (``_plan``) t
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._checks import require_string
 from .._console import (
     RUNTIME_BUCKETS_MS,
-    STATS_MINUTE_MS,
-    STATS_WINDOW_MS,
-    MinuteStats,
-    NameTotals,
     SearchPage,
     SearchRow,
     TaskInfo,
     TaskQuery,
-    TaskStats,
     WorkerSummary,
     matched_counts,
-    percentile_ms,
     totals_of,
 )
 from .._models import GROUP_END_STATES, STATE_NAMES, AsyncTask
@@ -39,7 +32,7 @@ from ._args import utf8
 from ._name_sort import search_by_name
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import text_of
-from ._script_args import InfoArgs, SearchArgs, StatsArgs, WorkersArgs
+from ._script_args import InfoArgs, SearchArgs, WorkersArgs
 from ._scripts import ScriptStatus
 
 if TYPE_CHECKING:
@@ -47,19 +40,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STATES_WITH",
+    "text_or_none",
+    "until_given",
     "WORKER_KEEP_MS",
-    "StatsCounts",
-    "add_counts",
     "info",
-    "name_totals",
     "search",
     "PageFound",
     "search_page_at",
     "search_row",
     "search_with",
-    "stats",
-    "stats_counts",
-    "stats_of",
     "task_names",
     "workers",
 ]
@@ -80,15 +69,16 @@ _HOUR_MS = 3_600_000
 _BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
 
 
-def _text(raw: Any) -> str | None:
+def text_or_none(raw: Any) -> str | None:
+    """A reply's text, or None for none."""
     return None if raw is None else text_of(raw)
 
 
 def _lacking(reply: Any) -> bool:
-    return isinstance(reply, list) and bool(reply) and _text(reply[0]) == ScriptStatus.KEYS
+    return isinstance(reply, list) and bool(reply) and text_or_none(reply[0]) == ScriptStatus.KEYS
 
 
-def _until_given(call: Callable[[], ScriptCall], learn: Callable[[Any], None]) -> Plan[Any]:
+def until_given(call: Callable[[], ScriptCall], learn: Callable[[Any], None]) -> Plan[Any]:
     """The reply to ``call()``'s script call, after ``learn`` took in each ``!keys``
     answer it gave (each names keys not given yet, of what the book holds: the rounds
     end)."""
@@ -100,7 +90,7 @@ def _until_given(call: Callable[[], ScriptCall], learn: Callable[[Any], None]) -
 
 
 def _number(raw: Any) -> int | float | None:
-    text = _text(raw)
+    text = text_or_none(raw)
     if text is None:
         return None
     value = float(text)
@@ -123,29 +113,29 @@ def _info(
     if started_ms is not None and ended_ms is not None and ended_ms >= started_ms:
         runtime = ended_ms - started_ms
     tries = _number(attempts)
-    group_text = _text(group)
+    group_text = text_or_none(group)
     return TaskInfo(
         id=task_id,
-        name=_text(name),
-        args_repr=_text(long[0]),
-        kwargs_repr=_text(long[1]),
-        queue=_text(queue),
-        parent_id=_text(parent),
-        root_id=_text(root),
+        name=text_or_none(name),
+        args_repr=text_or_none(long[0]),
+        kwargs_repr=text_or_none(long[1]),
+        queue=text_or_none(queue),
+        parent_id=text_or_none(parent),
+        root_id=text_or_none(root),
         group_id=None if group_text is None else json.loads(group_text),
-        worker=_text(worker),
+        worker=text_or_none(worker),
         created_at_ms=_number(created),
         started_at_ms=started_ms,
         ended_at_ms=ended_ms,
         runtime_ms=runtime,
         retries=None if not tries else int(tries) - 1,
-        exception=_text(exception),
-        traceback=_text(long[2]),
-        children=tuple(text for text in map(_text, children) if text is not None),
-        retry_of=_text(retry_of),
-        retried_as=_text(retried_as),
-        retried_by=_text(retried_by),
-        retry_reason=_text(retry_reason),
+        exception=text_or_none(exception),
+        traceback=text_or_none(long[2]),
+        children=tuple(text for text in map(text_or_none, children) if text is not None),
+        retry_of=text_or_none(retry_of),
+        retried_as=text_or_none(retried_as),
+        retried_by=text_or_none(retried_by),
+        retry_reason=text_or_none(retry_reason),
         message_kept=message_kept,
     )
 
@@ -218,7 +208,7 @@ def search_row(reply: Any) -> SearchRow:
     task_json, fields, matched_by, _position = reply
     task = AsyncTask.model_validate_json(task_json)
     info = _info(task.id, fields, (None, None, None), ())
-    return SearchRow(task=task, info=info, matched_by=_text(matched_by) or None)
+    return SearchRow(task=task, info=info, matched_by=text_or_none(matched_by) or None)
 
 
 def _search_page(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
@@ -277,20 +267,21 @@ def search_page_at(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[Pa
         known = set(ids)
         ids.extend(id for id in dict.fromkeys(map(text_of, reply[1:])) if id not in known)
 
-    reply = yield from _until_given(call, learn)
+    reply = yield from until_given(call, learn)
     rows, next_cursor, flat_totals, exact, scanned, complete = reply
     counts = {
-        _text(flat_totals[i]) or "": int(flat_totals[i + 1]) for i in range(0, len(flat_totals), 2)
+        text_or_none(flat_totals[i]) or "": int(flat_totals[i + 1])
+        for i in range(0, len(flat_totals), 2)
     }
     page = SearchPage(
         tasks=(),
         totals=totals_of(counts),
-        totals_exact=_text(exact) == "1",
-        next_after=_text(next_cursor) or None,
+        totals_exact=text_or_none(exact) == "1",
+        next_after=text_or_none(next_cursor) or None,
         scanned=int(scanned),
-        scan_complete=_text(complete) == "1",
+        scan_complete=text_or_none(complete) == "1",
     )
-    return PageFound([(_text(row[3]) or "", row) for row in rows], page)
+    return PageFound([(text_or_none(row[3]) or "", row) for row in rows], page)
 
 
 def workers(
@@ -320,15 +311,15 @@ def workers(
         ids.extend(map(text_of, reply[1]))
         names.extend(map(text_of, reply[2]))
 
-    reply = yield from _until_given(call, learn)
+    reply = yield from until_given(call, learn)
     found = []
     for name, seen, counts, running in reply:
         started, succeeded, failed = (int(_number(count) or 0) for count in counts)
         found.append(
             WorkerSummary(
-                name=_text(name) or "",
+                name=text_or_none(name) or "",
                 last_seen_ms=_number(seen) or 0,
-                running=tuple(sorted(text for text in map(_text, running) if text)),
+                running=tuple(sorted(text for text in map(text_or_none, running) if text)),
                 started=started,
                 succeeded=succeeded,
                 failed=failed,
@@ -337,217 +328,10 @@ def workers(
     return found
 
 
-_Counted = tuple[dict[str, int], list[int]]
-"""Counts by code (S, succeeded, ...) and runtimes by bucket, of a minute or a name."""
-
-
-def _code_and_bucket(field: str) -> tuple[str, int]:
-    """What one stats field counts (_info.lua's count_minute): ``<code>`` a code (bucket
-    -1), ``<code>:<i>`` a code and a runtime in bucket i. ``b<i>``, a runtime alone (code
-    ''), is a field of the layout before one write per event: read as it was."""
-    code, _, bucket = field.partition(":")
-    if bucket:
-        return code, int(bucket)
-    if code[:1] == "b":
-        return "", int(code[1:])
-    return code, -1
-
-
-def _count(counted: _Counted, code: str, bucket: int, count: int) -> None:
-    if bucket >= 0:
-        counted[1][bucket] += count
-    if code:
-        codes = counted[0]
-        codes[code] = codes.get(code, 0) + count
-
-
-_FAILED_UNIT = 1 << 31
-"""A failed run's share of a ``<minute>:r<i>`` count (STATS_FAILED_UNIT in _info.lua)."""
-
-
-def _minute_field(field: str) -> tuple[int, str, int]:
-    """A minute's field: ``<minute>:r<i>`` the ends with a runtime in bucket i (code
-    'r': succeeded and failed in one number), else as ``_code_and_bucket`` reads it."""
-    minute, _, rest = field.partition(":")
-    if rest[:1] == "r":
-        return int(minute), "r", int(rest[1:])
-    return int(minute), *_code_and_bucket(rest)
-
-
-def _minute_fields(flat: list[Any], parsed: dict[Any, tuple[int, str, int]]) -> dict[int, _Counted]:
-    """One hour's fields by minute; ``parsed`` keeps the fields read (every hour has the
-    same names)."""
-    minutes: dict[int, _Counted] = {}
-    for raw_field, raw_count in zip(flat[::2], flat[1::2], strict=True):
-        known = parsed.get(raw_field)
-        if known is None:
-            known = parsed[raw_field] = _minute_field(_text(raw_field) or "")
-        minute, code, bucket = known
-        counted = minutes.get(minute)
-        if counted is None:
-            counted = minutes[minute] = ({}, [0] * _BUCKETS)
-        count = int(raw_count)
-        if code == "r":
-            failed, succeeded = divmod(count, _FAILED_UNIT)
-            _count(counted, "succeeded", bucket, succeeded)
-            _count(counted, "failed", bucket, failed)
-        else:
-            _count(counted, code, bucket, count)
-    return minutes
-
-
-def stats(
-    book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
-) -> Plan[TaskStats]:
-    """Per-minute counts and runtimes of one task name (or of all) over the window."""
-    counts = yield from stats_counts(book, name, window_ms, now_ms)
-    return stats_of(name, window_ms, counts)
-
-
-class StatsCounts(NamedTuple):
-    """What stats.lua counted over a window, by minute, before it is summed up (a
-    sharded book adds up its shards' first)."""
-
-    now_ms: int
-    counted: dict[int, _Counted]
-    """Counts and runtime buckets by minute (minutes since the epoch), where any."""
-
-
-def stats_counts(
-    book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
-) -> Plan[StatsCounts]:
-    """stats.lua's counts over the window, by minute (``stats``' reads)."""
-    if name is not None and (not isinstance(name, str) or not name):
-        raise invalid("name must be a non-empty string", field="name")
-    if now_ms is not None and (type(now_ms) is not int or now_ms < 0):
-        raise invalid("now_ms must be a whole number of ms >= 0", field="now_ms")
-    if type(window_ms) is not int or not STATS_MINUTE_MS <= window_ms <= STATS_WINDOW_MS:
-        raise invalid(
-            "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
-        )
-    k = book.keys
-    given: list[int | None] = [now_ms]
-
-    def call() -> ScriptCall:
-        # The hours around the window by this host's clock (the server's may differ).
-        around = time.time() * 1000 if given[0] is None else given[0]
-        first = int((around - window_ms) // _HOUR_MS) - 1
-        last = int(around // _HOUR_MS) + 1
-        hours = [k.stats(hour, name) for hour in range(first, last + 1)]
-        return ScriptCall("stats", hours, StatsArgs(window_ms, given[0], first).argv())
-
-    def learn(reply: Any) -> None:
-        given[0] = int(text_of(reply[1]))  # the server's now: its hours are sent
-
-    reply = yield from _until_given(call, learn)
-    now, first_hour = int(reply[0]), int(reply[1])
-    counted: dict[int, _Counted] = {}
-    parsed: dict[Any, tuple[int, str, int]] = {}
-    for hour, flat in enumerate(reply[2], start=first_hour):
-        for minute, codes_and_buckets in _minute_fields(flat, parsed).items():
-            counted[hour * 60 + minute] = codes_and_buckets
-    return StatsCounts(now, counted)
-
-
-def add_counts(found: Sequence[StatsCounts]) -> StatsCounts:
-    """Several shards' counts over one window (one ``now_ms``) as one."""
-    counted: dict[int, _Counted] = {}
-    for each in found:
-        for minute, (codes, buckets) in each.counted.items():
-            known = counted.get(minute)
-            if known is None:
-                counted[minute] = (dict(codes), list(buckets))
-                continue
-            for code, count in codes.items():
-                known[0][code] = known[0].get(code, 0) + count
-            for index, count in enumerate(buckets):
-                known[1][index] += count
-    return StatsCounts(found[0].now_ms, counted)
-
-
-def stats_of(name: str | None, window_ms: int, window: StatsCounts) -> TaskStats:
-    """The stats of a window from its counts."""
-    now, counted = window
-    last_minute = now // STATS_MINUTE_MS
-    first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
-    minutes = []
-    window_buckets = [0] * _BUCKETS
-    totals = dict.fromkeys(("started", *GROUP_END_STATES), 0)
-    empty = (0,) * _BUCKETS
-    for minute in range(first_minute, last_minute + 1):
-        of_minute = counted.get(minute)
-        if of_minute is None:
-            # The values are the book's own: built without validating them again.
-            minutes.append(
-                MinuteStats.model_construct(
-                    minute_ms=minute * STATS_MINUTE_MS, runtime_buckets=empty
-                )
-            )
-            continue
-        found, found_buckets = of_minute
-        buckets = tuple(found_buckets)
-        window_buckets = [a + b for a, b in zip(window_buckets, buckets, strict=True)]
-        counts = {"started": found.get("S", 0)}
-        counts.update((state, found.get(state, 0)) for state in GROUP_END_STATES)
-        for key, count in counts.items():
-            totals[key] += count
-        minute_stats = MinuteStats.model_construct(
-            minute_ms=minute * STATS_MINUTE_MS,
-            runtime_buckets=buckets,
-            p50_ms=percentile_ms(buckets, 0.5),
-            p95_ms=percentile_ms(buckets, 0.95),
-            p99_ms=percentile_ms(buckets, 0.99),
-            started=counts["started"],
-            succeeded=counts["succeeded"],
-            failed=counts["failed"],
-            expired=counts["expired"],
-            cancelled=counts["cancelled"],
-        )
-        minutes.append(minute_stats)
-    ended = sum(totals[state] for state in GROUP_END_STATES)
-    return TaskStats(
-        name=name,
-        window_ms=window_ms,
-        now_ms=now,
-        minutes=tuple(minutes),
-        totals=totals,
-        runtime_buckets=tuple(window_buckets),
-        p50_ms=percentile_ms(window_buckets, 0.5),
-        p95_ms=percentile_ms(window_buckets, 0.95),
-        p99_ms=percentile_ms(window_buckets, 0.99),
-        failure_rate=None if not ended else totals["failed"] / ended,
-    )
-
-
 def task_names(book: BookLayout, within_ms: int | None = None) -> Plan[list[str]]:
     """Task names created within ``within_ms`` (every name the book knows: None), sorted."""
     low: int | str = "-inf"
     if within_ms is not None:
         low = (yield from server_time()) - within_ms
     names = yield command("zrangebyscore", book.keys.names, low, "+inf")
-    return sorted(text for text in map(_text, names) if text)
-
-
-def name_totals(book: BookLayout) -> Plan[list[NameTotals]]:
-    """Running totals per task name: starts, ends by state, runtime histogram and sum."""
-    flat = yield command("hgetall", book.keys.name_totals)
-    per_name: dict[str, _Counted] = {}
-    for raw_field, raw_count in flat.items():
-        name, _, field = (_text(raw_field) or "").rpartition("|")
-        counted = per_name.get(name)
-        if counted is None:
-            counted = per_name[name] = ({}, [0] * _BUCKETS)
-        _count(counted, *_code_and_bucket(field), int(raw_count))  # older fields add up
-    found = []
-    for name in sorted(per_name):
-        codes, buckets = per_name[name]
-        found.append(
-            NameTotals(
-                name=name,
-                started=codes.get("S", 0),
-                runtime_buckets=tuple(buckets),
-                runtime_sum_ms=codes.get("sum", 0),
-                **{state: codes.get(state, 0) for state in GROUP_END_STATES},
-            )
-        )
-    return found
+    return sorted(text for text in map(text_or_none, names) if text)

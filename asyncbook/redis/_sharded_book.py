@@ -1,6 +1,10 @@
 """``ShardedRedisBook``: one namespace split into S shards, so it spreads over every
 master of a Redis Cluster.
 
+Long because it is ``RedisBook``'s whole public surface again: one short method per
+call, each routing to a shard or merging (the merges live in ``_merged``,
+``_sharded_lists``, ``_sharded_console`` and ``_sharded_groups``).
+
 Each shard is a ``RedisBook`` of its own hash tag (``_keys.shard_tag``) holding its tasks
 whole: their records, indexes, deadlines, outbox, stats and counters. A call about one
 task goes to its shard (``_shards.ShardMap``), one script call as on one shard; callback
@@ -145,7 +149,8 @@ class ShardedRedisBook(RedisBook):
             nodes.setdefault(where, []).append(index)
         return nodes
 
-    def _fix_count(self) -> None:
+    def fix_count(self) -> None:
+        """Store the namespace's shard count at its first use, or check it (once)."""
         if not self._count_fixed:
             fix_shard_count(self.client, self.namespace, self.shards)
             self._count_fixed = True
@@ -156,7 +161,7 @@ class ShardedRedisBook(RedisBook):
         engines = [book.engine for book in (self.books if books is None else books)]
         return run_together(engines, plans)
 
-    def _each(
+    def on_each_shard(
         self, call: Callable[[RedisBook], _T], books: Sequence[RedisBook] | None = None
     ) -> list[_T]:
         """``call`` on each shard, a thread each (writes: each waits for its own node)."""
@@ -179,7 +184,7 @@ class ShardedRedisBook(RedisBook):
     def check_server(self) -> str | None:
         """Each shard's server check, and the namespace's shard count stored or checked;
         logs the shard map (which node holds which shards)."""
-        self._fix_count()
+        self.fix_count()
         policies = sorted({p for book in self.books if (p := book.check_server()) is not None})
         log.info(
             "asyncbook: namespace %r has %d shards: %s",
@@ -193,12 +198,12 @@ class ShardedRedisBook(RedisBook):
 
     @reports_outages
     def create(self, **options: Unpack[CreateOptions]) -> AsyncTask:
-        self._fix_count()
+        self.fix_count()
         return self.shard_of(options.get("id")).create(**options)
 
     @reports_outages
     def create_many(self, specs: Iterable[CreateSpec]) -> list[AsyncTask | AsyncBookError]:
-        self._fix_count()
+        self.fix_count()
         given = list(specs)
         by_shard: dict[int, list[int]] = {}
         for at, spec in enumerate(given):
@@ -211,7 +216,7 @@ class ShardedRedisBook(RedisBook):
             return book.create_many([given[at] for at in by_shard[self.books.index(book)]])
 
         for index, results in zip(
-            shards, self._each(create, [self.books[i] for i in shards]), strict=True
+            shards, self.on_each_shard(create, [self.books[i] for i in shards]), strict=True
         ):
             for at, result in zip(by_shard[index], results, strict=True):
                 out[at] = result
@@ -274,7 +279,7 @@ class ShardedRedisBook(RedisBook):
     def apply(
         self, task_id: str, event: EventInput, callback_id: str | None = None
     ) -> CallbackResult:
-        self._fix_count()
+        self.fix_count()
         book = self.shard_of(task_id)
         if not self._crosses(task_id, callback_id):
             result = book.apply(task_id, event, callback_id)
@@ -300,7 +305,7 @@ class ShardedRedisBook(RedisBook):
         callback_id: str | None = None,
         actor: str | None = None,
     ) -> CallbackResult:
-        self._fix_count()
+        self.fix_count()
         book = self.shard_of(task_id)
         if not self._crosses(task_id, callback_id):
             result = book.cancel(task_id, reason, at_ms=at_ms, callback_id=callback_id, actor=actor)
@@ -325,7 +330,7 @@ class ShardedRedisBook(RedisBook):
 
     @reports_outages
     def expire(self, task_id: str) -> AsyncTransition:
-        self._fix_count()
+        self.fix_count()
         book = self.shard_of(task_id)
         result = book.expire(task_id)
         self._after_ends(book, [result], [task_id])
@@ -337,7 +342,7 @@ class ShardedRedisBook(RedisBook):
     ) -> list[CallbackResult | AsyncBookError]:
         """``apply_many`` on each shard (a thread each); an event whose callback id lives
         in another shard is claimed there first (``_claims``)."""
-        self._fix_count()
+        self.fix_count()
         given: list[ApplyItem] = list(items)
         out: list[CallbackResult | AsyncBookError | None] = [None] * len(given)
         by_shard: dict[int, list[int]] = {}
@@ -369,7 +374,7 @@ class ShardedRedisBook(RedisBook):
             return results
 
         for index, results in zip(
-            shards, self._each(apply, [self.books[i] for i in shards]), strict=True
+            shards, self.on_each_shard(apply, [self.books[i] for i in shards]), strict=True
         ):
             for at, result in zip(by_shard[index], results, strict=True):
                 out[at] = result
@@ -387,7 +392,7 @@ class ShardedRedisBook(RedisBook):
     def expire_many(
         self, task_ids: Iterable[str], *, full_task: bool = True
     ) -> list[AsyncTransition | AsyncBookError]:
-        self._fix_count()
+        self.fix_count()
         ids = list(task_ids)
         by_shard: dict[int, list[int]] = {}
         for at, task_id in enumerate(ids):
@@ -404,7 +409,7 @@ class ShardedRedisBook(RedisBook):
             return results
 
         for index, results in zip(
-            shards, self._each(expire, [self.books[i] for i in shards]), strict=True
+            shards, self.on_each_shard(expire, [self.books[i] for i in shards]), strict=True
         ):
             for at, result in zip(by_shard[index], results, strict=True):
                 out[at] = result
@@ -433,7 +438,7 @@ class ShardedRedisBook(RedisBook):
         """``RedisBook.apply_many_then`` when every item's task lives in one shard (one
         MULTI/EXEC cannot span shards): else ``invalid-request`` naming ``items``. The
         script's ``keys`` must be in that shard's slot (``shard_of(task_id).keys``)."""
-        self._fix_count()
+        self.fix_count()
         given = list(items)
         shards = {self.map.index_of(item[0]) if isinstance(item[0], str) else 0 for item in given}
         if len(shards) > 1:
@@ -461,7 +466,7 @@ class ShardedRedisBook(RedisBook):
         """``RedisBook.apply_in_script`` in the task's shard (``key`` must be in that
         shard's slot on a Cluster). Callback ids are the task's shard's markers: give ids
         derived from the task id (``<task id>:...``) for them to be global."""
-        self._fix_count()
+        self.fix_count()
         book = self.shard_of(task_id)
         answer = book.apply_in_script(
             task_id, items, self._on_shard(book, script), key, args, name=name, group_id=group_id
@@ -487,7 +492,7 @@ class ShardedRedisBook(RedisBook):
     ) -> DeliveryResult:
         """The task read in its shard first (a succeeded task never changes), then the
         key decided in its home shard (``_claims``)."""
-        self._fix_count()
+        self.fix_count()
         book = self.shard_of(task_id)
         if not self._crosses(task_id, idempotency_key) or not idempotency_key.strip():
             return book.deliver_result(task_id, idempotency_key, now_ms)
@@ -537,7 +542,7 @@ class ShardedRedisBook(RedisBook):
     @reports_outages
     def seal_group(self, group_id: str, total: int) -> GroupSummary:
         """The total declared in the group's home shard, then the group check."""
-        self._fix_count()
+        self.fix_count()
         group = utf8(require_text(group_id, "groupId"), "groupId")
         home = self._home_of_group(group)
         home.seal_group(group, total)
@@ -697,7 +702,7 @@ class ShardedRedisBook(RedisBook):
             self._after_ends(book, results, ids)
             return results
 
-        return [result for results in self._each(end) for result in results]
+        return [result for results in self.on_each_shard(end) for result in results]
 
     @reports_outages
     def last_cursor(self, task_id: str) -> str | None:
@@ -739,7 +744,7 @@ class ShardedRedisBook(RedisBook):
         one a second), and regular passes still visit every entry in turn."""
         count = require_limit(limit, maximum=1_000_000)
         share = -(-count // self.shards)
-        return sum(self._each(lambda book: book.prune(share)))
+        return sum(self.on_each_shard(lambda book: book.prune(share)))
 
     # -- the operator console (_sharded_console) ------------------------------------------
 

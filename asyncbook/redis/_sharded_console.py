@@ -37,6 +37,7 @@ from .._gauges import GAUGE_WORKERS_LIMIT, BookGauges, GroupBacklog
 from .._models import GROUP_END_STATES, STATE_NAMES
 from . import _audit as audits
 from . import _console as console
+from . import _stats as stat_reads
 from ._gauges import gauges as gauges_plan
 from ._merged import MergedPlan, OnShards
 from ._operations import BookLayout
@@ -260,8 +261,8 @@ def stats(
     if now_ms is None:
         (now_ms,) = yield OnShards((server_time(),), (0,))
     at = now_ms
-    found = yield _every(layouts, lambda each: console.stats_counts(each, name, window_ms, at))
-    return console.stats_of(name, window_ms, console.add_counts(found))
+    found = yield _every(layouts, lambda each: stat_reads.stats_counts(each, name, window_ms, at))
+    return stat_reads.stats_of(name, window_ms, stat_reads.add_counts(found))
 
 
 def task_names(layouts: Sequence[BookLayout], within_ms: int | None) -> MergedPlan[list[str]]:
@@ -272,7 +273,7 @@ def task_names(layouts: Sequence[BookLayout], within_ms: int | None) -> MergedPl
 
 def name_totals(layouts: Sequence[BookLayout]) -> MergedPlan[list[NameTotals]]:
     """Every shard's running totals, summed per name."""
-    found = yield _every(layouts, console.name_totals)
+    found = yield _every(layouts, stat_reads.name_totals)
     by_name: dict[str, list[NameTotals]] = {}
     for totals in (totals for each in found for totals in each):
         by_name.setdefault(totals.name, []).append(totals)

@@ -50,7 +50,7 @@ def claim_sharded_retries(
     claim_retries(book.books[0].engine, [], actor=actor, reason=reason)  # checks them
     if not ids:
         return []
-    book._fix_count()
+    book.fix_count()
     by_shard: dict[int, list[int]] = {}
     for at, task_id in enumerate(ids):
         by_shard.setdefault(book.map.index_of(task_id), []).append(at)
@@ -64,7 +64,7 @@ def claim_sharded_retries(
 
     out: list[RetryClaim | None] = [None] * len(ids)
     for index, claims in zip(
-        shards, book._each(claim, [book.books[i] for i in shards]), strict=True
+        shards, book.on_each_shard(claim, [book.books[i] for i in shards]), strict=True
     ):
         for at, found in zip(by_shard[index], claims, strict=True):
             out[at] = found

@@ -1,0 +1,243 @@
+"""The console's counts of a Redis book: per-minute stats over a window and running
+totals per task name, as the task scripts count them (lua/_info.lua's count_minute).
+
+Each read is a plan (``_plan``); a sharded book adds its shards' raw counts by minute
+(``add_counts``) and builds the answer once (``stats_of``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .._console import (
+    RUNTIME_BUCKETS_MS,
+    STATS_MINUTE_MS,
+    STATS_WINDOW_MS,
+    MinuteStats,
+    NameTotals,
+    TaskStats,
+    percentile_ms,
+)
+from .._models import GROUP_END_STATES
+from ..errors import invalid
+from ._console import text_or_none, until_given
+from ._plan import Plan, ScriptCall, command
+from ._replies import text_of
+from ._script_args import StatsArgs
+
+if TYPE_CHECKING:
+    from ._operations import BookLayout
+
+__all__ = ["StatsCounts", "add_counts", "name_totals", "stats", "stats_counts", "stats_of"]
+
+_HOUR_MS = 3_600_000
+_BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
+
+
+_Counted = tuple[dict[str, int], list[int]]
+"""Counts by code (S, succeeded, ...) and runtimes by bucket, of a minute or a name."""
+
+
+def _code_and_bucket(field: str) -> tuple[str, int]:
+    """What one stats field counts (_info.lua's count_minute): ``<code>`` a code (bucket
+    -1), ``<code>:<i>`` a code and a runtime in bucket i. ``b<i>``, a runtime alone (code
+    ''), is a field of the layout before one write per event: read as it was."""
+    code, _, bucket = field.partition(":")
+    if bucket:
+        return code, int(bucket)
+    if code[:1] == "b":
+        return "", int(code[1:])
+    return code, -1
+
+
+def _count(counted: _Counted, code: str, bucket: int, count: int) -> None:
+    if bucket >= 0:
+        counted[1][bucket] += count
+    if code:
+        codes = counted[0]
+        codes[code] = codes.get(code, 0) + count
+
+
+_FAILED_UNIT = 1 << 31
+"""A failed run's share of a ``<minute>:r<i>`` count (STATS_FAILED_UNIT in _info.lua)."""
+
+
+def _minute_field(field: str) -> tuple[int, str, int]:
+    """A minute's field: ``<minute>:r<i>`` the ends with a runtime in bucket i (code
+    'r': succeeded and failed in one number), else as ``_code_and_bucket`` reads it."""
+    minute, _, rest = field.partition(":")
+    if rest[:1] == "r":
+        return int(minute), "r", int(rest[1:])
+    return int(minute), *_code_and_bucket(rest)
+
+
+def _minute_fields(flat: list[Any], parsed: dict[Any, tuple[int, str, int]]) -> dict[int, _Counted]:
+    """One hour's fields by minute; ``parsed`` keeps the fields read (every hour has the
+    same names)."""
+    minutes: dict[int, _Counted] = {}
+    for raw_field, raw_count in zip(flat[::2], flat[1::2], strict=True):
+        known = parsed.get(raw_field)
+        if known is None:
+            known = parsed[raw_field] = _minute_field(text_or_none(raw_field) or "")
+        minute, code, bucket = known
+        counted = minutes.get(minute)
+        if counted is None:
+            counted = minutes[minute] = ({}, [0] * _BUCKETS)
+        count = int(raw_count)
+        if code == "r":
+            failed, succeeded = divmod(count, _FAILED_UNIT)
+            _count(counted, "succeeded", bucket, succeeded)
+            _count(counted, "failed", bucket, failed)
+        else:
+            _count(counted, code, bucket, count)
+    return minutes
+
+
+def stats(
+    book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
+) -> Plan[TaskStats]:
+    """Per-minute counts and runtimes of one task name (or of all) over the window."""
+    counts = yield from stats_counts(book, name, window_ms, now_ms)
+    return stats_of(name, window_ms, counts)
+
+
+class StatsCounts(NamedTuple):
+    """What stats.lua counted over a window, by minute, before it is summed up (a
+    sharded book adds up its shards' first)."""
+
+    now_ms: int
+    counted: dict[int, _Counted]
+    """Counts and runtime buckets by minute (minutes since the epoch), where any."""
+
+
+def stats_counts(
+    book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
+) -> Plan[StatsCounts]:
+    """stats.lua's counts over the window, by minute (``stats``' reads)."""
+    if name is not None and (not isinstance(name, str) or not name):
+        raise invalid("name must be a non-empty string", field="name")
+    if now_ms is not None and (type(now_ms) is not int or now_ms < 0):
+        raise invalid("now_ms must be a whole number of ms >= 0", field="now_ms")
+    if type(window_ms) is not int or not STATS_MINUTE_MS <= window_ms <= STATS_WINDOW_MS:
+        raise invalid(
+            "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
+        )
+    k = book.keys
+    given: list[int | None] = [now_ms]
+
+    def call() -> ScriptCall:
+        # The hours around the window by this host's clock (the server's may differ).
+        around = time.time() * 1000 if given[0] is None else given[0]
+        first = int((around - window_ms) // _HOUR_MS) - 1
+        last = int(around // _HOUR_MS) + 1
+        hours = [k.stats(hour, name) for hour in range(first, last + 1)]
+        return ScriptCall("stats", hours, StatsArgs(window_ms, given[0], first).argv())
+
+    def learn(reply: Any) -> None:
+        given[0] = int(text_of(reply[1]))  # the server's now: its hours are sent
+
+    reply = yield from until_given(call, learn)
+    now, first_hour = int(reply[0]), int(reply[1])
+    counted: dict[int, _Counted] = {}
+    parsed: dict[Any, tuple[int, str, int]] = {}
+    for hour, flat in enumerate(reply[2], start=first_hour):
+        for minute, codes_and_buckets in _minute_fields(flat, parsed).items():
+            counted[hour * 60 + minute] = codes_and_buckets
+    return StatsCounts(now, counted)
+
+
+def add_counts(found: Sequence[StatsCounts]) -> StatsCounts:
+    """Several shards' counts over one window (one ``now_ms``) as one."""
+    counted: dict[int, _Counted] = {}
+    for each in found:
+        for minute, (codes, buckets) in each.counted.items():
+            known = counted.get(minute)
+            if known is None:
+                counted[minute] = (dict(codes), list(buckets))
+                continue
+            for code, count in codes.items():
+                known[0][code] = known[0].get(code, 0) + count
+            for index, count in enumerate(buckets):
+                known[1][index] += count
+    return StatsCounts(found[0].now_ms, counted)
+
+
+def stats_of(name: str | None, window_ms: int, window: StatsCounts) -> TaskStats:
+    """The stats of a window from its counts."""
+    now, counted = window
+    last_minute = now // STATS_MINUTE_MS
+    first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
+    minutes = []
+    window_buckets = [0] * _BUCKETS
+    totals = dict.fromkeys(("started", *GROUP_END_STATES), 0)
+    empty = (0,) * _BUCKETS
+    for minute in range(first_minute, last_minute + 1):
+        of_minute = counted.get(minute)
+        if of_minute is None:
+            # The values are the book's own: built without validating them again.
+            minutes.append(
+                MinuteStats.model_construct(
+                    minute_ms=minute * STATS_MINUTE_MS, runtime_buckets=empty
+                )
+            )
+            continue
+        found, found_buckets = of_minute
+        buckets = tuple(found_buckets)
+        window_buckets = [a + b for a, b in zip(window_buckets, buckets, strict=True)]
+        counts = {"started": found.get("S", 0)}
+        counts.update((state, found.get(state, 0)) for state in GROUP_END_STATES)
+        for key, count in counts.items():
+            totals[key] += count
+        minute_stats = MinuteStats.model_construct(
+            minute_ms=minute * STATS_MINUTE_MS,
+            runtime_buckets=buckets,
+            p50_ms=percentile_ms(buckets, 0.5),
+            p95_ms=percentile_ms(buckets, 0.95),
+            p99_ms=percentile_ms(buckets, 0.99),
+            started=counts["started"],
+            succeeded=counts["succeeded"],
+            failed=counts["failed"],
+            expired=counts["expired"],
+            cancelled=counts["cancelled"],
+        )
+        minutes.append(minute_stats)
+    ended = sum(totals[state] for state in GROUP_END_STATES)
+    return TaskStats(
+        name=name,
+        window_ms=window_ms,
+        now_ms=now,
+        minutes=tuple(minutes),
+        totals=totals,
+        runtime_buckets=tuple(window_buckets),
+        p50_ms=percentile_ms(window_buckets, 0.5),
+        p95_ms=percentile_ms(window_buckets, 0.95),
+        p99_ms=percentile_ms(window_buckets, 0.99),
+        failure_rate=None if not ended else totals["failed"] / ended,
+    )
+
+
+def name_totals(book: BookLayout) -> Plan[list[NameTotals]]:
+    """Running totals per task name: starts, ends by state, runtime histogram and sum."""
+    flat = yield command("hgetall", book.keys.name_totals)
+    per_name: dict[str, _Counted] = {}
+    for raw_field, raw_count in flat.items():
+        name, _, field = (text_or_none(raw_field) or "").rpartition("|")
+        counted = per_name.get(name)
+        if counted is None:
+            counted = per_name[name] = ({}, [0] * _BUCKETS)
+        _count(counted, *_code_and_bucket(field), int(raw_count))  # older fields add up
+    found = []
+    for name in sorted(per_name):
+        codes, buckets = per_name[name]
+        found.append(
+            NameTotals(
+                name=name,
+                started=codes.get("S", 0),
+                runtime_buckets=tuple(buckets),
+                runtime_sum_ms=codes.get("sum", 0),
+                **{state: codes.get(state, 0) for state in GROUP_END_STATES},
+            )
+        )
+    return found
