@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-celery-matrix lint docs format venv clean
+.PHONY: demo test test-long test-celery-matrix lint docs format venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ docs: $(STAMP)
 
 test: lint docs
 	$(BIN)/pytest
+
+# The long tests (marked `long`: fault runs, races of processes, large workloads), which
+# `make test` leaves out to stay within its ten minutes; .ci/run runs them after it.
+test-long: $(STAMP)
+	$(BIN)/pytest -m long
 
 # The Celery layer's tests once per older supported Celery minor, a venv each (.ci/run runs it).
 test-celery-matrix:

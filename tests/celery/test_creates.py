@@ -74,6 +74,7 @@ def test_the_first_create_on_a_fresh_server_lands_without_more_publishes(
     "create.lua on each new connection, but a SCRIPT FLUSH on an open one leaves the "
     "last creates of a publisher that then publishes nothing unrun",
 )
+@pytest.mark.long
 def test_a_create_after_a_script_flush_lands_without_more_publishes(tmp_path: Path) -> None:
     port = free_port()
     with redis_server(tmp_path / "redis", "--port", str(port)):

@@ -76,6 +76,7 @@ def book() -> RedisBook:
     return fakeredis_book("groups")
 
 
+@pytest.mark.long
 def test_a_chord_of_20_with_retries_and_a_cancel_notifies_its_group_once(
     app: Celery, book: RedisBook
 ) -> None:

@@ -480,6 +480,7 @@ def test_a_task_raising_asyncbook_error_fails_with_it_everywhere(
 # -- heartbeats --------------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_a_killed_worker_s_early_ack_task_fails_as_stalled(
     app: Celery,
     book: RedisBook,
@@ -512,6 +513,7 @@ def test_a_killed_worker_s_early_ack_task_fails_as_stalled(
     assert notified(client, book, result.id) == ["failed"]
 
 
+@pytest.mark.long
 def test_a_stopped_acks_late_worker_s_task_resumes_from_its_checkpoint_elsewhere(
     app: Celery,
     book: RedisBook,

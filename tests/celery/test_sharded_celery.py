@@ -376,6 +376,7 @@ def test_a_revoke_stops_a_running_task_at_its_next_progress(
     assert AsyncResult(result.id, app=app).state in ("PENDING", "REVOKED")
 
 
+@pytest.mark.long
 def test_on_a_redis_cluster_the_shards_spread_over_its_masters(
     cluster_url: str, client: redis.Redis
 ) -> None:

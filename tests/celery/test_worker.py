@@ -113,6 +113,7 @@ def test_examples_end_in_the_right_state(
             assert Webhook(secret).verify(body, headers) == note
 
 
+@pytest.mark.long
 def test_killed_pool_child_runs_again_and_succeeds_once(
     app: Celery, book: RedisBook, webhook: Receiver, worker: CeleryWorker
 ) -> None:
@@ -138,6 +139,7 @@ def test_killed_pool_child_runs_again_and_succeeds_once(
     assert "WorkerLostError" in worker.output() or "exited" in worker.output()
 
 
+@pytest.mark.long
 def test_redis_pause_loses_no_event(
     app: Celery, book: RedisBook, webhook: Receiver, worker: CeleryWorker, client: redis.Redis
 ) -> None:

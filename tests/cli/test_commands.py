@@ -460,6 +460,7 @@ def test_demo_runs_the_projects_demo(book: RedisBook, monkeypatch: pytest.Monkey
     assert calls == [[], ["--serve"]]
 
 
+@pytest.mark.long
 def test_watch_through_the_server_resumes_after_it_restarts(book: RedisBook) -> None:
     """``watch --api``: the server goes away mid-task and comes back on the same port."""
     port = free_port()

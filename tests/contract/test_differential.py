@@ -46,7 +46,7 @@ def test_books_agree(clients: list[Any], ops: list[tuple[Any, ...]]) -> None:
             delete_namespace(client, namespace)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=sequences)
 def test_sharded_books_agree(clients: list[Any], ops: list[tuple[Any, ...]]) -> None:
     """A namespace of four shards answers as one (callback ids and idempotency keys
@@ -62,7 +62,7 @@ def test_sharded_books_agree(clients: list[Any], ops: list[tuple[Any, ...]]) -> 
             delete_namespace(client, namespace)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=sequences)
 def test_sixteen_shards_on_a_cluster_agree(cluster_client: Any, ops: list[tuple[Any, ...]]) -> None:
     """Sixteen shards over the local 3-master Cluster answer as the reference."""

@@ -74,6 +74,7 @@ def apply_stream(url: str, namespace: str, tasks: int, seed: int) -> None:
             assert not isinstance(result, AsyncBookError), result
 
 
+@pytest.mark.long
 def test_eight_processes_apply_each_event_once(client: redis.Redis, namespace: str) -> None:
     tasks, seed = 200, 7
     book = RedisBook(client, namespace=namespace)
@@ -309,6 +310,7 @@ def test_resume_without_full_task(book: RedisBook) -> None:
     assert len(book.resume("a", 4).task.history) == 6
 
 
+@pytest.mark.long
 def test_retention_removes_everything(tmp_path: Path) -> None:
     """10k tasks end with a 1 s retention: afterwards no task keys, memory back near start.
 

@@ -274,6 +274,7 @@ def test_prune_forgets_workers_unseen_for_a_week(book: RedisBook) -> None:
     assert {w.name for w in book.workers(within_ms=20 * 365 * 86_400_000)} == {"w3"}
 
 
+@pytest.mark.long
 def test_a_workers_index_keeps_its_latest_thousand_tasks(book: RedisBook) -> None:
     # The index is trimmed to 1,000 every 64th start of the worker: here the 1,024th.
     specs = [

@@ -27,6 +27,7 @@ from ..support.servers import free_port, redis_server, wait_until
 FAR = 10**15
 
 
+@pytest.mark.long
 def test_a_batch_keeps_each_tasks_order_while_scripts_are_flushed(
     client: redis.Redis, namespace: str
 ) -> None:

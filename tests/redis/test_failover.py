@@ -5,6 +5,8 @@ three masters with a replica each, a short node timeout."""
 
 from __future__ import annotations
 
+import pytest
+
 import signal
 import time
 from collections.abc import Callable
@@ -34,6 +36,7 @@ def eventually(call: Callable[[], _T], seconds: float = 30.0) -> _T:
             time.sleep(0.05)
 
 
+@pytest.mark.long
 def test_acknowledged_writes_survive_a_failover(tmp_path: Path) -> None:
     require_binaries()
     with local_cluster(tmp_path, replicas=1, node_timeout_ms=1000) as cluster:

@@ -45,14 +45,10 @@ def client(request: pytest.FixtureRequest) -> Iterator[Any]:
     real.close()
 
 
-@pytest.fixture(params=[1, 4], ids=["one-shard", "four-shards"])
-def books(
-    request: pytest.FixtureRequest, client: Any, namespace: str
-) -> Iterator[tuple[RedisBook, RedisBook]]:
-    """Two books on one server: one applies with ``apply``, the other in a script (in a
-    namespace of one shard, or of four)."""
-    scripted = RedisBook(client, namespace=namespace + "-s", shards=request.param)
-    yield RedisBook(client, namespace=namespace), scripted
+@pytest.fixture
+def books(client: Any, namespace: str) -> Iterator[tuple[RedisBook, RedisBook]]:
+    """Two books on one server: one applies with ``apply``, the other in a script."""
+    yield RedisBook(client, namespace=namespace), RedisBook(client, namespace=namespace + "-s")
     delete_namespace(client, namespace)
     delete_namespace(client, namespace + "-s")
 
@@ -212,9 +208,37 @@ def test_events_in_a_script_answer_and_store_what_apply_does(
     assert answer.state == stored.state.value
     assert scripted.transition_counts() == one_by_one.transition_counts()
     assert scripted.drain_notifications() == one_by_one.drain_notifications()
-    if not isinstance(client, fakeredis.FakeRedis) and not scripted.sharded:
-        # TTLs in whole seconds, on the real clock; a sharded book's keys have other tags
+    if not isinstance(client, fakeredis.FakeRedis):  # TTLs in whole seconds, on the real clock
         assert raw_state(client, scripted) == raw_state(client, one_by_one)
+
+
+def test_a_sharded_book_runs_the_events_in_the_tasks_shard(client: Any, namespace: str) -> None:
+    """On four shards, every sequence's events in a script answer and store what
+    ``apply`` does on one shard."""
+    for name, events in sorted(SEQUENCES.items()):
+        one_by_one = RedisBook(client, namespace=f"{namespace}-{name}")
+        scripted = RedisBook(client, namespace=f"{namespace}-{name}-s", shards=4)
+        try:
+            for book in (one_by_one, scripted):
+                book.create(id="t", now_ms=0, ttl_ms=5_000, max_attempts=2, group_id="g")
+            expected: list[Any] = []
+            for event, callback in events:
+                try:
+                    expected.append(one_by_one.apply("t", event, callback).reason.value)
+                except AsyncBookError as error:
+                    expected.append(type(error))
+            script = scripted.events_script(ECHO)
+            answer = scripted.apply_in_script("t", events, script, "unused", ["echo"])
+            got = [
+                each.reason if isinstance(each, EventOutcome) else type(each)
+                for each in answer.outcomes
+            ]
+            assert got == expected, name
+            assert scripted.get("t") == one_by_one.get("t")
+            assert scripted.group("g") == one_by_one.group("g")
+        finally:
+            delete_namespace(client, one_by_one.namespace)
+            delete_namespace(client, scripted.namespace)
 
 
 def test_events_of_an_unknown_task_write_nothing(books: tuple[RedisBook, RedisBook]) -> None:

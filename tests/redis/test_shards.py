@@ -139,14 +139,12 @@ def _tasks_in_other_shards(book: RedisBook, identifier: str, count: int) -> list
     return [task_id for task_id in ids if book.map.index_of(task_id) != home][:count]
 
 
-@pytest.mark.parametrize("round_", range(3))
-def test_concurrent_claims_from_processes_take_one_id_once(
-    client: redis.Redis, fresh: str, round_: int
-) -> None:
+@pytest.mark.long
+def test_concurrent_claims_from_processes_take_one_id_once(client: redis.Redis, fresh: str) -> None:
     """Eight processes apply one callback id to eight tasks (none in the id's shard) at
     once: exactly one applies it; the others answer duplicate-callback."""
     book = RedisBook(client, namespace=fresh, shards=4)
-    callback = f"shared-{round_}"
+    callback = "shared"
     tasks = _tasks_in_other_shards(book, callback, 8)
     for task_id in tasks:
         book.create(id=task_id, now_ms=0, ttl_ms=10_000, max_attempts=1)
@@ -164,6 +162,7 @@ def test_concurrent_claims_from_processes_take_one_id_once(
     assert started == applied
 
 
+@pytest.mark.long
 def test_concurrent_deliveries_from_processes_use_one_key_once(
     client: redis.Redis, fresh: str
 ) -> None:

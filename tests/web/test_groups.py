@@ -691,6 +691,7 @@ def shared() -> Iterator[Running]:
     group_id=st.text(max_size=30) | st.sampled_from(["", "/", "%", "..", "g/stream"]),
     limit=st.text(max_size=12) | st.integers(-(2**70), 2**70).map(str),
 )
+@pytest.mark.long
 def test_group_reads_never_fail(shared: Running, group_id: str, limit: str) -> None:
     with httpx.Client(base_url=shared.url, timeout=10) as client:
         path = group_path(group_id) if group_id else "/api/groups/"
@@ -716,6 +717,7 @@ def test_group_reads_never_fail(shared: Running, group_id: str, limit: str) -> N
     suffix=st.sampled_from(["", "/stream", "/x"]),
     prefix=st.sampled_from(["/api/groups/", "/groups/"]),
 )
+@pytest.mark.long
 def test_raw_group_paths_never_fail(
     shared: Running, segment: str, suffix: str, prefix: str
 ) -> None:

@@ -160,6 +160,7 @@ def guarded() -> Iterator[Running]:
         yield running
 
 
+@pytest.mark.long
 @SETTINGS
 @given(auth=header_text, cookie=header_text, path=st.sampled_from(["/api/tasks", "/api/tasks/q"]))
 def test_guessed_credentials_are_401_never_500(
