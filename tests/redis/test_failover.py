@@ -5,13 +5,13 @@ three masters with a replica each, a short node timeout."""
 
 from __future__ import annotations
 
-import pytest
-
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+import pytest
 
 from asyncbook import AsyncBookError, CreateSpec, RedisBook
 from asyncbook.redis import retry_policy
