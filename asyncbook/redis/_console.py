@@ -220,9 +220,12 @@ def _search_page(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[Sear
     return found.page.model_copy(update={"tasks": rows, "matched": matched})
 
 
-def search_page_at(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[PageFound]:
+def search_page_at(
+    book: BookLayout, query: TaskQuery, unnamed: bool, ids_ahead: Sequence[str] = ()
+) -> Plan[PageFound]:
     """``_search_page``, its rows not read yet, each with its position (pages of several
-    shards merge by it)."""
+    shards merge by it). ``ids_ahead``: ids the walk is expected to meet, whose keys the
+    first call gives (a sharded page read where its walk begins)."""
     order = query.order
     k = book.keys
     if query.worker is not None:
@@ -239,7 +242,7 @@ def search_page_at(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[Pa
     names = [] if query.q is None else (yield from _names_containing(book, query.q))
     # A text scan reads each task's info: the page's walk and the totals' share the budget.
     budget = SEARCH_SCAN_LIMIT if query.q is None else SEARCH_SCAN_LIMIT // 2
-    ids: list[str] = []
+    ids: list[str] = list(dict.fromkeys(ids_ahead))
 
     def call() -> ScriptCall:
         args = SearchArgs(

@@ -41,7 +41,8 @@ from . import _stats as stat_reads
 from ._gauges import gauges as gauges_plan
 from ._merged import MergedPlan, OnShards
 from ._operations import BookLayout
-from ._plan import Plan, server_time
+from ._plan import Pipeline, Plan, command, server_time
+from ._replies import text_of
 
 __all__ = [
     "audit",
@@ -89,28 +90,99 @@ def search(layouts: Sequence[BookLayout], query: TaskQuery) -> MergedPlan[Search
 def _merged_page(
     layouts: Sequence[BookLayout], query: TaskQuery, unnamed: bool
 ) -> MergedPlan[SearchPage]:
-    """Each shard's page of ``query``: first a short one (twice the shard's share of the
-    page, and 2); if the merge of the short pages is not a full page, the shards whose
-    short page was cut by its length are read again in full."""
-    first = min(query.limit, 2 * -(-query.limit // len(layouts)) + 2)
-    short = query._replace(limit=first)
-    found: list[console.PageFound] = yield _every(
-        layouts, lambda each: console.search_page_at(each, short, unnamed)
-    )
-    if first < query.limit:
-        kept, _next, _complete = _kept(query, found)
-        cut = tuple(
-            index
-            for index, each in enumerate(found)
-            if each.page.next_after is not None and len(each.rows) >= first
+    """Each shard's page of ``query``: first a short one; if the merge of the short pages
+    is not a full page, the shards whose short page was cut by its length are read again
+    in full. A short page is, in creation order with no filter but a state or a name
+    (``_by_positions``), one row past the shard's share of the merged page, from the
+    first entries of its indexes; else twice the shard's even share of the page, and 2."""
+    even = min(query.limit, 2 * -(-query.limit // len(layouts)) + 2)
+    if _by_positions(query, unnamed):
+        firsts: list[_Entries] = yield _every(
+            layouts, lambda each: _first_entries(each, query, even)
         )
-        if len(kept) < query.limit and cut:
-            again = yield OnShards(
-                tuple(console.search_page_at(layouts[i], query, unnamed) for i in cut), cut
-            )
-            for index, each in zip(cut, again, strict=True):
-                found[index] = each
+        limits, ahead = _shares(query, firsts, even)
+    else:
+        limits, ahead = [even] * len(layouts), [[] for _ in layouts]
+    found: list[console.PageFound] = yield OnShards(
+        tuple(
+            console.search_page_at(each, query._replace(limit=limit), unnamed, ids)
+            for each, limit, ids in zip(layouts, limits, ahead, strict=True)
+        )
+    )
+    cut = tuple(
+        index
+        for index, (each, limit) in enumerate(zip(found, limits, strict=True))
+        if limit < query.limit and each.page.next_after is not None and len(each.rows) >= limit
+    )
+    if cut and len(_kept(query, found)[0]) < query.limit:
+        again = yield OnShards(
+            tuple(console.search_page_at(layouts[i], query, unnamed) for i in cut), cut
+        )
+        for index, each in zip(cut, again, strict=True):
+            found[index] = each
     return merge_pages(query, found)
+
+
+def _by_positions(query: TaskQuery, unnamed: bool) -> bool:
+    """Whether a shard's page walks its state indexes (of all tasks or of a name) in
+    creation order taking every entry (its record kept): where the page's rows fall
+    follows from the indexes' first entries."""
+    plain = query.q is None and query.worker is None and not unnamed
+    return plain and query.order.field == "created" and query.since_ms is query.until_ms is None
+
+
+_Entries = list[list[tuple[int, str]]]
+"""A shard's first entries of each index its page walks: (creation order, id)."""
+
+
+def _first_entries(book: BookLayout, query: TaskQuery, count: int) -> Plan[_Entries]:
+    """The first ``count`` entries of each index a shard's page of ``query`` walks (after
+    its cursor, in its order); one round trip."""
+    k = book.keys
+    indexes = k.state_indexes if query.name is None else k.name_indexes(query.name)
+    if query.state is not None:
+        indexes = [indexes[STATE_NAMES.index(query.state)]]
+    after = None if query.after is None else "(" + query.after
+    if query.order.descending:
+        name, start, end = "zrevrangebyscore", after or "+inf", "-inf"
+    else:
+        name, start, end = "zrangebyscore", after or "-inf", "+inf"
+    replies = yield Pipeline(
+        [command(name, key, start, end, 0, count, withscores=True) for key in indexes]
+    )
+    return [[(int(score), text_of(member)) for member, score in reply] for reply in replies]
+
+
+def _shares(
+    query: TaskQuery, firsts: Sequence[_Entries], count: int
+) -> tuple[list[int], list[list[str]]]:
+    """Each shard's page length, and the ids its walk is expected to meet, from the first
+    ``count`` entries of each of its indexes: one row past its share of the merged first
+    ``limit + 1`` entries, so that every shard's page ends past the merged page. A shard
+    with an index that gave ``count`` entries ending inside those may hold more of them:
+    it reads a whole page."""
+    sign = -1 if query.order.descending else 1
+    entries = sorted(
+        (sign * order, shard, task_id)
+        for shard, indexes in enumerate(firsts)
+        for index in indexes
+        for order, task_id in index
+    )
+    top = entries[: query.limit + 1]
+    taken = [0] * len(firsts)
+    for _order, shard, _id in top:
+        taken[shard] += 1
+    limits = [min(query.limit, share + 1) for share in taken]
+    if top:
+        last = top[-1][0]
+        for shard, indexes in enumerate(firsts):
+            if any(len(index) >= count and sign * index[-1][0] <= last for index in indexes):
+                limits[shard] = query.limit
+    ahead: list[list[str]] = [[] for _ in firsts]
+    for _order, shard, task_id in entries:
+        if len(ahead[shard]) <= limits[shard]:
+            ahead[shard].append(task_id)
+    return limits, ahead
 
 
 @functools.total_ordering

@@ -30,7 +30,15 @@ from ._script_args import StatsArgs
 if TYPE_CHECKING:
     from ._operations import BookLayout
 
-__all__ = ["StatsCounts", "add_counts", "name_totals", "stats", "stats_counts", "stats_of"]
+__all__ = [
+    "StatsCounts",
+    "WindowCounts",
+    "add_counts",
+    "name_totals",
+    "stats",
+    "stats_counts",
+    "stats_of",
+]
 
 _HOUR_MS = 3_600_000
 _BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
@@ -63,36 +71,57 @@ def _count(counted: _Counted, code: str, bucket: int, count: int) -> None:
 _FAILED_UNIT = 1 << 31
 """A failed run's share of a ``<minute>:r<i>`` count (STATS_FAILED_UNIT in _info.lua)."""
 
+_CODES = ("S", *GROUP_END_STATES)
+"""The codes a minute's answer reads, in the order of a minute's counts (``_Minute``)."""
+_COLUMN = {code: column for column, code in enumerate(_CODES)}
+_STARTED, _SUCCEEDED, _FAILED = _COLUMN["S"], _COLUMN["succeeded"], _COLUMN["failed"]
+_EXPIRED, _CANCELLED = _COLUMN["expired"], _COLUMN["cancelled"]
+_WIDTH = len(_CODES) + _BUCKETS
 
-def _minute_field(field: str) -> tuple[int, str, int]:
-    """A minute's field: ``<minute>:r<i>`` the ends with a runtime in bucket i (code
-    'r': succeeded and failed in one number), else as ``_code_and_bucket`` reads it."""
+_Minute = list[int]
+"""A minute's counts: one per code of ``_CODES``, then one per runtime bucket."""
+_Field = tuple[int, int, int]
+"""What a stats field adds to: minute of the hour, the column of its code (-1 none; -2
+the ends with a runtime: ``<minute>:r<i>``, succeeded and failed in one number) and the
+column of its runtime bucket (-1 none)."""
+
+
+def _minute_field(field: str) -> _Field:
+    """A minute's field: ``<minute>:r<i>`` the ends with a runtime in bucket i, else as
+    ``_code_and_bucket`` reads it (a code no minute's answer reads adds nothing)."""
     minute, _, rest = field.partition(":")
     if rest[:1] == "r":
-        return int(minute), "r", int(rest[1:])
-    return int(minute), *_code_and_bucket(rest)
+        return int(minute), -2, len(_CODES) + int(rest[1:])
+    code, bucket = _code_and_bucket(rest)
+    return int(minute), _COLUMN.get(code, -1), -1 if bucket < 0 else len(_CODES) + bucket
 
 
-def _minute_fields(flat: list[Any], parsed: dict[Any, tuple[int, str, int]]) -> dict[int, _Counted]:
-    """One hour's fields by minute; ``parsed`` keeps the fields read (every hour has the
-    same names)."""
-    minutes: dict[int, _Counted] = {}
-    for raw_field, raw_count in zip(flat[::2], flat[1::2], strict=True):
+def _add_hour(
+    counted: dict[int, _Minute], first_minute: int, flat: list[Any], parsed: dict[Any, _Field]
+) -> None:
+    """Adds one hour's fields (``HGETALL``'s flat reply) to ``counted``, by minute since
+    the epoch; ``parsed`` keeps the fields read (every hour of every shard has the same
+    names)."""
+    fields = iter(flat)
+    for raw_field, raw_count in zip(fields, fields, strict=True):
         known = parsed.get(raw_field)
         if known is None:
             known = parsed[raw_field] = _minute_field(text_or_none(raw_field) or "")
         minute, code, bucket = known
-        counted = minutes.get(minute)
-        if counted is None:
-            counted = minutes[minute] = ({}, [0] * _BUCKETS)
+        row = counted.get(first_minute + minute)
+        if row is None:
+            row = counted[first_minute + minute] = [0] * _WIDTH
         count = int(raw_count)
-        if code == "r":
+        if code == -2:
             failed, succeeded = divmod(count, _FAILED_UNIT)
-            _count(counted, "succeeded", bucket, succeeded)
-            _count(counted, "failed", bucket, failed)
-        else:
-            _count(counted, code, bucket, count)
-    return minutes
+            row[_SUCCEEDED] += succeeded
+            row[_FAILED] += failed
+            row[bucket] += succeeded + failed
+            continue
+        if bucket >= 0:
+            row[bucket] += count
+        if code >= 0:
+            row[code] += count
 
 
 def stats(
@@ -100,22 +129,31 @@ def stats(
 ) -> Plan[TaskStats]:
     """Per-minute counts and runtimes of one task name (or of all) over the window."""
     counts = yield from stats_counts(book, name, window_ms, now_ms)
-    return stats_of(name, window_ms, counts)
+    return stats_of(name, window_ms, add_counts([counts]))
 
 
 class StatsCounts(NamedTuple):
-    """What stats.lua counted over a window, by minute, before it is summed up (a
-    sharded book adds up its shards' first)."""
+    """What stats.lua read over a window, before it is counted up (a sharded book adds
+    up its shards' at once: ``add_counts``)."""
 
     now_ms: int
-    counted: dict[int, _Counted]
-    """Counts and runtime buckets by minute (minutes since the epoch), where any."""
+    first_hour: int
+    hours: list[list[Any]]
+    """Each hour's fields and counts from ``first_hour`` on, as ``HGETALL`` flattens them."""
+
+
+class WindowCounts(NamedTuple):
+    """Counts by minute over a window, of one shard or of several added up."""
+
+    now_ms: int
+    counted: dict[int, _Minute]
+    """A minute's counts (``_Minute``) by minute since the epoch, where any."""
 
 
 def stats_counts(
     book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
 ) -> Plan[StatsCounts]:
-    """stats.lua's counts over the window, by minute (``stats``' reads)."""
+    """stats.lua's reads over the window (``stats``' round trip)."""
     if name is not None and (not isinstance(name, str) or not name):
         raise invalid("name must be a non-empty string", field="name")
     if now_ms is not None and (type(now_ms) is not int or now_ms < 0):
@@ -139,43 +177,33 @@ def stats_counts(
         given[0] = int(text_of(reply[1]))  # the server's now: its hours are sent
 
     reply = yield from until_given(call, learn)
-    now, first_hour = int(reply[0]), int(reply[1])
-    counted: dict[int, _Counted] = {}
-    parsed: dict[Any, tuple[int, str, int]] = {}
-    for hour, flat in enumerate(reply[2], start=first_hour):
-        for minute, codes_and_buckets in _minute_fields(flat, parsed).items():
-            counted[hour * 60 + minute] = codes_and_buckets
-    return StatsCounts(now, counted)
+    return StatsCounts(int(reply[0]), int(reply[1]), list(reply[2]))
 
 
-def add_counts(found: Sequence[StatsCounts]) -> StatsCounts:
-    """Several shards' counts over one window (one ``now_ms``) as one."""
-    counted: dict[int, _Counted] = {}
+def add_counts(found: Sequence[StatsCounts]) -> WindowCounts:
+    """Several shards' reads over one window (one ``now_ms``) counted up as one, minute
+    by minute: one pass over every field."""
+    counted: dict[int, _Minute] = {}
+    parsed: dict[Any, _Field] = {}
     for each in found:
-        for minute, (codes, buckets) in each.counted.items():
-            known = counted.get(minute)
-            if known is None:
-                counted[minute] = (dict(codes), list(buckets))
-                continue
-            for code, count in codes.items():
-                known[0][code] = known[0].get(code, 0) + count
-            for index, count in enumerate(buckets):
-                known[1][index] += count
-    return StatsCounts(found[0].now_ms, counted)
+        for hour, flat in enumerate(each.hours, start=each.first_hour):
+            _add_hour(counted, hour * 60, flat, parsed)
+    return WindowCounts(found[0].now_ms, counted)
 
 
-def stats_of(name: str | None, window_ms: int, window: StatsCounts) -> TaskStats:
+def stats_of(name: str | None, window_ms: int, window: WindowCounts) -> TaskStats:
     """The stats of a window from its counts."""
     now, counted = window
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
     minutes = []
     window_buckets = [0] * _BUCKETS
-    totals = dict.fromkeys(("started", *GROUP_END_STATES), 0)
+    totals = [0] * len(_CODES)
     empty = (0,) * _BUCKETS
+    first_bucket = len(_CODES)
     for minute in range(first_minute, last_minute + 1):
-        of_minute = counted.get(minute)
-        if of_minute is None:
+        row = counted.get(minute)
+        if row is None:
             # The values are the book's own: built without validating them again.
             minutes.append(
                 MinuteStats.model_construct(
@@ -183,38 +211,35 @@ def stats_of(name: str | None, window_ms: int, window: StatsCounts) -> TaskStats
                 )
             )
             continue
-        found, found_buckets = of_minute
-        buckets = tuple(found_buckets)
+        buckets = tuple(row[first_bucket:])
         window_buckets = [a + b for a, b in zip(window_buckets, buckets, strict=True)]
-        counts = {"started": found.get("S", 0)}
-        counts.update((state, found.get(state, 0)) for state in GROUP_END_STATES)
-        for key, count in counts.items():
-            totals[key] += count
+        totals = [a + b for a, b in zip(totals, row[:first_bucket], strict=True)]
         minute_stats = MinuteStats.model_construct(
             minute_ms=minute * STATS_MINUTE_MS,
             runtime_buckets=buckets,
             p50_ms=percentile_ms(buckets, 0.5),
             p95_ms=percentile_ms(buckets, 0.95),
             p99_ms=percentile_ms(buckets, 0.99),
-            started=counts["started"],
-            succeeded=counts["succeeded"],
-            failed=counts["failed"],
-            expired=counts["expired"],
-            cancelled=counts["cancelled"],
+            started=row[_STARTED],
+            succeeded=row[_SUCCEEDED],
+            failed=row[_FAILED],
+            expired=row[_EXPIRED],
+            cancelled=row[_CANCELLED],
         )
         minutes.append(minute_stats)
-    ended = sum(totals[state] for state in GROUP_END_STATES)
+    by_name = dict(zip(("started", *GROUP_END_STATES), totals, strict=True))
+    ended = sum(by_name[state] for state in GROUP_END_STATES)
     return TaskStats(
         name=name,
         window_ms=window_ms,
         now_ms=now,
         minutes=tuple(minutes),
-        totals=totals,
+        totals=by_name,
         runtime_buckets=tuple(window_buckets),
         p50_ms=percentile_ms(window_buckets, 0.5),
         p95_ms=percentile_ms(window_buckets, 0.95),
         p99_ms=percentile_ms(window_buckets, 0.99),
-        failure_rate=None if not ended else totals["failed"] / ended,
+        failure_rate=None if not ended else by_name["failed"] / ended,
     )
 
 

@@ -163,6 +163,58 @@ def test_search_pages_merge_on_fakeredis_and_a_cluster(books: tuple[RedisBook, R
         _same_pages(one, four, TaskQuery(sort=sort, limit=9, **filters))
 
 
+@pytest.mark.parametrize("books", ["redis"], indirect=True)
+def test_a_page_in_creation_order_reads_each_shard_once_past_its_share(
+    books: tuple[RedisBook, RedisBook], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page in creation order learns from the shards' first index entries how many of
+    its rows each shard holds: each shard's page is one row past its share (every row
+    read once, in one script call per shard, its keys given at once)."""
+    one, four = books
+    assert isinstance(four, ShardedRedisBook)
+    asked: list[int] = []
+    original = console.search_page_at
+
+    def counted(book: Any, query: TaskQuery, unnamed: bool, ids_ahead: Any = ()) -> Any:
+        asked.append(query.limit)
+        found = yield from original(book, query, unnamed, ids_ahead)
+        return found
+
+    monkeypatch.setattr(console, "search_page_at", counted)
+    for filters in ({}, {"state": "succeeded"}, {"name": "beta"}):
+        expected = [row.task.id for row in one.search(TaskQuery(limit=20, **filters)).tasks]
+        asked.clear()
+        page = four.search(TaskQuery(limit=20, **filters))
+        assert [row.task.id for row in page.tasks] == expected
+        assert len(asked) == 4  # no shard read again
+        assert sum(asked) <= 20 + 1 + 4
+
+
+@pytest.mark.parametrize("books", ["redis"], indirect=True)
+def test_a_page_skipping_records_gone_or_one_shard_holding_the_newest_is_exact(
+    books: tuple[RedisBook, RedisBook],
+) -> None:
+    """Where the shards' first entries mislead (records gone that their indexes still
+    list; every newest task in one shard) the shards read again keep the pages exact."""
+    one, four = books
+    assert isinstance(four, ShardedRedisBook)
+    gone = [f"t{i:03d}" for i in range(COUNT - 1, COUNT - 14, -2)]
+    for task_id in gone:  # the record expired; prune has not dropped its entries yet
+        one.client.delete(one.keys.task(task_id))
+        shard = four.shard_of(task_id)
+        shard.client.delete(shard.keys.task(task_id))
+    for filters in ({}, {"state": "queued"}):
+        _same_pages(one, four, TaskQuery(limit=7, **filters))
+        _same_pages(one, four, TaskQuery(sort="created", limit=7, **filters))
+    home = four.shard_of("t000")
+    late = [f"late-{n}" for n in range(400) if four.shard_of(f"late-{n}") is home][:12]
+    for task_id in late:
+        for book in (one, four):
+            book.create(id=task_id, now_ms=T0 + HOUR, ttl_ms=HOUR, max_attempts=1)
+    _same_pages(one, four, TaskQuery(limit=5))
+    assert [row.task.id for row in four.search(TaskQuery(limit=5)).tasks] == late[::-1][:5]
+
+
 def test_a_scan_that_runs_out_of_budget_continues_without_skipping(
     books: tuple[RedisBook, RedisBook], monkeypatch: pytest.MonkeyPatch
 ) -> None:
