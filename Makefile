@@ -28,8 +28,9 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
+# Two test processes (pytest-xdist): each test keeps to a namespace or server of its own.
 test: lint docs
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 # The long tests (marked `long`: fault runs, races of processes, large workloads), which
 # `make test` leaves out to stay within its ten minutes; .ci/run runs them after it.
