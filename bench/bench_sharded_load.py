@@ -54,7 +54,7 @@ from bench_shards import cpu_seconds, master_port, redis_usec  # noqa: E402
 from failover_app import BROKER, make_app  # noqa: E402
 
 from asyncbook import RedisBook  # noqa: E402
-from asyncbook.celery import installed  # noqa: E402
+from asyncbook.celery import installed, uninstall  # noqa: E402
 from asyncbook.redis import ShardedRedisBook, connect  # noqa: E402
 from tests.support.cluster import local_cluster  # noqa: E402
 
@@ -156,6 +156,7 @@ def one_window(
         finally:
             stop.set()
             publisher.join(60)
+            uninstall(app)  # its threads stop: none reads this namespace in later windows
     redis.Redis.from_url(BROKER).delete(queue)  # what the worker did not take
     where = book.shard_map() if isinstance(book, ShardedRedisBook) else {}
     placed = [len(where.get(f"127.0.0.1:{master_port(m)}", [])) for m in masters]

@@ -312,6 +312,9 @@ class SearchArgs(ScriptArgs):
     """'' creation order; else the field whose sort index is KEYS[1]."""
     unnamed: bool = False
     """Only tasks without a name."""
+    peek: bool = False
+    """Answer the first ``limit + 1`` entries of the page's walk in creation order
+    (``{'!at', id, position, ...}``), no rows: where a sharded page's rows fall."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,8 +41,10 @@ from . import _stats as stat_reads
 from ._gauges import gauges as gauges_plan
 from ._merged import MergedPlan, OnShards
 from ._operations import BookLayout
-from ._plan import Pipeline, Plan, command, server_time
+from ._plan import Plan, ScriptCall, server_time
 from ._replies import text_of
+from ._script_args import SearchArgs
+from ._scripts import ScriptStatus
 
 __all__ = [
     "audit",
@@ -94,7 +96,7 @@ def _merged_page(
     is not a full page, the shards whose short page was cut by its length are read again
     in full. A short page is, in creation order with no filter but a state or a name
     (``_by_positions``), one row past the shard's share of the merged page, from the
-    first entries of its indexes; else twice the shard's even share of the page, and 2."""
+    first entries of its walk; else twice the shard's even share of the page, and 2."""
     even = min(query.limit, 2 * -(-query.limit // len(layouts)) + 2)
     if _by_positions(query, unnamed):
         firsts: list[_Entries] = yield _every(
@@ -131,53 +133,56 @@ def _by_positions(query: TaskQuery, unnamed: bool) -> bool:
     return plain and query.order.field == "created" and query.since_ms is query.until_ms is None
 
 
-_Entries = list[list[tuple[int, str]]]
-"""A shard's first entries of each index its page walks: (creation order, id)."""
+_Entries = list[tuple[int, str]]
+"""A shard's first entries of its page's walk: (creation order, id)."""
 
 
 def _first_entries(book: BookLayout, query: TaskQuery, count: int) -> Plan[_Entries]:
-    """The first ``count`` entries of each index a shard's page of ``query`` walks (after
-    its cursor, in its order); one round trip."""
+    """The first ``count`` entries of a shard's walk for ``query`` (after its cursor, in
+    its order, over the indexes it walks); one script call, no rows read."""
     k = book.keys
     indexes = k.state_indexes if query.name is None else k.name_indexes(query.name)
-    if query.state is not None:
-        indexes = [indexes[STATE_NAMES.index(query.state)]]
-    after = None if query.after is None else "(" + query.after
-    if query.order.descending:
-        name, start, end = "zrevrangebyscore", after or "+inf", "-inf"
-    else:
-        name, start, end = "zrangebyscore", after or "-inf", "+inf"
-    replies = yield Pipeline(
-        [command(name, key, start, end, 0, count, withscores=True) for key in indexes]
+    args = SearchArgs(
+        "[]",
+        "desc" if query.order.descending else "asc",
+        count - 1,
+        query.after or "",
+        query.state or "",
+        query.name or "",
+        "",
+        None,
+        None,
+        count,
+        "card",
+        peek=True,
     )
-    return [[(int(score), text_of(member)) for member, score in reply] for reply in replies]
+    reply = yield ScriptCall("search", indexes, args.argv())
+    assert text_of(reply[0]) == ScriptStatus.AT
+    return [(int(reply[i + 1]), text_of(reply[i])) for i in range(1, len(reply), 2)]
 
 
 def _shares(
     query: TaskQuery, firsts: Sequence[_Entries], count: int
 ) -> tuple[list[int], list[list[str]]]:
     """Each shard's page length, and the ids its walk is expected to meet, from the first
-    ``count`` entries of each of its indexes: one row past its share of the merged first
+    ``count`` entries of each shard's walk: one row past its share of the merged first
     ``limit + 1`` entries, so that every shard's page ends past the merged page. A shard
-    with an index that gave ``count`` entries ending inside those may hold more of them:
-    it reads a whole page."""
+    whose ``count`` entries all fall inside those may hold more of them: it reads a whole
+    page."""
     sign = -1 if query.order.descending else 1
     entries = sorted(
         (sign * order, shard, task_id)
-        for shard, indexes in enumerate(firsts)
-        for index in indexes
-        for order, task_id in index
+        for shard, first in enumerate(firsts)
+        for order, task_id in first
     )
     top = entries[: query.limit + 1]
     taken = [0] * len(firsts)
     for _order, shard, _id in top:
         taken[shard] += 1
     limits = [min(query.limit, share + 1) for share in taken]
-    if top:
-        last = top[-1][0]
-        for shard, indexes in enumerate(firsts):
-            if any(len(index) >= count and sign * index[-1][0] <= last for index in indexes):
-                limits[shard] = query.limit
+    for shard, first in enumerate(firsts):
+        if len(first) >= count and taken[shard] >= count:
+            limits[shard] = query.limit
     ahead: list[list[str]] = [[] for _ in firsts]
     for _order, shard, task_id in entries:
         if len(ahead[shard]) <= limits[shard]:

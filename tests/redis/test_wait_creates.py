@@ -40,11 +40,13 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         yield servers
 
 
-def book_on(primary: redis.Redis, replicas: int, timeout_ms: int = 2000) -> RedisBook:
+def book_on(
+    primary: redis.Redis, replicas: int, timeout_ms: int = 2000, namespace: str | None = None
+) -> RedisBook:
     port = primary.connection_pool.connection_kwargs["port"]
     return RedisBook.from_url(
         f"redis://127.0.0.1:{port}",
-        namespace=f"c-{uuid.uuid4().hex[:10]}",
+        namespace=namespace or f"c-{uuid.uuid4().hex[:10]}",
         wait_replicas=replicas,
         wait_timeout_ms=timeout_ms,
     )
@@ -82,10 +84,15 @@ def test_sent_creates_are_on_the_replica_once_collected(pair: Pair) -> None:
 
 def test_creates_no_replica_acknowledged_are_handed_back(pair: Pair) -> None:
     primary, _, replica_process = pair
-    book = book_on(primary, 1, timeout_ms=200)
+    # Creates while the replica runs wait long enough for a busy machine (``patient``);
+    # those while it is stopped, 200 ms.
+    ready = book_on(primary, 1, timeout_ms=10_000)
+    patient = ready.create_sender()
+    patient.send(spec("before"))
+    patient.collect()
+    assert patient.take_unanswered() == []
+    book = book_on(primary, 1, timeout_ms=200, namespace=ready.keys.namespace)
     sender = book.create_sender()
-    sender.send(spec("before"))
-    sender.collect()
     replica_process.send_signal(signal.SIGSTOP)
     try:
         sender.send(spec("a"))
@@ -97,11 +104,12 @@ def test_creates_no_replica_acknowledged_are_handed_back(pair: Pair) -> None:
     assert [lost.id for lost in sender.take_unanswered()] == ["a", "b"]
     # They ran on the primary: sent again (exist_ok), they are acknowledged this time.
     assert book.get("a") is not None
-    sender.send(spec("a"))
-    sender.send(spec("b"))
-    sender.collect()
-    assert sender.take_unanswered() == []
+    patient.send(spec("a"))
+    patient.send(spec("b"))
+    patient.collect()
+    assert patient.take_unanswered() == []
     sender.close()
+    patient.close()
 
 
 def test_a_sender_without_the_setting_sends_no_wait(pair: Pair) -> None:
@@ -118,13 +126,16 @@ def test_a_sender_without_the_setting_sends_no_wait(pair: Pair) -> None:
 
 def test_a_script_beside_the_book_waits(pair: Pair) -> None:
     primary, replica, replica_process = pair
-    book = book_on(primary, 1, timeout_ms=200)
-    book.create(id="t", now_ms=0, ttl_ms=60_000, max_attempts=1)
+    # 10 s for replicas while the replica runs (a busy machine), 200 ms while it is stopped
+    patient = book_on(primary, 1, timeout_ms=10_000)
+    book = book_on(primary, 1, timeout_ms=200, namespace=patient.keys.namespace)
+    patient.create(id="t", now_ms=0, ttl_ms=60_000, max_attempts=1)
     port = primary.connection_pool.connection_kwargs["port"]
     same = redis.Redis(host="127.0.0.1", port=port)  # the book's server, as it names it
-    beside = book.script_beside(same, ECHO)
+    beside, stopped = patient.script_beside(same, ECHO), book.script_beside(same, ECHO)
     same.close()
     assert beside is not None
+    assert stopped is not None
     before = waits(primary)
     answer = beside.apply(ScriptedWrite("t", [(start(1), "s")], "unused", ["echo"]))
     assert (answer.status, answer.state) == ("echo", "running")
@@ -133,6 +144,6 @@ def test_a_script_beside_the_book_waits(pair: Pair) -> None:
     replica_process.send_signal(signal.SIGSTOP)
     try:
         with pytest.raises(NotReplicatedError):
-            beside.apply(ScriptedWrite("t", [(start(1), "s")], "unused", ["echo"]))
+            stopped.apply(ScriptedWrite("t", [(start(1), "s")], "unused", ["echo"]))
     finally:
         replica_process.send_signal(signal.SIGCONT)

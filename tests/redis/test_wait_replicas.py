@@ -100,11 +100,13 @@ def test_async_book_waits_too(pair: Pair) -> None:
 
 def test_no_replica_in_time_raises(pair: Pair) -> None:
     primary, _, replica_process = pair
-    book = book_on(primary, 1, timeout_ms=200)
-    book.create(id="a", now_ms=0, ttl_ms=60_000, max_attempts=1)
-    book.create(id="r", now_ms=0, ttl_ms=60_000, max_attempts=1)
-    book.apply("r", start(1))
-    book.apply("r", fail(2))
+    # Writes while the replica runs wait long enough for a busy machine; those while it
+    # is stopped, 200 ms.
+    patient, book = book_on(primary, 1, timeout_ms=10_000), book_on(primary, 1, timeout_ms=200)
+    patient.create(id="a", now_ms=0, ttl_ms=60_000, max_attempts=1)
+    patient.create(id="r", now_ms=0, ttl_ms=60_000, max_attempts=1)
+    patient.apply("r", start(1))
+    patient.apply("r", fail(2))
     replica_process.send_signal(signal.SIGSTOP)
     try:
         with pytest.raises(NotReplicatedError) as caught:
@@ -121,8 +123,8 @@ def test_no_replica_in_time_raises(pair: Pair) -> None:
     assert isinstance(error, AsyncBookError)
     assert (error.code, error.wanted, error.acknowledged) == ("unavailable", 1, 0)
     # The primary has the write: a retry with the same callback id changes nothing.
-    assert book.apply("a", start(1), callback_id="cb-1").changed is False
-    assert book.apply("a", succeed(2)).task.state == "succeeded"
+    assert patient.apply("a", start(1), callback_id="cb-1").changed is False
+    assert patient.apply("a", succeed(2)).task.state == "succeeded"
 
 
 def test_off_sends_no_wait(pair: Pair) -> None:

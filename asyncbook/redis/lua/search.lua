@@ -4,7 +4,8 @@
 --       to count and walk: 1..6 one per state (STATE_NAMES order) of all tasks or of one
 --       task name, or 1 a worker's latest tasks (of every state); then the task hash,
 --       history and info hash of each id in given_ids_json
--- Returns: {rows, next, totals, exact, scanned, complete}: rows {taskJSON, info fields,
+-- Returns: {rows, next, totals, exact, scanned, complete} (or, with peek, {'!at', id,
+--          position, ...}): rows {taskJSON, info fields,
 --          matched_by, position} per task (info as info.lua's fields; matched_by 'id' |
 --          'name' | 'text' | '' without q; position the cursor of a page that ends with
 --          it: a sharded book merges pages by it), next the cursor of the next page ('' when none),
@@ -35,6 +36,9 @@ local text = ARGV[13]           -- '1': q also matches (case-insensitively) a ta
 local worker = ARGV[14]         -- '' any; checked per task only with a sort index
 local sort_field = ARGV[15]     -- '' creation order; else KEYS[1] is its sort index
 local unnamed = ARGV[16]        -- '1': only tasks without a name (the end of a name sort)
+local peek = ARGV[17]           -- '1': answer {'!at', id, position, ...}, the first limit + 1
+                                -- entries of the walk in creation order (no verdicts, no
+                                -- rows): where a sharded page's rows fall
 
 local STATES = {'queued', 'running', 'succeeded', 'failed', 'expired', 'cancelled'}
 local newest = order == 'desc'
@@ -233,6 +237,19 @@ end
 local ids, matched_by, positions, scanned = {}, {}, {}, 0
 local batch = math.min(limit + 1, 200)
 local next_cursor, last_position = '', nil
+
+if peek == '1' then
+  local readers = creation_readers(cursor_given ~= '' and cursor_given or nil, batch, true)
+  local out = {'!at'}
+  for _ = 1, limit + 1 do
+    local at, id, score_text = first_of(readers)
+    if not at then break end
+    out[#out + 1] = id
+    out[#out + 1] = string.format('%.0f', tonumber(score_text))
+    readers[at][1].next()
+  end
+  return out
+end
 
 -- Visits one entry for the page; false once the page has one task more than it shows.
 local function visit_entry(id, position, st, check_state, by_creation, skip)
