@@ -181,7 +181,8 @@ def test_a_page_in_creation_order_reads_each_shard_once_past_its_share(
         return found
 
     monkeypatch.setattr(console, "search_page_at", counted)
-    for filters in ({}, {"state": "succeeded"}, {"name": "beta"}):
+    filtered: list[dict[str, Any]] = [{}, {"state": "succeeded"}, {"name": "beta"}]
+    for filters in filtered:
         expected = [row.task.id for row in one.search(TaskQuery(limit=20, **filters)).tasks]
         asked.clear()
         page = four.search(TaskQuery(limit=20, **filters))
@@ -203,7 +204,8 @@ def test_a_page_skipping_records_gone_or_one_shard_holding_the_newest_is_exact(
         one.client.delete(one.keys.task(task_id))
         shard = four.shard_of(task_id)
         shard.client.delete(shard.keys.task(task_id))
-    for filters in ({}, {"state": "queued"}):
+    states: list[dict[str, Any]] = [{}, {"state": "queued"}]
+    for filters in states:
         _same_pages(one, four, TaskQuery(limit=7, **filters))
         _same_pages(one, four, TaskQuery(sort="created", limit=7, **filters))
     home = four.shard_of("t000")
