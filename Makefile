@@ -28,7 +28,7 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
-# Two test processes (pytest-xdist): each test keeps to a namespace or server of its own.
+# Two test processes (pytest-xdist), each with a Redis server of its own (tests/README.md).
 test: lint docs
 	$(BIN)/pytest -n 2
 

@@ -31,7 +31,7 @@ MAKERS: dict[str, Callable[..., Any]] = {
 }
 
 
-@pytest.mark.parametrize("url", URLS)
+@pytest.mark.parametrize("url", URLS, ids=["test-redis", *URLS[1:]])
 @pytest.mark.parametrize("maker", MAKERS)
 def test_a_misspelt_keyword_is_a_type_error_naming_it(maker: str, url: str) -> None:
     """Before, the keyword went to redis-py: a Cluster client dropped it silently, and

@@ -7,5 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .process_redis import start_for_this_process
+
 ROOT = Path(__file__).resolve().parents[2]
 """The checkout: the example ``workers`` app and ``celeryconfig.py`` live here."""
+
+# Under pytest-xdist, this test process's own Redis, before any helper reads a test URL.
+start_for_this_process()
