@@ -45,6 +45,7 @@ def start_for_this_process() -> None:
         return  # every area's server chosen already
     port = free_port()
     folder = Path(tempfile.mkdtemp(prefix=f"asyncbook-tests-{worker}-"))
+    _RUNNING.callback(shutil.rmtree, folder, ignore_errors=True)  # once the server stopped
     _RUNNING.enter_context(redis_server(folder, "--port", str(port)))
     atexit.register(stop)
     wait_until(partial(redis.Redis(port=port).ping), what=f"redis-server of {worker}")
