@@ -31,16 +31,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +47,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
 from bench_shards import cpu_seconds, master_port, redis_usec  # noqa: E402
+from failover import worker  # noqa: E402
 from failover_app import BROKER, make_app  # noqa: E402
 
 from asyncbook import RedisBook  # noqa: E402
@@ -61,47 +58,6 @@ from tests.support.cluster import local_cluster  # noqa: E402
 SHARDS = (1, 16)
 AHEAD = 2_000
 """How many tasks the publisher may be ahead of the book's successes."""
-
-
-@contextmanager
-def worker(
-    url: str, namespace: str, queue: str, shards: int, concurrency: int, folder: Path
-) -> Iterator[None]:
-    """A prefork worker on ``queue``, installed with ``asyncbook_shards=shards``; stopped
-    by PID."""
-    ready, log = folder / f"ready-{queue}", folder / f"worker-{queue}.log"
-    env = {
-        **os.environ,
-        "FAILOVER_BROKER_URL": BROKER,
-        "FAILOVER_BOOK_URL": url,
-        "FAILOVER_NAMESPACE": namespace,
-        "FAILOVER_QUEUE": queue,
-        "FAILOVER_WAIT_REPLICAS": "0",
-        "FAILOVER_SHARDS": str(shards),
-        "FAILOVER_READY_FILE": str(ready),
-        "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "failover_app", "worker", "-P", "prefork",
-             "-c", str(concurrency), "-Q", queue, "--without-heartbeat", "--without-gossip",
-             "--without-mingle", "-l", "warning"],
-            cwd=HERE, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the worker did not start; see {log}")
-            time.sleep(0.1)
-        yield
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 def succeeded(book: RedisBook) -> int:
@@ -137,7 +93,7 @@ def one_window(
             while published[0] - succeeded(book) > AHEAD and not stop.is_set():
                 time.sleep(0.05)
 
-    with worker(url, namespace, queue, shards, concurrency, folder):
+    with worker(url, namespace, queue, 0, folder, shards, concurrency):
         publisher = threading.Thread(target=publish, daemon=True)
         publisher.start()
         try:

@@ -106,7 +106,9 @@ class Run:
     """The book's state of each task whose end was lost ('missing': not in the book)."""
 
 
-def env_for(url: str, namespace: str, queue: str, wait: int, ready: Path) -> dict[str, str]:
+def env_for(
+    url: str, namespace: str, queue: str, wait: int, ready: Path, shards: int = 1
+) -> dict[str, str]:
     path = os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])
     return {
         **os.environ,
@@ -115,21 +117,31 @@ def env_for(url: str, namespace: str, queue: str, wait: int, ready: Path) -> dic
         "FAILOVER_NAMESPACE": namespace,
         "FAILOVER_QUEUE": queue,
         "FAILOVER_WAIT_REPLICAS": str(wait),
+        "FAILOVER_SHARDS": str(shards),
         "FAILOVER_READY_FILE": str(ready),
         "PYTHONPATH": path,
     }
 
 
 @contextmanager
-def worker(url: str, namespace: str, queue: str, wait: int, folder: Path) -> Iterator[Path]:
-    """A prefork worker (-c 4) on ``queue``; yields its log file; stopped by PID."""
+def worker(
+    url: str,
+    namespace: str,
+    queue: str,
+    wait: int,
+    folder: Path,
+    shards: int = 1,
+    concurrency: int = 4,
+) -> Iterator[Path]:
+    """A prefork worker (``-c concurrency``) on ``queue``, its book of ``shards``; yields
+    its log file; stopped by PID."""
     ready, log = folder / f"ready-{queue}", folder / f"worker-{queue}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "failover_app", "worker", "-P", "prefork",
-             "-c", "4", "-Q", queue, "--without-heartbeat", "--without-gossip",
+             "-c", str(concurrency), "-Q", queue, "--without-heartbeat", "--without-gossip",
              "--without-mingle", "-l", "warning"],
-            cwd=HERE, env=env_for(url, namespace, queue, wait, ready),
+            cwd=HERE, env=env_for(url, namespace, queue, wait, ready, shards),
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
