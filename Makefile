@@ -5,12 +5,17 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-long test-celery-matrix lint docs format venv clean
+LOCK   := requirements/dev.lock
 
-$(STAMP): pyproject.toml
+.PHONY: demo test test-long test-celery-matrix test-newest lock lint docs format venv clean
+
+# The venv holds exactly the lock (every dev and test dependency, pinned with hashes) and
+# this checkout, installed with Python's own venv and pip. `make lock` refreshes the lock.
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -41,9 +46,19 @@ test-long: $(STAMP)
 test-celery-matrix:
 	bash .ci/celery-matrix
 
+# The lock again, from pyproject.toml's ranges at today's newest versions (a commit lands it).
+lock: $(STAMP)
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 \
+		--generate-hashes --no-header --quiet --upgrade -o $(LOCK)
+
+# Lint and the tests on the newest versions pyproject.toml allows, in a venv of their own
+# (.ci/run runs it): upstream drift is seen here, never by a fresh clone.
+test-newest:
+	bash .ci/newest
+
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .venv-celery-* site dist build .mypy_cache .pytest_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) .venv-celery-* .venv-newest site dist build .mypy_cache .pytest_cache .ruff_cache .hypothesis *.egg-info

@@ -258,7 +258,7 @@ def test_consume_blocks_until_a_notification(book: RedisBook) -> None:
 
 
 def test_change_feed(book: RedisBook, client: redis.Redis) -> None:
-    pubsub = client.pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves pubsub() untyped
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
     pubsub.subscribe(book.keys.changes_channel)
     assert pubsub.get_message(timeout=1)["type"] == "subscribe"
     book.create(id="a", now_ms=0, ttl_ms=100, max_attempts=1)
@@ -278,7 +278,7 @@ def test_change_feed(book: RedisBook, client: redis.Redis) -> None:
 
 def test_cancels_have_a_channel_of_their_own(book: RedisBook, client: redis.Redis) -> None:
     """Workers follow cancels only: no other change is sent to them."""
-    pubsub = client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
     pubsub.subscribe(book.keys.cancels_channel)
     assert pubsub.get_message(timeout=1)["type"] == "subscribe"
     for task_id in ("a", "b"):
