@@ -9,10 +9,12 @@ LOCK   := requirements/dev.lock
 
 .PHONY: demo test test-long test-celery-matrix test-newest lock lint docs format venv clean
 
-# The venv holds exactly the lock (every dev and test dependency, pinned with hashes) and
-# this checkout, installed with Python's own venv and pip. `make lock` refreshes the lock.
-$(STAMP): pyproject.toml $(LOCK)
+# The venv holds exactly the lock (every dev and test dependency, pinned with hashes; pip
+# itself first, from its own lock, since newer wheels need a newer pip) and this checkout,
+# installed with Python's own venv and pip. `make lock` refreshes the lock.
+$(STAMP): pyproject.toml requirements/pip.lock $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements/pip.lock
 	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(BIN)/python -m pip check
@@ -48,6 +50,8 @@ test-celery-matrix:
 
 # The lock again, from pyproject.toml's ranges at today's newest versions (a commit lands it).
 lock: $(STAMP)
+	echo pip | $(BIN)/uv pip compile - --universal --python-version 3.11 --generate-hashes \
+		--no-header --quiet --upgrade -o requirements/pip.lock
 	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 \
 		--generate-hashes --no-header --quiet --upgrade -o $(LOCK)
 
