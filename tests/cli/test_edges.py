@@ -11,6 +11,7 @@ import pytest
 
 from asyncbook import RedisBook
 from asyncbook._console import PublishInfo
+from asyncbook.web import BackgroundServer, feed_for
 
 from ..support.cli import CLI_REDIS_URL, run
 from ..support.retries import ended_task, kept_message
@@ -75,6 +76,11 @@ def test_watch_of_an_unknown_task_fails_before_printing(book: RedisBook) -> None
     assert result.exit_code == 1
     assert result.stdout == ""
     assert "no task 'nope'" in result.stderr
+    with BackgroundServer(book, feed_for(book)) as server:
+        through = run(book, "watch", "nope", "--api", server.url)
+    assert through.exit_code == 1
+    assert through.stdout == ""
+    assert "no task 'nope'" in through.stderr
 
 
 def test_watch_without_a_terminal_prints_the_progress(book: RedisBook) -> None:
