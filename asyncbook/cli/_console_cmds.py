@@ -177,9 +177,11 @@ def list_tasks(
         return
     if as_jsonl or as_csv:
         text = jsonl_text(page.tasks) if as_jsonl else csv_text(page.tasks)
-        # CSV is exact in a file or a pipe; on a terminal, escaped (as GNU ls's names).
-        terminal = as_csv and sys.stdout.isatty()
-        click.echo(shown(text, lines=True) if terminal else text, nl=False)
+        # CSV is exact in a file or a pipe; on a terminal, escaped (as GNU ls's names),
+        # its CRLF line ends shown as line ends.
+        if as_csv and sys.stdout.isatty():
+            text = shown(text.replace("\r\n", "\n"), lines=True)
+        click.echo(text, nl=False)
         return
     console = rich_console()
     table, table_width, ids_cut = _search_table(page.tasks, now_ms(), console.width)
