@@ -12,6 +12,7 @@ from .._audit import MAX_AUDIT_PAGE, AuditEntry
 from .._models import to_wire
 from ._console_units import when, when_option
 from ._context import GroupOptions, book_errors, emit_json, json_option, rich_console
+from ._terminal import cell
 
 __all__ = ["COMMANDS", "cli_actor"]
 
@@ -29,13 +30,16 @@ def _table(entries: list[AuditEntry]) -> Table:
     for column in ("when (UTC)", "who", "action", "task", "outcome", "reason"):
         table.add_column(column, overflow="fold")
     for entry in entries:
+        outcome = entry.outcome
+        if entry.retried_as is not None:
+            outcome += f" as {entry.retried_as}"
         table.add_row(
             when(entry.at_ms),
-            entry.actor,
-            entry.action,
-            entry.task_id,
-            entry.outcome if entry.retried_as is None else f"{entry.outcome} as {entry.retried_as}",
-            entry.reason or "",
+            cell(entry.actor),
+            cell(entry.action),
+            cell(entry.task_id),
+            cell(outcome),
+            cell(entry.reason or ""),
         )
     return table
 

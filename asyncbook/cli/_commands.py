@@ -7,27 +7,22 @@ that already ended, Redis unreachable), 2 usage error (bad option or argument).
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Callable
-from typing import Any
 
 import click
-from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
-from rich.text import Text
 
 from .._models import STATE_NAMES, to_wire
 from .._reasons import Reason
 from .._sweep import sweep as run_sweep
-from .._watch import Message, task_summary
-from ..redis import DEFAULT_REDIS_URL, follow_task
+from .._watch import task_summary
+from ..redis import DEFAULT_REDIS_URL
 from ._audit_cmd import COMMANDS as AUDIT_COMMANDS
 from ._audit_cmd import cli_actor
 from ._console_cmds import COMMANDS as TASK_COMMANDS
 from ._console_stats import COMMANDS as STATS_COMMANDS
-from ._console_units import naming_options
+from ._console_units import moment, naming_options, now_ms
 from ._context import (
     EXIT_USAGE,
     GroupOptions,
@@ -43,7 +38,8 @@ from ._monitoring_cmds import monitoring
 from ._queues import COMMANDS as QUEUE_COMMANDS
 from ._retry_cmd import COMMANDS as RETRY_COMMANDS
 from ._serve import serve
-from ._stream import follow_stream
+from ._terminal import cell, echo, echo_fields, json_text
+from ._watch_cmd import COMMANDS as WATCH_COMMANDS
 
 __all__ = ["cli", "main"]
 
@@ -76,17 +72,18 @@ def cli(ctx: click.Context, redis_url: str, namespace: str, shards: int | None) 
 @json_option
 @click.pass_obj
 def history(settings: GroupOptions, task_id: str, as_json: bool) -> None:
-    """Show a task's history: every version and the event that made it."""
+    """Show a task's history: every version, the event that made it and when (ISO 8601,
+    UTC, to the ms; --json keeps atMs, ms since the epoch)."""
     task = task_or_exit(settings, task_id)
     entries = [to_wire(entry) for entry in task.history]
     if as_json:
         emit_json(entries)
         return
-    table = Table("version", "event", "atMs", "details")
+    table = Table("version", "event", "at (UTC)", "details")
     for entry in entries:
         event = dict(entry["event"])
         kind, at = event.pop("type"), event.pop("atMs")
-        table.add_row(str(entry["version"]), kind, str(at), json.dumps(event, ensure_ascii=False))
+        table.add_row(str(entry["version"]), kind, moment(at), cell(json_text(event)))
     rich_console().print(table)
 
 
@@ -118,101 +115,21 @@ def show_group(settings: GroupOptions, group_id: str, limit: int, as_json: bool)
     console = rich_console()
     total = "not declared" if summary.total is None else str(summary.total)
     ended = "ended" if summary.ended else "not ended"
-    # Ids are shown as they are: never read as rich markup ("[/x]" in an id is text).
+    # Ids are shown escaped, never read as rich markup ("[/x]" in an id is text).
     console.print(
         f"group {group_id}: {summary.members} member(s), total {total}, "
-        f"progress {summary.progress}%, {ended}",
-        markup=False,
+        f"progress {summary.progress}%, {ended}"
     )
     console.print("  ".join(f"{state} {summary.counts.get(state, 0)}" for state in STATE_NAMES))
     table = Table("id", "state", "progress", "version", "attempts")
     for task in tasks:
         attempts = f"{task.attempts}/{task.max_attempts}"
         table.add_row(
-            Text(task.id), task.state.value, f"{task.progress}%", str(task.version), attempts
+            cell(task.id), task.state.value, f"{task.progress}%", str(task.version), attempts
         )
     console.print(table)
     if summary.members > len(tasks):
         console.print(f"showing {len(tasks)} of {summary.members} members: raise --limit for more")
-
-
-@cli.command()
-@click.argument("task_id")
-@click.option("--cursor", type=click.IntRange(0), default=0, help="The last version you saw.")
-@click.option(
-    "--api",
-    envvar="ASYNCBOOK_API_URL",
-    default=None,
-    help="Follow through a status server (its URL) instead of Redis (env ASYNCBOOK_API_URL).",
-)
-@click.option(
-    "--token", envvar="ASYNCBOOK_API_TOKEN", default=None, help="The server's bearer token."
-)
-@json_option
-@click.pass_obj
-def watch(
-    settings: GroupOptions,
-    task_id: str,
-    cursor: int,
-    api: str | None,
-    token: str | None,
-    as_json: bool,
-) -> None:
-    """Follow a task until it ends: a live progress bar (or JSON lines with --json).
-
-    Follows the book's change channel on Redis, or with --api a status server's stream.
-    When the connection drops it reconnects and resumes from the last version it saw, so
-    nothing is skipped or shown twice. Exits 0 once the task has ended, whatever its state.
-    """
-
-    def reconnecting(error: Exception) -> None:
-        click.echo(f"connection lost ({error}); reconnecting", err=True)
-
-    def follow(on_batch: Callable[[list[Message]], None]) -> None:
-        with book_errors():
-            if api is not None:
-                follow_stream(
-                    api, task_id, on_batch, cursor=cursor, token=token, on_reconnect=reconnecting
-                )
-            else:
-                task_or_exit(settings, task_id)
-                book = settings.book
-                follow_task(book, task_id, on_batch, cursor=cursor, on_reconnect=reconnecting)
-
-    if as_json:
-
-        def print_batch(batch: list[Message]) -> None:
-            for message in batch:
-                emit_json({"event": message.event, "id": message.id, "data": message.data})
-
-        follow(print_batch)
-        return
-
-    console = rich_console()
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-    )
-    final: dict[str, Any] = {}
-    with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task(task_id, total=100)
-
-        def show(batch: list[Message]) -> None:
-            for message in batch:
-                if message.event in ("task", "snapshot"):
-                    data = message.data
-                    label = f"{task_id} {data['state']} v{data['version']}"
-                    progress.update(bar, completed=data["progress"], description=label)
-                elif message.event == "change":
-                    event = message.data["event"]
-                    progress.console.print(f"v{message.data['version']} {event['type']}")
-                elif message.event == "end":
-                    final.update(message.data)
-
-        follow(show)
-    if final:
-        console.print(f"{task_id}: {final['state']} at v{final['version']}")
 
 
 @cli.command()
@@ -232,7 +149,7 @@ def deliver(settings: GroupOptions, task_id: str, key: str, as_json: bool) -> No
         emit_json(to_wire(result))
     else:
         assert result.receipt is not None
-        click.echo(f"{result.reason}: {result.receipt.result_ref} ({result.receipt.result_hash})")
+        echo(f"{result.reason}: {result.receipt.result_ref} ({result.receipt.result_hash})")
 
 
 @cli.command("cancel")
@@ -267,7 +184,7 @@ def cancel_task(
     if result.reason not in (Reason.CANCELLED, Reason.DUPLICATE_CANCEL):
         fail(f"task {task_id!r} was not cancelled: it had already ended ({task.state.value})")
     if not as_json:
-        click.echo(f"{result.reason}: {task_id} ({task.error}) at v{task.version}")
+        echo(f"{result.reason}: {task_id} ({task.error}) at v{task.version}")
 
 
 @cli.command()
@@ -290,17 +207,43 @@ def notifications() -> None:
 
 
 @notifications.command()
+@click.option(
+    "--yes", "-y", is_flag=True, help="Drain even what a consumer group has not read, unasked."
+)
 @json_option
 @click.pass_obj
-def drain(settings: GroupOptions, as_json: bool) -> None:
-    """Take every pending notification (the outbox is emptied)."""
+def drain(settings: GroupOptions, yes: bool, as_json: bool) -> None:
+    """Take every pending notification (the outbox is emptied).
+
+    The workers deliver notifications through a consumer group of the outbox (their
+    sinks and webhooks), and so does ``consume``: draining takes the entries from under
+    every group. When a group has entries it has not read or acknowledged yet, drain
+    names it on stderr and asks first (default no); --yes drains without asking. With
+    nobody to answer (no terminal) and no --yes, it takes nothing and exits 1.
+    """
     with book_errors():
+        groups = settings.book.gauges(now_ms()).groups
+        # What a group would lose: the entries it has not acknowledged that still exist.
+        behind = [
+            (group, min(group.backlog, group.length))
+            for group in groups
+            if group.stream == "tasks" and min(group.backlog, group.length)
+        ]
+        for group, lost in behind:
+            count = f"{'up to ' if group.lag is None else ''}{lost}"
+            echo(
+                f"consumer group {group.group!r} has {count} notification(s) it has not "
+                "read or acknowledged yet: draining takes them from it",
+                err=True,
+            )
+        if behind and not yes:
+            click.confirm("Drain them anyway?", abort=True, err=True)
         notes = settings.book.drain_notifications()
     if as_json:
         emit_json([to_wire(note) for note in notes])
         return
     for note in notes:
-        click.echo(f"{note.task_id}\t{note.state.value}\t{note.at_ms}")
+        echo_fields(note.task_id, note.state.value, note.at_ms)
 
 
 @notifications.command()
@@ -330,7 +273,7 @@ def consume(
         emit_json([{"id": entry_id, **to_wire(note)} for entry_id, note in entries])
         return
     for entry_id, note in entries:
-        click.echo(f"{entry_id}\t{note.task_id}\t{note.state.value}\t{note.at_ms}")
+        echo_fields(entry_id, note.task_id, note.state.value, note.at_ms)
 
 
 @cli.command()
@@ -400,15 +343,22 @@ def doctor(settings: GroupOptions, app_name: str | None, timeout: float, as_json
     else:
         marks = {"ok": "ok", "warning": "WARN", "problem": "FAIL", "skipped": "skip"}
         for check in checks:
-            click.echo(f"[{marks[check.status]:>4}] {check.name}: {check.detail}")
+            echo(f"[{marks[check.status]:>4}] {check.name}: {check.detail}")
             if check.fix and check.status != "ok":
-                click.echo(f"       fix: {check.fix}")
-        click.echo(f"{len(problems)} problem(s)" if problems else "no problems")
+                echo(f"       fix: {check.fix}")
+        echo(f"{len(problems)} problem(s)" if problems else "no problems")
     if problems:
         raise SystemExit(1)
 
 
-_COMMANDS = (*TASK_COMMANDS, *STATS_COMMANDS, *QUEUE_COMMANDS, *RETRY_COMMANDS, *AUDIT_COMMANDS)
+_COMMANDS = (
+    *TASK_COMMANDS,
+    *STATS_COMMANDS,
+    *QUEUE_COMMANDS,
+    *RETRY_COMMANDS,
+    *AUDIT_COMMANDS,
+    *WATCH_COMMANDS,
+)
 for _command in (*_COMMANDS, monitoring, serve):
     cli.add_command(_command)
 

@@ -4,13 +4,13 @@ search's filters (``_commands`` adds them, and ``_console_stats``' ``workers`` a
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import click
 from rich.table import Table
-from rich.text import Text
 
 from .._console import SearchRow, TaskInfo, TaskQuery
 from .._models import STATE_NAMES, AsyncTask, to_wire
@@ -19,6 +19,7 @@ from .._watch import task_summary
 from ._console_units import naming_options, now_ms, span, when, when_option
 from ._context import GroupOptions, book_errors, emit_json, json_option, rich_console, task_or_exit
 from ._ls_output import jsonl_text, page_body
+from ._terminal import cell, shown
 
 __all__ = ["COMMANDS"]
 
@@ -67,7 +68,7 @@ def _summary_table(task: AsyncTask, now_ms: int) -> Table:
         if key == "expiresAtMs":
             table.add_row("deadline", _deadline(value, now_ms))
         else:
-            table.add_row(key, str(value))
+            table.add_row(key, cell(value))
     return table
 
 
@@ -94,8 +95,8 @@ def _info_table(info: TaskInfo) -> Table:
         ("traceback", info.traceback),
     ]
     for key, value in rows:
-        if value is not None:
-            table.add_row(key, Text(value))  # arguments are text, never rich markup
+        if value is not None:  # escaped, never rich markup; a traceback keeps its lines
+            table.add_row(key, cell(value, lines=key == "traceback"))
     return table
 
 
@@ -147,7 +148,9 @@ def list_tasks(
 ) -> None:
     """List tasks (newest first, or --sort): name, id, state, progress (done), worker, start time
     (UTC), runtime and attempts (tries), then the number of matching tasks per state.
-    Ids are never cut, whatever the terminal's width; the other text columns are.
+    Ids up to 36 characters (a UUID) are never cut, whatever the terminal's width;
+    longer ones are cut (…) to what the other columns leave, and the other text columns
+    are cut to fit. Stored text is shown escaped (``\\x1b``, ``\\u202e``).
 
     With --json, one shape whatever the filters: ``tasks`` (each row the task's fields
     without its history, plus its ``info``), ``totals``, ``totalsExact`` and
@@ -173,12 +176,19 @@ def list_tasks(
         emit_json(page_body(page))
         return
     if as_jsonl or as_csv:
-        click.echo(jsonl_text(page.tasks) if as_jsonl else csv_text(page.tasks), nl=False)
+        text = jsonl_text(page.tasks) if as_jsonl else csv_text(page.tasks)
+        # CSV is exact in a file or a pipe; on a terminal, escaped (as GNU ls's names),
+        # its CRLF line ends shown as line ends.
+        if as_csv and sys.stdout.isatty():
+            text = shown(text.replace("\r\n", "\n"), lines=True)
+        click.echo(text, nl=False)
         return
     console = rich_console()
-    table, table_width = _search_table(page.tasks, now_ms(), console.width)
-    console.width = max(console.width, table_width)  # only an id wider than the terminal
+    table, table_width, ids_cut = _search_table(page.tasks, now_ms(), console.width)
+    console.width = max(console.width, table_width)  # only in a very narrow terminal
     console.print(table)
+    if ids_cut:
+        console.print("ids cut to fit (…): --json or --jsonl prints them whole")
     console.print(_totals_line(page.totals, page.totals_exact))
     if page.next_after is not None:
         console.print(f"more: --after {page.next_after}")
@@ -187,7 +197,11 @@ def list_tasks(
 _COLUMNS = ("name", "id", "state", "done", "worker", "started", "runtime", "tries")
 """The columns of ``ls``, in order."""
 _KEPT_WHOLE = ("id", "state", "done", "tries")
-"""Columns of ``ls`` never cut: the id (to copy it) and the short ones."""
+"""Columns of ``ls`` not cut to fit: the id (to copy it, up to ``_ID_KEPT``) and the
+short ones."""
+_ID_KEPT = 36
+"""Ids this long (a UUID, as Celery names tasks) are never cut; a longer one is cut to
+what the other columns leave, at their natural widths."""
 _CUT_BY_PRIORITY = ("name", "worker", "started", "runtime")
 """The others, most wanted first: the last is the first left out of a narrow terminal."""
 _LEAST_CUT = 8
@@ -207,13 +221,16 @@ def _fair_widths(natural: Mapping[str, int], room: int) -> dict[str, int]:
     return widths
 
 
-def _search_table(rows: Sequence[SearchRow], now_ms: int, width: int) -> tuple[Table, int]:
-    """The tasks as a table for a terminal ``width`` characters wide, and its width.
+def _search_table(rows: Sequence[SearchRow], now_ms: int, width: int) -> tuple[Table, int, bool]:
+    """The tasks as a table for a terminal ``width`` characters wide, its width, and
+    whether an id was cut.
 
-    The id, state, progress and attempts are whole (an id is there to be copied); name,
-    worker, start time (UTC) and runtime are cut (…) to what is left, and when even
-    ``_LEAST_CUT`` characters each do not fit, runtime, then start time, then worker are
-    left out. Only ids longer than the terminal make the table wider than ``width``.
+    State, progress and attempts are whole, and the id up to ``_ID_KEPT`` characters (an
+    id is there to be copied); a longer id gets what the other columns leave at their
+    natural widths (``_ID_KEPT`` at least). Name, worker, start time (UTC) and runtime
+    are cut (…) to what is left, and when even ``_LEAST_CUT`` characters each do not
+    fit, runtime, then start time, then worker are left out. Only a terminal narrower
+    than the whole columns makes the table wider than ``width``.
     """
     cells: dict[str, list[str]] = {name: [] for name in _COLUMNS}
     for row in rows:
@@ -232,12 +249,16 @@ def _search_table(rows: Sequence[SearchRow], now_ms: int, width: int) -> tuple[T
             f"{task.attempts}/{task.max_attempts}",
         ]
         for column, value in zip(cells.values(), values, strict=True):
-            column.append(value)
-    natural = {name: max(len(name), *map(len, column)) for name, column in cells.items()}
+            column.append(shown(value))
+    natural = {name: max([len(name), *map(len, column)]) for name, column in cells.items()}
+    padding = 2 * (len(_COLUMNS) - 1)  # one space each side between columns
+    others = sum(size for name, size in natural.items() if name != "id")
+    id_width = min(natural["id"], max(_ID_KEPT, width - others - padding))
+    natural_id, natural["id"] = natural["id"], id_width
     whole = sum(natural[name] for name in _KEPT_WHOLE)
     cut = list(_CUT_BY_PRIORITY)
 
-    def needed(cut_width: int) -> int:  # one space of padding each side between columns
+    def needed(cut_width: int) -> int:
         return whole + cut_width + 2 * (len(_KEPT_WHOLE) + len(cut) - 1)
 
     while cut and needed(_LEAST_CUT * len(cut)) > width:
@@ -246,8 +267,8 @@ def _search_table(rows: Sequence[SearchRow], now_ms: int, width: int) -> tuple[T
     wanted = {name: natural[name] for name in cut}
     fitted = wanted if sum(wanted.values()) <= room else _fair_widths(wanted, room)
     table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
-    shown = [name for name in _COLUMNS if name in _KEPT_WHOLE or name in fitted]
-    for name in shown:
+    columns = [name for name in _COLUMNS if name in _KEPT_WHOLE or name in fitted]
+    for name in columns:
         table.add_column(
             name,
             width=fitted.get(name, natural[name]),
@@ -256,8 +277,8 @@ def _search_table(rows: Sequence[SearchRow], now_ms: int, width: int) -> tuple[T
             justify="right" if name in ("done", "tries") else "left",
         )
     for index in range(len(rows)):
-        table.add_row(*(Text(cells[name][index]) for name in shown))
-    return table, needed(sum(fitted.values()))
+        table.add_row(*(cells[name][index] for name in columns))
+    return table, needed(sum(fitted.values())), id_width < natural_id
 
 
 COMMANDS = (status, list_tasks)

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import click
 from rich.table import Table
-from rich.text import Text
 
 from .._console import (
     STATS_MINUTE_MS,
@@ -22,6 +21,7 @@ from .._console import (
 from .._models import to_wire
 from ._console_units import duration_option, naming_options, now_ms, span, when
 from ._context import GroupOptions, book_errors, emit_json, json_option, rich_console
+from ._terminal import cell
 
 __all__ = ["COMMANDS"]
 
@@ -61,9 +61,9 @@ def _workers_table(found: Sequence[WorkerSummary], now_ms: int) -> Table:
             ids += f", +{len(worker.running) - 3} more"
         running = f"{len(worker.running)}" + (f": {ids}" if ids else "")
         table.add_row(
-            Text(worker.name),
+            cell(worker.name),
             f"{span(max(0, now_ms - worker.last_seen_ms))} ago",
-            Text(running),
+            cell(running),
             str(worker.started),
             str(worker.succeeded),
             str(worker.failed),
@@ -151,7 +151,7 @@ def _add(left: Sequence[int], right: Sequence[int]) -> tuple[int, ...]:
 
 
 def _stats_table(title: str, first: str, rows: Sequence[MinuteStats], found: TaskStats) -> Table:
-    table = Table(title=Text(title), title_justify="left", show_footer=True)
+    table = Table(title=cell(title), title_justify="left", show_footer=True)
     table.add_column(first, footer="window")
     for count in _COUNTS:
         table.add_column(count, justify="right", footer=str(found.totals.get(count, 0)))

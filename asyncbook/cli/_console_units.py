@@ -19,7 +19,15 @@ import click
 from .._times import parse_duration, parse_moment
 from ..errors import AsyncBookError
 
-__all__ = ["duration_option", "naming_options", "now_ms", "span", "when", "when_option"]
+__all__ = [
+    "duration_option",
+    "moment",
+    "naming_options",
+    "now_ms",
+    "span",
+    "when",
+    "when_option",
+]
 
 _OPTION_OF_FIELD = {
     "name": "--name",
@@ -94,6 +102,12 @@ def when(ms: float | None) -> str:
     if ms is None:
         return ""
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def moment(ms: float) -> str:
+    """A time to the ms, ISO 8601 in UTC: ``2026-12-04T20:42:19.123Z``."""
+    at = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+    return at.replace("+00:00", "Z")
 
 
 def span(ms: float | None) -> str:

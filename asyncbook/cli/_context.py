@@ -3,7 +3,6 @@ name), exit codes, error handling, JSON and rich output."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,11 +14,11 @@ from click.decorators import FC
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rich.console import Console
 
 from .._models import AsyncTask
 from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError
 from ..redis import BROKER_SETTING, DEFAULT_REDIS_URL, MAX_SHARDS, RedisBook, stored_shards
+from ._terminal import TerminalConsole, echo, json_text
 
 __all__ = [
     "EXIT_NOT_FOUND",
@@ -71,8 +70,9 @@ class GroupOptions:
 
 
 def fail(message: str, code: int = EXIT_NOT_FOUND) -> NoReturn:
-    """Print ``Error: message`` on stderr and exit with ``code``."""
-    click.echo(f"Error: {message}", err=True)
+    """Print ``Error: message`` on stderr (escaped: it may quote stored text) and exit
+    with ``code``."""
+    echo(f"Error: {message}", err=True)
     sys.exit(code)
 
 
@@ -92,13 +92,15 @@ def book_errors() -> Iterator[None]:
 
 
 def emit_json(data: Any) -> None:
-    """Print ``data`` as one line of JSON (UTF-8 as is)."""
-    click.echo(json.dumps(data, ensure_ascii=False))
+    """Print ``data`` as one line of JSON (UTF-8 as is, what a terminal would act on as
+    ``\\u`` escapes: ``json_text``)."""
+    click.echo(json_text(data))
 
 
-def rich_console() -> Console:
-    """A rich console for tables: soft-wrapped, no guessing of highlights."""
-    return Console(soft_wrap=True, highlight=False)
+def rich_console() -> TerminalConsole:
+    """A rich console for tables: soft-wrapped, every string escaped, no markup, emoji
+    codes or guessed highlights (``TerminalConsole``)."""
+    return TerminalConsole(soft_wrap=True)
 
 
 def broker_option(command: FC) -> FC:

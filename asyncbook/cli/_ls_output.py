@@ -3,13 +3,13 @@ its rows as CSV (``asyncbook._task_csv``, shared with the status server)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from .._console import SearchPage, SearchRow
 from .._models import to_wire
 from .._watch import task_summary
+from ._terminal import json_text
 
 __all__ = ["jsonl_text", "page_body", "row_body"]
 
@@ -30,5 +30,6 @@ def page_body(page: SearchPage) -> dict[str, Any]:
 
 
 def jsonl_text(rows: Sequence[SearchRow]) -> str:
-    """The rows of ``ls --jsonl``: one JSON object a line, as ``--json``'s ``tasks``."""
-    return "".join(json.dumps(row_body(row), ensure_ascii=False) + "\n" for row in rows)
+    """The rows of ``ls --jsonl``: one JSON object a line, as ``--json``'s ``tasks``
+    (``json_text``: nothing a terminal acts on)."""
+    return "".join(json_text(row_body(row)) + "\n" for row in rows)

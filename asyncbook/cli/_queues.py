@@ -37,6 +37,7 @@ from ._context import (
     json_option,
     rich_console,
 )
+from ._terminal import cell
 
 __all__ = ["COMMANDS", "broker_for", "broker_options"]
 
@@ -120,7 +121,8 @@ def queues(
 
     On Redis every queue found (a bounded SCAN of kombu's bindings) is read in one
     pipelined round trip; on AMQP one queue at a time (the queues named, celery and
-    asyncbook's own). Exits 1 when the broker cannot be read.
+    asyncbook's own). Exits 1 naming the problem when no broker is configured or it
+    cannot be read (asyncbook's own side is printed first all the same).
     """
     if len(named) > MAX_NAMED_QUEUES:
         raise click.BadParameter(f"at most {MAX_NAMED_QUEUES} times", param_hint="--queue")
@@ -142,28 +144,28 @@ def queues(
         emit_json(report.to_wire())
     else:
         _print(report)
-    if state.configured and state.problem:
+    if state.problem:  # no broker configured, or it could not be read
         fail(state.problem)
 
 
 def _age(report: QueuesReport, index: int) -> Text:
     row = report.queues[index]
     if row.oldest_age_ms is not None:
-        return Text(span(row.oldest_age_ms))
-    return Text("" if row.ready == 0 else f"- ({row.oldest_note})")
+        return cell(span(row.oldest_age_ms))
+    return cell("" if row.ready == 0 else f"- ({row.oldest_note})")
 
 
 def _print(report: QueuesReport) -> None:
     console = rich_console()
     broker = report.broker
     if broker.configured:
-        console.print(f"broker {broker.url} ({broker.kind})", markup=False)
+        console.print(f"broker {broker.url} ({broker.kind})")
     if report.queues:
         table = Table("queue", "ready", "priorities", "unacked", "consumers", "oldest")
         for index, row in enumerate(report.queues):
             priorities = " ".join(f"{step}:{count}" for step, count in row.priorities.items())
             table.add_row(
-                Text(row.name + (" (asyncbook)" if row.asyncbook else "")),
+                cell(row.name + (" (asyncbook)" if row.asyncbook else "")),
                 str(row.ready),
                 priorities,
                 "" if row.unacked is None else str(row.unacked),
@@ -180,8 +182,6 @@ def _print(report: QueuesReport) -> None:
     elif broker.configured and not broker.problem and not report.discovery_complete:
         where = "AMQP lists no queues" if broker.kind == "amqp" else "the scan stopped at its cap"
         console.print(f"{where}: name other queues with --queue")
-    if broker.problem:
-        console.print(broker.problem, markup=False)
     own = report.asyncbook
     health = own.health
     age = health["lastSweepAgeMs"]
@@ -192,7 +192,6 @@ def _print(report: QueuesReport) -> None:
     waiting = "" if own.ready is None else f", {own.ready} waiting"
     console.print(
         f"asyncbook queue {own.queue}{waiting}; sweep {sweep}, {health['overdueTasks']} overdue",
-        markup=False,
     )
 
 

@@ -20,6 +20,7 @@ from ._context import (
     fail,
     json_option,
 )
+from ._terminal import echo, shown
 
 __all__ = ["COMMANDS"]
 
@@ -66,7 +67,8 @@ def retry(
 
     Give task ids, or a search (--name, --state failed by default, --worker, --q,
     --since, --until; at most --limit tasks, --after continues), which asks before it
-    sends unless --yes. Each retry, and each refusal of a task that exists, is recorded
+    sends unless --yes; the search leaves out the tasks retried already (it names them).
+    Each retry, and each refusal of a task that exists, is recorded
     in the audit trail (``asyncbook audit``) with ACTOR and the reason. Exits 0 when
     every task was sent again, 1 when any was refused (each refusal is printed: unknown,
     not ended so, retried already, no kept message).
@@ -81,23 +83,40 @@ def retry(
     book = settings.book
     next_after = None
     ids = list(task_ids)
+    left_out: list[tuple[str, str]] = []
     if searching:
         query = TaskQuery(**{**filters, "state": filters["state"] or "failed"}, limit=limit)
         with book_errors(), naming_options():
             page = book.search(query.checked())
-        ids, next_after = [row.task.id for row in page.tasks], page.next_after
+        next_after = page.next_after
+        # A task retried already would only be refused: the search offers the others.
+        left_out = [(r.task.id, r.info.retried_as) for r in page.tasks if r.info.retried_as]
+        ids = [row.task.id for row in page.tasks if not row.info.retried_as]
+        if left_out:
+            names = ", ".join(shown(task_id) for task_id, _ in left_out[:3])
+            more = ", ..." if len(left_out) > 3 else ""
+            echo(f"left out {len(left_out)} task(s) retried already: {names}{more}", err=True)
         if not ids:
-            click.echo("no task matches", err=True)
+            retried = f" ({len(left_out)} retried already)" if left_out else ""
+            echo(f"no task matches{retried}", err=True)
+            if as_json:
+                _report([], next_after, as_json, left_out)
             return
         if not yes:
-            shown = ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
-            click.confirm(f"Retry {len(ids)} task(s) ({shown})?", abort=True, err=True)
+            listed = ", ".join(shown(task_id) for task_id in ids[:3])
+            listed += ", ..." if len(ids) > 3 else ""
+            click.confirm(f"Retry {len(ids)} task(s) ({listed})?", abort=True, err=True)
     with book_errors(), naming_options():
         results = Retrier(book, broker_url).retry(ids, actor=actor, reason=reason)
-    _report(results, next_after, as_json)
+    _report(results, next_after, as_json, left_out)
 
 
-def _report(results: list[RetryResult], next_after: str | None, as_json: bool) -> None:
+def _report(
+    results: list[RetryResult],
+    next_after: str | None,
+    as_json: bool,
+    left_out: list[tuple[str, str]],
+) -> None:
     refused = [result for result in results if result.code is not None]
     if as_json:
         emit_json(
@@ -105,17 +124,18 @@ def _report(results: list[RetryResult], next_after: str | None, as_json: bool) -
                 "results": [result.wire() for result in results],
                 "retried": len(results) - len(refused),
                 "refused": len(refused),
+                "leftOut": [{"taskId": task, "retriedAs": new} for task, new in left_out],
                 "nextAfter": next_after,
             }
         )
     else:
         for result in results:
             if result.code is None:
-                click.echo(f"retried {result.task_id} as {result.retried_as}")
+                echo(f"retried {result.task_id} as {result.retried_as}")
             else:
-                click.echo(f"refused {result.task_id} ({result.code}): {result.message}", err=True)
+                echo(f"refused {result.task_id} ({result.code}): {result.message}", err=True)
         if next_after is not None:
-            click.echo(f"more: --after {next_after}")
+            echo(f"more: --after {next_after}")
     if refused:
         fail(f"{len(refused)} of {len(results)} task(s) not retried", EXIT_NOT_FOUND)
 

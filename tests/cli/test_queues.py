@@ -62,8 +62,8 @@ def test_the_table(book: RedisBook, busy: BusyBroker, monkeypatch: pytest.Monkey
 
 def test_without_a_broker_it_shows_asyncbooks_side(book: RedisBook) -> None:
     result = run(book, "queues", "--json")
-    assert result.exit_code == 0, result.output
-    answer = json.loads(result.output)
+    assert result.exit_code == 1, result.output  # issue 30: no broker is an error
+    answer = json.loads(result.stdout)
     assert answer["broker"]["configured"] is False
     assert answer["queues"] == []
     assert answer["asyncbook"]["health"]["ok"] is True
@@ -137,7 +137,7 @@ def test_the_sweeps_health_as_the_health_check_reads_it(book: RedisBook) -> None
     book.create(id="late", now_ms=now - 90_000, ttl_ms=1_000, max_attempts=1)
     book.record_sweep(now - 60_000)
     result = run(book, "queues", "--json")
-    health = json.loads(result.output)["asyncbook"]["health"]
+    health = json.loads(result.stdout)["asyncbook"]["health"]
     assert (health["ok"], health["overdueTasks"], health["sweepStopped"]) == (False, 1, True)
     stopped = r"sweep stopped \(last 1m( 0[0-9]s)? ago\), 1 overdue"
     assert re.search(stopped, run(book, "queues").output)
