@@ -222,6 +222,31 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         callback_id: str | None = None,
         actor: str | None = None,
     ) -> CallbackResult:
+        """The cancel in the task's shard, then the group check that follows a member's
+        end (``_sharded_groups.check``, as ``ShardedRedisBook`` runs it)."""
+        result = await self._cancel_in_shard(
+            task_id, reason, at_ms=at_ms, callback_id=callback_id, actor=actor
+        )
+        await self._after_ends(self.shard_of(task_id), [result], [task_id])
+        return result
+
+    async def _after_ends(
+        self, book: AsyncRedisBook, results: Sequence[Any], task_ids: Sequence[str]
+    ) -> None:
+        """The group check after members ended: each group once."""
+        for group_id, at_ms in groups.ended_groups(book, results, task_ids).items():
+            home = self.map.index_of(group_id)
+            await self._merged(groups.check(self._layouts, group_id, home, at_ms))
+
+    async def _cancel_in_shard(
+        self,
+        task_id: str,
+        reason: str | None = None,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+        actor: str | None = None,
+    ) -> CallbackResult:
         await self._fix_count()
         book = self.shard_of(task_id)
         if not self._crosses(task_id, callback_id):
