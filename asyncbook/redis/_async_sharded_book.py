@@ -44,7 +44,7 @@ from ._base import DEFAULT_RETENTION
 from ._connection import reports_outages_async
 from ._merged import MergedPlan, OnShards, drive_async
 from ._operations import BookLayout
-from ._shards import ShardMap, fix_shard_count_async, require_shards
+from ._shards import CountCheck, ShardMap, require_shards
 
 __all__ = ["AsyncShardedRedisBook"]
 
@@ -88,6 +88,7 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         self.shards = total
         """How many shards the namespace has."""
         self.map = ShardMap(namespace, total)
+        self.shard_check = CountCheck(namespace, total)
         self.books = [
             AsyncRedisBook(
                 client,
@@ -101,7 +102,8 @@ class AsyncShardedRedisBook(AsyncRedisBook):
             for index in range(total)
         ]
         """One ``AsyncRedisBook`` per shard, in shard order (sharing this book's client)."""
-        self._count_fixed = False
+        for book in self.books:
+            book.shard_check = self.shard_check  # one check of the namespace's count
 
     # -- which shard ----------------------------------------------------------------
 
@@ -113,9 +115,7 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         return self.books[self.map.index_of(task_id)]
 
     async def _fix_count(self) -> None:
-        if not self._count_fixed:
-            await fix_shard_count_async(self.client, self.namespace, self.shards)
-            self._count_fixed = True
+        await self.shard_check.fix_async(self.client)
 
     async def _each(
         self,

@@ -61,7 +61,7 @@ from ._merged import MergedPlan, OnShards, drive
 from ._operations import BookLayout
 from ._plan import Plan
 from ._scripts import BookScript, ScriptedEvents
-from ._shards import ShardMap, fix_shard_count, require_shards
+from ._shards import CountCheck, ShardMap, require_shards
 from ._together import run_together
 
 __all__ = ["ShardedRedisBook"]
@@ -135,6 +135,7 @@ class ShardedRedisBook(RedisBook):
         self.shards = total
         """How many shards the namespace has."""
         self.map = ShardMap(namespace, total)
+        self.shard_check = CountCheck(namespace, total)
         self.books: list[RedisBook] = [
             _Shard(
                 self._after_ends,
@@ -149,7 +150,8 @@ class ShardedRedisBook(RedisBook):
             for index in range(total)
         ]
         """One ``RedisBook`` per shard, in shard order."""
-        self._count_fixed = False
+        for book in self.books:
+            book.shard_check = self.shard_check  # one check of the namespace's count
         self._scripts: dict[tuple[int, str], BookScript] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
@@ -176,9 +178,7 @@ class ShardedRedisBook(RedisBook):
 
     def fix_count(self) -> None:
         """Store the namespace's shard count at its first use, or check it (once)."""
-        if not self._count_fixed:
-            fix_shard_count(self.client, self.namespace, self.shards)
-            self._count_fixed = True
+        self.shard_check.fix(self.client)
 
     def _together(
         self, plans: Sequence[Plan[_T]], books: Sequence[RedisBook] | None = None

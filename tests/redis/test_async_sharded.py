@@ -397,3 +397,19 @@ def test_a_group_ended_through_the_async_book_is_notified_as_by_the_sync_one(
 
     assert store.run(names["async"], end_each) == [True] * len(GROUP)
     assert store.sync(names["async"]).drain_group_notifications() == expected
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_reads_with_another_count_are_refused(store: Store, namespace: str, shards: int) -> None:
+    """An async book of another count than the namespace's four (one: the default) is
+    refused on every read, naming the stored count, as on its writes."""
+    fill(store.sync(namespace))
+
+    async def reads() -> list[Any]:
+        async with AsyncRedisBook(store.async_client(), namespace=namespace, shards=shards) as book:
+            calls = [getattr(book, name)(*args, **kwargs) for name, args, kwargs in READS]
+            calls += [book.search(), book.gauges(0), book.stats(), book.group("g")]
+            return [await answer_async(call) for call in calls]
+
+    message = f"asyncbook: namespace {namespace!r} has 4 shards; open it with shards=4"
+    assert set(asyncio.run(reads())) == {(AsyncBookError, "conflict", message, "shards")}
