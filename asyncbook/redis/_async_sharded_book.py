@@ -44,7 +44,7 @@ from ._base import DEFAULT_RETENTION
 from ._connection import reports_outages_async
 from ._merged import MergedPlan, OnShards, drive_async
 from ._operations import BookLayout
-from ._shards import ShardMap, fix_shard_count_async, require_shards
+from ._shards import CountCheck, ShardMap, require_shards
 
 __all__ = ["AsyncShardedRedisBook"]
 
@@ -88,6 +88,7 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         self.shards = total
         """How many shards the namespace has."""
         self.map = ShardMap(namespace, total)
+        self.shard_check = CountCheck(namespace, total)
         self.books = [
             AsyncRedisBook(
                 client,
@@ -101,7 +102,8 @@ class AsyncShardedRedisBook(AsyncRedisBook):
             for index in range(total)
         ]
         """One ``AsyncRedisBook`` per shard, in shard order (sharing this book's client)."""
-        self._count_fixed = False
+        for book in self.books:
+            book.shard_check = self.shard_check  # one check of the namespace's count
 
     # -- which shard ----------------------------------------------------------------
 
@@ -113,9 +115,7 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         return self.books[self.map.index_of(task_id)]
 
     async def _fix_count(self) -> None:
-        if not self._count_fixed:
-            await fix_shard_count_async(self.client, self.namespace, self.shards)
-            self._count_fixed = True
+        await self.shard_check.fix_async(self.client)
 
     async def _each(
         self,
@@ -214,6 +214,31 @@ class AsyncShardedRedisBook(AsyncRedisBook):
 
     @reports_outages_async
     async def cancel(
+        self,
+        task_id: str,
+        reason: str | None = None,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+        actor: str | None = None,
+    ) -> CallbackResult:
+        """The cancel in the task's shard, then the group check that follows a member's
+        end (``_sharded_groups.check``, as ``ShardedRedisBook`` runs it)."""
+        result = await self._cancel_in_shard(
+            task_id, reason, at_ms=at_ms, callback_id=callback_id, actor=actor
+        )
+        await self._after_ends(self.shard_of(task_id), [result], [task_id])
+        return result
+
+    async def _after_ends(
+        self, book: AsyncRedisBook, results: Sequence[Any], task_ids: Sequence[str]
+    ) -> None:
+        """The group check after members ended: each group once."""
+        for group_id, at_ms in groups.ended_groups(book, results, task_ids).items():
+            home = self.map.index_of(group_id)
+            await self._merged(groups.check(self._layouts, group_id, home, at_ms))
+
+    async def _cancel_in_shard(
         self,
         task_id: str,
         reason: str | None = None,

@@ -12,7 +12,7 @@ from ._connection import DEFAULT_REDIS_URL, book_client
 from ._engine import EngineBase
 from ._operations import BookLayout
 from ._replicas import ReplicaWait
-from ._shards import require_shards
+from ._shards import CountCheck, require_shards
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
@@ -55,6 +55,9 @@ class BookBase:
         self.wait_timeout_ms = wait_timeout_ms
         self.shard = shard
         """Which shard of how many this book is: (0, 1) for a namespace of one shard."""
+        self.shard_check = CountCheck(namespace, shard[1])
+        """The namespace's stored shard count checked before each call (a sharded book's
+        own count, shared by its shards)."""
 
     @classmethod
     def from_url(

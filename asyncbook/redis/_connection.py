@@ -288,11 +288,17 @@ def rediscover(book: object) -> None:
 def reports_outages(method: Callable[_P, _R]) -> Callable[_P, _R]:
     """Let ``method`` raise ``RedisUnavailableError`` where redis-py gave up connecting,
     or a Cluster node refused it for its slot (MOVED, CLUSTERDOWN: it did not run there);
-    on a Cluster, after reading its slots again (``rediscover``)."""
+    on a Cluster, after reading its slots again (``rediscover``).
+
+    Every public call of a Redis book passes here, so the book's shard count check
+    (``shard_check``, a ``_shards.CountCheck``) runs first: a book opened with another
+    count than the namespace's is refused on reads as on writes."""
 
     @wraps(method)
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
+            if args and (check := getattr(args[0], "shard_check", None)) is not None:
+                check.check(args[0].client)  # type: ignore[attr-defined]
             return method(*args, **kwargs)
         except AuthenticationError:
             raise  # wrong credentials are not an outage: retrying cannot help
@@ -309,11 +315,13 @@ def reports_outages(method: Callable[_P, _R]) -> Callable[_P, _R]:
 def reports_outages_async(
     method: Callable[_P, Coroutine[Any, Any, _R]],
 ) -> Callable[_P, Coroutine[Any, Any, _R]]:
-    """``reports_outages`` for a coroutine method."""
+    """``reports_outages`` for a coroutine method (the shard count check included)."""
 
     @wraps(method)
     async def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
+            if args and (check := getattr(args[0], "shard_check", None)) is not None:
+                await check.check_async(args[0].client)  # type: ignore[attr-defined]
             return await method(*args, **kwargs)
         except (RedisUnavailableError, AuthenticationError):
             raise

@@ -61,7 +61,7 @@ from ._merged import MergedPlan, OnShards, drive
 from ._operations import BookLayout
 from ._plan import Plan
 from ._scripts import BookScript, ScriptedEvents
-from ._shards import ShardMap, fix_shard_count, require_shards
+from ._shards import CountCheck, ShardMap, require_shards
 from ._together import run_together
 
 __all__ = ["ShardedRedisBook"]
@@ -80,6 +80,30 @@ _TAKEN_PAUSE = 0.01
 
 _ENTRY_SEPARATOR = "/"
 """A sharded stream entry id: ``<shard>/<entry id>``."""
+
+
+class _Shard(RedisBook):
+    """One shard's own book in a ``ShardedRedisBook``: its ``expire_many`` (which the
+    sweep calls on each shard, ``each_shard``) is followed by the group check of the
+    members it ended (``after_ends``, the sharded book's), as every other end is."""
+
+    def __init__(
+        self,
+        after_ends: Callable[[RedisBook, Sequence[Any], Sequence[str]], None],
+        *args: Any,
+        **settings: Any,
+    ) -> None:
+        super().__init__(*args, **settings)
+        self._after_ends = after_ends
+
+    @reports_outages
+    def expire_many(
+        self, task_ids: Iterable[str], *, full_task: bool = True
+    ) -> list[AsyncTransition | AsyncBookError]:
+        ids = list(task_ids)
+        results = super().expire_many(ids, full_task=full_task)
+        self._after_ends(self, results, ids)
+        return results
 
 
 class ShardedRedisBook(RedisBook):
@@ -111,8 +135,10 @@ class ShardedRedisBook(RedisBook):
         self.shards = total
         """How many shards the namespace has."""
         self.map = ShardMap(namespace, total)
-        self.books = [
-            RedisBook(
+        self.shard_check = CountCheck(namespace, total)
+        self.books: list[RedisBook] = [
+            _Shard(
+                self._after_ends,
                 client,
                 namespace=namespace,
                 retention_versions=retention_versions,
@@ -124,7 +150,8 @@ class ShardedRedisBook(RedisBook):
             for index in range(total)
         ]
         """One ``RedisBook`` per shard, in shard order."""
-        self._count_fixed = False
+        for book in self.books:
+            book.shard_check = self.shard_check  # one check of the namespace's count
         self._scripts: dict[tuple[int, str], BookScript] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
@@ -151,9 +178,7 @@ class ShardedRedisBook(RedisBook):
 
     def fix_count(self) -> None:
         """Store the namespace's shard count at its first use, or check it (once)."""
-        if not self._count_fixed:
-            fix_shard_count(self.client, self.namespace, self.shards)
-            self._count_fixed = True
+        self.shard_check.fix(self.client)
 
     def _together(
         self, plans: Sequence[Plan[_T]], books: Sequence[RedisBook] | None = None
@@ -404,9 +429,7 @@ class ShardedRedisBook(RedisBook):
         def expire(book: RedisBook) -> list[AsyncTransition | AsyncBookError]:
             index = self.books.index(book)
             mine = [ids[at] for at in by_shard[index]]
-            results = book.expire_many(mine, full_task=full_task)
-            self._after_ends(book, results, mine)
-            return results
+            return book.expire_many(mine, full_task=full_task)  # checks its groups
 
         for index, results in zip(
             shards, self.on_each_shard(expire, [self.books[i] for i in shards]), strict=True
@@ -521,23 +544,11 @@ class ShardedRedisBook(RedisBook):
 
     def _after_ends(self, book: RedisBook, results: Sequence[Any], task_ids: Sequence[str]) -> None:
         """The group check after members ended: each group once."""
-        seen: dict[str, float | None] = {}
-        for task_id, result in zip(task_ids, results, strict=True):
-            if isinstance(result, AsyncBookError) or not isinstance(task_id, str):
-                continue
-            if not (result.changed and result.task.terminal):
-                continue
-            group_id = groups.group_of_result(book, task_id)
-            if group_id is not None:
-                history = result.task.history
-                seen[group_id] = history[-1].event.at_ms if history else None
-        for group_id, at_ms in seen.items():
+        for group_id, at_ms in groups.ended_groups(book, results, task_ids).items():
             self._check_group(group_id, at_ms)
 
     def _check_group(self, group_id: str, at_ms: float | None) -> None:
-        home = self._home_of_group(group_id)
-        counters = self._group_counters(group_id)
-        home.engine.run(groups.notify_if_ended(home, group_id, counters, at_ms))
+        self._merged(groups.check(self._layouts, group_id, self.map.index_of(group_id), at_ms))
 
     @reports_outages
     def seal_group(self, group_id: str, total: int) -> GroupSummary:

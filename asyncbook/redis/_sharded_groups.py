@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._models import GROUP_END_STATES, AsyncTask, GroupSummary, group_summary
+from ..errors import AsyncBookError
 from . import _operations as operations
 from ._args import number_text
 from ._merged import MergedPlan, OnShards
@@ -29,12 +30,14 @@ from ._plan import Plan, command, server_time
 from ._replies import text_of
 
 if TYPE_CHECKING:
-    from ._book import RedisBook
+    from ._base import BookBase
 
 __all__ = [
     "GROUP_FIELDS",
     "NOTIFY",
+    "check",
     "counters",
+    "ended_groups",
     "group_of_result",
     "members",
     "notify_if_ended",
@@ -95,11 +98,12 @@ def summary_of(
 
 
 def notify_if_ended(
-    home: RedisBook, group_id: str, shards: Sequence[dict[str, str]], at_ms: float | None
+    home: BookLayout, group_id: str, shards: Sequence[dict[str, str]], at_ms: float | None
 ) -> Plan[bool]:
-    """Write the group's notification in its home shard if its members reached the
-    declared total and none was written yet: True if this call wrote it."""
-    home_fields = shards[home.shard[0]]
+    """Write the group's notification in its home shard (``home``: that shard's layout)
+    if its members reached the declared total and none was written yet: True if this
+    call wrote it."""
+    home_fields = shards[home.keys.shard_index]
     if "total" not in home_fields or "notified" in home_fields:
         return False
     total = int(home_fields["total"])
@@ -117,12 +121,42 @@ def notify_if_ended(
         home.keys.group(group_id),
         home.keys.group_outbox,
         json.dumps(fields),
-        home.layout.retention_ms,
+        home.retention_ms,
     )
     return bool(wrote)
 
 
-def group_of_result(book: RedisBook, task_id: str) -> str | None:
+def check(
+    layouts: Sequence[BookLayout], group_id: str, home: int, at_ms: float | None
+) -> MergedPlan[bool]:
+    """The group check after members ended (or a ``seal_group``): every shard's counters
+    read together, then the notification written in the home shard (index ``home``) if
+    the group ended. Both sharded books run it (``ShardedRedisBook``,
+    ``AsyncShardedRedisBook``): True if this check wrote the notification."""
+    found = yield from counters(layouts, group_id)
+    wrote = yield OnShards((notify_if_ended(layouts[home], group_id, found, at_ms),), (home,))
+    return bool(wrote[0])
+
+
+def ended_groups(
+    book: BookBase, results: Sequence[Any], task_ids: Sequence[Any]
+) -> dict[str, float | None]:
+    """The groups of the members that these results of ``book`` (a shard) ended, each
+    once, with the time of its last member's end here (None: the server's clock)."""
+    seen: dict[str, float | None] = {}
+    for task_id, result in zip(task_ids, results, strict=True):
+        if isinstance(result, AsyncBookError) or not isinstance(task_id, str):
+            continue
+        if not (result.changed and result.task.terminal):
+            continue
+        group_id = group_of_result(book, task_id)
+        if group_id is not None:
+            history = result.task.history
+            seen[group_id] = history[-1].event.at_ms if history else None
+    return seen
+
+
+def group_of_result(book: BookBase, task_id: str) -> str | None:
     """The group id of a task this shard just wrote (its facts: a write succeeds only
     with the record's own facts), or None."""
     facts = book.layout.facts.get(task_id)

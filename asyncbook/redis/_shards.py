@@ -8,7 +8,8 @@ the id is claimed in its home's shard first (``_claims``).
 
 The shard count is fixed when the namespace is first used and stored in Redis on the
 namespace's own tag (``KeySchema.shard_count``): a namespace without it has one shard
-(today's layout), and a book opened with another count is refused, naming ``shards``.
+(today's layout), and a book opened with another count is refused, naming ``shards``:
+its writes and its reads (``CountCheck``, before every call of a Redis book).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ._keys import KeySchema
 
 __all__ = [
     "MAX_SHARDS",
+    "CountCheck",
     "ShardMap",
     "fix_shard_count",
     "fix_shard_count_async",
@@ -123,6 +125,65 @@ async def fix_shard_count_async(client: Any, namespace: str, shards: int) -> Non
     keys = KeySchema(namespace)
     found = int(await client.eval(_FIX_COUNT, 2, keys.shard_count, keys.sequence, str(shards)))
     _check_count(namespace, shards, found)
+
+
+class CountCheck:
+    """A book's shard count against the namespace's, before each of the book's calls
+    (``reports_outages`` runs it): a count that differs from the stored one is refused,
+    reads included (``conflict`` on ``shards``, naming the stored count).
+
+    One round trip (GET of the count, EXISTS of the one-shard creation counter) until
+    the namespace's count is settled: stored, or a one-shard namespace that holds tasks.
+    A namespace not used yet is read again at the next call, so a book opened before
+    the namespace's first write still sees the count that write stores. The shards of a
+    sharded book share their book's check."""
+
+    def __init__(self, namespace: str, shards: int) -> None:
+        self.namespace = namespace
+        self.shards = shards
+        self.settled = False
+        """True once the namespace's count is known to be this book's."""
+        self._keys = KeySchema(namespace)
+
+    def check(self, client: Any) -> None:
+        """Read the namespace's count (unless settled) on a redis-py client; raises a
+        ``conflict`` naming ``shards`` when it is not this book's."""
+        if self.settled:
+            return
+        pipe = _one_shard_client(client, self._keys).pipeline(transaction=False)
+        pipe.get(self._keys.shard_count)
+        pipe.exists(self._keys.sequence)
+        self._judge(*pipe.execute())
+
+    async def check_async(self, client: Any) -> None:
+        """``check`` on a ``redis.asyncio`` client (or Cluster client)."""
+        if self.settled:
+            return
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.get(self._keys.shard_count)
+            pipe.exists(self._keys.sequence)
+            self._judge(*await pipe.execute())
+
+    def fix(self, client: Any) -> None:
+        """``fix_shard_count`` (before a sharded book's first write), once."""
+        if not self.settled:
+            fix_shard_count(client, self.namespace, self.shards)
+            self.settled = True
+
+    async def fix_async(self, client: Any) -> None:
+        """``fix`` on a ``redis.asyncio`` client."""
+        if not self.settled:
+            await fix_shard_count_async(client, self.namespace, self.shards)
+            self.settled = True
+
+    def _judge(self, stored: Any, one_shard_tasks: Any) -> None:
+        if stored is not None:
+            _check_count(self.namespace, self.shards, int(stored))
+        elif one_shard_tasks:
+            _check_count(self.namespace, self.shards, 1 if self.shards == 1 else -1)
+        else:
+            return  # not used yet: read again at the next call
+        self.settled = True
 
 
 def _check_count(namespace: str, shards: int, found: int) -> None:

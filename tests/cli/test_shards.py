@@ -58,6 +58,28 @@ def test_the_count_is_discovered_or_given(book: RedisBook) -> None:
     assert "has 4 shards" in wrong.output
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("ls", "--json"),
+        ("ls",),
+        ("status", "s5"),
+        ("status", "s5", "--json"),
+        ("history", "s5"),
+        ("group", "g"),
+        ("workers",),
+        ("stats",),
+        ("audit",),
+    ],
+)
+def test_reads_with_another_count_are_refused(book: RedisBook, command: tuple[str, ...]) -> None:
+    """``--shards 2`` on a four-shard namespace listed the tasks of two shards and said
+    "no task" of the others: now every read is refused as a write is, naming the count."""
+    wrong = run(book, "--shards", "2", *command)
+    assert wrong.exit_code == 2, wrong.output
+    assert "has 4 shards; open it with shards=4" in wrong.output
+
+
 def test_the_environment_gives_the_count(book: RedisBook, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASYNCBOOK_SHARDS", "4")
     assert listed(run(book, "ls", "--json").output) == IDS[::-1]

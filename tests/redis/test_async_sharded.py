@@ -350,3 +350,66 @@ def test_the_twin_of_a_sharded_book_is_sharded() -> None:
     finally:
         delete_namespace(sync_book.client, namespace)
         sync_book.client.close()
+
+
+GROUP = [f"member-{n}" for n in range(8)]
+"""Eight members of one group, over every shard of four."""
+
+
+def cancels(task_id: str, n: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The n-th member's cancel: plain, with a callback id of its shard, with one of
+    another shard, audited; every way a cancel goes through a sharded book."""
+    at: dict[str, Any] = {"at_ms": NOW + 100 + n}
+    kinds: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((task_id, "stop"), at),
+        ((task_id,), {**at, "callback_id": f"{task_id}:cancel"}),
+        ((task_id, "stop"), {**at, "callback_id": elsewhere(task_id, "cancel")}),
+        ((task_id,), {**at, "actor": "ana"}),
+    ]
+    return kinds[n % 4]
+
+
+def test_a_group_ended_through_the_async_book_is_notified_as_by_the_sync_one(
+    store: Store, namespace: str
+) -> None:
+    """A sealed group of eight over four shards, each member cancelled (every kind of
+    cancel): the async book writes the one group notification the sync book writes."""
+    names = {"sync": namespace + "-sync", "async": namespace + "-async"}
+    for name in names.values():
+        book = store.sync(name)
+        assert {book.map.index_of(task_id) for task_id in GROUP} == set(range(SHARDS))
+        for n, task_id in enumerate(GROUP):
+            book.create(id=task_id, now_ms=NOW + n, ttl_ms=HOUR, max_attempts=1, group_id="g")
+        book.seal_group("g", len(GROUP))
+    sync_book = store.sync(names["sync"])
+    for n, task_id in enumerate(GROUP):
+        args, kwargs = cancels(task_id, n)
+        assert sync_book.cancel(*args, **kwargs).changed
+    expected = sync_book.drain_group_notifications()
+    assert len(expected) == 1
+
+    async def end_each(book: AsyncShardedRedisBook) -> list[bool]:
+        ended = []
+        for n, task_id in enumerate(GROUP):
+            args, kwargs = cancels(task_id, n)
+            ended.append((await book.cancel(*args, **kwargs)).changed)
+        return ended
+
+    assert store.run(names["async"], end_each) == [True] * len(GROUP)
+    assert store.sync(names["async"]).drain_group_notifications() == expected
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_reads_with_another_count_are_refused(store: Store, namespace: str, shards: int) -> None:
+    """An async book of another count than the namespace's four (one: the default) is
+    refused on every read, naming the stored count, as on its writes."""
+    fill(store.sync(namespace))
+
+    async def reads() -> list[Any]:
+        async with AsyncRedisBook(store.async_client(), namespace=namespace, shards=shards) as book:
+            calls = [getattr(book, name)(*args, **kwargs) for name, args, kwargs in READS]
+            calls += [book.search(), book.gauges(0), book.stats(), book.group("g")]
+            return [await answer_async(call) for call in calls]
+
+    message = f"asyncbook: namespace {namespace!r} has 4 shards; open it with shards=4"
+    assert set(asyncio.run(reads())) == {(AsyncBookError, "conflict", message, "shards")}

@@ -61,3 +61,34 @@ def test_on_a_cluster_the_nodes_are_swept_at_once(cluster_url: str, namespace: s
     finally:
         delete_namespace(client, namespace)
         client.close()
+
+
+def test_a_group_the_sweep_ends_over_shards_is_notified_as_on_one_shard(
+    client: redis.Redis, namespace: str
+) -> None:
+    """A sealed group of eight over four shards, expired by the sweep (each shard on its
+    own): one group notification, with the counts a one-shard book's sweep writes."""
+    notes = []
+    for name, shards in ((f"{namespace}-one", 1), (namespace, 4)):
+        book = RedisBook(client, namespace=name, shards=shards)
+        members = [f"member-{n}" for n in range(8)]
+        if isinstance(book, ShardedRedisBook):
+            assert {book.map.index_of(task_id) for task_id in members} == set(range(4))
+        try:
+            for task_id in members:
+                book.create(id=task_id, now_ms=0, ttl_ms=10, max_attempts=1, group_id="g")
+            book.seal_group("g", len(members))
+            assert sweep(book, 1_000).expired == len(members)
+            notes.append(
+                [
+                    (note.group_id, note.total, note.counts)
+                    for note in book.drain_group_notifications()
+                ]
+            )
+        finally:
+            delete_namespace(client, name)
+    assert (
+        notes[1]
+        == notes[0]
+        == [("g", 8, {"succeeded": 0, "failed": 0, "expired": 8, "cancelled": 0})]
+    )

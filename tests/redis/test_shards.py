@@ -82,6 +82,93 @@ def test_one_shard_keeps_the_one_tag_layout(client: redis.Redis, fresh: str) -> 
     assert "{" + fresh + "}:shards" not in keys
 
 
+READS: list[tuple[str, tuple[Any, ...]]] = [
+    ("get", ("t3",)),
+    ("info", ("t3",)),
+    ("resume", ("t3", 0)),
+    ("list_tasks", ()),
+    ("count_by_state", ()),
+    ("transition_counts", ()),
+    ("overdue_count", (10**12,)),
+    ("overdue", (10**12,)),
+    ("search", ()),
+    ("stats", ()),
+    ("workers", ()),
+    ("task_names", ()),
+    ("name_totals", ()),
+    ("gauges", (0,)),
+    ("group", ("g",)),
+    ("group_members", ("g",)),
+    ("audit", ()),
+    ("last_cursor", ("t3",)),
+]
+"""Reads of every kind: one task's, merged over the shards, the console's, groups'."""
+
+
+def _refused(call: Any, *args: Any) -> AsyncBookError:
+    with pytest.raises(AsyncBookError) as refused:
+        call(*args)
+    assert (refused.value.code, refused.value.field) == ("conflict", "shards")
+    return refused.value
+
+
+@pytest.fixture
+def four(client: redis.Redis, fresh: str) -> str:
+    """A four-shard namespace of twenty tasks (of group g)."""
+    book = RedisBook(client, namespace=fresh, shards=4)
+    for n in range(20):
+        book.create(id=f"t{n}", now_ms=n, ttl_ms=60_000, max_attempts=1, group_id="g")
+    return fresh
+
+
+@pytest.mark.parametrize("shards", [None, 1, 2, 8])
+def test_every_read_with_another_count_is_refused(
+    client: redis.Redis, four: str, shards: int | None
+) -> None:
+    """Reads of a book of another count answered for the wrong shards (2 shards listed 5
+    of 20 tasks, one shard counted zeros): they are refused as writes are, naming the
+    stored count, whether the count was given or not (``from_url`` as the constructor)."""
+    given: dict[str, Any] = {} if shards is None else {"shards": shards}
+    for book in (
+        RedisBook(client, namespace=four, **given),
+        RedisBook.from_url(REDIS_URL, namespace=four, **given),
+    ):
+        for name, args in READS:
+            error = _refused(getattr(book, name), *args)
+            assert "has 4 shards; open it with shards=4" in error.message, name
+        assert RedisBook(client, namespace=four, shards=4).count_by_state()["queued"] == 20
+
+
+def test_a_book_opened_before_the_first_write_sees_the_count_it_stores(
+    client: redis.Redis, fresh: str
+) -> None:
+    early = RedisBook(client, namespace=fresh)
+    assert early.count_by_state()["queued"] == 0  # nothing stored yet: nothing to refuse
+    RedisBook(client, namespace=fresh, shards=4).create(
+        id="a", now_ms=0, ttl_ms=1000, max_attempts=1
+    )
+    _refused(early.count_by_state)
+    _refused(early.get, "a")
+
+
+def test_the_count_is_read_until_the_namespace_settles_it(client: redis.Redis, fresh: str) -> None:
+    one = RedisBook(client, namespace=fresh)
+    one.count_by_state()
+    assert not one.shard_check.settled  # a namespace not used yet
+    one.create(id="a", now_ms=0, ttl_ms=1000, max_attempts=1)
+    one.get("a")
+    assert one.shard_check.settled  # one shard holding tasks: no more reads of the count
+    sharded = RedisBook(client, namespace=f"{fresh}-4", shards=4)
+    try:
+        assert isinstance(sharded, ShardedRedisBook)
+        sharded.create(id="a", now_ms=0, ttl_ms=1000, max_attempts=1)
+        assert sharded.shard_check.settled
+        assert all(shard.shard_check is sharded.shard_check for shard in sharded.books)
+        _refused(RedisBook(client, namespace=fresh, shards=4).list_tasks)
+    finally:
+        delete_namespace(client, f"{fresh}-4")
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1025, "4", 2.0, True])
 def test_bad_shard_counts_name_the_field(client: redis.Redis, bad: Any) -> None:
     with pytest.raises(AsyncBookError) as refused:
@@ -213,18 +300,40 @@ def test_a_sharded_book_overrides_every_call_that_reads_or_writes_tasks() -> Non
     assert not missing
 
 
+def _masters_by_slot(cluster_url: str) -> list[tuple[int, int, int]]:
+    """The cluster's slot map as the test reads it itself: (low, high, master port)."""
+    node = redis.Redis(port=int(cluster_url.rsplit(":", 1)[1]))
+    try:
+        ranges = node.cluster("slots")
+    finally:
+        node.close()
+    return [(int(low), int(high), int(master[1])) for low, high, master, *_ in ranges]
+
+
+@pytest.mark.parametrize("name", ["spread-3", "spread-11", "random"])
 def test_sixteen_shards_spread_over_the_three_masters(
-    cluster_url: str, caplog: pytest.LogCaptureFixture
+    cluster_url: str, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    namespace = f"spread-{uuid.uuid4().hex[:12]}"
+    """Each shard is on the master its tag's slot is on, by the slot map read here: 16
+    equal slot ranges over 3 masters leave two ranges across a master's edge, so a
+    namespace's masters hold 5, 5, 6 shards or 4, 6, 6 ("spread-3" is one of those, as
+    about one random namespace in eight is): never another split."""
+    namespace = f"spread-{uuid.uuid4().hex[:12]}" if name == "random" else name
     book = RedisBook.from_url(cluster_url, namespace=namespace, shards=16)
     assert isinstance(book, ShardedRedisBook)
     try:
         with caplog.at_level("INFO", logger="asyncbook.redis._sharded_book"):
             book.check_server()
-        nodes = book.shard_map()
+        slots = _masters_by_slot(cluster_url)
+        expected: dict[int, list[int]] = {}
+        for index, shard in enumerate(book.books):
+            slot = key_slot(shard.keys.tag.encode())
+            port = next(port for low, high, port in slots if low <= slot <= high)
+            expected.setdefault(port, []).append(index)
+        nodes = {int(node.rsplit(":", 1)[1]): ids for node, ids in book.shard_map().items()}
+        assert nodes == expected
         assert len(nodes) == 3
-        assert sorted(len(ids) for ids in nodes.values()) == [5, 5, 6]
+        assert sorted(len(ids) for ids in nodes.values()) in ([5, 5, 6], [4, 6, 6])
         assert sorted(i for ids in nodes.values() for i in ids) == list(range(16))
         assert "has 16 shards" in caplog.text
     finally:

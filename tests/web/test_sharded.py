@@ -144,3 +144,21 @@ def test_retries_are_decided_in_each_task_s_shard(
             "already-retried",
         )
     assert book.count_by_state()["queued"] == 6
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_server_of_another_count_refuses_to_read(shards: int) -> None:
+    """A server whose book has another count than the namespace's four answered "no
+    task" and /metrics of zeros: its reads are refused, naming the stored count."""
+    with running_server(shards=shards) as running:
+        four = RedisBook(running.book.client, namespace=running.book.namespace, shards=4)
+        for task_id in IDS:
+            four.create(id=task_id, now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+        with httpx.Client(base_url=running.url) as http:
+            answers = [http.get(path) for path in (f"/api/tasks/{IDS[1]}", "/api/search")]
+            metrics = http.get("/metrics")
+    for answer in answers:
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["field"] == "shards"
+        assert "has 4 shards; open it with shards=4" in answer.json()["message"]
+    assert metrics.status_code != 200, metrics.text
