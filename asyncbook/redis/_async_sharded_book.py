@@ -50,7 +50,7 @@ __all__ = ["AsyncShardedRedisBook"]
 
 _T = TypeVar("_T")
 
-_RELEASED_ON = ("invalid-request", "not-found", "damaged", "conflict")
+_RELEASED_ON = ("invalid-request", "damaged", "conflict")
 """The codes of a cancel that surely wrote nothing: its claim is released."""
 
 _TAKEN_CHECKS = 20

@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-_RELEASED_ON = ("invalid-request", "not-found", "damaged", "conflict")
+_RELEASED_ON = ("invalid-request", "damaged", "conflict")
 """The codes of an apply that surely wrote nothing: its claim is released."""
 
 _TAKEN_CHECKS = 20
