@@ -33,6 +33,7 @@ from .._checks import (
 )
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
+from .._jsrules import is_blank
 from .._models import (
     GROUP_END_STATES,
     STATE_NAMES,
@@ -235,11 +236,11 @@ class ShardedRedisBook(RedisBook):
 
     def _crosses(self, task_id: Any, identifier: Any) -> bool:
         """Whether ``identifier`` (a callback id, an idempotency key) lives in another
-        shard than ``task_id``."""
+        shard than ``task_id``. Every text is an id, the empty one included: global, as
+        the reference's ``callbackId !== undefined``."""
         return (
             isinstance(task_id, str)
             and isinstance(identifier, str)
-            and identifier != ""
             and self.map.home_index(identifier) != self.map.index_of(task_id)
         )
 
@@ -494,7 +495,7 @@ class ShardedRedisBook(RedisBook):
         key decided in its home shard (``_claims``)."""
         self.fix_count()
         book = self.shard_of(task_id)
-        if not self._crosses(task_id, idempotency_key) or not idempotency_key.strip():
+        if not self._crosses(task_id, idempotency_key) or is_blank(idempotency_key):
             return book.deliver_result(task_id, idempotency_key, now_ms)
         key = utf8(idempotency_key, "idempotencyKey")
         now = require_non_negative(now_ms, "nowMs")
