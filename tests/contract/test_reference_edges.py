@@ -72,3 +72,27 @@ def test_an_attempt_on_the_empty_worker_ends(make_book: BookFactory) -> None:
     ended = book.apply("t", {"type": "succeed", "atMs": 4, "resultRef": "r", "resultHash": "h"})
     assert (ended.reason, ended.task.state) == ("succeeded", "succeeded")
     assert book.expire("t").reason == "terminal-conflict"
+
+
+@pytest.mark.parametrize("key", ["k", "t:k", "nobody:k", "celery:nobody:x"])
+def test_deliver_checks_in_the_reference_order(make_book: BookFactory, key: str) -> None:
+    """The key, then ``nowMs``, then an existing receipt, then the task, then its state."""
+    book = make_book()
+    book.create(id="t", now_ms=0, ttl_ms=100, max_attempts=1)
+    book.apply("t", start())
+    book.apply("t", {"type": "succeed", "atMs": 2, "resultRef": "r", "resultHash": "h"})
+    with pytest.raises(AsyncBookError) as caught:
+        book.deliver_result("nobody", key, 3)
+    assert caught.value.field == "taskId"
+    assert book.deliver_result("t", key, 3).reason == "delivered"
+    with pytest.raises(AsyncBookError) as caught:
+        book.deliver_result("nobody", key, -1)
+    assert caught.value.field == "nowMs"
+    reused = book.deliver_result("nobody", key, 4)
+    assert (reused.ok, reused.duplicate, reused.reason) == (
+        False,
+        True,
+        "key-reused-for-other-task",
+    )
+    again = book.deliver_result("t", key, 5)
+    assert (again.reason, again.receipt) == ("duplicate-delivery", reused.receipt)
