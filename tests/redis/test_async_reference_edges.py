@@ -29,7 +29,9 @@ def test_the_empty_callback_id_is_global_to_an_asyncio_cancel() -> None:
     async def scenario() -> list[str]:
         client = fakeredis.aioredis.FakeRedis(server=server)
         async with AsyncRedisBook(client, namespace=namespace, shards=4) as book:
-            reasons = [(await book.cancel(task_id, callback_id="")).reason for task_id in TASKS]
+            reasons: list[str] = [
+                (await book.cancel(task_id, callback_id="")).reason for task_id in TASKS
+            ]
             for key in ("", " ", "\ufeff"):
                 with pytest.raises(AsyncBookError) as caught:
                     await book.deliver_result(TASKS[1], key, -1)
