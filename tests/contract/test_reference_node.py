@@ -43,8 +43,8 @@ SHARDS = {"redis-s4": 4, "cluster-s16": 16}
 SEQUENCES = {
     "memory": 400,
     "redis": 100,
-    "fakeredis": 30,
-    "cluster": 30,
+    "fakeredis": 24,
+    "cluster": 20,
     "redis-s4": 50,
     "cluster-s16": 16,
 }

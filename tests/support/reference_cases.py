@@ -126,6 +126,8 @@ def reference_ops(rng: random.Random, length: int = 40) -> list[tuple[Any, ...]]
             [3, 14, 1, 3, 4, 1, 1],
         )[0]
         task_id = rng.choice(TASK_IDS)
+        if kind != "create" and created and rng.random() < 0.7:
+            task_id = rng.choice(sorted(created))  # most operations find their task
         if kind == "create":
             op = _create(rng, task_id)
             if _valid_create(*op[1:5]):
