@@ -3,8 +3,9 @@ value is to blame, the wire name of that ``field``::
 
     Exception
     └── AsyncBookError               rejected input: "invalid-request" or "conflict"
-        ├── UnknownTaskError         "not-found": the book holds no task with that id (the
-        │                            HTTP API's 404 answers the same code)
+        ├── UnknownTaskError         "invalid-request", as the reference: the book holds no
+        │                            task with that id (field "taskId"; the HTTP API
+        │                            answers 404 with the same code)
         ├── BookUnavailableError     "unavailable": the book's store did not answer
         │                            (asyncbook.redis raises RedisUnavailableError, which
         │                            is also a redis-py ConnectionError)
@@ -72,10 +73,12 @@ def invalid(message: str, *, field: str | None = None) -> AsyncBookError:
 
 
 class UnknownTaskError(AsyncBookError):
-    """Raised when a book is asked about a task id it does not hold."""
+    """Raised when a book is asked about a task id it does not hold: code
+    ``invalid-request``, as the reference's ``fail()``; the class, ``field`` "taskId" and
+    ``task_id`` tell it apart from other bad input."""
 
     def __init__(self, task_id: str) -> None:
-        super().__init__("not-found", f"async-task: unknown task {task_id!r}", field="taskId")
+        super().__init__("invalid-request", f"async-task: unknown task {task_id!r}", field="taskId")
         self.args = (task_id,)
         self.task_id = task_id
 

@@ -23,6 +23,7 @@ from .._checks import (
 )
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
+from .._jsrules import is_blank
 from .._models import (
     STATE_NAMES,
     AsyncTask,
@@ -50,7 +51,7 @@ __all__ = ["AsyncShardedRedisBook"]
 
 _T = TypeVar("_T")
 
-_RELEASED_ON = ("invalid-request", "not-found", "damaged", "conflict")
+_RELEASED_ON = ("invalid-request", "damaged", "conflict")
 """The codes of a cancel that surely wrote nothing: its claim is released."""
 
 _TAKEN_CHECKS = 20
@@ -127,11 +128,11 @@ class AsyncShardedRedisBook(AsyncRedisBook):
 
     def _crosses(self, task_id: Any, identifier: Any) -> bool:
         """Whether ``identifier`` (a callback id, an idempotency key) lives in another
-        shard than ``task_id``."""
+        shard than ``task_id``. Every text is an id, the empty one included: global, as
+        the reference's ``callbackId !== undefined``."""
         return (
             isinstance(task_id, str)
             and isinstance(identifier, str)
-            and identifier != ""
             and self.map.home_index(identifier) != self.map.index_of(task_id)
         )
 
@@ -278,7 +279,7 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         """The task read in its shard first, then the key decided in its home shard."""
         await self._fix_count()
         book = self.shard_of(task_id)
-        if not self._crosses(task_id, idempotency_key) or not idempotency_key.strip():
+        if not self._crosses(task_id, idempotency_key) or is_blank(idempotency_key):
             return await book.deliver_result(task_id, idempotency_key, now_ms)
         key = utf8(idempotency_key, "idempotencyKey")
         now = require_non_negative(now_ms, "nowMs")

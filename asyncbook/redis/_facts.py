@@ -71,7 +71,7 @@ def _start_worker(event: EventArgs) -> str | None:
 def _worker_of(event_json: str) -> str | None:
     # Read twice per call (its block, then ``started``): parsed once.
     worker = json.loads(event_json).get("worker")
-    return worker if isinstance(worker, str) else None
+    return worker if isinstance(worker, str) and worker else None  # '' names none (_info.lua)
 
 
 def info_block(

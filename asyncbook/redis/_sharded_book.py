@@ -33,6 +33,7 @@ from .._checks import (
 )
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
+from .._jsrules import is_blank
 from .._models import (
     GROUP_END_STATES,
     STATE_NAMES,
@@ -70,7 +71,7 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-_RELEASED_ON = ("invalid-request", "not-found", "damaged", "conflict")
+_RELEASED_ON = ("invalid-request", "damaged", "conflict")
 """The codes of an apply that surely wrote nothing: its claim is released."""
 
 _TAKEN_CHECKS = 20
@@ -260,11 +261,11 @@ class ShardedRedisBook(RedisBook):
 
     def _crosses(self, task_id: Any, identifier: Any) -> bool:
         """Whether ``identifier`` (a callback id, an idempotency key) lives in another
-        shard than ``task_id``."""
+        shard than ``task_id``. Every text is an id, the empty one included: global, as
+        the reference's ``callbackId !== undefined``."""
         return (
             isinstance(task_id, str)
             and isinstance(identifier, str)
-            and identifier != ""
             and self.map.home_index(identifier) != self.map.index_of(task_id)
         )
 
@@ -517,7 +518,7 @@ class ShardedRedisBook(RedisBook):
         key decided in its home shard (``_claims``)."""
         self.fix_count()
         book = self.shard_of(task_id)
-        if not self._crosses(task_id, idempotency_key) or not idempotency_key.strip():
+        if not self._crosses(task_id, idempotency_key) or is_blank(idempotency_key):
             return book.deliver_result(task_id, idempotency_key, now_ms)
         key = utf8(idempotency_key, "idempotencyKey")
         now = require_non_negative(now_ms, "nowMs")

@@ -45,7 +45,7 @@ def book_error(error: AsyncBookError) -> JSONResponse:
     """The API's answer to a book's refusal: 404 for an unknown task or group, 503 while
     the book is unreachable, else by the error's code."""
     if isinstance(error, UnknownTaskError):
-        return error_response(404, "not-found", f"no task {error.task_id!r}", "taskId")
+        return error_response(404, error.code, f"no task {error.task_id!r}", "taskId")
     if isinstance(error, UnknownGroupError):
         return error_response(404, "not-found", f"no group {error.group_id!r}", "groupId")
     if isinstance(error, BookUnavailableError):

@@ -141,6 +141,8 @@ _HEALTH_HELP = (
 )
 
 
+_NO_TASK = json_answer(Error, "No such task; code `invalid-request`, field `taskId`")
+"""An unknown task: 404, with the reference's code for it."""
 _FORBIDDEN = json_answer(Forbidden, "A change needs the operator role (`role`); code `forbidden`")
 
 
@@ -161,14 +163,14 @@ def _task_operations(status: StatusApp) -> Table:
             "GET /api/tasks/{id}",
             status.get_task,
             "The task, with its history (and its `info`, when kept)",
-            {200: json_answer(task, "The task"), 400: ERROR, 404: ERROR},
+            {200: json_answer(task, "The task"), 400: ERROR, 404: _NO_TASK},
             **ids,
         ),
         Operation.at(
             "GET /api/tasks/{id}/events",
             status.events,
             "Resume from a version: caught-up, delta or snapshot",
-            {200: json_answer(ResumeResult, "The resume"), 400: ERROR, 404: ERROR},
+            {200: json_answer(ResumeResult, "The resume"), 400: ERROR, 404: _NO_TASK},
             query=CursorQuery,
             **ids,
         ),
@@ -176,7 +178,7 @@ def _task_operations(status: StatusApp) -> Table:
             "GET /api/tasks/{id}/stream",
             status.stream,
             "Server-sent events: snapshot, change, task and end",
-            {200: SSE, 400: ERROR, 404: ERROR},
+            {200: SSE, 400: ERROR, 404: _NO_TASK},
             description=_STREAM_HELP,
             headers=StreamHeaders,
             query=CursorQuery,
@@ -189,7 +191,7 @@ def _task_operations(status: StatusApp) -> Table:
             {
                 200: json_answer(DeliveryResult, "Delivered (or delivered before)"),
                 400: ERROR,
-                404: ERROR,
+                404: _NO_TASK,
                 403: _FORBIDDEN,
                 409: json_answer(Error, "Key used for another task, or no result"),
             },
@@ -211,7 +213,7 @@ def _task_operations(status: StatusApp) -> Table:
                     "The read role (code `forbidden`, `role`: the role needed), or sent "
                     "from another site (code `cross-site`)",
                 ),
-                404: json_answer(Error, "No such task"),
+                404: _NO_TASK,
                 405: json_answer(Error, "Another method (`Allow: POST`)"),
                 409: json_answer(
                     CancelRefusal,

@@ -61,7 +61,7 @@ class TestApply:
     def test_unknown_task(self, book: AsyncBook) -> None:
         with pytest.raises(UnknownTaskError) as caught:
             book.apply("ghost", start(), "cb")
-        assert (caught.value.code, caught.value.field) == ("not-found", "taskId")
+        assert (caught.value.code, caught.value.field) == ("invalid-request", "taskId")
 
     def test_unknown_task_checked_before_event_shape(self, book: AsyncBook) -> None:
         with pytest.raises(UnknownTaskError):

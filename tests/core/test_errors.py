@@ -36,7 +36,7 @@ from ..support.servers import free_port
 
 
 def test_every_error_is_an_asyncbook_error_with_a_code() -> None:
-    assert UnknownTaskError("t").code == "not-found"
+    assert UnknownTaskError("t").code == "invalid-request"
     assert BookUnavailableError("down").code == "unavailable"
     damaged = DamagedRecordError("t", "no history")
     assert (damaged.code, damaged.task_id) == ("damaged", "t")

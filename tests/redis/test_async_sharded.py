@@ -233,7 +233,7 @@ def test_a_claim_released_by_a_refused_cancel_is_free_again(store: Store, namesp
     async def scenario(book: AsyncShardedRedisBook) -> Any:
         with pytest.raises(AsyncBookError) as caught:
             await book.cancel("nobody", callback_id=callback)
-        assert caught.value.code == "not-found"
+        assert caught.value.code == "invalid-request"
         return await book.cancel("e", "mine now", callback_id=callback)
 
     answered = store.run(namespace, scenario)

@@ -166,7 +166,7 @@ class Model:
         kind = op[0]
         task_id, items = op[1], op[2]
         if items and book.get(task_id) is None:
-            return {"error": "not-found"}
+            return {"error": "invalid-request"}
         if kind == "run":
             pair = [item[0].get("type") for item in items]
             task = book.get(task_id)

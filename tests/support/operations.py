@@ -122,6 +122,9 @@ def run_operation(book: AsyncBook, op: tuple[Any, ...]) -> Any:
             return to_wire(book.deliver_result(op[1], op[2], op[3]))
         if kind == "drain":
             return [to_wire(note) for note in book.drain_notifications()]
+        if kind == "get":
+            task = book.get(op[1])
+            return None if task is None else to_wire(task)
     except AsyncBookError as error:
         return {"error": error.code}
     raise AssertionError(f"unknown operation {kind}")

@@ -127,11 +127,11 @@ def test_task_is_the_spec_json(server: Running, client: httpx.Client) -> None:
 
 def test_unknown_task_is_404_everywhere(client: httpx.Client) -> None:
     for path in (url("nope"), url("nope", "events"), url("nope", "stream")):
-        body = assert_error(client.get(path), 404, "not-found")
+        body = assert_error(client.get(path), 404, "invalid-request")
         assert "nope" in body["message"]
     response = client.post(url("nope", "delivery"), headers={"Idempotency-Key": "k"})
-    assert_error(response, 404, "not-found")
-    assert_error(client.post(url("nope", "cancel")), 404, "not-found")
+    assert_error(response, 404, "invalid-request")
+    assert_error(client.post(url("nope", "cancel")), 404, "invalid-request")
 
 
 def test_bad_paths_and_methods(client: httpx.Client) -> None:

@@ -160,7 +160,7 @@ def test_cancel_at_the_deadline_expires_the_task_and_says_so(
 
 
 def test_cancel_an_unknown_task_is_404(client: httpx.Client) -> None:
-    body = assert_error(cancel(client, "nope", json={"reason": "x"}), 404, "not-found")
+    body = assert_error(cancel(client, "nope", json={"reason": "x"}), 404, "invalid-request")
     assert body["field"] == "taskId"
     assert "nope" in body["message"]
 

@@ -184,18 +184,22 @@ local function commit(KEYS, c, t, steps)
     if t.err and t.err ~= first.before_err then
       fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err
     end
-    local entries, cursor = {}, nil
+    local entries, cursor, unnamed = {}, nil, false
     for _, s in ipairs(steps) do
       if s.changed then entries[#entries + 1] = s.entry end
       if s.changed and s.kind == 'progress' then cursor = s.e.cursor end
       if s.reason == 'started' then
         s.worker = s.e.worker or nil
+        unnamed = not s.worker
         started_fields(fields, s.at_text, s.worker)
       end
     end
     if TERMINAL[t.st] then fields[#fields + 1] = 'e'; fields[#fields + 1] = ended_at end
     if cursor then fields[#fields + 1] = 'cur'; fields[#fields + 1] = cursor end
     redis.call('HSET', KEYS[K_TASK], unpack(fields))
+    if unnamed then
+      redis.call('HDEL', KEYS[K_TASK], 'w')  -- the last attempt names no worker
+    end
     redis.call('RPUSH', KEYS[K_HISTORY], unpack(entries))
     if t.st ~= first.before then
       redis.call('ZREM', KEYS[K_INDEX + STATE_SLOT[first.before]], id)

@@ -261,10 +261,10 @@ local function info_failure(c, task_key, t, patch)
   end
 end
 
--- The worker named by a start event's JSON.
+-- The worker named by a start event's JSON (an empty name names none).
 local function worker_of(event_json)
   local ok, event = pcall(cjson.decode, event_json)
-  if ok and type(event) == 'table' and type(event.worker) == 'string' then
+  if ok and type(event) == 'table' and type(event.worker) == 'string' and event.worker ~= '' then
     return event.worker
   end
   return nil
