@@ -223,7 +223,10 @@ class Shared:
     def _deferred_creates(self) -> Creates | None:
         if not self.settings.defer_creates or self.book.create_sender() is None:
             return None
-        return Creates(lambda: self.book, retry_for=self.settings.retry_for)
+        settings = self.settings
+        return Creates(
+            lambda: self.book, retry_for=settings.retry_for, exit_wait=settings.exit_wait
+        )
 
     def book_url(self) -> str:
         """``asyncbook_redis_url``; unset, with asyncbook's result backend, the backend's
