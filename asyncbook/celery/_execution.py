@@ -56,7 +56,9 @@ class Executions:
         with process.lock:
             process.running.setdefault(task.name, []).append(execution)
         if retries == 0 and not request.get(CREATED_HEADER):
-            execution.create()
+            # Tried once: while the book is down the task runs at once, and its start,
+            # held with how to create it, creates it when the book is back.
+            self.publishing.create_late(task, task_id, request, once=True)
         with process.lock:
             process.executions[task_id] = execution
         if heartbeat_timeout_ms(task, state.settings.heartbeat_timeout_ms) is not None:

@@ -41,7 +41,7 @@ from .._models import CallbackResult
 from ..errors import AsyncBookError, BookUnavailableError, NotReplicatedError, UnknownTaskError
 from ..redis import EventOutcome
 
-__all__ = ["Recorder", "Taken", "retrying"]
+__all__ = ["Recorder", "Taken", "attempted", "retrying"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -110,6 +110,29 @@ def retrying(
         except Exception:
             logger.exception("asyncbook: %s failed", what)
             return None
+
+
+def attempted(call: Callable[[], _Result], what: str) -> _Result | None:
+    """``call()`` once; None (a WARNING naming ``what``) when the book did not answer.
+
+    For a write that the held events make again later (a worker's create at the start:
+    the start, held, creates the task when the book answers). Any other
+    ``AsyncBookError`` propagates; anything else is logged and gives None.
+    """
+    try:
+        return call()
+    except _OUTAGE as error:
+        logger.warning(
+            "asyncbook: %s: the book did not answer (%r); its held events create it once it does",
+            what,
+            error,
+        )
+        return None
+    except AsyncBookError:
+        raise
+    except Exception:
+        logger.exception("asyncbook: %s failed", what)
+        return None
 
 
 def _apply_many(book: AsyncBook, batch: Sequence[ApplyItem]) -> list[Any]:

@@ -31,7 +31,7 @@ from ._beat import BeatRouter
 from ._creates import Creates
 from ._info import InfoPolicy
 from ._lifecycle import CancelledRing, CancelWatch, Heartbeats
-from ._recorder import Recorder, retrying
+from ._recorder import Recorder, attempted, retrying
 from ._result_ref import ResultRef, default_result_ref
 from ._settings import Settings
 from ._upkeep import Upkeep
@@ -269,10 +269,15 @@ class Shared:
             process.heartbeats = Heartbeats(lambda: self.book, self.settings.heartbeat_interval)
         return process.heartbeats
 
-    def retried(self, call: Callable[[], _T], task_id: str, doing: str, done: str) -> _T | None:
+    def retried(
+        self, call: Callable[[], _T], task_id: str, doing: str, done: str, *, once: bool = False
+    ) -> _T | None:
         """``call()`` for ``task_id``, retried while the book is unreachable (within
-        ``retry_for``); None, logged, if it never answered or refused."""
+        ``retry_for``; tried ``once``: not at all); None, logged, if it never answered or
+        refused."""
         try:
+            if once:
+                return attempted(call, f"{doing} task {task_id}")
             return retrying(
                 call,
                 self.settings.retry_for,

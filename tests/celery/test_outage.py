@@ -34,6 +34,8 @@ print(add.delay(2, 3).id, time.time(), flush=True)
 """
 """A short publisher script: one tracked task, then exit (it prints the task's id and
 when it was published)."""
+WORKER_RETRY_FOR = 4
+"""The worker's ``asyncbook_retry_for`` (s): how long a task's end waits for the book."""
 
 
 def _stopped(process: subprocess.Popen[bytes]) -> None:
@@ -42,9 +44,12 @@ def _stopped(process: subprocess.Popen[bytes]) -> None:
     process.wait(10)
 
 
+@pytest.mark.parametrize("deferred", [True, False], ids=["deferred-create", "create-at-publish"])
 def test_a_task_published_and_run_while_the_book_is_down_reaches_it_once_back(
-    tmp_path: Path,
+    tmp_path: Path, deferred: bool
 ) -> None:
+    """``deferred``: the publisher queues its create (``asyncbook_defer_creates``, the
+    default), else it tries the create before sending the message (for 1 s here)."""
     broker_port, book_port = free_port(), free_port()
     broker_url = f"redis://127.0.0.1:{broker_port}/0"
     book_url = f"redis://127.0.0.1:{book_port}/0"
@@ -58,7 +63,12 @@ def test_a_task_published_and_run_while_the_book_is_down_reaches_it_once_back(
         worker = CeleryWorker(
             ROOT, broker_url, tmp_path / "worker.log", app="tests.support.outage_app"
         )
-        worker.env = {"OUTAGE_BOOK_URL": book_url, "OUTAGE_RETRY_FOR": "2"}
+        defer = "1" if deferred else "0"
+        worker.env = {
+            "OUTAGE_BOOK_URL": book_url,
+            "OUTAGE_RETRY_FOR": str(WORKER_RETRY_FOR),
+            "OUTAGE_DEFER_CREATES": defer,
+        }
         with worker.running(broker):
             env = {
                 **os.environ,
@@ -67,6 +77,8 @@ def test_a_task_published_and_run_while_the_book_is_down_reaches_it_once_back(
                 "ASYNCBOOK_NAMESPACE": worker.namespace,
                 "ASYNCBOOK_QUEUE": worker.queue,
                 "PYTHONPATH": str(ROOT),
+                "OUTAGE_DEFER_CREATES": defer,
+                "OUTAGE_RETRY_FOR": "10" if deferred else "1",
             }
             published = subprocess.run(
                 [sys.executable, "-c", PUBLISH],
@@ -107,6 +119,10 @@ def test_a_task_published_and_run_while_the_book_is_down_reaches_it_once_back(
     assert info.created_at_ms is not None
     assert info.created_at_ms <= task.history[0].event.at_ms
     assert task.expires_at_ms == info.created_at_ms + 600_000  # its ttl of 10 minutes
+    # The worker ran the task at once (0.04 s here): it used to retry a create at the
+    # start for most of its retry_for when the message said none was made (1.7 s).
+    started_after = task.history[0].event.at_ms / 1000 - float(published_at)
+    assert started_after < 1.0, started_after
     assert "refused an event" not in log, log
     # The publisher exits within its bound (asyncbook_exit_wait, 2 s), in two lines: the
     # outage's warning and what it left to the worker.

@@ -3,7 +3,8 @@
 The broker and asyncbook's result backend are on ``REDIS_URL``; the book
 (``asyncbook_redis_url``) is on ``OUTAGE_BOOK_URL``, a server the test stops and starts
 again. ``CeleryWorker(app="tests.support.outage_app")`` runs it; a publisher script
-imports it and calls ``add.delay``. ``OUTAGE_RETRY_FOR`` sets ``asyncbook_retry_for``.
+imports it and calls ``add.delay``. ``OUTAGE_RETRY_FOR`` sets ``asyncbook_retry_for``,
+``OUTAGE_DEFER_CREATES`` (``1`` or ``0``) ``asyncbook_defer_creates``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ app.conf.update(
     asyncbook_redis_url=os.environ["OUTAGE_BOOK_URL"],
     asyncbook_namespace=os.environ["ASYNCBOOK_NAMESPACE"],
     asyncbook_retry_for=float(os.environ.get("OUTAGE_RETRY_FOR", "10")),
+    asyncbook_defer_creates=os.environ.get("OUTAGE_DEFER_CREATES", "1") == "1",
 )
 install(app)
 
