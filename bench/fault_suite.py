@@ -171,6 +171,8 @@ def run(
     }
     worker = _worker(env, folder)
     started = time.monotonic()
+    if name in DOWN_AT_PUBLISH:
+        server.stop()  # the publisher cannot create the tasks: the worker must
     try:
         results: list[Any] = [AsyncResult(task_id, app=RESULTS) for task_id in _publish(env, shape)]
         inject(server, results)
@@ -236,6 +238,14 @@ def stop_for(seconds: float, after: float) -> Callable[[BookServer, list[Any]], 
     return inject
 
 
+def start_after(seconds: float) -> Callable[[BookServer, list[Any]], None]:
+    def inject(server: BookServer, results: list[Any]) -> None:
+        time.sleep(seconds)
+        server.start()
+
+    return inject
+
+
 def pause_for(seconds: float, after: float) -> Callable[[BookServer, list[Any]], None]:
     def inject(server: BookServer, results: list[Any]) -> None:
         time.sleep(after)
@@ -262,7 +272,11 @@ SCENARIOS: dict[str, tuple[str, Inject, Shape]] = {
     "stop-12s-long-tasks": ("the same, tasks of 15 s", stop_for(12, 0.0), LONG),
     "client-kill": ("CLIENT KILL of the book's clients, 6 times", client_kills(6, 0.5), SHORT),
     "hang-3s-mid-run": ("book Redis hung (SIGSTOP) 3 s, 1.5 s in", pause_for(3, 1.5), SHORT),
+    "stop-at-publish": ("book Redis stopped before the publish, started 15 s after it",
+                        start_after(15), SHORT),
 }  # fmt: skip
+DOWN_AT_PUBLISH = {"stop-at-publish"}
+"""Scenarios whose book is stopped before the tasks are published."""
 
 
 def main(argv: list[str] | None = None) -> None:

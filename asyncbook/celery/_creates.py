@@ -8,9 +8,14 @@ the publishing process reads its own writes (its books wait for ``flush`` first)
 
 When Redis cannot be written to, the creates go to a thread that sends them in pipelined
 batches, retried with backoff for ``retry_for``. The message says the publisher created
-the task; if a create never lands (Redis down for longer, the publisher killed first),
-the worker that runs the task creates it from the message when the book answers
-"unknown".
+the task; if a create never lands (Redis down for longer, the publisher exited or was
+killed first), the worker that runs the task creates it from the message when the book
+answers "unknown", even after the task ended there (``Recorder``).
+
+An outage is logged once (a WARNING at the first failure), and once for each batch
+given up (an ERROR); the retries are at DEBUG. A process that exits waits for its
+creates at most ``exit_wait`` seconds (``asyncbook_exit_wait``), then says in one line
+how many it left to the workers.
 """
 
 from __future__ import annotations
@@ -42,9 +47,16 @@ class Creates:
     """A process's creates: written at once, answers read later; retried by a thread
     while Redis cannot be written to."""
 
-    def __init__(self, book: Callable[[], AsyncBook], *, retry_for: float) -> None:
+    def __init__(
+        self, book: Callable[[], AsyncBook], *, retry_for: float, exit_wait: float = 2.0
+    ) -> None:
         self._book = book
         self.retry_for = retry_for
+        self.exit_wait = exit_wait
+        """How long (s) the process waits for its creates when it exits."""
+        self._outage = False
+        """The book did not answer the last batch: the next one's failures are not
+        warned of again."""
         self._reset()
         _open.add(self)
         book().wait_for_writes(self)  # this process's books of the namespace wait for it
@@ -54,7 +66,8 @@ class Creates:
         self._pid = os.getpid()
         self._lock = threading.Condition()
         self._queue: deque[CreateSpec] = deque()
-        self._sending = 0
+        self._current: list[CreateSpec] = []
+        """The batch the thread is sending."""
         self._thread: threading.Thread | None = None
 
     def _check_fork(self) -> None:
@@ -100,7 +113,7 @@ class Creates:
     def pending(self) -> bool:
         """True while creates are unanswered, queued or being sent."""
         sender = self._sender
-        return bool(self._queue) or self._sending > 0 or (sender is not None and sender.pending())
+        return bool(self._queue) or bool(self._current) or (sender is not None and sender.pending())
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every create so far was answered (at most ``timeout`` seconds,
@@ -115,7 +128,7 @@ class Creates:
                 self._queue_all(lost)
         wait = self.retry_for + 1.0 if timeout is None else timeout
         with self._lock:
-            return self._lock.wait_for(lambda: not self._queue and not self._sending, wait)
+            return self._lock.wait_for(lambda: not self._queue and not self._current, wait)
 
     def close(self) -> None:
         """Send what is left (waiting as ``flush`` does), then close the connection."""
@@ -129,6 +142,22 @@ class Creates:
                     len(lost),
                 )
 
+    def flush_at_exit(self) -> None:
+        """Wait at most ``exit_wait`` for the creates left; say in one line what was left."""
+        if self._pid != os.getpid() or not self.pending():
+            return
+        if self.flush(self.exit_wait):
+            return
+        with self._lock:
+            left = [*self._current, *self._queue]
+        logger.warning(
+            "asyncbook: exiting with %d create(s) unsent after %.1f s (asyncbook_exit_wait), "
+            "the book did not answer: the worker that runs each task creates it (%s)",
+            len(left),
+            self.exit_wait,
+            _ids(left),
+        )
+
     def _run(self) -> None:
         while True:
             with self._lock:
@@ -136,40 +165,42 @@ class Creates:
             time.sleep(_GATHER)  # let others join the batch
             with self._lock:
                 batch = [self._queue.popleft() for _ in range(min(len(self._queue), _MAX_BATCH))]
-                self._sending = len(batch)
+                self._current = batch
             try:
                 self._send(batch)
             finally:
                 with self._lock:
-                    self._sending = 0
+                    self._current = []
                     self._lock.notify_all()
 
     def _send(self, batch: list[CreateSpec]) -> None:
-        ids = ", ".join(spec.id for spec in batch[:5]) + (", ..." if len(batch) > 5 else "")
         try:
             results = retrying(
                 lambda: self._book().create_many(batch),
                 self.retry_for,
-                f"creating task(s) {ids}",
+                f"creating task(s) {_ids(batch)}",
+                warn=not self._outage,
+                then="the worker that runs each task creates it",
             )
         except AsyncBookError as error:  # a spec Python refused: none of the batch ran
-            logger.error("asyncbook: task(s) %s could not be created: %s", ids, error)
+            logger.error("asyncbook: task(s) %s could not be created: %s", _ids(batch), error)
             return
+        self._outage = results is None
         if results is None:
-            logger.error(
-                "asyncbook: task(s) %s not created by their publisher; the worker that runs "
-                "each creates it",
-                ids,
-            )
             return
         for spec, result in zip(batch, results, strict=True):
             if isinstance(result, AsyncBookError):
                 logger.error("asyncbook: task %s could not be created: %s", spec.id, result)
 
 
+def _ids(specs: list[CreateSpec]) -> str:
+    """The first ids of ``specs``, for a log line."""
+    return ", ".join(spec.id for spec in specs[:5]) + (", ..." if len(specs) > 5 else "")
+
+
 @atexit.register
 def _flush_at_exit() -> None:
-    """A script that publishes and exits still creates what it published."""
+    """A script that publishes and exits still creates what it published, waiting for
+    the book at most ``exit_wait``."""
     for creates in list(_open):
-        if creates._pid == os.getpid():
-            creates.flush()
+        creates.flush_at_exit()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from celery import Task, signals
@@ -55,7 +56,9 @@ class Executions:
         with process.lock:
             process.running.setdefault(task.name, []).append(execution)
         if retries == 0 and not request.get(CREATED_HEADER):
-            execution.create()
+            # Tried once: while the book is down the task runs at once, and its start,
+            # held with how to create it, creates it when the book is back.
+            self.publishing.create_late(task, task_id, request, once=True)
         with process.lock:
             process.executions[task_id] = execution
         if heartbeat_timeout_ms(task, state.settings.heartbeat_timeout_ms) is not None:
@@ -92,10 +95,15 @@ class Executions:
         with its result (so they need not be sent before it)."""
         return bool(getattr(self.state.app.backend, "takes_buffered_events", False))
 
-    def create_unknown(self, task_id: str) -> bool:
-        """The book answered "unknown" to events of ``task_id``: if it runs here (its
-        publisher's create had not landed, or was lost), create it from its message."""
-        return task_id in self.state.process.executions and self.create_missing(task_id)
+    def creator_of(self, task_id: str) -> Callable[[], bool] | None:
+        """How to create ``task_id`` from its message, while it runs in this process (True
+        if it did); None if it does not run here. The recorder keeps it with each of the
+        task's events, so it still works once the execution is over."""
+        execution = self.state.process.executions.get(task_id)
+        if execution is None:
+            return None
+        create = execution.create
+        return lambda: create() is not None
 
     def create_missing(self, task_id: str) -> bool:
         """Create ``task_id``, running in this process, from its message (the book did not

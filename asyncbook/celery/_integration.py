@@ -82,7 +82,7 @@ class Integration:
             flush_delay=settings.flush_delay,
             retry_for=settings.retry_for,
             on_answer=self.outcomes.note_answer,
-            on_unknown=self.executions.create_unknown,
+            creator_of=self.executions.creator_of,
         )
 
     # -- what the parts built, read when first needed ----------------------------------

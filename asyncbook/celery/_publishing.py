@@ -142,16 +142,22 @@ class Publishing:
         ttl: int,
         group: str | None = None,
         info: PublishInfo | None = None,
+        *,
+        once: bool = False,
     ) -> AsyncTask | None:
-        """Create ``task_id`` now, retried while the book is unreachable; None if not."""
+        """Create ``task_id`` now, retried while the book is unreachable (tried ``once``:
+        not retried); None if not."""
         state = self.state
         spec = self.create_spec(task, task_id, now, ttl, group, info)
         return state.retried(
-            lambda: state.book.create(**spec._asdict()), task_id, "creating", "created"
+            lambda: state.book.create(**spec._asdict()), task_id, "creating", "created", once=once
         )
 
-    def create_late(self, task: Task[Any, Any], task_id: str, request: Any) -> AsyncTask | None:
-        """Create ``task_id`` from the message its execution ``request`` came with."""
+    def create_late(
+        self, task: Task[Any, Any], task_id: str, request: Any, *, once: bool = False
+    ) -> AsyncTask | None:
+        """Create ``task_id`` from the message its execution ``request`` came with (tried
+        ``once``: not retried while the book is unreachable)."""
         ttl = ttl_ms(task, self.state.settings.default_ttl_ms)
         deadline = request.get(DEADLINE_HEADER)
         if isinstance(deadline, int) and deadline > ttl:
@@ -168,7 +174,7 @@ class Publishing:
             (request.args, request.kwargs),
             (request.delivery_info or {}).get("routing_key"),
         )
-        return self.create(task, task_id, now, ttl, group, info)
+        return self.create(task, task_id, now, ttl, group, info, once=once)
 
     def handlers(self) -> list[Handler]:
         """Its signal: the publish of a message (client side)."""

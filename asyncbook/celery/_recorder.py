@@ -11,15 +11,20 @@ task, a retry before its republish), wakes the writer and waits for them, at mos
 
 When the book does not answer, nothing is dropped: the writer keeps the events, in
 order, and sends them again with backoff until the book answers (callback ids make a
-resend safe). An event is let go only when its task's deadline has passed (the book
-would refuse it then anyway; the sweep has expired the task), or when more than
-``max_held`` events wait (the oldest go, logged as errors naming their tasks). Events
-are held in the worker process's memory: a process that dies during an outage loses
-what it held, and those tasks end by their deadline (docs/faults.md).
+resend safe). Each event keeps how to create its task from the message it ran from
+(``creator_of``, asked when it is queued): if the book answers "unknown" (the
+publisher's create never landed: the book was down then too), the task is created,
+then its events are sent again, first, in order, even long after the execution ended.
+An event is let go only when its task's deadline has passed (the book would refuse it
+then anyway; the sweep has expired the task), or when more than ``max_held`` events
+wait (the oldest go, logged as errors naming their tasks). Events are held in the
+worker process's memory: a process that dies during an outage loses what it held, and
+those tasks end by their deadline (docs/faults.md).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -36,7 +41,7 @@ from .._models import CallbackResult
 from ..errors import AsyncBookError, BookUnavailableError, NotReplicatedError, UnknownTaskError
 from ..redis import EventOutcome
 
-__all__ = ["Recorder", "Taken", "retrying"]
+__all__ = ["Recorder", "Taken", "attempted", "retrying"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -53,7 +58,13 @@ _OUTAGE = (BookUnavailableError, NotReplicatedError, RedisError, OSError)
 
 
 def retrying(
-    call: Callable[[], _Result], retry_for: float, what: str, *, attempt_timeout: float = 0.0
+    call: Callable[[], _Result],
+    retry_for: float,
+    what: str,
+    *,
+    attempt_timeout: float = 0.0,
+    warn: bool = True,
+    then: str = "",
 ) -> _Result | None:
     """``call()``, retried with backoff for ``retry_for`` seconds; None if it never worked.
 
@@ -61,17 +72,37 @@ def retrying(
     input) propagates; anything else is logged with ``what`` and gives None at once. No
     attempt starts unless it can end (``attempt_timeout``: the client's own bound on one
     call) within ``retry_for``, so the caller waits at most that long.
+
+    An outage is logged in two lines at most: the first failure (a WARNING; at DEBUG when
+    not ``warn``: the caller already said that the book is down), the retries at DEBUG,
+    and giving up (an ERROR, ``then`` added: what happens instead).
     """
     deadline = time.monotonic() + retry_for
     delay = _FIRST_DELAY
+    first = True
     while True:
         try:
             return call()
         except _OUTAGE as error:
             if time.monotonic() + delay + attempt_timeout > deadline:
-                logger.error("asyncbook: gave up on %s after %.1f s: %r", what, retry_for, error)
+                logger.error(
+                    "asyncbook: gave up on %s after %.1f s: %r%s",
+                    what,
+                    retry_for,
+                    error,
+                    f"; {then}" if then else "",
+                )
                 return None
-            logger.warning("asyncbook: %s failed (%r), retrying in %.2f s", what, error, delay)
+            level = logging.WARNING if first and warn else logging.DEBUG
+            logger.log(
+                level,
+                "asyncbook: %s failed (%r), retrying for up to %.1f s (next in %.2f s)",
+                what,
+                error,
+                retry_for,
+                delay,
+            )
+            first = False
             time.sleep(delay)
             delay = min(delay * 2, _MAX_DELAY)
         except AsyncBookError:
@@ -79,6 +110,29 @@ def retrying(
         except Exception:
             logger.exception("asyncbook: %s failed", what)
             return None
+
+
+def attempted(call: Callable[[], _Result], what: str) -> _Result | None:
+    """``call()`` once; None (a WARNING naming ``what``) when the book did not answer.
+
+    For a write that the held events make again later (a worker's create at the start:
+    the start, held, creates the task when the book answers). Any other
+    ``AsyncBookError`` propagates; anything else is logged and gives None.
+    """
+    try:
+        return call()
+    except _OUTAGE as error:
+        logger.warning(
+            "asyncbook: %s: the book did not answer (%r); its held events create it once it does",
+            what,
+            error,
+        )
+        return None
+    except AsyncBookError:
+        raise
+    except Exception:
+        logger.exception("asyncbook: %s failed", what)
+        return None
 
 
 def _apply_many(book: AsyncBook, batch: Sequence[ApplyItem]) -> list[Any]:
@@ -108,7 +162,11 @@ class _Queued:
     done: threading.Event | None = None
     result: Answer = field(default=None)
     sent_again: bool = False
-    """Sent once more, first, after its task was created (``on_unknown``)."""
+    """Sent once more, first, after its task was created (``create`` or ``on_unknown``)."""
+    create: Callable[[], bool] | None = None
+    """Creates its task from the message it ran from (True if it did), for a book that
+    answers "unknown": taken when the event was queued, so it outlives the execution (the
+    book may come back long after the task ended)."""
     rides: bool = False
     """The result backend may take it to write with the execution's result: it is sent
     only once its own ``flush_delay`` is over."""
@@ -131,13 +189,18 @@ class Recorder:
         max_held: int = 100_000,
         on_answer: Callable[[ApplyItem, Answer], None] | None = None,
         on_unknown: Callable[[str], bool] | None = None,
+        creator_of: Callable[[str], Callable[[], bool] | None] | None = None,
     ) -> None:
         self._book_factory = book
         self.on_answer = on_answer
         """Called with each event and the book's answer (in the writer thread)."""
         self.on_unknown = on_unknown
-        """Called with a task the book answered "unknown" for; True if it created the
-        task: the task's events of that batch are then sent again, once, first."""
+        """Called with a task the book answered "unknown" for, when its events carry no
+        ``create``; True if it created the task: the task's events of that batch are
+        then sent again, once, first."""
+        self.creator_of = creator_of
+        """Called with the task of each event queued: how to create that task when the
+        book answers "unknown" (None: not known here). Kept with the event."""
         self._book: AsyncBook | None = None
         self.flush_delay = flush_delay
         self.retry_for = retry_for
@@ -278,6 +341,13 @@ class Recorder:
 
     def _enqueue(self, entries: list[_Queued], *, urgent: bool) -> None:
         self._check_fork()
+        if self.creator_of is not None:
+            creators: dict[str, Callable[[], bool] | None] = {}
+            for entry in entries:
+                task_id = entry.item[0]
+                if task_id not in creators:
+                    creators[task_id] = self.creator_of(task_id)
+                entry.create = creators[task_id]
         with self._lock:
             self._queue.extend(entries)
             overflow = len(self._queue) - self.max_held
@@ -415,15 +485,20 @@ class Recorder:
                 self._lock.notify()
 
     def _send_again(self, entry: _Queued, result: Any, created: dict[str, bool]) -> bool:
-        """True if ``entry`` met "unknown" and its task has just been created here."""
-        if not isinstance(result, UnknownTaskError) or entry.sent_again or not self.on_unknown:
+        """True if ``entry`` met "unknown" and its task has just been created here: from
+        the message it ran from (``entry.create``), else by ``on_unknown``."""
+        if not isinstance(result, UnknownTaskError) or entry.sent_again:
             return False
-        task_id = entry.item[0]
+        task_id, create = entry.item[0], entry.create
+        if create is None and self.on_unknown is not None:
+            create = functools.partial(self.on_unknown, task_id)
+        if create is None:
+            return False
         if task_id not in created:
             try:
-                created[task_id] = self.on_unknown(task_id)
+                created[task_id] = create()
             except Exception:
-                logger.exception("asyncbook: on_unknown failed")
+                logger.exception("asyncbook: creating task %s from its message failed", task_id)
                 created[task_id] = False
         entry.sent_again = created[task_id]
         return entry.sent_again

@@ -39,6 +39,14 @@ def _seconds(value: Any, name: str) -> float:
     return duration_ms(value, name) / 1000
 
 
+def _wait(value: Any, name: str) -> float:
+    """A ``timedelta`` or a number of seconds, >= 0 (0: do not wait)."""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds == 0:
+        return 0.0
+    return _seconds(value, name)
+
+
 def _info_limit(value: Any) -> int:
     if type(value) is not int or value < 16:
         raise invalid(
@@ -101,6 +109,9 @@ class Settings:
     only."""
     retry_for: float = 10.0
     """How long (s) a write waits, retried with backoff, while the book is unreachable."""
+    exit_wait: float = 2.0
+    """How long (s) a publishing process that exits waits for its queued creates (the
+    book down: the workers create those tasks from their messages)."""
     result_ref: Any = None
     """``callable(task, task_id, result) -> str`` (or its dotted path) naming the result."""
     sinks: tuple[Any, ...] = ()
@@ -171,6 +182,7 @@ class Settings:
             "flush_delay": float(values.pop("flush_delay", cls.flush_delay)),
             "defer_creates": bool(values.pop("defer_creates", cls.defer_creates)),
             "retry_for": _seconds(values.pop("retry_for", cls.retry_for), "asyncbook_retry_for"),
+            "exit_wait": _wait(values.pop("exit_wait", cls.exit_wait), "asyncbook_exit_wait"),
             "result_ref": values.pop("result_ref", None),
             "sinks": tuple(sinks) if isinstance(sinks, list | tuple) else (sinks,),
             "group_sinks": (

@@ -31,7 +31,7 @@ from ._beat import BeatRouter
 from ._creates import Creates
 from ._info import InfoPolicy
 from ._lifecycle import CancelledRing, CancelWatch, Heartbeats
-from ._recorder import Recorder, retrying
+from ._recorder import Recorder, attempted, retrying
 from ._result_ref import ResultRef, default_result_ref
 from ._settings import Settings
 from ._upkeep import Upkeep
@@ -223,7 +223,10 @@ class Shared:
     def _deferred_creates(self) -> Creates | None:
         if not self.settings.defer_creates or self.book.create_sender() is None:
             return None
-        return Creates(lambda: self.book, retry_for=self.settings.retry_for)
+        settings = self.settings
+        return Creates(
+            lambda: self.book, retry_for=settings.retry_for, exit_wait=settings.exit_wait
+        )
 
     def book_url(self) -> str:
         """``asyncbook_redis_url``; unset, with asyncbook's result backend, the backend's
@@ -266,10 +269,15 @@ class Shared:
             process.heartbeats = Heartbeats(lambda: self.book, self.settings.heartbeat_interval)
         return process.heartbeats
 
-    def retried(self, call: Callable[[], _T], task_id: str, doing: str, done: str) -> _T | None:
+    def retried(
+        self, call: Callable[[], _T], task_id: str, doing: str, done: str, *, once: bool = False
+    ) -> _T | None:
         """``call()`` for ``task_id``, retried while the book is unreachable (within
-        ``retry_for``); None, logged, if it never answered or refused."""
+        ``retry_for``; tried ``once``: not at all); None, logged, if it never answered or
+        refused."""
         try:
+            if once:
+                return attempted(call, f"{doing} task {task_id}")
             return retrying(
                 call,
                 self.settings.retry_for,

@@ -25,6 +25,9 @@ __all__ = ["changes"]
 
 log = logging.getLogger(__name__)
 
+_FIRST_DELAY = 0.05
+"""Seconds before the first reconnect after the feed was lost (doubled up to the cap)."""
+
 
 async def changes(
     client: Any,
@@ -38,7 +41,7 @@ async def changes(
     Runs until the caller stops iterating (close it: ``contextlib.aclosing``).
     Malformed messages are logged and skipped; ``on_reconnect`` hears of a dropped link.
     """
-    delay = 0.05
+    delay = _FIRST_DELAY
     while True:
         pubsub = None
         node_client = None
@@ -55,7 +58,7 @@ async def changes(
                 async for message in messages:
                     kind = message.get("type")
                     if kind == "subscribe":
-                        delay = 0.05
+                        delay = _FIRST_DELAY
                         yield None
                     elif kind == "message":
                         change = parse_change(message["data"])
@@ -64,7 +67,9 @@ async def changes(
                         else:
                             yield change
         except DROPPED as error:
-            log.warning("change feed lost (%s); reconnecting in %.2fs", error, delay)
+            # Once per outage: the attempts after the first are logged at DEBUG.
+            level = logging.WARNING if delay == _FIRST_DELAY else logging.DEBUG
+            log.log(level, "change feed lost (%s); reconnecting in %.2fs", error, delay)
             if on_reconnect is not None:
                 on_reconnect(error)
             await asyncio.sleep(delay)

@@ -29,6 +29,9 @@ __all__ = ["DROPPED", "Change", "follow_changes", "follow_task", "parse_change"]
 
 log = logging.getLogger(__name__)
 
+_FIRST_DELAY = 0.05
+"""Seconds before the first reconnect after the feed was lost (doubled up to the cap)."""
+
 DROPPED = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 """What a lost link to Redis raises: the follower reconnects after any of these."""
 
@@ -102,7 +105,7 @@ def follow_changes(
     reopened with exponential backoff; ``on_reconnect`` hears of it. Malformed
     messages are logged and skipped; any other error of a callback propagates.
     """
-    delay = 0.05
+    delay = _FIRST_DELAY
     while not stop():
         pubsub = client.pubsub()
         channels = [channel] if isinstance(channel, str) else list(channel)
@@ -117,7 +120,7 @@ def follow_changes(
                     and message is not None
                     and message.get("data") == len(channels)
                 ):
-                    delay = 0.05
+                    delay = _FIRST_DELAY
                     on_reset()
                 elif kind == "message":
                     change = parse_change(message["data"])
@@ -126,7 +129,9 @@ def follow_changes(
                     else:
                         on_change(change)
         except DROPPED as error:
-            log.warning("change feed lost (%s); reconnecting in %.2fs", error, delay)
+            # Once per outage: the attempts after the first are logged at DEBUG.
+            level = logging.WARNING if delay == _FIRST_DELAY else logging.DEBUG
+            log.log(level, "change feed lost (%s); reconnecting in %.2fs", error, delay)
             if on_reconnect is not None:
                 on_reconnect(error)
             time.sleep(delay)

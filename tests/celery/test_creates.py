@@ -3,6 +3,8 @@ Redis is down they wait in a thread that retries, and land when it is back."""
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,32 @@ def test_a_create_after_a_script_flush_lands_without_more_publishes(tmp_path: Pa
             creates.close()
             client.close()
             other.close()
+
+
+def test_a_process_exiting_while_the_book_is_down_waits_its_exit_wait_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # It used to wait retry_for + 1 s (11 s by default) and log every retry (13 lines).
+    port = free_port()  # nobody listens: the book is down
+    book = RedisBook(
+        connect(
+            f"redis://127.0.0.1:{port}/0",
+            socket_timeout=0.5,
+            socket_connect_timeout=0.5,
+            retry=retry_policy(0),
+        ),
+        namespace="creates-exit",
+    )
+    creates = Creates(lambda: book, retry_for=10.0, exit_wait=0.5)
+    with caplog.at_level(logging.DEBUG, "asyncbook.celery"):
+        creates.add(CreateSpec("left", 0, 60_000, 1, exist_ok=True))
+        began = time.monotonic()
+        creates.flush_at_exit()
+        took = time.monotonic() - began
+    assert 0.4 <= took < 1.5
+    loud = [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert len(loud) == 2, [record.getMessage() for record in loud]
+    assert "retrying for up to 10.0 s" in loud[0].getMessage()
+    assert "exiting with 1 create(s) unsent after 0.5 s" in loud[1].getMessage()
+    assert "left" in loud[1].getMessage()
+    book.client.close()

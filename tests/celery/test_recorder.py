@@ -281,3 +281,33 @@ def test_retrying_waits_at_most_retry_for_when_each_attempt_blocks() -> None:
     assert retrying(hang, 1.0, "creating task t-hung", attempt_timeout=0.4) is None
     assert time.monotonic() - started <= 1.0 + 0.1
     assert len(calls) >= 2
+
+
+def test_held_events_create_their_task_after_its_execution_ended() -> None:
+    """The book down at publish and during the run (issue 30): back after the execution
+    ended, it answers "unknown"; the events carry how to create their task."""
+    book = FlakyBook(3)
+    running: dict[str, Callable[[], bool]] = {}
+    created: list[str] = []
+
+    def create(task_id: str) -> bool:
+        created.append(task_id)
+        book.create(id=task_id, now_ms=0, ttl_ms=60_000, max_attempts=3)
+        return True
+
+    recorder = Recorder(lambda: book, flush_delay=0.0, retry_for=0.2, creator_of=running.get)
+    running["t"] = lambda: create("t")
+    progress = {"type": "progress", "atMs": 2, "progress": 40, "cursor": "c"}
+    recorder.buffer(start("t"))
+    recorder.buffer(("t", progress, "t:progress"))
+    (answer,) = recorder.write(succeed("t", at=3))
+    assert answer is None  # not answered within retry_for: held
+    del running["t"]  # the execution is over
+    deadline = time.monotonic() + 5
+    while (task := book.get("t")) is None or not task.terminal:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert created == ["t"]
+    assert [entry.event.type for entry in task.history] == ["start", "progress", "succeed"]
+    assert task.max_attempts == 3
+    recorder.close()

@@ -220,3 +220,11 @@ def test_a_bad_webhook_secret_setting_is_named(value: Any) -> None:
     with pytest.raises(AsyncBookError) as caught:
         Settings.from_conf({"asyncbook_webhook_secret": value})
     assert caught.value.field == "asyncbook_webhook_secret"
+
+
+def test_exit_wait_setting() -> None:
+    assert Settings.from_conf({}).exit_wait == 2.0
+    assert Settings.from_conf({"asyncbook_exit_wait": 0}).exit_wait == 0.0
+    assert Settings.from_conf({"asyncbook_exit_wait": timedelta(seconds=5)}).exit_wait == 5.0
+    with pytest.raises(AsyncBookError, match="asyncbook_exit_wait"):
+        Settings.from_conf({"asyncbook_exit_wait": -1})
