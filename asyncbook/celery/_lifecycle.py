@@ -17,13 +17,14 @@ import mmap
 import os
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from celery.exceptions import Ignore
 
 from .._book import AsyncBook
 from ..errors import AsyncBookError
 
-__all__ = ["CancelWatch", "CancelledRing", "Heartbeats", "TaskCancelled"]
+__all__ = ["CancelWatch", "CancelledRing", "Heartbeats", "TaskCancelled", "held_requests"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -205,3 +206,13 @@ def add_to_revoked(task_id: str) -> None:
     from celery.worker import state
 
     state.revoked.add(task_id)
+
+
+def held_requests(task_id: str) -> list[Any]:
+    """This worker's requests of ``task_id``: running, reserved, or held for their eta."""
+    from celery.worker import state
+
+    found = [state.requests.get(task_id)]
+    found += [r for r in list(getattr(state, "scheduled_requests", ())) if r.id == task_id]
+    unique = {id(request): request for request in found if request is not None}
+    return list(unique.values())

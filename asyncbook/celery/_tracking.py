@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from celery.utils.serialization import UnpickleableExceptionWrapper
 from celery.utils.time import maybe_iso8601, maybe_make_aware
 
 from ._settings import duration_ms
@@ -96,8 +98,24 @@ def describe_error(error: BaseException | None) -> str:
     """An exception as the book records it: ``Type: text`` (``Type`` alone without text)."""
     if error is None:
         return "error"
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    if isinstance(error, UnpickleableExceptionWrapper):
+        # Celery wraps an exception that does not pickle; while it is being handled, the
+        # exception itself is still the one raised.
+        raised = sys.exc_info()[1]
+        if raised is None or type(raised).__name__ != error.exc_cls_name:
+            return _described(error.exc_cls_name, _wrapped_text(error))
+        error = raised
+    return _described(type(error).__name__, str(error))
+
+
+def _described(name: str, text: str) -> str:
+    return f"{name}: {text}" if text else name
+
+
+def _wrapped_text(error: UnpickleableExceptionWrapper) -> str:
+    """What ``str()`` of the wrapped exception gave, from its (safe) args."""
+    args = tuple(error.exc_args)
+    return "" if not args else str(args[0]) if len(args) == 1 else str(args)
 
 
 def expires_ms(value: object) -> int | None:
