@@ -103,7 +103,7 @@ def describe_error(error: BaseException | None) -> str:
         # exception itself is still the one raised.
         raised = sys.exc_info()[1]
         if raised is None or type(raised).__name__ != error.exc_cls_name:
-            return _described(error.exc_cls_name, _wrapped_text(error))
+            return _described(str(error.exc_cls_name), _wrapped_text(error))
         error = raised
     return _described(type(error).__name__, str(error))
 
@@ -114,7 +114,7 @@ def _described(name: str, text: str) -> str:
 
 def _wrapped_text(error: UnpickleableExceptionWrapper) -> str:
     """What ``str()`` of the wrapped exception gave, from its (safe) args."""
-    args = tuple(error.exc_args)
+    args = tuple(error.exc_args or ())
     return "" if not args else str(args[0]) if len(args) == 1 else str(args)
 
 
