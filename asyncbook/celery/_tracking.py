@@ -28,6 +28,7 @@ from celery.utils.time import maybe_iso8601, maybe_make_aware
 from ._settings import duration_ms
 
 __all__ = [
+    "TRACK_OPTIONS",
     "UNLIMITED_ATTEMPTS",
     "callback_id",
     "describe_error",
@@ -43,6 +44,9 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
+
+TRACK_OPTIONS = ("tracked", "ttl", "max_retries", "max_attempts", "heartbeat_timeout")
+"""The task options asyncbook reads (``@app.task(tracked=True, ttl=..., ...)``)."""
 
 UNLIMITED_ATTEMPTS = 2**31 - 1
 """``max_attempts`` of a task whose ``max_retries`` is None (retries forever)."""
