@@ -30,14 +30,17 @@ _TASK_ATTRIBUTES = frozenset(dir(Task))
 
 
 class SettingsError(SystemExit):
-    """A worker or beat refuses to start: a setting of the app does not read. Its text
-    names the setting (``asyncbook_webhook_secret must start with whsec_``)."""
+    """A worker or beat refuses to start: a setting of the app does not read. Its one
+    argument, the text printed, names the setting (``asyncbook: asyncbook_webhook_secret
+    must start with whsec_ (fix asyncbook_webhook_secret)``). A ``SystemExit``: Celery's
+    signals would only log an ``Exception``, and the worker would start."""
 
     __module__ = "asyncbook.celery"
 
-    def __init__(self, error: AsyncBookError) -> None:
-        super().__init__(f"asyncbook: {error.message} (fix {error.field or 'the settings'})")
-        self.error = error
+    @classmethod
+    def of(cls, error: AsyncBookError) -> SettingsError:
+        """The refusal for the settings' ``error``."""
+        return cls(f"asyncbook: {error.message} (fix {error.field or 'the asyncbook settings'})")
 
 
 def misspelt_options(task: Task[Any, Any]) -> list[tuple[str, str]]:
@@ -106,14 +109,14 @@ class StartChecks:
         try:
             state.settings  # noqa: B018
         except AsyncBookError as error:
-            raise SettingsError(error) from error
+            raise SettingsError.of(error) from error
         try:
             state.result_ref_once.get()
         except Exception as error:
             refused = invalid(
                 f"asyncbook_result_ref does not load: {error}", field="asyncbook_result_ref"
             )
-            raise SettingsError(refused) from error
+            raise SettingsError.of(refused) from error
         for setting, once in (
             ("asyncbook_sinks", state.sinks_once),
             ("asyncbook_group_sinks", state.group_sinks_once),

@@ -17,8 +17,8 @@ from celery.contrib.testing.worker import start_worker
 from celery.utils.serialization import UnpickleableExceptionWrapper
 
 from asyncbook import AsyncBookError, MemoryBook
-from asyncbook.celery import install, uninstall
-from asyncbook.celery._startup import SettingsError, misspelt_options
+from asyncbook.celery import SettingsError, install, uninstall
+from asyncbook.celery._startup import misspelt_options
 from asyncbook.celery._tracking import describe_error
 
 from ..support.books import fakeredis_book
