@@ -394,7 +394,6 @@ class Recorder:
                 and not result.changed
                 and not result.duplicate_callback
                 and _ends(event)
-                and result.reason != "duplicate-cancel"  # a revoke of a cancelled task
             ):
                 logger.warning(
                     "asyncbook: task %s refused its %s (%s, state %s)",
