@@ -2,7 +2,8 @@
 
 The integration reads them once, when it first needs them (the first tracked publish or
 execution, or the first sweep or delivery), not at ``install``: an app configured after
-``install`` (``config_from_object`` included) is read as configured.
+``install`` (``config_from_object`` included) is read as configured. A worker and beat
+read them as they start, and refuse to start when one does not read (``_startup``).
 """
 
 from __future__ import annotations
