@@ -31,6 +31,7 @@ class Controls:
     def __init__(self, state: Shared, flush_creates: Callable[[], None]) -> None:
         self.state = state
         self.flush_creates = flush_creates
+        self.timer: Any = None
 
     def cancel(
         self,
@@ -70,8 +71,10 @@ class Controls:
         if getattr(sender, "app", None) is state.app and state.ring is None:
             state.ring = CancelledRing()
 
-    def watch_cancels(self) -> None:
-        """Follow the book's cancels in this (main) process, when the book publishes them."""
+    def watch_cancels(self, timer: Any = None) -> None:
+        """Follow the book's cancels in this (main) process, when the book publishes them
+        (``timer``: the worker consumer's, which holds the messages waiting for an eta)."""
+        self.timer = timer
         state = self.state
         process = state.process
         if process.cancel_watch is not None:
@@ -113,7 +116,7 @@ class Controls:
         add_to_revoked(task_id)
         if self.state.ring is not None:
             self.state.ring.add(task_id)
-        for request in held_requests(task_id):
+        for request in held_requests(task_id, self.timer):
             self._store_revoked(request)
 
     def _store_revoked(self, request: Any) -> None:
