@@ -22,6 +22,7 @@ from ._progress import report_progress
 from ._registry import async_book_of, book_of, install, installed, uninstall
 from ._result_ref import default_result_ref
 from ._settings import Settings
+from ._startup import SettingsError
 from ._tracked import TrackTasks, tracked
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "TaskEndedInBook",
     "Integration",
     "Settings",
+    "SettingsError",
     "default_result_ref",
     "CREATED_HEADER",
     "DEADLINE_HEADER",

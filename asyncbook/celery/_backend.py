@@ -49,7 +49,14 @@ from .._book import (
     ScriptedAnswer,
     ScriptedWrite,
 )
-from .._models import AsyncTransition, CallbackResult, CancelEvent, FailEvent, SucceedEvent
+from .._models import (
+    AsyncState,
+    AsyncTransition,
+    CallbackResult,
+    CancelEvent,
+    FailEvent,
+    SucceedEvent,
+)
 from ..errors import AsyncBookError, NotReplicatedError, UnknownTaskError
 from ..redis import EventOutcome
 from ._execution_args import ExecutionArgs
@@ -77,7 +84,8 @@ _ENDS = {
     states.FAILURE: ("failure", "|expired|cancelled|"),
     states.RETRY: ("retry", "|expired|cancelled|failed|"),
     # Revoked unrun (or terminated): cancelled in the book, or expired if the message was.
-    states.REVOKED: ("revoked", "|expired|failed|"),
+    # Its meta is always the book's verdict: the cancel's reason, whoever cancelled first.
+    states.REVOKED: ("revoked", "|expired|failed|cancelled|"),
 }
 
 
@@ -113,6 +121,9 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
 
     takes_buffered_events = True
     """An execution's buffered start and progress ride with its result (``Recorder.take``)."""
+    stores_book_verdicts = True
+    """A REVOKED it stores carries the book's cancel reason: a worker stores REVOKED
+    through it for a task it holds once the book cancels it (``Controls``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -138,6 +149,10 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         end = _ENDS.get(state)
         name = getattr(request, "task", None) if end is not None else None
         task = self.app.tasks.get(name) if isinstance(name, str) else None
+        if state == states.REVOKED and request is None and task_id:
+            # A revoke broadcast marks a task the worker does not hold (Celery 5.7): the
+            # meta carries the reason the book holds, when the book cancelled it.
+            result = self._book_revoked(bytes_to_str(task_id)) or result
         if end is None or task is None or not is_tracked(task) or not task_id:
             return super().store_result(task_id, result, state, traceback, request, **kwargs)
         integration = installed(self.app)
@@ -184,6 +199,21 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             )
         integration.backend_wrote(task_id, signal, retries)
         return encoded
+
+    def _book_revoked(self, task_id: str) -> TaskRevokedError | None:
+        """``TaskRevokedError`` with the reason of the book's cancel of ``task_id``; None
+        when the book does not hold it cancelled (or cannot be read)."""
+        integration = installed(self.app)
+        if integration is None:
+            return None
+        try:
+            task = integration.book.get(task_id)
+        except AsyncBookError as error:
+            logger.warning("asyncbook: could not read task %s: %s", task_id, error)
+            return None
+        if task is None or task.state is not AsyncState.CANCELLED:
+            return None
+        return TaskRevokedError(task.error or "cancelled")
 
     @staticmethod
     def _write_apart(integration: Integration, item: Any) -> tuple[str, Any]:
@@ -411,6 +441,11 @@ def _log_refusal(item: ApplyItem, answer: Any) -> None:
     if isinstance(answer, AsyncBookError):
         logger.error("asyncbook: task %s refused an event: %s", item[0], answer)
     elif isinstance(answer, EventOutcome) and not answer.changed and not answer.duplicate_callback:
+        if answer.reason == "duplicate-cancel":
+            # A revoke of a task cancelled before (by the revoke's own broadcast, or a
+            # cancel): nothing was refused that anyone asked for.
+            logger.debug("asyncbook: task %s was cancelled already", item[0])
+            return
         logger.warning(
             "asyncbook: task %s refused its %s (%s, state %s)",
             item[0],

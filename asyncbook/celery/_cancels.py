@@ -9,11 +9,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from celery import Task, signals
+from celery import Task, signals, states
+from celery.exceptions import TaskRevokedError
 
 from .._models import CallbackResult, CancelEvent
 from ..errors import UnknownTaskError
-from ._lifecycle import CancelledRing, CancelWatch, add_to_revoked
+from ._lifecycle import CancelledRing, CancelWatch, add_to_revoked, held_requests
 from ._revoke import cancelled_here
 from ._state import Handler, Shared
 from ._tracking import callback_id
@@ -30,6 +31,7 @@ class Controls:
     def __init__(self, state: Shared, flush_creates: Callable[[], None]) -> None:
         self.state = state
         self.flush_creates = flush_creates
+        self.timer: Any = None
 
     def cancel(
         self,
@@ -69,8 +71,10 @@ class Controls:
         if getattr(sender, "app", None) is state.app and state.ring is None:
             state.ring = CancelledRing()
 
-    def watch_cancels(self) -> None:
-        """Follow the book's cancels in this (main) process, when the book publishes them."""
+    def watch_cancels(self, timer: Any = None) -> None:
+        """Follow the book's cancels in this (main) process, when the book publishes them
+        (``timer``: the worker consumer's, which holds the messages waiting for an eta)."""
+        self.timer = timer
         state = self.state
         process = state.process
         if process.cancel_watch is not None:
@@ -112,6 +116,29 @@ class Controls:
         add_to_revoked(task_id)
         if self.state.ring is not None:
             self.state.ring.add(task_id)
+        for request in held_requests(task_id, self.timer):
+            self._store_revoked(request)
+
+    def _store_revoked(self, request: Any) -> None:
+        """A request of this worker (running, or waiting to) was cancelled in the book:
+        asyncbook's result backend stores REVOKED with the cancel's reason now, as a
+        revoke would when the worker discards it. Celery's own paths (an ignored task,
+        a revoke of a running task) store nothing for it."""
+        task = request.task
+        backend = task.backend
+        if not getattr(backend, "stores_book_verdicts", False) or not request.store_errors:
+            return
+        try:
+            found = self.state.book.get(request.id)
+            reason = found.error if found is not None else None
+            error = TaskRevokedError(reason or "cancelled")
+            backend.store_result(request.id, error, states.REVOKED, request=request._context)
+        except Exception as error:  # the cancel stands: the worker's discard writes it
+            logger.warning(
+                "asyncbook: the REVOKED result of cancelled task %s is not stored yet: %s",
+                request.id,
+                error,
+            )
 
     def handlers(self) -> list[Handler]:
         """Its signal: a worker is made (before its pool forks)."""

@@ -46,6 +46,7 @@ from ._recorder import Recorder
 from ._result_ref import ResultRef
 from ._revoke import install_control, uninstall_control
 from ._settings import Settings
+from ._startup import SettingsGate, StartChecks
 from ._state import Handler, Once, Shared
 from ._worker import Service
 
@@ -72,6 +73,7 @@ class Integration:
         self.outcomes = Outcomes(state)
         self.controls = Controls(state, self.publishing.flush_creates)
         self.service = Service(state, self.controls, self)
+        self.startup = StartChecks(state)
         state.recorder_once = Once(self._make_recorder)
         self._uid = f"asyncbook-{id(self)}"
 
@@ -178,6 +180,7 @@ class Integration:
 
     def _handlers(self) -> list[Handler]:
         return [
+            *self.startup.handlers(),  # first: a worker whose settings do not read stops
             *self.publishing.handlers(),
             *self.executions.handlers(),
             *self.outcomes.handlers(),
@@ -206,8 +209,9 @@ class Integration:
         if is_configured(self.app):
             conf = self.app.conf
             routes = listed_routes(conf.task_routes)
-            if any(route is state.router for route in routes):
-                conf.task_routes = tuple(route for route in routes if route is not state.router)
+            ours = (state.router, self.startup.gate)
+            if any(route is one for route in routes for one in ours):
+                conf.task_routes = tuple(r for r in routes if all(r is not one for one in ours))
             remove_schedule(conf, state.schedule)
         uninstall_control(self.app)
         self.service.stop_upkeep()
@@ -221,9 +225,13 @@ class Integration:
     def _add_route(self, conf: Any) -> None:
         # After the app's own routes: a route of the user's for the beat tasks wins.
         routes = [
-            route for route in listed_routes(conf.task_routes) if not isinstance(route, BeatRouter)
+            route
+            for route in listed_routes(conf.task_routes)
+            if not isinstance(route, BeatRouter | SettingsGate)
         ]
-        conf.task_routes = (*routes, self.state.router)
+        # The gate first (it routes nothing): a tracked task is not published while the
+        # settings do not read, whatever route the app gives it.
+        conf.task_routes = (self.startup.gate, *routes, self.state.router)
         self.state.schedule = add_schedule(conf)
 
     def on_after_configure(self, sender: object = None, source: Any = None, **_: Any) -> None:

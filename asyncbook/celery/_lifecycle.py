@@ -17,13 +17,14 @@ import mmap
 import os
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from celery.exceptions import Ignore
 
 from .._book import AsyncBook
 from ..errors import AsyncBookError
 
-__all__ = ["CancelWatch", "CancelledRing", "Heartbeats", "TaskCancelled"]
+__all__ = ["CancelWatch", "CancelledRing", "Heartbeats", "TaskCancelled", "held_requests"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -205,3 +206,21 @@ def add_to_revoked(task_id: str) -> None:
     from celery.worker import state
 
     state.revoked.add(task_id)
+
+
+def held_requests(task_id: str, timer: Any = None) -> list[Any]:
+    """This worker's requests of ``task_id``: running, reserved, or held for their eta
+    (Celery 5.7 lists those; before it, they are only in the consumer's ``timer``)."""
+    from celery.worker import state
+
+    found = [state.requests.get(task_id)]
+    scheduled = getattr(state, "scheduled_requests", None)
+    if scheduled is not None:
+        found += [request for request in list(scheduled) if request.id == task_id]
+    elif timer is not None:
+        for event in list(getattr(timer, "queue", ())):
+            args = getattr(getattr(event, "entry", None), "args", None) or ()
+            if args and getattr(args[0], "id", None) == task_id:
+                found.append(args[0])
+    unique = {id(request): request for request in found if request is not None}
+    return list(unique.values())

@@ -2,11 +2,13 @@
 
 The integration reads them once, when it first needs them (the first tracked publish or
 execution, or the first sweep or delivery), not at ``install``: an app configured after
-``install`` (``config_from_object`` included) is read as configured.
+``install`` (``config_from_object`` included) is read as configured. A worker and beat
+read them as they start, and refuse to start when one does not read (``_startup``).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -19,7 +21,29 @@ from ..errors import invalid
 from ..redis._connection import DEFAULT_REDIS_URL
 from ..redis._shards import MAX_SHARDS
 
-__all__ = ["Settings", "duration_ms"]
+__all__ = ["KNOWN_SETTINGS", "Settings", "duration_ms", "unknown_settings"]
+
+KNOWN_SETTINGS = tuple(
+    f"asyncbook_{name}"
+    for name in (
+        "redis_url", "namespace", "shards", "default_ttl", "flush_delay", "defer_creates",
+        "retry_for", "result_ref", "sinks", "group_sinks", "webhook_secret", "sweep_batch",
+        "consumer_group", "redelivery_idle", "queue", "worker_sweep", "heartbeat_interval",
+        "heartbeat_timeout", "record_info", "record_args", "info_limit", "redact",
+        "keep_messages", "keep_message_limit", "wait_replicas", "wait_timeout_ms",
+    )
+)  # fmt: skip
+"""Every ``asyncbook_*`` setting the integration reads."""
+
+
+def unknown_settings(extra: Mapping[str, Any]) -> str:
+    """The unknown settings (``Settings.extra``), each with the known one it is closest
+    to: ``asyncbook_flush_dealy (did you mean asyncbook_flush_delay?)``."""
+    named = []
+    for name in sorted(f"asyncbook_{key}" for key in extra):
+        close = difflib.get_close_matches(name, KNOWN_SETTINGS, n=1, cutoff=0.75)
+        named.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return ", ".join(named)
 
 
 def duration_ms(value: Any, name: str) -> int:
@@ -62,6 +86,14 @@ def _message_limit(value: Any) -> int:
             field="asyncbook_keep_message_limit",
         )
     return value
+
+
+def _delay(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise invalid(
+            "asyncbook_flush_delay must be a number of seconds >= 0", field="asyncbook_flush_delay"
+        )
+    return float(value)
 
 
 def _count(value: Any, name: str, minimum: int) -> int:
@@ -179,7 +211,7 @@ class Settings:
             "default_ttl_ms": duration_ms(
                 values.pop("default_ttl", timedelta(hours=1)), "asyncbook_default_ttl"
             ),
-            "flush_delay": float(values.pop("flush_delay", cls.flush_delay)),
+            "flush_delay": _delay(values.pop("flush_delay", cls.flush_delay)),
             "defer_creates": bool(values.pop("defer_creates", cls.defer_creates)),
             "retry_for": _seconds(values.pop("retry_for", cls.retry_for), "asyncbook_retry_for"),
             "exit_wait": _wait(values.pop("exit_wait", cls.exit_wait), "asyncbook_exit_wait"),
@@ -191,7 +223,9 @@ class Settings:
             "webhook_secrets": webhook_secrets(
                 values.pop("webhook_secret", None), "asyncbook_webhook_secret"
             ),
-            "sweep_batch": int(values.pop("sweep_batch", cls.sweep_batch)),
+            "sweep_batch": _count(
+                values.pop("sweep_batch", cls.sweep_batch), "asyncbook_sweep_batch", 1
+            ),
             "consumer_group": str(values.pop("consumer_group", cls.consumer_group)),
             "redelivery_idle_ms": duration_ms(
                 values.pop("redelivery_idle", timedelta(minutes=1)), "asyncbook_redelivery_idle"

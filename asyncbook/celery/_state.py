@@ -33,7 +33,7 @@ from ._info import InfoPolicy
 from ._lifecycle import CancelledRing, CancelWatch, Heartbeats
 from ._recorder import Recorder, attempted, retrying
 from ._result_ref import ResultRef, default_result_ref
-from ._settings import Settings
+from ._settings import Settings, unknown_settings
 from ._upkeep import Upkeep
 from ._urls import sentinel_book_url
 
@@ -159,7 +159,7 @@ class Shared:
     def _read_settings(self) -> Settings:
         settings = Settings.from_conf(self.app.conf)
         if settings.extra:
-            unknown = ", ".join(f"asyncbook_{name}" for name in sorted(settings.extra))
+            unknown = unknown_settings(settings.extra)
             logger.warning("asyncbook: unknown settings ignored: %s", unknown)
         given = self.held_book
         shards = getattr(given, "shards", 1)

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from celery.utils.serialization import UnpickleableExceptionWrapper
 from celery.utils.time import maybe_iso8601, maybe_make_aware
 
 from ._settings import duration_ms
 
 __all__ = [
+    "TRACK_OPTIONS",
     "UNLIMITED_ATTEMPTS",
     "callback_id",
     "describe_error",
@@ -41,6 +44,9 @@ __all__ = [
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
+
+TRACK_OPTIONS = ("tracked", "ttl", "max_retries", "max_attempts", "heartbeat_timeout")
+"""The task options asyncbook reads (``@app.task(tracked=True, ttl=..., ...)``)."""
 
 UNLIMITED_ATTEMPTS = 2**31 - 1
 """``max_attempts`` of a task whose ``max_retries`` is None (retries forever)."""
@@ -96,8 +102,24 @@ def describe_error(error: BaseException | None) -> str:
     """An exception as the book records it: ``Type: text`` (``Type`` alone without text)."""
     if error is None:
         return "error"
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    if isinstance(error, UnpickleableExceptionWrapper):
+        # Celery wraps an exception that does not pickle; while it is being handled, the
+        # exception itself is still the one raised.
+        raised = sys.exc_info()[1]
+        if raised is None or type(raised).__name__ != error.exc_cls_name:
+            return _described(str(error.exc_cls_name), _wrapped_text(error))
+        error = raised
+    return _described(type(error).__name__, str(error))
+
+
+def _described(name: str, text: str) -> str:
+    return f"{name}: {text}" if text else name
+
+
+def _wrapped_text(error: UnpickleableExceptionWrapper) -> str:
+    """What ``str()`` of the wrapped exception gave, from its (safe) args."""
+    args = tuple(error.exc_args or ())
+    return "" if not args else str(args[0]) if len(args) == 1 else str(args)
 
 
 def expires_ms(value: object) -> int | None:

@@ -115,7 +115,7 @@ class Service:
         state = self.state
         if getattr(sender, "app", None) is not state.app:
             return
-        self.controls.watch_cancels()
+        self.controls.watch_cancels(getattr(sender, "timer", None))  # sender: the consumer
         self.start_upkeep(str(getattr(sender, "hostname", None) or socket.gethostname()))
         name = state.settings.queue
         if state.settings.worker_sweep or name in state.app.amqp.queues.consume_from:

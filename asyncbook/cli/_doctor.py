@@ -22,7 +22,7 @@ import redis
 from .._health import sweep_health
 from .._sinks import resolve_sink
 from ..errors import AsyncBookError
-from ..redis import RedisBook, ShardedRedisBook
+from ..redis import DEFAULT_REDIS_URL, RedisBook, ShardedRedisBook
 
 __all__ = ["Check", "app_book", "app_checks", "book_checks", "load_app"]
 
@@ -324,8 +324,23 @@ def app_book(app: Any) -> RedisBook | None:
     try:
         book = None if integration is None else integration.book
     except AsyncBookError:  # a setting that does not read: app_checks names it
-        return None
+        return _conf_book(app)
     return book if isinstance(book, RedisBook) else None
+
+
+def _conf_book(app: Any) -> RedisBook | None:
+    """The app's book as its ``asyncbook_redis_url`` and ``asyncbook_namespace`` name it,
+    read from ``app.conf`` alone (another of its settings does not read)."""
+    conf = app.conf
+    broker = str(conf.get("broker_url") or "")
+    url = conf.get("asyncbook_redis_url") or (
+        broker if broker.startswith(("redis://", "rediss://")) else DEFAULT_REDIS_URL
+    )
+    namespace = conf.get("asyncbook_namespace") or "asyncbook"
+    try:
+        return RedisBook.from_url(str(url), namespace=str(namespace))
+    except AsyncBookError:
+        return None
 
 
 def app_checks(app: Any, timeout: float) -> Iterator[Check]:

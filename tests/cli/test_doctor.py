@@ -259,3 +259,20 @@ def test_the_queue_check_reads_which_workers_consume_asyncbooks_queue() -> None:
     assert check.status == "problem"
     assert "asyncbook_worker_sweep is off: no sweep" in check.detail
     assert queue_check(Answers(None), "asyncbook", worker_sweep=True, timeout=1).status == "problem"
+
+
+def test_an_app_whose_settings_do_not_read_is_checked_on_its_own_namespace(
+    app_dir: Path, namespace: str
+) -> None:
+    receiver = WebhookReceiver()
+    try:
+        module = write_app(app_dir, namespace, receiver, install=True)
+        path = app_dir / f"{module}.py"
+        path.write_text(path.read_text() + 'app.conf.asyncbook_webhook_secret = "hunter2"\n')
+        code, answer = doctor(SHARED, "elsewhere", "-A", module, "--timeout", "0.5")
+        assert code == 1
+        assert by_name(answer)["settings"]["fix"] == "fix asyncbook_webhook_secret"
+        assert repr(namespace) in by_name(answer)["namespace"]["detail"]
+        assert "elsewhere" not in by_name(answer)["namespace"]["detail"]
+    finally:
+        receiver.close()

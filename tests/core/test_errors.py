@@ -26,7 +26,7 @@ from asyncbook import (
 )
 from asyncbook._queues import BrokerUnreadableError
 from asyncbook._sinks import SinkError
-from asyncbook.celery import TaskCancelled, TaskEndedInBook, TaskExpired
+from asyncbook.celery import SettingsError, TaskCancelled, TaskEndedInBook, TaskExpired
 from asyncbook.cli._demo_app import TransientError
 from asyncbook.errors import invalid, task_exists
 from asyncbook.redis import RedisUnavailableError
@@ -95,6 +95,7 @@ SAMPLES: list[BaseException] = [
     TaskCancelled("t-1", "user left"),
     TaskExpired("task t-1 ended after its deadline: it expired"),
     TaskEndedInBook("task t-1 had already ended failed"),
+    SettingsError("asyncbook: asyncbook_shards must be ... (fix asyncbook_shards)"),
     SinkError("http://sink answered 500"),
     BrokerUnreadableError("cannot read the broker: connection refused"),
     TransientError("upstream busy (attempt 1)"),  # the demo's task retries on it

@@ -111,6 +111,7 @@ EXPORTS = {
         "DEADLINE_HEADER",
         "Integration",
         "Settings",
+        "SettingsError",
         "TaskCancelled",
         "TaskEndedInBook",
         "TaskExpired",
