@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from .._book import AsyncBook, CreateSending, CreateSpec
 from ..errors import AsyncBookError, BookUnavailableError
-from ._recorder import retrying
+from ._retrying import retrying
 
 __all__ = ["Creates"]
 

@@ -34,105 +34,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from redis.exceptions import RedisError
-
 from .._book import ApplyItem, AsyncBook, EventInput
 from .._models import CallbackResult
-from ..errors import AsyncBookError, BookUnavailableError, NotReplicatedError, UnknownTaskError
+from ..errors import AsyncBookError, UnknownTaskError
 from ..redis import EventOutcome
+from ._retrying import FIRST_DELAY, MAX_DELAY, OUTAGE
 
-__all__ = ["Recorder", "Taken", "attempted", "retrying"]
+__all__ = ["Recorder", "Taken"]
 
 logger = logging.getLogger("asyncbook.celery")
 
 _Result = TypeVar("_Result")
-_FIRST_DELAY = 0.05
-_MAX_DELAY = 1.0
 _REMEMBERED = 4096
 _MAX_BATCH = 500
 _DEADLINE_GRACE_MS = 60_000
 """How long past its deadline (by this host's clock) an event is still held: clocks differ."""
-_OUTAGE = (BookUnavailableError, NotReplicatedError, RedisError, OSError)
-"""What is retried: the book did not answer, or a write reached too few replicas
-(``asyncbook_wait_replicas``; it may have run: callback ids make the resend safe)."""
-
-
-def retrying(
-    call: Callable[[], _Result],
-    retry_for: float,
-    what: str,
-    *,
-    attempt_timeout: float = 0.0,
-    warn: bool = True,
-    then: str = "",
-) -> _Result | None:
-    """``call()``, retried with backoff for ``retry_for`` seconds; None if it never worked.
-
-    Only errors of reaching Redis are retried. Any other ``AsyncBookError`` (a rejected
-    input) propagates; anything else is logged with ``what`` and gives None at once. No
-    attempt starts unless it can end (``attempt_timeout``: the client's own bound on one
-    call) within ``retry_for``, so the caller waits at most that long.
-
-    An outage is logged in two lines at most: the first failure (a WARNING; at DEBUG when
-    not ``warn``: the caller already said that the book is down), the retries at DEBUG,
-    and giving up (an ERROR, ``then`` added: what happens instead).
-    """
-    deadline = time.monotonic() + retry_for
-    delay = _FIRST_DELAY
-    first = True
-    while True:
-        try:
-            return call()
-        except _OUTAGE as error:
-            if time.monotonic() + delay + attempt_timeout > deadline:
-                logger.error(
-                    "asyncbook: gave up on %s after %.1f s: %r%s",
-                    what,
-                    retry_for,
-                    error,
-                    f"; {then}" if then else "",
-                )
-                return None
-            level = logging.WARNING if first and warn else logging.DEBUG
-            logger.log(
-                level,
-                "asyncbook: %s failed (%r), retrying for up to %.1f s (next in %.2f s)",
-                what,
-                error,
-                retry_for,
-                delay,
-            )
-            first = False
-            time.sleep(delay)
-            delay = min(delay * 2, _MAX_DELAY)
-        except AsyncBookError:
-            raise
-        except Exception:
-            logger.exception("asyncbook: %s failed", what)
-            return None
-
-
-def attempted(call: Callable[[], _Result], what: str) -> _Result | None:
-    """``call()`` once; None (a WARNING naming ``what``) when the book did not answer.
-
-    For a write that the held events make again later (a worker's create at the start:
-    the start, held, creates the task when the book answers). Any other
-    ``AsyncBookError`` propagates; anything else is logged and gives None.
-    """
-    try:
-        return call()
-    except _OUTAGE as error:
-        logger.warning(
-            "asyncbook: %s: the book did not answer (%r); its held events create it once it does",
-            what,
-            error,
-        )
-        return None
-    except AsyncBookError:
-        raise
-    except Exception:
-        logger.exception("asyncbook: %s failed", what)
-        return None
 
 
 def _apply_many(book: AsyncBook, batch: Sequence[ApplyItem]) -> list[Any]:
@@ -365,7 +281,7 @@ class Recorder:
             _let_go(dropped, f"more than {self.max_held} events were held")
 
     def _run(self) -> None:
-        delay = _FIRST_DELAY
+        delay = FIRST_DELAY
         while True:
             with self._lock:
                 while not self._queue and not self._stopping:
@@ -375,7 +291,7 @@ class Recorder:
                 due_at = self._queue[0].queued_at + self.flush_delay
             # Events gather for flush_delay after the oldest was queued, unless a write waits
             # or this is a resend; one that may ride with a result waits its own delay.
-            waiting = self.flush_delay > 0 and not self._stopping and delay == _FIRST_DELAY
+            waiting = self.flush_delay > 0 and not self._stopping and delay == FIRST_DELAY
             if waiting:
                 self._urgent.wait(max(0.0, due_at - time.monotonic()))
             urgent = self._urgent.is_set() or not waiting or self._stopping
@@ -390,18 +306,18 @@ class Recorder:
                 continue
             try:
                 results = _apply_many(self.book, [entry.item for entry in batch])
-            except _OUTAGE as error:
+            except OUTAGE as error:
                 self._note_outage(batch, error, delay)
                 if self._stopping:
                     return
                 self._urgent.wait(delay)  # a write may find the book back: try at once
-                delay = min(delay * 2, _MAX_DELAY)
+                delay = min(delay * 2, MAX_DELAY)
                 continue
             except Exception:
                 # A bug, not an outage: sending the same batch again would fail again.
                 logger.exception("asyncbook: writing %d event(s) failed", len(batch))
                 results = [None] * len(batch)
-            delay = _FIRST_DELAY
+            delay = FIRST_DELAY
             if self._outage_since is not None:
                 logger.warning(
                     "asyncbook: the book answers again after %.1f s; held events written",

@@ -30,7 +30,7 @@ KNOWN_SETTINGS = tuple(
         "retry_for", "result_ref", "sinks", "group_sinks", "webhook_secret", "sweep_batch",
         "consumer_group", "redelivery_idle", "queue", "worker_sweep", "heartbeat_interval",
         "heartbeat_timeout", "record_info", "record_args", "info_limit", "redact",
-        "keep_messages", "keep_message_limit", "wait_replicas", "wait_timeout_ms",
+        "keep_messages", "keep_message_limit", "wait_replicas", "wait_timeout_ms", "exit_wait",
     )
 )  # fmt: skip
 """Every ``asyncbook_*`` setting the integration reads."""

@@ -31,8 +31,9 @@ from ._beat import BeatRouter
 from ._creates import Creates
 from ._info import InfoPolicy
 from ._lifecycle import CancelledRing, CancelWatch, Heartbeats
-from ._recorder import Recorder, attempted, retrying
+from ._recorder import Recorder
 from ._result_ref import ResultRef, default_result_ref
+from ._retrying import attempted, retrying
 from ._settings import Settings, unknown_settings
 from ._upkeep import Upkeep
 from ._urls import sentinel_book_url

@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from asyncbook import ApplyItem, AsyncBookError, CallbackResult, MemoryBook
-from asyncbook.celery._recorder import Recorder, retrying
+from asyncbook.celery._recorder import Recorder
+from asyncbook.celery._retrying import retrying
 
 
 class FlakyBook(MemoryBook):
