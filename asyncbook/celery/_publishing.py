@@ -8,12 +8,14 @@ publisher did not (``create_late``).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import Task, signals
 
 from .._book import CreateSpec
 from .._console import PublishInfo
+from .._limits import TASK_ID_LIMIT
 from .._models import AsyncTask, FailEvent
 from ._creates import Creates
 from ._keeping import kept_message
@@ -32,6 +34,8 @@ from ._tracking import (
 )
 
 __all__ = ["CREATED_HEADER", "DEADLINE_HEADER", "Publishing"]
+
+logger = logging.getLogger("asyncbook.celery")
 
 CREATED_HEADER = "asyncbook_created"
 """Message header: the publisher created the task in the book."""
@@ -65,6 +69,18 @@ class Publishing:
             return
         task_id = headers.get("id")
         if not isinstance(task_id, str):  # task protocol 1 keeps the id in the body
+            return
+        if len(task_id) > TASK_ID_LIMIT:
+            # No book takes it (invalid-request, field taskId); a signal cannot stop the
+            # publish, so it goes untracked, said once here rather than at every event.
+            logger.error(
+                "asyncbook: task %s id %r... has %d characters, over the limit of %d "
+                "(taskId): it is published untracked, not in the book",
+                sender,
+                task_id[:64],
+                len(task_id),
+                TASK_ID_LIMIT,
+            )
             return
         retries = int(headers.get("retries") or 0)
         if retries > 0:

@@ -23,6 +23,7 @@ from typing import Any
 
 from celery.utils.time import maybe_iso8601, maybe_make_aware
 
+from .._limits import bounded_error
 from ._settings import duration_ms
 
 __all__ = [
@@ -93,11 +94,12 @@ def callback_id(task_id: str, signal: str, retries: int | str, *extra: object) -
 
 
 def describe_error(error: BaseException | None) -> str:
-    """An exception as the book records it: ``Type: text`` (``Type`` alone without text)."""
+    """An exception as the book records it: ``Type: text`` (``Type`` alone without text),
+    capped at ``ERROR_LIMIT`` characters with a marker of what was cut."""
     if error is None:
         return "error"
     text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return bounded_error(f"{type(error).__name__}: {text}" if text else type(error).__name__)
 
 
 def expires_ms(value: object) -> int | None:
