@@ -94,8 +94,18 @@ class Publishing:
         group_id = group if isinstance(group, str) else None
         kept = None
         if state.settings.keep_messages:  # before asyncbook's own headers are added
-            limit = state.settings.keep_message_limit
-            kept = kept_message(task, headers, body, exchange, routing_key, properties, limit)
+            settings = state.settings
+            kept = kept_message(
+                task,
+                headers,
+                body,
+                exchange,
+                routing_key,
+                properties,
+                settings.keep_message_limit,
+                redact=state.info_policy_once.get().redact,
+                keep_redacted=task.name in settings.keep_redacted_messages,
+            )
         info_policy = state.info_policy_once.get()
         info = info_policy.publish_info(sender, headers, body, routing_key, kept)
         creates = self.deferred_creates()
