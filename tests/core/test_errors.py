@@ -25,7 +25,7 @@ from asyncbook import (
     UnsupportedServerError,
 )
 from asyncbook._queues import BrokerUnreadableError
-from asyncbook._sinks import SinkError
+from asyncbook._sinks import PermanentSinkError, SinkError
 from asyncbook.celery import TaskCancelled, TaskEndedInBook, TaskExpired
 from asyncbook.cli._demo_app import TransientError
 from asyncbook.errors import invalid, task_exists
@@ -96,6 +96,7 @@ SAMPLES: list[BaseException] = [
     TaskExpired("task t-1 ended after its deadline: it expired"),
     TaskEndedInBook("task t-1 had already ended failed"),
     SinkError("http://sink answered 500"),
+    PermanentSinkError("http://sink: request refused: a header no request may carry"),
     BrokerUnreadableError("cannot read the broker: connection refused"),
     TransientError("upstream busy (attempt 1)"),  # the demo's task retries on it
 ]
