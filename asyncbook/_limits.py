@@ -16,9 +16,9 @@ from .errors import invalid
 
 __all__ = ["ERROR_LIMIT", "TASK_ID_LIMIT", "bounded_error", "require_task_id_length"]
 
-TASK_ID_LIMIT = 1024
-"""The longest task id a book accepts, in characters (code points): four times a
-Celery UUID's 36, room for any scheme of prefixes and paths."""
+TASK_ID_LIMIT = 4096
+"""The longest task id a book accepts, in characters (code points): over a hundred
+times a Celery UUID's 36, room for any scheme of prefixes, paths and hashes."""
 
 ERROR_LIMIT = 4096
 """The longest error the Celery integration records, in characters, the marker of what

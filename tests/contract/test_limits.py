@@ -29,7 +29,7 @@ def test_an_id_over_the_limit_is_refused_naming_task_id(make_book: BookFactory) 
 
 
 def test_an_id_of_the_limit_is_taken(make_book: BookFactory) -> None:
-    """Characters are counted, not bytes: 1,024 of them, two UTF-8 bytes each."""
+    """Characters are counted, not bytes: 4,096 of them, two UTF-8 bytes each."""
     book = make_book()
     task_id = "ü" * TASK_ID_LIMIT
     assert book.create(id=task_id, now_ms=0, ttl_ms=10, max_attempts=1).id == task_id
