@@ -1,7 +1,9 @@
 """Notification delivery: read the outbox at least once, hand each entry to the sinks.
 
 An entry is acknowledged only when every sink took it; otherwise it stays pending and
-is claimed again later (by this or another consumer).
+is claimed again later (by this or another consumer). An entry a sink never can take
+(``PermanentSinkError``: the request cannot even be made) is acknowledged too, with an
+error naming it: retrying it every minute for ever would change nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ._book import AsyncBook
 from ._models import AnyNotification, GroupNotification
+from ._sinks import PermanentSinkError
 
 __all__ = [
     "DeliveryReport",
@@ -135,6 +138,8 @@ class DeliveryReport:
     """Entries every sink took (acknowledged)."""
     failed: int = 0
     """Entries left for redelivery."""
+    dropped: int = 0
+    """Entries given up (acknowledged undelivered): a sink never could take them."""
 
 
 def deliver_notifications(
@@ -152,14 +157,22 @@ def deliver_notifications(
     ``sinks`` take what ``source`` holds: task notifications (``Sink``), or a group
     notification source's (``GroupSink``).
     """
-    delivered = failed = 0
+    delivered = failed = dropped = 0
     for _ in range(max_rounds):
         entries = source.consume_notifications(group, consumer, count, None, min_idle_ms)
         done: list[str] = []
+        given_up: list[str] = []
         for entry_id, note in entries:
             try:
                 for sink in sinks:
                     sink(note)
+            except PermanentSinkError as error:
+                given_up.append(entry_id)
+                logger.error(
+                    "asyncbook: notification %s given up: it can never be delivered (%s)",
+                    _describe(note),
+                    error,
+                )
             except Exception as error:
                 failed += 1
                 logger.error(
@@ -169,9 +182,10 @@ def deliver_notifications(
                 )
             else:
                 done.append(entry_id)
-        if done:
-            source.ack(group, *done)
+        if done or given_up:
+            source.ack(group, *done, *given_up)
             delivered += len(done)
-        if len(done) < count:
+            dropped += len(given_up)
+        if len(done) + len(given_up) < count:
             break
-    return DeliveryReport(delivered=delivered, failed=failed)
+    return DeliveryReport(delivered=delivered, failed=failed, dropped=dropped)

@@ -4,7 +4,9 @@ The Celery integration keeps it (``asyncbook_keep_messages``) in the create that
 the task, under a key of the task's own that no read, page or command shows; a retry
 sends it again under a new id. The body stays as serialized (its content type and
 encoding with it), so the arguments are exactly what the publisher sent, whatever the
-serializer.
+serializer. A message that is not kept leaves an ``omission`` in its place: too large,
+or carrying a keyword argument ``asyncbook_redact`` masks (kept in plain text, it would
+be readable at rest for the whole retention).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from .errors import invalid
 __all__ = [
     "JSON_BODY",
     "KEPT_MESSAGE_LIMIT",
+    "OMISSION_PREFIX",
     "KeptMessage",
     "json_record",
     "omission",
+    "redacted_omission",
     "why_omitted",
 ]
 
@@ -31,6 +35,8 @@ KEPT_MESSAGE_LIMIT = 1_048_576
 """The default largest kept message, in bytes (``asyncbook_keep_message_limit``)."""
 
 _VERSION = 1
+OMISSION_PREFIX = '{"v": 1, "omitted'
+"""How every omission starts, and no kept message does (info.lua reads only this much)."""
 JSON_BODY = ("application/json", "utf-8")
 """The content type and encoding of a JSON body (kombu's ``json`` serializer)."""
 _encode = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=False).encode
@@ -145,14 +151,29 @@ def omission(size: int, limit: int) -> str:
     return json.dumps({"v": _VERSION, "omittedBytes": size, "limit": limit})
 
 
-def why_omitted(text: str | bytes) -> str | None:
-    """Why the message was not kept, when ``text`` is an ``omission``; else None."""
+def redacted_omission(names: list[str]) -> str:
+    """What is kept instead of a message that carries the keyword arguments ``names``,
+    which ``asyncbook_redact`` masks: their names, never their values."""
+    return json.dumps({"v": _VERSION, "omittedRedacted": names})
+
+
+def why_omitted(text: str | bytes) -> tuple[str, str] | None:
+    """The refusal code and why the message was not kept, when ``text`` is an
+    ``omission``; else None."""
     try:
         data = json.loads(text)
+        if "omittedRedacted" in data:
+            names = ", ".join(map(str, data["omittedRedacted"]))
+            return (
+                "no-message",
+                f"the task's message was not kept: it carries {names}, which asyncbook_redact "
+                "masks (name the task in asyncbook_keep_redacted_messages to keep it anyway)",
+            )
         size, limit = data["omittedBytes"], data["limit"]
     except (ValueError, KeyError, TypeError):
         return None
     return (
+        "message-too-large",
         f"the task's message was not kept: {size} bytes, over asyncbook_keep_message_limit "
-        f"({limit} bytes)"
+        f"({limit} bytes)",
     )

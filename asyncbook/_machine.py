@@ -11,6 +11,7 @@ from typing import Any
 
 from ._checks import require_integer, require_non_negative, require_positive, require_text
 from ._jsrules import is_blank, normalize_number
+from ._limits import require_task_id_length
 from ._models import (
     AsyncEvent,
     AsyncState,
@@ -34,8 +35,10 @@ __all__ = ["apply_async_event", "create_async_task", "expire_task"]
 def create_async_task(
     *, id: str, now_ms: int | float, ttl_ms: int | float, max_attempts: int
 ) -> AsyncTask:
-    """A new queued task whose result is accepted until ``now_ms + ttl_ms``."""
+    """A new queued task whose result is accepted until ``now_ms + ttl_ms``; an id over
+    ``TASK_ID_LIMIT`` characters is refused (``invalid-request``, field ``taskId``)."""
     require_text(id, "id")
+    require_task_id_length(id)
     now = require_non_negative(now_ms, "nowMs")
     ttl = require_positive(ttl_ms, "ttlMs")
     attempts = require_integer(max_attempts, "maxAttempts", 1)

@@ -184,7 +184,10 @@ class MemoryBook:
             key = (task_id, result.task.state.value, result.task.version)
             if key not in self._notifications:
                 self._notifications[key] = Notification(
-                    task_id=task_id, state=result.task.state, at_ms=parsed.at_ms
+                    task_id=task_id,
+                    state=result.task.state,
+                    at_ms=parsed.at_ms,
+                    version=result.task.version,
                 )
         self._note_liveness(task_id, parsed, result)
         self._note_group(task_id, task, parsed, result)

@@ -271,6 +271,10 @@ class Notification(WireModel):
     task_id: StrictStr
     state: AsyncState
     at_ms: Number
+    version: Integer | None = Field(default=None, exclude=True)
+    """The task's version that reached ``state`` (None: not known, an entry written
+    before it was kept); not on the wire, where the reference has no such field, but part
+    of the notification's ``webhook-id``."""
 
 
 class GroupSummary(WireModel):

@@ -14,9 +14,11 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 from collections.abc import Sequence
 from typing import Any
 
+from ._models import AnyNotification, GroupNotification
 from .errors import invalid
 
 __all__ = ["SECRET_PREFIX", "WebhookSecret", "signed_headers", "webhook_id", "webhook_secrets"]
@@ -80,10 +82,25 @@ def webhook_secrets(value: Any, field: str) -> tuple[WebhookSecret, ...]:
     return tuple(WebhookSecret.parse(one, field) for one in values)
 
 
-def webhook_id(idempotency_key: str) -> str:
-    """The ``webhook-id`` of a notification: the same for each of its deliveries (it is
-    derived from the idempotency key), and free of ``.`` whatever the task id holds."""
-    return "msg_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+def webhook_id(notification: AnyNotification, namespace: str = "asyncbook") -> str:
+    """The ``webhook-id`` of a notification: ``msg_`` and 32 hex digits of the SHA-256 of
+    what makes it one notification (the namespace, the task, its state, the version that
+    reached it and the time; for a group, the group and the time). The same for each
+    delivery of it; another for a task id used again after retention, or in another
+    namespace. Free of ``.`` whatever the ids hold."""
+    if isinstance(notification, GroupNotification):
+        parts: list[Any] = [namespace, "group", notification.group_id, notification.at_ms]
+    else:
+        parts = [
+            namespace,
+            "task",
+            notification.task_id,
+            notification.state.value,
+            notification.version,
+            notification.at_ms,
+        ]
+    identity = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+    return "msg_" + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def signed_headers(

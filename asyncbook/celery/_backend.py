@@ -49,6 +49,7 @@ from .._book import (
     ScriptedAnswer,
     ScriptedWrite,
 )
+from .._limits import bounded_error
 from .._models import (
     AsyncState,
     AsyncTransition,
@@ -427,7 +428,7 @@ def _end_event(
             return SucceedEvent(at_ms=at, result_ref=ref, result_hash=digest)
         return SucceedEvent.model_construct(at_ms=at, result_ref=ref, result_hash=digest)
     error = result if isinstance(result, BaseException) else None
-    text = describe_error(error) if error is not None else str(result or "error")
+    text = describe_error(error) if error is not None else bounded_error(str(result or "error"))
     return FailEvent(at_ms=at, error=text, retryable=state == states.RETRY)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from celery import Task, signals
 
+from .._limits import TASK_ID_LIMIT
 from .._models import ProgressEvent, StartEvent
 from ..errors import invalid
 from ._lifecycle import TaskCancelled
@@ -23,8 +24,11 @@ from ._tracking import callback_id, heartbeat_timeout_ms, is_tracked, now_ms
 __all__ = ["Executions", "is_mine"]
 
 
-def is_mine(state: Shared, task: object) -> bool:
-    """True for a tracked task of the integration's app."""
+def is_mine(state: Shared, task: object, task_id: object = None) -> bool:
+    """True for a tracked task of the integration's app (and an id no book refuses: at
+    most ``TASK_ID_LIMIT`` characters; its publish said why it is not tracked)."""
+    if isinstance(task_id, str) and len(task_id) > TASK_ID_LIMIT:
+        return False
     return isinstance(task, Task) and task.app is state.app and is_tracked(task)
 
 
@@ -38,7 +42,7 @@ class Executions:
     def on_task_prerun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
         """A worker starts an attempt: start, buffered (created here if the publisher did not)."""
         state = self.state
-        if task_id is None or not is_mine(state, task):
+        if task_id is None or not is_mine(state, task, task_id):
             return
         assert isinstance(task, Task)
         request = task.request

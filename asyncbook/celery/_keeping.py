@@ -7,18 +7,22 @@ default) is kept as the JSON value it is sent as, inside the kept record: one en
 at publish instead of two. The headers are kept as
 Celery wrote them, before asyncbook adds its own, but for those a retry sets anew (the
 id, root and parent, retries, eta, expires, group).
+
+A message whose keyword arguments include one ``asyncbook_redact`` masks is not kept
+(``redacted_omission``: the names only), unless its task is named in
+``asyncbook_keep_redacted_messages``: no masked value is stored in plain text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from celery import Task
 from kombu.serialization import dumps
 from kombu.utils.json import dumps as json_dumps
 
-from .._kept import KeptMessage, json_record, omission
+from .._kept import KeptMessage, json_record, omission, redacted_omission
 
 __all__ = ["kept_message"]
 
@@ -39,9 +43,16 @@ def kept_message(
     routing_key: Any,
     properties: Any,
     limit: int,
+    redact: Collection[str] = frozenset(),
+    keep_redacted: bool = False,
 ) -> str:
     """The message to keep (``KeptMessage``'s JSON), or, over ``limit`` bytes, its
-    ``omission``."""
+    ``omission``; carrying a keyword argument named in ``redact`` (lower case), its
+    ``redacted_omission`` unless ``keep_redacted``."""
+    if not keep_redacted:
+        masked = redacted_names(body, redact)
+        if masked:
+            return redacted_omission(masked)
     serializer = task.serializer or task.app.conf.task_serializer  # as apply_async's
     given = properties if isinstance(properties, dict) else {}
     kept_headers = {key: value for key, value in headers.items() if key not in _REPLACED}
@@ -69,3 +80,12 @@ def kept_message(
     if len(kept) > limit:
         return omission(len(kept), limit)
     return kept
+
+
+def redacted_names(body: Any, redact: Collection[str]) -> list[str]:
+    """The keyword arguments of a protocol 2 ``body`` (args, kwargs, embed) that ``redact``
+    (lower-case names) masks, in their order."""
+    kwargs = body[1] if isinstance(body, list | tuple) and len(body) >= 2 else None
+    if not redact or not isinstance(kwargs, Mapping):
+        return []
+    return [key for key in kwargs if isinstance(key, str) and key.lower() in redact]

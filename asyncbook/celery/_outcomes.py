@@ -38,7 +38,7 @@ class Outcomes:
     def on_task_success(self, sender: object = None, result: Any = None, **_: Any) -> None:
         """The attempt returned: succeed (with acks_late, written before the ack)."""
         state = self.state
-        if not is_mine(state, sender):
+        if not is_mine(state, sender, getattr(getattr(sender, "request", None), "id", None)):
             return
         assert isinstance(sender, Task)
         request = sender.request
@@ -59,7 +59,7 @@ class Outcomes:
         self, sender: object = None, request: Any = None, reason: Any = None, **_: Any
     ) -> None:
         """The attempt asked for a retry: fail, retryable (requeued while attempts remain)."""
-        if request is None or not is_mine(self.state, sender):
+        if request is None or not is_mine(self.state, sender, getattr(request, "id", None)):
             return
         task_id = str(request.id)
         callback = callback_id(task_id, "retry", int(request.retries or 0))
@@ -78,7 +78,7 @@ class Outcomes:
     ) -> None:
         """The attempt raised (retries exhausted included): fail, not retryable."""
         state = self.state
-        if task_id is None or not is_mine(state, sender):
+        if task_id is None or not is_mine(state, sender, task_id):
             return
         assert isinstance(sender, Task)
         request = sender.request
@@ -107,7 +107,7 @@ class Outcomes:
     ) -> None:
         """Revoked: expire if the message expired, else cancel (queued, between retries,
         or running with ``terminate``)."""
-        if request is None or not is_mine(self.state, sender):
+        if request is None or not is_mine(self.state, sender, getattr(request, "id", None)):
             return
         task_id = str(request.id)
         retries = int(getattr(request, "retries", 0) or 0)

@@ -8,12 +8,14 @@ publisher did not (``create_late``).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import Task, signals
 
 from .._book import CreateSpec
 from .._console import PublishInfo
+from .._limits import TASK_ID_LIMIT
 from .._models import AsyncTask, FailEvent
 from ._creates import Creates
 from ._keeping import kept_message
@@ -32,6 +34,8 @@ from ._tracking import (
 )
 
 __all__ = ["CREATED_HEADER", "DEADLINE_HEADER", "Publishing"]
+
+logger = logging.getLogger("asyncbook.celery")
 
 CREATED_HEADER = "asyncbook_created"
 """Message header: the publisher created the task in the book."""
@@ -66,6 +70,18 @@ class Publishing:
         task_id = headers.get("id")
         if not isinstance(task_id, str):  # task protocol 1 keeps the id in the body
             return
+        if len(task_id) > TASK_ID_LIMIT:
+            # No book takes it (invalid-request, field taskId); a signal cannot stop the
+            # publish, so it goes untracked, said once here rather than at every event.
+            logger.error(
+                "asyncbook: task %s id %r... has %d characters, over the limit of %d "
+                "(taskId): it is published untracked, not in the book",
+                sender,
+                task_id[:64],
+                len(task_id),
+                TASK_ID_LIMIT,
+            )
+            return
         retries = int(headers.get("retries") or 0)
         if retries > 0:
             self._record_retry(task_id, retries - 1)
@@ -78,8 +94,18 @@ class Publishing:
         group_id = group if isinstance(group, str) else None
         kept = None
         if state.settings.keep_messages:  # before asyncbook's own headers are added
-            limit = state.settings.keep_message_limit
-            kept = kept_message(task, headers, body, exchange, routing_key, properties, limit)
+            settings = state.settings
+            kept = kept_message(
+                task,
+                headers,
+                body,
+                exchange,
+                routing_key,
+                properties,
+                settings.keep_message_limit,
+                redact=state.info_policy_once.get().redact,
+                keep_redacted=task.name in settings.keep_redacted_messages,
+            )
         info_policy = state.info_policy_once.get()
         info = info_policy.publish_info(sender, headers, body, routing_key, kept)
         creates = self.deferred_creates()

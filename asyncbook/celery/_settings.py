@@ -31,6 +31,7 @@ KNOWN_SETTINGS = tuple(
         "consumer_group", "redelivery_idle", "queue", "worker_sweep", "heartbeat_interval",
         "heartbeat_timeout", "record_info", "record_args", "info_limit", "redact",
         "keep_messages", "keep_message_limit", "wait_replicas", "wait_timeout_ms", "exit_wait",
+        "keep_redacted_messages",
     )
 )  # fmt: skip
 """Every ``asyncbook_*`` setting the integration reads."""
@@ -111,12 +112,14 @@ def _shards(value: Any) -> int:
     return value
 
 
-def _names(value: Any) -> tuple[str, ...]:
+def _names(
+    value: Any, field: str = "asyncbook_redact", what: str = "keyword names"
+) -> tuple[str, ...]:
     names = (value,) if isinstance(value, str) else value
     if not isinstance(names, list | tuple | set | frozenset) or not all(
         isinstance(name, str) for name in names
     ):
-        raise invalid("asyncbook_redact must be a list of keyword names", field="asyncbook_redact")
+        raise invalid(f"{field} must be a list of {what}", field=field)
     return tuple(names)
 
 
@@ -184,6 +187,10 @@ class Settings:
     retried: sent again, exactly, as a new task."""
     keep_message_limit: int = KEPT_MESSAGE_LIMIT
     """The largest message kept, in bytes; a larger one is not kept (a retry says why)."""
+    keep_redacted_messages: tuple[str, ...] = ()
+    """Names of the tasks whose message is kept even when a keyword argument of it is one
+    ``redact`` masks (then readable in the book's Redis); any other such message is not
+    kept (a retry says why)."""
     wait_replicas: int = 0
     """Every write of the book waits (``WAIT``) for this many replicas before it counts
     as done; 0 sends no ``WAIT`` (docs/redis.md, "Waiting for a replica")."""
@@ -246,6 +253,11 @@ class Settings:
             "keep_messages": bool(values.pop("keep_messages", cls.keep_messages)),
             "keep_message_limit": _message_limit(
                 values.pop("keep_message_limit", cls.keep_message_limit)
+            ),
+            "keep_redacted_messages": _names(
+                values.pop("keep_redacted_messages", cls.keep_redacted_messages),
+                "asyncbook_keep_redacted_messages",
+                "task names",
             ),
             "wait_replicas": _count(
                 values.pop("wait_replicas", cls.wait_replicas), "asyncbook_wait_replicas", 0

@@ -133,7 +133,11 @@ class Shared:
         self.result_ref_once = Once(self._result_ref)
         self.sinks_once: Once[tuple[Sink, ...]] = Once(
             lambda: tuple(
-                resolve_sink(spec, secrets=self.settings.webhook_secrets)
+                resolve_sink(
+                    spec,
+                    secrets=self.settings.webhook_secrets,
+                    namespace=self.settings.namespace,
+                )
                 for spec in self.settings.sinks
             )
         )
@@ -217,7 +221,8 @@ class Shared:
         # A group sink is resolved as a sink is: the same callables, URLs and paths.
         secrets = self.settings.webhook_secrets
         resolved: list[Any] = [
-            resolve_sink(spec, secrets=secrets) for spec in self.settings.group_sinks
+            resolve_sink(spec, secrets=secrets, namespace=self.settings.namespace)
+            for spec in self.settings.group_sinks
         ]
         return tuple(resolved)
 

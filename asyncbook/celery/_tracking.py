@@ -25,6 +25,7 @@ from typing import Any
 from celery.utils.serialization import UnpickleableExceptionWrapper
 from celery.utils.time import maybe_iso8601, maybe_make_aware
 
+from .._limits import bounded_error
 from ._settings import duration_ms
 
 __all__ = [
@@ -99,7 +100,8 @@ def callback_id(task_id: str, signal: str, retries: int | str, *extra: object) -
 
 
 def describe_error(error: BaseException | None) -> str:
-    """An exception as the book records it: ``Type: text`` (``Type`` alone without text)."""
+    """An exception as the book records it: ``Type: text`` (``Type`` alone without text),
+    capped at ``ERROR_LIMIT`` characters with a marker of what was cut."""
     if error is None:
         return "error"
     if isinstance(error, UnpickleableExceptionWrapper):
@@ -113,7 +115,7 @@ def describe_error(error: BaseException | None) -> str:
 
 
 def _described(name: str, text: str) -> str:
-    return f"{name}: {text}" if text else name
+    return bounded_error(f"{name}: {text}" if text else name)
 
 
 def _wrapped_text(error: UnpickleableExceptionWrapper) -> str:

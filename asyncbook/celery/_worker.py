@@ -49,7 +49,7 @@ class Service:
         state = self.state
         if state.sources is None:
             state.sources = (notification_source(state.book), group_notification_source(state.book))
-        delivered = failed = 0
+        delivered = failed = dropped = 0
         sinks: tuple[tuple[Any, ...], ...] = (state.sinks_once.get(), state.group_sinks_once.get())
         for source, to in zip(state.sources, sinks, strict=True):
             if not to:
@@ -62,7 +62,8 @@ class Service:
                 min_idle_ms=state.settings.redelivery_idle_ms,
             )
             delivered, failed = delivered + report.delivered, failed + report.failed
-        return DeliveryReport(delivered=delivered, failed=failed)
+            dropped += report.dropped
+        return DeliveryReport(delivered=delivered, failed=failed, dropped=dropped)
 
     def on_celeryd_init(self, instance: Any = None, options: Any = None, **_: Any) -> None:
         """A worker starts: without ``-Q`` it consumes the ``asyncbook_queue`` too."""

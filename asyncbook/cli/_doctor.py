@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import redis
 
 from .._health import sweep_health
-from .._sinks import resolve_sink
+from .._sinks import resolve_sink, shown_webhook_url
 from ..errors import AsyncBookError
 from ..redis import DEFAULT_REDIS_URL, RedisBook, ShardedRedisBook
 
@@ -268,11 +268,12 @@ def sink_checks(sinks: tuple[Any, ...], timeout: float, secrets: int = 0) -> Ite
     for spec in sinks:
         if isinstance(spec, str) and spec.startswith(("http://", "https://")):
             why = _reachable(spec, timeout)
+            shown = shown_webhook_url(spec)  # never its credentials
             if why is None:
-                yield Check("sink", "ok", f"{spec} accepts connections; {signed}")
+                yield Check("sink", "ok", f"{shown} accepts connections; {signed}")
             else:
                 fix = "check the URL, DNS and firewall from the workers' hosts"
-                yield Check("sink", "problem", f"{spec} unreachable: {why}", fix)
+                yield Check("sink", "problem", f"{shown} unreachable: {why}", fix)
             continue
         try:
             resolve_sink(spec)

@@ -36,8 +36,8 @@ def drain_notifications(engine: EngineBase) -> list[Notification]:
     """Every pending notification, sorted by task id then time; empties the outbox."""
     flat = [text_of(item) for item in engine.scripts.drain(keys=[engine.keys.outbox])]
     notes = [
-        Notification(task_id=flat[i], state=AsyncState(flat[i + 1]), at_ms=json.loads(flat[i + 2]))
-        for i in range(0, len(flat), 3)
+        _notification(flat[i], flat[i + 1], flat[i + 2], flat[i + 3])
+        for i in range(0, len(flat), 4)
     ]
     return sort_notifications(notes)
 
@@ -135,10 +135,18 @@ def _ensure_group(engine: EngineBase, stream: str, group: str) -> None:
 
 def _entry_notification(fields: dict[bytes | str, bytes | str]) -> Notification:
     values = {text_of(key): text_of(value) for key, value in fields.items()}
+    return _notification(
+        values["taskId"], values["state"], values["atMs"], values.get("version", "")
+    )
+
+
+def _notification(task_id: str, state: str, at_ms: str, version: str) -> Notification:
+    """A notification from an outbox entry's fields (version '': an older entry's)."""
     return Notification(
-        task_id=values["taskId"],
-        state=AsyncState(values["state"]),
-        at_ms=json.loads(values["atMs"]),
+        task_id=task_id,
+        state=AsyncState(state),
+        at_ms=json.loads(at_ms),
+        version=int(version) if version else None,
     )
 
 

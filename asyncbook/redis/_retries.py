@@ -127,7 +127,8 @@ def _plan(
         return _refused(read.task_id, "no-message")
     omitted = why_omitted(read.message)
     if omitted is not None:
-        return RetryClaim(read.task_id, code="message-too-large", text=omitted)
+        code, why = omitted
+        return RetryClaim(read.task_id, code=code, text=why)
     try:
         message = KeptMessage.from_json(read.message)
     except AsyncBookError as error:

@@ -27,6 +27,7 @@ from urllib.parse import quote, unquote, unquote_to_bytes
 
 from starlette.types import Scope
 
+from .._limits import require_task_id_length
 from ..errors import invalid
 
 __all__ = [
@@ -141,12 +142,15 @@ def _split(
 def split_task_path(path: bytes, query_id: str | None = None) -> tuple[str, str | None]:
     """``(task id, suffix or None)`` from the raw request path under ``/api/tasks/``.
 
-    An empty id segment means the id is ``query_id`` (the ``id`` query parameter).
+    An empty id segment means the id is ``query_id`` (the ``id`` query parameter); an id
+    over ``TASK_ID_LIMIT`` characters is an ``invalid-request`` naming ``taskId``.
     """
     rest = tasks_remainder(path)
     if rest is None:
         raise invalid("not a task URL: expected /api/tasks/<id>", field="taskId")
-    return _split(rest, SUFFIXES, query_id, "task", "taskId")
+    task_id, suffix = _split(rest, SUFFIXES, query_id, "task", "taskId")
+    require_task_id_length(task_id)  # no book holds a longer one
+    return task_id, suffix
 
 
 def split_group_path(path: bytes, query_id: str | None = None) -> tuple[str, str | None]:

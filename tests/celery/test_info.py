@@ -3,6 +3,7 @@ kwargs, queue, parent), at start (worker) and at the end (times, exception, trac
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,8 @@ import pytest
 from celery import Celery, Task
 from celery.contrib.testing.worker import start_worker
 
-from asyncbook import RedisBook, TaskInfo
+from asyncbook import FailEvent, RedisBook, TaskInfo
+from asyncbook._limits import ERROR_LIMIT, TASK_ID_LIMIT
 from asyncbook.celery import install, uninstall
 
 from ..support.celery import CELERY_URL as URL
@@ -47,6 +49,10 @@ def make_app(namespace: str, **conf: Any) -> Celery:
     @app.task(shared=False, tracked=True, ttl=60, name="info.boom")
     def boom(n: int) -> None:
         raise ValueError(f"no luck with {n}")
+
+    @app.task(shared=False, tracked=True, ttl=60, name="info.huge")
+    def huge(size: int) -> None:
+        raise ValueError("o" * size)
 
     @app.task(bind=True, shared=False, tracked=True, ttl=60, name="info.parent")
     def parent(self: Task[Any, Any]) -> str:
@@ -161,3 +167,33 @@ def test_args_off_records_the_rest_and_info_off_records_nothing(
         assert info.args_repr is None
         assert info.queue is None
         assert info.worker is not None  # the start event names its worker regardless
+
+
+def test_a_huge_error_is_capped_with_a_marker_of_what_was_cut(app: Celery, book: RedisBook) -> None:
+    """2,000,000 characters of error: the record, its history and the info keep at most
+    ``ERROR_LIMIT`` of them, the start and how much was cut."""
+    result = app.tasks["info.huge"].apply_async((2_000_000,))
+    ended_info(book, result.id)
+    task = book.get(result.id)
+    assert task is not None
+    assert task.error is not None
+    assert len(task.error) <= ERROR_LIMIT
+    whole = "ValueError: " + "o" * 2_000_000
+    kept = task.error.index("…")
+    assert task.error == whole[:kept] + f"…[cut {len(whole) - kept} characters]"
+    (failed,) = [entry.event for entry in task.history if entry.event.type == "fail"]
+    assert isinstance(failed, FailEvent)
+    assert failed.error == task.error
+
+
+def test_a_task_id_over_the_limit_is_published_untracked_with_an_error(
+    app: Celery, book: RedisBook, caplog: pytest.LogCaptureFixture
+) -> None:
+    long_id = "l" * (TASK_ID_LIMIT + 1)
+    with caplog.at_level(logging.ERROR, logger="asyncbook.celery"):
+        result = app.tasks["info.generate"].apply_async(("hi",), task_id=long_id)
+        assert result.get(timeout=20) == "hi"
+    assert "taskId" in caplog.text
+    assert "published untracked" in caplog.text
+    assert book.get(long_id) is None
+    assert sum(book.count_by_state().values()) == 0

@@ -23,6 +23,7 @@ from asyncbook.redis import Retrier, claim_retries
 from asyncbook.web import BackgroundServer, feed_for
 
 from ..support import ROOT
+from ..support.at_rest import values_at_rest
 from ..support.books import delete_namespace
 from ..support.celery import CELERY_URL as URL
 from ..support.celery import CeleryWorker, example_app, memory_app, unique, wait_terminal
@@ -155,7 +156,10 @@ def test_a_message_over_the_limit_is_not_kept_and_a_retry_says_why(
     assert "asyncbook_keep_message_limit" in refused.text
     info = book.info(large.id)
     assert info is not None
-    assert (info.message_kept, info.retried_as) == (True, None)
+    assert (info.message_kept, info.retried_as) == (False, None)  # its size only
+    kept_info = book.info(small.id)
+    assert kept_info is not None
+    assert kept_info.message_kept
 
 
 def test_a_pickled_body_is_kept_as_its_bytes(namespace: str, client: redis.Redis) -> None:
@@ -186,3 +190,87 @@ def test_a_pickled_body_is_kept_as_its_bytes(namespace: str, client: redis.Redis
     )
     args, kwargs, _embed = pickle.loads(message.body)
     assert (args, kwargs) == ((when, frozenset({"ünï"})), {})
+
+
+SECRET_VALUE = "hunter2-at-rest"
+
+
+def test_a_redacted_keyword_is_never_kept_readable_at_rest(
+    namespace: str, client: redis.Redis
+) -> None:
+    """With ``asyncbook_keep_messages`` on, a message carrying a keyword argument that
+    ``asyncbook_redact`` masks is not kept, unless its task is named in
+    ``asyncbook_keep_redacted_messages``: no value of the namespace holds the secret,
+    ``messageKept`` is false and a retry says why."""
+    app = memory_app(
+        "keep",
+        asyncbook_keep_messages=True,
+        asyncbook_keep_redacted_messages=["keep.login_anyway"],
+    )
+
+    @app.task(tracked=True, shared=False, name="keep.login")
+    def login(user: str, password: str = "") -> str:
+        return user
+
+    @app.task(tracked=True, shared=False, name="keep.login_anyway")
+    def login_anyway(user: str, password: str = "") -> str:
+        return user
+
+    book = RedisBook.from_url(URL, namespace=namespace)
+    install(app, book)
+    try:
+        masked = login.delay("ana", password=SECRET_VALUE)
+        plain = login.delay("ana")
+        integration = installed(app)
+        assert integration is not None
+        integration.flush_creates()
+    finally:
+        uninstall(app)
+    held = [
+        key for key, value in values_at_rest(client, namespace) if SECRET_VALUE.encode() in value
+    ]
+    assert held == []
+    info = book.info(masked.id)
+    assert info is not None
+    assert info.message_kept is False
+    assert info.kwargs_repr == "{'password': '***'}"
+    plain_info = book.info(plain.id)
+    assert plain_info is not None
+    assert plain_info.message_kept
+    book.apply(masked.id, {"type": "cancel", "atMs": book.now_ms(), "reason": "stop"})
+    [refused] = claim_retries(book.engine, [masked.id])
+    assert refused.code == "no-message"
+    assert refused.text is not None
+    assert "password" in refused.text
+    assert "asyncbook_keep_redacted_messages" in refused.text
+    assert SECRET_VALUE not in refused.text
+
+
+def test_a_task_named_to_keep_its_redacted_message_keeps_it(
+    namespace: str, client: redis.Redis
+) -> None:
+    app = memory_app(
+        "keep",
+        asyncbook_keep_messages=True,
+        asyncbook_keep_redacted_messages=["keep.login_anyway"],
+    )
+
+    @app.task(tracked=True, shared=False, name="keep.login_anyway")
+    def login_anyway(user: str, password: str = "") -> str:
+        return user
+
+    book = RedisBook.from_url(URL, namespace=namespace)
+    install(app, book)
+    try:
+        sent = login_anyway.delay("ana", password=SECRET_VALUE)
+        integration = installed(app)
+        assert integration is not None
+        integration.flush_creates()
+    finally:
+        uninstall(app)
+    kept = client.get(book.keys.message(sent.id))
+    assert kept is not None
+    assert json.loads(KeptMessage.from_json(kept).body)[1] == {"password": SECRET_VALUE}
+    info = book.info(sent.id)
+    assert info is not None
+    assert info.message_kept

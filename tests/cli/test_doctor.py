@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from asyncbook import RedisBook, sweep
 from asyncbook.cli import cli
 from asyncbook.cli._demo import WebhookReceiver
-from asyncbook.cli._doctor import clock_check, queue_check, server_check
+from asyncbook.cli._doctor import clock_check, queue_check, server_check, sink_checks
 
 from ..support.books import REDIS_URL, delete_namespace
 from ..support.servers import free_port, redis_server, wait_until
@@ -225,6 +225,22 @@ def test_doctor_says_whether_webhooks_are_signed_and_names_a_bad_secret(
             assert "oops" not in check["detail"]
     finally:
         receiver.close()
+
+
+def test_doctor_shows_a_webhook_url_without_its_credentials() -> None:
+    receiver = WebhookReceiver()
+    try:
+        reachable = receiver.url.replace("http://", "http://alice:pa55@") + "?token=s3cret"
+        unreachable = f"http://alice:pa55@127.0.0.1:{free_port()}/hook?token=s3cret"
+        checks = list(sink_checks((reachable, unreachable), 0.5))
+    finally:
+        receiver.close()
+    assert [check.status for check in checks] == ["ok", "problem"]
+    for check in checks:
+        assert "***@127.0.0.1" in check.detail
+        assert "token=***" in check.detail
+        assert "pa55" not in check.detail
+        assert "s3cret" not in check.detail
 
 
 def test_an_app_that_does_not_load_is_a_usage_error(app_dir: Path) -> None:

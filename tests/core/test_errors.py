@@ -25,7 +25,7 @@ from asyncbook import (
     UnsupportedServerError,
 )
 from asyncbook._queues import BrokerUnreadableError
-from asyncbook._sinks import SinkError
+from asyncbook._sinks import PermanentSinkError, SinkError
 from asyncbook.celery import SettingsError, TaskCancelled, TaskEndedInBook, TaskExpired
 from asyncbook.cli._demo_app import TransientError
 from asyncbook.errors import invalid, task_exists
@@ -97,6 +97,7 @@ SAMPLES: list[BaseException] = [
     TaskEndedInBook("task t-1 had already ended failed"),
     SettingsError("asyncbook: asyncbook_shards must be ... (fix asyncbook_shards)"),
     SinkError("http://sink answered 500"),
+    PermanentSinkError("http://sink: request refused: a header no request may carry"),
     BrokerUnreadableError("cannot read the broker: connection refused"),
     TransientError("upstream busy (attempt 1)"),  # the demo's task retries on it
 ]

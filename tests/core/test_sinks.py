@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
-from asyncbook import AsyncBook, AsyncBookError, MemoryBook, Notification
+from asyncbook import AsyncBook, AsyncBookError, AsyncState, MemoryBook, Notification, to_wire
 from asyncbook._delivery import DrainSource, deliver_notifications, notification_source
-from asyncbook._sinks import SinkError, WebhookSink, idempotency_key, resolve_sink
+from asyncbook._sinks import (
+    PermanentSinkError,
+    SinkError,
+    WebhookSink,
+    idempotency_key,
+    resolve_sink,
+    shown_webhook_url,
+)
+from asyncbook._webhook_signing import webhook_id
 from asyncbook.cli._demo import WebhookReceiver as Receiver
 
 
@@ -175,3 +186,114 @@ def test_group_notifications_reach_the_sinks_once(receiver: Receiver) -> None:
         headers, body = receiver.requests[-1]
         assert headers["Idempotency-Key"] == "group:g"
         assert body["groupId"] == "g"
+
+
+ODD_IDS = ("ünï/42", "tab\there", "new\nline", "cr\rlf", "100%", "del\x7f", " spaced ", "😀")
+
+
+def test_every_id_a_book_accepts_is_delivered(make_book: Any, receiver: Receiver) -> None:
+    """Non-ASCII and control characters go percent-encoded into ``Idempotency-Key``:
+    once delivered, nothing is left for redelivery."""
+    book = make_book()
+    finished(book, *ODD_IDS)
+    source = notification_source(book)
+    with closing(WebhookSink(receiver.url, retries=0)) as sink:
+        report = deliver_notifications(source, [sink], group="g", consumer="c", min_idle_ms=0)
+    assert (report.delivered, report.failed) == (len(ODD_IDS), 0)
+    keys = [headers["Idempotency-Key"] for headers, _ in receiver.requests]
+    assert sorted(unquote(key).rsplit(":", 1)[0] for key in keys) == sorted(ODD_IDS)
+    assert all(key.isascii() and key.isprintable() and " " not in key for key in keys)
+    assert "ünï%2F42:expired" not in keys
+    assert "%C3%BCn%C3%AF/42:expired" in keys
+    assert "100%25:expired" in keys
+
+
+def test_a_request_that_cannot_be_made_is_given_up_loudly(
+    make_book: Any, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A header no request can carry never succeeds: one error, the entry acknowledged,
+    not retried every minute for ever."""
+    book = make_book()
+    finished(book, "a")
+    source = notification_source(book)
+    sink = WebhookSink(receiver.url, retries=3, backoff=0.01, headers={"X-Tag": "a\nb"})
+    with pytest.raises(PermanentSinkError, match="request refused"):
+        sink(Notification(task_id="a", state="expired", at_ms=1))
+    with caplog.at_level(logging.ERROR, logger="asyncbook.sinks"):
+        first = deliver_notifications(source, [sink], group="g", consumer="c", min_idle_ms=0)
+    assert (first.delivered, first.failed, first.dropped) == (0, 0, 1)
+    assert "given up" in caplog.text
+    assert "expired of task a" in caplog.text
+    again = deliver_notifications(source, [sink], group="g", consumer="c", min_idle_ms=0)
+    assert (again.delivered, again.failed, again.dropped) == (0, 0, 0)
+    assert receiver.requests == []
+
+
+SECRET_URL_PARTS = ("alice", "pa55word", "s3cr3t", "k3y")
+
+
+def _shows_no_credential(text: str) -> bool:
+    return not any(part in text for part in SECRET_URL_PARTS)
+
+
+def test_shown_webhook_url_hides_user_info_and_query_values() -> None:
+    url = "https://alice:pa55word@hooks.example.com:8443/in/path?token=s3cr3t&key=k3y"
+    shown = shown_webhook_url(url)
+    assert shown == "https://***@hooks.example.com:8443/in/path?token=***&key=***"
+    assert shown_webhook_url("http://host/p") == "http://host/p"
+    assert shown_webhook_url("http://host/p#s3cr3t") == "http://host/p#***"
+
+
+def test_no_log_line_or_error_shows_the_urls_credentials(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    note = Notification(task_id="t", state="failed", at_ms=1)
+    unreachable = WebhookSink(
+        "http://alice:pa55word@127.0.0.1:9/hook?token=s3cr3t&key=k3y", retries=1, backoff=0.01
+    )
+    base = receiver.url.replace("http://", "http://alice:pa55word@")
+    refused = WebhookSink(f"{base}?token=s3cr3t", retries=1, backoff=0.01)
+    receiver.statuses = [503, 503, 404]
+    errors: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="asyncbook.sinks"):
+        for sink in (unreachable, refused, refused):
+            with pytest.raises(SinkError) as caught:
+                sink(note)
+            errors.append(str(caught.value))
+    assert "unreachable" in errors[0]
+    assert "503" in errors[1]
+    assert "404" in errors[2]
+    assert caplog.records
+    assert all(_shows_no_credential(r.getMessage()) for r in caplog.records)
+    assert all(_shows_no_credential(error) for error in errors)
+    assert _shows_no_credential(repr(unreachable))
+    assert "***@127.0.0.1:9" in repr(unreachable)
+
+
+def test_a_notification_carries_the_version_that_ended_it(make_book: Any) -> None:
+    book = make_book()
+    finished(book, "a")
+    task = book.get("a")
+    assert task is not None
+    version = task.version
+    ((_, note),) = notification_source(book).consume_notifications("g", "c")
+    assert isinstance(note, Notification)
+    assert note.version == version
+    assert "version" not in to_wire(note)  # the reference's shape, unchanged
+
+
+def test_each_notification_has_its_own_webhook_id() -> None:
+    """The same for each delivery; another for another namespace, version or time (a
+    task id used again after retention)."""
+    note = Notification(task_id="t", state="succeeded", at_ms=5, version=3)
+    same = Notification(task_id="t", state="succeeded", at_ms=5, version=3)
+    assert webhook_id(note) == webhook_id(same) == webhook_id(note, "asyncbook")
+    others = {
+        webhook_id(note, "other"),
+        webhook_id(note.model_copy(update={"at_ms": 6})),
+        webhook_id(note.model_copy(update={"version": 4})),
+        webhook_id(note.model_copy(update={"state": AsyncState.FAILED})),
+        webhook_id(note.model_copy(update={"task_id": "u"})),
+        webhook_id(note),
+    }
+    assert len(others) == 6

@@ -165,3 +165,17 @@ def test_a_notification_the_handler_failed_is_handled_on_redelivery(receiver: Re
     with closing(WebhookSink(receiver.url, secret=SECRET, retries=1, backoff=0.01)) as sink:
         assert sink(note) == 200  # 500 first, then the retry is handled
     assert receiver.handled == [to_wire(note)]
+
+
+def test_a_task_id_used_again_is_a_new_notification(receiver: Receiver) -> None:
+    """The same task id ending again (after retention, or in another namespace) is
+    handled again: its webhook-id is another."""
+    first = Notification(task_id="job-again", state="succeeded", at_ms=1, version=3)
+    again = first.model_copy(update={"at_ms": 90_000_000})
+    with closing(WebhookSink(receiver.url, secrets=[SECRET], retries=0)) as sink:
+        assert sink(first) == 200
+        assert sink(again) == 200
+        assert sink(first) == 200
+    with closing(WebhookSink(receiver.url, secrets=[SECRET], namespace="other")) as sink:
+        assert sink(first) == 200
+    assert receiver.handled == [to_wire(first), to_wire(again), to_wire(first)]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from asyncbook import CreateSpec, MemoryBook, RedisBook, StartEvent
+from asyncbook import AsyncBookError, CreateSpec, MemoryBook, RedisBook, StartEvent
+from asyncbook._limits import TASK_ID_LIMIT
 from asyncbook.redis import ShardedRedisBook
 
 
@@ -64,3 +65,15 @@ def test_pages_follow_creation_order_when_one_shard_holds_the_newest(
                 break
             after = page.next_after
         assert listed == expected, limit
+
+
+def test_a_sharded_book_refuses_an_id_over_the_limit(client: redis.Redis, namespace: str) -> None:
+    book = RedisBook(client, namespace=namespace, shards=4)
+    long_id = "s" * (TASK_ID_LIMIT + 1)
+    with pytest.raises(AsyncBookError) as caught:
+        book.create(id=long_id, now_ms=0, ttl_ms=60_000, max_attempts=1)
+    assert (caught.value.code, caught.value.field) == ("invalid-request", "taskId")
+    (answer,) = book.create_many([CreateSpec(long_id, 0, 60_000, 1)])
+    assert isinstance(answer, AsyncBookError)
+    assert book.get(long_id) is None
+    assert sum(book.count_by_state().values()) == 0

@@ -15,6 +15,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from asyncbook import AsyncBookError, ProgressEvent, RedisBook, StartEvent, SucceedEvent
+from asyncbook._limits import TASK_ID_LIMIT
 from asyncbook._models import STATE_NAMES
 from asyncbook.web import BackgroundServer, BookChangeFeed, feed_for
 from asyncbook.web._auth import COOKIE, check_bind, is_loopback, token_matches
@@ -132,6 +133,15 @@ def test_unknown_task_is_404_everywhere(client: httpx.Client) -> None:
     response = client.post(url("nope", "delivery"), headers={"Idempotency-Key": "k"})
     assert_error(response, 404, "invalid-request")
     assert_error(client.post(url("nope", "cancel")), 404, "invalid-request")
+
+
+def test_an_id_over_the_limit_is_a_400_naming_task_id(client: httpx.Client) -> None:
+    long_id = "x" * (TASK_ID_LIMIT + 1)
+    for path in (url(long_id), url(long_id, "events"), url(long_id, "audit")):
+        body = assert_error(client.get(path), 400, "invalid-request")
+        assert body["field"] == "taskId"
+    assert_error(client.post(url(long_id, "cancel")), 400, "invalid-request")
+    assert client.get(url("x" * TASK_ID_LIMIT)).status_code == 404  # no such task, that is all
 
 
 def test_bad_paths_and_methods(client: httpx.Client) -> None:

@@ -52,10 +52,11 @@ local function ended(KEYS, task_id, retention)
   end
 end
 
--- One notification in the outbox, then the outbox trimmed to retention (outbox_cut):
+-- One notification (its task, state, time and version) in the outbox, then the outbox trimmed to retention (outbox_cut):
 -- the new entry's id is the server's clock, and never older than the cut.
-local function notify_outbox(outbox, task_id, st, at_text, retention)
-  local id = redis.call('XADD', outbox, '*', 'taskId', task_id, 'state', st, 'atMs', at_text)
+local function notify_outbox(outbox, task_id, st, at_text, ver, retention)
+  local id = redis.call('XADD', outbox, '*', 'taskId', task_id, 'state', st, 'atMs', at_text,
+    'version', ver)
   if retention then
     local now = tonumber(string.match(id, '^(%d+)'))
     redis.call('XTRIM', outbox, 'MINID', outbox_cut(outbox, math.max(now - retention, 0), true))
@@ -258,7 +259,7 @@ local function commit(KEYS, c, t, steps)
   end
   for _, s in ipairs(steps) do
     if s.notify then
-      notify_outbox(KEYS[K_OUTBOX], id, s.st, s.at_text, retention)
+      notify_outbox(KEYS[K_OUTBOX], id, s.st, s.at_text, s.ver, retention)
     end
   end
   for _, s in ipairs(steps) do

@@ -1,7 +1,8 @@
 -- drain: take every pending notification out of the outbox.
 -- KEYS: 1 outbox stream
 -- ARGV: NoArgs (_scripts.py): none
--- Returns: a flat list: taskId, state, atMs, taskId, state, atMs, ... in outbox order
+-- Returns: a flat list: taskId, state, atMs, version, taskId, ... in outbox order
+--   (version '' for an entry written before versions were kept)
 
 local out = {}
 for _, item in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
@@ -13,6 +14,7 @@ for _, item in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
   out[#out + 1] = fields.taskId
   out[#out + 1] = fields.state
   out[#out + 1] = fields.atMs
+  out[#out + 1] = fields.version or ''
 end
 redis.call('XTRIM', KEYS[1], 'MAXLEN', 0)
 return out
