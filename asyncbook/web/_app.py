@@ -28,13 +28,15 @@ from ._groups import GroupHub
 from ._handlers import StatusApp, book_error
 from ._hosts import HostCheck, allowed_host_names
 from ._hub import Hub
-from ._login import Login, LoginThrottle, Sessions
+from ._login import Login, Sessions
 from ._queues import QueuesApi
 from ._reader import Reader, close_reader, reader_for
 from ._responses import error_response
 from ._retry import RetryApi
 from ._routes import open_paths, page_paths, starlette_routes
+from ._session_store import session_store_for
 from ._table import route_table
+from ._throttle import FailureThrottle
 
 __all__ = ["create_app"]
 
@@ -136,9 +138,10 @@ def create_app(
                 await listener
             await close_reader(reader, book)
 
-    throttle = LoginThrottle()
+    throttle = FailureThrottle()
+    sessions = session_store_for(reader)
     queues = QueuesApi(reader, broker, own_queue, with_info=status.console)
-    table = route_table(status, Login(rules, throttle), queues, RetryApi(retrier))
+    table = route_table(status, Login(rules, throttle, sessions), queues, RetryApi(retrier))
     routes: list[BaseRoute] = starlette_routes(table, signin=rules.signin)
     static = StaticFiles(packages=[("asyncbook.web", "static")])
     routes.append(Mount("/static", static, name="static"))
@@ -156,6 +159,7 @@ def create_app(
     app.state.feed = feed
     app.state.allowed_hosts = hosts
     app.state.login_throttle = throttle
+    app.state.sessions = sessions
     app.state.access = rules
     # Added innermost first: HostCheck sees every request, then the session, then access.
     if rules.enabled:
@@ -166,6 +170,8 @@ def create_app(
             open_paths=open_paths(table),
             page_paths=pages,
             page_prefixes=page_prefixes,
+            sessions=sessions if rules.signin else None,
+            throttle=throttle,
         )
     if rules.signin:
         app.add_middleware(Sessions, token=rules.token, read_token=rules.read_token)
