@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._audit import require_actor
-from ..errors import AsyncBookError, invalid
+from ..errors import AsyncBookError, BookUnavailableError, invalid
 from ._auth import bearer, check_token, redirect_to_login, token_matches
 from ._bodies import cross_site, refuse_cross_site
 from ._session_store import SessionStore
@@ -242,8 +242,14 @@ class Access:
         if path in self.open_paths or path.startswith("/static/"):
             await self.app(scope, receive, send)
             return
-        if principal is not None and principal.by_cookie and not await self._alive(scope):
-            principal = scope[PRINCIPAL] = None  # signed out: the cookie is a stale copy
+        if principal is not None and principal.by_cookie:
+            try:
+                alive = await self._alive(scope)
+            except BookUnavailableError as error:
+                await _refuse(send, 503, "unavailable", str(error))
+                return
+            if not alive:
+                principal = scope[PRINCIPAL] = None  # signed out: the cookie is a stale copy
         if self.throttle is not None and self._wrong_bearer(scope, principal):
             wait = self.throttle.failed(client_address(scope))
             if wait:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
@@ -21,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import AsyncBookError, BookUnavailableError, invalid
-from ..redis import Retrier
+from ..redis import AsyncRedisBook, RedisBook, Retrier
 from ._access import Access, AccessRules
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GroupHub
@@ -30,7 +31,7 @@ from ._hosts import HostCheck, allowed_host_names
 from ._hub import Hub
 from ._login import Login, Sessions
 from ._queues import QueuesApi
-from ._reader import Reader, close_reader, reader_for
+from ._reader import Reader, SyncReader, close_reader, reader_for
 from ._responses import error_response
 from ._retry import RetryApi
 from ._routes import open_paths, page_paths, starlette_routes
@@ -39,6 +40,8 @@ from ._table import route_table
 from ._throttle import FailureThrottle
 
 __all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 15.0
 _UNAVAILABLE = (BookUnavailableError, ConnectionError, TimeoutError)
@@ -68,6 +71,20 @@ async def _on_disconnect(request: Request, error: Exception) -> Response:
 
 async def _on_unavailable(request: Request, error: Exception) -> Response:
     return error_response(503, "unavailable", f"the book is unreachable: {error}")
+
+
+async def check_server_at_start(reader: Reader) -> None:
+    """The book's server checked once as the server starts, as a first write would (a
+    ``maxmemory-policy`` that may evict is warned about), so that a server that only
+    reads warns too; its writes then check no more. A check that fails is logged, and
+    the server serves on (its requests answer what the book says)."""
+    try:
+        if isinstance(reader, AsyncRedisBook):
+            await reader.check_server()
+        elif isinstance(reader, SyncReader) and isinstance(reader.book, RedisBook):
+            await reader.run_sync(reader.book.check_server)
+    except (AsyncBookError, *_UNAVAILABLE) as error:
+        log.warning("asyncbook: the book's server could not be checked at start: %s", error)
 
 
 def _rules(token: str | None, access: AccessRules | None) -> AccessRules:
@@ -127,6 +144,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await check_server_at_start(reader)
         listener = asyncio.get_running_loop().create_task(feed.listen(on_change, on_reset))
         try:
             yield

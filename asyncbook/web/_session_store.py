@@ -17,7 +17,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from ..redis import AsyncRedisBook, RedisBook
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..redis import AsyncRedisBook, RedisBook, RedisUnavailableError
 from ._reader import Reader, SyncReader
 
 __all__ = [
@@ -97,12 +100,19 @@ Command = Callable[..., Awaitable[Any]]
 
 class RedisSessions:
     """Sessions in the book's Redis: ``SET`` at sign-in, ``GETEX`` (renewed) per request,
-    ``DEL`` at sign-out."""
+    ``DEL`` at sign-out; ``RedisUnavailableError`` when the Redis does not answer."""
 
     def __init__(self, command: Command, key: Callable[[str], str], seconds: int) -> None:
-        self.command = command
+        self._command = command
         self.key = key
         self.seconds = seconds
+
+    async def command(self, *args: Any) -> Any:
+        """One command's reply."""
+        try:
+            return await self._command(*args)
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
 
     async def add(self, session_id: str) -> None:
         """Start a session."""
