@@ -39,7 +39,8 @@ docs: $(STAMP)
 test: lint docs
 	$(BIN)/pytest -n 2
 
-# The long tests (marked `long`: fault runs, races of processes, large workloads), which
+# The long tests (marked `long`: fault runs, races of processes, large workloads, the
+# schemathesis run against the status server), which
 # `make test` leaves out to stay within its ten minutes; .ci/run runs them after it.
 test-long: $(STAMP)
 	$(BIN)/pytest -m long

@@ -310,9 +310,10 @@ class MinuteStats(WireModel):
 
 
 class TaskStats(WireModel):
-    """Per-minute stats over a window ending now, and the window's totals."""
+    """Per-minute stats over a window ending now, and the window's totals; ``name`` the
+    one task name they count (left out of the wire form when they count every name)."""
 
-    name: StrictStr | None
+    name: StrictStr | None = None
     window_ms: Number
     now_ms: Number
     minutes: tuple[MinuteStats, ...]

@@ -28,13 +28,20 @@ CSV_COLUMNS = (
 )
 """The columns of ``ls --csv``, in order."""
 
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_STARTS = ("=", "+", "-", "@")
 """What makes a spreadsheet read a cell as a formula (OWASP, CSV injection)."""
+_BLANK_STARTS = ("\t", "\r", "\n")
+"""Leading characters a spreadsheet may drop before it reads the rest as a formula."""
+_SKIPPED = "".join(chr(code) for code in range(0x21)) + "\x7f\x85\xa0\u2028\u2029\ufeff"
+"""Whitespace and control characters skipped to find a cell's first visible character."""
 
 
 def safe_cell(value: str) -> str:
-    """``value`` with a ``'`` in front when a spreadsheet would take it for a formula."""
-    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+    """``value`` with a ``'`` in front when a spreadsheet would take it for a formula:
+    it starts with ``= + - @``, or with a tab, CR or newline, or its first character
+    after any leading whitespace or control characters is one of ``= + - @``."""
+    risky = value.startswith(_BLANK_STARTS) or value.lstrip(_SKIPPED).startswith(_FORMULA_STARTS)
+    return "'" + value if risky else value
 
 
 def _iso(ms: float | None) -> str:

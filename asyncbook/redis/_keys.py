@@ -80,6 +80,11 @@ class KeySchema:
         always on the namespace's own tag."""
         return "{" + self.namespace + "}:shards"
 
+    def session(self, digest: str) -> str:
+        """String: a status server's signed-in session (the SHA-256 of its id), alive
+        until sign-out or its expiry; always on the namespace's own tag."""
+        return "{" + self.namespace + "}:session:" + digest
+
     def task(self, task_id: str) -> str:
         """Hash with a task's short fields."""
         return f"{self.tag}:t:{escape_id(task_id)}"

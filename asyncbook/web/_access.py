@@ -9,7 +9,11 @@ A request is a ``Principal`` (an actor name for the audit trail and a role) or n
 - from a trusted proxy (the ASGI client address within ``--trusted-proxy``), the
   ``--trusted-header`` names the user: an operator when listed in ``--operators``,
   else a reader. From any other address that header is ignored;
-- the sign-in cookie (GET and HEAD only) carries the role it was signed in with.
+- the sign-in cookie (GET and HEAD only) carries the role it was signed in with, while
+  its session lives (``SessionStore``: sign-out ends it, copies of the cookie included).
+
+A wrong bearer token is counted per client address with the failed sign-ins
+(``FailureThrottle``): past the limit it is answered 429, never the right token.
 
 The rule (``Access``): a change — any method but GET and HEAD on a path that is not
 open — needs the operator role from the token or the trusted header, never from the
@@ -29,9 +33,11 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._audit import require_actor
-from ..errors import AsyncBookError, invalid
+from ..errors import AsyncBookError, BookUnavailableError, invalid
 from ._auth import bearer, check_token, redirect_to_login, token_matches
 from ._bodies import cross_site, refuse_cross_site
+from ._session_store import SessionStore
+from ._throttle import FailureThrottle, client_address
 
 __all__ = [
     "PRINCIPAL",
@@ -159,7 +165,7 @@ class AccessRules:
             if reader:
                 return Principal("token:read", Role.READ)
         session = scope.get("session")
-        if isinstance(session, dict) and session.get("signedIn") is True:
+        if isinstance(session, dict) and session.get("signedIn") is True and "sid" in session:
             role = Role.READ if session.get("role") == Role.READ else Role.OPERATOR
             return Principal(f"session:{role}", role, by_cookie=True)
         return None
@@ -215,12 +221,16 @@ class Access:
         open_paths: frozenset[str],
         page_paths: frozenset[str] = frozenset(),
         page_prefixes: tuple[str, ...] = (),
+        sessions: SessionStore | None = None,
+        throttle: FailureThrottle | None = None,
     ) -> None:
         self.app = app
         self.rules = rules
         self.open_paths = open_paths
         self.page_paths = page_paths
         self.page_prefixes = page_prefixes
+        self.sessions = sessions
+        self.throttle = throttle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -232,6 +242,20 @@ class Access:
         if path in self.open_paths or path.startswith("/static/"):
             await self.app(scope, receive, send)
             return
+        if principal is not None and principal.by_cookie:
+            try:
+                alive = await self._alive(scope)
+            except BookUnavailableError as error:
+                await _refuse(send, 503, "unavailable", str(error))
+                return
+            if not alive:
+                principal = scope[PRINCIPAL] = None  # signed out: the cookie is a stale copy
+        if self.throttle is not None and self._wrong_bearer(scope, principal):
+            wait = self.throttle.failed(client_address(scope))
+            if wait:
+                message = f"too many wrong tokens from this address: try again in {wait} s"
+                await _refuse(send, 429, "too-many-attempts", message, retry_after=wait)
+                return
         change = scope["method"] not in ("GET", "HEAD")
         if principal is None or (change and principal.by_cookie):
             page = path in self.page_paths or path.startswith(self.page_prefixes)
@@ -249,12 +273,30 @@ class Access:
             return
         await self.app(scope, receive, send)
 
+    async def _alive(self, scope: Scope) -> bool:
+        """Whether the cookie's session still lives (not signed out)."""
+        session_id = scope["session"].get("sid")
+        if not isinstance(session_id, str):
+            return False
+        return self.sessions is None or await self.sessions.alive(session_id)
 
-async def _refuse(send: Send, status: int, code: str, message: str, role: str = "") -> None:
+    def _wrong_bearer(self, scope: Scope, principal: Principal | None) -> bool:
+        """A bearer token was given and it is neither token (a trusted header's user
+        ignores it)."""
+        if principal is not None and not principal.by_cookie:
+            return False
+        return bearer(scope["headers"]) is not None
+
+
+async def _refuse(
+    send: Send, status: int, code: str, message: str, role: str = "", retry_after: int = 0
+) -> None:
     body: dict[str, str] = {"code": code, "message": message}
     headers = [(b"content-type", b"application/json")]
     if role:
         body["role"] = role
+    if retry_after:
+        headers.append((b"retry-after", str(retry_after).encode()))
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="asyncbook"'))
     start = {"type": "http.response.start", "status": status, "headers": headers}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
@@ -21,22 +22,26 @@ from starlette.staticfiles import StaticFiles
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import AsyncBookError, BookUnavailableError, invalid
-from ..redis import Retrier
+from ..redis import AsyncRedisBook, RedisBook, Retrier
 from ._access import Access, AccessRules
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GroupHub
 from ._handlers import StatusApp, book_error
 from ._hosts import HostCheck, allowed_host_names
 from ._hub import Hub
-from ._login import Login, LoginThrottle, Sessions
+from ._login import Login, Sessions
 from ._queues import QueuesApi
-from ._reader import Reader, close_reader, reader_for
+from ._reader import Reader, SyncReader, close_reader, reader_for
 from ._responses import error_response
 from ._retry import RetryApi
 from ._routes import open_paths, page_paths, starlette_routes
+from ._session_store import session_store_for
 from ._table import route_table
+from ._throttle import FailureThrottle
 
 __all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 15.0
 _UNAVAILABLE = (BookUnavailableError, ConnectionError, TimeoutError)
@@ -66,6 +71,20 @@ async def _on_disconnect(request: Request, error: Exception) -> Response:
 
 async def _on_unavailable(request: Request, error: Exception) -> Response:
     return error_response(503, "unavailable", f"the book is unreachable: {error}")
+
+
+async def check_server_at_start(reader: Reader) -> None:
+    """The book's server checked once as the server starts, as a first write would (a
+    ``maxmemory-policy`` that may evict is warned about), so that a server that only
+    reads warns too; its writes then check no more. A check that fails is logged, and
+    the server serves on (its requests answer what the book says)."""
+    try:
+        if isinstance(reader, AsyncRedisBook):
+            await reader.check_server()
+        elif isinstance(reader, SyncReader) and isinstance(reader.book, RedisBook):
+            await reader.run_sync(reader.book.check_server)
+    except (AsyncBookError, *_UNAVAILABLE) as error:
+        log.warning("asyncbook: the book's server could not be checked at start: %s", error)
 
 
 def _rules(token: str | None, access: AccessRules | None) -> AccessRules:
@@ -125,6 +144,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await check_server_at_start(reader)
         listener = asyncio.get_running_loop().create_task(feed.listen(on_change, on_reset))
         try:
             yield
@@ -136,9 +156,10 @@ def create_app(
                 await listener
             await close_reader(reader, book)
 
-    throttle = LoginThrottle()
+    throttle = FailureThrottle()
+    sessions = session_store_for(reader)
     queues = QueuesApi(reader, broker, own_queue, with_info=status.console)
-    table = route_table(status, Login(rules, throttle), queues, RetryApi(retrier))
+    table = route_table(status, Login(rules, throttle, sessions), queues, RetryApi(retrier))
     routes: list[BaseRoute] = starlette_routes(table, signin=rules.signin)
     static = StaticFiles(packages=[("asyncbook.web", "static")])
     routes.append(Mount("/static", static, name="static"))
@@ -156,6 +177,7 @@ def create_app(
     app.state.feed = feed
     app.state.allowed_hosts = hosts
     app.state.login_throttle = throttle
+    app.state.sessions = sessions
     app.state.access = rules
     # Added innermost first: HostCheck sees every request, then the session, then access.
     if rules.enabled:
@@ -166,6 +188,8 @@ def create_app(
             open_paths=open_paths(table),
             page_paths=pages,
             page_prefixes=page_prefixes,
+            sessions=sessions if rules.signin else None,
+            throttle=throttle,
         )
     if rules.signin:
         app.add_middleware(Sessions, token=rules.token, read_token=rules.read_token)

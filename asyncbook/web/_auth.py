@@ -36,11 +36,13 @@ MIN_TOKEN_LENGTH = 16
 _SESSION_LABEL = b"asyncbook session cookie signing key v1"
 
 
-def token_matches(given: str | None, token: str) -> bool:
-    """Compare in constant time (no early exit on the first differing byte)."""
+def token_matches(given: str | bytes | None, token: str) -> bool:
+    """Compare in constant time (no early exit on the first differing byte), as UTF-8:
+    ``given`` is text (a form field) or the raw bytes of a header."""
     if given is None:
         return False
-    return hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
+    raw = given if isinstance(given, bytes) else given.encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(raw, token.encode("utf-8", "surrogateescape"))
 
 
 _OPTIONS = {
@@ -52,11 +54,23 @@ _OPTIONS = {
 def check_token(token: str | None, field: str = "token") -> None:
     """Refuse a token too short to be a secret (``AsyncBookError`` naming ``field``:
     ``token``, the operator's, or ``read_token``)."""
-    if token and len(token) < MIN_TOKEN_LENGTH:
-        what = "API token" if field == "token" else "read token"
+    if not token:
+        return
+    what = "API token" if field == "token" else "read token"
+    if len(token) < MIN_TOKEN_LENGTH:
         raise invalid(
             f"the {what} must be at least {MIN_TOKEN_LENGTH} characters (a random secret, "
             f"e.g. `openssl rand -hex 32`): set a longer {_OPTIONS[field]}",
+            field=field,
+        )
+    if not all(" " < char < "\x7f" for char in token):
+        # A header carries it as bytes that clients send as UTF-8 or Latin-1 (Starlette
+        # reads headers as Latin-1), and strips spaces: only visible ASCII is the same
+        # token in every client's Authorization header.
+        raise invalid(
+            f"the {what} may hold only visible ASCII characters (no spaces, no accents), "
+            f"so that every client sends it alike (e.g. `openssl rand -hex 32`): set "
+            f"another {_OPTIONS[field]}",
             field=field,
         )
 
@@ -99,12 +113,12 @@ def check_bind(host: str, guarded: object) -> None:
         )
 
 
-def bearer(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """The credentials of an ``Authorization: Bearer`` header, or None."""
+def bearer(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The credentials of an ``Authorization: Bearer`` header (its raw bytes), or None."""
     for name, value in headers:
         if name == b"authorization":
-            scheme, _, credentials = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer":
+            scheme, _, credentials = bytes(value).partition(b" ")
+            if scheme.lower() == b"bearer":
                 return credentials.strip()
     return None
 

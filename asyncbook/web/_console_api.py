@@ -67,8 +67,8 @@ def search_query(params: Mapping[str, str], now_ms: int) -> TaskQuery:
     until = _text(params, "until")
     since_ms = None if since is None else parse_moment(since, "since", now_ms)
     until_ms = None if until is None else parse_moment(until, "until", now_ms)
-    if since_ms is not None and until_ms is not None and until_ms < since_ms:
-        raise invalid("until must not be before since", field="until")
+    # until before since is an empty range: nothing matches (no refusal, which the
+    # OpenAPI document could not say: a parameter's schema cannot name another's value)
     sort = _text(params, "sort") or "newest"
     order = sort_order(sort)  # a 400 naming sort, listing what it accepts
     after = _text(params, "after")

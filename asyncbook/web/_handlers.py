@@ -187,10 +187,9 @@ class StatusApp:
     async def stream(self, request: Request) -> Response:
         task_id = _task_id(request)
         header = request.headers.get("last-event-id")
+        cursor = parse_cursor(request.query_params.get("cursor"), "cursor")  # checked always
         if header is not None:
             cursor = parse_cursor(header, "Last-Event-ID")
-        else:
-            cursor = parse_cursor(request.query_params.get("cursor"), "cursor")
         return await self._open(self.hub.watch(task_id, cursor))
 
     async def _open(self, watcher: Watcher | GroupWatcher) -> Response:

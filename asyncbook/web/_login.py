@@ -1,18 +1,19 @@
 """The page's sign-in: ``/login`` and ``/logout``, a signed session cookie, and their limits.
 
 The cookie is Starlette's ``SessionMiddleware`` (signed with itsdangerous) holding only
-``{"signedIn": true, "role": "read" | "operator"}``: the role of the token signed in with.
-Its key is derived from the tokens (``session_secret``), so no token reaches a cookie and
-a restart with the same tokens keeps browsers signed in.
+``{"signedIn": true, "role": "read" | "operator", "sid": ...}``: the role of the token
+signed in with, and a random session id that the server keeps (``_session_store``) until
+sign-out, so a copy of the cookie ends with the session. Its key is derived from the
+tokens (``session_secret``), so no token reaches a cookie and a restart with the same
+tokens keeps browsers signed in (on a Redis book, whose Redis keeps the sessions).
+
+A wrong token is counted per client address (``FailureThrottle``); the right one is
+checked first and always signs in.
 """
 
 from __future__ import annotations
 
 import html
-import math
-import time
-from collections import OrderedDict, deque
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -27,12 +28,15 @@ from ._access import AccessRules, Role
 from ._auth import COOKIE, session_secret, token_matches
 from ._bodies import cross_site, read_body, refuse_cross_site
 from ._pages import read_page
+from ._session_store import SESSION_SECONDS, SessionStore, new_session_id
+from ._throttle import FailureThrottle, client_address
 
 __all__ = [
     "LOGIN_BODY_LIMIT",
     "SESSION_SECONDS",
     "Login",
     "LoginThrottle",
+    "SESSION_ID",
     "Sessions",
     "read_form",
     "safe_next",
@@ -40,8 +44,11 @@ __all__ = [
 
 LOGIN_BODY_LIMIT = 8192
 """Largest sign-in form body, in bytes; a larger one is refused (413) before it is read."""
-SESSION_SECONDS = 7 * 24 * 3600
 MAX_FIELDS = 16
+SESSION_ID = "sid"
+"""The session's key for its id, which the server's ``SessionStore`` keeps while it lives."""
+LoginThrottle = FailureThrottle
+"""The throttle of failed sign-ins (and bearer tokens): ``FailureThrottle``."""
 
 
 class Sessions:
@@ -64,57 +71,6 @@ class Sessions:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         https = scope.get("scheme") in ("https", "wss")
         await (self.secure if https else self.plain)(scope, receive, send)
-
-
-class LoginThrottle:
-    """At most ``failures`` sign-in attempts that did not succeed, per address per ``window``.
-
-    Memory is bounded: ``clients`` addresses at most (the one that failed longest ago is
-    forgotten first), each with at most ``failures`` times.
-    """
-
-    def __init__(
-        self,
-        failures: int = 10,
-        window: float = 60.0,
-        clients: int = 10_000,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.failures = failures
-        self.window = window
-        self.clients = clients
-        self.clock = clock
-        self._times: OrderedDict[str, deque[float]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._times)
-
-    def retry_after(self, client: str) -> int:
-        """Seconds until ``client`` may try again; 0 when it may now."""
-        times = self._times.get(client)
-        if times is None:
-            return 0
-        now = self.clock()
-        while times and times[0] <= now - self.window:
-            times.popleft()
-        if not times:
-            del self._times[client]
-            return 0
-        if len(times) < self.failures:
-            return 0
-        return max(1, math.ceil(times[0] + self.window - now))
-
-    def attempt(self, client: str) -> None:
-        """Count an attempt before it is checked (so parallel guesses count too)."""
-        times = self._times.setdefault(client, deque(maxlen=self.failures))
-        times.append(self.clock())
-        self._times.move_to_end(client)
-        while len(self._times) > self.clients:
-            self._times.popitem(last=False)
-
-    def succeeded(self, client: str) -> None:
-        """Forget ``client``'s attempts: it signed in."""
-        self._times.pop(client, None)
 
 
 async def read_form(request: Request, limit: int) -> dict[str, str]:
@@ -144,10 +100,6 @@ def safe_next(value: str | None) -> str:
     return value
 
 
-def _client(request: Request) -> str:
-    return request.client.host if request.client is not None else ""
-
-
 async def _page(next_page: str, message: str = "", status: int = 200, **headers: str) -> Response:
     text = await run_in_threadpool(read_page, "login.html")
     text = text.replace("{{next}}", html.escape(next_page)).replace(
@@ -165,39 +117,57 @@ def _role_of(given: str | None, rules: AccessRules) -> Role | None:
 
 class Login:
     """``GET /login`` (the form), ``POST /login`` (sign in with either token: the
-    session gets its role) and ``POST /logout``, for a server with a token."""
+    session gets its role and an id ``sessions`` keeps) and ``POST /logout`` (the
+    session ends: its cookie, and every copy of it, reads no more), for a server with a
+    token."""
 
-    def __init__(self, rules: AccessRules, throttle: LoginThrottle) -> None:
+    def __init__(
+        self, rules: AccessRules, throttle: FailureThrottle, sessions: SessionStore
+    ) -> None:
         self.rules = rules
         self.throttle = throttle
+        self.sessions = sessions
 
     async def login(self, request: Request) -> Response:
-        """The form on GET; on POST, sign in (a session cookie) and go to ``next``."""
+        """The form on GET; on POST, sign in (a session cookie) and go to ``next``.
+
+        The token is checked first: the right one always signs in. A wrong one is
+        counted per client address, and answered 429 (``Retry-After``) once that
+        address has failed too often, else 401.
+        """
         if request.method != "POST":
             return await _page(safe_next(request.query_params.get("next")))
         if cross_site(request):
             return refuse_cross_site()
-        client = _client(request)
-        wait = self.throttle.retry_after(client)
-        if wait:
-            message = f"Too many attempts: try again in {wait} s."
-            next_page = safe_next(request.query_params.get("next"))
-            return await _page(next_page, message, 429, **{"Retry-After": str(wait)})
-        self.throttle.attempt(client)
         form = await read_form(request, LOGIN_BODY_LIMIT)
         next_page = safe_next(form.get("next"))
         role = _role_of(form.get("token"), self.rules)
+        client = client_address(request.scope)
         if role is None:
+            wait = self.throttle.failed(client)
+            if wait:
+                message = f"Too many attempts: try again in {wait} s."
+                return await _page(next_page, message, 429, **{"Retry-After": str(wait)})
             return await _page(next_page, "That token is not valid.", 401)
         self.throttle.succeeded(client)
+        await self._end(request)
+        session_id = new_session_id()
+        await self.sessions.add(session_id)
         request.session.clear()
         request.session["signedIn"] = True
         request.session["role"] = str(role)
+        request.session[SESSION_ID] = session_id
         return RedirectResponse(next_page, status_code=303)
 
     async def logout(self, request: Request) -> Response:
-        """End the session, back to the form."""
+        """End the session (server-side too), back to the form."""
         if cross_site(request):
             return refuse_cross_site()
+        await self._end(request)
         request.session.clear()
         return RedirectResponse("/login", status_code=303)
+
+    async def _end(self, request: Request) -> None:
+        session_id = request.session.get(SESSION_ID)
+        if isinstance(session_id, str):
+            await self.sessions.end(session_id)

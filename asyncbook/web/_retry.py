@@ -28,6 +28,7 @@ from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, MAX_REASON, cancel_reason
 from ._console_api import search_query
 from ._paths import raw_path, split_task_path
 from ._responses import error_response
+from ._schemas import MOMENT, or_empty
 
 __all__ = [
     "RETRY_BATCH",
@@ -117,10 +118,20 @@ class RetryQuery(BaseModel):
     )
     worker: str | None = Field(None, description="Only tasks run by this worker.")
     q: str | None = Field(None, description="Only task ids starting with this.")
-    since: str | None = Field(None, description="Created at or after (as `/api/search`).")
-    until: str | None = Field(None, description="Created at or before (as `/api/search`).")
+    since: str | None = Field(
+        None, description="Created at or after (as `/api/search`).", json_schema_extra=MOMENT
+    )
+    until: str | None = Field(
+        None, description="Created at or before (as `/api/search`).", json_schema_extra=MOMENT
+    )
     sort: str = Field("newest", json_schema_extra={"enum": ["newest", "oldest"]})
-    limit: int = Field(_DEFAULT_BATCH, ge=1, le=RETRY_BATCH, description="How many tasks.")
+    limit: int = Field(
+        _DEFAULT_BATCH,
+        ge=1,
+        le=RETRY_BATCH,
+        description="How many tasks. Empty: as if absent.",
+        json_schema_extra=or_empty,
+    )
     after: str | None = Field(None, description="The previous answer's `nextAfter`.")
 
 

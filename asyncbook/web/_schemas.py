@@ -26,6 +26,7 @@ from ._groups import GROUP_MEMBERS
 from ._sse import MAX_CURSOR
 
 __all__ = [
+    "MOMENT",
     "AuditList",
     "AuditQuery",
     "CancelRefusal",
@@ -50,17 +51,55 @@ __all__ = [
     "TaskWithInfo",
     "WorkerList",
     "WorkersQuery",
+    "or_empty",
 ]
 
 _STATES: dict[str, Any] = {"enum": list(STATE_NAMES)}
+_STATE_FILTER: dict[str, Any] = {"enum": ["", *STATE_NAMES]}
+"""A state parameter: one state, or empty (as if absent: every state)."""
 _SORT_PATTERN = (
-    "^(newest|oldest|-?(created|started|ended|runtime|attempts|name)"
+    "^(|newest|oldest|-?(created|started|ended|runtime|attempts|name)"
     "|(created|started|ended|runtime|attempts|name):(asc|desc))$"
 )
-_DURATION: dict[str, Any] = {"pattern": "^[0-9]{1,12}(ms|s|m|h|d)?$"}
+_WINDOW: dict[str, Any] = {
+    "pattern": "^(\\s*(([1-9][0-9]{0,2}|1[0-3][0-9]{2}|14[0-3][0-9]|1440)m|([1-9]|1[0-9]|2[0-4])h"
+    "|1d)\\s*)?$"
+}
+"""A stats window: minutes, hours or 1d, from 1m to 24h (the server reads any duration of
+that range, ``parse_duration``); empty: absent."""
+_WITHIN: dict[str, Any] = {
+    "pattern": "^(\\s*([1-9][0-9]{0,7}(ms)?|[1-9][0-9]{0,4}s|[1-9][0-9]{0,3}m"
+    "|([1-9][0-9]?|1[0-5][0-9]|16[0-8])h|[1-7]d)\\s*)?$"
+}
+"""How recently a worker was seen, up to 7d (the server reads any duration from 1 ms to
+7d, ``parse_duration``); empty: absent."""
+_ISO_TIME = (
+    "(197[1-9]|19[89][0-9]|[2-9][0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
+    "([T ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\\.[0-9]{1,6})?)?"
+    "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)?"
+)
+MOMENT: dict[str, Any] = {
+    "pattern": f"^(\\s*([0-9]{{1,15}}|[0-9]{{1,12}}(ms|s|m|h|d)|{_ISO_TIME})\\s*)?$"
+}
+"""A moment as ``parse_moment`` reads it: ms since the epoch, a duration ago, or an ISO
+8601 time (this pattern: from 1971, days 1 to 28; the server reads any ISO 8601 time
+from 1970 on); empty: absent."""
+_NOT_BLANK: dict[str, Any] = {"pattern": "\\S"}
+"""Not empty nor only whitespace (as JavaScript's ``trim`` counts it)."""
+_NO_CONTROL = "^[^\\x00-\\x1f\\x7f]*$"
+_COUNT_CURSOR: dict[str, Any] = {"pattern": "^[0-9]*$"}
+
+
+def or_empty(schema: dict[str, Any]) -> None:
+    """A count parameter's schema, the empty string allowed too (as if absent): its
+    bounds hold for a number, ``maxLength`` 0 for a string."""
+    schema["type"] = [schema.get("type", "integer"), "string"]
+    schema["maxLength"] = 0
+
+
 _MOMENT_HELP = (
     "ms since the epoch, a duration ago (`10m`, `2h`, `1d`: now minus that) or an ISO-8601 "
-    "time (UTC unless it names an offset)."
+    "time (UTC unless it names an offset). Empty: as if absent."
 )
 Absent = SkipJsonSchema[None]
 """A value that may be left out but is never ``null``."""
@@ -145,8 +184,16 @@ class AuditList(BaseModel):
 
 
 class AuditQuery(BaseModel):
-    since: str | Absent = Field(None, description="Entries at or after: " + _MOMENT_HELP)
-    limit: int = Field(100, ge=1, le=MAX_AUDIT_PAGE, description="At most this many entries.")
+    since: str | Absent = Field(
+        None, description="Entries at or after: " + _MOMENT_HELP, json_schema_extra=MOMENT
+    )
+    limit: int = Field(
+        100,
+        ge=1,
+        le=MAX_AUDIT_PAGE,
+        description="At most this many entries. Empty: as if absent.",
+        json_schema_extra=or_empty,
+    )
 
 
 class Forbidden(BaseModel):
@@ -181,27 +228,36 @@ class GroupIdPath(BaseModel):
     id: str = Field(
         description=(
             "The group id, percent-encoded like a task id (``/`` as ``%2F``; ``.`` and ``..`` "
-            "in the query after an empty segment: ``/api/groups//stream?id=..``)."
-        )
+            "in the query after an empty segment: ``/api/groups//stream?id=..``); not blank."
+        ),
+        json_schema_extra=_NOT_BLANK,
     )
 
 
 def _text(description: str) -> Any:
-    return Field(None, min_length=1, max_length=MAX_PARAMETER, description=description)
+    return Field(None, max_length=MAX_PARAMETER, description=description + " Empty: as if absent.")
 
 
 def _limit(default: int, description: str) -> Any:
-    return Field(default, ge=1, le=MAX_PAGE, description=description)
+    return Field(
+        default,
+        ge=1,
+        le=MAX_PAGE,
+        description=description + " Empty: as if absent.",
+        json_schema_extra=or_empty,
+    )
 
 
 class ListingQuery(BaseModel):
     state: str | Absent = Field(
         None,
         description="Only tasks in this state (all when absent or empty).",
-        json_schema_extra=_STATES,
+        json_schema_extra=_STATE_FILTER,
     )
     limit: int = _limit(50, "Page size.")
-    after: str | Absent = Field(None, description="The previous page's `nextAfter`.")
+    after: str | Absent = Field(
+        None, description="The previous page's `nextAfter`.", json_schema_extra=_COUNT_CURSOR
+    )
 
 
 class SearchQuery(BaseModel):
@@ -209,7 +265,9 @@ class SearchQuery(BaseModel):
 
     name: str | Absent = _text("Only tasks of this Celery task name.")
     state: str | Absent = Field(
-        None, description="Only tasks in this state.", json_schema_extra=_STATES
+        None,
+        description="Only tasks in this state (all when absent or empty).",
+        json_schema_extra=_STATE_FILTER,
     )
     worker: str | Absent = _text("Only tasks run by this worker.")
     q: str | Absent = _text(
@@ -219,8 +277,12 @@ class SearchQuery(BaseModel):
         "page, `scanComplete` false when it stopped there: `nextAfter` continues it). "
         "Each row says `matchedBy` (`id`, `name`, `text`); `matched` counts them."
     )
-    since: str | Absent = Field(None, description="Created at or after: " + _MOMENT_HELP)
-    until: str | Absent = Field(None, description="Created at or before: " + _MOMENT_HELP)
+    since: str | Absent = Field(
+        None, description="Created at or after: " + _MOMENT_HELP, json_schema_extra=MOMENT
+    )
+    until: str | Absent = Field(
+        None, description="Created at or before: " + _MOMENT_HELP, json_schema_extra=MOMENT
+    )
     sort: str = Field(
         "newest",
         description=(
@@ -241,15 +303,22 @@ class SearchCsvQuery(SearchQuery):
     """A search downloaded as CSV (``/api/search.csv``): ``/api/search``'s parameters."""
 
     limit: int = Field(
-        CSV_ROWS_LIMIT, ge=1, le=CSV_ROWS_LIMIT, description="Most rows in this download."
+        CSV_ROWS_LIMIT,
+        ge=1,
+        le=CSV_ROWS_LIMIT,
+        description="Most rows in this download. Empty: as if absent.",
+        json_schema_extra=or_empty,
     )
 
 
 class WorkersQuery(BaseModel):
     within: str | Absent = Field(
         None,
-        description="Seen within this long (`90s`, `10m`, `1h`, `1d`; at most 7d); default 1d.",
-        json_schema_extra=_DURATION,
+        description=(
+            "Seen within this long (`90s`, `10m`, `1h`, `1d`; at most 7d); default 1d. "
+            "Empty: as if absent."
+        ),
+        json_schema_extra=_WITHIN,
     )
 
 
@@ -257,13 +326,19 @@ class StatsQuery(BaseModel):
     name: str | Absent = _text("One task name (every name when absent).")
     window: str | Absent = Field(
         None,
-        description=f"How far back, from 1m to 24h (default {DEFAULT_STATS_WINDOW_MS} ms, 1h).",
-        json_schema_extra=_DURATION,
+        description=(
+            f"How far back, from 1m to 24h (default {DEFAULT_STATS_WINDOW_MS} ms, 1h). "
+            "Empty: as if absent."
+        ),
+        json_schema_extra=_WINDOW,
     )
 
 
 class QueuesQuery(BaseModel):
-    queue: list[Annotated[str, Field(min_length=1, max_length=MAX_QUEUE_NAME)]] | Absent = Field(
+    queue: (
+        list[Annotated[str, Field(min_length=1, max_length=MAX_QUEUE_NAME, pattern=_NO_CONTROL)]]
+        | Absent
+    ) = Field(
         None,
         max_length=MAX_NAMED_QUEUES,
         description=(
@@ -271,7 +346,13 @@ class QueuesQuery(BaseModel):
             f"{MAX_NAMED_QUEUES}; no control characters)."
         ),
     )
-    limit: int = Field(MAX_QUEUES, ge=1, le=MAX_QUEUES, description="Most queues listed.")
+    limit: int = Field(
+        MAX_QUEUES,
+        ge=1,
+        le=MAX_QUEUES,
+        description="Most queues listed. Empty: as if absent.",
+        json_schema_extra=or_empty,
+    )
 
 
 class CursorQuery(BaseModel):

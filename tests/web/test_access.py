@@ -229,16 +229,18 @@ def test_a_cancel_on_a_server_without_access_rules_is_anonymous() -> None:
         assert [(e.actor, e.reason) for e in server.book.audit("a/1")] == [("anonymous", "r")]
 
 
-def test_a_session_signed_in_before_roles_keeps_working(server: Running) -> None:
-    """A cookie of the old shape (``{"signedIn": true}``, signed with the operator token's
-    key) stays signed in as before when only ``--token`` is set."""
+def test_a_session_signed_in_before_sessions_were_kept_signs_in_again(server: Running) -> None:
+    """A cookie of an old shape (``{"signedIn": true}``, no session id the server keeps)
+    could never be signed out: it is no session, even with a valid signature."""
     signer = itsdangerous.TimestampSigner(session_secret(OPERATOR))
-    old = signer.sign(base64.b64encode(json.dumps({"signedIn": True}).encode())).decode()
-    with running_server(token=OPERATOR) as only_token:
-        live(only_token, "o/1")
-        with httpx.Client(base_url=only_token.url, timeout=10, cookies={COOKIE: old}) as client:
-            page = client.get("/task", params={"id": "o/1"})
-            assert '<body data-role="operator">' in page.text
+    for shape in ({"signedIn": True}, {"signedIn": True, "role": "operator"}):
+        old = signer.sign(base64.b64encode(json.dumps(shape).encode())).decode()
+        with running_server(token=OPERATOR) as only_token:
+            live(only_token, "o/1")
+            cookies = {COOKIE: old}
+            with httpx.Client(base_url=only_token.url, timeout=10, cookies=cookies) as client:
+                assert client.get("/task", params={"id": "o/1"}).status_code == 303
+                assert client.get("/api/tasks/o%2F1").status_code == 401
     # With a read token too the key changes: every session signs in again.
     with httpx.Client(base_url=server.url, timeout=10, cookies={COOKIE: old}) as client:
         assert client.get("/").status_code == 303

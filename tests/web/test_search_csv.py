@@ -155,3 +155,19 @@ def test_the_download_needs_the_token_when_the_server_has_one() -> None:
         signed = client.get(CSV_PATH, headers={"Authorization": f"Bearer {token}"})
         assert signed.status_code == 200
         assert tuple(rows_of(signed)[0]) == CSV_COLUMNS
+
+
+@pytest.mark.parametrize("lead", ["\n", "\r\n", "\t", " ", "\n \t", "\x00", "\ufeff"])
+@pytest.mark.parametrize("formula", ['=HYPERLINK("http://x.invalid","y")', "+1", "-1", "@A1"])
+def test_a_formula_after_leading_blanks_is_defused(
+    server: Running, client: httpx.Client, lead: str, formula: str
+) -> None:
+    book = server.book
+    now = book.now_ms()
+    value = lead + formula
+    book.create(
+        id="blank", now_ms=now, ttl_ms=HOUR, max_attempts=1,
+        info=PublishInfo(name=value, queue=value),
+    )  # fmt: skip
+    row = dict(zip(CSV_COLUMNS, rows_of(client.get(CSV_PATH))[1], strict=True))
+    assert (row["name"], row["queue"]) == ("'" + value, "'" + value)
