@@ -241,9 +241,9 @@ def run(url: str, out: Out = print, *, serve: bool = False, app_module: str = ""
         out(f"  namespace {demo!r} and queue {demo!r}, removed at the end")
         book = RedisBook.from_url(url, namespace=demo)
         backend = str(app.conf.result_backend or "")
-        results = f"asyncbook+{url}" if backend.startswith("asyncbook+") else url
-        out(f"  broker {url}, result backend {results}")
-        app.conf.update(broker_url=url, result_backend=results, task_default_queue=demo)
+        backend_url = f"asyncbook+{url}" if backend.startswith("asyncbook+") else url
+        out(f"  broker {url}, result backend {backend_url}")
+        app.conf.update(broker_url=url, result_backend=backend_url, task_default_queue=demo)
         worker = _real_worker(url, demo, demo, receiver.url, name)
     else:
         out(f"No Redis at {url}: running embedded (fakeredis book, Celery in-memory broker,")
