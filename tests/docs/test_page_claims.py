@@ -1,6 +1,7 @@
 """What a few pages state, held to what the code does (each was once copied from the
 docs, run, and failed or misled): the status server's answers without a role, its
-endpoint table, the scrape target's host name, and the broker ``asyncbook retry`` needs."""
+endpoint table, the scrape target's host name, the broker ``asyncbook retry`` needs, and
+the queues the quickstart's worker consumes."""
 
 from __future__ import annotations
 
@@ -59,3 +60,10 @@ def test_each_retry_command_names_its_broker() -> None:
         exported = exported or line.startswith("export ASYNCBOOK_BROKER_URL=")
         if line.startswith("asyncbook retry "):
             assert exported or "--broker " in line, line
+
+
+def test_the_quickstarts_worker_consumes_asyncbooks_queue() -> None:
+    """``asyncbook doctor`` warns when no worker consumes it (the page's own check)."""
+    [worker] = [line for line in sh_lines(page("quickstart.md")) if "celery -A proj worker" in line]
+    queues = worker.split(" -Q ", 1)[1].split()[0].split(",")
+    assert "asyncbook" in queues

@@ -27,8 +27,6 @@ from ..support import ROOT
 from ..support.books import delete_namespace
 from ..support.snippets import README, SNIPPETS
 
-pytestmark = [pytest.mark.long, pytest.mark.timeout(900)]
-
 PAGES = [
     README,
     ROOT / "docs/quickstart.md",
@@ -137,6 +135,8 @@ def venvs(
     return python
 
 
+@pytest.mark.long
+@pytest.mark.timeout(900)
 @pytest.mark.usefixtures("snippet_namespaces")
 @pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
 def test_the_pages_snippets_run_from_the_wheel_with_only_its_install(
