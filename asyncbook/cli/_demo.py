@@ -104,10 +104,13 @@ def _fake_redis(url: str) -> redis.Redis:
 def _real_worker(
     url: str, namespace: str, queue: str, webhook: str, app: str = "asyncbook.cli._demo_app"
 ) -> Iterator[None]:
-    path = os.environ.get("PYTHONPATH")
+    # An app of the current directory (a checkout's workers/) is found there; the
+    # package's own is found wherever it is installed.
+    own = app.startswith(f"{__package__}.")
+    path = [path for path in [os.environ.get("PYTHONPATH")] if path]
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([os.getcwd(), *([path] if path else [])]),
+        "PYTHONPATH": os.pathsep.join(path if own else [os.getcwd(), *path]),
         "REDIS_URL": url,
         "ASYNCBOOK_NAMESPACE": namespace,
         "ASYNCBOOK_QUEUE": queue,
