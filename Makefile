@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml requirements/pip.lock $(LOCK)
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/asyncbook demo
+	$(BIN)/asyncbook demo --app workers
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,6 +1,7 @@
-"""The lifecycle tests' tracked tasks, beside the demo's four (``asyncbook.cli._demo_app``:
-one succeeds with progress, one retries, one fails, one is late): three show the lifecycle
-controls (cancel, heartbeats, checkpoints), and one fails with an error of asyncbook's own."""
+"""The lifecycle tests' tracked tasks, beside the demo's four (``asyncbook.cli._demo_tasks``,
+on this app in ``.main``: one succeeds with progress, one retries, one fails, one is late):
+three show the lifecycle controls (cancel, heartbeats, checkpoints), and one fails with an
+error of asyncbook's own."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from celery import Task
 from celery.backends.redis import RedisBackend
 
 from asyncbook.celery import last_cursor, report_progress
-from asyncbook.cli._demo_app import flaky_fetch, generate, outlive, reject_input
 
-from .main import app
+from .main import app, flaky_fetch, generate, outlive, reject_input
 
 __all__ = [
     "flaky_fetch",

@@ -280,12 +280,23 @@ def consume(
 @click.option(
     "--serve", is_flag=True, help="Keep the status page up on port 5566 afterwards, until Ctrl-C."
 )
-def demo(serve: bool) -> None:
-    """Run the example Celery tasks end to end (the same as ``make demo``): on the Redis at
-    REDIS_URL when it answers, else embedded (needs the demo extra)."""
+@click.option(
+    "--app",
+    "app_module",
+    default="",
+    metavar="MODULE",
+    help="On a real Redis, the Celery app to run (celery -A MODULE, importable from the current "
+    "directory; make demo gives a checkout's 'workers', configured by its celeryconfig.py).",
+)
+def demo(serve: bool, app_module: str) -> None:
+    """Run the example Celery tasks end to end (``make demo`` is ``asyncbook demo --app
+    workers``): on the Redis at REDIS_URL when it answers, else embedded (needs the demo
+    extra)."""
     from . import _demo as demo_module
 
-    demo_module.main(["--serve"] if serve else [])
+    demo_module.main(
+        [*(["--serve"] if serve else []), *(["--app", app_module] if app_module else [])]
+    )
 
 
 @cli.command()

@@ -4,7 +4,7 @@ name), exit codes, error handling, JSON and rich output."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -103,18 +103,22 @@ def rich_console() -> TerminalConsole:
     return TerminalConsole(soft_wrap=True)
 
 
-def broker_option(command: FC) -> FC:
-    """The ``--broker`` option (env ``ASYNCBOOK_BROKER_URL``) of every command that reads
-    or sends to the Celery broker."""
-    return click.option(
-        "--broker",
-        "broker_url",
-        envvar=BROKER_SETTING,
-        default=None,
-        metavar="URL",
-        help="The Celery broker (redis://, rediss://, unix:// or amqp://): its queues are "
-        f"read and retries are sent to it (env {BROKER_SETTING}).",
-    )(command)
+def broker_option(use: str) -> Callable[[FC], FC]:
+    """The ``--broker`` option (env ``ASYNCBOOK_BROKER_URL``) of a command that reads or
+    sends to the Celery broker; ``use`` says what this command does with it."""
+
+    def decorate(command: FC) -> FC:
+        return click.option(
+            "--broker",
+            "broker_url",
+            envvar=BROKER_SETTING,
+            default=None,
+            metavar="URL",
+            help=f"The Celery broker (redis://, rediss://, unix:// or amqp://): {use} "
+            f"(env {BROKER_SETTING}).",
+        )(command)
+
+    return decorate
 
 
 def shards_option(command: FC) -> FC:

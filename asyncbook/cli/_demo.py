@@ -6,13 +6,15 @@ With Redis answering at ``REDIS_URL`` (default redis://127.0.0.1:6379/0), a real
 its own, which are removed afterwards. Without Redis, everything runs in this process:
 fakeredis for the book (the ``demo`` extra), Celery's in-memory broker and an embedded
 worker. The app, its tasks and its configuration are in the package (``_demo_app``), so the
-demo runs from an installed wheel, in any directory.
+demo runs from an installed wheel, in any directory. ``--app workers`` (``make demo``) runs
+a checkout's own app instead on the real Redis, configured by its ``celeryconfig.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -99,9 +101,16 @@ def _fake_redis(url: str) -> redis.Redis:
 
 
 @contextlib.contextmanager
-def _real_worker(url: str, namespace: str, queue: str, webhook: str) -> Iterator[None]:
+def _real_worker(
+    url: str, namespace: str, queue: str, webhook: str, app: str = "asyncbook.cli._demo_app"
+) -> Iterator[None]:
+    # An app of the current directory (a checkout's workers/) is found there; the
+    # package's own is found wherever it is installed.
+    own = app.startswith(f"{__package__}.")
+    path = [path for path in [os.environ.get("PYTHONPATH")] if path]
     env = {
         **os.environ,
+        "PYTHONPATH": os.pathsep.join(path if own else [os.getcwd(), *path]),
         "REDIS_URL": url,
         "ASYNCBOOK_NAMESPACE": namespace,
         "ASYNCBOOK_QUEUE": queue,
@@ -110,7 +119,7 @@ def _real_worker(url: str, namespace: str, queue: str, webhook: str) -> Iterator
     with tempfile.TemporaryDirectory(prefix="asyncbook-demo-") as tmp:
         log_path = Path(tmp) / "worker.log"
         command = [
-            sys.executable, "-m", "celery", "-A", "asyncbook.cli._demo_app", "worker", "-B",
+            sys.executable, "-m", "celery", "-A", app, "worker", "-B",
             "-s", str(Path(tmp) / "beat-schedule"), "--pool=prefork", "-c", "4",
             "-n", f"{queue}@localhost", "--without-gossip", "--without-mingle", "-l", "info",
         ]  # fmt: skip
@@ -208,27 +217,37 @@ def _life(name: str, task: AsyncTask, out: Out) -> None:
         out(_describe(entry, start))
 
 
-def run(url: str, out: Out = print, *, serve: bool = False) -> None:
+def run(url: str, out: Out = print, *, serve: bool = False, app_module: str = "") -> None:
     """The whole demo against ``url`` (or embedded, when nothing answers there).
 
     The status page serves the demo's book while it runs; with ``serve`` it stays up
-    after the demo until interrupted (Ctrl-C).
+    after the demo until interrupted (Ctrl-C). ``app_module`` (importable from the
+    current directory) is the app the real worker runs and the tasks are published from,
+    instead of the package's own; the embedded run always uses the package's.
     """
     from ..celery import install
     from ..web import BackgroundServer, feed_for
-    from . import _demo_app as workers
 
-    app = workers.app
     demo = f"asyncbook-demo-{uuid.uuid4().hex[:8]}"
     real = _redis_answers(url)
     fake = None if real else _fake_redis(url)
+    # One installed app in this process: the package's, or the one named (never both,
+    # or each would track the other's publishes in its own book).
+    name = app_module if real and app_module else f"{__package__}._demo_app"
+    if name == app_module:
+        sys.path.insert(0, os.getcwd())
+    workers: Any = importlib.import_module(name)
+    app = workers.app
     receiver = WebhookReceiver()
     if fake is None:
-        out(f"Redis answers at {url}: a real worker (celery worker -B) runs the tasks")
+        out(f"Redis answers at {url}: a real worker (celery -A {name} worker -B) runs the tasks")
         out(f"  namespace {demo!r} and queue {demo!r}, removed at the end")
         book = RedisBook.from_url(url, namespace=demo)
-        app.conf.update(broker_url=url, result_backend=url, task_default_queue=demo)
-        worker = _real_worker(url, demo, demo, receiver.url)
+        backend = str(app.conf.result_backend or "")
+        backend_url = f"asyncbook+{url}" if backend.startswith("asyncbook+") else url
+        out(f"  broker {url}, result backend {backend_url}")
+        app.conf.update(broker_url=url, result_backend=backend_url, task_default_queue=demo)
+        worker = _real_worker(url, demo, demo, receiver.url, name)
     else:
         out(f"No Redis at {url}: running embedded (fakeredis book, Celery in-memory broker,")
         out("  a worker thread in this process, a sweep/delivery loop standing in for beat)")
@@ -273,7 +292,7 @@ def run(url: str, out: Out = print, *, serve: bool = False) -> None:
             task = book.get(task_id)
             if task is not None:
                 _life(name, task, out)
-        out(f"  (outlive returned {late!r} to Celery after its deadline: the book refused it)")
+        out(f"  (outlive ended after its deadline: the book refused it; Celery's result {late!r})")
         out("")
         out("Notifications, delivered by the webhook sink (one per task):")
         for headers, body in receiver.requests:
@@ -321,15 +340,24 @@ def _wait_for_interrupt() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``asyncbook demo [--serve]``: uses ``REDIS_URL`` if Redis answers there."""
+    """``asyncbook demo [--serve] [--app MODULE]``: uses ``REDIS_URL`` if Redis answers
+    there."""
     parser = argparse.ArgumentParser(prog="asyncbook demo", description=__doc__)
     parser.add_argument(
         "--serve",
         action="store_true",
         help="keep the status page up on port 5566 after the demo, until Ctrl-C",
     )
+    parser.add_argument(
+        "--app",
+        default="",
+        metavar="MODULE",
+        help="on a real Redis, the Celery app to run (celery -A MODULE, importable from the "
+        "current directory; a checkout's 'workers', configured by its celeryconfig.py) "
+        "instead of the package's own",
+    )
     args = parser.parse_args(argv)
-    run(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL), serve=args.serve)
+    run(os.environ.get("REDIS_URL", DEFAULT_REDIS_URL), serve=args.serve, app_module=args.app)
 
 
 if __name__ == "__main__":

@@ -72,10 +72,14 @@ def _queue_name(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
-def broker_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--broker`` (env ASYNCBOOK_BROKER_URL) and ``--asyncbook-queue`` (env
-    ASYNCBOOK_QUEUE) of a command."""
-    command = click.option(
+def broker_options(use: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--broker`` (env ASYNCBOOK_BROKER_URL; ``use`` says what the command does with it)
+    and ``--asyncbook-queue`` (env ASYNCBOOK_QUEUE) of a command."""
+    return lambda command: broker_option(use)(_own_queue_option(command))
+
+
+def _own_queue_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
         "--asyncbook-queue",
         "own_queue",
         envvar="ASYNCBOOK_QUEUE",
@@ -86,11 +90,10 @@ def broker_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="The queue asyncbook.sweep and asyncbook.deliver go to (the Celery setting "
         "asyncbook_queue; env ASYNCBOOK_QUEUE).",
     )(command)
-    return broker_option(command)
 
 
 @click.command()
-@broker_options
+@broker_options("its queues are read")
 @click.option(
     "--queue",
     "named",

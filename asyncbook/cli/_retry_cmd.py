@@ -47,7 +47,7 @@ _FILTERS = ("name", "state", "worker", "q", "since_ms", "until_ms", "after")
     help="Who the audit trail records the retry as (kept with each new task too).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Retry a search's tasks without asking.")
-@broker_option
+@broker_option("each task's kept message is sent to it again, as a new task (required)")
 @json_option
 @click.pass_obj
 def retry(

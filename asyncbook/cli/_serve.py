@@ -94,7 +94,10 @@ def _names(ctx: click.Context, param: click.Parameter, values: Sequence[str]) ->
     "(default: env FORWARDED_ALLOW_IPS, or 127.0.0.1).",
 )
 @click.option("--log-level", default="info", show_default=True)
-@broker_options
+@broker_options(
+    "its queues are shown (/queues, /api/queues) and retries are sent to it (without it, a "
+    "retry answers 503 no-broker)"
+)
 @click.pass_obj
 def serve(
     settings: GroupOptions,

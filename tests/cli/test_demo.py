@@ -7,21 +7,24 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 import redis
 
 from asyncbook.cli import _demo
 
+from ..support import ROOT
+
 URL = os.environ.get("ASYNCBOOK_DEMO_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 
-def run_demo(url: str) -> str:
+def run_demo(url: str, *options: str, cwd: Path | None = None) -> str:
     env = {**os.environ, "REDIS_URL": url}
     with tempfile.TemporaryDirectory(prefix="asyncbook-demo-test-") as away:
         done = subprocess.run(
-            [sys.executable, "-m", "asyncbook.cli", "demo"],
-            cwd=away,
+            [sys.executable, "-m", "asyncbook.cli", "demo", *options],
+            cwd=cwd or away,
             env=env,
             capture_output=True,
             text=True,
@@ -68,6 +71,22 @@ def test_demo_on_real_redis_cleans_up() -> None:
     output = run_demo(URL)
     assert "a real worker" in output
     check(output)
+    demo = output.split("namespace '", 1)[1].split("'", 1)[0]
+    assert not list(client.scan_iter(match=f"*{demo}*"))
+    client.close()
+
+
+@pytest.mark.redis
+@pytest.mark.timeout(120)
+def test_make_demo_runs_the_checkouts_workers_configured_by_celeryconfig() -> None:
+    """``make demo`` (``asyncbook demo --app workers`` in the checkout): the real worker is
+    ``celery -A workers``, whose results go to asyncbook's backend (celeryconfig.py)."""
+    client = redis.Redis.from_url(URL)
+    output = run_demo(URL, "--app", "workers", cwd=ROOT)
+    assert "a real worker (celery -A workers worker -B)" in output
+    assert f"result backend asyncbook+{URL}" in output
+    check(output)
+    assert "Celery's result TaskExpired(" in output  # the backend says what the book says
     demo = output.split("namespace '", 1)[1].split("'", 1)[0]
     assert not list(client.scan_iter(match=f"*{demo}*"))
     client.close()

@@ -158,3 +158,31 @@ def test_a_bad_actor_is_a_usage_error_and_sends_nothing(book: RedisBook, queue: 
     assert "--actor" in result.stderr
     assert sent(queue) == 0
     assert book.audit() == []
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("retry", "kept message is sent to it again, as a new task (required)"),
+        ("queues", "its queues are read"),
+        ("serve", "its queues are shown (/queues, /api/queues) and retries are sent to it"),
+    ],
+)
+def test_the_broker_option_says_what_each_command_does_with_it(
+    book: RedisBook, command: str, says: str
+) -> None:
+    result = run(book, command, "--help")
+    assert result.exit_code == 0, result.output
+    option = result.output.split("--broker URL", 1)[1].split("\n  -", 1)[0]
+    help_text = " ".join(option.split())
+    assert says in help_text
+    if command == "retry":
+        assert "queues are read" not in help_text  # retry reads no queue
+
+
+def test_retry_without_a_broker_is_a_usage_error_that_names_it(book: RedisBook) -> None:
+    ended_task(book, "t", message=kept_message(queue="q"))
+    result = run(book, "retry", "--name", "shop.charge", "--yes")
+    assert result.exit_code == 2
+    assert "give --broker (or ASYNCBOOK_BROKER_URL)" in result.stderr
+    assert book.audit() == []

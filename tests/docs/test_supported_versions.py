@@ -1,5 +1,6 @@
 """The Celery and kombu versions pyproject.toml admits are the ones the docs promise (the
-README and docs/install.md).
+README and docs/install.md), and the kombu they name beside each Celery minor is the one
+pip resolves (and ``.ci/celery-matrix`` tests).
 
 ``.ci/celery-matrix`` runs the Celery layer's tests on each supported minor; this file checks
 the declared ranges (fast, no install) so a too-tight or too-loose pin fails here first.
@@ -7,7 +8,11 @@ the declared ranges (fast, no install) so a too-tight or too-loose pin fails her
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import tomllib
+import venv
 from pathlib import Path
 
 import pytest
@@ -57,3 +62,45 @@ def test_the_docs_state_the_supported_matrix(page: str) -> None:
     rows = ("| Python | 3.11+ |", "| Celery | 5.5\N{EN DASH}5.7 ", "| kombu | 5.5\N{EN DASH}5.7,")
     assert [row for row in rows if row not in section] == []
     assert "| servers | Redis 7.0+" in section
+
+
+KOMBU_BESIDE = {"5.5": "5.5", "5.6": "5.7", "5.7": "5.7"}
+"""The kombu minor pip resolves for ``celery[redis]==<minor>.*`` and ``asyncbook[all]``."""
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/install.md"])
+def test_the_docs_name_the_kombu_pip_resolves_beside_each_celery(page: str) -> None:
+    section = (ROOT / page).read_text(encoding="utf-8").split("## Supported versions", 1)[1]
+    [row] = [line for line in section.splitlines() if line.startswith("| kombu |")]
+    assert "the minor of your Celery" not in row  # Celery 5.6 gets kombu 5.7
+    assert "5.5 with Celery 5.5, 5.7 with 5.6 and 5.7" in row
+
+
+def test_the_matrix_tests_the_kombu_pip_resolves() -> None:
+    matrix = (ROOT / ".ci/celery-matrix").read_text(encoding="utf-8")
+    assert '"kombu[redis]==$minor.*"' not in matrix  # a pair pip never picks for Celery 5.6
+    assert '"kombu[redis]==$kombu"' in matrix
+    assert 'kombu=$(resolved_kombu "$venv/bin/python" "$minor"' in matrix
+
+
+@pytest.mark.long
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("minor", sorted(KOMBU_BESIDE))
+def test_pip_resolves_the_documented_kombu(minor: str, tmp_path: Path) -> None:
+    """A dry run in an empty venv, from the registry: what a user's install picks."""
+    venv.EnvBuilder(with_pip=True).create(tmp_path / "venv")
+    report = tmp_path / "report.json"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    done = subprocess.run(
+        [str(tmp_path / "venv/bin/python"), "-m", "pip", "install", "--quiet", "--dry-run",
+         "--ignore-installed", "--disable-pip-version-check", "--report", str(report),
+         f"celery[redis]=={minor}.*", f"asyncbook[all] @ {ROOT.as_uri()}"],
+        capture_output=True, text=True, timeout=500, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    versions = {
+        item["metadata"]["name"]: item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
+    assert versions["celery"].startswith(f"{minor}.")
+    assert versions["kombu"].startswith(f"{KOMBU_BESIDE[minor]}."), versions

@@ -13,8 +13,18 @@ from . import ROOT
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 """The README and every page of the documentation site."""
+INCLUDE = re.compile(r'^--8<-- "([^"]+)"$', re.M)
+"""A line pymdownx.snippets replaces by a file of the checkout (mkdocs.yml)."""
+
+
+def included(source: str) -> str:
+    """``source`` with each ``--8<-- "path"`` line replaced by that file, as the site
+    shows it."""
+    return INCLUDE.sub(lambda m: (ROOT / m[1]).read_text(encoding="utf-8").rstrip("\n"), source)
+
+
 SNIPPETS = [
-    (page, source)
+    (page, included(source))
     for page in PAGES
     for source in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
 ]

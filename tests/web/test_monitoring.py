@@ -164,8 +164,11 @@ def rules() -> list[dict[str, Any]]:
 
 
 def test_every_alert_names_exported_metrics_and_says_what_to_do(exported: Exported) -> None:
-    anchors = {
-        "docs/monitoring.md#" + re.sub(r"[^a-z0-9]", "", heading.lower())
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["site_url"]
+    assert site.startswith("https://")
+    assert site.endswith("/")
+    anchors = {  # each alert's section of the Monitoring page, on the documentation site
+        f"{site}monitoring/#" + re.sub(r"[^a-z0-9]", "", heading.lower())
         for heading in re.findall(r"^### (.+)$", (ROOT / "docs/monitoring.md").read_text(), re.M)
     }
     found = rules()

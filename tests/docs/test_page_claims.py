@@ -1,0 +1,69 @@
+"""What a few pages state, held to what the code does (each was once copied from the
+docs, run, and failed or misled): the status server's answers without a role, its
+endpoint table, the scrape target's host name, the broker ``asyncbook retry`` needs, and
+the queues the quickstart's worker consumes."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from asyncbook import MemoryBook
+from asyncbook.web import create_app
+
+from ..support import ROOT
+from ..support.asgi import serving
+
+TOKEN = "o" * 32
+
+
+def page(name: str) -> str:
+    return (ROOT / "docs" / name).read_text(encoding="utf-8")
+
+
+def sh_lines(text: str) -> list[str]:
+    """The lines of the page's ``sh`` blocks."""
+    return [
+        line for block in re.findall(r"```sh\n(.*?)```", text, re.S) for line in block.splitlines()
+    ]
+
+
+def test_access_says_who_gets_401_as_the_server_answers() -> None:
+    text = page("access.md")
+    assert "Nobody gets `401`" not in text
+    assert "gets\n`401` `unauthorized`" in text or "gets `401` `unauthorized`" in text
+    with serving(create_app(MemoryBook(), token=TOKEN)) as url:
+        missing = httpx.get(url + "/api/tasks")
+        wrong = httpx.get(url + "/api/tasks", headers={"Authorization": "Bearer " + "x" * 32})
+    for answer in (missing, wrong):
+        assert answer.status_code == 401
+        assert answer.json()["code"] == "unauthorized"
+        assert answer.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_the_status_server_lists_each_endpoint_once() -> None:
+    rows = re.findall(r"^\| `((?:GET|POST|PUT|DELETE) [^`]+)`", page("status-server.md"), re.M)
+    assert rows
+    assert sorted({row for row in rows if rows.count(row) > 1}) == []
+
+
+def test_the_scrape_target_is_an_allowed_host() -> None:
+    scraping = page("monitoring.md").split("## Scraping", 1)[1].split("\n## ", 1)[0]
+    [target] = re.findall(r'targets: \["([^":]+):\d+"\]', scraping)
+    assert f"--allowed-host {target}" in scraping
+
+
+def test_each_retry_command_names_its_broker() -> None:
+    exported = False
+    for line in sh_lines(page("retry.md")):
+        exported = exported or line.startswith("export ASYNCBOOK_BROKER_URL=")
+        if line.startswith("asyncbook retry "):
+            assert exported or "--broker " in line, line
+
+
+def test_the_quickstarts_worker_consumes_asyncbooks_queue() -> None:
+    """``asyncbook doctor`` warns when no worker consumes it (the page's own check)."""
+    [worker] = [line for line in sh_lines(page("quickstart.md")) if "celery -A proj worker" in line]
+    queues = worker.split(" -Q ", 1)[1].split()[0].split(",")
+    assert "asyncbook" in queues
