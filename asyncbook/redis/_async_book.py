@@ -96,10 +96,11 @@ class AsyncRedisBook(BookBase):
     ) -> None:
         await self.aclose()
 
-    async def check_server(self) -> str | None:
+    async def check_server(self, *, reading: bool = False) -> str | None:
         """Check the book's server as ``RedisBook.check_server`` does (once per book, at
         the first write): ``UnsupportedServerError`` when it cannot run the book, a
-        warning when it may evict; returns its ``maxmemory-policy``."""
+        warning when it may evict; returns its ``maxmemory-policy``. ``reading``: as
+        ``RedisBook.check_server``."""
         return await self.engine.run(operations.check_server(self.layout))
 
     # -- reads --------------------------------------------------------------------------

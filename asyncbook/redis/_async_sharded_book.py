@@ -136,9 +136,13 @@ class AsyncShardedRedisBook(AsyncRedisBook):
             and self.map.home_index(identifier) != self.map.index_of(task_id)
         )
 
-    async def check_server(self) -> str | None:
-        """Each shard's server check, and the namespace's shard count stored or checked."""
-        await self._fix_count()
+    async def check_server(self, *, reading: bool = False) -> str | None:
+        """Each shard's server check, and the namespace's shard count stored or checked
+        (only checked when ``reading``, as ``ShardedRedisBook.check_server``)."""
+        if reading:
+            await self.shard_check.check_async(self.client)
+        else:
+            await self._fix_count()
         found = await self._each(lambda book: book.check_server())
         policies = sorted({policy for policy in found if policy is not None})
         return policies[0] if policies else None

@@ -72,9 +72,11 @@ class RedisBook(BookBase):
             return super().__new__(cls.sharded_type)  # type: ignore[return-value]
         return super().__new__(cls)
 
-    def check_server(self) -> str | None:
+    def check_server(self, *, reading: bool = False) -> str | None:
         """Check the book's server (once per book, one round trip); returns its
         ``maxmemory-policy`` (None when INFO is refused). Called before the first write.
+        ``reading``: the caller only reads (a sharded book then checks the namespace's
+        shard count but does not store it; one shard stores none either way).
 
         Raises ``UnsupportedServerError`` when the server runs no Lua scripts (Valkey can
         be built or started without its Lua engine) or is older than Redis 7.0 or

@@ -207,10 +207,14 @@ class ShardedRedisBook(RedisBook):
 
     # -- the server ---------------------------------------------------------------
 
-    def check_server(self) -> str | None:
-        """Each shard's server check, and the namespace's shard count stored or checked;
-        logs the shard map (which node holds which shards)."""
-        self.fix_count()
+    def check_server(self, *, reading: bool = False) -> str | None:
+        """Each shard's server check, and the namespace's shard count stored or checked
+        (only checked when ``reading``: a book that only reads, as a status server, must
+        not fix the count of a namespace nobody has written to); logs the shard map."""
+        if reading:
+            self.shard_check.check(self.client)
+        else:
+            self.fix_count()
         policies = sorted({p for book in self.books if (p := book.check_server()) is not None})
         log.info(
             "asyncbook: namespace %r has %d shards: %s",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
@@ -80,9 +81,9 @@ async def check_server_at_start(reader: Reader) -> None:
     the server serves on (its requests answer what the book says)."""
     try:
         if isinstance(reader, AsyncRedisBook):
-            await reader.check_server()
+            await reader.check_server(reading=True)
         elif isinstance(reader, SyncReader) and isinstance(reader.book, RedisBook):
-            await reader.run_sync(reader.book.check_server)
+            await reader.run_sync(functools.partial(reader.book.check_server, reading=True))
     except (AsyncBookError, *_UNAVAILABLE) as error:
         log.warning("asyncbook: the book's server could not be checked at start: %s", error)
 
