@@ -49,7 +49,7 @@ from .._book import (
     ScriptedAnswer,
     ScriptedWrite,
 )
-from .._limits import bounded_error
+from .._limits import TASK_ID_LIMIT, bounded_error
 from .._models import (
     AsyncState,
     AsyncTransition,
@@ -155,6 +155,8 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             # meta carries the reason the book holds, when the book cancelled it.
             result = self._book_revoked(bytes_to_str(task_id)) or result
         if end is None or task is None or not is_tracked(task) or not task_id:
+            return super().store_result(task_id, result, state, traceback, request, **kwargs)
+        if len(bytes_to_str(task_id)) > TASK_ID_LIMIT:  # published untracked, said there
             return super().store_result(task_id, result, state, traceback, request, **kwargs)
         integration = installed(self.app)
         if integration is None:

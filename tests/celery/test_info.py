@@ -197,3 +197,22 @@ def test_a_task_id_over_the_limit_is_published_untracked_with_an_error(
     assert "published untracked" in caplog.text
     assert book.get(long_id) is None
     assert sum(book.count_by_state().values()) == 0
+
+
+@pytest.mark.parametrize("name", ["info.generate", "info.boom"])
+def test_a_task_id_over_the_limit_is_said_once_and_its_end_is_not_refused(
+    app: Celery, book: RedisBook, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    # The publish said it goes untracked; the result backend's end of it writes only
+    # Celery's result, instead of an event the book refuses with the whole id again.
+    long_id = "l" * (TASK_ID_LIMIT + 1)
+    with caplog.at_level(logging.WARNING, logger="asyncbook"):
+        result = app.tasks[name].apply_async(
+            ("hi",) if name == "info.generate" else (3,), task_id=long_id
+        )
+        result.get(timeout=20, propagate=False)
+    assert result.state == ("SUCCESS" if name == "info.generate" else "FAILURE")
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("asyncbook")]
+    assert len(messages) == 1, messages
+    assert "published untracked" in messages[0]
+    assert book.get(long_id) is None
