@@ -9,6 +9,7 @@ from typing import Any
 
 from .._console import INFO_LIMIT, TEXT_LIMIT, PublishInfo
 from .._models import FailEvent, to_wire
+from ._tracking import error_type_name
 
 __all__ = ["InfoPolicy"]
 
@@ -104,7 +105,7 @@ class InfoPolicy:
             return event
         wire: dict[str, Any] = to_wire(event)
         if isinstance(error, BaseException):
-            wire["exception"] = type(error).__name__
+            wire["exception"] = error_type_name(error)
         if isinstance(traceback, str) and traceback:
             # A traceback's end says most: keep its last characters.
             cut = TEXT_LIMIT - 1

@@ -33,6 +33,7 @@ __all__ = [
     "UNLIMITED_ATTEMPTS",
     "callback_id",
     "describe_error",
+    "error_type_name",
     "expires_ms",
     "heartbeat_timeout_ms",
     "iso_time",
@@ -97,6 +98,14 @@ def max_attempts(task: object) -> int:
 def callback_id(task_id: str, signal: str, retries: int | str, *extra: object) -> str:
     """The callback id of one signal of one execution: a redelivery repeats it."""
     return ":".join(["celery", task_id, signal, str(retries), *(str(part) for part in extra)])
+
+
+def error_type_name(error: BaseException) -> str:
+    """The name of the exception's type; for Celery's wrapper of an exception that does
+    not pickle, the name of the type it wraps."""
+    if isinstance(error, UnpickleableExceptionWrapper):
+        return str(error.exc_cls_name)
+    return type(error).__name__
 
 
 def describe_error(error: BaseException | None) -> str:

@@ -256,3 +256,13 @@ def test_an_unpicklable_exception_is_recorded_as_itself(
     task = book.get(result.id)
     assert task is not None
     assert (task.state, task.error) == ("failed", "Weird: x/y")
+
+
+def test_an_unpicklable_exception_is_named_as_itself_in_the_info(
+    app: Celery, book: RedisBook, worker: CeleryWorker
+) -> None:
+    result = app.tasks["cr.weird"].delay()
+    wait_for(lambda: (info := book.info(result.id)) is not None and info.exception, 15)
+    info = book.info(result.id)
+    assert info is not None
+    assert info.exception == "Weird"  # not Celery's UnpickleableExceptionWrapper
