@@ -112,8 +112,8 @@ class Executions:
     def create_missing(self, task_id: str) -> bool:
         """Create ``task_id``, running in this process, from its message (the book did not
         hold it: its publisher's create had not landed, or was lost). True if it did."""
-        execution = self.state.process.executions.get(task_id)
-        return execution is not None and execution.create() is not None
+        create = self.creator_of(task_id)
+        return create is not None and create()
 
     def deadline_of(self, task_id: str) -> int | None:
         """The deadline of ``task_id``'s execution here, when known."""

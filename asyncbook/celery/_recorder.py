@@ -24,7 +24,6 @@ those tasks end by their deadline (docs/faults.md).
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
@@ -78,7 +77,7 @@ class _Queued:
     done: threading.Event | None = None
     result: Answer = field(default=None)
     sent_again: bool = False
-    """Sent once more, first, after its task was created (``create`` or ``on_unknown``)."""
+    """Sent once more, first, after its task was created (``create``)."""
     create: Callable[[], bool] | None = None
     """Creates its task from the message it ran from (True if it did), for a book that
     answers "unknown": taken when the event was queued, so it outlives the execution (the
@@ -104,13 +103,11 @@ class Recorder:
         retry_for: float,
         max_held: int = 100_000,
         on_answer: Callable[[ApplyItem, Answer], None] | None = None,
-        on_unknown: Callable[[str], bool] | None = None,
         creator_of: Callable[[str], Callable[[], bool] | None] | None = None,
     ) -> None:
         self._book_factory = book
         self.on_answer = on_answer
         """Called with each event and the book's answer (in the writer thread)."""
-        self.on_unknown = on_unknown
         """Called with a task the book answered "unknown" for, when its events carry no
         ``create``; True if it created the task: the task's events of that batch are
         then sent again, once, first."""
@@ -402,12 +399,10 @@ class Recorder:
 
     def _send_again(self, entry: _Queued, result: Any, created: dict[str, bool]) -> bool:
         """True if ``entry`` met "unknown" and its task has just been created here: from
-        the message it ran from (``entry.create``), else by ``on_unknown``."""
+        the message it ran from (``entry.create``)."""
         if not isinstance(result, UnknownTaskError) or entry.sent_again:
             return False
         task_id, create = entry.item[0], entry.create
-        if create is None and self.on_unknown is not None:
-            create = functools.partial(self.on_unknown, task_id)
         if create is None:
             return False
         if task_id not in created:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -105,7 +106,12 @@ def test_events_of_a_task_created_late_are_sent_again_first_in_order() -> None:
         book.create(id=task_id, now_ms=0, ttl_ms=10_000, max_attempts=1)
         return True
 
-    recorder = Recorder(lambda: book, flush_delay=0.01, retry_for=3.0, on_unknown=create)
+    recorder = Recorder(
+        lambda: book,
+        flush_delay=0.01,
+        retry_for=3.0,
+        creator_of=lambda task_id: functools.partial(create, task_id),
+    )
     progress = {"type": "progress", "atMs": 2, "progress": 40, "cursor": "c"}
     recorder.buffer(start("t"))
     recorder.buffer(("t", progress, "t:progress"))
@@ -120,7 +126,9 @@ def test_events_of_a_task_created_late_are_sent_again_first_in_order() -> None:
 
 def test_events_of_a_task_nobody_creates_are_let_go(caplog: pytest.LogCaptureFixture) -> None:
     book = FlakyBook(0)
-    recorder = Recorder(lambda: book, flush_delay=0.0, retry_for=3.0, on_unknown=lambda _: False)
+    recorder = Recorder(
+        lambda: book, flush_delay=0.0, retry_for=3.0, creator_of=lambda _: lambda: False
+    )
     (result,) = recorder.write(start("ghost"))
     assert isinstance(result, AsyncBookError)
     assert "unknown task" in caplog.text
