@@ -15,17 +15,17 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import fakeredis
 import pytest
 
 from asyncbook import AsyncBook, MemoryBook, RedisBook
-from asyncbook.redis import _scripts, connect
+from asyncbook.redis import _scripts
 
 # REDIS_URL and the helpers are re-exported for a test file written before tests/support
 # (``from .conftest import REDIS_URL``); new code imports them from tests.support.books.
 from .support.books import REDIS_URL as REDIS_URL
 from .support.books import BookFactory as BookFactory
 from .support.books import delete_namespace as delete_namespace
+from .support.books import kind_client
 from .support.books import redis_client as redis_client
 from .support.cluster import local_cluster, require_binaries
 from .support.strict_keys import STRICT_PRELUDE
@@ -76,12 +76,7 @@ def book_factories(
         yield memory_factory
         return
     shards = {"redis-s4": 4, "cluster-s16": 16}.get(kind, 1)
-    if kind in ("redis", "redis-s4"):
-        client: Any = redis_client()
-    elif kind in ("cluster", "cluster-s16"):
-        client = connect(request.getfixturevalue("cluster_url"))
-    else:
-        client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    client = kind_client(request, kind)
 
     def redis_factory(**kwargs: Any) -> AsyncBook:
         if shards != 1:

@@ -23,10 +23,10 @@ import redis
 import redis.asyncio
 
 from asyncbook import AsyncBook, MemoryBook, RedisBook
-from asyncbook.redis import AsyncRedisBook, connect, connect_async
+from asyncbook.redis import AsyncRedisBook, connect_async
 
 from ..conftest import BOOK_KINDS, SHARDED_KINDS
-from ..support.books import REDIS_URL, delete_namespace, redis_client
+from ..support.books import REDIS_URL, delete_namespace, kind_client
 from ..support.operations import run_operation
 from ..support.reference_cases import (
     ASYNC_OPERATIONS,
@@ -59,12 +59,7 @@ def reference() -> ReferenceNode:
 
 @contextmanager
 def sync_client(request: pytest.FixtureRequest, kind: str) -> Iterator[Any]:
-    if kind in ("redis", "redis-s4"):
-        client: Any = redis_client()
-    elif kind in ("cluster", "cluster-s16"):
-        client = connect(request.getfixturevalue("cluster_url"))
-    else:
-        client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    client = kind_client(request, kind)
     try:
         yield client
     finally:

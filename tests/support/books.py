@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from asyncbook import AsyncBook, RedisBook
+from asyncbook.redis import connect
 
 BookFactory = Callable[..., AsyncBook]
 """What the ``make_book`` fixture gives: keyword settings in, a fresh book of one kind out."""
@@ -30,6 +31,16 @@ def redis_client(url: str = REDIS_URL) -> redis.Redis:
     except redis.ConnectionError as error:  # pragma: no cover - environment problem
         pytest.fail(f"Redis at {url} does not answer ({error}); .ci/run starts one")
     return client
+
+
+def kind_client(request: pytest.FixtureRequest, kind: str) -> Any:
+    """A client on the server of a book kind (``BOOK_KINDS``, ``SHARDED_KINDS`` but
+    memory): the test Redis, the session's Cluster, or a fakeredis server of its own."""
+    if kind in ("redis", "redis-s4"):
+        return redis_client()
+    if kind in ("cluster", "cluster-s16"):
+        return connect(request.getfixturevalue("cluster_url"))
+    return fakeredis.FakeRedis(server=fakeredis.FakeServer())
 
 
 def fakeredis_book(namespace: str) -> RedisBook:
