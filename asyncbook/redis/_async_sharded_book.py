@@ -44,7 +44,7 @@ from ._async_book import AsyncRedisBook
 from ._base import DEFAULT_RETENTION
 from ._connection import reports_outages_async
 from ._merged import MergedPlan, OnShards, drive_async
-from ._operations import BookLayout
+from ._shard import Shard
 from ._shards import CountCheck, ShardMap, require_shards
 
 __all__ = ["AsyncShardedRedisBook"]
@@ -325,7 +325,7 @@ class AsyncShardedRedisBook(AsyncRedisBook):
     # -- merged reads (``_merged``: the sync book's merges, awaited) ---------------------
 
     @property
-    def _layouts(self) -> list[BookLayout]:
+    def _layouts(self) -> list[Shard]:
         return [book.layout for book in self.books]
 
     async def _merged(self, plan: MergedPlan[_T]) -> _T:

@@ -3,7 +3,7 @@
 
 A task's entries are a list beside its record (kept as long as the record, its latest
 ``TASK_AUDIT_ENTRIES``); every entry also goes to the namespace's log, a stream capped
-near ``BookLayout.audit_entries`` entries whose ids are the server's clock.
+near ``Shard.audit_entries`` entries whose ids are the server's clock.
 """
 
 from __future__ import annotations
@@ -24,16 +24,17 @@ from .._models import CallbackResult
 from ..errors import UnknownTaskError
 from . import _operations as operations
 from ._args import utf8
-from ._operations import BookLayout, before_write
+from ._operations import before_write
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import callback_result, text_of
 from ._script_args import AuditArgs, CancelArgs, RecordAuditArgs
 from ._scripts import ScriptStatus
+from ._shard import Shard
 
 __all__ = ["audit_args", "cancel", "read", "record"]
 
 
-def audit_args(book: BookLayout, actor: Any, action: str, reason: str | None) -> AuditArgs:
+def audit_args(shard: Shard, actor: Any, action: str, reason: str | None) -> AuditArgs:
     """An entry's script slots: ``actor`` checked (``require_actor``), ``reason`` as given
     (None: not said), and the layout's caps."""
     return AuditArgs(
@@ -41,13 +42,13 @@ def audit_args(book: BookLayout, actor: Any, action: str, reason: str | None) ->
         action=action,
         reason_given=reason is not None,
         reason="" if reason is None else reason,
-        log_cap=book.audit_entries,
+        log_cap=shard.audit_entries,
         task_cap=TASK_AUDIT_ENTRIES,
     )
 
 
 def cancel(
-    book: BookLayout,
+    shard: Shard,
     task_id: str,
     reason: str | None,
     at_ms: int | float | None,
@@ -57,18 +58,18 @@ def cancel(
     """``operations.cancel``; with ``actor``, and an audit entry (the actor, the reason,
     the answer) written by the same script call, whose answer is the same."""
     if actor is None:
-        return (yield from operations.cancel(book, task_id, reason, at_ms, callback_id))
+        return (yield from operations.cancel(shard, task_id, reason, at_ms, callback_id))
     checked_actor = require_actor(actor)
     at = (yield from server_time()) if at_ms is None else at_ms
     yield SETTLE
-    keys, args, shape_error = book.apply_call(task_id, cancel_input(at, reason), callback_id)
+    keys, args, shape_error = shard.apply_call(task_id, cancel_input(at, reason), callback_id)
     # A reason the cancel refuses is never sent (the script answers '!shape', unwritten).
     kept = reason if shape_error is None and isinstance(reason, str) else None
-    audit = audit_args(book, checked_actor, "cancel", kept)
-    yield from before_write(book)
-    keys += [book.keys.task_audit(args.task_id), book.keys.audit_log]
+    audit = audit_args(shard, checked_actor, "cancel", kept)
+    yield from before_write(shard)
+    keys += [shard.keys.task_audit(args.task_id), shard.keys.audit_log]
     argv = CancelArgs(args, audit).argv()
-    reply = yield from book.facts.run(
+    reply = yield from shard.facts.run(
         args.task_id,
         [args.event],
         lambda block, facts: ScriptCall("cancel", keys + block, argv + facts),
@@ -77,7 +78,7 @@ def cancel(
 
 
 def record(
-    book: BookLayout,
+    shard: Shard,
     task_id: str,
     action: str,
     actor: str,
@@ -87,16 +88,16 @@ def record(
     """Write one entry for a change of an existing task made by another call (a retry);
     ``UnknownTaskError`` when there is no such task (nothing written)."""
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
-    audit = audit_args(book, actor, require_action(action), require_audit_reason(reason))
+    audit = audit_args(shard, actor, require_action(action), require_audit_reason(reason))
     outcome = utf8(require_string(outcome, "outcome"), "outcome")
-    keys = [book.keys.task(task_id), book.keys.task_audit(task_id), book.keys.audit_log]
+    keys = [shard.keys.task(task_id), shard.keys.task_audit(task_id), shard.keys.audit_log]
     reply = yield ScriptCall("audit", keys, RecordAuditArgs(task_id, audit, outcome).argv())
     if text_of(reply[0]) == ScriptStatus.UNKNOWN:
         raise UnknownTaskError(task_id)
 
 
 def read(
-    book: BookLayout, task_id: str | None, since_ms: int | float | None, limit: int
+    shard: Shard, task_id: str | None, since_ms: int | float | None, limit: int
 ) -> Plan[list[AuditEntry]]:
     """Entries newest first: a task's (its list), or the namespace's (the log), at or
     after ``since_ms`` when given, at most ``limit`` (1 to ``MAX_AUDIT_PAGE``)."""
@@ -104,11 +105,11 @@ def read(
     since = None if since_ms is None else int(require_non_negative(since_ms, "sinceMs"))
     if task_id is not None:
         task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        raw = yield command("lrange", book.keys.task_audit(task_id), 0, -1)
+        raw = yield command("lrange", shard.keys.task_audit(task_id), 0, -1)
         entries = [AuditEntry.model_validate_json(item) for item in reversed(raw)]
         return [e for e in entries if since is None or e.at_ms >= since][:count]
     low = "-" if since is None else str(since)
-    rows = yield command("xrevrange", book.keys.audit_log, "+", low, count=count)
+    rows = yield command("xrevrange", shard.keys.audit_log, "+", low, count=count)
     return [_logged(entry_id, fields) for entry_id, fields in rows]
 
 

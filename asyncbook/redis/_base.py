@@ -10,8 +10,8 @@ from typing import Any, ClassVar, Self
 from ..errors import invalid
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._engine import EngineBase
-from ._operations import BookLayout
 from ._replicas import ReplicaWait
+from ._shard import Shard
 from ._shards import CountCheck, require_shards
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
@@ -43,7 +43,7 @@ class BookBase:
     ) -> None:
         if require_shards(shards) != 1 and not self.sharded:
             raise invalid(f"{type(self).__name__} has one shard; shards must be 1", field="shards")
-        layout = BookLayout(namespace, retention_versions, retention, shard)
+        layout = Shard(namespace, retention_versions, retention, shard)
         self.engine = self.engine_type(client, layout, ReplicaWait(wait_replicas, wait_timeout_ms))
         self.client = client
         self.layout = self.engine.layout

@@ -29,8 +29,8 @@ from typing import Any
 
 from .._models import AsyncTask
 from ._keys import KeySchema
-from ._operations import BookLayout
 from ._plan import Plan, command
+from ._shard import Shard
 
 __all__ = ["Claim", "claim", "deliver_known", "is_marked", "release"]
 
@@ -109,7 +109,7 @@ the retention ms ('' keeps)."""
 
 
 def deliver_known(
-    home: BookLayout,
+    home: Shard,
     key: str,
     task: AsyncTask | None,
     damaged: str | None,

@@ -36,7 +36,7 @@ from ._script_args import InfoArgs, SearchArgs, WorkersArgs
 from ._scripts import ScriptStatus
 
 if TYPE_CHECKING:
-    from ._operations import BookLayout
+    from ._shard import Shard
 
 __all__ = [
     "STATES_WITH",
@@ -140,11 +140,11 @@ def _info(
     )
 
 
-def info(book: BookLayout, task_id: str) -> Plan[TaskInfo | None]:
+def info(shard: Shard, task_id: str) -> Plan[TaskInfo | None]:
     """The task's info, or None when the book does not hold it."""
     yield SETTLE
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
-    k = book.keys
+    k = shard.keys
     reply = yield ScriptCall(
         "info",
         [k.task(task_id), k.info(task_id), k.children(task_id), k.message(task_id)],
@@ -156,20 +156,20 @@ def info(book: BookLayout, task_id: str) -> Plan[TaskInfo | None]:
     return _info(task_id, fields, long, children, kept == 1)
 
 
-def _names_containing(book: BookLayout, text: str) -> Plan[list[str]]:
+def _names_containing(shard: Shard, text: str) -> Plan[list[str]]:
     """The task names the book knows that contain ``text`` (case-insensitively)."""
     wanted = text.casefold()
-    return [name for name in (yield from task_names(book)) if wanted in name.casefold()]
+    return [name for name in (yield from task_names(shard)) if wanted in name.casefold()]
 
 
-def search(book: BookLayout, query: TaskQuery) -> Plan[SearchPage]:
+def search(shard: Shard, query: TaskQuery) -> Plan[SearchPage]:
     """One page of tasks matching ``query`` in its order, and the matching tasks per state."""
     yield SETTLE
 
     def page_of(asked: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
-        return _search_page(book, asked, unnamed)
+        return _search_page(shard, asked, unnamed)
 
-    return (yield from search_with(query.checked(), lambda: task_names(book), page_of))
+    return (yield from search_with(query.checked(), lambda: task_names(shard), page_of))
 
 
 def search_with(
@@ -211,23 +211,23 @@ def search_row(reply: Any) -> SearchRow:
     return SearchRow(task=task, info=info, matched_by=text_or_none(matched_by) or None)
 
 
-def _search_page(book: BookLayout, query: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
+def _search_page(shard: Shard, query: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
     """``search`` of a checked query not sorted by name (``unnamed``: of the tasks
     without a name only)."""
-    found = yield from search_page_at(book, query, unnamed)
+    found = yield from search_page_at(shard, query, unnamed)
     rows = tuple(search_row(reply) for _position, reply in found.rows)
     matched = None if query.q is None else matched_counts(rows)
     return found.page.model_copy(update={"tasks": rows, "matched": matched})
 
 
 def search_page_at(
-    book: BookLayout, query: TaskQuery, unnamed: bool, ids_ahead: Sequence[str] = ()
+    shard: Shard, query: TaskQuery, unnamed: bool, ids_ahead: Sequence[str] = ()
 ) -> Plan[PageFound]:
     """``_search_page``, its rows not read yet, each with its position (pages of several
     shards merge by it). ``ids_ahead``: ids the walk is expected to meet, whose keys the
     first call gives (a sharded page read where its walk begins)."""
     order = query.order
-    k = book.keys
+    k = shard.keys
     if query.worker is not None:
         keys = [k.worker_tasks(query.worker)]
     elif query.name is not None:
@@ -239,7 +239,7 @@ def search_page_at(
         keys = [k.sort_index(order.field), *keys]
     scanning = query.worker is not None or query.q is not None
     scanning = scanning or query.since_ms is not None or query.until_ms is not None
-    names = [] if query.q is None else (yield from _names_containing(book, query.q))
+    names = [] if query.q is None else (yield from _names_containing(shard, query.q))
     # A text scan reads each task's info: the page's walk and the totals' share the budget.
     budget = SEARCH_SCAN_LIMIT if query.q is None else SEARCH_SCAN_LIMIT // 2
     ids: list[str] = list(dict.fromkeys(ids_ahead))
@@ -287,14 +287,12 @@ def search_page_at(
     return PageFound([(text_or_none(row[3]) or "", row) for row in rows], page)
 
 
-def workers(
-    book: BookLayout, within_ms: int, now_ms: int | None = None
-) -> Plan[list[WorkerSummary]]:
+def workers(shard: Shard, within_ms: int, now_ms: int | None = None) -> Plan[list[WorkerSummary]]:
     """Workers seen in the last ``within_ms``, most recently seen first."""
     if type(within_ms) is not int or within_ms <= 0:
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
     now = (yield from server_time()) if now_ms is None else now_ms
-    k = book.keys
+    k = shard.keys
     ids: list[str] = []
     names: list[str] = []
 
@@ -331,10 +329,10 @@ def workers(
     return found
 
 
-def task_names(book: BookLayout, within_ms: int | None = None) -> Plan[list[str]]:
+def task_names(shard: Shard, within_ms: int | None = None) -> Plan[list[str]]:
     """Task names created within ``within_ms`` (every name the book knows: None), sorted."""
     low: int | str = "-inf"
     if within_ms is not None:
         low = (yield from server_time()) - within_ms
-    names = yield command("zrangebyscore", book.keys.names, low, "+inf")
+    names = yield command("zrangebyscore", shard.keys.names, low, "+inf")
     return sorted(text for text in map(text_or_none, names) if text)

@@ -24,13 +24,13 @@ from .._models import AsyncTask
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
 from ._facts import TaskFacts
-from ._operations import BookLayout
 from ._pending import settle
 from ._plan import Command, Plan, Request, ScriptCall, Settle, run
 from ._publish_fields import kept_message_of, publish_fields
 from ._replicas import ReplicaWait
 from ._script_args import ApplyArgs, CreateArgs
 from ._scripts import BookScript, BookScripts, with_helpers
+from ._shard import Shard
 
 __all__ = ["CreateCall", "Engine", "EngineBase"]
 
@@ -47,17 +47,17 @@ class EngineBase:
     asyncio: ClassVar[bool] = False
     """True for an engine on a ``redis.asyncio`` client."""
 
-    def __init__(self, client: Any, layout: BookLayout, wait: ReplicaWait | None = None) -> None:
+    def __init__(self, client: Any, shard: Shard, wait: ReplicaWait | None = None) -> None:
         self.client = client
         self.wait = wait or ReplicaWait()
         """How many replicas a write waits for (``wait_replicas``)."""
-        self.layout = layout
-        self.keys = layout.keys
-        self.namespace = layout.namespace
+        self.layout = shard
+        self.keys = shard.keys
+        self.namespace = shard.namespace
         self.scripts = BookScripts.register(client, self.wait, self.script_node)
-        self.stream_groups: set[tuple[str, str]] = set()
+        self.stream_groups = shard.stream_groups
         """(stream, consumer group) pairs known to exist (``_outbox``)."""
-        self.prune_from: dict[str, str] = {}
+        self.prune_from = shard.prune_from
         """Where the next prune resumes, per index (``_batches.prune``)."""
 
     def script_node(self) -> Any:

@@ -17,17 +17,17 @@ from ._plan import Pipeline, Plan, command
 from ._replies import text_of
 
 if TYPE_CHECKING:
-    from ._operations import BookLayout
+    from ._shard import Shard
 
 __all__ = ["gauges"]
 
 
-def gauges(book: BookLayout, now_ms: int, within_ms: int) -> Plan[BookGauges]:
+def gauges(shard: Shard, now_ms: int, within_ms: int) -> Plan[BookGauges]:
     """The streams, their consumer groups and the workers seen in the ``within_ms``
     before ``now_ms`` (at most ``GAUGE_WORKERS_LIMIT``, most recently seen first)."""
     if type(within_ms) is not int or within_ms <= 0:
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
-    k = book.keys
+    k = shard.keys
     streams = {"tasks": k.outbox, "groups": k.group_outbox}
     requests = []
     for key in streams.values():

@@ -1,6 +1,6 @@
 """The operations both Redis books run (``RedisBook`` and ``AsyncRedisBook``), as plans.
 
-Each function checks its input, builds the script call from the book's ``BookLayout``
+Each function checks its input, builds the script call from the ``Shard`` (``_shard``)
 (its key schema and retention) and reads the reply: one implementation of the reads and
 the client-side writes, whichever client runs them (``_plan``).
 """
@@ -8,10 +8,6 @@ the client-side writes, whichever client runs them (``_plan``).
 from __future__ import annotations
 
 import logging
-import math
-import time
-from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -23,7 +19,6 @@ from .._checks import (
     require_integer,
     require_limit,
     require_non_negative,
-    require_optional_string,
     require_page_cursor,
     require_state,
     require_string,
@@ -37,30 +32,24 @@ from .._models import (
     DeliveryResult,
     GroupSummary,
     HistoryEntry,
-    ProgressEvent,
     ResumeResult,
     TaskPage,
 )
 from .._reasons import Reason
-from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError, invalid
-from ._args import coerce, dumps, event_args, failure_json, number_text, utf8
-from ._facts import FactBook
-from ._keys import KeySchema
+from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
+from ._args import dumps, number_text, utf8
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
 from ._replies import callback_result, group_summary_of, listed, status_of, text_of
 from ._script_args import (
-    AT_DEADLINE,
-    NO_EVENT,
-    TAKEN,
     ApplyArgs,
     DeliverArgs,
     GetManyArgs,
     ResumeArgs,
 )
 from ._server import PROBE_SCRIPT, require_supported, server_info
+from ._shard import Shard
 
 __all__ = [
-    "BookLayout",
     "apply",
     "apply_one",
     "before_write",
@@ -87,105 +76,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-AUDIT_ENTRIES = 10_000
-"""The default of ``BookLayout.audit_entries``."""
 
-ApplyCall = tuple[list[str], ApplyArgs, AsyncBookError | None]
-"""apply.lua's KEYS and ARGV for one event, and the shape error found in Python."""
-
-
-class BookLayout:
-    """What a Redis book's calls are built from: its namespace, key schema and retention."""
-
-    def __init__(
-        self,
-        namespace: str,
-        retention_versions: int,
-        retention: timedelta | None,
-        shard: tuple[int, int] = (0, 1),
-    ) -> None:
-        self.keys = KeySchema(namespace, *shard)
-        self.namespace = namespace
-        self.retention_versions = require_integer(retention_versions, "retention_versions")
-        if retention is not None and (
-            not isinstance(retention, timedelta) or retention <= timedelta(0)
-        ):
-            raise invalid("retention must be a positive timedelta or None", field="retention")
-        self.retention = retention
-        self.retention_ms = (
-            "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
-        )
-        """Whole milliseconds as script text; '' keeps ended tasks forever."""
-        self.audit_entries = AUDIT_ENTRIES
-        """About how many entries the namespace's audit log keeps (``_audit``)."""
-        k = self.keys
-        self.apply_keys = [
-            k.deadlines,
-            k.outbox,
-            *k.state_indexes,
-            k.counters,
-            k.stalls,
-            k.group_outbox,
-        ]
-        """apply.lua's KEYS 4..14: the book-wide keys every event may touch."""
-        self.facts = FactBook(self.keys, lambda: time.time() * 1000)
-        """What the book learned of its tasks' records, for the scripts' info blocks."""
-        self.server_checked = False
-        """True once ``check_server`` passed (it checks, and warns, once per book)."""
-
-    def apply_call(
-        self,
-        task_id: Any,
-        event: EventInput | None,
-        callback_id: Any,
-        full_task: bool = True,
-        *,
-        only_if_stalled: bool = False,
-        taken: bool = False,
-    ) -> ApplyCall:
-        """apply.lua's call for one event (None: expire at the deadline); ``taken``: the
-        callback id is another task's (a sharded namespace's claim)."""
-        task_id = utf8(require_string(task_id, "taskId"), "taskId")
-        callback = require_optional_string(callback_id, "callbackId")
-        k = self.keys
-        cursor = ""
-        if event is None:
-            slots, shape_error = AT_DEADLINE, None
-        else:
-            parsed, shape_error = coerce(event)
-            slots = NO_EVENT
-            if isinstance(parsed, ProgressEvent):
-                cursor = utf8(parsed.cursor, "event.cursor")
-            if parsed is not None:
-                try:
-                    slots = event_args(parsed)
-                except AsyncBookError as error:
-                    shape_error = error
-        keys = [
-            k.task(task_id),
-            k.history(task_id),
-            k.callback(utf8(callback, "callbackId")) if callback is not None else k.callback(""),
-            *self.apply_keys,
-        ]
-        failure = ""
-        if isinstance(event, Mapping) and event.get("type") == "fail":
-            failure = failure_json(event.get("exception"), event.get("traceback"))
-        args = ApplyArgs(
-            task_id=task_id,
-            failure=failure,
-            callback_given=TAKEN if taken and callback is not None else callback is not None,
-            event_valid=shape_error is None,
-            event=slots,
-            retention_ms=self.retention_ms,
-            changes_channel=k.changes_channel,
-            with_history=full_task,
-            only_if_stalled=only_if_stalled,
-            cursor=cursor,
-        )
-        return keys, args, shape_error
-
-
-def check_server(book: BookLayout) -> Plan[str | None]:
+def check_server(shard: Shard) -> Plan[str | None]:
     """Check the book's server (one round trip): raise ``UnsupportedServerError`` when
     it runs no Lua scripts or is older than the tested versions, warn when it may evict
     the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused).
@@ -198,8 +90,8 @@ def check_server(book: BookLayout) -> Plan[str | None]:
         server_command("info", "memory"),
         server_command("eval", PROBE_SCRIPT, 0),
     ]
-    if book.keys.shard_total == 1:
-        checks.append(command("get", book.keys.shard_count))
+    if shard.keys.shard_total == 1:
+        checks.append(command("get", shard.keys.shard_count))
     try:
         server, memory, probe, *count = yield Pipeline(checks, errors_as_replies=True)
     except (RedisConnectionError, RedisTimeoutError):
@@ -212,11 +104,11 @@ def check_server(book: BookLayout) -> Plan[str | None]:
     if stored is not None and int(stored) != 1:
         raise AsyncBookError(
             "conflict",
-            f"asyncbook: namespace {book.namespace!r} has {int(stored)} shards; open it"
+            f"asyncbook: namespace {shard.namespace!r} has {int(stored)} shards; open it"
             f" with shards={int(stored)}",
             field="shards",
         )
-    book.server_checked = True
+    shard.server_checked = True
     if isinstance(memory, ResponseError):
         return None  # INFO refused (an embedded server, a restricted user): not known
     policy = str(memory.get("maxmemory_policy", "noeviction"))
@@ -230,17 +122,17 @@ def check_server(book: BookLayout) -> Plan[str | None]:
     return policy
 
 
-def before_write(book: BookLayout) -> Plan[None]:
+def before_write(shard: Shard) -> Plan[None]:
     """What runs before a book's first write: the server check."""
-    if not book.server_checked:
-        yield from check_server(book)
+    if not shard.server_checked:
+        yield from check_server(shard)
 
 
-def get(book: BookLayout, id: str) -> Plan[AsyncTask | None]:
+def get(shard: Shard, id: str) -> Plan[AsyncTask | None]:
     """The stored task with its history, or None."""
     yield SETTLE
     task_id = utf8(require_string(id, "id"), "id")
-    reply = yield ScriptCall("get", [book.keys.task(task_id), book.keys.history(task_id)])
+    reply = yield ScriptCall("get", [shard.keys.task(task_id), shard.keys.history(task_id)])
     if reply is None:
         return None
     if isinstance(reply, list):
@@ -249,7 +141,7 @@ def get(book: BookLayout, id: str) -> Plan[AsyncTask | None]:
 
 
 def apply(
-    book: BookLayout,
+    shard: Shard,
     task_id: str,
     event: EventInput,
     callback_id: str | None = None,
@@ -259,16 +151,16 @@ def apply(
     """Apply one event; a callback id already recorded changes nothing (nor one another
     task holds: ``taken``)."""
     yield SETTLE
-    keys, args, shape_error = book.apply_call(task_id, event, callback_id, taken=taken)
-    yield from before_write(book)
-    reply = yield from apply_one(book, keys, args)
+    keys, args, shape_error = shard.apply_call(task_id, event, callback_id, taken=taken)
+    yield from before_write(shard)
+    reply = yield from apply_one(shard, keys, args)
     return callback_result(args.task_id, reply, shape_error)
 
 
-def apply_one(book: BookLayout, keys: list[str], args: ApplyArgs) -> Plan[Any]:
+def apply_one(shard: Shard, keys: list[str], args: ApplyArgs) -> Plan[Any]:
     """apply.lua's reply to one call, sent with the task's info block (``_facts``)."""
     return (
-        yield from book.facts.run(
+        yield from shard.facts.run(
             args.task_id,
             [args.event],
             lambda block, facts: ScriptCall("apply", keys + block, args.argv() + facts),
@@ -276,15 +168,15 @@ def apply_one(book: BookLayout, keys: list[str], args: ApplyArgs) -> Plan[Any]:
     )
 
 
-def expire(book: BookLayout, task_id: str) -> Plan[CallbackResult]:
+def expire(shard: Shard, task_id: str) -> Plan[CallbackResult]:
     """Expire the task at its deadline, as the sweep does."""
-    keys, args, _ = book.apply_call(task_id, None, None)
-    reply = yield from apply_one(book, keys, args)
+    keys, args, _ = shard.apply_call(task_id, None, None)
+    reply = yield from apply_one(shard, keys, args)
     return callback_result(args.task_id, reply, None)
 
 
 def cancel(
-    book: BookLayout,
+    shard: Shard,
     task_id: str,
     reason: str | None,
     at_ms: int | float | None,
@@ -294,16 +186,14 @@ def cancel(
 ) -> Plan[CallbackResult]:
     """``apply`` of a ``cancel`` event, at the server's clock unless ``at_ms`` is given."""
     at = (yield from server_time()) if at_ms is None else at_ms
-    return (yield from apply(book, task_id, cancel_input(at, reason), callback_id, taken=taken))
+    return (yield from apply(shard, task_id, cancel_input(at, reason), callback_id, taken=taken))
 
 
-def resume(
-    book: BookLayout, task_id: str, cursor_version: int, full_task: bool
-) -> Plan[ResumeResult]:
+def resume(shard: Shard, task_id: str, cursor_version: int, full_task: bool) -> Plan[ResumeResult]:
     """What changed after ``cursor_version``: caught-up, a delta, or a snapshot."""
     yield SETTLE
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
-    keys = [book.keys.task(task_id), book.keys.history(task_id)]
+    keys = [shard.keys.task(task_id), shard.keys.history(task_id)]
     try:
         cursor = require_integer(cursor_version, "cursorVersion")
     except AsyncBookError as error:
@@ -315,7 +205,7 @@ def resume(
         keys,
         ResumeArgs(
             cursor=cursor,
-            retention_versions=book.retention_versions,
+            retention_versions=shard.retention_versions,
             with_full_task=full_task,
         ).argv(),
     )
@@ -326,20 +216,20 @@ def resume(
 
 
 def deliver_result(
-    book: BookLayout, task_id: str, idempotency_key: str, now_ms: int | float
+    shard: Shard, task_id: str, idempotency_key: str, now_ms: int | float
 ) -> Plan[DeliveryResult]:
     """Hand the result over once per idempotency key."""
     key = utf8(require_text(idempotency_key, "idempotencyKey"), "idempotencyKey")
     now = require_non_negative(now_ms, "nowMs")
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
-    yield from before_write(book)
+    yield from before_write(shard)
     reply = yield ScriptCall(
         "deliver",
-        [book.keys.delivery(key), book.keys.task(task_id), book.keys.history(task_id)],
+        [shard.keys.delivery(key), shard.keys.task(task_id), shard.keys.history(task_id)],
         DeliverArgs(
             key_json=dumps(key, "idempotencyKey"),
             now_ms=number_text(now),
-            retention_ms=book.retention_ms,
+            retention_ms=shard.retention_ms,
         ).argv(),
     )
     return delivery_of(task_id, reply)
@@ -362,35 +252,35 @@ def delivery_of(task_id: str, reply: Any) -> DeliveryResult:
     )
 
 
-def overdue(book: BookLayout, now_ms: int | float, limit: int) -> Plan[list[str]]:
+def overdue(shard: Shard, now_ms: int | float, limit: int) -> Plan[list[str]]:
     """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
     now = require_non_negative(now_ms, "nowMs")
     count = require_limit(limit, maximum=1_000_000)
-    ids = yield command("zrangebyscore", book.keys.deadlines, "-inf", now, start=0, num=count)
+    ids = yield command("zrangebyscore", shard.keys.deadlines, "-inf", now, start=0, num=count)
     return [text_of(task_id) for task_id in ids]
 
 
-def overdue_count(book: BookLayout, now_ms: int | float) -> Plan[int]:
+def overdue_count(shard: Shard, now_ms: int | float) -> Plan[int]:
     """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT)."""
     now = require_non_negative(now_ms, "nowMs")
-    return int((yield command("zcount", book.keys.deadlines, "-inf", now)))
+    return int((yield command("zcount", shard.keys.deadlines, "-inf", now)))
 
 
-def record_sweep(book: BookLayout, at_ms: int | float) -> Plan[None]:
+def record_sweep(shard: Shard, at_ms: int | float) -> Plan[None]:
     """Note that a sweep ran at ``at_ms`` (kept without expiry: one small key)."""
-    yield command("set", book.keys.last_sweep, int(require_non_negative(at_ms, "atMs")))
+    yield command("set", shard.keys.last_sweep, int(require_non_negative(at_ms, "atMs")))
 
 
-def last_sweep_ms(book: BookLayout) -> Plan[int | None]:
+def last_sweep_ms(shard: Shard) -> Plan[int | None]:
     """When a sweep last ran, or None if none ever did."""
-    value = yield command("get", book.keys.last_sweep)
+    value = yield command("get", shard.keys.last_sweep)
     return None if value is None else int(value)
 
 
-def claim_sweep(book: BookLayout, owner: str, lease_ms: int) -> Plan[bool]:
+def claim_sweep(shard: Shard, owner: str, lease_ms: int) -> Plan[bool]:
     """Take the namespace's sweep lease for ``lease_ms`` if nobody holds it, or renew it
     if ``owner`` does (``SET NX PX GET``): True if ``owner`` may sweep now."""
-    key = book.keys.sweep_lease
+    key = shard.keys.sweep_lease
     previous = yield command("set", key, owner, nx=True, px=lease_ms, get=True)
     if previous is None:
         return True
@@ -400,19 +290,19 @@ def claim_sweep(book: BookLayout, owner: str, lease_ms: int) -> Plan[bool]:
     return True
 
 
-def tasks_of(book: BookLayout, ids: list[Any], full_task: bool) -> Plan[tuple[AsyncTask, ...]]:
+def tasks_of(shard: Shard, ids: list[Any], full_task: bool) -> Plan[tuple[AsyncTask, ...]]:
     """The tasks of these ids (in order), read by one get_many call; none for no ids."""
     if not ids:
         return ()
     keys: list[str] = []
     for raw_id in ids:
-        keys += [book.keys.task(text_of(raw_id)), book.keys.history(text_of(raw_id))]
+        keys += [shard.keys.task(text_of(raw_id)), shard.keys.history(text_of(raw_id))]
     found = yield ScriptCall("get_many", keys, GetManyArgs(full_task).argv())
     return tuple(listed(found))
 
 
 def list_tasks(
-    book: BookLayout, state: str | None, limit: int, after: str | None, full_task: bool
+    shard: Shard, state: str | None, limit: int, after: str | None, full_task: bool
 ) -> Plan[TaskPage]:
     """Tasks, newest first, optionally in one state; ``after`` continues a page."""
     yield SETTLE
@@ -425,7 +315,7 @@ def list_tasks(
         [
             command(
                 "zrevrangebyscore",
-                book.keys.state_index(state_name),
+                shard.keys.state_index(state_name),
                 top,
                 "-inf",
                 start=0,
@@ -441,45 +331,45 @@ def list_tasks(
     rows = rows[:count]
     if not rows:
         return TaskPage(tasks=())
-    tasks = yield from tasks_of(book, [raw_id for raw_id, _score in rows], full_task)
+    tasks = yield from tasks_of(shard, [raw_id for raw_id, _score in rows], full_task)
     next_after = str(int(rows[-1][1])) if more else None
     return TaskPage(tasks=tasks, next_after=next_after)
 
 
-def last_cursor(book: BookLayout, task_id: str) -> Plan[str | None]:
+def last_cursor(shard: Shard, task_id: str) -> Plan[str | None]:
     """The cursor of the last progress the task reported (its checkpoint), or None."""
     yield SETTLE
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
-    exists, cursor = yield command("hmget", book.keys.task(task_id), "id", "cur")
+    exists, cursor = yield command("hmget", shard.keys.task(task_id), "id", "cur")
     if exists is None:
         raise UnknownTaskError(task_id)
     return text_of(cursor) or None if cursor is not None else None
 
 
-def group(book: BookLayout, group_id: str) -> Plan[GroupSummary | None]:
+def group(shard: Shard, group_id: str) -> Plan[GroupSummary | None]:
     """The group's counts by state and its progress: one round trip, O(1)."""
     yield SETTLE
     group = utf8(require_text(group_id, "groupId"), "groupId")
-    flat = yield command("hgetall", book.keys.group(group))
+    flat = yield command("hgetall", shard.keys.group(group))
     return group_summary_of(group, flat) if flat else None
 
 
-def group_members(book: BookLayout, group_id: str, limit: int) -> Plan[list[AsyncTask]]:
+def group_members(shard: Shard, group_id: str, limit: int) -> Plan[list[AsyncTask]]:
     """The group's members in creation order (without histories), up to ``limit``."""
     yield SETTLE
     group = utf8(require_text(group_id, "groupId"), "groupId")
     count = require_limit(limit, maximum=10_000)
-    ids = yield command("zrange", book.keys.group_members(group), 0, count - 1)
-    return list((yield from tasks_of(book, list(ids), False)))
+    ids = yield command("zrange", shard.keys.group_members(group), 0, count - 1)
+    return list((yield from tasks_of(shard, list(ids), False)))
 
 
-def count_by_state(book: BookLayout) -> Plan[dict[str, int]]:
+def count_by_state(shard: Shard) -> Plan[dict[str, int]]:
     """How many tasks each state index holds (one pipelined round trip)."""
-    counts = yield Pipeline([command("zcard", key) for key in book.keys.state_indexes])
+    counts = yield Pipeline([command("zcard", key) for key in shard.keys.state_indexes])
     return dict(zip(STATE_NAMES, (int(n) for n in counts), strict=True))
 
 
-def transition_counts(book: BookLayout) -> Plan[dict[str, int]]:
+def transition_counts(shard: Shard) -> Plan[dict[str, int]]:
     """How many times each reason was answered, by every client of this book."""
-    counts = yield command("hgetall", book.keys.counters)
+    counts = yield command("hgetall", shard.keys.counters)
     return {text_of(reason): int(count) for reason, count in counts.items()}

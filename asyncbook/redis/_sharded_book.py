@@ -59,9 +59,9 @@ from ._book import RedisBook
 from ._changes import Change, follow_changes
 from ._connection import reports_outages
 from ._merged import MergedPlan, OnShards, drive
-from ._operations import BookLayout
 from ._plan import Plan
 from ._scripts import BookScript, ScriptedEvents
+from ._shard import Shard
 from ._shards import CountCheck, ShardMap, require_shards
 from ._together import run_together
 
@@ -765,7 +765,7 @@ class ShardedRedisBook(RedisBook):
     # -- the operator console (_sharded_console) ------------------------------------------
 
     @property
-    def _layouts(self) -> list[BookLayout]:
+    def _layouts(self) -> list[Shard]:
         return [book.layout for book in self.books]
 
     def _merged(self, plan: MergedPlan[_T]) -> _T:

@@ -40,11 +40,11 @@ from . import _console as console
 from . import _stats as stat_reads
 from ._gauges import gauges as gauges_plan
 from ._merged import MergedPlan, OnShards
-from ._operations import BookLayout
 from ._plan import Plan, ScriptCall, server_time
 from ._replies import text_of
 from ._script_args import SearchArgs
 from ._scripts import ScriptStatus
+from ._shard import Shard
 
 __all__ = [
     "audit",
@@ -60,55 +60,55 @@ __all__ = [
 _T = TypeVar("_T")
 
 
-def _every(layouts: Sequence[BookLayout], make: Callable[[BookLayout], Plan[_T]]) -> OnShards:
-    return OnShards(tuple(make(layout) for layout in layouts))
+def _every(shards: Sequence[Shard], make: Callable[[Shard], Plan[_T]]) -> OnShards:
+    return OnShards(tuple(make(shard) for shard in shards))
 
 
 def audit(
-    layouts: Sequence[BookLayout], since_ms: int | float | None, limit: int
+    shards: Sequence[Shard], since_ms: int | float | None, limit: int
 ) -> MergedPlan[list[AuditEntry]]:
     """Every shard's audit log merged, newest first (a task's is its shard's)."""
-    logs = yield _every(layouts, lambda each: audits.read(each, None, since_ms, limit))
+    logs = yield _every(shards, lambda each: audits.read(each, None, since_ms, limit))
     return list(heapq.merge(*logs, key=lambda entry: -entry.at_ms))[:limit]
 
 
 # -- search -------------------------------------------------------------------------
 
 
-def search(layouts: Sequence[BookLayout], query: TaskQuery) -> MergedPlan[SearchPage]:
+def search(shards: Sequence[Shard], query: TaskQuery) -> MergedPlan[SearchPage]:
     """``_console.search`` over every shard: each page the search reads is every shard's
     page merged (``merge_pages``); a name sort reads the names of every shard."""
     checked = query.checked()
 
     def names() -> Plan[list[str]]:
-        return cast(Plan[list[str]], task_names(layouts, None))
+        return cast(Plan[list[str]], task_names(shards, None))
 
     def page_of(asked: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
-        return cast(Plan[SearchPage], _merged_page(layouts, asked, unnamed))
+        return cast(Plan[SearchPage], _merged_page(shards, asked, unnamed))
 
     return (yield from cast(MergedPlan[SearchPage], console.search_with(checked, names, page_of)))
 
 
 def _merged_page(
-    layouts: Sequence[BookLayout], query: TaskQuery, unnamed: bool
+    shards: Sequence[Shard], query: TaskQuery, unnamed: bool
 ) -> MergedPlan[SearchPage]:
     """Each shard's page of ``query``: first a short one; if the merge of the short pages
     is not a full page, the shards whose short page was cut by its length are read again
     in full. A short page is, in creation order with no filter but a state or a name
     (``_by_positions``), one row past the shard's share of the merged page, from the
     first entries of its walk; else twice the shard's even share of the page, and 2."""
-    even = min(query.limit, 2 * -(-query.limit // len(layouts)) + 2)
+    even = min(query.limit, 2 * -(-query.limit // len(shards)) + 2)
     if _by_positions(query, unnamed):
         firsts: list[_Entries] = yield _every(
-            layouts, lambda each: _first_entries(each, query, even)
+            shards, lambda each: _first_entries(each, query, even)
         )
         limits, ahead = _shares(query, firsts, even)
     else:
-        limits, ahead = [even] * len(layouts), [[] for _ in layouts]
+        limits, ahead = [even] * len(shards), [[] for _ in shards]
     found: list[console.PageFound] = yield OnShards(
         tuple(
             console.search_page_at(each, query._replace(limit=limit), unnamed, ids)
-            for each, limit, ids in zip(layouts, limits, ahead, strict=True)
+            for each, limit, ids in zip(shards, limits, ahead, strict=True)
         )
     )
     cut = tuple(
@@ -118,7 +118,7 @@ def _merged_page(
     )
     if cut and len(_kept(query, found)[0]) < query.limit:
         again = yield OnShards(
-            tuple(console.search_page_at(layouts[i], query, unnamed) for i in cut), cut
+            tuple(console.search_page_at(shards[i], query, unnamed) for i in cut), cut
         )
         for index, each in zip(cut, again, strict=True):
             found[index] = each
@@ -137,10 +137,10 @@ _Entries = list[tuple[int, str]]
 """A shard's first entries of its page's walk: (creation order, id)."""
 
 
-def _first_entries(book: BookLayout, query: TaskQuery, count: int) -> Plan[_Entries]:
+def _first_entries(shard: Shard, query: TaskQuery, count: int) -> Plan[_Entries]:
     """The first ``count`` entries of a shard's walk for ``query`` (after its cursor, in
     its order, over the indexes it walks); one script call, no rows read."""
-    k = book.keys
+    k = shard.keys
     indexes = k.state_indexes if query.name is None else k.name_indexes(query.name)
     args = SearchArgs(
         "[]",
@@ -286,11 +286,11 @@ def _kept(query: TaskQuery, found: Sequence[console.PageFound]) -> _Kept:
 # -- workers, stats, names, totals, gauges ------------------------------------------
 
 
-def workers(layouts: Sequence[BookLayout], within_ms: int) -> MergedPlan[list[WorkerSummary]]:
+def workers(shards: Sequence[Shard], within_ms: int) -> MergedPlan[list[WorkerSummary]]:
     """Each worker's summaries of every shard as one: counts summed, last seen the
     latest, running tasks together; most recently seen first (ties by name, last
     first, as one shard's sorted set answers)."""
-    found = yield _every(layouts, lambda each: console.workers(each, within_ms))
+    found = yield _every(shards, lambda each: console.workers(each, within_ms))
     merged: dict[str, WorkerSummary] = {}
     for summary in (summary for summaries in found for summary in summaries):
         known = merged.get(summary.name)
@@ -330,7 +330,7 @@ def _minute(minutes: Sequence[MinuteStats]) -> MinuteStats:
 
 
 def stats(
-    layouts: Sequence[BookLayout], name: str | None, window_ms: int, now_ms: int | None
+    shards: Sequence[Shard], name: str | None, window_ms: int, now_ms: int | None
 ) -> MergedPlan[TaskStats]:
     """Every shard's stats over the same window (one clock: the server's, read once
     when ``now_ms`` is not given), summed minute by minute; percentiles from the summed
@@ -338,19 +338,19 @@ def stats(
     if now_ms is None:
         (now_ms,) = yield OnShards((server_time(),), (0,))
     at = now_ms
-    found = yield _every(layouts, lambda each: stat_reads.stats_counts(each, name, window_ms, at))
+    found = yield _every(shards, lambda each: stat_reads.stats_counts(each, name, window_ms, at))
     return stat_reads.stats_of(name, window_ms, stat_reads.add_counts(found))
 
 
-def task_names(layouts: Sequence[BookLayout], within_ms: int | None) -> MergedPlan[list[str]]:
+def task_names(shards: Sequence[Shard], within_ms: int | None) -> MergedPlan[list[str]]:
     """Every shard's names, once each, sorted."""
-    found = yield _every(layouts, lambda each: console.task_names(each, within_ms))
+    found = yield _every(shards, lambda each: console.task_names(each, within_ms))
     return sorted({name for names in found for name in names})
 
 
-def name_totals(layouts: Sequence[BookLayout]) -> MergedPlan[list[NameTotals]]:
+def name_totals(shards: Sequence[Shard]) -> MergedPlan[list[NameTotals]]:
     """Every shard's running totals, summed per name."""
-    found = yield _every(layouts, stat_reads.name_totals)
+    found = yield _every(shards, stat_reads.name_totals)
     by_name: dict[str, list[NameTotals]] = {}
     for totals in (totals for each in found for totals in each):
         by_name.setdefault(totals.name, []).append(totals)
@@ -368,11 +368,11 @@ def name_totals(layouts: Sequence[BookLayout]) -> MergedPlan[list[NameTotals]]:
     ]
 
 
-def gauges(layouts: Sequence[BookLayout], now_ms: int, within_ms: int) -> MergedPlan[BookGauges]:
+def gauges(shards: Sequence[Shard], now_ms: int, within_ms: int) -> MergedPlan[BookGauges]:
     """Every shard's gauges: stream lengths summed; each consumer group's pending and
     lag summed over every shard (lag unknown when one shard's is); workers as
     ``workers`` merges them, at most ``GAUGE_WORKERS_LIMIT``."""
-    found = yield _every(layouts, lambda each: gauges_plan(each, now_ms, within_ms))
+    found = yield _every(shards, lambda each: gauges_plan(each, now_ms, within_ms))
     lengths: dict[str, int] = {}
     for each in found:
         for stream, length in each.stream_lengths.items():

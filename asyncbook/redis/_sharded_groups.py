@@ -25,9 +25,9 @@ from ..errors import AsyncBookError
 from . import _operations as operations
 from ._args import number_text
 from ._merged import MergedPlan, OnShards
-from ._operations import BookLayout
 from ._plan import Plan, command, server_time
 from ._replies import text_of
+from ._shard import Shard
 
 if TYPE_CHECKING:
     from ._base import BookBase
@@ -70,9 +70,9 @@ return 1
 notification's fields (a JSON array), the retention ms ('' keeps). Writes it once."""
 
 
-def read_counters(layout: BookLayout, group_id: str) -> Plan[dict[str, str]]:
+def read_counters(shard: Shard, group_id: str) -> Plan[dict[str, str]]:
     """One shard's counters of a group (absent fields left out)."""
-    values = yield command("hmget", layout.keys.group(group_id), *GROUP_FIELDS)
+    values = yield command("hmget", shard.keys.group(group_id), *GROUP_FIELDS)
     return {
         name: text_of(value)
         for name, value in zip(GROUP_FIELDS, values, strict=True)
@@ -98,7 +98,7 @@ def summary_of(
 
 
 def notify_if_ended(
-    home: BookLayout, group_id: str, shards: Sequence[dict[str, str]], at_ms: float | None
+    home: Shard, group_id: str, shards: Sequence[dict[str, str]], at_ms: float | None
 ) -> Plan[bool]:
     """Write the group's notification in its home shard (``home``: that shard's layout)
     if its members reached the declared total and none was written yet: True if this
@@ -127,14 +127,14 @@ def notify_if_ended(
 
 
 def check(
-    layouts: Sequence[BookLayout], group_id: str, home: int, at_ms: float | None
+    shards: Sequence[Shard], group_id: str, home: int, at_ms: float | None
 ) -> MergedPlan[bool]:
     """The group check after members ended (or a ``seal_group``): every shard's counters
     read together, then the notification written in the home shard (index ``home``) if
     the group ended. Both sharded books run it (``ShardedRedisBook``,
     ``AsyncShardedRedisBook``): True if this check wrote the notification."""
-    found = yield from counters(layouts, group_id)
-    wrote = yield OnShards((notify_if_ended(layouts[home], group_id, found, at_ms),), (home,))
+    found = yield from counters(shards, group_id)
+    wrote = yield OnShards((notify_if_ended(shards[home], group_id, found, at_ms),), (home,))
     return bool(wrote[0])
 
 
@@ -166,50 +166,46 @@ def group_of_result(book: BookBase, task_id: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def counters(layouts: Sequence[BookLayout], group_id: str) -> MergedPlan[list[dict[str, str]]]:
+def counters(shards: Sequence[Shard], group_id: str) -> MergedPlan[list[dict[str, str]]]:
     """Every shard's counters of a group, in shard order."""
-    return (yield OnShards(tuple(read_counters(layout, group_id) for layout in layouts)))
+    return (yield OnShards(tuple(read_counters(shard, group_id) for shard in shards)))
 
 
-def summary(
-    layouts: Sequence[BookLayout], group_id: str, home: int
-) -> MergedPlan[GroupSummary | None]:
+def summary(shards: Sequence[Shard], group_id: str, home: int) -> MergedPlan[GroupSummary | None]:
     """The group's summary over every shard (``home``: its home shard's index)."""
-    found = yield from counters(layouts, group_id)
+    found = yield from counters(shards, group_id)
     return summary_of(group_id, found[home], found)
 
 
-def members(
-    layouts: Sequence[BookLayout], group_id: str, count: int
-) -> MergedPlan[list[AsyncTask]]:
+def members(shards: Sequence[Shard], group_id: str, count: int) -> MergedPlan[list[AsyncTask]]:
     """Every shard's members merged in creation order (unique across shards), without
     their histories."""
-    pages = yield OnShards(tuple(_member_rows(layout, group_id, count) for layout in layouts))
+    pages = yield OnShards(tuple(_member_rows(shard, group_id, count) for shard in shards))
     rows = sorted(
         ((score, index, raw) for index, page in enumerate(pages) for raw, score in page),
         key=lambda row: row[0],
     )[:count]
-    return list((yield from tasks_in_order(layouts, rows, full_task=False)))
+    return list((yield from tasks_in_order(shards, rows, full_task=False)))
 
 
 def tasks_in_order(
-    layouts: Sequence[BookLayout], rows: Sequence[tuple[float, int, Any]], full_task: bool
+    shards: Sequence[Shard], rows: Sequence[tuple[float, int, Any]], full_task: bool
 ) -> MergedPlan[tuple[AsyncTask, ...]]:
     """The tasks of (score, shard, id) rows, in the rows' order: one get_many per shard
     that holds any."""
     wanted: dict[int, list[Any]] = {}
     for _score, index, raw in rows:
         wanted.setdefault(index, []).append(raw)
-    shards = tuple(wanted)
+    holding = tuple(wanted)
     found = yield OnShards(
-        tuple(operations.tasks_of(layouts[i], wanted[i], full_task) for i in shards), shards
+        tuple(operations.tasks_of(shards[i], wanted[i], full_task) for i in holding), holding
     )
     by_id = {task.id: task for tasks in found for task in tasks}
     return tuple(by_id[text_of(raw)] for _s, _i, raw in rows if text_of(raw) in by_id)
 
 
-def _member_rows(layout: BookLayout, group_id: str, count: int) -> Plan[list[tuple[Any, float]]]:
+def _member_rows(shard: Shard, group_id: str, count: int) -> Plan[list[tuple[Any, float]]]:
     rows = yield command(
-        "zrange", layout.keys.group_members(group_id), 0, count - 1, withscores=True
+        "zrange", shard.keys.group_members(group_id), 0, count - 1, withscores=True
     )
     return [(raw, float(score)) for raw, score in rows]

@@ -10,9 +10,9 @@ from typing import Any
 from .._checks import require_limit, require_page_cursor, require_state
 from .._models import STATE_NAMES, TaskPage
 from ._merged import MergedPlan, OnShards
-from ._operations import BookLayout
 from ._plan import SETTLE, Pipeline, Plan, command
 from ._replies import text_of
+from ._shard import Shard
 from ._sharded_groups import tasks_in_order
 
 __all__ = ["newest_page", "overdue"]
@@ -23,7 +23,7 @@ unread rows may have (None: it has none unread)."""
 
 
 def newest_page(
-    layouts: Sequence[BookLayout],
+    shards: Sequence[Shard],
     state: str | None,
     limit: int,
     after: str | None,
@@ -40,9 +40,9 @@ def newest_page(
     cursor = require_page_cursor(after)
     states = STATE_NAMES if wanted is None else (wanted,)
     top = "+inf" if cursor is None else f"({cursor}"
-    first = min(count + 1, 2 * -(-(count + 1) // len(layouts)) + 2)
+    first = min(count + 1, 2 * -(-(count + 1) // len(shards)) + 2)
     pages: list[_Rows] = yield OnShards(
-        tuple(_newest_rows(layout, states, top, first) for layout in layouts)
+        tuple(_newest_rows(shard, states, top, first) for shard in shards)
     )
     if first <= count:
         scores = sorted((score for rows, _ in pages for _, score in rows), reverse=True)
@@ -50,7 +50,7 @@ def newest_page(
         again = tuple(i for i, (_, bound) in enumerate(pages) if bound is not None and bound > last)
         if again:
             full = yield OnShards(
-                tuple(_newest_rows(layouts[i], states, top, count + 1) for i in again), again
+                tuple(_newest_rows(shards[i], states, top, count + 1) for i in again), again
             )
             for index, rows in zip(again, full, strict=True):
                 pages[index] = rows
@@ -62,32 +62,32 @@ def newest_page(
     merged = merged[:count]
     if not merged:
         return TaskPage(tasks=())
-    tasks = yield from tasks_in_order(layouts, merged, full_task)
+    tasks = yield from tasks_in_order(shards, merged, full_task)
     return TaskPage(tasks=tasks, next_after=str(int(merged[-1][0])) if more else None)
 
 
-def overdue(layouts: Sequence[BookLayout], now: float, count: int) -> MergedPlan[list[str]]:
+def overdue(shards: Sequence[Shard], now: float, count: int) -> MergedPlan[list[str]]:
     """Every shard's overdue ids merged, earliest deadline first."""
-    rows = yield OnShards(tuple(_deadline_rows(layout, now, count) for layout in layouts))
+    rows = yield OnShards(tuple(_deadline_rows(shard, now, count) for shard in shards))
     merged = heapq.merge(*rows, key=lambda row: (row[1], row[0]))
     return [task_id for task_id, _ in list(merged)[:count]]
 
 
-def _deadline_rows(book: BookLayout, now: float, count: int) -> Plan[list[tuple[str, float]]]:
+def _deadline_rows(shard: Shard, now: float, count: int) -> Plan[list[tuple[str, float]]]:
     rows = yield command(
-        "zrangebyscore", book.keys.deadlines, "-inf", now, start=0, num=count, withscores=True
+        "zrangebyscore", shard.keys.deadlines, "-inf", now, start=0, num=count, withscores=True
     )
     return [(text_of(raw), float(score)) for raw, score in rows]
 
 
-def _newest_rows(book: BookLayout, states: Sequence[str], top: str, per: int) -> Plan[_Rows]:
+def _newest_rows(shard: Shard, states: Sequence[str], top: str, per: int) -> Plan[_Rows]:
     """Up to ``per`` rows of each state's index below ``top``, newest first."""
     yield SETTLE
     pages = yield Pipeline(
         [
             command(
                 "zrevrangebyscore",
-                book.keys.state_index(state),
+                shard.keys.state_index(state),
                 top,
                 "-inf",
                 start=0,

@@ -28,7 +28,7 @@ from ._replies import text_of
 from ._script_args import StatsArgs
 
 if TYPE_CHECKING:
-    from ._operations import BookLayout
+    from ._shard import Shard
 
 __all__ = [
     "StatsCounts",
@@ -125,10 +125,10 @@ def _add_hour(
 
 
 def stats(
-    book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
+    shard: Shard, name: str | None, window_ms: int, now_ms: int | None = None
 ) -> Plan[TaskStats]:
     """Per-minute counts and runtimes of one task name (or of all) over the window."""
-    counts = yield from stats_counts(book, name, window_ms, now_ms)
+    counts = yield from stats_counts(shard, name, window_ms, now_ms)
     return stats_of(name, window_ms, add_counts([counts]))
 
 
@@ -151,7 +151,7 @@ class WindowCounts(NamedTuple):
 
 
 def stats_counts(
-    book: BookLayout, name: str | None, window_ms: int, now_ms: int | None = None
+    shard: Shard, name: str | None, window_ms: int, now_ms: int | None = None
 ) -> Plan[StatsCounts]:
     """stats.lua's reads over the window (``stats``' round trip)."""
     if name is not None and (not isinstance(name, str) or not name):
@@ -162,7 +162,7 @@ def stats_counts(
         raise invalid(
             "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
         )
-    k = book.keys
+    k = shard.keys
     given: list[int | None] = [now_ms]
 
     def call() -> ScriptCall:
@@ -243,9 +243,9 @@ def stats_of(name: str | None, window_ms: int, window: WindowCounts) -> TaskStat
     )
 
 
-def name_totals(book: BookLayout) -> Plan[list[NameTotals]]:
+def name_totals(shard: Shard) -> Plan[list[NameTotals]]:
     """Running totals per task name: starts, ends by state, runtime histogram and sum."""
-    flat = yield command("hgetall", book.keys.name_totals)
+    flat = yield command("hgetall", shard.keys.name_totals)
     per_name: dict[str, _Counted] = {}
     for raw_field, raw_count in flat.items():
         name, _, field = (text_or_none(raw_field) or "").rpartition("|")

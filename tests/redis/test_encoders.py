@@ -10,7 +10,7 @@ from typing import Any
 
 from asyncbook import FailEvent, StartEvent, SucceedEvent
 from asyncbook.redis._args import number_text
-from asyncbook.redis._operations import BookLayout
+from asyncbook.redis._shard import Shard
 from asyncbook.redis._script_args import ScriptArgs, _put
 
 
@@ -33,7 +33,7 @@ def test_number_text_writes_what_json_writes() -> None:
 
 
 def test_argv_of_the_apply_calls_is_the_field_walk() -> None:
-    layout = BookLayout("enc", 10, None)
+    layout = Shard("enc", 10, None)
     events: list[Any] = [
         StartEvent(at_ms=1, worker="w@h\u00e9"),
         SucceedEvent(at_ms=2.5, result_ref="", result_hash="sha256:x"),

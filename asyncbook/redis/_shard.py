@@ -1,0 +1,130 @@
+"""``Shard``: one shard of a namespace as this process knows it, which every plan is
+built from.
+
+It holds what does not change (the namespace, the shard's key schema under its hash tag,
+the retention) and what this process learned of the shard and keeps for its next calls:
+the facts of its tasks' records (``facts``, for the scripts' info blocks), whether its
+server was checked, the consumer groups known to exist on its streams, and where the next
+prune resumes in each index. A namespace of S shards has S of them; one shard is S = 1.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from .._book import EventInput
+from .._checks import require_integer, require_optional_string, require_string
+from .._models import ProgressEvent
+from ..errors import AsyncBookError, invalid
+from ._args import coerce, event_args, failure_json, utf8
+from ._facts import FactBook
+from ._keys import KeySchema
+from ._script_args import AT_DEADLINE, NO_EVENT, TAKEN, ApplyArgs
+
+__all__ = ["AUDIT_ENTRIES", "ApplyCall", "Shard"]
+
+AUDIT_ENTRIES = 10_000
+"""The default of ``Shard.audit_entries``."""
+
+ApplyCall = tuple[list[str], ApplyArgs, AsyncBookError | None]
+"""apply.lua's KEYS and ARGV for one event, and the shape error found in Python."""
+
+
+class Shard:
+    """One shard of a namespace: its key schema and retention, and what this process
+    learned of it (facts, the server check, stream groups, prune positions)."""
+
+    def __init__(
+        self,
+        namespace: str,
+        retention_versions: int,
+        retention: timedelta | None,
+        shard: tuple[int, int] = (0, 1),
+    ) -> None:
+        self.keys = KeySchema(namespace, *shard)
+        self.namespace = namespace
+        self.retention_versions = require_integer(retention_versions, "retention_versions")
+        if retention is not None and (
+            not isinstance(retention, timedelta) or retention <= timedelta(0)
+        ):
+            raise invalid("retention must be a positive timedelta or None", field="retention")
+        self.retention = retention
+        self.retention_ms = (
+            "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
+        )
+        """Whole milliseconds as script text; '' keeps ended tasks forever."""
+        self.audit_entries = AUDIT_ENTRIES
+        """About how many entries the namespace's audit log keeps (``_audit``)."""
+        k = self.keys
+        self.apply_keys = [
+            k.deadlines,
+            k.outbox,
+            *k.state_indexes,
+            k.counters,
+            k.stalls,
+            k.group_outbox,
+        ]
+        """apply.lua's KEYS 4..14: the book-wide keys every event may touch."""
+        self.facts = FactBook(self.keys, lambda: time.time() * 1000)
+        """What the book learned of its tasks' records, for the scripts' info blocks."""
+        self.server_checked = False
+        """True once ``check_server`` passed (it checks, and warns, once per book)."""
+        self.stream_groups: set[tuple[str, str]] = set()
+        """(stream, consumer group) pairs known to exist (``_outbox``)."""
+        self.prune_from: dict[str, str] = {}
+        """Where the next prune resumes, per index (``_batches.prune``)."""
+
+    def apply_call(
+        self,
+        task_id: Any,
+        event: EventInput | None,
+        callback_id: Any,
+        full_task: bool = True,
+        *,
+        only_if_stalled: bool = False,
+        taken: bool = False,
+    ) -> ApplyCall:
+        """apply.lua's call for one event (None: expire at the deadline); ``taken``: the
+        callback id is another task's (a sharded namespace's claim)."""
+        task_id = utf8(require_string(task_id, "taskId"), "taskId")
+        callback = require_optional_string(callback_id, "callbackId")
+        k = self.keys
+        cursor = ""
+        if event is None:
+            slots, shape_error = AT_DEADLINE, None
+        else:
+            parsed, shape_error = coerce(event)
+            slots = NO_EVENT
+            if isinstance(parsed, ProgressEvent):
+                cursor = utf8(parsed.cursor, "event.cursor")
+            if parsed is not None:
+                try:
+                    slots = event_args(parsed)
+                except AsyncBookError as error:
+                    shape_error = error
+        keys = [
+            k.task(task_id),
+            k.history(task_id),
+            k.callback(utf8(callback, "callbackId")) if callback is not None else k.callback(""),
+            *self.apply_keys,
+        ]
+        failure = ""
+        if isinstance(event, Mapping) and event.get("type") == "fail":
+            failure = failure_json(event.get("exception"), event.get("traceback"))
+        args = ApplyArgs(
+            task_id=task_id,
+            failure=failure,
+            callback_given=TAKEN if taken and callback is not None else callback is not None,
+            event_valid=shape_error is None,
+            event=slots,
+            retention_ms=self.retention_ms,
+            changes_channel=k.changes_channel,
+            with_history=full_task,
+            only_if_stalled=only_if_stalled,
+            cursor=cursor,
+        )
+        return keys, args, shape_error
