@@ -1,14 +1,13 @@
 """The book in Redis: ``RedisBook`` (and ``AsyncRedisBook`` for asyncio), its key schema,
 connections and the change followers.
 
-Every mutation is one atomic Lua call (``asyncbook/redis/lua``); every key of a book
-shares one hash tag, so the same scripts run on Redis Cluster. A namespace of S shards
-(``ShardedRedisBook``) has one such tag per shard.
+Every mutation is one atomic Lua call (``asyncbook/redis/lua``); every key of a shard
+shares one hash tag, so the same scripts run on Redis Cluster. A namespace has S >= 1
+shards (``shards=S``), one such tag each.
 """
 
 from ._async_book import AsyncRedisBook
 from ._async_changes import changes
-from ._async_sharded_book import AsyncShardedRedisBook
 from ._book import RedisBook
 from ._broker import RedisBroker
 from ._changes import Change, follow_changes, follow_task, parse_change
@@ -23,15 +22,12 @@ from ._keys import KeySchema, escape_id
 from ._retrier import BROKER_SETTING, Retrier, RetryResult
 from ._retries import RETRYABLE_STATES, RetryClaim, claim_retries
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
-from ._sharded_book import ShardedRedisBook
 from ._shards import MAX_SHARDS, stored_shards
 
 __all__ = [
     # the books
     "RedisBook",
-    "ShardedRedisBook",
     "AsyncRedisBook",
-    "AsyncShardedRedisBook",
     "KeySchema",
     "escape_id",
     "MAX_SHARDS",

@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 from .._kept import KeptMessage
 from ._book import RedisBook
 from ._retries import RetryClaim, claim_retries
-from ._sharded_book import ShardedRedisBook
 from ._sharded_retries import claim_sharded_retries
 
 __all__ = ["BROKER_SETTING", "RETRIER_ACTOR", "RetryResult", "Retrier", "fresh_headers"]
@@ -86,7 +85,7 @@ class Retrier:
         """Retry each task (``actor``: who asks, ``reason``: why; both kept with the new
         task, and given an actor, on the original's audit trail); each answer says what
         became of one task, in order."""
-        if isinstance(self.book, ShardedRedisBook):
+        if self.book.shards > 1:
             claims = claim_sharded_retries(self.book, task_ids, actor=actor, reason=reason)
         else:
             claims = claim_retries(self.book.engine, task_ids, actor=actor, reason=reason)

@@ -1,4 +1,4 @@
-"""Retries on a sharded book (``ShardedRedisBook``): each task's retry in its shard.
+"""Retries on a namespace of several shards: each task's retry in its shard.
 
 A retry is one decision: retry.lua, in one call, checks that the task was never retried,
 creates the new task and links the two. On a sharded book the new task's id is picked
@@ -19,12 +19,11 @@ from ._retries import RetryClaim, claim_retries, fresh_id
 
 if TYPE_CHECKING:
     from ._book import RedisBook
-    from ._sharded_book import ShardedRedisBook
 
 __all__ = ["claim_sharded_retries"]
 
 
-def _in_shard(book: ShardedRedisBook, index: int) -> Callable[[str], str]:
+def _in_shard(book: RedisBook, index: int) -> Callable[[str], str]:
     """New ids of shard ``index``."""
 
     def new_id(original: str) -> str:
@@ -37,7 +36,7 @@ def _in_shard(book: ShardedRedisBook, index: int) -> Callable[[str], str]:
 
 
 def claim_sharded_retries(
-    book: ShardedRedisBook,
+    book: RedisBook,
     task_ids: Sequence[str],
     *,
     actor: str | None = None,
@@ -47,7 +46,7 @@ def claim_sharded_retries(
     in the order of ``task_ids``. Bad input (an id, the actor, the reason) is refused
     before any shard is written."""
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    claim_retries(book.books[0].engine, [], actor=actor, reason=reason)  # checks them
+    claim_retries(book.driver.engines[0], [], actor=actor, reason=reason)  # checks them
     if not ids:
         return []
     book.fix_count()
@@ -56,16 +55,14 @@ def claim_sharded_retries(
         by_shard.setdefault(book.map.index_of(task_id), []).append(at)
     shards = list(by_shard)
 
-    def claim(shard: RedisBook) -> list[RetryClaim]:
-        index = book.books.index(shard)
+    def claim(index: int) -> list[RetryClaim]:
         asked = [ids[at] for at in by_shard[index]]
         new_id = _in_shard(book, index)
-        return claim_retries(shard.engine, asked, actor=actor, reason=reason, new_id_for=new_id)
+        engine = book.driver.engines[index]
+        return claim_retries(engine, asked, actor=actor, reason=reason, new_id_for=new_id)
 
     out: list[RetryClaim | None] = [None] * len(ids)
-    for index, claims in zip(
-        shards, book.on_each_shard(claim, [book.books[i] for i in shards]), strict=True
-    ):
+    for index, claims in zip(shards, book.driver.pool().map(claim, shards), strict=True):
         for at, found in zip(by_shard[index], claims, strict=True):
             out[at] = found
     return [found for found in out if found is not None]
