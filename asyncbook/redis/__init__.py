@@ -27,7 +27,9 @@ from ._shards import MAX_SHARDS, stored_shards
 __all__ = [
     # the books
     "RedisBook",
+    "ShardedRedisBook",
     "AsyncRedisBook",
+    "AsyncShardedRedisBook",
     "KeySchema",
     "escape_id",
     "MAX_SHARDS",
@@ -58,3 +60,9 @@ __all__ = [
     "parse_change",
     "changes",
 ]
+
+ShardedRedisBook = RedisBook
+"""Deprecated alias, kept for one release: a book of S shards is ``RedisBook(...,
+shards=S)``, one class for every shard count."""
+AsyncShardedRedisBook = AsyncRedisBook
+"""Deprecated alias, kept for one release: ``AsyncRedisBook(..., shards=S)``."""
