@@ -3,7 +3,7 @@ status server).
 
 The same surface as ``RedisBook`` (``_surface`` holds both to one table), awaited: each
 method runs the same namespace plan (``_task_ops``, ``_reads``) on the asyncio driver
-(``_async_driver``), so both books send the same script calls and give the same answers
+(``_async_book_driver``), so both books send the same script calls and give the same answers
 and errors, on one shard or many. ``wait`` and ``follow`` are driven by the task's shard's
 change channel; nothing polls.
 """
@@ -39,7 +39,7 @@ from . import _outbox as outbox
 from . import _reads as reads
 from . import _task_ops as tasks
 from ._async_changes import changes
-from ._async_driver import AsyncDriver
+from ._async_book_driver import AsyncDriver
 from ._base import BookBase
 from ._merged import FIX_COUNT, MergedPlan, on
 from ._namespace import Namespace

@@ -2,7 +2,7 @@
 
 Follows docs/spec.md exactly as ``MemoryBook`` does (a differential test holds them to the
 same results). A thin facade: each method runs one namespace plan (``_task_ops``,
-``_reads``) on the sync driver (``_driver``), the same plans ``AsyncRedisBook`` awaits,
+``_reads``) on the sync driver (``_book_driver``), the same plans ``AsyncRedisBook`` awaits,
 for a namespace of one shard or many (``_surface`` lists the calls both offer).
 """
 
@@ -38,7 +38,7 @@ from ._async_book import AsyncRedisBook
 from ._base import BookBase
 from ._beside import BesideScript, same_server
 from ._changes import Change, follow_changes
-from ._driver import Driver
+from ._book_driver import Driver
 from ._engine import Engine
 from ._merged import on
 from ._namespace import Namespace

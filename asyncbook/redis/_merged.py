@@ -1,8 +1,8 @@
 """Namespace plans: an operation over the S >= 1 shards of a namespace, as a generator
 that yields ``OnShards`` (one plan per shard it asks, run together) or ``Sleep`` and is
 sent their answers. Like a shard's plan (``_plan``) it does no I/O: the sync driver
-(``_driver``) answers ``OnShards`` with one call, one pipeline per node for reads, or a
-thread per shard for writes; the asyncio driver (``_async_driver``) with
+(``_book_driver``) answers ``OnShards`` with one call, one pipeline per node for reads, or a
+thread per shard for writes; the asyncio driver (``_async_book_driver``) with
 ``asyncio.gather``. Every operation of a book is one of these, so both facades and every
 shard count run the same code; one shard is the case S = 1.
 """
