@@ -12,7 +12,7 @@ from ._keys import KeySchema
 from ._namespace import DEFAULT_RETENTION, Namespace
 from ._replicas import ReplicaWait
 from ._shard import Shard
-from ._shards import ShardMap
+from ._shards import CountCheck, ShardMap
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
@@ -72,6 +72,11 @@ class BookBase:
     def keys(self) -> KeySchema:
         """Shard 0's key schema (the namespace's, when S = 1)."""
         return self.ns.first.keys
+
+    @property
+    def shard_check(self) -> CountCheck:
+        """The namespace's shard count check, run before each call."""
+        return self.ns.count_check
 
     @property
     def map(self) -> ShardMap:

@@ -273,8 +273,12 @@ def test_outcomes_are_recorded_in_their_shards_and_read_by_asyncresult(
         assert book.last_cursor(result.id) is not None
         # Its shard holds it, no other.
         assert isinstance(book, ShardedRedisBook)
-        holders = [shard for shard in book.books if shard.get(result.id) is not None]
-        assert holders == [book.shard_of(result.id)]
+        holders = [
+            index
+            for index, shard in enumerate(book.ns.shards)
+            if book.client.exists(shard.keys.task(result.id))
+        ]
+        assert holders == [book.map.index_of(result.id)]
     task = wait_terminal(book, failed.id)
     assert (task.state, history(task)) == ("failed", ["start", "fail"])
     assert failed.state == "FAILURE"

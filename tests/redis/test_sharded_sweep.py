@@ -50,7 +50,7 @@ def test_on_a_cluster_the_nodes_are_swept_at_once(cluster_url: str, namespace: s
     assert isinstance(book, ShardedRedisBook)
     try:
         assert len(book.shard_map()) == 3
-        assert book.each_shard(lambda shard: book.books.index(shard)) == list(range(16))
+        assert book.each_shard(lambda shard: shard.index) == list(range(16))
         now = book.now_ms()
         for n in range(200):
             book.create(id=f"due-{n}", now_ms=now - 60_000, ttl_ms=1_000, max_attempts=1)
