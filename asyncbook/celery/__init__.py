@@ -24,6 +24,7 @@ from ._result_ref import default_result_ref
 from ._settings import Settings
 from ._startup import SettingsError
 from ._tracked import TrackTasks, tracked
+from ._tracking import celery_home
 
 __all__ = [
     "install",
@@ -49,4 +50,5 @@ __all__ = [
     "CREATED_HEADER",
     "DEADLINE_HEADER",
     "AmqpBroker",
+    "celery_home",
 ]

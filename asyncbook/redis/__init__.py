@@ -24,7 +24,7 @@ from ._retrier import BROKER_SETTING, Retrier, RetryResult
 from ._retries import RETRYABLE_STATES, RetryClaim, claim_retries
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
 from ._sharded_book import ShardedRedisBook
-from ._shards import MAX_SHARDS, stored_shards
+from ._shards import MAX_SHARDS, HomeRule, prefix_home, stored_shards
 
 __all__ = [
     # the books
@@ -36,6 +36,8 @@ __all__ = [
     "escape_id",
     "MAX_SHARDS",
     "stored_shards",
+    "HomeRule",
+    "prefix_home",
     # a Celery broker on Redis, read (the console's queues)
     "RedisBroker",
     # the caller's own scripts (apply_many_then, apply_in_script)
