@@ -10,7 +10,6 @@ from ._async_book import AsyncRedisBook
 from ._async_changes import changes
 from ._async_sharded_book import AsyncShardedRedisBook
 from ._book import RedisBook
-from ._broker import RedisBroker
 from ._changes import Change, follow_changes, follow_task, parse_change
 from ._connection import (
     DEFAULT_REDIS_URL,
@@ -38,8 +37,6 @@ __all__ = [
     "stored_shards",
     "HomeRule",
     "prefix_home",
-    # a Celery broker on Redis, read (the console's queues)
-    "RedisBroker",
     # the caller's own scripts (apply_many_then, apply_in_script)
     "BookScript",
     "EventOutcome",
