@@ -35,6 +35,7 @@ from ._recorder import Recorder
 from ._result_ref import ResultRef, default_result_ref
 from ._retrying import attempted, retrying
 from ._settings import Settings, unknown_settings
+from ._tracking import celery_home
 from ._upkeep import Upkeep
 from ._urls import sentinel_book_url
 
@@ -259,6 +260,7 @@ class Shared:
                 self.book_url(),
                 namespace=self.settings.namespace,
                 shards=self.settings.shards,
+                home_of=celery_home,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 retry=retry_policy(0),

@@ -75,6 +75,7 @@ class AsyncRedisBook(BookBase):
             "retention": book.retention,
             "wait_replicas": book.wait_replicas,
             "wait_timeout_ms": book.wait_timeout_ms,
+            "home_of": book.home_of,
         }
         shards: int = getattr(book, "shards", 1)  # a ShardedRedisBook's
         if book.sharded:

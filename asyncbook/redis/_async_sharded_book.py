@@ -45,7 +45,7 @@ from ._base import DEFAULT_RETENTION
 from ._connection import reports_outages_async
 from ._merged import MergedPlan, OnShards, drive_async
 from ._shard import Shard
-from ._shards import CountCheck, ShardMap, require_shards
+from ._shards import CountCheck, HomeRule, ShardMap, prefix_home, require_shards
 
 __all__ = ["AsyncShardedRedisBook"]
 
@@ -76,6 +76,7 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         shards: int,
+        home_of: HomeRule = prefix_home,
     ) -> None:
         total = require_shards(shards)
         super().__init__(
@@ -85,10 +86,11 @@ class AsyncShardedRedisBook(AsyncRedisBook):
             retention=retention,
             wait_replicas=wait_replicas,
             wait_timeout_ms=wait_timeout_ms,
+            home_of=home_of,
         )
         self.shards = total
         """How many shards the namespace has."""
-        self.map = ShardMap(namespace, total)
+        self.map = ShardMap(namespace, total, home_of)
         self.shard_check = CountCheck(namespace, total)
         self.books = [
             AsyncRedisBook(
@@ -283,7 +285,7 @@ class AsyncShardedRedisBook(AsyncRedisBook):
         """The task read in its shard first, then the key decided in its home shard."""
         await self._fix_count()
         book = self.shard_of(task_id)
-        if not self._crosses(task_id, idempotency_key) or is_blank(idempotency_key):
+        if not self.map.key_crosses(task_id, idempotency_key) or is_blank(idempotency_key):
             return await book.deliver_result(task_id, idempotency_key, now_ms)
         key = utf8(idempotency_key, "idempotencyKey")
         now = require_non_negative(now_ms, "nowMs")
@@ -293,7 +295,7 @@ class AsyncShardedRedisBook(AsyncRedisBook):
             task = await book.get(task_id)
         except DamagedRecordError as error:
             task, damaged = None, error.message
-        home = self.books[self.map.home_index(key)]
+        home = self.books[self.map.key_index(key)]
         await home.engine.run(operations.before_write(home.layout))
         reply = await home.engine.run(
             claims.deliver_known(home.layout, key, task, damaged, number_text(now))

@@ -12,7 +12,7 @@ from ._connection import DEFAULT_REDIS_URL, book_client
 from ._engine import EngineBase
 from ._replicas import ReplicaWait
 from ._shard import Shard
-from ._shards import CountCheck, require_shards
+from ._shards import CountCheck, HomeRule, prefix_home, require_shards
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
@@ -40,6 +40,7 @@ class BookBase:
         wait_timeout_ms: int = 1000,
         shards: int = 1,
         shard: tuple[int, int] = (0, 1),
+        home_of: HomeRule = prefix_home,
     ) -> None:
         if require_shards(shards) != 1 and not self.sharded:
             raise invalid(f"{type(self).__name__} has one shard; shards must be 1", field="shards")
@@ -55,6 +56,8 @@ class BookBase:
         self.wait_timeout_ms = wait_timeout_ms
         self.shard = shard
         """Which shard of how many this book is: (0, 1) for a namespace of one shard."""
+        self.home_of = home_of
+        """The rule homing callback ids in a sharded namespace (``_shards.HomeRule``)."""
         self.shard_check = CountCheck(namespace, shard[1])
         """The namespace's stored shard count checked before each call (a sharded book's
         own count, shared by its shards)."""
@@ -70,6 +73,7 @@ class BookBase:
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         shards: int = 1,
+        home_of: HomeRule = prefix_home,
         **connection: Any,
     ) -> Self:
         """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://,
@@ -81,7 +85,8 @@ class BookBase:
 
         ``shards`` > 1 splits the namespace over that many hash tags, so it spreads over
         a Cluster's masters (a ``RedisBook`` then is a ``ShardedRedisBook``); the count
-        is fixed at the namespace's first use (docs/redis.md, "Sharded namespaces").
+        is fixed at the namespace's first use (docs/redis.md, "Sharded namespaces");
+        ``home_of`` says which shard claims a callback id (the same in every writer).
 
         ``connection`` overrides the client's options: redis-py's connection settings
         (``socket_timeout``, ``retry``...). Any other keyword raises ``TypeError`` naming
@@ -96,4 +101,5 @@ class BookBase:
             wait_replicas=wait_replicas,
             wait_timeout_ms=wait_timeout_ms,
             shards=shards,
+            home_of=home_of,
         )

@@ -62,7 +62,7 @@ from ._merged import MergedPlan, OnShards, drive
 from ._plan import Plan
 from ._scripts import BookScript, ScriptedEvents
 from ._shard import Shard
-from ._shards import CountCheck, ShardMap, require_shards
+from ._shards import CountCheck, HomeRule, ShardMap, prefix_home, require_shards
 from ._together import run_together
 
 __all__ = ["ShardedRedisBook"]
@@ -123,6 +123,7 @@ class ShardedRedisBook(RedisBook):
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         shards: int,
+        home_of: HomeRule = prefix_home,
     ) -> None:
         total = require_shards(shards)
         super().__init__(
@@ -132,10 +133,11 @@ class ShardedRedisBook(RedisBook):
             retention=retention,
             wait_replicas=wait_replicas,
             wait_timeout_ms=wait_timeout_ms,
+            home_of=home_of,
         )
         self.shards = total
         """How many shards the namespace has."""
-        self.map = ShardMap(namespace, total)
+        self.map = ShardMap(namespace, total, home_of)
         self.shard_check = CountCheck(namespace, total)
         self.books: list[RedisBook] = [
             _Shard(
@@ -522,7 +524,7 @@ class ShardedRedisBook(RedisBook):
         key decided in its home shard (``_claims``)."""
         self.fix_count()
         book = self.shard_of(task_id)
-        if not self._crosses(task_id, idempotency_key) or is_blank(idempotency_key):
+        if not self.map.key_crosses(task_id, idempotency_key) or is_blank(idempotency_key):
             return book.deliver_result(task_id, idempotency_key, now_ms)
         key = utf8(idempotency_key, "idempotencyKey")
         now = require_non_negative(now_ms, "nowMs")
@@ -532,7 +534,7 @@ class ShardedRedisBook(RedisBook):
             task = book.get(task_id)
         except DamagedRecordError as error:
             task, damaged = None, error.message
-        home = self.books[self.map.home_index(key)]
+        home = self.books[self.map.key_index(key)]
         home.engine.before_write()
         reply = home.engine.run(
             claims.deliver_known(home.layout, key, task, damaged, number_text(now))
