@@ -1,5 +1,5 @@
 """What is made from an app's ``asyncbook_*`` settings: the settings themselves (read once,
-warning of unknown ones), the book, the info policy, the ``asyncbook_result_ref``
+warning of unknown ones), the book, the recorder, the info policy, the ``asyncbook_result_ref``
 callable, the sinks; and the bound on a call to the book and its retries.
 
 Each is a function of what it uses; ``Integration`` calls them on first use (``Lazy``).
@@ -19,9 +19,11 @@ from .._sinks import GroupSink, Sink, resolve_sink
 from ..errors import AsyncBookError
 from ..redis import RedisBook, retry_policy
 from ._info import InfoPolicy
+from ._recorder import Recorder
 from ._result_ref import ResultRef, default_result_ref
 from ._retrying import attempted, retrying
 from ._settings import Settings, unknown_settings
+from ._state import Running
 from ._urls import sentinel_book_url
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "group_sinks",
     "info_policy",
     "read_settings",
+    "recorder",
     "result_ref",
     "retried",
     "sinks",
@@ -119,6 +122,18 @@ def build_book(app: Celery, settings: Settings) -> AsyncBook:
         retry=retry_policy(0),
         wait_replicas=settings.wait_replicas,
         wait_timeout_ms=settings.wait_timeout_ms,
+    )
+
+
+def recorder(settings: Settings, book: Callable[[], AsyncBook], running: Running) -> Recorder:
+    """The writer of this process's events: what the book answers goes to ``running``
+    (a cancel), and so does the question how to create a task the book does not hold."""
+    return Recorder(
+        book,
+        flush_delay=settings.flush_delay,
+        retry_for=settings.retry_for,
+        on_answer=running.note_answer,
+        creator_of=running.creator_of,
     )
 
 

@@ -74,40 +74,30 @@ class Integration:
         self.given_book = book
         """The book given to ``install`` (None: built from the settings)."""
         # Built in the order they use each other. The settings (an app may be configured
-        # after install) and what is made from them are each built on first use.
-        read = Lazy(lambda: _configured.read_settings(app, book))
-        self._settings = read if settings is None else Lazy.ready(settings)
-        conf = self._settings
-        self._book: Lazy[AsyncBook] = (
+        # after install), and what is made from them, are each built on first use.
+        conf = (
+            Lazy(lambda: _configured.read_settings(app, book))
+            if settings is None
+            else Lazy.ready(settings)
+        )
+        books: Lazy[AsyncBook] = (
             Lazy(lambda: _configured.build_book(app, conf.get()))
             if book is None
             else Lazy.ready(book)
         )
-        books = self._book
         self.running = running = Running()
-        self._recorder = Lazy(
-            lambda: Recorder(
-                books.get,
-                flush_delay=conf.get().flush_delay,
-                retry_for=conf.get().retry_for,
-                on_answer=running.note_answer,
-                creator_of=running.creator_of,
-            )
-        )
-        recorder = self._recorder
-        self._info_policy = Lazy(lambda: _configured.info_policy(conf.get()))
-        self._result_ref = Lazy(lambda: _configured.result_ref(conf.get()))
-        self.publishing = Publishing(app, conf, books, recorder, self._info_policy)
-        self.executions = Executions(app, conf, books, recorder, running, self.publishing)
-        self.outcomes = Outcomes(
-            app, conf, books, recorder, running, self._info_policy, self._result_ref
-        )
-        self.controls = Controls(app, books, recorder, running, self.publishing.flush_creates)
-        self.delivery = Delivery(conf, books)
-        self.service = Service(app, conf, books, recorder, running, self.controls, self.delivery)
-        self.startup = StartChecks(
-            app, conf, self._result_ref, self.delivery.sinks, self.delivery.group_sinks
-        )
+        recorder = Lazy(lambda: _configured.recorder(conf.get(), books.get, running))
+        info = Lazy(lambda: _configured.info_policy(conf.get()))
+        result_ref = Lazy(lambda: _configured.result_ref(conf.get()))
+        self._settings, self._book, self._recorder = conf, books, recorder
+        self._info_policy, self._result_ref = info, result_ref
+        self.publishing = publishing = Publishing(app, conf, books, recorder, info)
+        self.executions = Executions(app, conf, books, recorder, running, publishing)
+        self.outcomes = Outcomes(app, conf, books, recorder, running, info, result_ref)
+        self.controls = Controls(app, books, recorder, running, publishing.flush_creates)
+        self.delivery = delivery = Delivery(conf, books)
+        self.service = Service(app, conf, books, recorder, running, self.controls, delivery)
+        self.startup = StartChecks(app, conf, result_ref, delivery.sinks, delivery.group_sinks)
         # The router stays in app.conf after uninstall: it holds no integration.
         held = weakref.ref(conf)
         self.router = BeatRouter(lambda: None if (s := held()) is None else s.get().queue)
