@@ -406,10 +406,12 @@ def _without_history(answer: Any) -> Any:
 def assert_parity(
     kind: str, sequences: list[list[Step]], got: list[list[Any]], want: list[list[Any]]
 ) -> None:
-    """Every answer equal to ``MemoryBook``'s; else name the first sequence and step that
-    differs otherwise than by a known defect, with the steps before it and both answers.
-    When the only differences are known defects, raise ``KnownDefectError`` naming them."""
+    """Every answer equal to ``MemoryBook``'s; else name each sequence that differs
+    otherwise than by a known defect (its first such step, the steps before it and both
+    answers: the first three in full, then the steps' names). When the only differences
+    are known defects, raise ``KnownDefectError`` naming them."""
     known: set[str] = set()
+    failures: list[list[str]] = []
     for number, (steps, mine, theirs) in enumerate(zip(sequences, got, want, strict=True)):
         for at, (answer, expected) in enumerate(zip(mine, theirs, strict=True)):
             if answer == expected:
@@ -419,8 +421,14 @@ def assert_parity(
                 known.add(defect)
                 continue
             lines = [f"{kind}: sequence {number} differs from MemoryBook at step {at}:"]
-            lines += [f"  {n}: {step!r}" for n, step in enumerate(steps[: at + 1])]
-            lines += [f"  {kind}: {answer!r}", f"  MemoryBook: {expected!r}"]
-            raise AssertionError("\n".join(lines))
+            if len(failures) < 3:
+                lines += [f"  {n}: {step!r}" for n, step in enumerate(steps[: at + 1])]
+                lines += [f"  {kind}: {answer!r}", f"  MemoryBook: {expected!r}"]
+            else:
+                lines[0] += f" {steps[at][0]}"
+            failures.append(lines)
+            break
+    if failures:
+        raise AssertionError("\n".join(line for lines in failures for line in lines))
     if known:
         raise KnownDefectError("; ".join(KNOWN_DEFECTS[name] for name in sorted(known)))
