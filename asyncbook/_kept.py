@@ -42,12 +42,11 @@ JSON_BODY = ("application/json", "utf-8")
 _encode = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=False).encode
 
 
-@functools.lru_cache(maxsize=1024)
-def _prefix(
+def _shared_fields(
     name: str, content_type: str, content_encoding: str, exchange: str, routing_key: str
-) -> str:
-    """The start of a kept message's JSON: the fields every message of a task shares."""
-    fields = {
+) -> dict[str, Any]:
+    """The fields every kept message of a task shares, first in either form."""
+    return {
         "v": _VERSION,
         "name": name,
         "contentType": content_type,
@@ -55,6 +54,14 @@ def _prefix(
         "exchange": exchange,
         "routingKey": routing_key,
     }
+
+
+@functools.lru_cache(maxsize=1024)
+def _prefix(
+    name: str, content_type: str, content_encoding: str, exchange: str, routing_key: str
+) -> str:
+    """The start of a kept message's JSON: the shared fields, encoded once per task."""
+    fields = _shared_fields(name, content_type, content_encoding, exchange, routing_key)
     return _encode(fields)[:-1]  # without its closing brace: more fields follow
 
 
@@ -133,12 +140,7 @@ def json_record(
     body is kept as the JSON value it is sent as (``from_json`` encodes it again)."""
     content_type, content_encoding = JSON_BODY
     return {
-        "v": _VERSION,
-        "name": name,
-        "contentType": content_type,
-        "contentEncoding": content_encoding,
-        "exchange": exchange,
-        "routingKey": routing_key,
+        **_shared_fields(name, content_type, content_encoding, exchange, routing_key),
         "headers": headers,
         "properties": properties,
         "json": body,

@@ -1,6 +1,10 @@
 """``MemoryBook``: the reference's AsyncBook in one process, guarded by a lock.
 
-Long because it is the whole protocol in one class, every call under one lock.
+The pure in-memory book: what every other book is tested against (the contract and
+differential tests), so every call of the protocol is here, each one under the book's
+one lock, each one applying ``_machine``'s transitions to plain dicts. What is not a
+task's own state lives beside it in objects the book locks for: the groups
+(``MemoryGroups``, as the Redis book's group keys) and the audit trail (``AuditLog``).
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ from ._checks import (
     require_text,
 )
 from ._machine import apply_async_event, coerce_event, create_async_task, stall_event
+from ._memory_groups import MemoryGroups
 from ._models import (
-    GROUP_END_STATES,
     AsyncEvent,
     AsyncState,
     AsyncTask,
@@ -54,7 +58,6 @@ from ._models import (
     ResumeResult,
     StartEvent,
     TaskPage,
-    group_summary,
 )
 from ._reasons import Reason
 from .errors import AsyncBookError, UnknownTaskError, task_exists
@@ -104,13 +107,7 @@ class MemoryBook:
         self._stalls: dict[str, int] = {}
         """Running tasks with a timeout: when they stall, by this process's clock."""
         self._cursors: dict[str, str] = {}
-        self._member_of: dict[str, str] = {}
-        self._groups: dict[str, Counter[str]] = {}
-        """Per group: members, a count per state, prog (the sum of its members' progress)."""
-        self._group_totals: dict[str, int] = {}
-        self._group_members: dict[str, list[str]] = {}
-        self._groups_notified: set[str] = set()
-        self._group_notes: list[GroupNotification] = []
+        self._groups = MemoryGroups()
         self._last_sweep_ms: int | None = None
         self._audit = AuditLog()
 
@@ -142,11 +139,7 @@ class MemoryBook:
             if timeout is not None:
                 self._liveness[id] = (timeout, bool(spec.retry_on_stall))
             if group is not None:
-                self._member_of[id] = group
-                counters = self._groups.setdefault(group, Counter())
-                counters["members"] += 1
-                counters["queued"] += 1
-                self._group_members.setdefault(group, []).append(id)
+                self._groups.join(id, group)
             return task
 
     def get(self, id: str) -> AsyncTask | None:
@@ -190,7 +183,7 @@ class MemoryBook:
                     version=result.task.version,
                 )
         self._note_liveness(task_id, parsed, result)
-        self._note_group(task_id, task, parsed, result)
+        self._groups.note(task_id, task, parsed, result)
         return CallbackResult(**dict(result), duplicate_callback=False)
 
     def _note_liveness(self, task_id: str, event: AsyncEvent, result: AsyncTransition) -> None:
@@ -204,66 +197,31 @@ class MemoryBook:
         elif result.changed or isinstance(event, StartEvent | ProgressEvent):
             self._stalls[task_id] = self.now_ms() + liveness[0]
 
-    def _note_group(
-        self, task_id: str, before: AsyncTask, event: AsyncEvent, result: AsyncTransition
-    ) -> None:
-        group = self._member_of.get(task_id)
-        if group is None or not result.changed:
-            return
-        counters, after = self._groups[group], result.task
-        if after.state is not before.state:
-            counters[before.state.value] -= 1
-            counters[after.state.value] += 1
-        counters["prog"] += int(after.progress) - int(before.progress)
-        if after.terminal:
-            self._maybe_ended(group, event.at_ms)
-
-    def _maybe_ended(self, group: str, at_ms: int | float) -> None:
-        counters = self._groups[group]
-        total = self._group_totals.get(group)
-        ended = sum(counters[state] for state in GROUP_END_STATES)
-        if total is None or group in self._groups_notified or ended < total:
-            return
-        self._groups_notified.add(group)
-        counts = {state: counters[state] for state in GROUP_END_STATES}
-        self._group_notes.append(
-            GroupNotification(group_id=group, at_ms=at_ms, total=total, counts=counts)
-        )
-
     def seal_group(self, group_id: str, total: int) -> GroupSummary:
         """Declare the group's size: once that many members ended, one group notification."""
         group = require_text(group_id, "groupId")
         size = require_integer(total, "total", 1)
         with self._lock:
-            self._groups.setdefault(group, Counter())
-            self._group_totals[group] = size
-            self._maybe_ended(group, self.now_ms())
-            return self._summary(group)
-
-    def _summary(self, group: str) -> GroupSummary:
-        fields: dict[str, int | None] = dict(self._groups[group])
-        fields["total"] = self._group_totals.get(group)
-        return group_summary(group, fields)
+            return self._groups.seal(group, size, self.now_ms())
 
     def group(self, group_id: str) -> GroupSummary | None:
         """The group's counts by state and mean progress, in O(1); None if unknown."""
         group = require_text(group_id, "groupId")
         with self._lock:
-            return self._summary(group) if group in self._groups else None
+            return self._groups.summary(group)
 
     def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
         """The group's members in creation order, without histories."""
         group = require_text(group_id, "groupId")
         count = require_limit(limit, maximum=10_000)
         with self._lock:
-            ids = self._group_members.get(group, [])[:count]
+            ids = self._groups.members(group, count)
             return [_without_history(self._tasks[task_id]) for task_id in ids]
 
     def drain_group_notifications(self) -> list[GroupNotification]:
         """Every pending group notification, in order; empties them."""
         with self._lock:
-            notes, self._group_notes = self._group_notes, []
-            return notes
+            return self._groups.drain()
 
     def heartbeat(self, task_ids: Iterable[str]) -> int:
         """Say that these tasks' running attempts are alive (no version bump)."""

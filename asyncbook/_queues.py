@@ -1,8 +1,10 @@
 """The broker side of the console: how many messages wait in each Celery queue, how many
 are unacked, how old the oldest one is, and asyncbook's own queue with the sweep's health.
 
-A broker reader (``asyncbook.redis.read_redis_broker``) gives a ``BrokerSnapshot``: what
-the broker holds, nothing of the book. ``queues_report`` puts it beside the book's side
+A broker reader (a ``BrokerReader``: ``RedisBroker`` or ``AmqpBroker`` of
+``asyncbook.celery``, which knows Celery's layouts) gives a ``BrokerSnapshot``: what the
+broker holds, nothing of the book. The web and the CLI are handed a reader; only the
+CLI builds one. ``queues_report`` puts it beside the book's side
 (the oldest messages' creation times, the sweep's health) as the ``QueuesReport`` that
 ``GET /api/queues`` and ``asyncbook queues --json`` answer.
 """
@@ -144,8 +146,9 @@ class BrokerUnreadableError(Exception):
 
 
 class BrokerReader(Protocol):
-    """Reads a broker's queues (``asyncbook.redis.RedisBroker``; ``AmqpBroker`` of
-    ``asyncbook.celery``); raises ``BrokerUnreadableError`` when it cannot."""
+    """Reads a broker's queues (``RedisBroker``, ``AmqpBroker`` of ``asyncbook.celery``):
+    what the status server reads, handed to it by construction; raises
+    ``BrokerUnreadableError`` when it cannot."""
 
     kind: str
     """``redis`` or ``amqp``."""

@@ -19,11 +19,13 @@ from ._controls import apply_group, cancel, last_cursor
 from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration
 from ._lifecycle import TaskCancelled
 from ._progress import report_progress
+from ._redis_broker import RedisBroker
 from ._registry import async_book_of, book_of, install, installed, uninstall
 from ._result_ref import default_result_ref
 from ._settings import Settings
 from ._startup import SettingsError
 from ._tracked import TrackTasks, tracked
+from ._tracking import celery_home
 
 __all__ = [
     "install",
@@ -49,4 +51,6 @@ __all__ = [
     "CREATED_HEADER",
     "DEADLINE_HEADER",
     "AmqpBroker",
+    "RedisBroker",
+    "celery_home",
 ]

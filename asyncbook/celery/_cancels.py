@@ -9,14 +9,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from celery import Task, signals, states
+from celery import Celery, Task, signals, states
 from celery.exceptions import TaskRevokedError
 
+from .._book import AsyncBook
 from .._models import CallbackResult, CancelEvent
 from ..errors import UnknownTaskError
 from ._lifecycle import CancelledRing, CancelWatch, add_to_revoked, held_requests
+from ._recorder import Recorder
 from ._revoke import cancelled_here
-from ._state import Handler, Shared
+from ._state import Handler, Lazy, Running
 from ._tracking import callback_id
 
 __all__ = ["Controls"]
@@ -28,8 +30,18 @@ class Controls:
     """The integration's share of the lifecycle controls: cancel (in the book, then
     revoked), the cancels a worker follows, the ring its pool shares, the checkpoint."""
 
-    def __init__(self, state: Shared, flush_creates: Callable[[], None]) -> None:
-        self.state = state
+    def __init__(
+        self,
+        app: Celery,
+        book: Lazy[AsyncBook],
+        recorder: Lazy[Recorder],
+        running: Running,
+        flush_creates: Callable[[], None],
+    ) -> None:
+        self.app = app
+        self.book = book
+        self.recorder = recorder
+        self.running = running
         self.flush_creates = flush_creates
         self.timer: Any = None
 
@@ -44,13 +56,13 @@ class Controls:
         """Cancel in the book now (audited with ``actor``), then revoke in Celery (every
         worker discards it)."""
         self.flush_creates()  # a task this process just published is in the book first
-        book = self.state.book
+        book = self.book.get()
         if actor is None:  # a book of your own may take no actor: passed only when given
             result = book.cancel(task_id, reason)
         else:
             result = book.cancel(task_id, reason, actor=actor)
         with cancelled_here(task_id):  # the revoke's own cancel would only repeat it
-            self.state.app.control.revoke(task_id, terminate=terminate)
+            self.app.control.revoke(task_id, terminate=terminate)
         return result
 
     def last_cursor(self, task: Task[Any, Any]) -> str | None:
@@ -58,33 +70,33 @@ class Controls:
         task_id = task.request.id
         if task_id is None:
             return None
-        self.state.recorder.flush()
+        self.recorder.get().flush()
         try:
-            return self.state.book.last_cursor(str(task_id))
+            return self.book.get().last_cursor(str(task_id))
         except UnknownTaskError:
             return None
 
     def on_worker_init(self, sender: Any = None, **_: Any) -> None:
         """A worker is made, its pool not yet forked: make the ring of cancelled tasks its
         pool processes will share."""
-        state = self.state
-        if getattr(sender, "app", None) is state.app and state.ring is None:
-            state.ring = CancelledRing()
+        running = self.running
+        if getattr(sender, "app", None) is self.app and running.ring is None:
+            running.ring = CancelledRing()
 
     def watch_cancels(self, timer: Any = None) -> None:
         """Follow the book's cancels in this (main) process, when the book publishes them
         (``timer``: the worker consumer's, which holds the messages waiting for an eta)."""
         self.timer = timer
-        state = self.state
-        process = state.process
+        running = self.running
+        process = running.process
         if process.cancel_watch is not None:
             return
-        watch = CancelWatch(state.book, self._revoke_cancelled)
+        watch = CancelWatch(self.book.get(), self._revoke_cancelled)
         follow = watch.follower()
         if follow is None:
             return  # the book publishes no cancels: a running task learns at its progress
-        if state.ring is None:  # no worker_init (an embedded worker): this process only
-            state.ring = CancelledRing()
+        if running.ring is None:  # no worker_init (an embedded worker): this process only
+            running.ring = CancelledRing()
         process.cancel_watch = watch
         watch.start(follow)
 
@@ -96,7 +108,7 @@ class Controls:
         reason = "terminated" if terminated else "revoked"
         try:
             self.flush_creates()  # a task this process just published is in the book
-            book = self.state.book
+            book = self.book.get()
             event = CancelEvent(at_ms=book.now_ms(), reason=reason)
             items = [
                 (task_id, event, callback_id(task_id, "revoke", reason)) for task_id in task_ids
@@ -114,8 +126,9 @@ class Controls:
         """Cancelled in the book: this worker discards its message (Celery's revoked set),
         and a running execution stops at its next ``report_progress`` (the ring)."""
         add_to_revoked(task_id)
-        if self.state.ring is not None:
-            self.state.ring.add(task_id)
+        ring = self.running.ring
+        if ring is not None:
+            ring.add(task_id)
         for request in held_requests(task_id, self.timer):
             self._store_revoked(request)
 
@@ -129,7 +142,7 @@ class Controls:
         if not getattr(backend, "stores_book_verdicts", False) or not request.store_errors:
             return
         try:
-            found = self.state.book.get(request.id)
+            found = self.book.get().get(request.id)
             reason = found.error if found is not None else None
             error = TaskRevokedError(reason or "cancelled")
             backend.store_result(request.id, error, states.REVOKED, request=request._context)
@@ -139,6 +152,12 @@ class Controls:
                 request.id,
                 error,
             )
+
+    def stop_watching(self) -> None:
+        """Stop following the book's cancels in this process."""
+        watch = self.running.process.cancel_watch
+        if watch is not None:
+            watch.stop()
 
     def handlers(self) -> list[Handler]:
         """Its signal: a worker is made (before its pool forks)."""

@@ -8,41 +8,63 @@ from __future__ import annotations
 import functools
 import socket
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-from celery import Task, signals
+from celery import Celery, Task, signals
 
+from .._book import AsyncBook
 from .._limits import TASK_ID_LIMIT
 from .._models import ProgressEvent, StartEvent
 from ..errors import invalid
-from ._lifecycle import TaskCancelled
+from ._lifecycle import Heartbeats, TaskCancelled
 from ._publishing import CREATED_HEADER, DEADLINE_HEADER, Publishing
-from ._state import Execution, Handler, Shared
+from ._recorder import Recorder
+from ._settings import Settings
+from ._state import Execution, Handler, Lazy, Running
 from ._tracking import callback_id, heartbeat_timeout_ms, is_tracked, now_ms
 
 __all__ = ["Executions", "is_mine"]
 
 
-def is_mine(state: Shared, task: object, task_id: object = None) -> bool:
+def is_mine(app: Celery, task: object, task_id: object = None) -> bool:
     """True for a tracked task of the integration's app (and an id no book refuses: at
     most ``TASK_ID_LIMIT`` characters; its publish said why it is not tracked)."""
     if isinstance(task_id, str) and len(task_id) > TASK_ID_LIMIT:
         return False
-    return isinstance(task, Task) and task.app is state.app and is_tracked(task)
+    return isinstance(task, Task) and task.app is app and is_tracked(task)
 
 
 class Executions:
     """The running executions of tracked tasks in this process."""
 
-    def __init__(self, state: Shared, publishing: Publishing) -> None:
-        self.state = state
+    def __init__(
+        self,
+        app: Celery,
+        settings: Lazy[Settings],
+        book: Lazy[AsyncBook],
+        recorder: Lazy[Recorder],
+        running: Running,
+        publishing: Publishing,
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.book = book
+        self.recorder = recorder
+        self.running = running
         self.publishing = publishing
+
+    def heartbeats(self) -> Heartbeats:
+        """This process's running tracked executions, beating every interval (built on
+        first use, in each process)."""
+        process = self.running.process
+        if process.heartbeats is None:
+            interval = self.settings.get().heartbeat_interval
+            process.heartbeats = Heartbeats(self.book.get, interval)
+        return process.heartbeats
 
     def on_task_prerun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
         """A worker starts an attempt: start, buffered (created here if the publisher did not)."""
-        state = self.state
-        if task_id is None or not is_mine(state, task, task_id):
+        if task_id is None or not is_mine(self.app, task, task_id):
             return
         assert isinstance(task, Task)
         request = task.request
@@ -56,7 +78,7 @@ class Executions:
             deadline_ms=deadline if isinstance(deadline, int) else None,
             create=functools.partial(self.publishing.create_late, task, task_id, request),
         )
-        process = state.process
+        process = self.running.process
         with process.lock:
             process.running.setdefault(task.name, []).append(execution)
         if retries == 0 and not request.get(CREATED_HEADER):
@@ -65,12 +87,12 @@ class Executions:
             self.publishing.create_late(task, task_id, request, once=True)
         with process.lock:
             process.executions[task_id] = execution
-        if heartbeat_timeout_ms(task, state.settings.heartbeat_timeout_ms) is not None:
-            state.heartbeats.add(task_id)
+        if heartbeat_timeout_ms(task, self.settings.get().heartbeat_timeout_ms) is not None:
+            self.heartbeats().add(task_id)
         worker = str(request.hostname or socket.gethostname())
         # Both values are this worker's own (an int, a str): no validation to run.
         start = StartEvent.model_construct(at_ms=now_ms(), worker=worker)
-        state.recorder.buffer(
+        self.recorder.get().buffer(
             (task_id, start, callback_id(task_id, "start", retries, execution.nonce)),
             deadline_ms=execution.deadline_ms,
             rides=self.results_ride(),
@@ -78,10 +100,10 @@ class Executions:
 
     def on_task_postrun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
         """The attempt is over: it no longer takes progress from other threads."""
-        if task_id is None or not is_mine(self.state, task):
+        if task_id is None or not is_mine(self.app, task):
             return
         assert isinstance(task, Task)
-        process = self.state.process
+        process = self.running.process
         with process.lock:
             running = process.running.get(task.name, [])
             for index, execution in enumerate(running):
@@ -97,28 +119,13 @@ class Executions:
     def results_ride(self) -> bool:
         """True when asyncbook's result backend writes an execution's buffered events
         with its result (so they need not be sent before it)."""
-        return bool(getattr(self.state.app.backend, "takes_buffered_events", False))
-
-    def creator_of(self, task_id: str) -> Callable[[], bool] | None:
-        """How to create ``task_id`` from its message, while it runs in this process (True
-        if it did); None if it does not run here. The recorder keeps it with each of the
-        task's events, so it still works once the execution is over."""
-        execution = self.state.process.executions.get(task_id)
-        if execution is None:
-            return None
-        create = execution.create
-        return lambda: create() is not None
+        return bool(getattr(self.app.backend, "takes_buffered_events", False))
 
     def create_missing(self, task_id: str) -> bool:
         """Create ``task_id``, running in this process, from its message (the book did not
         hold it: its publisher's create had not landed, or was lost). True if it did."""
-        create = self.creator_of(task_id)
+        create = self.running.creator_of(task_id)
         return create is not None and create()
-
-    def deadline_of(self, task_id: str) -> int | None:
-        """The deadline of ``task_id``'s execution here, when known."""
-        execution = self.state.process.executions.get(task_id)
-        return None if execution is None else execution.deadline_ms
 
     def _running(self, task: Task[Any, Any], task_id: str | None) -> tuple[str, int] | None:
         """The execution of ``task`` a progress report is for (id, retries): the caller's
@@ -126,7 +133,7 @@ class Executions:
         request = task.request
         if request.id is not None and task_id in (None, request.id):
             return str(request.id), int(request.retries or 0)
-        process = self.state.process
+        process = self.running.process
         with process.lock:
             running = list(process.running.get(task.name, ()))
         if task_id is not None:
@@ -148,20 +155,20 @@ class Executions:
         if found is None:
             return
         running_id, retries = found
-        state = self.state
-        process = state.process
+        process = self.running.process
         if running_id in process.cancelled:
             raise TaskCancelled(running_id, process.cancelled[running_id])
-        if state.ring is not None and running_id in state.ring:
+        ring = self.running.ring
+        if ring is not None and running_id in ring:
             # Cancelled in the book since it started: the main process's watch said so.
             raise TaskCancelled(running_id, None)
         own = process.executions.get(running_id)
         nonce = "" if own is None else own.nonce
         event = ProgressEvent(at_ms=now_ms(), progress=percent, cursor=cursor)
         callback = callback_id(running_id, "progress", retries, percent, nonce)
-        state.recorder.buffer(
+        self.recorder.get().buffer(
             (running_id, event, callback),
-            deadline_ms=self.deadline_of(running_id),
+            deadline_ms=self.running.deadline_of(running_id),
             rides=self.results_ride(),
         )
 

@@ -14,17 +14,20 @@ Every event carries a callback id from the task id, the signal and ``request.ret
 (start and progress also a nonce of the execution), so a redelivered message changes
 nothing twice, and a message run again after a stall starts a new attempt.
 
-The handlers live in the integration's parts, each with one concern, sharing one
-``Shared`` state: ``Publishing`` (creates), ``Executions`` (prerun to postrun, progress),
-``Outcomes`` (the end of each attempt), ``Controls`` (cancel, the cancels a worker
-follows, the checkpoint) and ``Service`` (the worker's queue, sweep and delivery). This
-module's ``Integration`` connects their handlers and disconnects them, in one place;
-``install`` and ``uninstall`` (``_registry``) build it and register it for the app.
-Settings, sinks and the ``asyncbook_result_ref`` callable are read when first needed.
+The handlers live in the integration's parts, each with one concern: ``Publishing``
+(creates), ``Executions`` (prerun to postrun, progress), ``Outcomes`` (the end of each
+attempt), ``Controls`` (cancel, the cancels a worker follows, the checkpoint) and
+``Service`` (the worker's queue, sweep and delivery). ``Integration`` builds them in the
+order they use each other, each given what it uses, and connects and disconnects their
+handlers in one place; ``install`` and ``uninstall`` (``_registry``) build it and register
+it for the app. The settings, and what is made from them (the book, the recorder, the
+sinks, the ``asyncbook_result_ref`` callable), are each one ``Lazy``, built when first
+needed.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,6 +38,7 @@ from .._delivery import DeliveryReport
 from .._models import AsyncTransition, CallbackResult
 from .._sinks import GroupSink, Sink
 from .._sweep import SweepReport
+from . import _configured
 from ._beat import BeatRouter, add_schedule, is_configured, listed_routes, remove_schedule
 from ._cancels import Controls
 from ._execution import Executions
@@ -47,8 +51,8 @@ from ._result_ref import ResultRef
 from ._revoke import install_control, uninstall_control
 from ._settings import Settings
 from ._startup import SettingsGate, StartChecks
-from ._state import Handler, Once, Shared
-from ._worker import Service
+from ._state import Handler, Lazy, Running
+from ._worker import Delivery, Service
 
 __all__ = ["CREATED_HEADER", "DEADLINE_HEADER", "BeatTask", "Integration"]
 
@@ -59,75 +63,93 @@ BeatTask = Callable[["Task[Any, Any]"], int]
 class Integration:
     """The handlers ``install`` connected for one Celery app, and their book.
 
-    Its parts share ``state``; the handlers (``on_<signal>``) are theirs: ``publishing``,
-    ``executions``, ``outcomes``, ``controls`` and ``service``.
+    The handlers (``on_<signal>``) are its parts': ``publishing``, ``executions``,
+    ``outcomes``, ``controls``, ``service`` and ``startup``.
     """
 
     def __init__(
         self, app: Celery, book: AsyncBook | None = None, settings: Settings | None = None
     ) -> None:
         self.app = app
-        self.state = state = Shared(app, book, settings)
-        self.publishing = Publishing(state)
-        self.executions = Executions(state, self.publishing)
-        self.outcomes = Outcomes(state)
-        self.controls = Controls(state, self.publishing.flush_creates)
-        self.service = Service(state, self.controls, self)
-        self.startup = StartChecks(state)
-        state.recorder_once = Once(self._make_recorder)
-        self._uid = f"asyncbook-{id(self)}"
-
-    def _make_recorder(self) -> Recorder:
-        settings = self.state.settings
-        return Recorder(
-            self.state.make_book,
-            flush_delay=settings.flush_delay,
-            retry_for=settings.retry_for,
-            on_answer=self.outcomes.note_answer,
-            creator_of=self.executions.creator_of,
+        self.given_book = book
+        """The book given to ``install`` (None: built from the settings)."""
+        # Built in the order they use each other. The settings (an app may be configured
+        # after install), and what is made from them, are each built on first use.
+        conf = (
+            Lazy(lambda: _configured.read_settings(app, book))
+            if settings is None
+            else Lazy.ready(settings)
         )
+        books: Lazy[AsyncBook] = (
+            Lazy(lambda: _configured.build_book(app, conf.get()))
+            if book is None
+            else Lazy.ready(book)
+        )
+        self.running = running = Running()
+        recorder = Lazy(lambda: _configured.recorder(conf.get(), books.get, running))
+        info = Lazy(lambda: _configured.info_policy(conf.get()))
+        result_ref = Lazy(lambda: _configured.result_ref(conf.get()))
+        self._settings, self._book, self._recorder = conf, books, recorder
+        self._info_policy, self._result_ref = info, result_ref
+        self.publishing = publishing = Publishing(app, conf, books, recorder, info)
+        self.executions = Executions(app, conf, books, recorder, running, publishing)
+        self.outcomes = Outcomes(app, conf, books, recorder, running, info, result_ref)
+        self.controls = Controls(app, books, recorder, running, publishing.flush_creates)
+        self.delivery = delivery = Delivery(conf, books)
+        self.service = Service(app, conf, books, recorder, running, self.controls, delivery)
+        self.startup = StartChecks(app, conf, result_ref, delivery.sinks, delivery.group_sinks)
+        # The router stays in app.conf after uninstall: it holds no integration.
+        held = weakref.ref(conf)
+        self.router = BeatRouter(lambda: None if (s := held()) is None else s.get().queue)
+        self.schedule: dict[str, dict[str, Any]] = {}
+        """The beat entries ``install`` added (removed again by ``disconnect``)."""
+        self._uid = f"asyncbook-{id(self)}"
 
     # -- what the parts built, read when first needed ----------------------------------
 
     @property
     def settings(self) -> Settings:
         """The ``asyncbook_*`` settings of ``app.conf``, read once, when first needed."""
-        return self.state.settings
+        return self._settings.get()
 
     @property
     def recorder(self) -> Recorder:
         """Writes this process's events to the book (built on first use)."""
-        return self.state.recorder
+        return self._recorder.get()
 
     @property
     def book(self) -> AsyncBook:
         """The book events go to (built from ``asyncbook_redis_url`` on first use)."""
-        return self.state.book
+        return self._book.get()
+
+    def built_book(self) -> AsyncBook | None:
+        """The book if it was given or built, else None (nothing is built)."""
+        return self._book.built()
 
     @property
     def info_policy(self) -> InfoPolicy:
         """What a publish records for the console (``asyncbook_record_info`` ...)."""
-        return self.state.info_policy_once.get()
+        return self._info_policy.get()
 
     @property
     def result_ref(self) -> ResultRef:
         """``asyncbook_result_ref`` (imported on first use), else ``default_result_ref``."""
-        return self.state.result_ref_once.get()
+        return self._result_ref.get()
 
     @property
     def sinks(self) -> tuple[Sink, ...]:
         """``asyncbook_sinks``, resolved (dotted paths imported) on first use."""
-        return self.state.sinks_once.get()
+        return self.delivery.sinks.get()
 
     @property
     def group_sinks(self) -> tuple[GroupSink, ...]:
         """``asyncbook_group_sinks``, resolved on first use."""
-        return self.state.group_sinks_once.get()
+        return self.delivery.group_sinks.get()
 
     @property
     def heartbeats(self) -> Heartbeats:
         """This process's running tracked executions, beating every interval."""
-        return self.state.heartbeats
+        return self.executions.heartbeats()
 
     # -- what the parts do, for callers outside them ------------------------------------
 
@@ -205,20 +227,17 @@ class Integration:
         """Disconnect the handlers, remove the route and write what is buffered."""
         for signal, handler in self._handlers():
             signal.disconnect(handler, dispatch_uid=f"{self._uid}-{handler.__name__}")
-        state = self.state
         if is_configured(self.app):
             conf = self.app.conf
             routes = listed_routes(conf.task_routes)
-            ours = (state.router, self.startup.gate)
+            ours = (self.router, self.startup.gate)
             if any(route is one for route in routes for one in ours):
                 conf.task_routes = tuple(r for r in routes if all(r is not one for one in ours))
-            remove_schedule(conf, state.schedule)
+            remove_schedule(conf, self.schedule)
         uninstall_control(self.app)
         self.service.stop_upkeep()
-        creates = state.creates_once.built()
-        if creates is not None:
-            creates.close()
-        recorder = state.recorder_once.built()
+        self.publishing.close()
+        recorder = self._recorder.built()
         if recorder is not None:
             recorder.close()
 
@@ -231,8 +250,8 @@ class Integration:
         ]
         # The gate first (it routes nothing): a tracked task is not published while the
         # settings do not read, whatever route the app gives it.
-        conf.task_routes = (self.startup.gate, *routes, self.state.router)
-        self.state.schedule = add_schedule(conf)
+        conf.task_routes = (self.startup.gate, *routes, self.router)
+        self.schedule = add_schedule(conf)
 
     def on_after_configure(self, sender: object = None, source: Any = None, **_: Any) -> None:
         """The app read its configuration (again): route the beat tasks to their queue and

@@ -8,20 +8,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import Task, signals
+from celery import Celery, Task, signals
 
-from .._book import ApplyItem
-from .._models import (
-    AsyncState,
-    AsyncTransition,
-    CallbackResult,
-    CancelEvent,
-    FailEvent,
-    SucceedEvent,
-)
-from ..redis import EventOutcome
+from .._book import AsyncBook
+from .._models import AsyncTransition, CancelEvent, FailEvent, SucceedEvent
+from ._configured import retried
 from ._execution import is_mine
-from ._state import Handler, Shared
+from ._info import InfoPolicy
+from ._recorder import Recorder
+from ._result_ref import ResultRef
+from ._settings import Settings
+from ._state import Handler, Lazy, Running
 from ._tracking import callback_id, describe_error, now_ms, result_hash
 
 __all__ = ["Outcomes"]
@@ -32,13 +29,27 @@ logger = logging.getLogger("asyncbook.celery")
 class Outcomes:
     """The end of each attempt, written to the book."""
 
-    def __init__(self, state: Shared) -> None:
-        self.state = state
+    def __init__(
+        self,
+        app: Celery,
+        settings: Lazy[Settings],
+        book: Lazy[AsyncBook],
+        recorder: Lazy[Recorder],
+        running: Running,
+        info_policy: Lazy[InfoPolicy],
+        result_ref: Lazy[ResultRef],
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.book = book
+        self.recorder = recorder
+        self.running = running
+        self.info_policy = info_policy
+        self.result_ref = result_ref
 
     def on_task_success(self, sender: object = None, result: Any = None, **_: Any) -> None:
         """The attempt returned: succeed (with acks_late, written before the ack)."""
-        state = self.state
-        if not is_mine(state, sender, getattr(getattr(sender, "request", None), "id", None)):
+        if not is_mine(self.app, sender, getattr(getattr(sender, "request", None), "id", None)):
             return
         assert isinstance(sender, Task)
         request = sender.request
@@ -46,11 +57,11 @@ class Outcomes:
         if task_id is None:
             return
         callback = callback_id(task_id, "success", int(request.retries or 0))
-        if state.recorder.written(callback):
+        if self.recorder.get().written(callback):
             return  # asyncbook's result backend wrote it, with Celery's meta
         event = SucceedEvent(
             at_ms=now_ms(),
-            result_ref=state.result_ref_once.get()(sender, task_id, result),
+            result_ref=self.result_ref.get()(sender, task_id, result),
             result_hash=result_hash(result),
         )
         self._finish(sender, task_id, event, callback)
@@ -59,11 +70,11 @@ class Outcomes:
         self, sender: object = None, request: Any = None, reason: Any = None, **_: Any
     ) -> None:
         """The attempt asked for a retry: fail, retryable (requeued while attempts remain)."""
-        if request is None or not is_mine(self.state, sender, getattr(request, "id", None)):
+        if request is None or not is_mine(self.app, sender, getattr(request, "id", None)):
             return
         task_id = str(request.id)
         callback = callback_id(task_id, "retry", int(request.retries or 0))
-        if self.state.recorder.written(callback):
+        if self.recorder.get().written(callback):
             return
         error = describe_error(getattr(reason, "exc", None) or reason)
         self._write(task_id, FailEvent(at_ms=now_ms(), error=error, retryable=True), callback)
@@ -77,15 +88,14 @@ class Outcomes:
         **_: Any,
     ) -> None:
         """The attempt raised (retries exhausted included): fail, not retryable."""
-        state = self.state
-        if task_id is None or not is_mine(state, sender, task_id):
+        if task_id is None or not is_mine(self.app, sender, task_id):
             return
         assert isinstance(sender, Task)
         request = sender.request
         # In the worker's main process (a lost pool child) there is no request context.
         retries: int | str = int(request.retries or 0) if request.id == task_id else "lost"
         callback = callback_id(task_id, "failure", retries)
-        if state.recorder.written(callback):
+        if self.recorder.get().written(callback):
             return  # asyncbook's result backend wrote it, with Celery's meta
         if self.failed_before(task_id, retries):
             # A hard time limit sends task_failure twice (once with the request, once
@@ -94,7 +104,7 @@ class Outcomes:
             return
         event = FailEvent(at_ms=now_ms(), error=describe_error(exception), retryable=False)
         traceback = getattr(einfo, "traceback", None)
-        policy = state.info_policy_once.get()
+        policy = self.info_policy.get()
         self._finish(sender, task_id, policy.failure_event(event, exception, traceback), callback)
 
     def on_task_revoked(
@@ -107,11 +117,11 @@ class Outcomes:
     ) -> None:
         """Revoked: expire if the message expired, else cancel (queued, between retries,
         or running with ``terminate``)."""
-        if request is None or not is_mine(self.state, sender, getattr(request, "id", None)):
+        if request is None or not is_mine(self.app, sender, getattr(request, "id", None)):
             return
         task_id = str(request.id)
         retries = int(getattr(request, "retries", 0) or 0)
-        if self.state.recorder.written(callback_id(task_id, "revoked", retries)):
+        if self.recorder.get().written(callback_id(task_id, "revoked", retries)):
             return  # asyncbook's result backend wrote it, with Celery's meta
         if expired:
             self.expire(task_id)
@@ -122,42 +132,31 @@ class Outcomes:
     def backend_wrote(self, task_id: str, signal: str, retries: int) -> None:
         """asyncbook's result backend wrote this execution's ``signal`` event (success,
         failure, retry) with Celery's meta: its signal handler writes nothing more."""
-        self.state.recorder.remember(callback_id(task_id, signal, retries))
+        self.recorder.get().remember(callback_id(task_id, signal, retries))
         if signal == "failure":
             # A hard time limit's second task_failure (without the request) is the same.
             self.failed_before(task_id, retries)
 
     def failed_before(self, task_id: str, retries: int | str) -> bool:
         """True if this process already recorded this execution's failure; remembers it."""
-        process = self.state.process
+        process = self.running.process
         with process.lock:
             before = process.failures.get(task_id)
             if before is not None and (before == retries or "lost" in (before, retries)):
                 return True
-            self.state.remember(process.failures, task_id, retries)
+            self.running.remember(process.failures, task_id, retries)
         return False
 
     def expire(self, task_id: str) -> AsyncTransition | None:
         """Expire ``task_id`` at its deadline now (its message expired unrun), retried
         while the book is unreachable; None if it could not be."""
-        state = self.state
-        return state.retried(lambda: state.book.expire(task_id), task_id, "expiring", "expired")
-
-    def note_answer(self, item: ApplyItem, result: Any) -> None:
-        """The book's answer to an event this process sent: learn of a cancel."""
-        if isinstance(result, CallbackResult):
-            book_state, error = result.task.state.value, result.task.error
-        elif isinstance(result, EventOutcome):
-            book_state, error = result.state, result.error
-        else:
-            return
-        if book_state == AsyncState.CANCELLED.value:
-            process = self.state.process
-            with process.lock:
-                self.state.remember(process.cancelled, item[0], error)
+        book = self.book
+        return retried(
+            self.settings.get(), lambda: book.get().expire(task_id), task_id, "expiring", "expired"
+        )
 
     def _write(self, task_id: str, event: Any, callback: str) -> None:
-        self.state.recorder.write((task_id, event, callback))
+        self.recorder.get().write((task_id, event, callback))
 
     def _finish(self, task: Task[Any, Any], task_id: str, event: Any, callback: str) -> None:
         # acks_late: the message is acknowledged after this handler, so the event must be
@@ -166,7 +165,7 @@ class Outcomes:
         if task.acks_late:
             self._write(task_id, event, callback)
         else:
-            self.state.recorder.buffer((task_id, event, callback))
+            self.recorder.get().buffer((task_id, event, callback))
 
     def handlers(self) -> list[Handler]:
         """Its signals: each way an attempt ends."""

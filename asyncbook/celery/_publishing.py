@@ -11,16 +11,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import Task, signals
+from celery import Celery, Task, signals
 
-from .._book import CreateSpec
+from .._book import AsyncBook, CreateSpec
 from .._console import PublishInfo
 from .._limits import TASK_ID_LIMIT
 from .._models import AsyncTask, FailEvent
+from ._configured import retried
 from ._creates import Creates
+from ._info import InfoPolicy
 from ._keeping import kept_message
+from ._recorder import Recorder
 from ._retries import retry_reason
-from ._state import Handler, Shared
+from ._settings import Settings
+from ._state import Handler, Lazy
 from ._tracking import (
     callback_id,
     describe_error,
@@ -44,10 +48,23 @@ DEADLINE_HEADER = "asyncbook_deadline_ms"
 
 
 class Publishing:
-    """Creates at publish (and late, from the message, in the worker)."""
+    """Creates at publish (and late, from the message, in the worker); it owns the
+    deferred creates (``Creates``), built on first use."""
 
-    def __init__(self, state: Shared) -> None:
-        self.state = state
+    def __init__(
+        self,
+        app: Celery,
+        settings: Lazy[Settings],
+        book: Lazy[AsyncBook],
+        recorder: Lazy[Recorder],
+        info_policy: Lazy[InfoPolicy],
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.book = book
+        self.recorder = recorder
+        self.info_policy = info_policy
+        self.creates: Lazy[Creates | None] = Lazy(self._deferred_creates)
 
     def on_before_task_publish(
         self,
@@ -63,8 +80,7 @@ class Publishing:
         earlier ``expires``; the message's ``expires`` is set or made earlier, never later."""
         if headers is None or not isinstance(sender, str):
             return
-        state = self.state
-        task = state.app.tasks.get(sender)
+        task = self.app.tasks.get(sender)
         if task is None or not is_tracked(task):
             return
         task_id = headers.get("id")
@@ -86,15 +102,16 @@ class Publishing:
         if retries > 0:
             self._record_retry(task_id, retries - 1)
             return
-        now, ttl = now_ms(), ttl_ms(task, state.settings.default_ttl_ms)
+        settings = self.settings.get()
+        now, ttl = now_ms(), ttl_ms(task, settings.default_ttl_ms)
         given = expires_ms(headers.get("expires"))
         if given is not None and given < now + ttl:
             ttl = max(1, given - now)
         group = headers.get("group")
         group_id = group if isinstance(group, str) else None
         kept = None
-        if state.settings.keep_messages:  # before asyncbook's own headers are added
-            settings = state.settings
+        info_policy = self.info_policy.get()
+        if settings.keep_messages:  # before asyncbook's own headers are added
             kept = kept_message(
                 task,
                 headers,
@@ -103,10 +120,9 @@ class Publishing:
                 routing_key,
                 properties,
                 settings.keep_message_limit,
-                redact=state.info_policy_once.get().redact,
+                redact=info_policy.redact,
                 keep_redacted=task.name in settings.keep_redacted_messages,
             )
-        info_policy = state.info_policy_once.get()
         info = info_policy.publish_info(sender, headers, body, routing_key, kept)
         creates = self.deferred_creates()
         if creates is not None:
@@ -125,24 +141,36 @@ class Publishing:
     def _record_retry(self, task_id: str, retries: int) -> None:
         # Task.retry republishes before task_retry fires: record the failed attempt
         # first, or the next attempt could start before this one is closed.
-        current = self.state.app.current_worker_task
+        current = self.app.current_worker_task
         if current is None or current.request.id != task_id:
             return
         raised = retry_reason()  # what task_retry will carry as its reason's exc
         error = "retry requested" if raised is None else describe_error(raised)
         event = FailEvent(at_ms=now_ms(), error=error, retryable=True)
-        self.state.recorder.write((task_id, event, callback_id(task_id, "retry", retries)))
+        self.recorder.get().write((task_id, event, callback_id(task_id, "retry", retries)))
 
     def deferred_creates(self) -> Creates | None:
         """Where a publish queues its create (a book with a ``create_sender``, and
         ``defer_creates``), or None (created before the message is sent)."""
-        return self.state.creates_once.get()
+        return self.creates.get()
+
+    def _deferred_creates(self) -> Creates | None:
+        settings, book = self.settings.get(), self.book
+        if not settings.defer_creates or book.get().create_sender() is None:
+            return None
+        return Creates(book.get, retry_for=settings.retry_for, exit_wait=settings.exit_wait)
 
     def flush_creates(self) -> None:
         """Wait until the creates this process's publishes queued are in the book."""
-        creates = self.state.creates_once.built()
+        creates = self.creates.built()
         if creates is not None:
             creates.flush()
+
+    def close(self) -> None:
+        """Send the queued creates (waiting at most ``retry_for``), then stop."""
+        creates = self.creates.built()
+        if creates is not None:
+            creates.close()
 
     def create_spec(
         self,
@@ -154,7 +182,7 @@ class Publishing:
         info: PublishInfo | None = None,
     ) -> CreateSpec:
         """The create of ``task_id``, from its task's options."""
-        timeout = heartbeat_timeout_ms(task, self.state.settings.heartbeat_timeout_ms)
+        timeout = heartbeat_timeout_ms(task, self.settings.get().heartbeat_timeout_ms)
         # Only a message that is acknowledged late comes back after its worker died.
         stall = bool(task.acks_late)
         # id, now, ttl, attempts, exist_ok, heartbeat timeout, retry on stall, group, info
@@ -173,10 +201,15 @@ class Publishing:
     ) -> AsyncTask | None:
         """Create ``task_id`` now, retried while the book is unreachable (tried ``once``:
         not retried); None if not."""
-        state = self.state
         spec = self.create_spec(task, task_id, now, ttl, group, info)
-        return state.retried(
-            lambda: state.book.create(**spec._asdict()), task_id, "creating", "created", once=once
+        book = self.book
+        return retried(
+            self.settings.get(),
+            lambda: book.get().create(**spec._asdict()),
+            task_id,
+            "creating",
+            "created",
+            once=once,
         )
 
     def create_late(
@@ -184,7 +217,7 @@ class Publishing:
     ) -> AsyncTask | None:
         """Create ``task_id`` from the message its execution ``request`` came with (tried
         ``once``: not retried while the book is unreachable)."""
-        ttl = ttl_ms(task, self.state.settings.default_ttl_ms)
+        ttl = ttl_ms(task, self.settings.get().default_ttl_ms)
         deadline = request.get(DEADLINE_HEADER)
         if isinstance(deadline, int) and deadline > ttl:
             now = deadline - ttl
@@ -194,7 +227,7 @@ class Publishing:
             if given is not None and given < now + ttl:
                 ttl = max(1, given - now)
         group = request.group if isinstance(request.group, str) else None
-        info = self.state.info_policy_once.get().publish_info(
+        info = self.info_policy.get().publish_info(
             task.name,
             {"parent_id": request.parent_id, "root_id": request.root_id},
             (request.args, request.kwargs),

@@ -45,7 +45,7 @@ def install(app: Celery, book: AsyncBook | None = None) -> Integration:
     with _install_lock:
         current = _installed.get(app)
         if current is not None:
-            if book is None or book is current.state.held_book:
+            if book is None or book is current.given_book:
                 return current
             current.disconnect()
         integration = Integration(app, book)

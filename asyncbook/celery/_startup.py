@@ -15,11 +15,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from celery import Task, signals
+from celery import Celery, Task, signals
 from celery.local import Proxy
 
+from .._sinks import GroupSink, Sink
 from ..errors import AsyncBookError, invalid
-from ._state import Handler, Shared
+from ._result_ref import ResultRef
+from ._settings import Settings
+from ._state import Handler, Lazy
 from ._tracking import TRACK_OPTIONS, is_tracked
 
 __all__ = ["SettingsError", "SettingsGate", "StartChecks", "misspelt_options"]
@@ -75,8 +78,19 @@ class SettingsGate:
 class StartChecks:
     """The settings, read where the app starts; misspelt task options, warned about."""
 
-    def __init__(self, state: Shared) -> None:
-        self.state = state
+    def __init__(
+        self,
+        app: Celery,
+        settings: Lazy[Settings],
+        result_ref: Lazy[ResultRef],
+        sinks: Lazy[tuple[Sink, ...]],
+        group_sinks: Lazy[tuple[GroupSink, ...]],
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.result_ref = result_ref
+        self.sinks = sinks
+        self.group_sinks = group_sinks
         self._warned: set[str] = set()
         self.gate = SettingsGate(self.check_publish)
 
@@ -84,7 +98,7 @@ class StartChecks:
         """A task is published: a tracked one only when the settings read (else their
         ``AsyncBookError``, naming the setting, reaches the caller)."""
         if is_tracked(task):
-            self.state.settings  # noqa: B018 (read, and checked, once)
+            self.settings.get()  # read, and checked, once
             self.warn_options(task)
 
     def warn_options(self, task: Task[Any, Any]) -> None:
@@ -105,24 +119,24 @@ class StartChecks:
     def check_start(self) -> None:
         """A worker or beat starts: refuse when a setting does not read; warn about the
         tracked tasks' misspelt options and the sinks that do not load."""
-        state = self.state
         try:
-            state.settings  # noqa: B018
+            self.settings.get()
         except AsyncBookError as error:
             raise SettingsError.of(error) from error
         try:
-            state.result_ref_once.get()
+            self.result_ref.get()
         except Exception as error:
             refused = invalid(
                 f"asyncbook_result_ref does not load: {error}", field="asyncbook_result_ref"
             )
             raise SettingsError.of(refused) from error
-        for setting, once in (
-            ("asyncbook_sinks", state.sinks_once),
-            ("asyncbook_group_sinks", state.group_sinks_once),
-        ):
+        sinks: tuple[tuple[str, Lazy[Any]], ...] = (
+            ("asyncbook_sinks", self.sinks),
+            ("asyncbook_group_sinks", self.group_sinks),
+        )
+        for setting, lazy in sinks:
             try:
-                once.get()
+                lazy.get()
             except Exception as error:  # delivery stays off: notifications wait
                 logger.warning(
                     "asyncbook: %s does not load (%s): notifications wait in the outbox "
@@ -130,16 +144,16 @@ class StartChecks:
                     setting,
                     error,
                 )
-        for task in list(state.app.tasks.values()):
+        for task in list(self.app.tasks.values()):
             if is_tracked(task):
                 self.warn_options(task)
 
     def on_worker_init(self, sender: Any = None, **_: Any) -> None:
-        if getattr(sender, "app", None) is self.state.app:
+        if getattr(sender, "app", None) is self.app:
             self.check_start()
 
     def on_beat_init(self, sender: Any = None, **_: Any) -> None:
-        if getattr(sender, "app", None) is self.state.app:
+        if getattr(sender, "app", None) is self.app:
             self.check_start()
 
     def handlers(self) -> list[Handler]:

@@ -26,12 +26,14 @@ from celery.utils.serialization import UnpickleableExceptionWrapper
 from celery.utils.time import maybe_iso8601, maybe_make_aware
 
 from .._limits import bounded_error
+from ..redis import prefix_home
 from ._settings import duration_ms
 
 __all__ = [
     "TRACK_OPTIONS",
     "UNLIMITED_ATTEMPTS",
     "callback_id",
+    "celery_home",
     "describe_error",
     "error_type_name",
     "expires_ms",
@@ -95,9 +97,24 @@ def max_attempts(task: object) -> int:
     return int(retries) + 1
 
 
+_CALLBACK_PREFIX = "celery:"
+
+
 def callback_id(task_id: str, signal: str, retries: int | str, *extra: object) -> str:
     """The callback id of one signal of one execution: a redelivery repeats it."""
     return ":".join(["celery", task_id, signal, str(retries), *(str(part) for part in extra)])
+
+
+def celery_home(identifier: str) -> str:
+    """The home-shard rule of the integration's books (``home_of``): the task id a
+    ``callback_id`` names (``celery:<id>:...``), so it is claimed in its task's own shard
+    in the apply's one script call; any other id as the generic rule homes it (its
+    ``<id>:...`` prefix, else itself)."""
+    if identifier.startswith(_CALLBACK_PREFIX):
+        head, colon, _tail = identifier[len(_CALLBACK_PREFIX) :].partition(":")
+        if colon and head:
+            return head
+    return prefix_home(identifier)
 
 
 def error_type_name(error: BaseException) -> str:

@@ -83,7 +83,8 @@ class Every:
 
 
 class Upkept(Protocol):
-    """What the threads keep up: its book, its sweep and its delivery (the integration)."""
+    """What the threads keep up: its book, its sweep and its delivery (the worker's
+    ``Service``, or the integration)."""
 
     @property
     def book(self) -> AsyncBook:

@@ -1,5 +1,6 @@
 """A worker (or beat) of the app: the queue it consumes, and the sweep and delivery its
 main process runs (``Upkeep``), started when it is ready and stopped when it shuts down.
+``Delivery`` hands the book's notifications to the sinks, resolved on first use.
 """
 
 from __future__ import annotations
@@ -10,70 +11,112 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from celery import signals
+from celery import Celery, signals
 
+from .._book import AsyncBook
 from .._delivery import (
     DeliveryReport,
+    NotificationSource,
     deliver_notifications,
     group_notification_source,
     notification_source,
 )
 from .._health import SILENT_MS
+from .._sinks import GroupSink, Sink
 from .._sweep import SweepReport, sweep
+from . import _configured
 from ._beat import schedule_in
 from ._cancels import Controls
-from ._state import Handler, Shared
+from ._recorder import Recorder
+from ._settings import Settings
+from ._state import Handler, Lazy, Running
 from ._tracking import now_ms
-from ._upkeep import Upkeep, Upkept
+from ._upkeep import Upkeep
 
-__all__ = ["Service"]
+__all__ = ["Delivery", "Service"]
 
 logger = logging.getLogger("asyncbook.celery")
 
 
-class Service:
-    """The app's sweep and delivery, and the worker and beat signals that run them."""
+class Delivery:
+    """The book's notifications, handed to the sinks (each resolved on first use: a sink
+    may be defined further down the module that calls ``install``)."""
 
-    def __init__(self, state: Shared, controls: Controls, upkept: Upkept) -> None:
-        self.state = state
-        self.controls = controls
-        self.upkept = upkept
-        """Whom the threads call (the integration: a test may stand in for its parts)."""
-
-    def sweep(self) -> SweepReport:
-        """Expire every task whose deadline has passed (``asyncbook.sweep``)."""
-        return sweep(self.state.book, batch=self.state.settings.sweep_batch)
+    def __init__(self, settings: Lazy[Settings], book: Lazy[AsyncBook]) -> None:
+        self.settings = settings
+        self.sinks: Lazy[tuple[Sink, ...]] = Lazy(lambda: _configured.sinks(settings.get()))
+        self.group_sinks: Lazy[tuple[GroupSink, ...]] = Lazy(
+            lambda: _configured.group_sinks(settings.get())
+        )
+        self.sources: Lazy[tuple[NotificationSource, NotificationSource]] = Lazy(
+            lambda: (notification_source(book.get()), group_notification_source(book.get()))
+        )
 
     def deliver(self, consumer: str | None = None) -> DeliveryReport:
         """Hand pending notifications to the sinks, at least once (``asyncbook.deliver``)."""
-        state = self.state
-        if state.sources is None:
-            state.sources = (notification_source(state.book), group_notification_source(state.book))
+        settings = self.settings.get()
         delivered = failed = dropped = 0
-        sinks: tuple[tuple[Any, ...], ...] = (state.sinks_once.get(), state.group_sinks_once.get())
-        for source, to in zip(state.sources, sinks, strict=True):
+        sinks: tuple[tuple[Any, ...], ...] = (self.sinks.get(), self.group_sinks.get())
+        for source, to in zip(self.sources.get(), sinks, strict=True):
             if not to:
                 continue  # nobody to hand them to: they wait in the book
             report = deliver_notifications(
                 source,
                 to,
-                group=state.settings.consumer_group,
+                group=settings.consumer_group,
                 consumer=consumer or socket.gethostname(),
-                min_idle_ms=state.settings.redelivery_idle_ms,
+                min_idle_ms=settings.redelivery_idle_ms,
             )
             delivered, failed = delivered + report.delivered, failed + report.failed
             dropped += report.dropped
         return DeliveryReport(delivered=delivered, failed=failed, dropped=dropped)
 
+
+class Service:
+    """The app's sweep and delivery, and the worker and beat signals that run them; its
+    threads (``Upkeep``) are this process's own."""
+
+    def __init__(
+        self,
+        app: Celery,
+        settings: Lazy[Settings],
+        book: Lazy[AsyncBook],
+        recorder: Lazy[Recorder],
+        running: Running,
+        controls: Controls,
+        delivery: Delivery,
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self._book = book
+        self.recorder = recorder
+        self.running = running
+        self.controls = controls
+        self.delivery = delivery
+        self.upkeep: Upkeep | None = None
+
+    @property
+    def book(self) -> AsyncBook:
+        """The book swept."""
+        return self._book.get()
+
+    def sweep(self) -> SweepReport:
+        """Expire every task whose deadline has passed (``asyncbook.sweep``)."""
+        return sweep(self._book.get(), batch=self.settings.get().sweep_batch)
+
+    def deliver(self, consumer: str | None = None) -> DeliveryReport:
+        """Hand pending notifications to the sinks, at least once (``asyncbook.deliver``)."""
+        return self.delivery.deliver(consumer)
+
     def on_celeryd_init(self, instance: Any = None, options: Any = None, **_: Any) -> None:
         """A worker starts: without ``-Q`` it consumes the ``asyncbook_queue`` too."""
-        app = self.state.app
+        app = self.app
         if getattr(instance, "app", None) is not app or not isinstance(options, dict):
             return
         if options.get("queues"):
             return  # the worker consumes what -Q names; on_worker_ready warns if that's wrong
         queues = app.amqp.queues
-        name = self.state.settings.queue
+        name = self.settings.get().queue
         try:
             queue = queues[name]  # declared in task_queues, or made as Celery makes one
         except KeyError:
@@ -87,22 +130,20 @@ class Service:
 
     def start_upkeep(self, hostname: str) -> None:
         """Sweep, deliver and check health in threads of this process (once per process)."""
-        state = self.state
-        if state.upkeep is None or state.upkeep.pid != os.getpid():
-            state.upkeep = Upkeep(self.upkept, hostname, sweep=state.settings.worker_sweep)
-            state.upkeep.start()
+        if self.upkeep is None or self.upkeep.pid != os.getpid():
+            self.upkeep = Upkeep(self, hostname, sweep=self.settings.get().worker_sweep)
+            self.upkeep.start()
 
     def stop_upkeep(self) -> None:
         """Stop this process's upkeep threads."""
-        state = self.state
-        if state.upkeep is not None and state.upkeep.pid == os.getpid():
-            state.upkeep.stop()
-        state.upkeep = None
+        if self.upkeep is not None and self.upkeep.pid == os.getpid():
+            self.upkeep.stop()
+        self.upkeep = None
 
     def on_beat_init(self, sender: Any = None, **_: Any) -> None:
         """Beat starts: its schedule holds the beat tasks, and it sweeps and delivers in
         its own threads too (under the lease)."""
-        if getattr(sender, "app", None) is self.state.app:
+        if getattr(sender, "app", None) is self.app:
             scheduler = getattr(sender, "scheduler", None)
             if scheduler is not None:
                 schedule_in(scheduler)
@@ -113,17 +154,17 @@ class Service:
 
         With ``asyncbook_worker_sweep`` off, a worker that does not consume the
         ``asyncbook_queue`` says so; loudly when the book shows no sweep ran lately."""
-        state = self.state
-        if getattr(sender, "app", None) is not state.app:
+        if getattr(sender, "app", None) is not self.app:
             return
         self.controls.watch_cancels(getattr(sender, "timer", None))  # sender: the consumer
         self.start_upkeep(str(getattr(sender, "hostname", None) or socket.gethostname()))
-        name = state.settings.queue
-        if state.settings.worker_sweep or name in state.app.amqp.queues.consume_from:
+        settings = self.settings.get()
+        name = settings.queue
+        if settings.worker_sweep or name in self.app.amqp.queues.consume_from:
             return
         try:
             # One cheap call: a live task well past its deadline means no sweep ran lately.
-            late = bool(state.book.overdue(now_ms() - SILENT_MS, 1))
+            late = bool(self._book.get().overdue(now_ms() - SILENT_MS, 1))
             evidence = f"a task is more than {SILENT_MS // 1000} s past its deadline"
         except Exception as error:  # only a check: the worker runs on
             late, evidence = True, f"the book could not be read ({error!r})"
@@ -145,16 +186,15 @@ class Service:
 
     def on_worker_process_shutdown(self, **_: Any) -> None:
         """A pool process exits: write what is buffered."""
-        recorder = self.state.recorder_once.built()
+        recorder = self.recorder.built()
         if recorder is not None:
             recorder.flush()
 
     def on_worker_shutdown(self, **_: Any) -> None:
         """The worker stops: stop its threads, write what is buffered."""
         self.stop_upkeep()
-        process = self.state.process
-        if process.cancel_watch is not None:
-            process.cancel_watch.stop()
+        self.controls.stop_watching()
+        process = self.running.process
         if process.heartbeats is not None:
             process.heartbeats.stop()
         self.on_worker_process_shutdown()

@@ -225,7 +225,7 @@ def run(url: str, out: Out = print, *, serve: bool = False, app_module: str = ""
     current directory) is the app the real worker runs and the tasks are published from,
     instead of the package's own; the embedded run always uses the package's.
     """
-    from ..celery import install
+    from ..celery import RedisBroker, install
     from ..web import BackgroundServer, feed_for
 
     demo = f"asyncbook-demo-{uuid.uuid4().hex[:8]}"
@@ -239,6 +239,7 @@ def run(url: str, out: Out = print, *, serve: bool = False, app_module: str = ""
     workers: Any = importlib.import_module(name)
     app = workers.app
     receiver = WebhookReceiver()
+    broker: RedisBroker | None = None  # the status page's queues: the real broker's only
     if fake is None:
         out(f"Redis answers at {url}: a real worker (celery -A {name} worker -B) runs the tasks")
         out(f"  namespace {demo!r} and queue {demo!r}, removed at the end")
@@ -248,6 +249,7 @@ def run(url: str, out: Out = print, *, serve: bool = False, app_module: str = ""
         out(f"  broker {url}, result backend {backend_url}")
         app.conf.update(broker_url=url, result_backend=backend_url, task_default_queue=demo)
         worker = _real_worker(url, demo, demo, receiver.url, name)
+        broker = RedisBroker(url)
     else:
         out(f"No Redis at {url}: running embedded (fakeredis book, Celery in-memory broker,")
         out("  a worker thread in this process, a sweep/delivery loop standing in for beat)")
@@ -263,7 +265,7 @@ def run(url: str, out: Out = print, *, serve: bool = False, app_module: str = ""
     integration = install(app, book)
     if not real:
         worker = _embedded_worker(app, integration)
-    page = BackgroundServer(book, feed_for(book), port=5566 if serve else 0)
+    page = BackgroundServer(book, feed_for(book), port=5566 if serve else 0, broker=broker)
     out(f"Status page (tasks, live progress, histories): {page.start()}")
     ids: list[str] = []
     try:
@@ -309,6 +311,8 @@ def run(url: str, out: Out = print, *, serve: bool = False, app_module: str = ""
             _wait_for_interrupt()
     finally:
         page.stop()
+        if broker is not None:
+            broker.close()
         receiver.close()
         integration.disconnect()
         if real:

@@ -26,7 +26,6 @@ from .._queues import (
     read_broker,
 )
 from ..errors import AsyncBookError
-from ..redis import RedisBroker
 from ._console_units import span
 from ._context import (
     GroupOptions,
@@ -49,10 +48,13 @@ def broker_for(url: str | None) -> BrokerReader | None:
         return None
     kind = broker_kind(url)
     try:
+        # The readers know Celery's layouts: asyncbook.celery's, loaded only for a broker.
         if kind == "redis":
+            from ..celery import RedisBroker
+
             return RedisBroker(url)
         if kind == "amqp":
-            from ..celery import AmqpBroker  # Celery's kombu, loaded only for an AMQP broker
+            from ..celery import AmqpBroker
 
             return AmqpBroker(url)
     except ValueError as error:

@@ -9,7 +9,6 @@ shards (``shards=S``), one such tag each.
 from ._async_book import AsyncRedisBook
 from ._async_changes import changes
 from ._book import RedisBook
-from ._broker import RedisBroker
 from ._changes import Change, follow_changes, follow_task, parse_change
 from ._connection import (
     DEFAULT_REDIS_URL,
@@ -22,7 +21,7 @@ from ._keys import KeySchema, escape_id
 from ._retrier import BROKER_SETTING, Retrier, RetryResult
 from ._retries import RETRYABLE_STATES, RetryClaim, claim_retries
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
-from ._shards import MAX_SHARDS, stored_shards
+from ._shards import MAX_SHARDS, HomeRule, prefix_home, stored_shards
 
 __all__ = [
     # the books
@@ -34,8 +33,8 @@ __all__ = [
     "escape_id",
     "MAX_SHARDS",
     "stored_shards",
-    # a Celery broker on Redis, read (the console's queues)
-    "RedisBroker",
+    "HomeRule",
+    "prefix_home",
     # the caller's own scripts (apply_many_then, apply_in_script)
     "BookScript",
     "EventOutcome",

@@ -79,6 +79,7 @@ class AsyncRedisBook(BookBase):
             wait_replicas=book.wait_replicas,
             wait_timeout_ms=book.wait_timeout_ms,
             shards=book.shards,
+            home_of=book.home_of,
         )
 
     async def aclose(self) -> None:

@@ -12,7 +12,7 @@ from ._keys import KeySchema
 from ._namespace import DEFAULT_RETENTION, Namespace
 from ._replicas import ReplicaWait
 from ._shard import Shard
-from ._shards import CountCheck, ShardMap
+from ._shards import CountCheck, HomeRule, ShardMap, prefix_home
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
@@ -35,6 +35,7 @@ class BookBase:
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         shards: int = 1,
+        home_of: HomeRule = prefix_home,
     ) -> None:
         wait = ReplicaWait(wait_replicas, wait_timeout_ms)
         self.ns = Namespace(
@@ -43,6 +44,7 @@ class BookBase:
             retention_versions=retention_versions,
             retention=retention,
             wait=wait,
+            home_of=home_of,
         )
         """The namespace: its shards, which shard holds what, its settings."""
         self.client = client
@@ -53,6 +55,8 @@ class BookBase:
         self.wait_timeout_ms = wait_timeout_ms
         self.shards = self.ns.count
         """How many shards the namespace has."""
+        self.home_of = home_of
+        """The rule homing callback ids in a sharded namespace (``_shards.HomeRule``)."""
         self.driver = self._driver(client, self.ns)
 
     def _driver(self, client: Any, ns: Namespace) -> Any:
@@ -103,6 +107,7 @@ class BookBase:
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         shards: int = 1,
+        home_of: HomeRule = prefix_home,
         **connection: Any,
     ) -> Self:
         """A book on the Redis at ``url`` (redis://, rediss://, unix://, redis+cluster://,
@@ -114,7 +119,8 @@ class BookBase:
 
         ``shards`` > 1 splits the namespace over that many hash tags, so it spreads over
         a Cluster's masters; the count is fixed at the namespace's first use
-        (docs/redis.md, "Sharded namespaces").
+        (docs/redis.md, "Sharded namespaces"); ``home_of`` says which shard claims a
+        callback id (the same in every writer).
 
         ``connection`` overrides the client's options: redis-py's connection settings
         (``socket_timeout``, ``retry``...). Any other keyword raises ``TypeError`` naming
@@ -129,4 +135,5 @@ class BookBase:
             wait_replicas=wait_replicas,
             wait_timeout_ms=wait_timeout_ms,
             shards=shards,
+            home_of=home_of,
         )

@@ -16,7 +16,7 @@ from typing import Any
 
 from ._replicas import ReplicaWait
 from ._shard import Shard
-from ._shards import CountCheck, ShardMap, require_shards
+from ._shards import CountCheck, HomeRule, ShardMap, prefix_home, require_shards
 
 __all__ = ["DEFAULT_RETENTION", "Namespace"]
 
@@ -34,6 +34,7 @@ class Namespace:
         retention_versions: int = 8,
         retention: timedelta | None = DEFAULT_RETENTION,
         wait: ReplicaWait | None = None,
+        home_of: HomeRule = prefix_home,
     ) -> None:
         total = require_shards(shards)
         self.name = name
@@ -47,7 +48,8 @@ class Namespace:
             Shard(name, retention_versions, retention, (index, total)) for index in range(total)
         ]
         """One ``Shard`` per shard, in shard order."""
-        self.map = ShardMap(name, total)
+        self.map = ShardMap(name, total, home_of)
+        """Which shard holds a task, a callback id (``home_of``) or an idempotency key."""
         self.count_check = CountCheck(name, total)
         """The namespace's stored shard count, checked before each call."""
 
@@ -65,15 +67,15 @@ class Namespace:
         """The ``Shard`` holding ``task_id``."""
         return self.shards[self.index_of(task_id)]
 
-    def crosses(self, task_id: Any, identifier: Any) -> bool:
-        """Whether ``identifier`` (a callback id, an idempotency key) lives in another
-        shard than ``task_id``. Every text is an id, the empty one included: global, as
-        the reference's ``callbackId !== undefined``."""
+    def crosses(self, task_id: Any, callback_id: Any) -> bool:
+        """Whether ``callback_id`` lives in another shard than ``task_id``. Every text is
+        an id, the empty one included: global, as the reference's ``callbackId !==
+        undefined``."""
         return (
             self.count > 1
             and isinstance(task_id, str)
-            and isinstance(identifier, str)
-            and self.map.home_index(identifier) != self.map.index_of(task_id)
+            and isinstance(callback_id, str)
+            and self.map.home_index(callback_id) != self.map.index_of(task_id)
         )
 
     def by_shard(self, task_ids: list[Any]) -> dict[int, list[int]]:

@@ -1,10 +1,16 @@
 """Which shard holds what, in a namespace split into S shards.
 
 A task lives in shard ``crc32(task id) mod S``. A callback id or an idempotency key lives
-in the shard of its *home*: the task id it is derived from (``celery:<task id>:...``, as
-the Celery integration makes them, or ``<task id>:...``), else the id itself. When the
-home's shard is the task's, one script call claims and applies, as with one shard; else
-the id is claimed in its home's shard first (``_claims``).
+in the shard of its *home*: the text a ``HomeRule`` reads from it. When the home's shard is
+the task's, one script call claims and applies, as with one shard; else the id is claimed
+in its home's shard first (``_claims``).
+
+The rule for callback ids is the book's (``ShardMap.home_of``, given to the book as
+``home_of``): ``prefix_home`` (``<task id>:...``, else the id itself) unless the book is
+given another. This layer knows no id format but that one: the Celery integration gives
+its books its own rule for the callback ids it makes. Every writer of a namespace must use
+the same rule, or one id is claimed in two shards. Idempotency keys are given by clients,
+so they always follow ``prefix_home``.
 
 The shard count is fixed when the namespace is first used and stored in Redis on the
 namespace's own tag (``KeySchema.shard_count``): a namespace without it has one shard
@@ -15,8 +21,9 @@ its writes and its reads (``CountCheck``, before every call of a Redis book).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from ..errors import AsyncBookError, invalid
 from ._keys import KeySchema
@@ -24,10 +31,11 @@ from ._keys import KeySchema
 __all__ = [
     "MAX_SHARDS",
     "CountCheck",
+    "HomeRule",
     "ShardMap",
     "fix_shard_count",
     "fix_shard_count_async",
-    "home_of",
+    "prefix_home",
     "require_shards",
     "stored_shards",
 ]
@@ -35,7 +43,9 @@ __all__ = [
 MAX_SHARDS = 1024
 """At most this many shards: a merged read reads one page per shard."""
 
-_CELERY = "celery:"
+HomeRule: TypeAlias = Callable[[str], str]
+"""Which text's shard holds a callback id: ``rule(callback id)`` is hashed as a task id
+is. It must be a pure function of the id, the same in every writer of a namespace."""
 
 
 def require_shards(value: Any) -> int:
@@ -45,14 +55,9 @@ def require_shards(value: Any) -> int:
     return value
 
 
-def home_of(identifier: str) -> str:
-    """The text whose shard holds ``identifier`` (a callback id, an idempotency key): the
-    task id it names (``celery:<id>:...`` or ``<id>:...``), else itself."""
-    if identifier.startswith(_CELERY):
-        rest = identifier[len(_CELERY) :]
-        head, colon, _tail = rest.partition(":")
-        if colon and head:
-            return head
+def prefix_home(identifier: str) -> str:
+    """The generic ``HomeRule``: the task id ``identifier`` starts with (``<id>:...``),
+    else ``identifier`` itself."""
     head, colon, _tail = identifier.partition(":")
     return head if colon and head else identifier
 
@@ -63,6 +68,8 @@ class ShardMap:
 
     namespace: str
     total: int
+    home_of: HomeRule = prefix_home
+    """The rule that homes callback ids (idempotency keys always follow ``prefix_home``)."""
 
     def index_of(self, task_id: str) -> int:
         """The shard of a task id (a stable hash of its UTF-8 text)."""
@@ -70,9 +77,22 @@ class ShardMap:
             return 0
         return zlib.crc32(task_id.encode("utf-8", "surrogatepass")) % self.total
 
-    def home_index(self, identifier: str) -> int:
-        """The shard of a callback id or idempotency key (``home_of``)."""
-        return self.index_of(home_of(identifier))
+    def home_index(self, callback_id: str) -> int:
+        """The shard of a callback id (this map's ``home_of``)."""
+        return self.index_of(self.home_of(callback_id))
+
+    def key_index(self, key: str) -> int:
+        """The shard of an idempotency key (``prefix_home``: keys are the client's)."""
+        return self.index_of(prefix_home(key))
+
+    def key_crosses(self, task_id: Any, key: Any) -> bool:
+        """Whether idempotency key ``key`` lives in another shard than ``task_id`` (every
+        text is a key, the empty one included)."""
+        return (
+            isinstance(task_id, str)
+            and isinstance(key, str)
+            and self.key_index(key) != self.index_of(task_id)
+        )
 
     def keys(self, index: int) -> KeySchema:
         """The key schema of shard ``index``."""

@@ -423,7 +423,7 @@ def deliver_result(
         yield FIX_COUNT
     index = ns.index_of(task_id)
     shard = ns.shards[index]
-    if not ns.crosses(task_id, idempotency_key) or is_blank(idempotency_key):
+    if not ns.map.key_crosses(task_id, idempotency_key) or is_blank(idempotency_key):
         return (
             yield from on(index, operations.deliver_result(shard, task_id, idempotency_key, now_ms))
         )
@@ -436,7 +436,7 @@ def deliver_result(
         task = yield from on(index, operations.get(shard, task_id), writes=False)
     except DamagedRecordError as error:
         task, damaged = None, error.message
-    home = ns.map.home_index(key)
+    home = ns.map.key_index(key)
     home_shard = ns.shards[home]
 
     def decide() -> Plan[Any]:

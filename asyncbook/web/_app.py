@@ -121,9 +121,10 @@ def create_app(
     Requests are answered only when their ``Host`` is a loopback name or one of
     ``allowed_hosts`` (``*.example.com`` matches subdomains).
 
-    ``broker`` (``asyncbook.redis.RedisBroker``, or ``asyncbook.celery.AmqpBroker``) is
-    read by ``/api/queues`` and the queues page, beside ``own_queue`` (the Celery setting
-    ``asyncbook_queue``); it stays the caller's to close.
+    ``broker`` (a ``BrokerReader``: ``asyncbook.celery.RedisBroker`` or ``AmqpBroker``,
+    built by the caller: the web knows no broker's layout) is read by ``/api/queues``
+    and the queues page, beside ``own_queue`` (the Celery setting ``asyncbook_queue``);
+    it stays the caller's to close.
     ``retrier`` sends retries to the broker (``Retrier``); without one, a retry is refused
     (503, ``no-broker``).
     """

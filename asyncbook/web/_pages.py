@@ -2,11 +2,15 @@
 
 The console's pages share one head and header (``static/shell.html``): each page's file
 holds its ``<main>`` only, and ``read_page`` puts it in the shell with the page's title,
-its place in the navigation and its scripts. The sign-in form is a page of its own.
+its place in the navigation and its scripts. A change's dialog (a cancel, a retry, a
+search's retry) asks for the same fields, under ids that ``common.js``'s change dialog
+finds by prefix: a page says ``{{change-fields:<prefix>}}`` and gets
+``static/change-fields.html`` with that prefix. The sign-in form is a page of its own.
 """
 
 from __future__ import annotations
 
+import re
 from importlib.resources import files
 from typing import NamedTuple
 
@@ -46,6 +50,15 @@ def _nav(current: str | None) -> str:
     return "".join(links)
 
 
+_CHANGE_FIELDS = re.compile(r"\{\{change-fields:([a-z]+)\}\}")
+
+
+def _main(name: str) -> str:
+    """The page's ``<main>``, each change dialog's fields in place."""
+    fields = _static("change-fields.html").removesuffix("\n")
+    return _CHANGE_FIELDS.sub(lambda found: fields.replace("{{prefix}}", found[1]), _static(name))
+
+
 def read_page(name: str) -> str:
     """The text of one of ``PAGES`` (a console page inside the shell)."""
     if name not in PAGES:
@@ -59,5 +72,5 @@ def read_page(name: str) -> str:
         .replace("{{title}}", page.title)
         .replace("{{nav}}", _nav(page.current))
         .replace("{{scripts}}", scripts)
-        .replace("{{main}}", _static(name))
+        .replace("{{main}}", _main(name))
     )

@@ -34,6 +34,7 @@ __all__ = [
     "open_paths",
     "json_answer",
     "page_paths",
+    "read_answers",
     "starlette_routes",
 ]
 
@@ -54,6 +55,12 @@ class Answer:
 def json_answer(model: type[BaseModel], description: str) -> Answer:
     """A documented JSON answer whose body is ``model``."""
     return Answer(description, model)
+
+
+def read_answers(model: type[BaseModel], ok: str, bad: str) -> dict[int, Answer]:
+    """A read's answers: 200 with ``model`` (``ok`` says what it holds), or 400 with an
+    ``Error`` (``bad`` says which parameter it names)."""
+    return {200: json_answer(model, ok), 400: json_answer(Error, bad)}
 
 
 ERROR = Answer("An error", Error)

@@ -97,6 +97,27 @@ def or_empty(schema: dict[str, Any]) -> None:
     schema["maxLength"] = 0
 
 
+def _text(description: str) -> Any:
+    """An optional text of at most ``MAX_PARAMETER`` characters; empty: as if absent."""
+    return Field(None, max_length=MAX_PARAMETER, description=description + " Empty: as if absent.")
+
+
+def _limit(default: int, description: str, most: int = MAX_PAGE) -> Any:
+    """A count from 1 to ``most``; empty: as if absent (``default``)."""
+    return Field(
+        default,
+        ge=1,
+        le=most,
+        description=description + " Empty: as if absent.",
+        json_schema_extra=or_empty,
+    )
+
+
+def _duration(description: str, pattern: dict[str, Any]) -> Any:
+    """A duration (``90s``, ``10m``...) that ``pattern`` bounds; empty: as if absent."""
+    return Field(None, description=description + " Empty: as if absent.", json_schema_extra=pattern)
+
+
 _MOMENT_HELP = (
     "ms since the epoch, a duration ago (`10m`, `2h`, `1d`: now minus that) or an ISO-8601 "
     "time (UTC unless it names an offset). Empty: as if absent."
@@ -187,13 +208,7 @@ class AuditQuery(BaseModel):
     since: str | Absent = Field(
         None, description="Entries at or after: " + _MOMENT_HELP, json_schema_extra=MOMENT
     )
-    limit: int = Field(
-        100,
-        ge=1,
-        le=MAX_AUDIT_PAGE,
-        description="At most this many entries. Empty: as if absent.",
-        json_schema_extra=or_empty,
-    )
+    limit: int = _limit(100, "At most this many entries.", MAX_AUDIT_PAGE)
 
 
 class Forbidden(BaseModel):
@@ -231,20 +246,6 @@ class GroupIdPath(BaseModel):
             "in the query after an empty segment: ``/api/groups//stream?id=..``); not blank."
         ),
         json_schema_extra=_NOT_BLANK,
-    )
-
-
-def _text(description: str) -> Any:
-    return Field(None, max_length=MAX_PARAMETER, description=description + " Empty: as if absent.")
-
-
-def _limit(default: int, description: str) -> Any:
-    return Field(
-        default,
-        ge=1,
-        le=MAX_PAGE,
-        description=description + " Empty: as if absent.",
-        json_schema_extra=or_empty,
     )
 
 
@@ -302,35 +303,19 @@ class SearchQuery(BaseModel):
 class SearchCsvQuery(SearchQuery):
     """A search downloaded as CSV (``/api/search.csv``): ``/api/search``'s parameters."""
 
-    limit: int = Field(
-        CSV_ROWS_LIMIT,
-        ge=1,
-        le=CSV_ROWS_LIMIT,
-        description="Most rows in this download. Empty: as if absent.",
-        json_schema_extra=or_empty,
-    )
+    limit: int = _limit(CSV_ROWS_LIMIT, "Most rows in this download.", CSV_ROWS_LIMIT)
 
 
 class WorkersQuery(BaseModel):
-    within: str | Absent = Field(
-        None,
-        description=(
-            "Seen within this long (`90s`, `10m`, `1h`, `1d`; at most 7d); default 1d. "
-            "Empty: as if absent."
-        ),
-        json_schema_extra=_WITHIN,
+    within: str | Absent = _duration(
+        "Seen within this long (`90s`, `10m`, `1h`, `1d`; at most 7d); default 1d.", _WITHIN
     )
 
 
 class StatsQuery(BaseModel):
     name: str | Absent = _text("One task name (every name when absent).")
-    window: str | Absent = Field(
-        None,
-        description=(
-            f"How far back, from 1m to 24h (default {DEFAULT_STATS_WINDOW_MS} ms, 1h). "
-            "Empty: as if absent."
-        ),
-        json_schema_extra=_WINDOW,
+    window: str | Absent = _duration(
+        f"How far back, from 1m to 24h (default {DEFAULT_STATS_WINDOW_MS} ms, 1h).", _WINDOW
     )
 
 
@@ -346,13 +331,7 @@ class QueuesQuery(BaseModel):
             f"{MAX_NAMED_QUEUES}; no control characters)."
         ),
     )
-    limit: int = Field(
-        MAX_QUEUES,
-        ge=1,
-        le=MAX_QUEUES,
-        description="Most queues listed. Empty: as if absent.",
-        json_schema_extra=or_empty,
-    )
+    limit: int = _limit(MAX_QUEUES, "Most queues listed.", MAX_QUEUES)
 
 
 class CursorQuery(BaseModel):

@@ -28,7 +28,7 @@ from ._operator_table import audit_operations, retry_operations
 from ._paths import GROUP_PAGES, GROUPS, TASKS
 from ._queues import REUSE_SECONDS, QueuesApi
 from ._retry import RetryApi
-from ._routes import ERROR, SSE, Answer, Operation, Page, json_answer
+from ._routes import ERROR, SSE, Answer, Operation, Page, json_answer, read_answers
 from ._schemas import (
     CancelRefusal,
     CancelRequest,
@@ -239,8 +239,7 @@ def _group_operations(status: StatusApp) -> Table:
             status.get_group,
             "A group: counts by state, mean progress, and its first members",
             {
-                200: json_answer(GroupDetail, "The group"),
-                400: json_answer(Error, "A bad id (field `groupId`) or `limit`"),
+                **read_answers(GroupDetail, "The group", "A bad id (field `groupId`) or `limit`"),
                 404: no_group,
             },
             **ids,
@@ -265,10 +264,11 @@ def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesAp
             "GET /api/queues",
             queues.queues,
             "The broker's queues: ready, per priority, unacked, the oldest's age",
-            {
-                200: json_answer(QueuesReport, "The queues, and asyncbook's own with the sweep"),
-                400: json_answer(Error, "A bad `queue` or `limit`; `field` names it"),
-            },
+            read_answers(
+                QueuesReport,
+                "The queues, and asyncbook's own with the sweep",
+                "A bad `queue` or `limit`; `field` names it",
+            ),
             description=_QUEUES_HELP,
             query=QueuesQuery,
         ),
@@ -276,10 +276,9 @@ def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesAp
             "GET /api/search",
             console.search,
             "Search tasks: filters, sort, and totals per state for the filter",
-            {
-                200: json_answer(SearchPage, "One page, and totals per state"),
-                400: json_answer(Error, "A bad parameter; `field` names it"),
-            },
+            read_answers(
+                SearchPage, "One page, and totals per state", "A bad parameter; `field` names it"
+            ),
             description=_SEARCH_PAGE_HELP,
             query=SearchQuery,
         ),
@@ -302,20 +301,14 @@ def _console_operations(console: ConsoleApi, export: CsvExport, queues: QueuesAp
             "GET /api/workers",
             console.workers,
             "Workers seen recently, most recently seen first",
-            {
-                200: json_answer(WorkerList, "The workers"),
-                400: json_answer(Error, "A bad `within`"),
-            },
+            read_answers(WorkerList, "The workers", "A bad `within`"),
             query=WorkersQuery,
         ),
         Operation.at(
             "GET /api/stats",
             console.stats,
             "Per-minute counts and runtime percentiles over a window ending now",
-            {
-                200: json_answer(TaskStats, "The stats"),
-                400: json_answer(Error, "A bad `name` or `window`"),
-            },
+            read_answers(TaskStats, "The stats", "A bad `name` or `window`"),
             description=_STATS_HELP,
             query=StatsQuery,
         ),

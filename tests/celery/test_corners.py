@@ -443,7 +443,7 @@ def test_a_forked_process_does_not_inherit_a_held_lock() -> None:
     app = make_app()
     integration = install(app, MemoryBook())
     try:
-        process = integration.state.process
+        process = integration.running.process
         process.lock.acquire()  # held by another thread at the fork ...
         process.pid = -1  # ... and this is the child
         done = threading.Event()

@@ -172,7 +172,7 @@ def app(worker: CeleryWorker) -> Iterator[Celery]:
     app: Celery = module.app
     yield app
     integration = installed(app)
-    built = None if integration is None else integration.state.held_book
+    built = None if integration is None else integration.built_book()
     uninstall(app)
     close_result_backend(app)
     if isinstance(built, RedisBook):
@@ -431,7 +431,7 @@ def test_on_a_redis_cluster_the_shards_spread_over_its_masters(
             assert (cancelled.state, history(cancelled)) == ("cancelled", ["cancel"])
     finally:
         uninstall(app)
-        watch = integration.state.process.cancel_watch
+        watch = integration.running.process.cancel_watch
         if watch is not None:
             watch.stop()
         close_result_backend(app)

@@ -17,16 +17,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import fakeredis
 import pytest
-import redis
-import redis.asyncio
 
 from asyncbook import AsyncBook, MemoryBook, RedisBook
-from asyncbook.redis import AsyncRedisBook, connect_async
+from asyncbook.redis import AsyncRedisBook
 
 from ..conftest import BOOK_KINDS, SHARDED_KINDS
-from ..support.books import REDIS_URL, delete_namespace, kind_client
+from ..support.books import delete_namespace, kind_async_client, kind_client
 from ..support.operations import run_operation
 from ..support.reference_cases import (
     ASYNC_OPERATIONS,
@@ -125,15 +122,6 @@ def test_every_book_answers_as_the_reference_at_length(
 ASYNC_KINDS = ["redis", "fakeredis", "redis-s4", "cluster-s16"]
 
 
-def async_client(request: pytest.FixtureRequest, kind: str, sync: Any) -> Any:
-    """An asyncio client of the same server as ``sync`` (made in the running loop)."""
-    if kind in ("redis", "redis-s4"):
-        return redis.asyncio.Redis.from_url(REDIS_URL)
-    if kind == "cluster-s16":
-        return connect_async(request.getfixturevalue("cluster_url"))
-    return fakeredis.aioredis.FakeRedis(server=sync.connection_pool.connection_kwargs["server"])
-
-
 @pytest.mark.parametrize("kind", ASYNC_KINDS)
 def test_the_asyncio_book_answers_as_the_reference(
     request: pytest.FixtureRequest, reference: ReferenceNode, kind: str
@@ -146,7 +134,7 @@ def test_the_asyncio_book_answers_as_the_reference(
     shards = SHARDS.get(kind, 1)
 
     async def run_all(sync: Any) -> list[list[Any]]:
-        client = async_client(request, kind, sync)
+        client = kind_async_client(request, kind, sync)
         got = []
         try:
             for number, ops in enumerate(sequences):

@@ -9,7 +9,8 @@ hold for code that is never imported by a test.
 - A private reach-in is a module using a private name (``_x``) that another asyncbook module
   defines: ``from .other import _x``, or ``thing._x`` where ``_x`` is a member defined in another
   module and not in this one (a class's own ``self._x`` is its business).
-- A module over ``MAX_LINES`` lines says why in its docstring (a line starting ``Long because``).
+- No module is over ``MAX_LINES`` lines, but for the two that the one namespace core of
+  issue 31 replaces (``OVER_UNTIL_REPLACED``); once they are gone, the list goes too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "asyncbook"
 MAX_LINES = 500
+OVER_UNTIL_REPLACED = frozenset({"asyncbook.redis._book", "asyncbook.redis._sharded_book"})
+"""The only modules allowed over ``MAX_LINES``, each saying why (``Long because``): the
+Redis book and its sharded twin, which issue 31's one namespace core replaces. No module
+joins them; one that shrinks under the limit leaves the list."""
 
 
 def _module_name(path: Path) -> str:
@@ -170,11 +175,21 @@ def test_no_private_reach_in(name: str) -> None:
     assert _reach_ins(name, MODULES[name], _members_by_module()) == []
 
 
+def _lines(name: str) -> int:
+    return len(MODULES[name].read_text(encoding="utf-8").splitlines())
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_module_is_small_or_says_why(name: str) -> None:
-    path = MODULES[name]
-    lines = len(path.read_text(encoding="utf-8").splitlines())
+def test_module_is_small(name: str) -> None:
+    lines = _lines(name)
     if lines <= MAX_LINES:
         return
-    docstring = ast.get_docstring(_tree(path)) or ""
+    assert name in OVER_UNTIL_REPLACED, f"{name} has {lines} lines, more than {MAX_LINES}"
+    docstring = ast.get_docstring(_tree(MODULES[name])) or ""
     assert "Long because" in docstring, f"{name} has {lines} lines and no reason in its docstring"
+
+
+@pytest.mark.parametrize("name", sorted(OVER_UNTIL_REPLACED))
+def test_a_module_allowed_over_the_limit_still_is(name: str) -> None:
+    assert name in MODULES, f"{name} is gone: take it off the list"
+    assert _lines(name) > MAX_LINES, f"{name} is small now: take it off the list"

@@ -147,6 +147,20 @@ def test_argv_record_matches_the_script_header(name: str) -> None:
     assert not re.search(r"ARGV\[", body), name
 
 
+HEADER = re.compile(r"^-- ARGV: (\w+) \(([\w/]+)\.py\)", flags=re.M)
+
+
+@pytest.mark.parametrize("name", sorted(_records()))
+def test_the_header_names_the_module_that_defines_its_record(name: str) -> None:
+    """``-- ARGV: <Record> (<module>.py)``: the record the script is called with, and the
+    module (from ``asyncbook/``) that defines it, so a reader of the script finds it."""
+    package, record = _records()[name]
+    found = HEADER.search(_lua(package, name))
+    assert found is not None, name
+    assert found.group(1) == record.__name__, name
+    assert "asyncbook." + found.group(2).replace("/", ".") == record.__module__, name
+
+
 def test_the_info_block_record_matches_its_helper() -> None:
     assert _lua_list("INFO_ARGV") == _slots(InfoBlockArgs)
     assert _apply_args() == _slots(ApplyArgs)

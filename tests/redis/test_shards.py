@@ -13,9 +13,15 @@ import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from asyncbook import AsyncBookError, RedisBook
-from asyncbook.redis import ShardedRedisBook, stored_shards
+from asyncbook.redis import (
+    AsyncRedisBook,
+    AsyncShardedRedisBook,
+    ShardedRedisBook,
+    prefix_home,
+    stored_shards,
+)
 from asyncbook.redis._keys import shard_tag
-from asyncbook.redis._shards import ShardMap, home_of
+from asyncbook.redis._shards import ShardMap
 
 from ..support.books import REDIS_URL, delete_namespace, redis_client
 
@@ -185,12 +191,51 @@ def test_shard_tags_spread_over_the_slot_ranges() -> None:
 
 
 def test_ids_live_with_the_task_they_name() -> None:
-    assert home_of("celery:abc:success:0") == "abc"
-    assert home_of("abc:k") == "abc"
-    assert home_of("plain") == "plain"
-    assert home_of(":x") == ":x"
+    # Celery's ids (celery:<id>:...) are homed by the integration's rule: tests/celery.
+    assert prefix_home("abc:k") == "abc"
+    assert prefix_home("plain") == "plain"
+    assert prefix_home(":x") == ":x"
     shards = ShardMap("ns", 16)
-    assert shards.home_index("celery:abc:success:0") == shards.index_of("abc")
+    assert shards.home_index("abc:success:0") == shards.index_of("abc")
+    assert shards.key_index("abc:k") == shards.index_of("abc")
+
+
+def test_the_redis_layer_knows_no_celery_id_format() -> None:
+    shards = ShardMap("ns", 16)
+    assert prefix_home("celery:abc:success:0") == "celery"
+    assert shards.home_index("celery:abc:success:0") == shards.index_of("celery")
+
+
+def _reverse_home(identifier: str) -> str:
+    """A rule of a test's own: the id's text after its last colon."""
+    return identifier.rpartition(":")[2]
+
+
+def test_a_book_homes_callback_ids_by_its_rule_and_keys_by_the_prefix() -> None:
+    shards = ShardMap("ns", 16, _reverse_home)
+    assert shards.home_index("step:abc") == shards.index_of("abc")
+    assert shards.key_index("step:abc") == shards.index_of("step")  # keys: the client's
+
+
+def test_a_books_rule_claims_its_callback_ids_where_it_says(
+    client: redis.Redis, fresh: str
+) -> None:
+    book = RedisBook(client, namespace=fresh, shards=4, home_of=_reverse_home)
+    assert isinstance(book, ShardedRedisBook)
+    assert book.map.home_of is _reverse_home
+    home = next(h for h in (f"h{i}" for i in range(100)) if book.map.index_of(h) != 0)
+    task = next(t for t in (f"t{i}" for i in range(100)) if book.map.index_of(t) == 0)
+    book.create(id=task, now_ms=0, ttl_ms=1000, max_attempts=1)
+    callback = f"step:{home}"
+    assert book.apply(task, _start(1), callback).reason == "started"
+    claimed = [
+        i for i, shard in enumerate(book.books) if client.exists(shard.keys.callback(callback))
+    ]
+    assert book.map.index_of(home) in claimed
+    assert book.apply(task, _start(1), callback).duplicate_callback
+    twin = AsyncRedisBook.twin_of(book)  # the asyncio twin homes them alike
+    assert isinstance(twin, AsyncShardedRedisBook)
+    assert twin.map.home_of is _reverse_home
 
 
 def test_an_apply_that_raises_releases_its_claim(client: redis.Redis, fresh: str) -> None:

@@ -13,9 +13,10 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+import redis.asyncio
 
 from asyncbook import AsyncBook, RedisBook
-from asyncbook.redis import connect
+from asyncbook.redis import connect, connect_async
 
 BookFactory = Callable[..., AsyncBook]
 """What the ``make_book`` fixture gives: keyword settings in, a fresh book of one kind out."""
@@ -41,6 +42,17 @@ def kind_client(request: pytest.FixtureRequest, kind: str) -> Any:
     if kind in ("cluster", "cluster-s16"):
         return connect(request.getfixturevalue("cluster_url"))
     return fakeredis.FakeRedis(server=fakeredis.FakeServer())
+
+
+def kind_async_client(request: pytest.FixtureRequest, kind: str, sync: Any) -> Any:
+    """An asyncio client of the same server as ``sync`` (``kind_client``'s), made in the
+    running loop: the test Redis, the session's Cluster (``RedisCluster`` of
+    ``redis.asyncio``), or the fakeredis server ``sync`` talks to."""
+    if kind in ("redis", "redis-s4"):
+        return redis.asyncio.Redis.from_url(REDIS_URL)
+    if kind in ("cluster", "cluster-s16"):
+        return connect_async(request.getfixturevalue("cluster_url"))
+    return fakeredis.aioredis.FakeRedis(server=sync.connection_pool.connection_kwargs["server"])
 
 
 def fakeredis_book(namespace: str) -> RedisBook:

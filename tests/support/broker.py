@@ -22,7 +22,7 @@ from kombu import Connection, Exchange, Queue
 
 from asyncbook import AsyncBook
 from asyncbook.celery import install, uninstall
-from asyncbook.redis._broker import PRIORITY_STEPS, UNACKED_KEY, sub_queue
+from asyncbook.celery._redis_broker import PRIORITY_STEPS, UNACKED_KEY, sub_queue
 
 from .celery import CELERY_URL, unique, wait_for
 

@@ -26,6 +26,8 @@ __all__ = [
     "assert_same",
     "batch",
     "driver_ops",
+    "random_event",
+    "random_time",
     "reference_ops",
     "run_async_operation",
 ]
@@ -55,13 +57,13 @@ TIMES: list[Any] = [0.5, 99.5, -1, 100.0, -0.0, 0.001, 159.75, -0.5, 1e300]
 TEXTS = ["", " ", "r1", "r2", "h1", "h2", "\u3000", "\ufeff", "ü"]
 
 
-def _time(rng: random.Random) -> Any:
+def random_time(rng: random.Random) -> Any:
     return rng.randint(0, 160) if rng.random() < 0.8 else rng.choice(TIMES)
 
 
-def _event(rng: random.Random) -> dict[str, Any]:
+def random_event(rng: random.Random) -> dict[str, Any]:
     kind = rng.choice(["start", "start", "progress", "progress", "succeed", "fail", "expire"])
-    at = _time(rng)
+    at = random_time(rng)
     if rng.random() < 0.02:
         return {"type": "start", "atMs": "1", "worker": "w"}
     if kind == "start":
@@ -137,7 +139,7 @@ def reference_ops(rng: random.Random, length: int = 40) -> list[tuple[Any, ...]]
             ops.append(op)
         elif kind == "apply":
             callback = None if rng.random() < 0.45 else rng.choice(CALLBACK_IDS)
-            ops.append(("apply", task_id, _event(rng), callback))
+            ops.append(("apply", task_id, random_event(rng), callback))
         elif kind == "expire":
             ops.append(("expire", task_id))
         elif kind == "resume":

@@ -25,7 +25,7 @@ from asyncbook import (
     SucceedEvent,
     sweep,
 )
-from asyncbook.redis import RedisBroker
+from asyncbook.celery import RedisBroker
 from asyncbook.web import BackgroundServer
 
 from ..support.broker import CONSUMED_SENT, PREFETCHED, busy_broker

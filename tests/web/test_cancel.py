@@ -27,7 +27,7 @@ from asyncbook.errors import invalid
 from asyncbook.web import BackgroundServer
 from asyncbook.web._auth import COOKIE
 from asyncbook.web._cancel import CANCEL_BODY_LIMIT, MAX_REASON
-from asyncbook.web._pages import read_page
+from asyncbook.web._pages import PAGES, read_page
 from asyncbook.web._paths import task_path
 
 from ..support.web_server import Running, assert_error, read_sse, running_server
@@ -428,6 +428,18 @@ def test_every_state_has_a_filter_option_and_a_colour() -> None:
     for state in STATE_NAMES:
         assert f"<option>{state}</option>" in index, state
         assert f".state.{state} {{" in css, state
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_every_change_dialog_has_its_fields_and_no_marker_is_left(name: str) -> None:
+    """A dialog's reason, token field and error come from one fragment, under the ids
+    ``common.js`` finds by the dialog's prefix."""
+    page = read_page(name)
+    assert "{{change-fields" not in page
+    for prefix in ("cancel", "retry", "bulk"):
+        if f'id="{prefix}-dialog"' in page:
+            for part in ("reason", "token-field", "token", "error", "confirm"):
+                assert f'id="{prefix}-{part}"' in page, (name, prefix, part)
 
 
 def test_the_task_page_asks_for_the_token_only_when_the_server_has_one(

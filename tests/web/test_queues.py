@@ -12,8 +12,7 @@ import httpx
 import pytest
 
 from asyncbook import MemoryBook
-from asyncbook.celery import AmqpBroker
-from asyncbook.redis import RedisBroker
+from asyncbook.celery import AmqpBroker, RedisBroker
 from asyncbook.web import BackgroundServer
 from asyncbook.web import _queues as web_queues
 

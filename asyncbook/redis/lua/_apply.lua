@@ -7,7 +7,7 @@
 -- _machine.py); commit writes what one or more of them changed. apply_event applies one
 -- event with them, start_and_end an execution's start and end.
 
--- apply.lua's ARGV from ARGV[at] on, one event's slots (ApplyArgs in _scripts.py), in
+-- apply.lua's ARGV from ARGV[at] on, one event's slots (ApplyArgs in redis/_script_args.py), in
 -- order, as a record (marker: the event's callback marker, in KEYS); scripts that apply
 -- several events repeat the slots per event.
 local function apply_args(ARGV, at, marker)

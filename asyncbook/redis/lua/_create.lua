@@ -1,5 +1,5 @@
 -- create_task(KEYS, a): store a new queued task, unless the id exists (create.lua's
--- KEYS 1-12; a: create.lua's ARGV by name, CreateArgs in _scripts.py). Shared by
+-- KEYS 1-12; a: create.lua's ARGV by name, CreateArgs in redis/_script_args.py). Shared by
 -- create.lua and retry.lua.
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 

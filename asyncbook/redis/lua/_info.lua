@@ -39,7 +39,7 @@ local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 12
 -- stats hashes (every name's, the name's), then per worker its tasks and counts;
 -- ARGV (from a) the name ('' none), the group id as JSON ('' none), the hours and the
 -- workers (the hours as integers joined by ',', the workers as a JSON array of strings).
--- The block's ARGV fields (InfoBlockArgs in _scripts.py), in order.
+-- The block's ARGV fields (InfoBlockArgs in redis/_script_args.py), in order.
 local INFO_ARGV = {'name', 'group_id_json', 'hours', 'workers_json'}
 
 local function info_block(KEYS, k, ARGV, a)

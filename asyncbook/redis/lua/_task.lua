@@ -9,7 +9,7 @@
 -- are not stored twice: a succeeded task's last event is its succeed event.
 
 -- A record of names in ARGV from ARGV[first] on (names: its fields in order, as the
--- record of _scripts.py names them): {name = value, ...}.
+-- record of redis/_script_args.py names them): {name = value, ...}.
 local function fields_at(ARGV, first, names)
   local out = {}
   for i, name in ipairs(names) do
@@ -219,8 +219,8 @@ local function announce(channel, t)
   end
 end
 
--- One audit entry (a: AuditArgs of _scripts.py as a record; outcome: the book's answer;
--- retried_as: a retry's new task, or nil)
+-- One audit entry (a: AuditArgs of redis/_script_args.py as a record; outcome: the
+-- book's answer; retried_as: a retry's new task, or nil)
 -- appended to the namespace's log (a stream capped near log_cap entries; the entry's id
 -- is the server's clock, its field e the entry without atMs) and to the task's own list
 -- (its latest task_cap entries, kept as long as the task's record is).

@@ -5,9 +5,10 @@
 --       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time),
 --       14 group notifications (stream), 15.. the info block (_info.lua: the info
 --       hash, the name's indexes, the stats hours, the workers, the group's keys)
--- ARGV: ApplyArgs (_scripts.py), in the order apply_args (_apply.lua) reads them: the task id,
---       callback given (1/0), event shape valid (1/0), then the event: type (start |
---       progress | succeed | fail | expire | cancel | deadline: expire at the deadline),
+-- ARGV: ApplyArgs (redis/_script_args.py), in the order apply_args (_apply.lua) reads
+--       them: the task id, callback given (1/0), event shape valid (1/0), then the
+--       event: type (start | progress | succeed | fail | expire | cancel | deadline:
+--       expire at the deadline),
 --       atMs (JSON number text; '' when not a finite number), event JSON, progress (''
 --       when not a finite number), retryable (1/0), resultHash (as given), resultRef
 --       blank (1/0), resultHash blank (1/0), error JSON (fail: its error; cancel: its

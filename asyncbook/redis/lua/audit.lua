@@ -3,7 +3,7 @@
 -- KEYS: 1 task hash, 2 the task's audit list, 3 the namespace's audit log (stream)
 -- Returns: {'!unknown'} when the task does not exist (nothing written), else {'ok'}
 
--- ARGV: RecordAuditArgs (_scripts.py)
+-- ARGV: RecordAuditArgs (redis/_script_args.py)
 local task_id = ARGV[1]
 local actor = ARGV[2]
 local action = ARGV[3]

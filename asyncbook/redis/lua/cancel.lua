@@ -4,7 +4,7 @@
 -- refused ('!...': unknown, damaged, a missing fact, a bad event).
 -- KEYS: 1..14 as apply.lua's, 15 the task's audit list, 16 the namespace's audit log
 --       (stream), 17.. the info block (_info.lua)
--- ARGV: CancelArgs (_scripts.py): apply.lua's slots (apply_args, _apply.lua), then the
+-- ARGV: CancelArgs (redis/_script_args.py): apply.lua's slots (apply_args, _apply.lua), then the
 --       audit's (AuditArgs), then the info block's facts (InfoBlockArgs)
 -- Returns: as apply.lua
 

@@ -6,7 +6,7 @@
 --       12 its kept message (unused without one)
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 
--- ARGV: CreateArgs (_scripts.py)
+-- ARGV: CreateArgs (redis/_script_args.py)
 local task_id = ARGV[1]
 local task_id_json = ARGV[2]
 local deadline = ARGV[3]              -- JSON number text

@@ -3,7 +3,7 @@
 -- Returns: {'existing', receiptJSON} | {'!unknown'} | {'!damaged', why} | {'not-succeeded'}
 --          | {'delivered', receiptJSON}
 
--- ARGV: DeliverArgs (_scripts.py)
+-- ARGV: DeliverArgs (redis/_script_args.py)
 local key_json = ARGV[1]      -- the idempotency key as JSON
 local now_ms = ARGV[2]        -- JSON number text
 local retention_ms = ARGV[3]  -- '' keeps forever

@@ -1,6 +1,6 @@
 -- drain: take every pending notification out of the outbox.
 -- KEYS: 1 outbox stream
--- ARGV: NoArgs (_scripts.py): none
+-- ARGV: NoArgs (redis/_script_args.py): none
 -- Returns: a flat list: taskId, state, atMs, version, taskId, ... in outbox order
 --   (version '' for an entry written before versions were kept)
 

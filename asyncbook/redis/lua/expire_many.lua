@@ -6,7 +6,7 @@
 --       notifications), then each info block's keys (_info.lua; its first slot, the
 --       info hash, stands for the info hash of each task that uses the block), then per
 --       task its hash, its history and its info hash
--- ARGV: ExpireManyArgs (_scripts.py): the number of blocks; per block the number of
+-- ARGV: ExpireManyArgs (redis/_script_args.py): the number of blocks; per block the number of
 --       its keys and its ARGV (InfoBlockArgs); apply.lua's ARGV of an expiry at the
 --       deadline without a callback (ApplyArgs, its task id left blank); then per task
 --       its id and the number of its block (from 1)

@@ -1,6 +1,6 @@
 -- get: one task with its history.
 -- KEYS: 1 task hash, 2 history list
--- ARGV: NoArgs (_scripts.py): none
+-- ARGV: NoArgs (redis/_script_args.py): none
 -- Returns: taskJSON, or false when the task does not exist, or {'!damaged', why}
 
 local t = load_full(KEYS[1], KEYS[2])

@@ -3,7 +3,7 @@
 -- Returns: one taskJSON per task, or false where the task no longer exists, or
 --          '!damaged:' .. why where its record is damaged
 
--- ARGV: GetManyArgs (_scripts.py)
+-- ARGV: GetManyArgs (redis/_script_args.py)
 local with_histories = ARGV[1] == '1'
 local out = {}
 for i = 1, #KEYS, 2 do

@@ -4,7 +4,7 @@
 -- (A running task's worker is seen now: the console's workers.)
 -- Returns: how many were running with a heartbeat timeout (their stall time moved on)
 
--- ARGV: TaskIdsArgs (_scripts.py)
+-- ARGV: TaskIdsArgs (redis/_script_args.py)
 local task_ids = ARGV  -- all of it: the ids of the task hashes in KEYS from 3 on
 
 local now, alive = server_ms(), 0

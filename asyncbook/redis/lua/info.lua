@@ -7,7 +7,7 @@
 --          children the first children_listed ids the task started; kept 1 when its
 --          message is kept (a retry can send it again), else 0 (none, or one left out)
 
--- ARGV: InfoArgs (_scripts.py)
+-- ARGV: InfoArgs (redis/_script_args.py)
 local children_listed = tonumber(ARGV[1])
 
 local fields = redis.call('HMGET', KEYS[1], 'c', 'n', 'q', 'pid', 'rid', 'gid', 'w', 's', 'e',

@@ -2,7 +2,7 @@
 -- KEYS: 1 a state index, 2.. the task hashes of the ids in ARGV, in the same order
 -- Returns: how many entries were dropped
 
--- ARGV: TaskIdsArgs (_scripts.py)
+-- ARGV: TaskIdsArgs (redis/_script_args.py)
 local task_ids = ARGV  -- all of it: the ids to check, of the task hashes in KEYS from 2 on
 
 local dropped = 0

@@ -4,7 +4,7 @@
 --          reads only the entries it returns (from the list's tail); the task's own
 --          history is included in snapshot mode or when asked.
 
--- ARGV: ResumeArgs (_scripts.py)
+-- ARGV: ResumeArgs (redis/_script_args.py)
 local cursor = tonumber(ARGV[1])              -- the version the client saw (integer >= 0)
 local retention_versions = tonumber(ARGV[2])
 local with_full_task = ARGV[3] == '1'

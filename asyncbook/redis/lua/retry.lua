@@ -12,7 +12,7 @@
 --          (detail: the state), already-retried (detail: the retry's id), no-message;
 --          or create_task's other answers
 
--- ARGV: RetryArgs (_scripts.py): CreateArgs, the original's id, then AuditArgs
+-- ARGV: RetryArgs (redis/_script_args.py): CreateArgs, the original's id, then AuditArgs
 local task_id = ARGV[1]
 local task_id_json = ARGV[2]
 local deadline = ARGV[3]

@@ -2,7 +2,7 @@
 -- KEYS: 1 the group's hash, 2 its members (sorted set), 3 group notifications (stream)
 -- Returns: the group's hash as a flat list
 
--- ARGV: SealGroupArgs (_scripts.py)
+-- ARGV: SealGroupArgs (redis/_script_args.py)
 local group_id_json = ARGV[1]
 local total = ARGV[2]
 local now_ms = ARGV[3]        -- JSON number text

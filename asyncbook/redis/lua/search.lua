@@ -14,7 +14,7 @@
 --          | {'!keys', id...}: the walk met ids whose keys given_ids_json lacks (these, and the
 --          ones it would read next); sent again with them
 
--- ARGV: SearchArgs (_scripts.py)
+-- ARGV: SearchArgs (redis/_script_args.py)
 local given_ids_json = ARGV[1]  -- ids whose keys follow the indexes (JSON array)
 local order = ARGV[2]           -- 'desc' | 'asc'
 local limit = tonumber(ARGV[3])  -- the page size

@@ -5,7 +5,7 @@
 -- Returns: {now, first hour, {flat HGETALL of each hour from the first to now's}}
 --          | {'!keys', now}: KEYS miss hours of the window (nothing was read)
 
--- ARGV: StatsArgs (_scripts.py)
+-- ARGV: StatsArgs (redis/_script_args.py)
 local window_ms = tonumber(ARGV[1])
 local now_ms = ARGV[2]                -- '' for the server's clock
 local keys_first_hour = ARGV[3]       -- the hour of KEYS[1]

@@ -6,7 +6,7 @@
 --          most recently seen first | {'!keys', {ids}, {workers}}: the keys of these
 --          ids and workers are missing; sent again with them (nothing was read twice)
 
--- ARGV: WorkersArgs (_scripts.py)
+-- ARGV: WorkersArgs (redis/_script_args.py)
 local seen_since_ms = ARGV[1]          -- seen at or after (ms)
 local workers_listed = ARGV[2]         -- how many workers at most
 local running_looked_at = ARGV[3]      -- how many running tasks to look at, at most

@@ -11,8 +11,8 @@ import redis
 
 from asyncbook import RedisBook
 from asyncbook._queues import BrokerUnreadableError
-from asyncbook.redis import _broker
-from asyncbook.redis._broker import RedisBroker, sub_queue
+from asyncbook.celery import _redis_broker as _broker
+from asyncbook.celery._redis_broker import RedisBroker, sub_queue
 
 from ..support.broker import (
     CONSUMED_SENT,

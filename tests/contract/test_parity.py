@@ -1,0 +1,128 @@
+"""Every facade on every layout answers as ``MemoryBook``: the same seeded sequences of
+calls (``support/parity``: groups, foreign callback ids, cancels, expiries, retries,
+audit, deliveries, reads) through ``RedisBook`` and ``AsyncRedisBook``, on one shard and
+four of the test Redis and sixteen of the local Cluster; every answer, error (class,
+code, field) and notification compared, after ``normalised``.
+
+The asyncio facade runs what ``AsyncRedisBook`` lacks through a sync book of the same
+namespace (``ASYNC_FALLBACKS``); ``test_the_asyncio_facade_has_the_whole_surface`` fails
+(a strict xfail) while it lacks any. The sharded layouts fail by ``KNOWN_DEFECTS``, two
+defects of today's sharded books this test found (a strict xfail that only the
+``KnownDefectError`` they raise satisfies: any other difference fails).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from asyncbook import MemoryBook, RedisBook
+from asyncbook.redis import AsyncRedisBook
+
+from ..support.books import delete_namespace, kind_async_client, kind_client
+from ..support.parity import (
+    ASYNC_FALLBACKS,
+    FALLEN_BACK,
+    KNOWN_DEFECTS,
+    KnownDefectError,
+    assert_parity,
+    parity_batch,
+    run_async_steps,
+    run_steps,
+    sync_facade,
+)
+from ..support.reference_cases import RETENTION_VERSIONS, as_json
+
+SEED = 31
+SEQUENCES = {"redis-s1": 30, "redis-s4": 30, "cluster-s16": 20}
+LENGTH = 25
+"""``make test``'s sequences of each layout, for each facade (the long test runs ten
+times more); the Cluster's sixteen shards take about three times as long a step."""
+LAYOUTS = {
+    "redis-s1": ("redis", 1),
+    "redis-s4": ("redis-s4", 4),
+    "cluster-s16": ("cluster-s16", 16),
+}
+"""Each layout: the server (a book kind of ``kind_client``) and the shard count."""
+FACADES = ["sync", "asyncio"]
+
+
+def layouts(*, strict: bool) -> list[Any]:
+    """Every layout; a sharded one is expected to fail by ``KNOWN_DEFECTS`` alone (any
+    other difference fails the test), strictly where the seed is fixed."""
+    defects = pytest.mark.xfail(
+        raises=KnownDefectError, strict=strict, reason=f"known: {', '.join(KNOWN_DEFECTS)}"
+    )
+    return [
+        pytest.param(name, marks=() if shards == 1 else defects)
+        for name, (_, shards) in LAYOUTS.items()
+    ]
+
+
+def check(request: pytest.FixtureRequest, layout: str, facade: str, seed: int, count: int) -> None:
+    sequences = parity_batch(seed, count, LENGTH)
+    want = [
+        as_json(run_steps(sync_facade(MemoryBook(retention_versions=RETENTION_VERSIONS)), steps))
+        for steps in sequences
+    ]
+    kind, shards = LAYOUTS[layout]
+    client = kind_client(request, kind)
+    base = f"parity-{uuid.uuid4().hex[:12]}"
+    got = []
+    try:
+        for number, steps in enumerate(sequences):
+            settings: dict[str, Any] = {
+                "namespace": f"{base}-{number}",
+                "retention_versions": RETENTION_VERSIONS,
+                "shards": shards,
+            }
+            book = RedisBook(client, **settings)
+            if facade == "sync":
+                got.append(run_steps(sync_facade(book), steps))
+            else:
+
+                def open_book(settings: dict[str, Any] = settings) -> AsyncRedisBook:
+                    return AsyncRedisBook(kind_async_client(request, kind, client), **settings)
+
+                got.append(run_async_steps(open_book, book, steps))
+            got[-1] = as_json(got[-1])
+    finally:
+        delete_namespace(client, f"{base}-*")
+        client.close()
+    assert set(ASYNC_FALLBACKS) >= FALLEN_BACK
+    assert_parity(f"{facade} {layout} (seed {seed})", sequences, got, want)
+
+
+@pytest.mark.parametrize("facade", FACADES)
+@pytest.mark.parametrize("layout", layouts(strict=True))
+def test_every_facade_answers_as_the_memory_book(
+    request: pytest.FixtureRequest, layout: str, facade: str
+) -> None:
+    check(request, layout, facade, SEED, SEQUENCES[layout])
+
+
+@pytest.mark.long
+@pytest.mark.timeout(900)  # the Cluster's ten times 30 sequences: about two minutes alone
+@pytest.mark.parametrize("facade", FACADES)
+@pytest.mark.parametrize("layout", layouts(strict=False))
+def test_every_facade_answers_as_the_memory_book_at_length(
+    request: pytest.FixtureRequest, layout: str, facade: str
+) -> None:
+    """Ten times as many sequences, from a new seed each run (the failure names it;
+    ``ASYNCBOOK_PARITY_SEED`` replays it)."""
+    seed = int(os.environ.get("ASYNCBOOK_PARITY_SEED") or time.time())
+    check(request, layout, facade, seed, 10 * SEQUENCES[layout])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=f"AsyncRedisBook lacks {', '.join(ASYNC_FALLBACKS)} (run through RedisBook)",
+)
+def test_the_asyncio_facade_has_the_whole_surface() -> None:
+    """Every method the sequences call is ``AsyncRedisBook``'s own (issue 31: one
+    surface); until then the parity test runs those through a sync book."""
+    assert ASYNC_FALLBACKS == []
