@@ -10,8 +10,8 @@ from typing import Any
 
 from asyncbook import FailEvent, StartEvent, SucceedEvent
 from asyncbook.redis._args import number_text
-from asyncbook.redis._shard import Shard
 from asyncbook.redis._script_args import ScriptArgs, _put
+from asyncbook.redis._shard import Shard
 
 
 def _reference_argv(record: ScriptArgs) -> list[Any]:
