@@ -49,7 +49,7 @@ from ._connection import reports_outages
 from ._engine import Engine
 from ._gauges import gauges
 from ._pending import register
-from ._plan import server_time
+from ._plan import ScriptCall, server_time
 from ._replies import created, group_summary_of
 from ._script_args import SealGroupArgs, TaskIdsArgs
 from ._scripts import BookScript, ScriptedEvents
@@ -110,7 +110,7 @@ class RedisBook(BookBase):
     def create_many(self, specs: Iterable[CreateSpec]) -> list[AsyncTask | AsyncBookError]:
         """``create`` for each spec, in one pipelined round trip (each atomic on its own);
         a spec the book refuses answers its error in its place."""
-        return batches.create_many(self.engine, specs)
+        return self.engine.run(batches.create_many(self.layout, specs))
 
     def create_sender(self) -> CreateSender:
         """A ``CreateSender`` on this book: creates written at once, answers read later."""
@@ -177,7 +177,9 @@ class RedisBook(BookBase):
         With ``full_task=False`` each result's task comes without its history (cheaper,
         for callers that only need the reasons, such as the sweep).
         """
-        return batches.apply_many_then(self.engine, list(items), full_task, None)[0]
+        return self.engine.run(batches.apply_many_then(self.layout, list(items), full_task, None))[
+            0
+        ]
 
     @reports_outages
     def apply_many_then(
@@ -199,8 +201,10 @@ class RedisBook(BookBase):
         keys on the book's Redis (on a Cluster: in the book's slot). Returns the events'
         results and the script's reply; an error the script raised is raised.
         """
-        extra = (script, keys, args)
-        results, reply = batches.apply_many_then(self.engine, list(items), full_task, extra)
+        extra = ScriptCall(script.name, keys, args, script=script)
+        results, reply = self.engine.run(
+            batches.apply_many_then(self.layout, list(items), full_task, extra)
+        )
         if isinstance(reply, Exception):
             raise reply
         return results, reply
@@ -242,7 +246,9 @@ class RedisBook(BookBase):
         worker does), save a round trip when this book has not seen the task before.
         """
         call = (script, key, args)
-        return batches.apply_in_script(self.engine, task_id, items, call, name, group_id)
+        return self.engine.run(
+            batches.apply_in_script(self.layout, task_id, items, call, name, group_id)
+        )
 
     @reports_outages
     def expire_many(
@@ -250,7 +256,7 @@ class RedisBook(BookBase):
     ) -> list[AsyncTransition | AsyncBookError]:
         """Expire many tasks at their deadlines: one script call per thousand (each
         expiry is ``expire``'s, atomic on its own)."""
-        results = expiries.expire_many(self.engine, task_ids, full_task)
+        results = self.engine.run(expiries.expire_many(self.layout, task_ids, full_task))
         return [r if isinstance(r, AsyncBookError) else r.transition() for r in results]
 
     # -- reconnecting and delivering ----------------------------------------------------
@@ -278,7 +284,7 @@ class RedisBook(BookBase):
     @reports_outages
     def drain_notifications(self) -> list[Notification]:
         """Every pending notification, sorted by task id then time; empties the outbox."""
-        return outbox.drain_notifications(self.engine)
+        return self.engine.run(outbox.drain_notifications(self.layout))
 
     @reports_outages
     def consume_notifications(
@@ -295,17 +301,17 @@ class RedisBook(BookBase):
         claimed first; then new entries. The group is created on first use.
         """
         reading = outbox.Reading(count, block_ms, min_idle_ms)
-        return outbox.consume_notifications(self.engine, group, consumer, reading)
+        return self.engine.run(outbox.consume_notifications(self.layout, group, consumer, reading))
 
     @reports_outages
     def ack(self, group: str, *entry_ids: str) -> int:
         """Acknowledge handled notifications; returns how many were pending."""
-        return outbox.ack(self.engine, self.keys.outbox, group, entry_ids)
+        return self.engine.run(outbox.ack(self.keys.outbox, group, entry_ids))
 
     @reports_outages
     def drain_group_notifications(self) -> list[GroupNotification]:
         """Every pending group notification, in order; empties their stream."""
-        return outbox.drain_group_notifications(self.engine)
+        return self.engine.run(outbox.drain_group_notifications(self.layout))
 
     @reports_outages
     def consume_group_notifications(
@@ -318,12 +324,14 @@ class RedisBook(BookBase):
     ) -> list[tuple[str, GroupNotification]]:
         """Group notifications, at least once: acknowledge with ``ack_group_notifications``."""
         reading = outbox.Reading(count, block_ms, min_idle_ms)
-        return outbox.consume_group_notifications(self.engine, group, consumer, reading)
+        return self.engine.run(
+            outbox.consume_group_notifications(self.layout, group, consumer, reading)
+        )
 
     @reports_outages
     def ack_group_notifications(self, group: str, *entry_ids: str) -> int:
         """Acknowledge handled group notifications; returns how many were pending."""
-        return outbox.ack(self.engine, self.keys.group_outbox, group, entry_ids)
+        return self.engine.run(outbox.ack(self.keys.group_outbox, group, entry_ids))
 
     # -- indexes ------------------------------------------------------------------------
 
@@ -391,7 +399,7 @@ class RedisBook(BookBase):
         stall, so two sweeps fail a task once.
         """
         now = self.now_ms() if now_ms is None else require_non_negative(now_ms, "nowMs")
-        return batches.end_stalled(self.engine, now, limit)
+        return self.engine.run(batches.end_stalled(self.layout, now, limit))
 
     @reports_outages
     def last_cursor(self, task_id: str) -> str | None:
@@ -491,7 +499,7 @@ class RedisBook(BookBase):
         """
         if self.retention is None:
             return 0
-        return batches.prune(self.engine, limit)
+        return self.engine.run(batches.prune(self.layout, limit))
 
     # -- capabilities (AsyncBook): what a RedisBook can do that not every book can ------
 
