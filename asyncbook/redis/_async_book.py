@@ -38,8 +38,8 @@ from . import _operations as operations
 from . import _outbox as outbox
 from . import _reads as reads
 from . import _task_ops as tasks
-from ._async_changes import changes
 from ._async_book_driver import AsyncDriver
+from ._async_changes import changes
 from ._base import BookBase
 from ._merged import FIX_COUNT, MergedPlan, on
 from ._namespace import Namespace

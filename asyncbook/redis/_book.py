@@ -37,8 +37,8 @@ from . import _task_ops as tasks
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
 from ._beside import BesideScript, same_server
-from ._changes import Change, follow_changes
 from ._book_driver import Driver
+from ._changes import Change, follow_changes
 from ._engine import Engine
 from ._merged import on
 from ._namespace import Namespace

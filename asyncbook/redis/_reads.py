@@ -273,7 +273,9 @@ def consume(
     """Notifications read through a consumer group, at least once. With several shards,
     each shard's stream is read (up to ``count`` in all), entry ids ``<shard>/<id>``,
     and a read blocks only when no shard had an entry, on each in turn for a slice."""
-    read = outbox.consume_group_notifications if groups else outbox.consume_notifications
+    read: Callable[[Shard, str, str, outbox.Reading], Plan[list[tuple[str, Any]]]] = (
+        outbox.consume_group_notifications if groups else outbox.consume_notifications
+    )
     if ns.count == 1:
         return (yield from on(0, read(ns.first, group, consumer, reading)))
     limit = require_limit(reading.count, "count")
@@ -312,4 +314,4 @@ def ack(ns: Namespace, groups: bool, group: str, entry_ids: tuple[str, ...]) -> 
 
 def _ack(shard: Shard, groups: bool, group: str, entry_ids: tuple[str, ...]) -> Plan[int]:
     stream = shard.keys.group_outbox if groups else shard.keys.outbox
-    return (yield from outbox.ack(shard, stream, group, entry_ids))
+    return (yield from outbox.ack(stream, group, entry_ids))

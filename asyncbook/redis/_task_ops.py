@@ -32,6 +32,7 @@ from . import _expiries as expiries
 from . import _groups as groups
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
+from ._creating import create_call
 from ._merged import FIX_COUNT, MergedPlan, OnShards, Sleep, on
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
@@ -76,7 +77,7 @@ def create(ns: Namespace, spec: CreateSpec) -> MergedPlan[AsyncTask]:
 
 
 def _create(shard: Any, spec: CreateSpec) -> Plan[AsyncTask]:
-    task, keys, args = shard.create_call(spec)
+    task, keys, args = create_call(shard, spec)
     yield from operations.before_write(shard)
     return created(spec.id, task, (yield ScriptCall("create", keys, args)))
 
@@ -310,7 +311,9 @@ def apply_many_then(
             field="items",
         )
     index = indexes.pop() if indexes else 0
-    plan = batches.apply_many_then(ns.shards[index], given, full_task, extra)
+    script, keys, args = extra
+    call = ScriptCall(script.name, keys, args, script=script)
+    plan = batches.apply_many_then(ns.shards[index], list(given), full_task, call)
     results, reply = yield from on(index, plan)
     yield from groups.after_ends(ns, index, results, [item[0] for item in given])
     return results, reply

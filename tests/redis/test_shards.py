@@ -229,7 +229,7 @@ def test_a_books_rule_claims_its_callback_ids_where_it_says(
     callback = f"step:{home}"
     assert book.apply(task, _start(1), callback).reason == "started"
     claimed = [
-        i for i, shard in enumerate(book.books) if client.exists(shard.keys.callback(callback))
+        i for i, shard in enumerate(book.ns.shards) if client.exists(shard.keys.callback(callback))
     ]
     assert book.map.index_of(home) in claimed
     assert book.apply(task, _start(1), callback).duplicate_callback

@@ -11,7 +11,6 @@ import pytest
 import redis
 
 from asyncbook import RedisBook
-from asyncbook.redis import ShardedRedisBook
 from asyncbook.web import BackgroundServer, feed_for
 
 from ..support.servers import free_port, redis_server, wait_until
