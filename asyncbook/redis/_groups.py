@@ -17,10 +17,11 @@ two leaves the notification to the next check of the group (its next member's en
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._checks import require_limit, require_text
+from .._jsrules import is_finite_number
 from .._models import GROUP_END_STATES, AsyncTask, GroupSummary, group_summary
 from ..errors import AsyncBookError
 from . import _operations as operations
@@ -136,23 +137,35 @@ def check(ns: Namespace, group_id: str, at_ms: float | None) -> MergedPlan[bool]
 
 
 def after_ends(
-    ns: Namespace, index: int, results: Sequence[Any], task_ids: Sequence[Any]
+    ns: Namespace,
+    index: int,
+    results: Sequence[Any],
+    task_ids: Sequence[Any],
+    events: Sequence[Any] | None = None,
 ) -> MergedPlan[None]:
-    """The group check after members of shard ``index`` ended, each group once. None in
-    a namespace of one shard, where the ending script itself writes the notification."""
+    """The group check after members of shard ``index`` ended, each group once (at the
+    time of the event that ended it, when ``events`` gives it). None in a namespace of
+    one shard, where the ending script itself writes the notification."""
     if ns.count == 1:
         return
-    for group_id, at_ms in ended_groups(ns.shards[index], results, task_ids).items():
+    ended = ended_groups(ns.shards[index], results, task_ids, events)
+    for group_id, at_ms in ended.items():
         yield from check(ns, group_id, at_ms)
 
 
 def ended_groups(
-    shard: Shard, results: Sequence[Any], task_ids: Sequence[Any]
+    shard: Shard,
+    results: Sequence[Any],
+    task_ids: Sequence[Any],
+    events: Sequence[Any] | None = None,
 ) -> dict[str, float | None]:
     """The groups of the members that these results of ``shard`` ended, each once, with
-    the time of its last member's end here (None: the server's clock)."""
+    the time of its last member's end here: the time of the event that ended it (a late
+    event finds a task past its deadline: its time, not the deadline's), else of the
+    task's last history entry (None: the server's clock)."""
     seen: dict[str, float | None] = {}
-    for task_id, result in zip(task_ids, results, strict=True):
+    given = [None] * len(results) if events is None else events
+    for task_id, result, event in zip(task_ids, results, given, strict=True):
         if isinstance(result, AsyncBookError) or not isinstance(task_id, str):
             continue
         if not (result.changed and result.task.terminal):
@@ -160,8 +173,15 @@ def ended_groups(
         group_id = group_of(shard, task_id)
         if group_id is not None:
             history = result.task.history
-            seen[group_id] = history[-1].event.at_ms if history else None
+            at = event_time(event)
+            seen[group_id] = at if at is not None else history[-1].event.at_ms if history else None
     return seen
+
+
+def event_time(event: Any) -> float | None:
+    """The ``atMs`` of an event as given to ``apply`` (a model or its mapping), or None."""
+    at: Any = event.get("atMs") if isinstance(event, Mapping) else getattr(event, "at_ms", None)
+    return float(at) if is_finite_number(at) else None
 
 
 def group_of(shard: Shard, task_id: str) -> str | None:

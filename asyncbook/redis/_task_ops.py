@@ -188,7 +188,7 @@ def apply(
         result: CallbackResult = yield from _claimed(ns, task_id, callback_id, run)
     else:
         result = yield from run(False)
-    yield from groups.after_ends(ns, index, [result], [task_id])
+    yield from groups.after_ends(ns, index, [result], [task_id], [event])
     return result
 
 
@@ -258,7 +258,9 @@ def apply_many(
             assert callback is not None
             found = yield from _claim(ns, task_id, callback)
             if found == claims.Claim.TAKEN:
-                plan = operations.apply(ns.shards[index], task_id, event, callback, taken=True)
+                plan = operations.apply(
+                    ns.shards[index], task_id, event, callback, full_task=full_task, taken=True
+                )
                 try:
                     out[at] = yield from on(index, plan)
                 except AsyncBookError as error:
@@ -276,7 +278,8 @@ def apply_many(
     spread = yield from _spread(ns, parts, batch, len(given))
     for index, ats in parts.items():
         results = [spread[at] for at in ats]
-        yield from groups.after_ends(ns, index, results, [given[at][0] for at in ats])
+        ids, events = [given[at][0] for at in ats], [given[at][1] for at in ats]
+        yield from groups.after_ends(ns, index, results, ids, events)
         for at, result in zip(ats, results, strict=True):
             out[at] = result
             if (
