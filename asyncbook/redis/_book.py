@@ -45,6 +45,7 @@ from ._namespace import Namespace
 from ._pending import register
 from ._scripts import BookScript, ScriptedEvents
 from ._sender import CreateSender
+from ._shard_due import ShardDue
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class RedisBook(BookBase):
         shards of one node in turn, the nodes at once (a thread each); the answers in
         shard order. The sweep expires each shard's due tasks this way
         (``asyncbook.sweep``)."""
-        return self.driver.by_node(lambda index: call(ShardDue(self, index)))
+        return self.driver.by_node(lambda index: call(ShardDue(self.driver, index)))
 
     def check_server(self, *, reading: bool = False) -> str | None:
         """Check the book's server (once per book, one round trip); returns its
@@ -494,24 +495,3 @@ class RedisBook(BookBase):
     def _apply_write(self, write: ScriptedWrite, script: BookScript) -> ScriptedEvents:
         task_id, items, key, args, name, group_id = write
         return self.apply_in_script(task_id, items, script, key, args, name=name, group_id=group_id)
-
-
-class ShardDue:
-    """One shard of a ``RedisBook`` as the sweep sees it: its overdue tasks and their
-    expiry (``RedisBook.each_shard``)."""
-
-    def __init__(self, book: RedisBook, index: int) -> None:
-        self.book = book
-        self.index = index
-        """Which shard."""
-
-    def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
-        """The shard's live tasks due at ``now_ms``, earliest first."""
-        plan = operations.overdue(self.book.ns.shards[self.index], now_ms, limit)
-        return self.book.driver.run(on(self.index, plan, writes=False))
-
-    def expire_many(
-        self, task_ids: Iterable[str], *, full_task: bool = True
-    ) -> list[AsyncTransition | AsyncBookError]:
-        """``RedisBook.expire_many`` of the shard's tasks (its groups checked)."""
-        return self.book.expire_many(task_ids, full_task=full_task)
