@@ -20,6 +20,7 @@ from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration
 from ._lifecycle import TaskCancelled
 from ._progress import report_progress
 from ._registry import async_book_of, book_of, install, installed, uninstall
+from ._resender import Resender, Retrier
 from ._result_ref import default_result_ref
 from ._settings import Settings
 from ._startup import SettingsError
@@ -49,4 +50,6 @@ __all__ = [
     "CREATED_HEADER",
     "DEADLINE_HEADER",
     "AmqpBroker",
+    "Resender",
+    "Retrier",
 ]
