@@ -117,7 +117,7 @@ def test_refusals_name_what_is_wrong_and_change_nothing(
     assert_error(retry(client, "plain", json={"why": "x"}), 400, "invalid-request")
     assert queued(book) == 1  # "waiting" only: nothing was created
     assert sent(queue) == []
-    # Retried once: a second retry (a double click) names the first and sends nothing.
+    # Resent once: a second resend (a double click) names the first and sends nothing.
     ended_task(book, "once", state="cancelled", message=kept_message(queue=queue))
     new_id = retry(client, "once").json()["retriedAs"]
     again = assert_error(retry(client, "once"), 409, "already-retried")
@@ -302,3 +302,21 @@ def test_the_old_keyword_retrier_still_gives_the_server_its_resender(queue: str)
             ended_task(plain.book, "t", message=kept_message(queue=queue))
             assert retry(client, "t").status_code == 200  # not 503 no-broker
             assert len(sent(queue)) == 1
+
+
+def test_the_task_page_asks_a_signed_in_operator_for_the_token_to_resend() -> None:
+    with (
+        running_server(token=TOKEN) as guarded,
+        httpx.Client(base_url=guarded.url, timeout=10) as client,
+    ):
+        client.post("/login", data={"token": TOKEN})
+        page = client.get("/task", params={"id": "t"}).text
+        assert '<button type="button" id="resend-open" hidden>Resend</button>' in page
+        assert '<p id="resend-token-field">' in page  # the cookie is no change's
+        assert "retry-" not in page
+        index = client.get("/").text
+        assert "/static/bulk-resend.js" in index
+        assert "Resend these failed tasks" in index
+        script = client.get("/static/bulk-resend.js")
+        assert script.status_code == 200
+        assert '"/api/resend?"' in script.text
