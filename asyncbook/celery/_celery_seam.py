@@ -9,9 +9,10 @@ thread's ``set`` of that task's key taken instead of sent. ``get``, ``set`` and
 ``KeyValueStoreBackend``: every key-value backend Celery ships implements ``get``, ``set``,
 ``mget``, ``delete`` and nothing private), and ``store_result`` is the public write.
 
-No private Celery name is used. What is relied on is how the public ``store_result`` of a
-key-value backend uses those hooks, which Celery does not document; each point is checked
-on every supported Celery minor by ``tests/celery/test_backend_seam.py``:
+No private Celery name is used. Celery's reference (its internals pages, generated from
+the code) lists these methods but does not say what ``store_result`` does with them: that
+is what is relied on, and each point is checked on every supported Celery minor by
+``tests/celery/test_backend_seam.py``:
 
 1. ``store_result(task_id, result, state, traceback, request)`` encodes the result
    (``encode_result``), builds the meta (status, result, traceback, children, date_done,
