@@ -4,7 +4,8 @@ asyncbook writes the meta of a tracked execution itself, in the script that writ
 book's events (``lua/execution.lua``), so it needs the meta exactly as Celery would have
 written it: the key, the encoded value, the expiry. It gets them from Celery without
 building them: ``MetaCapture.capture`` runs Celery's own public ``store_result`` with this
-thread's ``set`` of that task's key taken instead of sent. ``get``, ``set`` and
+thread's ``set`` of that task's key (Celery's key names are bytes; the one that ends with
+the task's id) taken instead of sent. ``get``, ``set`` and
 ``get_key_for_task`` are the hooks a key-value backend implements (Celery's
 ``KeyValueStoreBackend``: every key-value backend Celery ships implements ``get``, ``set``,
 ``mget``, ``delete`` and nothing private), and ``store_result`` is the public write.
@@ -17,11 +18,11 @@ is what is relied on, and each point is checked on every supported Celery minor 
 1. ``store_result(task_id, result, state, traceback, request)`` encodes the result
    (``encode_result``), builds the meta (status, result, traceback, children, date_done,
    group_id, parent_id, the extended fields), encodes it (``encode``) and writes it with
-   one ``set(get_key_for_task(task_id), value)``; Celery 5.7 passes
-   ``expires=failure_expires`` for a FAILURE (``result_failure_expires``), earlier minors
-   pass no expiry (the backend's ``result_expires``). If Celery wrote the meta another
-   way, ``capture`` would take nothing and raise ``CelerySeamError`` (never a silent
-   loss of the meta).
+   one ``set(get_key_for_task(task_id), value)``, the key bytes ending with the id;
+   Celery 5.7 passes ``expires=failure_expires`` for a FAILURE
+   (``result_failure_expires``), earlier minors pass no expiry (``result_expires``). If
+   Celery wrote the meta another way, ``capture`` would take nothing and raise
+   ``CelerySeamError`` (never a silent loss of the meta).
 2. Before that ``set``, it reads the stored meta with ``get(get_key_for_task(task_id))``
    and writes nothing when it is SUCCESS (Celery's guard against a lost worker's late
    write). ``capture(read_stored=False)`` answers that read with "none stored", so no
@@ -62,7 +63,7 @@ class MetaWrite:
     """The meta write Celery's ``store_result`` made, taken instead of sent."""
 
     key: bytes
-    """The meta key, ``get_key_for_task(task_id)``."""
+    """The meta key Celery wrote (or read), ``get_key_for_task(task_id)``."""
     value: str | bytes | None
     """The encoded meta; None when Celery's guard found a stored SUCCESS and wrote nothing
     (only with ``read_stored=True``)."""
@@ -73,14 +74,15 @@ class MetaWrite:
 
 
 class _Taking(threading.local):
-    """This thread's capture: the key whose ``set`` is taken, and what was taken."""
+    """This thread's capture: the task whose key's ``set`` is taken (a key of Celery's
+    naming that ends with the task's id), the key its guard read, and what was taken."""
 
-    key: bytes | None = None
+    suffix: bytes | None = None
     read_stored = True
     state = ""
     task_id = ""
-    read = False
-    taken: tuple[Any, Any] | None = None
+    read: bytes | None = None
+    taken: tuple[bytes, Any, Any] | None = None
 
 
 _RedisBackend: Any = RedisBackend  # celery-types describes RedisBackend partly
@@ -98,8 +100,9 @@ class MetaCapture(_RedisBackend):  # type: ignore[misc]
         """Celery's ``get``; during a ``capture(read_stored=False)``, its guard's read of
         the captured key answers "none stored" without a round trip."""
         taking = self._taking
-        if taking.key is not None and key == taking.key:
-            taking.read = True
+        suffix = taking.suffix
+        if suffix is not None and isinstance(key, bytes) and key.endswith(suffix):
+            taking.read = key
             if not taking.read_stored:
                 return None
         return super().get(key)
@@ -107,7 +110,8 @@ class MetaCapture(_RedisBackend):  # type: ignore[misc]
     def set(self, key: Any, value: Any, expires: Any = None, **retry_policy: Any) -> Any:
         """Celery's ``set``; during a ``capture``, the captured key's write is taken."""
         taking = self._taking
-        if taking.key is not None and key == taking.key:
+        suffix = taking.suffix
+        if suffix is not None and isinstance(key, bytes) and key.endswith(suffix):
             if isinstance(value, str) and len(value) > REDIS_STRING_LIMIT:
                 store_error: Any = BackendStoreError  # celery-types lacks its keywords
                 raise store_error(
@@ -115,7 +119,7 @@ class MetaCapture(_RedisBackend):  # type: ignore[misc]
                     state=taking.state,
                     task_id=taking.task_id,
                 )
-            taking.taken = (value, expires)
+            taking.taken = (key, value, expires)
             return None
         if expires is None:  # Celery before 5.7 has no expires parameter
             return super().set(key, value, **retry_policy)
@@ -136,22 +140,26 @@ class MetaCapture(_RedisBackend):  # type: ignore[misc]
         Celery's key, encoded meta and expiry. ``read_stored``: let Celery's guard read the
         stored meta (and keep a stored SUCCESS); else its read answers "none stored"."""
         taking = self._taking
-        if taking.key is not None:
+        if taking.suffix is not None:
             raise CelerySeamError("a meta capture is already running on this thread")
-        key = self.get_key_for_task(task_id)
-        taking.key, taking.read_stored, taking.read, taking.taken = key, read_stored, False, None
+        taking.suffix, taking.read_stored, taking.read, taking.taken = (
+            task_id.encode(),
+            read_stored,
+            None,
+            None,
+        )
         taking.state, taking.task_id = state, task_id
         try:
             encoded = super().store_result(task_id, result, state, traceback, request, **kwargs)
             taken, read = taking.taken, taking.read
         finally:
-            taking.key, taking.taken = None, None
+            taking.suffix, taking.read, taking.taken = None, None, None
         if taken is None:
-            if read_stored and read:
-                return MetaWrite(key, None, None, encoded)  # Celery kept a stored SUCCESS
+            if read_stored and read is not None:
+                return MetaWrite(read, None, None, encoded)  # Celery kept a stored SUCCESS
             raise CelerySeamError(
                 f"Celery's store_result wrote no meta for task {task_id} through the "
                 "backend's set(): this Celery is not one asyncbook's backend supports"
             )
-        value, expires = taken
+        key, value, expires = taken
         return MetaWrite(key, value, expires, encoded)

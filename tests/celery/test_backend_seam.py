@@ -102,6 +102,8 @@ def test_celery_writes_the_meta_with_one_set_of_the_tasks_key(namespace: str, st
     result: Any = 7 if state == states.SUCCESS else ValueError("no luck")
     backend.store_result(task_id, result, state, "tb", request(task_id))
     key = backend.get_key_for_task(task_id)
+    assert isinstance(key, bytes)
+    assert key.endswith(task_id.encode())  # how the capture knows the task's key
     assert [(call[0], call[1]) for call in backend.calls] == [("get", key), ("set", key)]
     _, _, value, kwargs = backend.calls[-1]
     meta = backend.decode(value)
