@@ -27,8 +27,10 @@ __all__ = [
     "require_audit_reason",
 ]
 
-AUDIT_ACTIONS = frozenset({"cancel", "retry"})
-"""The changes an audit entry may record."""
+AUDIT_ACTIONS = frozenset({"cancel", "resend", "retry"})
+"""The changes an audit entry may record. ``resend``: a task's kept message sent again as
+a new task; ``retry`` is its old name, still accepted until 0.3.0 (entries
+written with it read back as written)."""
 MAX_ACTOR = 200
 """Longest actor name, in characters."""
 MAX_AUDIT_REASON = 1000
@@ -42,8 +44,8 @@ MAX_AUDIT_PAGE = 1000
 class AuditEntry(WireModel):
     """One recorded change: ``actor`` did ``action`` to ``task_id`` at ``at_ms`` (the
     book's clock) for ``reason``, and the book answered ``outcome`` (a reason such as
-    ``cancelled`` or ``duplicate-cancel``; a retry's ``retried`` or its refusal's code),
-    and for a retry ``retried_as``: the new task (left out of the JSON when None)."""
+    ``cancelled`` or ``duplicate-cancel``; a resend's ``retried`` or its refusal's code),
+    and for a resend ``retried_as``: the new task (left out of the JSON when None)."""
 
     at_ms: Integer
     actor: StrictStr
@@ -143,7 +145,7 @@ class AuditedBook(Protocol):
     def record_audit(
         self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
     ) -> None:
-        """Record a change of an existing task that another call made (a retry of your
-        own: action ``retry``; ``Retrier`` records its retries itself, in the retry's
+        """Record a change of an existing task that another call made (a resend of your
+        own: action ``resend``; ``Resender`` records its resends itself, in the resend's
         script call); ``UnknownTaskError`` when there is no such task."""
         ...

@@ -93,7 +93,7 @@ class PublishInfo:
     parent_id: str | None = None
     root_id: str | None = None
     message: str | None = dataclass_field(default=None, repr=False)
-    """The message as published (``KeptMessage.to_json``), kept to send it again (a retry);
+    """The message as published (``KeptMessage.to_json``), kept to send it again (a resend);
     never shown by any read."""
 
 
@@ -118,15 +118,16 @@ class TaskInfo(WireModel):
     traceback: StrictStr | None = None
     children: tuple[StrictStr, ...] = ()
     retry_of: StrictStr | None = None
-    """The task this one runs again (a retry's new task)."""
+    """The task this one sends again (a resend's new task; the stored name of the link,
+    kept from when a resend was called a retry)."""
     retried_as: StrictStr | None = None
-    """The task that runs this one again (once retried)."""
+    """The task that sends this one again (once resent)."""
     retried_by: StrictStr | None = None
-    """Who asked for the retry (a retry's new task; None when not said)."""
+    """Who asked for the resend (a resend's new task; None when not said)."""
     retry_reason: StrictStr | None = None
-    """Why, as they said (a retry's new task)."""
+    """Why, as they said (a resend's new task)."""
     message_kept: bool = False
-    """Its message as published is kept (``asyncbook_keep_messages``): a retry can send it
+    """Its message as published is kept (``asyncbook_keep_messages``): a resend can send it
     again. The message itself is never shown."""
 
 

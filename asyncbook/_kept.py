@@ -1,7 +1,7 @@
 """``KeptMessage``: a tracked task's message as published, kept to send it again.
 
 The Celery integration keeps it (``asyncbook_keep_messages``) in the create that records
-the task, under a key of the task's own that no read, page or command shows; a retry
+the task, under a key of the task's own that no read, page or command shows; a resend
 sends it again under a new id. The body stays as serialized (its content type and
 encoding with it), so the arguments are exactly what the publisher sent, whatever the
 serializer. A message that is not kept leaves an ``omission`` in its place: too large,
@@ -148,7 +148,7 @@ def json_record(
 
 
 def omission(size: int, limit: int) -> str:
-    """What is kept instead of a message over ``limit`` bytes: its size, so that a retry
+    """What is kept instead of a message over ``limit`` bytes: its size, so that a resend
     says why it cannot send the task again."""
     return json.dumps({"v": _VERSION, "omittedBytes": size, "limit": limit})
 

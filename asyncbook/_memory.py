@@ -291,8 +291,8 @@ class MemoryBook:
     def record_audit(
         self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
     ) -> None:
-        """Record a change another call made to an existing task (a retry of your own;
-        ``Retrier`` records its retries itself): one entry."""
+        """Record a change another call made to an existing task (a resend of your own;
+        ``Resender`` records its resends itself): one entry."""
         with self._lock:
             self._task(task_id)
             self._audit.add(self.now_ms(), task_id, action, actor, reason, outcome)

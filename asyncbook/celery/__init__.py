@@ -21,6 +21,7 @@ from ._lifecycle import TaskCancelled
 from ._progress import report_progress
 from ._redis_broker import RedisBroker
 from ._registry import async_book_of, book_of, install, installed, uninstall
+from ._resender import Resender, Retrier
 from ._result_ref import default_result_ref
 from ._settings import Settings
 from ._startup import SettingsError
@@ -53,4 +54,6 @@ __all__ = [
     "AmqpBroker",
     "RedisBroker",
     "celery_home",
+    "Resender",
+    "Retrier",
 ]

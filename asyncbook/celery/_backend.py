@@ -37,8 +37,8 @@ from importlib import resources
 from typing import Any, TypeVar
 
 from celery import states
-from celery.backends.redis import RedisBackend, SentinelBackend
-from celery.exceptions import BackendStoreError, TaskRevokedError
+from celery.backends.redis import SentinelBackend
+from celery.exceptions import TaskRevokedError
 from kombu.utils.encoding import bytes_to_str
 
 from .._book import (
@@ -60,6 +60,7 @@ from .._models import (
 )
 from ..errors import AsyncBookError, NotReplicatedError, UnknownTaskError
 from ..redis import EventOutcome
+from ._celery_seam import MetaCapture, MetaWrite
 from ._execution_args import ExecutionArgs
 from ._integration import Integration
 from ._registry import installed
@@ -104,12 +105,11 @@ class TaskEndedInBook(Exception):  # noqa: N818
     __module__ = "asyncbook.celery"
 
 
-# celery-types describes RedisBackend partly: its base's attributes are used as they are.
-_RedisBackend: Any = RedisBackend
-
-
-class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
+class AsyncBookBackend(MetaCapture):
     """Celery's Redis result backend whose writes for tracked tasks also write the book.
+
+    The meta it writes beside the book is the one Celery's ``store_result`` makes
+    (``MetaCapture.capture``, the one seam into Celery: ``_celery_seam``).
 
     ``asyncbook+sentinel://...`` makes an ``AsyncBookSentinelBackend`` instead.
     """
@@ -188,17 +188,17 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             event,
             None if event is None else callback_id(task_id, signal, retries),
         )
-        encoded = self.encode_result(result, state)
         fused = self._fused(integration)
         if fused is None:
             book_state, answer = self._write_apart(integration, item)
             if f"|{book_state}|" in refused:
                 self._write_verdict(None, task_id, book_state, request, answer)
+                encoded = self.encode_result(result, state)
             else:
-                super()._store_result(task_id, encoded, state, traceback, request, **kwargs)
+                encoded = super().store_result(task_id, result, state, traceback, request, **kwargs)
         else:
-            self._write_together(
-                integration, fused, item, encoded, state, traceback, request, refused
+            encoded = self._write_together(
+                integration, fused, item, result, state, traceback, request, refused
             )
         integration.backend_wrote(task_id, signal, retries)
         return encoded
@@ -253,58 +253,39 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
             self._books[id(book)] = (book, fused)
             return fused
 
-    def _meta(
-        self,
-        task_id: str,
-        encoded: Any,
-        state: str,
-        traceback: Any,
-        request: Any,
-        book: EventsScript,
-    ) -> tuple[Any, int]:
-        """Celery's meta for the key, encoded, and its expiry, as ``RedisBackend`` makes
-        them, except that the meta outlives the book's record of the task (its
-        ``resultRef`` never names a key that is gone): the expiry is at least the book's
-        retention, and none when the book keeps records forever."""
-        meta = self._get_result_meta(
-            result=encoded, state=state, traceback=traceback, request=request
-        )
-        meta["task_id"] = task_id
-        value = self.encode(meta)
-        if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:
-            store_error: Any = BackendStoreError  # celery-types lacks its keywords
-            raise store_error("value too large for Redis backend", state=state, task_id=task_id)
-        # result_failure_expires is new in Celery 5.7; before it, failures expire as successes.
-        failure_expires = getattr(self, "failure_expires", self.expires)
-        expires = int((failure_expires if state == states.FAILURE else self.expires) or 0)
+    def _expires(self, meta: MetaWrite, book: EventsScript) -> int:
+        """The meta's expiry in seconds (0: none): Celery's, except that the meta outlives
+        the book's record of the task (its ``resultRef`` never names a key that is gone):
+        at least the book's retention, and none when the book keeps records forever."""
+        expires = int((self.expires if meta.expires is None else meta.expires) or 0)
         if book.retention is None:
-            return value, 0
+            return 0
         if expires > 0:
             expires = max(expires, math.ceil(book.retention.total_seconds()))
-        return value, expires
-
-    def _guard(self, task_id: str) -> str:
-        if self._json_meta:
-            return "json"  # the script reads the stored status itself
-        # A meta the script cannot read (pickle, msgpack, compressed): Celery's own check.
-        return "keep" if self._get_task_meta_for(task_id)["status"] == states.SUCCESS else "none"
+        return expires
 
     def _write_together(
         self,
         integration: Integration,
         fused: EventsScript,
         item: ApplyItem,
-        encoded: Any,
+        result: Any,
         state: str,
         traceback: Any,
         request: Any,
         refused: str,
-    ) -> None:
-        """The buffered events, the end and the meta: one script call."""
+    ) -> Any:
+        """The buffered events, the end and the meta: one script call. Celery's guard (a
+        stored SUCCESS is kept) runs in the script for a JSON meta; for a meta the script
+        cannot read (pickle, msgpack, compressed), Celery's own guard reads it first.
+        Returns the result as Celery encoded it."""
         task_id = item[0]
-        value, expires = self._meta(task_id, encoded, state, traceback, request, fused)
-        meta_key = bytes_to_str(self.get_key_for_task(task_id))
-        args = ExecutionArgs(value, expires, self._guard(task_id), refused).argv()
+        meta = self.capture(
+            task_id, result, state, traceback, request, read_stored=not self._json_meta
+        )
+        guard = "json" if self._json_meta else "keep" if meta.value is None else "none"
+        meta_key = bytes_to_str(meta.key)
+        args = ExecutionArgs(meta.value or "", self._expires(meta, fused), guard, refused).argv()
         recorder = integration.recorder
         taken = recorder.take(task_id)
         events = [(entry.item[1], entry.item[2]) for entry in taken] + [(item[1], item[2])]
@@ -332,8 +313,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         except UnknownTaskError as error:
             logger.error("asyncbook: task %s is not in the book: %s", task_id, error)
             recorder.answer(taken, [error] * len(taken))
-            super()._store_result(task_id, encoded, state, traceback, request)
-            return
+            return super().store_result(task_id, result, state, traceback, request)
         except BaseException:
             recorder.answer(taken, [None] * len(taken))  # the writer sends them later
             raise
@@ -341,6 +321,7 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         _log_refusal(item, answer.outcomes[-1])
         if answer.status == "refused":
             self._write_verdict(fused, task_id, answer.state, request, answer.outcomes[-1])
+        return meta.encoded
 
     def _write_verdict(
         self,
@@ -368,14 +349,13 @@ class AsyncBookBackend(_RedisBackend):  # type: ignore[misc]
         if request is not None and getattr(request, "chord", None):
             with self._lock:
                 self._verdicts[task_id] = (state, error)
-        encoded = self.encode_result(error, state)
         if fused is None:
-            super()._store_result(task_id, encoded, state, None, request)
+            super().store_result(task_id, error, state, None, request)
             return
-        value, expires = self._meta(task_id, encoded, state, None, request, fused)
-        meta_key = bytes_to_str(self.get_key_for_task(task_id))
         # No guard: the book refused this end, so no SUCCESS it accepted can be stored.
-        args = ExecutionArgs(value, expires, "none", "").argv()
+        meta = self.capture(task_id, error, state, None, request, read_stored=False)
+        meta_key = bytes_to_str(meta.key)
+        args = ExecutionArgs(meta.value or "", self._expires(meta, fused), "none", "").argv()
         self.ensure(lambda: fused.apply(ScriptedWrite(task_id, [], meta_key, args)), ())
 
     def on_chord_part_return(self, request: Any, state: str, result: Any, **kwargs: Any) -> Any:

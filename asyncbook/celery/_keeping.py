@@ -1,11 +1,11 @@
-"""The message of a tracked task as published, kept for a retry (``asyncbook_keep_messages``).
+"""The message of a tracked task as published, kept for a resend (``asyncbook_keep_messages``).
 
 ``before_task_publish`` hands over the body before kombu serializes it: it is serialized
 here with the task's serializer (kombu's ``dumps``, as the publish does), so the kept body
 is the same bytes, whatever the serializer (pickle included). A JSON body (Celery's
 default) is kept as the JSON value it is sent as, inside the kept record: one encoding
 at publish instead of two. The headers are kept as
-Celery wrote them, before asyncbook adds its own, but for those a retry sets anew (the
+Celery wrote them, before asyncbook adds its own, but for those a resend sets anew (the
 id, root and parent, retries, eta, expires, group).
 
 A message whose keyword arguments include one ``asyncbook_redact`` masks is not kept
@@ -29,9 +29,9 @@ __all__ = ["kept_message"]
 _REPLACED = frozenset(
     {"id", "root_id", "parent_id", "retries", "eta", "expires", "group", "group_index"}
 )
-"""Headers a retry sets anew (a fresh task's): not kept."""
+"""Headers a resend sets anew (a fresh task's): not kept."""
 _PROPERTIES = ("priority",)
-"""The message properties a retry sends again (besides routing: its reply queue and
+"""The message properties a resend sends again (besides routing: its reply queue and
 correlation id belong to the first send)."""
 
 

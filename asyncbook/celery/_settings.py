@@ -184,13 +184,13 @@ class Settings:
     """Keyword arguments masked in the recorded kwargs, by name (case-insensitive)."""
     keep_messages: bool = False
     """Keep each tracked task's message as published (never shown), so that it can be
-    retried: sent again, exactly, as a new task."""
+    resent: sent again, exactly, as a new task."""
     keep_message_limit: int = KEPT_MESSAGE_LIMIT
-    """The largest message kept, in bytes; a larger one is not kept (a retry says why)."""
+    """The largest message kept, in bytes; a larger one is not kept (a resend says why)."""
     keep_redacted_messages: tuple[str, ...] = ()
     """Names of the tasks whose message is kept even when a keyword argument of it is one
     ``redact`` masks (then readable in the book's Redis); any other such message is not
-    kept (a retry says why)."""
+    kept (a resend says why)."""
     wait_replicas: int = 0
     """Every write of the book waits (``WAIT``) for this many replicas before it counts
     as done; 0 sends no ``WAIT`` (docs/redis.md, "Waiting for a replica")."""

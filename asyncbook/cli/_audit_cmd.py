@@ -1,4 +1,4 @@
-"""``asyncbook audit``: who cancelled (or retried) what, when and why; and the actor the
+"""``asyncbook audit``: who cancelled (or resent) what, when and why; and the actor the
 command's own changes are recorded as (``cli:<login name>``)."""
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def audit(
     settings: GroupOptions, task_id: str | None, since_ms: int | None, limit: int, as_json: bool
 ) -> None:
     """Show the audit trail, newest first: every task's, or TASK_ID's (who, when, what,
-    the task, the book's answer, why). Cancels and retries from the page, the API and this
-    command are recorded, each with its actor; a retry's answer names the new task."""
+    the task, the book's answer, why). Cancels and resends from the page, the API and this
+    command are recorded, each with its actor; a resend's answer names the new task."""
     with book_errors():
         entries = settings.book.audit(task_id, since_ms=since_ms, limit=limit)
     if as_json:

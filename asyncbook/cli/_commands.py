@@ -1,4 +1,4 @@
-"""The ``asyncbook`` command: look tasks and groups up, watch, cancel, retry, sweep, serve
+"""The ``asyncbook`` command: look tasks and groups up, watch, cancel, resend, sweep, serve
 the page.
 
 Exit codes: 0 ok, 1 not found (or refused: nothing to deliver, key used elsewhere, a task
@@ -36,7 +36,7 @@ from ._context import (
 )
 from ._monitoring_cmds import monitoring
 from ._queues import COMMANDS as QUEUE_COMMANDS
-from ._retry_cmd import COMMANDS as RETRY_COMMANDS
+from ._resend_cmd import COMMANDS as RESEND_COMMANDS
 from ._serve import serve
 from ._terminal import cell, echo, echo_fields, json_text
 from ._watch_cmd import COMMANDS as WATCH_COMMANDS
@@ -366,7 +366,7 @@ _COMMANDS = (
     *TASK_COMMANDS,
     *STATS_COMMANDS,
     *QUEUE_COMMANDS,
-    *RETRY_COMMANDS,
+    *RESEND_COMMANDS,
     *AUDIT_COMMANDS,
     *WATCH_COMMANDS,
 )

@@ -225,7 +225,7 @@ def run(url: str, out: Out = print, *, serve: bool = False, app_module: str = ""
     current directory) is the app the real worker runs and the tasks are published from,
     instead of the package's own; the embedded run always uses the package's.
     """
-    from ..celery import RedisBroker, install
+    from ..celery import RedisBroker, Resender, install
     from ..web import BackgroundServer, feed_for
 
     demo = f"asyncbook-demo-{uuid.uuid4().hex[:8]}"
@@ -262,10 +262,15 @@ def run(url: str, out: Out = print, *, serve: bool = False, app_module: str = ""
             worker_hijack_root_logger=False,
         )
     app.conf.asyncbook_sinks = [receiver.url]
+    app.conf.asyncbook_keep_messages = True  # the page's Resend sends a failed task again
     integration = install(app, book)
     if not real:
         worker = _embedded_worker(app, integration)
-    page = BackgroundServer(book, feed_for(book), port=5566 if serve else 0, broker=broker)
+    # The page's resends go to the app's broker (in-process memory:// when embedded).
+    resender = Resender(book, str(app.conf.broker_url))
+    page = BackgroundServer(
+        book, feed_for(book), port=5566 if serve else 0, broker=broker, resender=resender
+    )
     out(f"Status page (tasks, live progress, histories): {page.start()}")
     ids: list[str] = []
     try:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import AsyncBookError
 from ._context import GroupOptions
 from ._queues import broker_for, broker_options
+
+if TYPE_CHECKING:
+    from ..celery import Resender
+    from ..redis import RedisBook
 
 __all__ = ["serve"]
 
@@ -95,8 +100,8 @@ def _names(ctx: click.Context, param: click.Parameter, values: Sequence[str]) ->
 )
 @click.option("--log-level", default="info", show_default=True)
 @broker_options(
-    "its queues are shown (/queues, /api/queues) and retries are sent to it (without it, a "
-    "retry answers 503 no-broker)"
+    "its queues are shown (/queues, /api/queues) and resends are sent to it (without it, a "
+    "resend answers 503 no-broker)"
 )
 @click.pass_obj
 def serve(
@@ -116,9 +121,9 @@ def serve(
     own_queue: str,
 ) -> None:
     """Serve the JSON API, task streams, /metrics and the status page (with --broker,
-    the broker's queues on /queues, and the Retry button and routes send tasks again
-    through that broker)."""
-    from ..redis import AsyncRedisBook, Retrier
+    the broker's queues on /queues, and the Resend button and routes send tasks again
+    through that broker: an ``asyncbook.celery.Resender``, which the server is handed)."""
+    from ..redis import AsyncRedisBook
     from ..web import AccessRules, feed_for
     from ..web import serve as run_server
 
@@ -150,7 +155,7 @@ def serve(
             access=access,
             broker=broker,
             own_queue=own_queue,
-            retrier=Retrier(settings.book, broker_url) if broker_url else None,
+            resender=_resender(settings.book, broker_url),
         )
     except AsyncBookError as error:
         hint = _OPTION_OF_FIELD.get(error.field or "", "--host")
@@ -158,3 +163,12 @@ def serve(
     finally:
         if broker is not None:
             broker.close()
+
+
+def _resender(book: RedisBook, broker_url: str | None) -> Resender | None:
+    """What sends the server's resends through ``broker_url`` (None: no broker given)."""
+    if not broker_url:
+        return None
+    from ..celery import Resender  # Celery's, loaded only when a broker is given
+
+    return Resender(book, broker_url)

@@ -18,9 +18,19 @@ from ._connection import (
     retry_policy,
 )
 from ._keys import KeySchema, escape_id
-from ._retrier import BROKER_SETTING, Retrier, RetryResult
-from ._retries import RETRYABLE_STATES, RetryClaim, claim_retries
+from ._resends import (
+    BROKER_SETTING,
+    RESENDABLE_STATES,
+    RETRYABLE_STATES,
+    ResendClaim,
+    ResendResult,
+    RetryClaim,
+    RetryResult,
+    claim_resends,
+    claim_retries,
+)
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
+from ._sharded_resends import claim_book_resends
 from ._shards import MAX_SHARDS, HomeRule, prefix_home, stored_shards
 
 __all__ = [
@@ -39,10 +49,16 @@ __all__ = [
     "BookScript",
     "EventOutcome",
     "ScriptedEvents",
-    # retries (the kept message sent again as a new task)
+    # resends (the kept message sent again as a new task; asyncbook.celery.Resender
+    # publishes it)
     "BROKER_SETTING",
+    "RESENDABLE_STATES",
+    "ResendClaim",
+    "ResendResult",
+    "claim_resends",
+    "claim_book_resends",
+    # their old names, until 0.3.0 (docs/resend.md)
     "RETRYABLE_STATES",
-    "Retrier",
     "RetryClaim",
     "RetryResult",
     "claim_retries",

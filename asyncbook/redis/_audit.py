@@ -85,7 +85,7 @@ def record(
     reason: str | None,
     outcome: str,
 ) -> Plan[None]:
-    """Write one entry for a change of an existing task made by another call (a retry);
+    """Write one entry for a change of an existing task made by another call (a resend);
     ``UnknownTaskError`` when there is no such task (nothing written)."""
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
     audit = audit_args(shard, actor, require_action(action), require_audit_reason(reason))

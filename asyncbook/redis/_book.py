@@ -173,8 +173,8 @@ class RedisBook(BookBase):
     def record_audit(
         self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
     ) -> None:
-        """Record a change another call made to an existing task (a retry of your own;
-        ``Retrier`` records its retries itself): one entry."""
+        """Record a change another call made to an existing task (a resend of your own;
+        ``Resender`` records its resends itself): one entry."""
         self.driver.run(tasks.record_audit(self.ns, task_id, action, actor, reason, outcome))
 
     def expire(self, task_id: str) -> AsyncTransition:

@@ -178,7 +178,7 @@ class KeySchema:
         return f"{self.tag}:i:{escape_id(task_id)}"
 
     def message(self, task_id: str) -> str:
-        """String: a task's message as published (``KeptMessage``), kept for a retry."""
+        """String: a task's message as published (``KeptMessage``), kept for a resend."""
         return f"{self.tag}:m:{escape_id(task_id)}"
 
     def name_index(self, state: str, name: str) -> str:

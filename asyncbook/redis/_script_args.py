@@ -26,7 +26,7 @@ __all__ = [
     "NoArgs",
     "RecordAuditArgs",
     "ResumeArgs",
-    "RetryArgs",
+    "ResendArgs",
     "ScriptArgs",
     "SealGroupArgs",
     "SearchArgs",
@@ -109,14 +109,14 @@ class CreateArgs(ScriptArgs):
     children_keep_ms: str = ""
     """How long a parent's list of children is kept; '' for ever."""
     message: str = ""
-    """The message as published (``KeptMessage`` JSON), kept for a retry; '' for none."""
+    """The message as published (``KeptMessage`` JSON), kept for a resend; '' for none."""
     message_keep_ms: str = ""
     """How long the kept message lives (the task's life and retention); '' for ever."""
 
 
 @dataclass(frozen=True, slots=True)
-class RetryArgs(ScriptArgs):
-    """ARGV of retry.lua: the new task's create, then the retry's own."""
+class ResendArgs(ScriptArgs):
+    """ARGV of resend.lua: the new task's create, then the resend's own."""
 
     create: CreateArgs
     original_id: str
@@ -218,7 +218,7 @@ class RecordAuditArgs(ScriptArgs):
     audit: AuditArgs
     outcome: str
     retried_as: str = ""
-    """A retry's new task ('' when none)."""
+    """A resend's new task ('' when none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +387,6 @@ SCRIPT_ARGS: dict[str, type[ScriptArgs]] = {
     "stats": StatsArgs,
     "workers": WorkersArgs,
     "expire_many": ExpireManyArgs,
-    "retry": RetryArgs,
+    "resend": ResendArgs,
 }
 """Each book script's ARGV record (the ``BookScripts`` fields)."""

@@ -29,7 +29,7 @@ FIRST_HELPER = "_task.lua"
 _INFO = "_info.lua"
 _APPLY = "_apply.lua"
 _CREATE = "_create.lua"
-_CREATING = frozenset({"create.lua", "retry.lua"})
+_CREATING = frozenset({"create.lua", "resend.lua"})
 """The scripts that create a task (``create_task``, in _create.lua)."""
 _READING = frozenset(
     {"get.lua", "get_many.lua", "info.lua", "search.lua", "stats.lua", "workers.lua"}
@@ -135,7 +135,7 @@ class BookScripts:
     stats: BookScript
     workers: BookScript
     expire_many: BookScript
-    retry: BookScript
+    resend: BookScript
 
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:

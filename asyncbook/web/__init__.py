@@ -3,6 +3,7 @@
 from ._access import AccessRules
 from ._app import create_app
 from ._feed import BookChangeFeed, Change, ChangeFeed, LocalChangeFeed
+from ._resend import Resending
 from ._server import BackgroundServer, feed_for, serve
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "Change",
     "ChangeFeed",
     "LocalChangeFeed",
+    "Resending",
     "create_app",
     "feed_for",
     "serve",

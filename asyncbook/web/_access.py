@@ -60,7 +60,7 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 class Role(StrEnum):
     """What a principal may do: ``read`` (pages, API reads, streams, metrics, the audit)
-    or ``operator`` (that, and changes: cancel, retry, delivery)."""
+    or ``operator`` (that, and changes: cancel, resend, delivery)."""
 
     READ = "read"
     OPERATOR = "operator"

@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import AsyncBookError, BookUnavailableError, invalid
-from ..redis import AsyncRedisBook, RedisBook, Retrier
+from ..redis import AsyncRedisBook, RedisBook
 from ._access import Access, AccessRules
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GroupHub
@@ -33,8 +33,8 @@ from ._hub import Hub
 from ._login import Login, Sessions
 from ._queues import QueuesApi
 from ._reader import Reader, SyncReader, close_reader, reader_for
+from ._resend import ResendApi, Resending, resender_of
 from ._responses import error_response
-from ._retry import RetryApi
 from ._routes import open_paths, page_paths, starlette_routes
 from ._session_store import session_store_for
 from ._table import route_table
@@ -108,7 +108,8 @@ def create_app(
     access: AccessRules | None = None,
     broker: BrokerReader | None = None,
     own_queue: str = DEFAULT_OWN_QUEUE,
-    retrier: Retrier | None = None,
+    resender: Resending | None = None,
+    retrier: Resending | None = None,
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
@@ -125,11 +126,13 @@ def create_app(
     built by the caller: the web knows no broker's layout) is read by ``/api/queues``
     and the queues page, beside ``own_queue`` (the Celery setting ``asyncbook_queue``);
     it stays the caller's to close.
-    ``retrier`` sends retries to the broker (``Retrier``); without one, a retry is refused
-    (503, ``no-broker``).
+    ``resender`` sends tasks again through the broker (``asyncbook.celery.Resender``);
+    without one, a resend is refused (503, ``no-broker``). ``retrier`` is its old name
+    (deprecated; gone in 0.3.0).
     """
     rules = _rules(token, access)
     hosts = allowed_host_names(allowed_hosts)
+    resender = resender_of(resender, retrier)
     feed = feed if feed is not None else LocalChangeFeed()
     reader = reader_for(book)
     hub = Hub(reader)
@@ -161,7 +164,7 @@ def create_app(
     throttle = FailureThrottle()
     sessions = session_store_for(reader)
     queues = QueuesApi(reader, broker, own_queue, with_info=status.console)
-    table = route_table(status, Login(rules, throttle, sessions), queues, RetryApi(retrier))
+    table = route_table(status, Login(rules, throttle, sessions), queues, ResendApi(resender))
     routes: list[BaseRoute] = starlette_routes(table, signin=rules.signin)
     static = StaticFiles(packages=[("asyncbook.web", "static")])
     routes.append(Mount("/static", static, name="static"))

@@ -290,7 +290,7 @@ class StatusApp:
         if self.signin and (principal is None or principal.by_cookie):
             text = text.replace(_SIGN_OUT_HIDDEN, _SIGN_OUT_SHOWN)
             # A change needs the bearer token (the cookie never authorizes one): ask for it.
-            for action in ("cancel", "retry"):
+            for action in ("cancel", "resend"):
                 text = text.replace(_TOKEN_FIELD_HIDDEN % action, _TOKEN_FIELD_SHOWN % action)
         return HTMLResponse(text)
 

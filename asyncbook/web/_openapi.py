@@ -105,6 +105,8 @@ def _operation(operation: Operation, components: _Components) -> dict[str, Any]:
     described: dict[str, Any] = {"summary": operation.summary}
     if operation.description is not None:
         described["description"] = operation.description
+    if operation.deprecated:
+        described["deprecated"] = True
     if operation.open:
         described["security"] = []
     parameters = (

@@ -1,5 +1,6 @@
-"""The routes of what operators do and what records it: retry (a task, or a search's
-tasks) and the audit trail's reads; ``route_table`` mounts them over a book that keeps
+"""The routes of what operators do and what records it: resend (a task, or a search's
+tasks; ``/retry`` and ``/api/retry`` are its deprecated names, answered alike until
+0.3.0) and the audit trail's reads; ``route_table`` mounts them over a book that keeps
 task info."""
 
 from __future__ import annotations
@@ -7,17 +8,24 @@ from __future__ import annotations
 from ._audit_api import AuditApi
 from ._cancel import CANCEL_BODY_LIMIT
 from ._paths import TASKS
-from ._retry import RetryApi, RetryBatch, RetryOutcome, RetryQuery, RetryRefusal, RetryRequest
+from ._resend import (
+    ResendApi,
+    ResendBatch,
+    ResendOutcome,
+    ResendQuery,
+    ResendRefusal,
+    ResendRequest,
+)
 from ._routes import Operation, Page, json_answer
 from ._schemas import AuditList, AuditQuery, Error, TaskIdPath
 
-__all__ = ["audit_operations", "retry_operations"]
+__all__ = ["RETIRED_IN", "audit_operations", "resend_operations"]
 
 Table = list[Operation | Page]
 
 
 _AUDIT_HELP = (
-    "Who cancelled (or retried) what, when and why, and the book's answer; newest first. "
+    "Who cancelled (or resent) what, when and why, and the book's answer; newest first. "
     "The read role may read it (docs/access.md)."
 )
 
@@ -52,22 +60,32 @@ def audit_operations(api: AuditApi) -> Table:
     ]
 
 
-_RETRY_HELP = (
+RETIRED_IN = "0.3.0"
+"""The release without the routes' old names (``/retry``, ``/api/retry``)."""
+_RESEND_HELP = (
     "Sends the task's kept message again (`asyncbook_keep_messages`) as a new task, "
-    "linked both ways (`retryOf` / `retriedAs` in the tasks' info); once: a second retry "
+    "linked both ways (`retryOf` / `retriedAs` in the tasks' info); once: a second resend "
     "answers 409 `already-retried` naming the first. Needs the operator role (the "
     "operator token, or a trusted proxy's operator); a browser request from another site "
-    "is refused (403). Recorded in the audit trail with who asked."
+    "is refused (403). Recorded in the audit trail (action `resend`) with who asked."
 )
-_BULK_RETRY_HELP = (
-    "Retries the tasks a search finds (the parameters of `/api/search`; `state` failed, "
+_BULK_RESEND_HELP = (
+    "Resends the tasks a search finds (the parameters of `/api/search`; `state` failed, "
     "expired or cancelled, failed by default; at most 1000 a call, `nextAfter` continues). "
-    "Each task's outcome is in `results`. Token and same-site rules as a single retry."
+    "Each task's outcome is in `results`. Token and same-site rules as a single resend."
 )
 
 
-def retry_operations(retry: RetryApi) -> Table:
-    """Retry: a task, or a search's tasks, sent again (only over a book that keeps info)."""
+def _old_name(new: str) -> str:
+    return (
+        f"Deprecated: the old name of `{new}`, answered exactly as it until "
+        f"{RETIRED_IN}, which removes it."
+    )
+
+
+def resend_operations(resend: ResendApi) -> Table:
+    """Resend: a task, or a search's tasks, sent again (only over a book that keeps info),
+    under its names and, deprecated, its old names (``.../retry``)."""
     common = {
         403: json_answer(
             Error, "Another site's request (`cross-site`) or no operator role (`forbidden`)"
@@ -75,44 +93,52 @@ def retry_operations(retry: RetryApi) -> Table:
         413: json_answer(Error, f"A body larger than {CANCEL_BODY_LIMIT} bytes"),
         415: json_answer(Error, "A body that is not sent as JSON"),
     }
-    return [
-        Operation.at(
-            "POST /api/tasks/{id}/retry",
-            retry.retry_task,
-            "Run a failed, expired or cancelled task again, as a new task",
-            {
-                200: json_answer(RetryOutcome, "Sent again: `retriedAs` is the new task"),
-                400: json_answer(Error, "A bad reason (field `reason`) or body (field `body`)"),
-                404: json_answer(RetryRefusal, "No such task; code `not-found`"),
-                409: json_answer(
-                    RetryRefusal,
-                    "Not retried: `not-retryable` (its state), `already-retried` "
-                    "(`retriedAs`), `no-message` or `message-too-large` (the setting named)",
-                ),
-                503: json_answer(
-                    RetryRefusal,
-                    "No broker (`no-broker`), or the broker did not take the message "
-                    "(`not-sent`: the new task was cancelled)",
-                ),
-                **common,
-            },
-            description=_RETRY_HELP,
-            body=RetryRequest,
-            path_params=TaskIdPath,
-            raw=TASKS,
+    one = {
+        200: json_answer(ResendOutcome, "Sent again: `retriedAs` is the new task"),
+        400: json_answer(Error, "A bad reason (field `reason`) or body (field `body`)"),
+        404: json_answer(ResendRefusal, "No such task; code `not-found`"),
+        409: json_answer(
+            ResendRefusal,
+            "Not resent: `not-retryable` (its state), `already-retried` "
+            "(`retriedAs`), `no-message` or `message-too-large` (the setting named)",
         ),
-        Operation.at(
-            "POST /api/retry",
-            retry.retry_search,
-            "Run the tasks a search finds again (failed by default)",
-            {
-                200: json_answer(RetryBatch, "One outcome per task found"),
-                400: json_answer(Error, "A bad parameter or body; `field` names it"),
-                503: json_answer(Error, "No broker (`no-broker`)"),
-                **common,
-            },
-            description=_BULK_RETRY_HELP,
-            query=RetryQuery,
-            body=RetryRequest,
+        503: json_answer(
+            ResendRefusal,
+            "No broker (`no-broker`), or the broker did not take the message "
+            "(`not-sent`: the new task was cancelled)",
         ),
-    ]
+        **common,
+    }
+    many = {
+        200: json_answer(ResendBatch, "One outcome per task found"),
+        400: json_answer(Error, "A bad parameter or body; `field` names it"),
+        503: json_answer(Error, "No broker (`no-broker`)"),
+        **common,
+    }
+    table: Table = []
+    for name, deprecated in (("resend", False), ("retry", True)):
+        single, bulk = f"/api/tasks/{{id}}/{name}", f"/api/{name}"
+        table += [
+            Operation.at(
+                f"POST {single}",
+                resend.resend_task,
+                "Run a failed, expired or cancelled task again, as a new task",
+                one,
+                description=_old_name("/api/tasks/{id}/resend") if deprecated else _RESEND_HELP,
+                body=ResendRequest,
+                path_params=TaskIdPath,
+                raw=TASKS,
+                deprecated=deprecated,
+            ),
+            Operation.at(
+                f"POST {bulk}",
+                resend.resend_search,
+                "Run the tasks a search finds again (failed by default)",
+                many,
+                description=_old_name("/api/resend") if deprecated else _BULK_RESEND_HELP,
+                query=ResendQuery,
+                body=ResendRequest,
+                deprecated=deprecated,
+            ),
+        ]
+    return table

@@ -28,7 +28,7 @@ class Shelled(NamedTuple):
 NAV = (("/", "Tasks"), ("/workers", "Workers"), ("/stats", "Stats"), ("/queues", "Queues"))
 """The console's navigation: path and label."""
 _SHELLED = {
-    "index.html": Shelled("tasks", "/", ("index.js", "bulk-retry.js")),
+    "index.html": Shelled("tasks", "/", ("index.js", "bulk-resend.js")),
     "task.html": Shelled("task", None, ("task.js",)),
     "group.html": Shelled("group", None, ("group.js",)),
     "workers.html": Shelled("workers", "/workers", ("workers.js",)),

@@ -74,7 +74,8 @@ class Operation:
     ``open``: no token needed (``/metrics``, the health check, sign-in). Every other
     operation answers 401 without a valid token, so its 401 is documented for it.
     ``signin``: served only when the server has a token (documented always). ``raw``:
-    the path's ``{id}`` is matched and read on the raw path (``_paths``).
+    the path's ``{id}`` is matched and read on the raw path (``_paths``). ``deprecated``:
+    an old name kept for a while (the API document says so).
     """
 
     method: str
@@ -92,6 +93,7 @@ class Operation:
     open: bool = False
     signin: bool = False
     raw: IdUrls | None = None
+    deprecated: bool = False
 
     @classmethod
     def at(

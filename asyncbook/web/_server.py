@@ -12,12 +12,13 @@ import uvicorn
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import invalid
-from ..redis import RedisBook, Retrier
+from ..redis import RedisBook
 from ._access import AccessRules
 from ._app import create_app
 from ._auth import check_bind
 from ._feed import BookChangeFeed, ChangeFeed
 from ._reader import Reader
+from ._resend import Resending, resender_of
 
 __all__ = ["BackgroundServer", "feed_for", "serve"]
 
@@ -112,7 +113,8 @@ def serve(
     forwarded_allow_ips: str | list[str] | None = None,
     broker: BrokerReader | None = None,
     own_queue: str = DEFAULT_OWN_QUEUE,
-    retrier: Retrier | None = None,
+    resender: Resending | None = None,
+    retrier: Resending | None = None,
     access: AccessRules | None = None,
 ) -> None:
     """Serve until interrupted; without ``token`` (or ``access``) only a loopback
@@ -122,7 +124,8 @@ def serve(
     ``host`` itself); ``proxy_headers`` trusts ``X-Forwarded-For``/``-Proto`` from
     ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS).
     ``access``: roles instead of the one ``token``; ``broker``, ``own_queue`` (the queues
-    page) and ``retrier`` (sends retries to the broker) are ``create_app``'s.
+    page) and ``resender`` (sends tasks again through the broker; ``retrier``: its old
+    name) are ``create_app``'s.
     """
     rules = _checked(host, token, access, proxy_headers)
     names = _with_bind_name(host, allowed_hosts)
@@ -133,7 +136,7 @@ def serve(
         access=rules,
         broker=broker,
         own_queue=own_queue,
-        retrier=retrier,
+        resender=resender_of(resender, retrier),
     )
     server = _server(app, host, port, log_level, proxy_headers, forwarded_allow_ips)
     if on_ready is not None:
@@ -163,7 +166,8 @@ class BackgroundServer:
         forwarded_allow_ips: str | list[str] | None = None,
         broker: BrokerReader | None = None,
         own_queue: str = DEFAULT_OWN_QUEUE,
-        retrier: Retrier | None = None,
+        resender: Resending | None = None,
+        retrier: Resending | None = None,
         access: AccessRules | None = None,
     ) -> None:
         rules = _checked(host, token, access, proxy_headers)
@@ -176,7 +180,7 @@ class BackgroundServer:
             access=rules,
             broker=broker,
             own_queue=own_queue,
-            retrier=retrier,
+            resender=resender_of(resender, retrier),
         )
         self._server = _server(self.app, host, port, log_level, proxy_headers, forwarded_allow_ips)
         self._host = host

@@ -24,10 +24,10 @@ from ._handlers import StatusApp
 from ._health import HEALTH_PATH, health_handler
 from ._login import LOGIN_BODY_LIMIT, Login
 from ._openapi import openapi_document
-from ._operator_table import audit_operations, retry_operations
+from ._operator_table import audit_operations, resend_operations
 from ._paths import GROUP_PAGES, GROUPS, TASKS
 from ._queues import REUSE_SECONDS, QueuesApi
-from ._retry import RetryApi
+from ._resend import ResendApi
 from ._routes import ERROR, SSE, Answer, Operation, Page, json_answer, read_answers
 from ._schemas import (
     CancelRefusal,
@@ -364,10 +364,10 @@ def _signin_operations(login: Login) -> Table:
     ]
 
 
-def route_table(status: StatusApp, login: Login, queues: QueuesApi, retry: RetryApi) -> Table:
+def route_table(status: StatusApp, login: Login, queues: QueuesApi, resend: ResendApi) -> Table:
     """Every route of a server over ``status``'s book; ``login``'s are mounted only when
     the server has a token (and documented always); ``queues`` reads the broker;
-    ``retry``'s over a book that keeps task info."""
+    ``resend``'s over a book that keeps task info."""
     document: dict[str, Any] = {}
 
     async def openapi(request: Request) -> Response:
@@ -419,6 +419,6 @@ def route_table(status: StatusApp, login: Login, queues: QueuesApi, retry: Retry
         table += [Page("/queues", status.page("queues.html"))]
         export = CsvExport(status.reader)
         table += _console_operations(ConsoleApi(status.reader), export, queues)
-        table += retry_operations(retry)
+        table += resend_operations(resend)
     document.update(openapi_document(e for e in table if isinstance(e, Operation)))
     return table

@@ -163,7 +163,7 @@ def app(namespace: str) -> Iterator[Celery]:
 def stored_meta(app: Celery, task_id: str) -> dict[str, Any]:
     """Celery's meta as stored in Redis (not a cached copy)."""
     backend: Any = app.backend
-    meta: dict[str, Any] = backend._get_task_meta_for(task_id)
+    meta: dict[str, Any] = backend.get_task_meta(task_id, cache=False)
     return meta
 
 

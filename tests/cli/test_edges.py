@@ -1,6 +1,6 @@
 """The CLI at its edges: ``ls`` with no rows or a very long id, ``watch`` of an unknown
 task and without a terminal, ``notifications drain`` while workers deliver, a bulk
-``retry`` past tasks retried already, ``history``'s times."""
+``resend`` past tasks resent already, ``history``'s times."""
 
 from __future__ import annotations
 
@@ -129,21 +129,21 @@ def test_a_bulk_retry_leaves_out_tasks_retried_already(book: RedisBook) -> None:
     queue = f"{book.namespace}-queue"
     for task_id in ("f1", "f2"):
         ended_task(book, task_id, message=kept_message(name="app.y", queue=queue), name="app.y")
-    first = run(book, "retry", "f1", *broker)
+    first = run(book, "resend", "f1", *broker)
     assert first.exit_code == 0, first.output
-    asked = run(book, "retry", "--name", "app.y", *broker, input="n\n")
-    assert "Retry 1 task(s) (f2)?" in asked.stderr
-    assert "left out 1 task(s) retried already: f1" in asked.stderr
-    again = run(book, "retry", "--name", "app.y", *broker, "--yes", "--json")
+    asked = run(book, "resend", "--name", "app.y", *broker, input="n\n")
+    assert "Resend 1 task(s) (f2)?" in asked.stderr
+    assert "left out 1 task(s) resent already: f1" in asked.stderr
+    again = run(book, "resend", "--name", "app.y", *broker, "--yes", "--json")
     assert again.exit_code == 0, again.output
     body = json.loads(again.stdout)
     assert [result["taskId"] for result in body["results"]] == ["f2"]
     info = book.info("f1")
     assert info is not None
     assert body["leftOut"] == [{"taskId": "f1", "retriedAs": info.retried_as}]
-    done = run(book, "retry", "--name", "app.y", *broker, "--yes")
+    done = run(book, "resend", "--name", "app.y", *broker, "--yes")
     assert done.exit_code == 0
-    assert "no task matches (2 retried already)" in done.stderr
+    assert "no task matches (2 resent already)" in done.stderr
 
 
 def test_history_prints_times_and_json_keeps_the_ms(book: RedisBook) -> None:

@@ -127,9 +127,9 @@ def test_a_bulk_retry_prompt_is_escaped(book: RedisBook) -> None:
     book.create(id=EVIL_ID, now_ms=now, ttl_ms=HOUR, max_attempts=1, info=info)
     book.apply(EVIL_ID, {"type": "start", "atMs": now + 1, "worker": "w"})
     book.apply(EVIL_ID, {"type": "fail", "atMs": now + 2, "error": "x", "retryable": False})
-    declined = run(book, "retry", "--name", "app.x", "--broker", "redis://127.0.0.1:1/0")
+    declined = run(book, "resend", "--name", "app.x", "--broker", "redis://127.0.0.1:1/0")
     assert declined.exit_code == 1
-    assert "Retry 1 task(s)" in declined.output
+    assert "Resend 1 task(s)" in declined.output
     assert_safe(declined)
 
 

@@ -27,6 +27,7 @@ from asyncbook import (
 from asyncbook._queues import BrokerUnreadableError
 from asyncbook._sinks import PermanentSinkError, SinkError
 from asyncbook.celery import SettingsError, TaskCancelled, TaskEndedInBook, TaskExpired
+from asyncbook.celery._celery_seam import CelerySeamError
 from asyncbook.cli._demo_app import TransientError
 from asyncbook.errors import invalid, task_exists
 from asyncbook.redis import RedisUnavailableError
@@ -100,6 +101,7 @@ SAMPLES: list[BaseException] = [
     PermanentSinkError("http://sink: request refused: a header no request may carry"),
     BrokerUnreadableError("cannot read the broker: connection refused"),
     TransientError("upstream busy (attempt 1)"),  # the demo's task retries on it
+    CelerySeamError("Celery's store_result wrote no meta for task t-1 through set()"),
 ]
 
 

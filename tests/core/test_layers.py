@@ -70,6 +70,29 @@ def test_siblings_do_not_import_each_other() -> None:
             assert not any(name.startswith(f"asyncbook.{other}") for name in names), path
 
 
+def _imported_roots(path: Path) -> set[str]:
+    """The top-level names of every absolute import in ``path``, at any depth (an import
+    inside a function counts)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_the_redis_layer_imports_neither_kombu_nor_celery() -> None:
+    """Publishing a Celery message (a resend's) and reading a broker are Celery's
+    knowledge: they live in ``asyncbook.celery``, the Redis layer only decides."""
+    found = {
+        str(path.relative_to(PACKAGE)): sorted(_imported_roots(path) & {"kombu", "celery"})
+        for path in sorted(PACKAGE.joinpath("redis").rglob("*.py"))
+    }
+    assert {module: names for module, names in found.items() if names} == {}
+
+
 def test_core_modules_import_no_upper_layer() -> None:
     core = [path for path in PACKAGE.glob("*.py") if path.name not in DEPRECATED_ALIASES]
     core.remove(PACKAGE / "__init__.py")  # the public façade re-exports RedisBook
@@ -109,11 +132,6 @@ def test_deprecated_module_paths_still_work() -> None:
     assert done.stdout.strip() == "['DeprecationWarning'] 2"
 
 
-CELERY_IMPORTS_PENDING = {"_retrier.py"}
-"""Modules of ``redis/`` that still publish Celery messages through kombu; issue 31 moves
-that out of ``redis/`` too (then this set is empty)."""
-
-
 @pytest.mark.parametrize("path", sorted(PACKAGE.joinpath("redis").rglob("*")), ids=lambda p: p.name)
 def test_the_redis_layer_holds_no_celery_knowledge(path: Path) -> None:
     """Celery's formats live in ``celery/``: no module or script of ``redis/`` parses a
@@ -124,7 +142,7 @@ def test_the_redis_layer_holds_no_celery_knowledge(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     assert "celery:" not in text, path
     assert "_kombu." not in text, path
-    if path.suffix == ".py" and path.name not in CELERY_IMPORTS_PENDING:
+    if path.suffix == ".py":
         imported: set[str] = set()
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:

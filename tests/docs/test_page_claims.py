@@ -1,6 +1,6 @@
 """What a few pages state, held to what the code does (each was once copied from the
 docs, run, and failed or misled): the status server's answers without a role, its
-endpoint table, the scrape target's host name, the broker ``asyncbook retry`` needs, and
+endpoint table, the scrape target's host name, the broker ``asyncbook resend`` needs, and
 the queues the quickstart's worker consumes."""
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ def test_the_scrape_target_is_an_allowed_host() -> None:
     assert f"--allowed-host {target}" in scraping
 
 
-def test_each_retry_command_names_its_broker() -> None:
+def test_each_resend_command_names_its_broker() -> None:
     exported = False
-    for line in sh_lines(page("retry.md")):
+    for line in sh_lines(page("resend.md")):
         exported = exported or line.startswith("export ASYNCBOOK_BROKER_URL=")
-        if line.startswith("asyncbook retry "):
+        if line.startswith(("asyncbook resend ", "asyncbook retry ")):
             assert exported or "--broker " in line, line
 
 

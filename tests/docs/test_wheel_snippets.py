@@ -31,7 +31,7 @@ PAGES = [
     README,
     ROOT / "docs/quickstart.md",
     ROOT / "docs/celery.md",
-    ROOT / "docs/retry.md",
+    ROOT / "docs/resend.md",
     ROOT / "docs/lifecycle.md",
 ]
 """The pages whose snippets run from the wheel (each names its install)."""
@@ -52,7 +52,7 @@ def test_each_page_names_its_install() -> None:
         "README.md": ["asyncbook[all]"],
         "docs/quickstart.md": ["asyncbook[all]", "fastapi"],
         "docs/celery.md": ["asyncbook[demo]"],
-        "docs/retry.md": ["asyncbook[demo]"],
+        "docs/resend.md": ["asyncbook[demo]"],
         "docs/lifecycle.md": ["asyncbook[demo]"],
     }
 

@@ -15,7 +15,7 @@ import redis
 
 from asyncbook import AsyncBookError, CreateSpec, NotReplicatedError, RedisBook
 from asyncbook.redis import AsyncRedisBook
-from asyncbook.redis._retries import claim_retries
+from asyncbook.redis._resends import claim_resends
 
 from ..support.cluster import require_binaries
 from ..support.events import fail, progress, start, succeed
@@ -114,7 +114,7 @@ def test_no_replica_in_time_raises(pair: Pair) -> None:
         with pytest.raises(NotReplicatedError):
             book.apply_many([("a", progress(50, 2), None)])
         with pytest.raises(NotReplicatedError):
-            claim_retries(book.engine, ["r"])  # the console's retry (retry.lua, pipelined)
+            claim_resends(book.engine, ["r"])  # the console's resend (resend.lua, pipelined)
         with pytest.raises(NotReplicatedError):
             book.create_many([CreateSpec("c", 0, 60_000, 1)])
     finally:

@@ -16,7 +16,8 @@ import httpx
 import redis
 
 from asyncbook import RedisBook
-from asyncbook.redis import Retrier, ShardedRedisBook
+from asyncbook.celery import Resender
+from asyncbook.redis import ShardedRedisBook
 from asyncbook.web import BackgroundServer, feed_for
 
 from .books import delete_namespace
@@ -47,7 +48,7 @@ def running_server(
     """A status server over a fresh RedisBook namespace (the test Redis unless ``client``)
     of ``shards`` shards.
 
-    ``broker_url``: retries are sent there (a ``Retrier`` on the book). ``options`` go to
+    ``broker_url``: resends are sent there (a ``Resender`` on the book). ``options`` go to
     ``BackgroundServer`` (``allowed_hosts``, ``proxy_headers``...).
     """
     client = client if client is not None else redis.Redis.from_url(WEB_REDIS_URL)
@@ -57,9 +58,9 @@ def running_server(
         client, namespace=namespace, retention_versions=retention_versions, shards=shards
     )
     try:
-        retrier = None if broker_url is None else Retrier(book, broker_url)
+        resender = None if broker_url is None else Resender(book, broker_url)
         with BackgroundServer(
-            book, feed_for(book), token=token, retrier=retrier, **options
+            book, feed_for(book), token=token, resender=resender, **options
         ) as server:
             wait_for_listener(book)
             yield Running(url=server.url.rstrip("/"), book=book, app=server.app, server=server)

@@ -754,7 +754,7 @@ def test_console_cancel_from_the_task_page_updates_its_info(server: Running, pag
     assert task.error == "wrong source file"
 
 
-def test_console_retry_from_the_task_page_links_both_ways(
+def test_console_resend_from_the_task_page_links_both_ways(
     page: Any, tmp_path: Path, queue: str
 ) -> None:
     failed = "thumbnail/photo-07.jpg"
@@ -766,26 +766,26 @@ def test_console_retry_from_the_task_page_links_both_ways(
         page.set_viewport_size({"width": 1100, "height": 1000})  # the page fits: one backdrop
         page.goto(server.url + "/task?id=" + quote(failed, safe=""))
         page.wait_for_selector('#summary[data-state="failed"]', timeout=5_000)
-        page.wait_for_selector("#retry-open:not([hidden])", timeout=5_000)
+        page.wait_for_selector("#resend-open:not([hidden])", timeout=5_000)
         assert not page.is_visible("#cancel-open")
-        page.click("#retry-open")
-        assert page.is_visible("#retry-dialog")
-        assert page.evaluate("document.activeElement.id") == "retry-reason"
-        assert not page.is_visible("#retry-token")  # a server without a token needs none
-        page.fill("#retry-reason", "the CDN is back")
+        page.click("#resend-open")
+        assert page.is_visible("#resend-dialog")
+        assert page.evaluate("document.activeElement.id") == "resend-reason"
+        assert not page.is_visible("#resend-token")  # a server without a token needs none
+        page.fill("#resend-reason", "the CDN is back")
         shoot(page, tmp_path, "retry.png")
-        page.click("#retry-confirm")
-        page.wait_for_selector("#action-status:has-text('Retried as')", timeout=5_000)
+        page.click("#resend-confirm")
+        page.wait_for_selector("#action-status:has-text('Resent as')", timeout=5_000)
         new_id = page.inner_text("#action-status a")
         info = book.info(failed)
         assert info is not None
         assert info.retried_as == new_id
-        page.wait_for_selector("#relations:has-text('Retried as')", timeout=5_000)
-        assert not page.is_visible("#retry-open")  # retried once
+        page.wait_for_selector("#relations:has-text('Resent as')", timeout=5_000)
+        assert not page.is_visible("#resend-open")  # resent once
         # The new task's page links back, and says who asked and why.
         page.click("#action-status a")
         page.wait_for_selector('#summary[data-state="queued"]', timeout=5_000)
-        page.wait_for_selector("#relations:has-text('Retry of')", timeout=5_000)
+        page.wait_for_selector("#relations:has-text('Resent from')", timeout=5_000)
         assert page.inner_text("#title") == new_id
         assert "the CDN is back" in page.inner_text("#info")
         assert page.get_attribute("#relations a", "href") == "/task?id=" + quote(failed, safe="")
@@ -793,7 +793,7 @@ def test_console_retry_from_the_task_page_links_both_ways(
         page.goto(server.url + "/task?id=kept-nothing")
         page.wait_for_selector('#summary[data-state="failed"]', timeout=5_000)
         page.wait_for_selector("#info-section:not([hidden])", timeout=5_000)
-        assert not page.is_visible("#retry-open")
+        assert not page.is_visible("#resend-open")
 
 
 def test_console_workers_page(server: Running, page: Any, tmp_path: Path) -> None:
@@ -1066,7 +1066,7 @@ def test_task_page_lists_its_audit_and_hides_cancel_from_readers(page: Any, tmp_
         )
 
 
-def test_retry_from_the_page_is_audited_and_hidden_from_readers(
+def test_resend_from_the_page_is_audited_and_hidden_from_readers(
     page: Any, tmp_path: Path, queue: str
 ) -> None:
     from asyncbook.web import AccessRules
@@ -1086,25 +1086,25 @@ def test_retry_from_the_page_is_audited_and_hidden_from_readers(
         page.wait_for_selector('#summary[data-state="failed"]', timeout=5_000)
         page.wait_for_selector("#info-section:not([hidden])", timeout=5_000)
         assert page.get_attribute("body", "data-role") == "read"
-        assert not page.is_visible("#retry-open")  # a reader may not retry
+        assert not page.is_visible("#resend-open")  # a reader may not resend
         page.click("#signout button")
         page.wait_for_url(server.url + "/login")
         page.goto(url)
         page.fill('input[name="token"]', operator)
         page.click('button[type="submit"]')
-        page.wait_for_selector("#retry-open:not([hidden])", timeout=5_000)
-        page.click("#retry-open")
-        page.fill("#retry-reason", "the CDN is back")
-        page.click("#retry-confirm")  # the cookie is no change's: the dialog asks for the token
-        page.wait_for_selector("#retry-token", state="visible", timeout=5_000)
-        page.fill("#retry-token", operator)
-        page.click("#retry-confirm")
-        page.wait_for_selector("#action-status:has-text('Retried as')", timeout=5_000)
+        page.wait_for_selector("#resend-open:not([hidden])", timeout=5_000)
+        page.click("#resend-open")
+        page.fill("#resend-reason", "the CDN is back")
+        page.click("#resend-confirm")  # the cookie is no change's: the dialog asks for the token
+        page.wait_for_selector("#resend-token", state="visible", timeout=5_000)
+        page.fill("#resend-token", operator)
+        page.click("#resend-confirm")
+        page.wait_for_selector("#action-status:has-text('Resent as')", timeout=5_000)
         new_id = page.inner_text("#action-status a")
         row = '#audit tr[data-actor="token:operator"]'
         page.wait_for_selector(row, timeout=5_000)
         shown = page.inner_text(row)
-        assert "retry" in shown
+        assert "resend" in shown
         assert "the CDN is back" in shown
         assert f"retried as {new_id}" in shown
         assert page.get_attribute(f"{row} a", "href") == "/task?id=" + quote(new_id, safe="")

@@ -1,4 +1,4 @@
-"""The list page's bulk retry form (a search's failed tasks sent again), in headless
+"""The list page's bulk resend form (a search's failed tasks sent again), in headless
 Chromium (test_browser's machinery)."""
 
 from __future__ import annotations
@@ -48,16 +48,16 @@ def test_the_list_retries_its_searchs_failed_tasks_in_one_form(
         page.set_viewport_size({"width": 1100, "height": 900})
         sign_in(page, url, READER)
         assert page.get_attribute("body", "data-role") == "read"
-        assert not page.is_visible("#bulk-open")  # a reader may not retry
+        assert not page.is_visible("#bulk-open")  # a reader may not resend
         page.click("#signout button")
         page.wait_for_url(server.url + "/login")
         sign_in(page, url, OPERATOR)
         page.wait_for_selector("#bulk-open:not([hidden])", timeout=5_000)
         page.wait_for_selector("#bulk:not([hidden])", timeout=5_000)
-        assert page.inner_text("#bulk-open") == "Retry these failed tasks…"
+        assert page.inner_text("#bulk-open") == "Resend these failed tasks…"
         page.click("#bulk-open")
         assert page.evaluate("document.activeElement.id") == "bulk-reason"
-        assert page.inner_text("#bulk-heading") == "Retry these 4 failed tasks?"
+        assert page.inner_text("#bulk-heading") == "Resend these 4 failed tasks?"
         assert f"(name {NAME})" in page.inner_text("#bulk-help")
         page.fill("#bulk-reason", "the GPU driver is fixed")
         page.click("#bulk-confirm")  # the sign-in cookie is no change's: it asks for the token
@@ -95,7 +95,7 @@ def test_the_list_retries_its_searchs_failed_tasks_in_one_form(
 
 
 def test_the_bulk_form_says_in_its_dialog_that_the_server_has_no_broker(page: Any) -> None:
-    with running_server() as server:  # no broker: a retry answers 503
+    with running_server() as server:  # no broker: a resend answers 503
         ended_task(
             server.book, "thumbnail/photo-07.jpg", message=kept_message(name=NAME), name=NAME
         )

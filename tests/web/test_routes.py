@@ -103,9 +103,10 @@ def test_the_console_is_in_the_document_only_over_a_book_that_keeps_info(
 def test_id_routes_are_matched_on_the_raw_path(book: MemoryBook | RedisBook) -> None:
     app = create_app(book)
     raw = {route.path for route in app.routes if isinstance(route, RawRoute)}
-    # Retry is served over a book that keeps task info (a RedisBook).
-    assert ("/api/tasks/{id}/retry" in raw) is isinstance(book, RedisBook)
-    raw.discard("/api/tasks/{id}/retry")
+    # Resend (and its old name, retry) is served over a book that keeps task info.
+    for name in ("resend", "retry"):
+        assert (f"/api/tasks/{{id}}/{name}" in raw) is isinstance(book, RedisBook)
+        raw.discard(f"/api/tasks/{{id}}/{name}")
     assert raw == {
         "/api/tasks/{id}",
         "/api/tasks/{id}/events",

@@ -126,9 +126,9 @@ def test_retries_are_decided_in_each_task_s_shard(
     book = sharded(server.book)
     for task_id in IDS[:6]:
         ended_task(book, task_id, message=kept_message(name="app.bulk", queue=queue))
-    one = client.post(task_path(IDS[0], "retry"), json={"reason": "upstream back"}).json()
+    one = client.post(task_path(IDS[0], "resend"), json={"reason": "upstream back"}).json()
     assert one["code"] is None
-    bulk = client.post("/api/retry?limit=100", json={"reason": "deploy"}).json()
+    bulk = client.post("/api/resend?limit=100", json={"reason": "deploy"}).json()
     assert (bulk["retried"], bulk["refused"]) == (5, 1)
     [refused] = [result for result in bulk["results"] if result["code"] is not None]
     assert (refused["taskId"], refused["code"]) == (IDS[0], "already-retried")
@@ -139,7 +139,7 @@ def test_retries_are_decided_in_each_task_s_shard(
         info = book.info(new_id)
         assert info is not None
         assert info.retry_of == original
-        assert next(e.outcome for e in book.audit(original) if e.action == "retry") in (
+        assert next(e.outcome for e in book.audit(original) if e.action == "resend") in (
             "retried",
             "already-retried",
         )

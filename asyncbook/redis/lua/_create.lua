@@ -1,6 +1,6 @@
 -- create_task(KEYS, a): store a new queued task, unless the id exists (create.lua's
 -- KEYS 1-12; a: create.lua's ARGV by name, CreateArgs in redis/_script_args.py). Shared by
--- create.lua and retry.lua.
+-- create.lua and resend.lua.
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 
 -- next_seq(key): the next creation order, as integer text. On one shard (the key ends in

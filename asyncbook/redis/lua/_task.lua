@@ -220,7 +220,7 @@ local function announce(channel, t)
 end
 
 -- One audit entry (a: AuditArgs of redis/_script_args.py as a record; outcome: the
--- book's answer; retried_as: a retry's new task, or nil)
+-- book's answer; retried_as: a resend's new task, or nil)
 -- appended to the namespace's log (a stream capped near log_cap entries; the entry's id
 -- is the server's clock, its field e the entry without atMs) and to the task's own list
 -- (its latest task_cap entries, kept as long as the task's record is).
@@ -229,7 +229,7 @@ local function write_audit(task_key, list_key, log_key, task_id, a, outcome, ret
   local body = '"actor":' .. cjson.encode(a.actor) .. ',"action":' .. cjson.encode(a.action)
     .. ',"taskId":' .. cjson.encode(task_id) .. ',"reason":' .. reason
     .. ',"outcome":' .. cjson.encode(outcome)
-  if retried_as then  -- a retry's entry: the new task's id
+  if retried_as then  -- a resend's entry: the new task's id
     body = body .. ',"retriedAs":' .. cjson.encode(retried_as)
   end
   body = body .. '}'

@@ -140,7 +140,7 @@ function fillNameSelect(select, names, current) {
   select.value = current || "";
 }
 
-// -- a change's dialog (cancel, retry, a search's retry): a reason, the API token when the
+// -- a change's dialog (cancel, resend, a search's resend): a reason, the API token when the
 // server asks for it, a POST. Its parts are ids `${prefix}-dialog`, -reason, -token-field,
 // -token, -error and -confirm.
 
@@ -165,7 +165,7 @@ function changeReason(prefix) {
 async function postChange(prefix, url, body, verb) {
   // POST body as JSON with the API token, the confirm button disabled meanwhile (a second
   // click sends nothing). Answers {response, answer}, or null when the dialog already said
-  // why not: no answer, or the token is needed ("Retrying needs the API token.").
+  // why not: no answer, or the token is needed ("Resending needs the API token.").
   const confirm = document.getElementById(prefix + "-confirm");
   const error = document.getElementById(prefix + "-error");
   const tokenField = document.getElementById(prefix + "-token-field");

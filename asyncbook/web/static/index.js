@@ -314,7 +314,7 @@ async function load(append, speak) {
   showRows();
   if (!plain) {
     showTotals(page.totals || {}, page.totalsExact !== false, view.filters.state);
-    showBulkRetry(view.filters, page.totals || {}, page.totalsExact !== false); // bulk-retry.js
+    showBulkResend(view.filters, page.totals || {}, page.totalsExact !== false); // bulk-resend.js
   }
   nextAfter = page.nextAfter || null;
   document.getElementById("more").hidden = !nextAfter;
@@ -338,7 +338,7 @@ function usePlainList() {
   for (const key of ["q", "name", "worker", "since"]) document.getElementById(key).closest("p").hidden = true;
   document.getElementById("totals").closest("section").hidden = true;
   document.getElementById("download-csv").hidden = true;
-  document.getElementById("bulk").hidden = true; // a bulk retry searches the tasks' info
+  document.getElementById("bulk").hidden = true; // a bulk resend searches the tasks' info
   document.getElementById("totals-note").textContent = "";
   document.getElementById("message").textContent = "";
   const note = document.getElementById("found");

@@ -1,16 +1,16 @@
 "use strict";
 // One task: its fields, a live bar and its history, all from the task's SSE stream; its
 // info (name, arguments, worker, times, traceback, relatives) from /api/tasks/ID, read again
-// when the stream says the task started, ended or was retried.
+// when the stream says the task started, ended or was resent.
 const taskId = new URLSearchParams(location.search).get("id") || "";
 const LIVE_STATES = new Set(["queued", "running"]);
-const RETRY_STATES = new Set(["failed", "expired", "cancelled"]);
+const RESEND_STATES = new Set(["failed", "expired", "cancelled"]);
 let shownVersion = 0;
 let infoState = null; // the task's state when its info was last read
 let taskState = null; // the task's state as the stream last said
 let taskInfo = null; // the info last read
 let auditState = null; // the task's state when its audit trail was last asked for
-let auditRetriedAs = null; // the retry its info named then (a retry leaves the state as it is)
+let auditRetriedAs = null; // the resend its info named then (a resend leaves the state as it is)
 let cancelling = false; // a cancel is on its way: its answer, not the stream, closes the dialog
 
 function showSummary(task) {
@@ -87,8 +87,8 @@ function showInfo(info) {
     ["Ended (UTC)", fullTime(info.endedAtMs)],
     ["Runtime", formatDuration(info.runtimeMs)],
     ["Retries", retries],
-    ["Retried by", info.retriedBy],
-    ["Retry reason", info.retryReason],
+    ["Resent by", info.retriedBy],
+    ["Resend reason", info.retryReason],
   ]);
   const recorded = (value) => (value === null || value === undefined ? "(not recorded)" : value);
   document.getElementById("args-section").hidden = !info.args && !info.kwargs;
@@ -108,8 +108,8 @@ function showInfo(info) {
     ["Parent", info.parentId ? link(taskPageUrl(info.parentId), info.parentId) : null],
     ["Root", root],
     ["Children", childList],
-    ["Retry of", info.retryOf ? link(taskPageUrl(info.retryOf), info.retryOf) : null],
-    ["Retried as", info.retriedAs ? link(taskPageUrl(info.retriedAs), info.retriedAs) : null],
+    ["Resent from", info.retryOf ? link(taskPageUrl(info.retryOf), info.retryOf) : null],
+    ["Resent as", info.retriedAs ? link(taskPageUrl(info.retriedAs), info.retriedAs) : null],
   ]);
   taskInfo = info;
   if (taskState) showActions(taskState);
@@ -129,7 +129,7 @@ async function readInfo() {
   if (answer.info) showInfo(answer.info);
   const retriedAs = (answer.info && answer.info.retriedAs) || null;
   if (retriedAs !== auditRetriedAs) {
-    auditRetriedAs = retriedAs; // retried elsewhere: the trail has its entry
+    auditRetriedAs = retriedAs; // resent elsewhere: the trail has its entry
     refreshAudit();
   }
   document.getElementById("main").dataset.infoVersion = String(answer.version);
@@ -137,9 +137,9 @@ async function readInfo() {
 
 const refreshInfo = throttled(readInfo, 500);
 
-// -- audit: who changed the task by hand (cancel, retry), newest first ----------------------
+// -- audit: who changed the task by hand (cancel, resend), newest first ----------------------
 
-// What the book answered; a retry's entry also links to the new task it made (or named).
+// What the book answered; a resend's entry also links to the new task it made (or named).
 function auditOutcome(entry) {
   if (!entry.retriedAs) return [entry.outcome];
   return [entry.outcome + " as ", link(taskPageUrl(entry.retriedAs), entry.retriedAs)];
@@ -174,12 +174,12 @@ function announce(text) {
 
 function showActions(state) {
   const live = mayChange && LIVE_STATES.has(state);
-  // Retry: an ended task whose message is kept, not retried yet (the server decides anyway).
-  const retryable = mayChange && RETRY_STATES.has(state) && taskInfo !== null
+  // Resend: an ended task whose message is kept, not resent yet (the server decides anyway).
+  const resendable = mayChange && RESEND_STATES.has(state) && taskInfo !== null
     && taskInfo.messageKept && !taskInfo.retriedAs;
   document.getElementById("cancel-open").hidden = !live;
-  document.getElementById("retry-open").hidden = !retryable;
-  document.getElementById("actions").hidden = !live && !retryable;
+  document.getElementById("resend-open").hidden = !resendable;
+  document.getElementById("actions").hidden = !live && !resendable;
   if (!live && cancelDialog.open && !cancelling) {
     cancelDialog.close();
     announce("The task ended meanwhile: " + state + ".").focus();
@@ -235,17 +235,17 @@ cancelDialog.addEventListener("cancel", () => {
   setTimeout(() => document.getElementById("cancel-open").focus(), 0);
 });
 
-// -- retry: a button once the task failed, expired or was cancelled, a dialog, one POST ----
+// -- resend: a button once the task failed, expired or was cancelled, a dialog, one POST ----
 
-const retryDialog = document.getElementById("retry-dialog");
+const resendDialog = document.getElementById("resend-dialog");
 
-function openRetry() {
-  openChangeDialog("retry");
+function openResend() {
+  openChangeDialog("resend");
 }
 
-function closeRetry() {
-  retryDialog.close();
-  document.getElementById("retry-open").focus();
+function closeResend() {
+  resendDialog.close();
+  document.getElementById("resend-open").focus();
 }
 
 function announceTask(text, id) {
@@ -254,34 +254,34 @@ function announceTask(text, id) {
   return status;
 }
 
-async function confirmRetry(event) {
+async function confirmResend(event) {
   event.preventDefault();
-  const error = document.getElementById("retry-error");
-  const sent = await postChange("retry", taskUrl(taskId, "retry"), changeReason("retry"), "Retrying");
+  const error = document.getElementById("resend-error");
+  const sent = await postChange("resend", taskUrl(taskId, "resend"), changeReason("resend"), "Resending");
   if (sent === null) return;
   const { response, answer } = sent;
   if (response.status === 400) {
     error.textContent = answer.message || "The server refused the request.";
-    document.getElementById(answer.field === "reason" ? "retry-reason" : "retry-confirm").focus();
+    document.getElementById(answer.field === "reason" ? "resend-reason" : "resend-confirm").focus();
     return;
   }
-  if (retryDialog.open) retryDialog.close();
+  if (resendDialog.open) resendDialog.close();
   readInfo();
-  readAudit(); // the retry, or its refusal, is on the trail
+  readAudit(); // the resend, or its refusal, is on the trail
   if (response.ok) {
-    announceTask("Retried as ", answer.retriedAs).focus();
+    announceTask("Resent as ", answer.retriedAs).focus();
   } else if (answer.code === "already-retried" && answer.retriedAs) {
-    announceTask("It was already retried, as ", answer.retriedAs).focus();
+    announceTask("It was already resent, as ", answer.retriedAs).focus();
   } else {
-    announce("Not retried: " + (answer.message || "the server answered " + response.status)).focus();
+    announce("Not resent: " + (answer.message || "the server answered " + response.status)).focus();
   }
 }
 
-document.getElementById("retry-open").addEventListener("click", openRetry);
-document.getElementById("retry-keep").addEventListener("click", closeRetry);
-document.getElementById("retry-form").addEventListener("submit", confirmRetry);
-retryDialog.addEventListener("cancel", () => {
-  setTimeout(() => document.getElementById("retry-open").focus(), 0);
+document.getElementById("resend-open").addEventListener("click", openResend);
+document.getElementById("resend-keep").addEventListener("click", closeResend);
+document.getElementById("resend-form").addEventListener("submit", confirmResend);
+resendDialog.addEventListener("cancel", () => {
+  setTimeout(() => document.getElementById("resend-open").focus(), 0);
 });
 
 function follow() {

@@ -1,4 +1,4 @@
-"""``POST /api/tasks/<id>/retry`` and ``POST /api/retry`` over HTTP, on RedisBook with real
+"""``POST /api/tasks/<id>/resend`` and ``POST /api/resend`` over HTTP, on RedisBook with real
 Redis; the broker is a Redis too, whose queue list is read back to see what was sent."""
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 from asyncbook import RedisBook
+from asyncbook.celery import Resender
+from asyncbook.web import BackgroundServer
 from asyncbook.web._auth import COOKIE
 from asyncbook.web._paths import task_path
 
@@ -27,13 +29,13 @@ SAME_SITE = {"Sec-Fetch-Site": "same-origin"}
 
 @pytest.fixture
 def server() -> Iterator[Running]:
-    """A status server whose retries go to the web test Redis as a broker."""
+    """A status server whose resends go to the web test Redis as a broker."""
     with running_server(broker_url=WEB_REDIS_URL) as running:
         yield running
 
 
 def retry(client: httpx.Client, task_id: str, **options: Any) -> httpx.Response:
-    return client.post(task_path(task_id, "retry"), **options)
+    return client.post(task_path(task_id, "resend"), **options)
 
 
 def queued(book: RedisBook) -> int:
@@ -115,7 +117,7 @@ def test_refusals_name_what_is_wrong_and_change_nothing(
     assert_error(retry(client, "plain", json={"why": "x"}), 400, "invalid-request")
     assert queued(book) == 1  # "waiting" only: nothing was created
     assert sent(queue) == []
-    # Retried once: a second retry (a double click) names the first and sends nothing.
+    # Resent once: a second resend (a double click) names the first and sends nothing.
     ended_task(book, "once", state="cancelled", message=kept_message(queue=queue))
     new_id = retry(client, "once").json()["retriedAs"]
     again = assert_error(retry(client, "once"), 409, "already-retried")
@@ -130,7 +132,7 @@ def test_without_a_broker_a_retry_is_refused() -> None:
         refused = assert_error(retry(client, "t"), 503, "no-broker")
         assert "--broker" in refused["message"]
         assert "ASYNCBOOK_BROKER_URL" in refused["message"]
-        assert_error(client.post("/api/retry"), 503, "no-broker")
+        assert_error(client.post("/api/resend"), 503, "no-broker")
         info = server.book.info("t")
         assert info is not None
         assert info.retried_as is None
@@ -149,7 +151,7 @@ def test_a_message_the_broker_did_not_take_leaves_its_new_task_cancelled() -> No
         assert new_task is not None
         assert new_task.state.value == "cancelled"
         assert new_task.error is not None
-        assert new_task.error.startswith("retry not sent")
+        assert new_task.error.startswith("resend not sent")
         assert queued(server.book) == 0
 
 
@@ -162,7 +164,7 @@ def test_a_cross_site_retry_is_refused(
 ) -> None:
     ended_task(server.book, "t", message=kept_message(queue=queue))
     assert_error(retry(client, "t", headers=headers), 403, "cross-site")
-    assert_error(client.post("/api/retry", headers=headers), 403, "cross-site")
+    assert_error(client.post("/api/resend", headers=headers), 403, "cross-site")
     assert sent(queue) == []
     assert retry(client, "t", headers=SAME_SITE | {"Origin": server.url}).status_code == 200
 
@@ -177,7 +179,7 @@ def test_with_a_token_only_the_bearer_token_retries(queue: str) -> None:
         assert client.post("/login", data={"token": TOKEN}).status_code == 303
         assert COOKIE in client.cookies
         assert_error(retry(client, "t", headers=SAME_SITE), 401, "unauthorized")
-        assert_error(client.post("/api/retry", headers=SAME_SITE), 401, "unauthorized")
+        assert_error(client.post("/api/resend", headers=SAME_SITE), 401, "unauthorized")
         assert sent(queue) == []
         bearer = {"Authorization": "Bearer " + TOKEN}
         assert retry(client, "t", headers=bearer | SAME_SITE).status_code == 200
@@ -193,20 +195,20 @@ def test_a_bulk_retry_sends_a_search_s_failed_tasks_once(
         )
     ended_task(book, "c0", "cancelled", kept_message(name="app.bulk", queue=queue), "app.bulk")
     ended_task(book, "other", message=kept_message(queue=queue))
-    answer = client.post("/api/retry?name=app.bulk&limit=3", json={"reason": "deploy fixed it"})
+    answer = client.post("/api/resend?name=app.bulk&limit=3", json={"reason": "deploy fixed it"})
     assert answer.status_code == 200, answer.text
     first = answer.json()
     assert (first["retried"], first["refused"]) == (3, 0)
     assert first["nextAfter"] is not None
-    rest = client.post(f"/api/retry?name=app.bulk&after={first['nextAfter']}").json()
+    rest = client.post(f"/api/resend?name=app.bulk&after={first['nextAfter']}").json()
     assert (rest["retried"], rest["refused"], rest["nextAfter"]) == (2, 0, None)
     ids = {result["taskId"] for result in first["results"] + rest["results"]}
     assert ids == {f"f{n}" for n in range(5)}  # failed only: the default state
     assert len(sent(queue)) == 5
-    again = client.post("/api/retry?name=app.bulk&limit=1000").json()
+    again = client.post("/api/resend?name=app.bulk&limit=1000").json()
     assert (again["retried"], again["refused"]) == (0, 5)
     assert {result["code"] for result in again["results"]} == {"already-retried"}
-    cancelled = client.post("/api/retry?name=app.bulk&state=cancelled").json()
+    cancelled = client.post("/api/resend?name=app.bulk&state=cancelled").json()
     assert (cancelled["retried"], cancelled["results"][0]["taskId"]) == (1, "c0")
     assert len(sent(queue)) == 6
 
@@ -226,8 +228,95 @@ def test_a_bad_bulk_retry_names_its_field(
     server: Running, client: httpx.Client, query: str, field: str
 ) -> None:
     ended_task(server.book, "t", message=kept_message())
-    refused = assert_error(client.post(f"/api/retry?{query}"), 400, "invalid-request")
+    refused = assert_error(client.post(f"/api/resend?{query}"), 400, "invalid-request")
     assert refused["field"] == field
     info = server.book.info("t")
     assert info is not None
     assert info.retried_as is None
+
+
+def _same_but_ids(answer: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    """``answer`` with each id of ``ids`` (and the message naming it) written as its key."""
+    text = json.dumps(answer)
+    for placeholder, task_id in ids.items():
+        text = text.replace(task_id, placeholder)
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def test_the_old_routes_answer_exactly_as_the_new_ones(
+    server: Running, client: httpx.Client, queue: str
+) -> None:
+    book = server.book
+    for task_id in ("n1", "o1"):
+        name = f"app.{task_id}"
+        ended_task(book, task_id, message=kept_message(queue=queue, name=name), name=name)
+    ended_task(book, "plain")
+    answers: dict[str, list[httpx.Response]] = {}
+    for name, task_id in (("resend", "n1"), ("retry", "o1")):
+        answers[name] = [
+            client.post(task_path(task_id, name), json={"reason": "same"}),
+            client.post(task_path(task_id, name)),  # already resent
+            client.post(task_path("plain", name)),  # no kept message
+            client.post(task_path("nobody", name)),
+            client.post(task_path(task_id, name), json={"why": "x"}),
+            client.post(f"/api/{name}?state=queued"),
+            client.post(f"/api/{name}?name=app.{task_id}&state=failed"),
+        ]
+    new, old = answers["resend"], answers["retry"]
+    assert [a.status_code for a in new] == [a.status_code for a in old]
+    assert [a.status_code for a in new] == [200, 409, 409, 404, 400, 400, 200]
+    new_ids = {"TASK": "n1", "NEW": new[0].json()["retriedAs"]}
+    old_ids = {"TASK": "o1", "NEW": old[0].json()["retriedAs"]}
+    for one, other in zip(new, old, strict=True):
+        assert one.headers["content-type"] == other.headers["content-type"]
+        assert _same_but_ids(one.json(), new_ids) == _same_but_ids(other.json(), old_ids)
+    assert new[-1].json()["results"][0]["code"] == "already-retried", new[-1].json()
+    assert len(sent(queue)) == 2
+    for task_id in ("n1", "o1"):
+        assert [e.action for e in book.audit(task_id)] == ["resend"] * 3
+
+
+def test_the_api_document_marks_the_old_routes_deprecated(client: httpx.Client) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for new, old in (
+        ("/api/tasks/{id}/resend", "/api/tasks/{id}/retry"),
+        ("/api/resend", "/api/retry"),
+    ):
+        assert "deprecated" not in paths[new]["post"]
+        assert paths[old]["post"]["deprecated"] is True
+        assert "0.3.0" in paths[old]["post"]["description"]
+        for part in ("parameters", "requestBody", "responses", "summary"):
+            assert paths[old]["post"].get(part) == paths[new]["post"].get(part)
+    deprecated = sorted(
+        path for path, item in paths.items() for op in item.values() if op.get("deprecated")
+    )
+    assert deprecated == ["/api/retry", "/api/tasks/{id}/retry"]
+
+
+def test_the_old_keyword_retrier_still_gives_the_server_its_resender(queue: str) -> None:
+    with running_server() as plain:
+        with pytest.warns(DeprecationWarning, match="resender="):
+            server = BackgroundServer(plain.book, retrier=Resender(plain.book, WEB_REDIS_URL))
+        with server, httpx.Client(base_url=server.url) as client:
+            ended_task(plain.book, "t", message=kept_message(queue=queue))
+            assert retry(client, "t").status_code == 200  # not 503 no-broker
+            assert len(sent(queue)) == 1
+
+
+def test_the_task_page_asks_a_signed_in_operator_for_the_token_to_resend() -> None:
+    with (
+        running_server(token=TOKEN) as guarded,
+        httpx.Client(base_url=guarded.url, timeout=10) as client,
+    ):
+        client.post("/login", data={"token": TOKEN})
+        page = client.get("/task", params={"id": "t"}).text
+        assert '<button type="button" id="resend-open" hidden>Resend</button>' in page
+        assert '<p id="resend-token-field">' in page  # the cookie is no change's
+        assert "retry-" not in page
+        index = client.get("/").text
+        assert "/static/bulk-resend.js" in index
+        assert "Resend these failed tasks" in index
+        script = client.get("/static/bulk-resend.js")
+        assert script.status_code == 200
+        assert '"/api/resend?"' in script.text

@@ -1,5 +1,5 @@
-"""A retry over HTTP on the audit trail: the operator's retry (one task or a search's) is
-recorded as its principal, in the retry's own script call, and read back through
+"""A resend over HTTP on the audit trail: the operator's resend (one task or a search's) is
+recorded as its principal, in the resend's own script call, and read back through
 ``/api/tasks/{id}/audit``; the read token is refused both routes and changes nothing."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ AS_READER = {"Authorization": f"Bearer {READER}"}
 
 @pytest.fixture
 def server() -> Iterator[Running]:
-    """A server with both tokens whose retries go to the web test Redis as a broker."""
+    """A server with both tokens whose resends go to the web test Redis as a broker."""
     access = AccessRules.of(token=OPERATOR, read_token=READER)
     with running_server(access=access, broker_url=WEB_REDIS_URL) as running:
         yield running
@@ -42,18 +42,20 @@ def test_an_operator_s_retry_is_audited_in_the_same_script_call(
     server: Running, client: httpx.Client, queue: str
 ) -> None:
     ended_task(server.book, "first", message=kept_message(queue=queue))
+    engine = server.book.engine  # resend.lua loaded first: NOSCRIPT would add an EVAL
+    engine.slot_client().script_load(engine.scripts.resend.source)
     with script_calls() as shas:
         answer = client.post(
-            task_path("first", "retry"), json={"reason": "upstream back"}, headers=AS_OPERATOR
+            task_path("first", "resend"), json={"reason": "upstream back"}, headers=AS_OPERATOR
         )
     assert answer.status_code == 200, answer.text
     new_id = answer.json()["retriedAs"]
-    assert shas == [server.book.engine.scripts.retry.sha]  # no separate audit.lua call
+    assert shas == [server.book.engine.scripts.resend.sha]  # no separate audit.lua call
     [entry] = audit_of(client, "first")
     assert entry.pop("atMs")
     assert entry == {
         "actor": "token:operator",
-        "action": "retry",
+        "action": "resend",
         "taskId": "first",
         "reason": "upstream back",
         "outcome": "retried",
@@ -69,7 +71,7 @@ def test_a_bulk_retry_writes_one_entry_per_task(
     for task_id in ("a", "b", "c"):
         ended_task(server.book, task_id, message=kept_message(queue=queue), name="app.bulk")
     answer = client.post(
-        "/api/retry", params={"name": "app.bulk"}, json={"reason": "bulk"}, headers=AS_OPERATOR
+        "/api/resend", params={"name": "app.bulk"}, json={"reason": "bulk"}, headers=AS_OPERATOR
     )
     assert answer.status_code == 200, answer.text
     made = {r["taskId"]: r["retriedAs"] for r in answer.json()["results"]}
@@ -87,8 +89,8 @@ def test_a_bulk_retry_writes_one_entry_per_task(
 
 def test_a_refused_retry_is_audited(server: Running, client: httpx.Client, queue: str) -> None:
     ended_task(server.book, "once", message=kept_message(queue=queue))
-    new_id = client.post(task_path("once", "retry"), headers=AS_OPERATOR).json()["retriedAs"]
-    again = client.post(task_path("once", "retry"), json={"reason": "2"}, headers=AS_OPERATOR)
+    new_id = client.post(task_path("once", "resend"), headers=AS_OPERATOR).json()["retriedAs"]
+    again = client.post(task_path("once", "resend"), json={"reason": "2"}, headers=AS_OPERATOR)
     assert_error(again, 409, "already-retried")
     refused, made = audit_of(client, "once")  # newest first
     assert (refused["outcome"], refused["retriedAs"], refused["reason"]) == (
@@ -97,7 +99,7 @@ def test_a_refused_retry_is_audited(server: Running, client: httpx.Client, queue
         "2",
     )
     assert (made["outcome"], made["retriedAs"], made.get("reason")) == ("retried", new_id, None)
-    assert_error(client.post(task_path("nobody", "retry"), headers=AS_OPERATOR), 404, "not-found")
+    assert_error(client.post(task_path("nobody", "resend"), headers=AS_OPERATOR), 404, "not-found")
     assert audit_of(client, "nobody") == []
 
 
@@ -105,9 +107,9 @@ def test_the_read_token_is_refused_both_retry_routes(
     server: Running, client: httpx.Client, queue: str
 ) -> None:
     ended_task(server.book, "t", message=kept_message(queue=queue))
-    one = client.post(task_path("t", "retry"), json={"reason": "x"}, headers=AS_READER)
+    one = client.post(task_path("t", "resend"), json={"reason": "x"}, headers=AS_READER)
     assert_error(one, 403, "forbidden")
-    bulk = client.post("/api/retry", json={"reason": "x"}, headers=AS_READER)
+    bulk = client.post("/api/resend", json={"reason": "x"}, headers=AS_READER)
     assert_error(bulk, 403, "forbidden")
     assert sent(queue) == []
     assert server.book.count_by_state()["queued"] == 0
@@ -125,7 +127,7 @@ def test_a_retry_not_sent_is_audited_as_its_new_task_s_cancel() -> None:
         httpx.Client(base_url=server.url, timeout=30) as client,
     ):
         ended_task(server.book, "t", message=kept_message())
-        refused = client.post(task_path("t", "retry"), headers=AS_OPERATOR)
+        refused = client.post(task_path("t", "resend"), headers=AS_OPERATOR)
         new_id = assert_error(refused, 503, "not-sent")["retriedAs"]
         [made] = audit_of(client, "t")
         assert (made["outcome"], made["retriedAs"]) == ("retried", new_id)
@@ -135,4 +137,4 @@ def test_a_retry_not_sent_is_audited_as_its_new_task_s_cancel() -> None:
             "cancel",
             "cancelled",
         )
-        assert str(cancel["reason"]).startswith("retry not sent")
+        assert str(cancel["reason"]).startswith("resend not sent")

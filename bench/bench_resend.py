@@ -1,7 +1,7 @@
-"""Retry benchmark (issue 19): the cost of keeping each tracked message at publish, and a
-bulk retry of 1,000 failed tasks.
+"""Resend benchmark (issue 19, named retry until issue 31): the cost of keeping each
+tracked message at publish, and a bulk resend of 1,000 failed tasks.
 
-Run:  .venv/bin/python bench/bench_retry.py [--url redis://127.0.0.1:6379/13] [-n 2000]
+Run:  .venv/bin/python bench/bench_resend.py [--url redis://127.0.0.1:6379/13] [-n 2000]
       [--rounds 5] [--bulk 1000]
 
 (a) Tracked publish throughput, keep on / keep off (target >= 0.95). Two Celery apps in
@@ -12,9 +12,9 @@ Run:  .venv/bin/python bench/bench_retry.py [--url redis://127.0.0.1:6379/13] [-
     written to Redis inside the call, its answer read later). Keeping costs only at
     publish (a worker runs the same message either way), so this is where the ratio is
     taken; per round, the median over rounds reported.
-(b) One bulk retry of ``bulk`` failed tasks, each with its kept message (published by the
-    keeping app, then failed in the book): ``POST /api/retry?limit=1000`` on a status
-    server, and ``Retrier.retry`` called directly (target <= 2 s). Every retry is
+(b) One bulk resend of ``bulk`` failed tasks, each with its kept message (published by the
+    keeping app, then failed in the book): ``POST /api/resend?limit=1000`` on a status
+    server, and ``Resender.resend`` called directly (target <= 2 s). Every resend is
     published to the broker.
 
 Uses a throwaway namespace and queues on the Redis at ``--url`` and removes them.
@@ -34,8 +34,7 @@ import redis
 from celery import Celery
 
 from asyncbook import RedisBook
-from asyncbook.celery import Integration, install, uninstall
-from asyncbook.redis import Retrier
+from asyncbook.celery import Integration, Resender, install, uninstall
 from asyncbook.web import BackgroundServer, feed_for
 
 ARGS = ("s3://bucket/videos/2026/12/clip-0042.mp4", {"width": 1280, "height": 720})
@@ -47,7 +46,7 @@ def _name(keep: bool) -> str:
 
 
 def make_app(url: str, namespace: str, keep: bool) -> Celery:
-    app = Celery(f"bench-retry-{keep}", broker=url, set_as_current=False)
+    app = Celery(f"bench-resend-{keep}", broker=url, set_as_current=False)
     app.conf.update(
         broker_connection_retry_on_startup=True,
         asyncbook_redis_url=url,
@@ -127,10 +126,10 @@ def main() -> None:
     parser.add_argument("--url", default="redis://127.0.0.1:6379/13")
     parser.add_argument("-n", type=int, default=2000, help="tasks per publish run")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--bulk", type=int, default=1000, help="tasks in the bulk retry")
+    parser.add_argument("--bulk", type=int, default=1000, help="tasks in the bulk resend")
     args = parser.parse_args()
-    namespace = f"bench-retry-{uuid.uuid4().hex[:8]}"
-    queue = f"bench-retry-q-{uuid.uuid4().hex[:8]}"
+    namespace = f"bench-resend-{uuid.uuid4().hex[:8]}"
+    queue = f"bench-resend-q-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(args.url)
     apps = {keep: make_app(args.url, namespace, keep) for keep in (False, True)}
     integrations = {keep: install(app) for keep, app in apps.items()}
@@ -157,16 +156,16 @@ def main() -> None:
             )
         book = RedisBook.from_url(args.url, namespace=namespace)
         warm = failed_with_messages(book, apps[True], integrations[True], 10, queue)
-        Retrier(book, args.url).retry(warm)  # retry.lua loaded, kombu imported
+        Resender(book, args.url).resend(warm)  # resend.lua loaded, kombu imported
         ids = failed_with_messages(book, apps[True], integrations[True], args.bulk, queue)
         drop(client, f"{queue}*")
         with (
-            BackgroundServer(book, feed_for(book), retrier=Retrier(book, args.url)) as server,
+            BackgroundServer(book, feed_for(book), resender=Resender(book, args.url)) as server,
             httpx.Client(base_url=server.url, timeout=60) as http,
         ):
             started = time.perf_counter()
-            retry = f"/api/retry?name={_name(True)}&limit={args.bulk}"
-            answer = http.post(retry).json()
+            resend = f"/api/resend?name={_name(True)}&limit={args.bulk}"
+            answer = http.post(resend).json()
             over_http = time.perf_counter() - started
         assert answer["retried"] == args.bulk, answer["results"][:3]
         sent = sum(client.llen(key) for key in client.scan_iter(match=f"{queue}*"))
@@ -174,7 +173,7 @@ def main() -> None:
         drop(client, f"{queue}*")
         again = failed_with_messages(book, apps[True], integrations[True], args.bulk, queue)
         started = time.perf_counter()
-        results = Retrier(book, args.url).retry(again)
+        results = Resender(book, args.url).resend(again)
         direct = time.perf_counter() - started
         assert all(result.code is None for result in results)
         assert len(ids) == len(again) == args.bulk
@@ -196,9 +195,9 @@ def main() -> None:
             f"keep on / keep off, {label}: median {statistics.median(values):.3f}"
             f"  (rounds: {', '.join(f'{r:.3f}' for r in values)})  target >= 0.95"
         )
-    print(f"bulk retry of {args.bulk} failed tasks, one call (target <= 2 s):")
-    print(f"  POST /api/retry   {over_http:.3f} s")
-    print(f"  Retrier.retry     {direct:.3f} s")
+    print(f"bulk resend of {args.bulk} failed tasks, one call (target <= 2 s):")
+    print(f"  POST /api/resend  {over_http:.3f} s")
+    print(f"  Resender.resend   {direct:.3f} s")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,18 @@
--- retry: a failed, expired or cancelled task sent again as a new task (create_task,
--- _create.lua), linked both ways (retryOf on the new, retriedAs on the original), once:
--- the original's retriedAs decides, so two retries at once create one task. When an
--- actor is given, the answer is recorded on the original's audit trail in the same call
--- (write_audit, _task.lua): action retry, outcome 'retried' or the refusal's code, and
--- retriedAs the new task (or the earlier retry); none for an unknown task or a create
--- that failed.
+-- resend: a failed, expired or cancelled task's kept message sent again as a new task
+-- (create_task, _create.lua), linked both ways (retryOf on the new, retriedAs on the
+-- original: the stored names), once: the original's retriedAs decides, so two resends at
+-- once create one task. When an actor is given, the answer is recorded on the original's
+-- audit trail in the same call (write_audit, _task.lua): action resend, outcome 'retried'
+-- or the refusal's code, and retriedAs the new task (or the earlier resend's); none for an
+-- unknown task or a create that failed.
 -- KEYS: 1-12 the new task's, as create.lua's; 13 the original's task hash,
 --       14 the original's kept message (copied to the new task's, KEYS[12]),
 --       15 the original's audit list, 16 the namespace's audit log (stream)
 -- Returns: {'created'} | {'refused', code, detail}: code not-found, not-retryable
---          (detail: the state), already-retried (detail: the retry's id), no-message;
+--          (detail: the state), already-retried (detail: the earlier new task), no-message;
 --          or create_task's other answers
 
--- ARGV: RetryArgs (redis/_script_args.py): CreateArgs, the original's id, then AuditArgs
+-- ARGV: ResendArgs (redis/_script_args.py): CreateArgs, the original's id, then AuditArgs
 local task_id = ARGV[1]
 local task_id_json = ARGV[2]
 local deadline = ARGV[3]

@@ -1,5 +1,7 @@
-"""``asyncbook retry``: tasks, or a search's failed tasks, sent again from their kept
-messages as new tasks (``Retrier``: the book decides, kombu publishes)."""
+"""``asyncbook resend``: tasks, or a search's failed tasks, sent again from their kept
+messages as new tasks (``asyncbook.celery.Resender``: the book decides, kombu publishes).
+``asyncbook retry`` is its old name: the same command, with a note on stderr,
+until 0.3.0."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 import click
 
 from .._console import TaskQuery
-from ..redis import BROKER_SETTING, RETRYABLE_STATES, Retrier, RetryResult
+from ..redis import BROKER_SETTING, RESENDABLE_STATES, ResendResult
 from ._audit_cmd import cli_actor
 from ._console_units import naming_options, when_option
 from ._context import (
@@ -22,16 +24,19 @@ from ._context import (
 )
 from ._terminal import echo, shown
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "OLD_NAME_NOTE"]
+
+OLD_NAME_NOTE = "asyncbook: 'retry' is deprecated, use 'asyncbook resend' (retry goes in 0.3.0)"
+"""What ``asyncbook retry`` says on stderr before it runs as ``resend``."""
 
 _FILTERS = ("name", "state", "worker", "q", "since_ms", "until_ms", "after")
 
 
-@click.command("retry")
+@click.command("resend")
 @click.argument("task_ids", nargs=-1)
-@click.option("--name", help="Retry the tasks of this Celery task name (a search).")
+@click.option("--name", help="Resend the tasks of this Celery task name (a search).")
 @click.option(
-    "--state", type=click.Choice(RETRYABLE_STATES), default=None, help="[default: failed]"
+    "--state", type=click.Choice(RESENDABLE_STATES), default=None, help="[default: failed]"
 )
 @click.option("--worker", help="Only tasks that ran on this worker.")
 @click.option("--q", "--id-prefix", "q", help="Only tasks whose id starts with this.")
@@ -44,13 +49,13 @@ _FILTERS = ("name", "state", "worker", "q", "since_ms", "until_ms", "after")
     "--actor",
     default=cli_actor,
     show_default="cli:<login name>",
-    help="Who the audit trail records the retry as (kept with each new task too).",
+    help="Who the audit trail records the resend as (kept with each new task too).",
 )
-@click.option("--yes", "-y", is_flag=True, help="Retry a search's tasks without asking.")
+@click.option("--yes", "-y", is_flag=True, help="Resend a search's tasks without asking.")
 @broker_option("each task's kept message is sent to it again, as a new task (required)")
 @json_option
 @click.pass_obj
-def retry(
+def resend(
     settings: GroupOptions,
     /,
     task_ids: tuple[str, ...],
@@ -67,11 +72,12 @@ def retry(
 
     Give task ids, or a search (--name, --state failed by default, --worker, --q,
     --since, --until; at most --limit tasks, --after continues), which asks before it
-    sends unless --yes; the search leaves out the tasks retried already (it names them).
-    Each retry, and each refusal of a task that exists, is recorded
-    in the audit trail (``asyncbook audit``) with ACTOR and the reason. Exits 0 when
-    every task was sent again, 1 when any was refused (each refusal is printed: unknown,
-    not ended so, retried already, no kept message).
+    sends unless --yes; the search leaves out the tasks resent already (it names them).
+    Each resend, and each refusal of a task that exists, is recorded
+    in the audit trail (``asyncbook audit``, action resend) with ACTOR and the reason.
+    Exits 0 when every task was sent again, 1 when any was refused (each refusal is
+    printed: unknown, not ended so, resent already, no kept message). Not Celery's
+    Task.retry: a resend is a new task, published by hand.
     """
     searching = any(filters[name] is not None for name in _FILTERS)
     if task_ids and searching:
@@ -79,7 +85,7 @@ def retry(
     if not task_ids and not searching:
         raise click.UsageError("give task ids, or a search: --name, --state, --since...")
     if not broker_url:
-        raise click.UsageError(f"no broker to send retries to: give --broker (or {BROKER_SETTING})")
+        raise click.UsageError(f"no broker to send tasks to: give --broker (or {BROKER_SETTING})")
     book = settings.book
     next_after = None
     ids = list(task_ids)
@@ -89,30 +95,32 @@ def retry(
         with book_errors(), naming_options():
             page = book.search(query.checked())
         next_after = page.next_after
-        # A task retried already would only be refused: the search offers the others.
+        # A task resent already would only be refused: the search offers the others.
         left_out = [(r.task.id, r.info.retried_as) for r in page.tasks if r.info.retried_as]
         ids = [row.task.id for row in page.tasks if not row.info.retried_as]
         if left_out:
             names = ", ".join(shown(task_id) for task_id, _ in left_out[:3])
             more = ", ..." if len(left_out) > 3 else ""
-            echo(f"left out {len(left_out)} task(s) retried already: {names}{more}", err=True)
+            echo(f"left out {len(left_out)} task(s) resent already: {names}{more}", err=True)
         if not ids:
-            retried = f" ({len(left_out)} retried already)" if left_out else ""
-            echo(f"no task matches{retried}", err=True)
+            resent = f" ({len(left_out)} resent already)" if left_out else ""
+            echo(f"no task matches{resent}", err=True)
             if as_json:
                 _report([], next_after, as_json, left_out)
             return
         if not yes:
             listed = ", ".join(shown(task_id) for task_id in ids[:3])
             listed += ", ..." if len(ids) > 3 else ""
-            click.confirm(f"Retry {len(ids)} task(s) ({listed})?", abort=True, err=True)
+            click.confirm(f"Resend {len(ids)} task(s) ({listed})?", abort=True, err=True)
+    from ..celery import Resender  # Celery's, loaded only to send
+
     with book_errors(), naming_options():
-        results = Retrier(book, broker_url).retry(ids, actor=actor, reason=reason)
+        results = Resender(book, broker_url).resend(ids, actor=actor, reason=reason)
     _report(results, next_after, as_json, left_out)
 
 
 def _report(
-    results: list[RetryResult],
+    results: list[ResendResult],
     next_after: str | None,
     as_json: bool,
     left_out: list[tuple[str, str]],
@@ -131,14 +139,29 @@ def _report(
     else:
         for result in results:
             if result.code is None:
-                echo(f"retried {result.task_id} as {result.retried_as}")
+                echo(f"resent {result.task_id} as {result.retried_as}")
             else:
                 echo(f"refused {result.task_id} ({result.code}): {result.message}", err=True)
         if next_after is not None:
             echo(f"more: --after {next_after}")
     if refused:
-        fail(f"{len(refused)} of {len(results)} task(s) not retried", EXIT_NOT_FOUND)
+        fail(f"{len(refused)} of {len(results)} task(s) not resent", EXIT_NOT_FOUND)
 
 
-COMMANDS = (retry,)
+@click.pass_context
+def _old_name(context: click.Context, /, **params: Any) -> None:
+    echo(OLD_NAME_NOTE, err=True)
+    context.invoke(resend, **params)
+
+
+retry = click.Command(
+    "retry",
+    callback=_old_name,
+    params=list(resend.params),
+    help="Deprecated: the old name of 'asyncbook resend', the same command (a "
+    "note on stderr says so); goes in 0.3.0.",
+    short_help="Deprecated: resend's old name (goes in 0.3.0).",
+)
+
+COMMANDS = (resend, retry)
 """The commands this module adds to the ``asyncbook`` group."""

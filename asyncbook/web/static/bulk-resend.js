@@ -1,6 +1,6 @@
 "use strict";
-// The list page's bulk retry: the search's failed tasks (or expired, or cancelled: the state
-// filter's) sent again through POST /api/retry with exactly the page's filters, batch after
+// The list page's bulk resend: the search's failed tasks (or expired, or cancelled: the state
+// filter's) sent again through POST /api/resend with exactly the page's filters, batch after
 // batch (nextAfter), at most BULK_CALLS batches a click; then a summary of what the book did.
 const BULK_BATCH = 1000; // the API's largest batch
 const BULK_CALLS = 10; // batches a click: at most 10,000 tasks, then the form offers the rest
@@ -9,15 +9,15 @@ const BULK_STATES = ["failed", "expired", "cancelled"];
 const bulkDialog = document.getElementById("bulk-dialog");
 
 let bulkListed = null; // the search the list shows: {filters, state, count, exact}
-let bulkRun = null; // the bulk retry of the open dialog, and how far it got
+let bulkRun = null; // the bulk resend of the open dialog, and how far it got
 
-function showBulkRetry(filters, totals, exact) {
-  // After each read of the list: the button, for an operator, when tasks of a retryable
+function showBulkResend(filters, totals, exact) {
+  // After each read of the list: the button, for an operator, when tasks of a resendable
   // state match (no state filter: failed, the API's default).
   const state = filters.state || "failed";
   const count = totals[state] || 0;
   bulkListed = { filters: { ...filters }, state, count, exact };
-  document.getElementById("bulk-open").textContent = "Retry these " + state + " tasks…";
+  document.getElementById("bulk-open").textContent = "Resend these " + state + " tasks…";
   document.getElementById("bulk").hidden = !(mayChange && BULK_STATES.includes(state) && count > 0);
 }
 
@@ -32,15 +32,15 @@ function filtersText(filters) {
 }
 
 function openBulk() {
-  bulkRun = { ...bulkListed, after: null, started: false, retried: 0, refused: new Map(), pairs: [] };
+  bulkRun = { ...bulkListed, after: null, started: false, resent: 0, refused: new Map(), pairs: [] };
   const tasks = bulkRun.count === 1 ? " task" : " tasks";
   document.getElementById("bulk-heading").textContent =
-    "Retry these " + bulkRun.count + " " + bulkRun.state + tasks + "?";
+    "Resend these " + bulkRun.count + " " + bulkRun.state + tasks + "?";
   document.getElementById("bulk-help").textContent = (bulkRun.exact ? "" : "At least ") + bulkRun.count +
     " " + bulkRun.state + tasks + " match this page's filters" + filtersText(bulkRun.filters) + ".";
   document.getElementById("bulk-summary").replaceChildren();
   document.getElementById("bulk-confirm").hidden = false;
-  document.getElementById("bulk-confirm").textContent = "Retry them";
+  document.getElementById("bulk-confirm").textContent = "Resend them";
   document.getElementById("bulk-keep").textContent = "Not now";
   openChangeDialog("bulk");
 }
@@ -53,13 +53,13 @@ function closeBulk() {
 
 function refusalText(status, answer) {
   if (status === 403 && answer.code === "forbidden") {
-    return "Retrying needs the operator role: " + (answer.message || "");
+    return "Resending needs the operator role: " + (answer.message || "");
   }
   return answer.message || "The server answered " + status + ".";
 }
 
 function bulkTally(answer) {
-  bulkRun.retried += answer.retried;
+  bulkRun.resent += answer.retried; // the answer's count of tasks sent
   for (const result of answer.results) {
     if (result.code === null) {
       bulkRun.pairs.push([result.taskId, result.retriedAs]);
@@ -80,7 +80,7 @@ async function confirmBulk(event) {
     for (const key of FILTERS) if (bulkRun.filters[key]) params.set(key, bulkRun.filters[key]);
     params.set("limit", String(BULK_BATCH));
     if (bulkRun.after) params.set("after", bulkRun.after);
-    const sent = await postChange("bulk", "/api/retry?" + params, changeReason("bulk"), "Retrying");
+    const sent = await postChange("bulk", "/api/resend?" + params, changeReason("bulk"), "Resending");
     if (sent === null) break; // no answer, or the token is needed: the dialog says which
     const { response, answer } = sent;
     if (!response.ok) {
@@ -107,9 +107,9 @@ function plural(count, one, many) {
 function showBulkSummary() {
   const refused = [...bulkRun.refused.values()].reduce((sum, seen) => sum + seen.count, 0);
   const summary = document.getElementById("bulk-summary");
-  summary.dataset.retried = String(bulkRun.retried);
+  summary.dataset.retried = String(bulkRun.resent); // the API's name for the count
   summary.dataset.refused = String(refused);
-  const parts = [el("p", {}, "Sent again: " + plural(bulkRun.retried, "task", "tasks") + ".")];
+  const parts = [el("p", {}, "Sent again: " + plural(bulkRun.resent, "task", "tasks") + ".")];
   if (bulkRun.pairs.length > 0 && bulkRun.pairs.length <= BULK_LINKS) {
     parts.push(el("ul", { class: "links", id: "bulk-new" }, ...bulkRun.pairs.map(([old, made]) =>
       el("li", {}, el("a", { href: taskPageUrl(old) }, old), " as ",
@@ -125,12 +125,12 @@ function showBulkSummary() {
     confirm.hidden = true;
     document.getElementById("bulk-keep").textContent = "Close";
   } else {
-    const handled = bulkRun.retried + refused;
+    const handled = bulkRun.resent + refused;
     const left = Math.max(0, bulkRun.count - handled);
     const rest = left > 0 ? "about " + left + " more " + (left === 1 ? "is" : "are") : "more may be";
     parts.push(el("p", { class: "note" }, "Stopped after " + plural(handled, "task", "tasks") +
       ": " + rest + " left."));
-    confirm.textContent = "Retry the next " + (BULK_CALLS * BULK_BATCH).toLocaleString("en");
+    confirm.textContent = "Resend the next " + (BULK_CALLS * BULK_BATCH).toLocaleString("en");
   }
   summary.replaceChildren(...parts);
   summary.focus();

@@ -1,5 +1,5 @@
 """Retry end to end: a tracked task published with ``asyncbook_keep_messages`` fails in a
-real ``celery -A workers worker``; ``POST /api/tasks/<id>/retry`` sends its kept message
+real ``celery -A workers worker``; ``POST /api/tasks/<id>/resend`` sends its kept message
 again, and the new task runs with exactly the original's arguments, on its queue."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from celery import Celery
 
 from asyncbook import RedisBook
 from asyncbook._kept import KeptMessage
-from asyncbook.celery import install, installed, uninstall
-from asyncbook.redis import Retrier, claim_retries
+from asyncbook.celery import Resender, install, installed, uninstall
+from asyncbook.redis import claim_resends
 from asyncbook.web import BackgroundServer, feed_for
 
 from ..support import ROOT
@@ -65,9 +65,9 @@ def book(worker: CeleryWorker) -> RedisBook:
 
 @pytest.fixture
 def api(book: RedisBook) -> Iterator[httpx.Client]:
-    retrier = Retrier(book, URL)
+    resender = Resender(book, URL)
     with (
-        BackgroundServer(book, feed_for(book), retrier=retrier) as server,
+        BackgroundServer(book, feed_for(book), resender=resender) as server,
         httpx.Client(base_url=server.url, timeout=20) as client,
     ):
         yield client
@@ -91,7 +91,7 @@ def test_a_retried_task_runs_again_with_exactly_its_arguments_on_its_queue(
     first = workers.tasks.run_twice.apply_async((log_key, *ARGS), KWARGS)
     assert wait_terminal(book, first.id).state.value == "failed"
 
-    answer = api.post(f"/api/tasks/{first.id}/retry", json={"reason": "flaky upstream"})
+    answer = api.post(f"/api/tasks/{first.id}/resend", json={"reason": "flaky upstream"})
     assert answer.status_code == 200, answer.text
     new_id = answer.json()["retriedAs"]
     assert answer.json() == {"taskId": first.id, "retriedAs": new_id, "code": None, "message": None}
@@ -114,7 +114,7 @@ def test_a_retried_task_runs_again_with_exactly_its_arguments_on_its_queue(
         None,
     )
     # A second retry of the same task is refused, naming the first.
-    again_answer = api.post(f"/api/tasks/{first.id}/retry")
+    again_answer = api.post(f"/api/tasks/{first.id}/resend")
     assert again_answer.status_code == 409
     assert again_answer.json()["code"] == "already-retried"
     assert again_answer.json()["retriedAs"] == new_id
@@ -150,7 +150,7 @@ def test_a_message_over_the_limit_is_not_kept_and_a_retry_says_why(
     assert message.headers["argsrepr"] == "('ünï',)"
     for task_id in (small.id, large.id):
         book.apply(task_id, {"type": "cancel", "atMs": book.now_ms(), "reason": "stop"})
-    [refused] = claim_retries(book.engine, [large.id])
+    [refused] = claim_resends(book.engine, [large.id])
     assert refused.code == "message-too-large"
     assert refused.text is not None
     assert "asyncbook_keep_message_limit" in refused.text
@@ -238,7 +238,7 @@ def test_a_redacted_keyword_is_never_kept_readable_at_rest(
     assert plain_info is not None
     assert plain_info.message_kept
     book.apply(masked.id, {"type": "cancel", "atMs": book.now_ms(), "reason": "stop"})
-    [refused] = claim_retries(book.engine, [masked.id])
+    [refused] = claim_resends(book.engine, [masked.id])
     assert refused.code == "no-message"
     assert refused.text is not None
     assert "password" in refused.text

@@ -9,8 +9,8 @@ import pytest
 import redis
 
 from asyncbook import AsyncBookError, RedisBook
-from asyncbook.redis import RetryClaim, ShardedRedisBook
-from asyncbook.redis._sharded_retries import claim_sharded_retries
+from asyncbook.redis import ResendClaim, ShardedRedisBook
+from asyncbook.redis._sharded_resends import claim_sharded_resends
 
 from ..support.retries import ended_task, kept_message
 
@@ -31,7 +31,7 @@ def sharded(client: redis.Redis, namespace: str) -> ShardedRedisBook:
 
 def test_each_retry_is_made_in_its_task_s_shard(sharded: ShardedRedisBook) -> None:
     asked = [*IDS[::-1], "nobody"]
-    claims = claim_sharded_retries(sharded, asked, actor="ops", reason="deploy")
+    claims = claim_sharded_resends(sharded, asked, actor="ops", reason="deploy")
     assert [claim.task_id for claim in claims] == asked
     assert claims[-1].code == "not-found"
     for claim in claims[:-1]:
@@ -46,18 +46,18 @@ def test_each_retry_is_made_in_its_task_s_shard(sharded: ShardedRedisBook) -> No
         )
         [entry] = sharded.audit(claim.task_id)
         assert (entry.outcome, entry.retried_as) == ("retried", claim.new_id)
-    again = claim_sharded_retries(sharded, IDS[:2])
+    again = claim_sharded_resends(sharded, IDS[:2])
     assert {claim.code for claim in again} == {"already-retried"}
     assert sharded.count_by_state()["queued"] == len(IDS)
 
 
 def test_two_retries_at_once_create_one_task(sharded: ShardedRedisBook) -> None:
     start = threading.Barrier(6)
-    claims: list[RetryClaim] = []
+    claims: list[ResendClaim] = []
 
     def retry() -> None:
         start.wait()
-        claims.extend(claim_sharded_retries(sharded, [IDS[5]], actor="ops"))
+        claims.extend(claim_sharded_resends(sharded, [IDS[5]], actor="ops"))
 
     threads = [threading.Thread(target=retry) for _ in range(6)]
     for thread in threads:
@@ -77,6 +77,6 @@ def test_bad_input_is_refused_before_any_shard_is_written(sharded: ShardedRedisB
         (IDS, {"reason": 7}, "reason"),
     ):
         with pytest.raises(AsyncBookError) as raised:
-            claim_sharded_retries(sharded, ids, **given)  # type: ignore[arg-type]
+            claim_sharded_resends(sharded, ids, **given)  # type: ignore[arg-type]
         assert raised.value.field == field
     assert sharded.count_by_state()["queued"] == 0

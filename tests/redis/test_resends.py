@@ -1,4 +1,4 @@
-"""``claim_retries`` and the kept message on RedisBook: one retry per task, ever (the
+"""``claim_resends`` and the kept message on RedisBook: one retry per task, ever (the
 script decides, under concurrency too), and the kept message's key and retention."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from asyncbook import PublishInfo, RedisBook
-from asyncbook.redis import RetryClaim, claim_retries
+from asyncbook.redis import ResendClaim, claim_resends
 
 from ..support.retries import HOUR_MS, ended_task, kept_message
 
@@ -33,11 +33,11 @@ def test_a_kept_message_lives_as_long_as_its_task_can(book: RedisBook, client: r
 def test_two_retries_at_once_create_one_task(book: RedisBook) -> None:
     ended_task(book, "t", message=kept_message())
     start = threading.Barrier(8)
-    claims: list[RetryClaim] = []
+    claims: list[ResendClaim] = []
 
     def retry() -> None:
         start.wait()
-        claims.extend(claim_retries(book.engine, ["t"], actor="ops", reason="double click"))
+        claims.extend(claim_resends(book.engine, ["t"], actor="ops", reason="double click"))
 
     threads = [threading.Thread(target=retry) for _ in range(8)]
     for thread in threads:
@@ -57,10 +57,10 @@ def test_two_retries_at_once_create_one_task(book: RedisBook) -> None:
 
 def test_a_retried_task_keeps_its_message_and_can_be_retried_in_turn(book: RedisBook) -> None:
     ended_task(book, "t", "cancelled", kept_message())
-    [first] = claim_retries(book.engine, ["t"], actor="ops")
+    [first] = claim_resends(book.engine, ["t"], actor="ops")
     assert first.new_id is not None
     book.cancel(first.new_id, "again")
-    [second] = claim_retries(book.engine, [first.new_id])
+    [second] = claim_resends(book.engine, [first.new_id])
     assert second.new_id is not None
     assert second.message == first.message == kept_message()
     info = book.info(first.new_id)
@@ -72,7 +72,7 @@ def test_bad_actor_or_reason_is_refused_before_anything_is_written(book: RedisBo
     ended_task(book, "t", message=kept_message())
     for given in ({"actor": "x" * 1001}, {"reason": "\udcff"}, {"reason": 7}):
         with pytest.raises(Exception, match=r"actor|reason") as raised:
-            claim_retries(book.engine, ["t"], **given)
+            claim_resends(book.engine, ["t"], **given)
         assert getattr(raised.value, "field", None) in ("actor", "reason")
     info = book.info("t")
     assert info is not None

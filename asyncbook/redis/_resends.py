@@ -1,13 +1,21 @@
-"""Retry: a failed, expired or cancelled task sent again as a new task, linked both ways.
+"""Resend: a failed, expired or cancelled task's kept message sent again as a new task,
+linked both ways (an operator's action; Celery's ``Task.retry`` is another thing).
 
-``claim_retries`` reads the tasks in one pipelined round trip, then creates each new
-task and links it in one retry.lua call per task, all pipelined in one more round trip.
-The script decides: a task retried once is never retried again, whoever asks twice at
-once. Publishing the kept message under the new id is the caller's (``Retrier``).
+``claim_resends`` reads the tasks in one pipelined round trip, then creates each new
+task and links it in one resend.lua call per task, all pipelined in one more round trip.
+The script decides: a task resent once is never resent again, whoever asks twice at
+once. Publishing the kept message under the new id is the caller's: this layer knows no
+broker (``asyncbook.celery.Resender`` publishes through kombu).
 
 Given an actor, every answer for a task that exists goes on its audit trail (action
-``retry``): retry.lua writes it in the call that decides; a refusal the reads already
-tell (``_plan``) is written by audit.lua, pipelined with the retries.
+``resend``; entries written by older versions say ``retry``): resend.lua writes it in
+the call that decides; a refusal the reads already tell (``_plan``) is written by
+audit.lua, pipelined with the resends.
+
+The task's link fields keep their stored names (``ro``/``ra``/``rby``/``rwhy``, read as
+``retryOf``/``retriedAs``/``retriedBy``/``retryReason``), and so do the refusal codes
+(``not-retryable``, ``already-retried``): they are data older versions wrote and API
+answers clients match on.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -29,12 +38,22 @@ from ._audit import audit_args
 from ._engine import Engine
 from ._plan import server_time
 from ._replies import text_of
-from ._script_args import AuditArgs, RecordAuditArgs, RetryArgs
+from ._script_args import AuditArgs, RecordAuditArgs, ResendArgs
 
-__all__ = ["RETRYABLE_STATES", "RetryClaim", "claim_retries"]
+__all__ = [
+    "BROKER_SETTING",
+    "RESENDABLE_STATES",
+    "ResendClaim",
+    "ResendResult",
+    "RetryResult",
+    "claim_resends",
+]
 
-RETRYABLE_STATES = ("failed", "expired", "cancelled")
-"""The states a task can be retried from."""
+BROKER_SETTING = "ASYNCBOOK_BROKER_URL"
+"""Where ``asyncbook serve`` and ``asyncbook resend`` read the broker URL (or ``--broker``)."""
+
+RESENDABLE_STATES = ("failed", "expired", "cancelled")
+"""The states a task can be resent from."""
 _TEXT_LIMIT = 1000
 """Longest reason, in characters."""
 _AUDITED_REFUSALS = frozenset(
@@ -47,10 +66,10 @@ _DEFAULT_TTL_MS = 3_600_000
 """The new task's life when the original's creation time is not known."""
 
 
-class RetryClaim(NamedTuple):
-    """One task's retry as the book decided it: created (``new_id``, the message to
+class ResendClaim(NamedTuple):
+    """One task's resend as the book decided it: created (``new_id``, the message to
     publish and the new deadline) or refused (``code``, ``text``, and ``detail``: the
-    task's state for ``not-retryable``, the retry's id for ``already-retried``)."""
+    task's state for ``not-retryable``, the new task's id for ``already-retried``)."""
 
     task_id: str
     new_id: str | None = None
@@ -62,17 +81,17 @@ class RetryClaim(NamedTuple):
     """Why it was refused, in words."""
 
 
-def _refused(task_id: str, code: str, detail: str | None = None) -> RetryClaim:
+def _refused(task_id: str, code: str, detail: str | None = None) -> ResendClaim:
     texts = {
         "not-found": f"no task {task_id!r}",
         "not-retryable": f"task {task_id!r} is {detail}: only a failed, expired or "
-        "cancelled task can be retried",
-        "already-retried": f"task {task_id!r} was retried already, as {detail!r}",
+        "cancelled task can be resent",
+        "already-retried": f"task {task_id!r} was resent already, as {detail!r}",
         "no-message": f"task {task_id!r} has no kept message to send again: turn "
         "asyncbook_keep_messages on in the Celery app's configuration (Celery's "
         "result_extended keeps arguments, not the message as published)",
     }
-    return RetryClaim(task_id, code=code, detail=detail, text=texts.get(code, code))
+    return ResendClaim(task_id, code=code, detail=detail, text=texts.get(code, code))
 
 
 def _optional_text(value: str | None, field: str) -> str:
@@ -108,18 +127,18 @@ def _number(raw: Any) -> int | float:
 
 
 def fresh_id(_original: str) -> str:
-    """A retry's new id: a random UUID, as Celery names a task."""
+    """A resend's new id: a random UUID, as Celery names a task."""
     return str(uuid.uuid4())
 
 
 def _plan(
     read: _Read, now_ms: int, new_id_for: Callable[[str], str]
-) -> RetryClaim | tuple[CreateSpec, KeptMessage]:
+) -> ResendClaim | tuple[CreateSpec, KeptMessage]:
     """The new task's create and the message to send, or the refusal the read tells."""
     state, expires, attempts, heartbeat, stall, created, retried_as, queue = read.fields
     if state is None:
         return _refused(read.task_id, "not-found")
-    if text_of(state) not in RETRYABLE_STATES:
+    if text_of(state) not in RESENDABLE_STATES:
         return _refused(read.task_id, "not-retryable", text_of(state))
     if retried_as is not None:
         return _refused(read.task_id, "already-retried", text_of(retried_as))
@@ -128,11 +147,11 @@ def _plan(
     omitted = why_omitted(read.message)
     if omitted is not None:
         code, why = omitted
-        return RetryClaim(read.task_id, code=code, text=why)
+        return ResendClaim(read.task_id, code=code, text=why)
     try:
         message = KeptMessage.from_json(read.message)
     except AsyncBookError as error:
-        return RetryClaim(read.task_id, code=error.code, text=error.message)
+        return ResendClaim(read.task_id, code=error.code, text=error.message)
     # The same life as the original's: its deadline less its creation.
     ttl = _number(expires) - _number(created) if created is not None else 0
     args, kwargs = (None if raw is None else text_of(raw) for raw in read.long)
@@ -157,7 +176,7 @@ def _plan(
 
 
 class _Script(NamedTuple):
-    """One script call of the batch: retry.lua, or audit.lua for a refusal."""
+    """One script call of the batch: resend.lua, or audit.lua for a refusal."""
 
     name: str
     keys: list[str]
@@ -166,7 +185,7 @@ class _Script(NamedTuple):
 
 def _run_scripts(engine: Engine, calls: Sequence[_Script]) -> list[Any]:
     """Each call, pipelined in one round trip (NOSCRIPT: EVAL those again)."""
-    scripts = {"retry": engine.scripts.retry, "audit": engine.scripts.audit}
+    scripts = {"resend": engine.scripts.resend, "audit": engine.scripts.audit}
     pipe = engine.slot_client().pipeline(transaction=False)
     for name, keys, args in calls:
         pipe.evalsha(scripts[name].sha, len(keys), *keys, *args)
@@ -187,7 +206,7 @@ def _run_scripts(engine: Engine, calls: Sequence[_Script]) -> list[Any]:
     return replies
 
 
-def _refusal_entry(engine: Engine, claim: RetryClaim, audit: AuditArgs) -> _Script:
+def _refusal_entry(engine: Engine, claim: ResendClaim, audit: AuditArgs) -> _Script:
     """audit.lua's call recording ``claim``'s refusal on its task's trail."""
     k = engine.keys
     keys = [k.task(claim.task_id), k.task_audit(claim.task_id), k.audit_log]
@@ -206,48 +225,48 @@ class _Call(NamedTuple):
     args: list[str]
 
 
-def _answer(call: _Call, reply: Any) -> RetryClaim:
+def _answer(call: _Call, reply: Any) -> ResendClaim:
     if isinstance(reply, ResponseError):
         raise reply  # the server refused the call (OOM, READONLY): nothing was written
     status = text_of(reply[0])
     if status == "created":
-        return RetryClaim(call.task_id, call.new_id, call.message, call.deadline_ms)
+        return ResendClaim(call.task_id, call.new_id, call.message, call.deadline_ms)
     if status == "refused":
         return _refused(call.task_id, text_of(reply[1]), text_of(reply[2]) or None)
-    return RetryClaim(call.task_id, code="damaged", text=f"the retry's create answered {status}")
+    return ResendClaim(call.task_id, code="damaged", text=f"the resend's create answered {status}")
 
 
-def claim_retries(
+def claim_resends(
     engine: Engine,
     task_ids: Sequence[str],
     *,
     actor: str | None = None,
     reason: str | None = None,
     new_id_for: Callable[[str], str] = fresh_id,
-) -> list[RetryClaim]:
-    """Create the retry of each task (one per task, ever), linked both ways, with who
-    asked (``actor``) and why (``reason``); a task that cannot be retried is refused in
+) -> list[ResendClaim]:
+    """Create the resend of each task (one per task, ever), linked both ways, with who
+    asked (``actor``) and why (``reason``); a task that cannot be resent is refused in
     its place. Three round trips to Redis (the clock, the reads, the creates), whatever
     the number of tasks. ``new_id_for(task id)`` names each new task (a random UUID;
-    a sharded book's is in the original's shard: ``_sharded_retries``)."""
+    a sharded book's is in the original's shard: ``_sharded_resends``)."""
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
     reason_text = _optional_text(reason, "reason")
     kept_reason = reason_text if reason is not None else None
     if actor is None:  # not said: kept nowhere, and no audit entry
-        audit = AuditArgs("", "retry", kept_reason is not None, reason_text, 0, 0)
+        audit = AuditArgs("", "resend", kept_reason is not None, reason_text, 0, 0)
     else:
-        audit = audit_args(engine.layout, actor, "retry", kept_reason)
+        audit = audit_args(engine.layout, actor, "resend", kept_reason)
     if not ids:
         return []
     engine.before_write()
     now = engine.run(server_time())
-    claims: list[RetryClaim | None] = []
+    claims: list[ResendClaim | None] = []
     calls: list[_Call] = []
     refusals: list[_Script] = []
     k = engine.keys
     for read in _read(engine, ids):
         planned = _plan(read, now, new_id_for)
-        if isinstance(planned, RetryClaim):
+        if isinstance(planned, ResendClaim):
             claims.append(planned)
             if actor is not None and planned.code in _AUDITED_REFUSALS:
                 refusals.append(_refusal_entry(engine, planned, audit))
@@ -257,12 +276,12 @@ def claim_retries(
         create = dataclasses.replace(create, message_keep_ms=engine.life_and_retention_ms(spec))
         keys += [k.task(read.task_id), k.message(read.task_id)]
         keys += [k.task_audit(read.task_id), k.audit_log]
-        args = RetryArgs(create, read.task_id, audit).argv()
+        args = ResendArgs(create, read.task_id, audit).argv()
         calls.append(
             _Call(len(claims), read.task_id, spec.id, message, task.expires_at_ms, keys, args)
         )
         claims.append(None)
-    scripts = [_Script("retry", call.keys, call.args) for call in calls]
+    scripts = [_Script("resend", call.keys, call.args) for call in calls]
     replies = _run_scripts(engine, scripts + refusals)
     for reply in replies[len(calls) :]:
         if isinstance(reply, ResponseError):
@@ -270,3 +289,31 @@ def claim_retries(
     for call, reply in zip(calls, replies[: len(calls)], strict=True):
         claims[call.slot] = _answer(call, reply)
     return [claim for claim in claims if claim is not None]
+
+
+@dataclass(frozen=True)
+class ResendResult:
+    """One task's resend: sent (``retried_as``, ``code`` None) or refused (``code``,
+    ``message``; ``retried_as`` names the new task when there is one: ``already-retried``,
+    or ``not-sent``, whose new task was cancelled)."""
+
+    task_id: str
+    retried_as: str | None = None
+    code: str | None = None
+    message: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON the API answers with (camelCase)."""
+        return {
+            "taskId": self.task_id,
+            "retriedAs": self.retried_as,
+            "code": self.code,
+            "message": self.message,
+        }
+
+
+# The old names, kept until 0.3.0 (docs/resend.md).
+RETRYABLE_STATES = RESENDABLE_STATES
+RetryClaim = ResendClaim
+RetryResult = ResendResult
+claim_retries = claim_resends

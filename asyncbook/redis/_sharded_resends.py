@@ -1,0 +1,82 @@
+"""Resends on a namespace of several shards: each task's resend in its shard.
+
+A resend is one decision: resend.lua, in one call, checks that the task was never
+resent, creates the new task and links the two. On a sharded book the new task's id is
+picked in the original's shard (a random UUID, drawn again until it hashes there: S
+draws on average), so that call stays one script on one hash tag, exactly as on one
+shard: two resends of a task at once still create one new task. Tasks of different
+shards are resent a shard per thread (``claim_resends`` on each shard's engine).
+``claim_book_resends`` picks the way for any book.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from .._checks import require_string
+from ._args import utf8
+from ._resends import ResendClaim, claim_resends, fresh_id
+
+if TYPE_CHECKING:
+    from ._book import RedisBook
+
+__all__ = ["claim_book_resends", "claim_sharded_resends"]
+
+
+def _in_shard(book: RedisBook, index: int) -> Callable[[str], str]:
+    """New ids of shard ``index``."""
+
+    def new_id(original: str) -> str:
+        while True:
+            candidate = fresh_id(original)
+            if book.map.index_of(candidate) == index:
+                return candidate
+
+    return new_id
+
+
+def claim_sharded_resends(
+    book: RedisBook,
+    task_ids: Sequence[str],
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+) -> list[ResendClaim]:
+    """``claim_resends`` of each task in its shard, its new task beside it; the answers
+    in the order of ``task_ids``. Bad input (an id, the actor, the reason) is refused
+    before any shard is written."""
+    ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
+    claim_resends(book.driver.engines[0], [], actor=actor, reason=reason)  # checks them
+    if not ids:
+        return []
+    book.fix_count()
+    by_shard: dict[int, list[int]] = {}
+    for at, task_id in enumerate(ids):
+        by_shard.setdefault(book.map.index_of(task_id), []).append(at)
+    shards = list(by_shard)
+
+    def claim(index: int) -> list[ResendClaim]:
+        asked = [ids[at] for at in by_shard[index]]
+        new_id = _in_shard(book, index)
+        engine = book.driver.engines[index]
+        return claim_resends(engine, asked, actor=actor, reason=reason, new_id_for=new_id)
+
+    out: list[ResendClaim | None] = [None] * len(ids)
+    for index, claims in zip(shards, book.driver.pool().map(claim, shards), strict=True):
+        for at, found in zip(by_shard[index], claims, strict=True):
+            out[at] = found
+    return [found for found in out if found is not None]
+
+
+def claim_book_resends(
+    book: RedisBook,
+    task_ids: Sequence[str],
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+) -> list[ResendClaim]:
+    """``claim_resends`` on ``book``, one shard or many: what a publisher calls."""
+    if book.shards > 1:
+        return claim_sharded_resends(book, task_ids, actor=actor, reason=reason)
+    return claim_resends(book.engine, task_ids, actor=actor, reason=reason)
