@@ -9,14 +9,15 @@ beats by mistake, never notify twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ._book import AsyncBook
+from ._models import AsyncTransition
 from .errors import AsyncBookError
 
-__all__ = ["Prunable", "Sharded", "SweepLease", "SweepReport", "sweep"]
+__all__ = ["DueTasks", "Prunable", "Sharded", "SweepLease", "SweepReport", "sweep"]
 
 _T = TypeVar("_T")
 
@@ -40,14 +41,28 @@ class SweepLease(Protocol):
         ...
 
 
+class DueTasks(Protocol):
+    """Tasks due at a time, and their expiry: a book, or one shard of it."""
+
+    def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
+        """Ids of live tasks due at ``now_ms``, earliest first."""
+        ...
+
+    def expire_many(
+        self, task_ids: Iterable[str], *, full_task: bool = True
+    ) -> Sequence[AsyncTransition | AsyncBookError]:
+        """Expire these tasks at their deadlines."""
+        ...
+
+
 @runtime_checkable
 class Sharded(Protocol):
-    """A book split into shards that each keep their own deadlines (``ShardedRedisBook``):
-    the sweep expires each shard's due tasks on its own, the shards at once, instead of
-    merging every shard's overdue list for each batch."""
+    """A book whose shards each keep their own deadlines (``RedisBook``): the sweep
+    expires each shard's due tasks on its own, the shards at once, instead of merging
+    every shard's overdue list for each batch."""
 
-    def each_shard(self, call: Callable[[AsyncBook], _T]) -> list[_T]:
-        """``call`` on each shard's own book, at once; the answers in shard order."""
+    def each_shard(self, call: Callable[[Any], _T]) -> list[_T]:
+        """``call`` on each shard's ``DueTasks``; the answers in shard order."""
         ...
 
 
@@ -85,7 +100,7 @@ def sweep(
         now_ms = book.now_ms()
     due_at = now_ms
 
-    def expire_due(part: AsyncBook) -> tuple[int, int, int]:
+    def expire_due(part: DueTasks) -> tuple[int, int, int]:
         return _expire_due(part, due_at, batch, max_batches)
 
     parts = book.each_shard(expire_due) if isinstance(book, Sharded) else [expire_due(book)]
@@ -106,7 +121,7 @@ def sweep(
 
 
 def _expire_due(
-    book: AsyncBook, now_ms: int | float, batch: int, max_batches: int
+    book: DueTasks, now_ms: int | float, batch: int, max_batches: int
 ) -> tuple[int, int, int]:
     """Expire what is due in ``book``, ``batch`` per call: (expired, calls, errors)."""
     expired = batches = errors = 0

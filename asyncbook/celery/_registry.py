@@ -104,10 +104,8 @@ def async_book_of(app: Celery) -> AsyncRedisBook:
     ``AsyncBookError`` (field ``app``) if the app has no ``install`` or its book is not a
     ``RedisBook`` on a plain, TLS or unix-socket Redis (Cluster and Sentinel: build
     ``AsyncRedisBook.from_url`` with your URL, namespace and shards). A sharded book's
-    is sharded alike (``AsyncShardedRedisBook``)."""
+    is sharded alike."""
     book = book_of(app)
-    # A RedisBook's twin, sharded alike (a sharded book's async_twin is None: the status
-    # server reads it through its sync calls).
     twin = AsyncRedisBook.twin_of(book) if isinstance(book, RedisBook) else book.async_twin()
     if not isinstance(twin, AsyncRedisBook):  # None: the book has none
         raise invalid(

@@ -22,7 +22,7 @@ import redis
 from .._health import sweep_health
 from .._sinks import resolve_sink, shown_webhook_url
 from ..errors import AsyncBookError
-from ..redis import DEFAULT_REDIS_URL, RedisBook, ShardedRedisBook
+from ..redis import DEFAULT_REDIS_URL, RedisBook
 
 __all__ = ["Check", "app_book", "app_checks", "book_checks", "load_app"]
 
@@ -227,12 +227,12 @@ def book_checks(book: RedisBook) -> Iterator[Check]:
     yield persistence_check(client)
     yield clock_check(client)
     yield namespace_check(book)
-    if isinstance(book, ShardedRedisBook):
+    if book.shards > 1:
         yield shards_check(book)
     yield sweep_check(book)
 
 
-def shards_check(book: ShardedRedisBook) -> Check:
+def shards_check(book: RedisBook) -> Check:
     """Which node holds which shards of a sharded namespace (``shard_map``)."""
     nodes = "; ".join(
         f"{node} holds {', '.join(map(str, shards))}" for node, shards in book.shard_map().items()

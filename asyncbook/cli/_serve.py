@@ -131,14 +131,11 @@ def serve(
         access = AccessRules.of(
             token or None, read_token or None, trusted_header, trusted_proxies, operators
         )
-        # The server reads through an asyncio book on the same URL (Cluster and Sentinel
-        # included), a sharded book through the book itself (on threads: it merges its
-        # shards); the change feed follows the book's own client.
+        # The server reads through an asyncio book on the same URL and shards (Cluster
+        # and Sentinel included); the change feed follows the book's own client.
         book = settings.book
-        served: AsyncRedisBook | RedisBook = (
-            book
-            if book.sharded
-            else AsyncRedisBook.from_url(settings.redis_url, namespace=settings.namespace)
+        served = AsyncRedisBook.from_url(
+            settings.redis_url, namespace=settings.namespace, shards=book.shards
         )
         broker = broker_for(broker_url)
     except AsyncBookError as error:

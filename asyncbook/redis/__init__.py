@@ -1,14 +1,13 @@
 """The book in Redis: ``RedisBook`` (and ``AsyncRedisBook`` for asyncio), its key schema,
 connections and the change followers.
 
-Every mutation is one atomic Lua call (``asyncbook/redis/lua``); every key of a book
-shares one hash tag, so the same scripts run on Redis Cluster. A namespace of S shards
-(``ShardedRedisBook``) has one such tag per shard.
+Every mutation is one atomic Lua call (``asyncbook/redis/lua``); every key of a shard
+shares one hash tag, so the same scripts run on Redis Cluster. A namespace has S >= 1
+shards (``shards=S``), one such tag each.
 """
 
 from ._async_book import AsyncRedisBook
 from ._async_changes import changes
-from ._async_sharded_book import AsyncShardedRedisBook
 from ._book import RedisBook
 from ._changes import Change, follow_changes, follow_task, parse_change
 from ._connection import (
@@ -31,7 +30,6 @@ from ._resends import (
     claim_retries,
 )
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
-from ._sharded_book import ShardedRedisBook
 from ._sharded_resends import claim_book_resends
 from ._shards import MAX_SHARDS, HomeRule, prefix_home, stored_shards
 
@@ -77,3 +75,9 @@ __all__ = [
     "parse_change",
     "changes",
 ]
+
+ShardedRedisBook = RedisBook
+"""Deprecated alias, kept for one release: a book of S shards is ``RedisBook(...,
+shards=S)``, one class for every shard count."""
+AsyncShardedRedisBook = AsyncRedisBook
+"""Deprecated alias, kept for one release: ``AsyncRedisBook(..., shards=S)``."""

@@ -1,22 +1,23 @@
-"""``AsyncEngine``: the engine of an ``AsyncRedisBook``, on a ``redis.asyncio`` client.
+"""``AsyncEngine``: the asyncio driver, the engine of an ``AsyncRedisBook`` on a
+``redis.asyncio`` client.
 
-It runs the very plans ``Engine`` runs (``_operations``, ``_console``): only the way a
-request reaches Redis differs (awaited; on a Cluster, keyless commands sent to the node
-holding the book).
+It runs the very plans ``Engine`` runs, through the same steps (``_driver``): only the
+way a step reaches Redis differs (awaited; on a Cluster, keyless commands sent to the
+node holding the book).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
+from ._driver import Batch, Call, Step, batch_of, steps
 from ._engine import EngineBase
 from ._pending import pending, settle
-from ._plan import Command, Plan, Request, ScriptCall, Settle, run_async
+from ._plan import Command, Pipeline, Plan, Request, Settle, run_async
 
 __all__ = ["AsyncEngine"]
 
@@ -24,7 +25,7 @@ _T = TypeVar("_T")
 
 
 class AsyncEngine(EngineBase):
-    """A book's client, layout and scripts on ``redis.asyncio``: runs the book's plans."""
+    """A book's client, shard and scripts on ``redis.asyncio``: runs the book's plans."""
 
     asyncio = True
 
@@ -34,58 +35,45 @@ class AsyncEngine(EngineBase):
 
     async def execute(self, request: Request) -> Any:
         """One request of a plan, sent on the client."""
-        if isinstance(request, ScriptCall):
-            script = request.script or self.script(request.name)
-            keys, args = request.keys, request.args
-            if self.wait.waits_after(request.name):
-                return await self.waited(script.sha, script.source, keys, args)
-            try:
-                return await self.client.evalsha(script.sha, len(keys), *keys, *args)
-            except NoScriptError:  # not run: EVAL runs it and caches it again
-                return await self.client.eval(script.source, len(keys), *keys, *args)
+        if isinstance(request, Command):
+            return await self.command(request)
+        if isinstance(request, Pipeline):
+            return await self.batch(batch_of(request))
         if isinstance(request, Settle):
             if pending(self.namespace):  # a CreateSender of this process: a sync wait
                 await asyncio.to_thread(settle, self.namespace)
             return None
-        if isinstance(request, Command):
-            return await self.command(request)
-        if isinstance(self.client, AsyncRedisCluster) and any(
-            each.keyless for each in request.commands
-        ):
-            # A cluster pipeline routes by key: these go to the book's node, side by side.
-            replies = await asyncio.gather(
-                *(self.command(each) for each in request.commands), return_exceptions=True
-            )
-            for reply in replies:
-                if isinstance(reply, BaseException) and not (
-                    request.errors_as_replies and isinstance(reply, ResponseError)
-                ):
-                    raise reply
-            return replies
-        async with self.client.pipeline(transaction=False) as pipe:
-            for each in request.commands:
-                getattr(pipe, each.name)(*each.args, **each.options)
-            return await pipe.execute(raise_on_error=not request.errors_as_replies)
+        return await run_async(steps(self, request), self.send)
 
-    async def waited(self, sha: str, source: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """The script's reply, sent with ``WAIT`` behind it in one pipeline (one connection);
-        ``NotReplicatedError`` if too few replicas acknowledged it."""
+    async def send(self, step: Step) -> Any:
+        """One step (``_driver``)."""
+        if isinstance(step, Call):
+            return await self.command(step.command)
+        if isinstance(step, Command):
+            return await self.command(step)
+        return await self.batch(step)
+
+    async def batch(self, step: Batch) -> Any:
+        """Commands in one pipeline (on a Cluster, a cluster pipeline, or side by side on
+        the book's node when some name no key)."""
         if isinstance(self.client, AsyncRedisCluster):
-            raise TypeError("wait_replicas is not supported on an asyncio Cluster client")
-        for use_source in (False, True):  # NOSCRIPT: nothing ran, EVAL it again
-            async with self.client.pipeline(transaction=False) as pipe:
-                if use_source:
-                    pipe.eval(source, len(keys), *keys, *args)
-                else:
-                    pipe.evalsha(sha, len(keys), *keys, *args)
-                pipe.wait(self.wait.replicas, self.wait.timeout_ms)
-                reply, acknowledged = await pipe.execute(raise_on_error=False)
-            if not isinstance(reply, NoScriptError):
-                break
-        if isinstance(reply, Exception):
-            raise reply
-        self.wait.check(acknowledged)
-        return reply
+            if any(each.name == "wait" for each in step.commands):
+                raise TypeError("wait_replicas is not supported on an asyncio Cluster client")
+            if not step.transaction and any(each.keyless for each in step.commands):
+                # A cluster pipeline routes by key: these go to the book's node, side by side.
+                replies = await asyncio.gather(
+                    *(self.command(each) for each in step.commands), return_exceptions=True
+                )
+                for reply in replies:
+                    if isinstance(reply, BaseException) and (
+                        step.raise_on_error or not isinstance(reply, ResponseError)
+                    ):
+                        raise reply
+                return replies
+        async with self.client.pipeline(transaction=step.transaction) as pipe:
+            for each in step.commands:
+                getattr(pipe, each.name)(*each.args, **each.options)
+            return await pipe.execute(raise_on_error=step.raise_on_error)
 
     async def command(self, request: Command) -> Any:
         """One command; on a Cluster, one that names no key goes to the book's node."""

@@ -1,33 +1,29 @@
-"""``BookBase``: what both Redis books are built from, an engine (a client, the book's
-layout and the scripts registered on that client) and the book's settings
-(``RedisBook`` on redis-py's ``Engine``, ``AsyncRedisBook`` on ``AsyncEngine``)."""
+"""``BookBase``: what both Redis books are built from: a ``Namespace`` (S >= 1 shards),
+the client, and the driver that runs the namespace's plans on that client (``Driver``
+for ``RedisBook``, ``AsyncDriver`` for ``AsyncRedisBook``)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any, ClassVar, Self
 
-from ..errors import invalid
 from ._connection import DEFAULT_REDIS_URL, book_client
-from ._engine import EngineBase
+from ._keys import KeySchema
+from ._namespace import DEFAULT_RETENTION, Namespace
 from ._replicas import ReplicaWait
 from ._shard import Shard
-from ._shards import CountCheck, HomeRule, prefix_home, require_shards
+from ._shards import CountCheck, HomeRule, ShardMap, prefix_home
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
-DEFAULT_RETENTION = timedelta(hours=24)
-
 
 class BookBase:
-    """A book's engine, namespace, key schema and retention."""
+    """A book's namespace, client and driver, and its settings."""
 
-    engine_type: ClassVar[type[EngineBase]]
-    """The class of the book's engine (and so the flavour of its client)."""
-    engine: EngineBase
-    """The book's engine: client, layout, scripts, and the calls built from them."""
-    sharded: ClassVar[bool] = False
-    """True for a book of a namespace of several shards (``ShardedRedisBook``)."""
+    asyncio: ClassVar[bool] = False
+    """True for a book on a ``redis.asyncio`` client."""
+    driver: Any
+    """Runs the namespace's plans on the client."""
 
     def __init__(
         self,
@@ -39,28 +35,66 @@ class BookBase:
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1000,
         shards: int = 1,
-        shard: tuple[int, int] = (0, 1),
         home_of: HomeRule = prefix_home,
     ) -> None:
-        if require_shards(shards) != 1 and not self.sharded:
-            raise invalid(f"{type(self).__name__} has one shard; shards must be 1", field="shards")
-        layout = Shard(namespace, retention_versions, retention, shard)
-        self.engine = self.engine_type(client, layout, ReplicaWait(wait_replicas, wait_timeout_ms))
+        wait = ReplicaWait(wait_replicas, wait_timeout_ms)
+        self.ns = Namespace(
+            namespace,
+            shards=shards,
+            retention_versions=retention_versions,
+            retention=retention,
+            wait=wait,
+            home_of=home_of,
+        )
+        """The namespace: its shards, which shard holds what, its settings."""
         self.client = client
-        self.layout = self.engine.layout
-        self.keys = self.layout.keys
         self.namespace = namespace
-        self.retention_versions = self.layout.retention_versions
+        self.retention_versions = retention_versions
         self.retention = retention
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
-        self.shard = shard
-        """Which shard of how many this book is: (0, 1) for a namespace of one shard."""
+        self.shards = self.ns.count
+        """How many shards the namespace has."""
         self.home_of = home_of
         """The rule homing callback ids in a sharded namespace (``_shards.HomeRule``)."""
-        self.shard_check = CountCheck(namespace, shard[1])
-        """The namespace's stored shard count checked before each call (a sharded book's
-        own count, shared by its shards)."""
+        self.driver = self._driver(client, self.ns)
+
+    def _driver(self, client: Any, ns: Namespace) -> Any:
+        raise NotImplementedError
+
+    @property
+    def engine(self) -> Any:
+        """Shard 0's engine (the one shard's, when S = 1)."""
+        return self.driver.engines[0]
+
+    @property
+    def layout(self) -> Shard:
+        """Shard 0 (the one shard, when S = 1)."""
+        return self.ns.first
+
+    @property
+    def keys(self) -> KeySchema:
+        """Shard 0's key schema (the namespace's, when S = 1)."""
+        return self.ns.first.keys
+
+    @property
+    def shard_check(self) -> CountCheck:
+        """The namespace's shard count check, run before each call."""
+        return self.ns.count_check
+
+    @property
+    def map(self) -> ShardMap:
+        """Which shard holds a task or an id."""
+        return self.ns.map
+
+    def shard_of(self, task_id: Any) -> Shard:
+        """The shard holding ``task_id``: its key schema (``.keys``) and retention."""
+        return self.ns.shard_of(task_id)
+
+    @property
+    def change_channels(self) -> list[str]:
+        """Every shard's changes channel, in shard order."""
+        return [shard.keys.changes_channel for shard in self.ns.shards]
 
     @classmethod
     def from_url(
@@ -84,9 +118,9 @@ class BookBase:
         (docs/redis.md, "Waiting for a replica", says which writes).
 
         ``shards`` > 1 splits the namespace over that many hash tags, so it spreads over
-        a Cluster's masters (a ``RedisBook`` then is a ``ShardedRedisBook``); the count
-        is fixed at the namespace's first use (docs/redis.md, "Sharded namespaces");
-        ``home_of`` says which shard claims a callback id (the same in every writer).
+        a Cluster's masters; the count is fixed at the namespace's first use
+        (docs/redis.md, "Sharded namespaces"); ``home_of`` says which shard claims a
+        callback id (the same in every writer).
 
         ``connection`` overrides the client's options: redis-py's connection settings
         (``socket_timeout``, ``retry``...). Any other keyword raises ``TypeError`` naming
@@ -94,7 +128,7 @@ class BookBase:
         """
         where = f"{cls.__name__}.from_url()"
         return cls(
-            book_client(url, connection, asyncio=cls.engine_type.asyncio, where=where),
+            book_client(url, connection, asyncio=cls.asyncio, where=where),
             namespace=namespace,
             retention_versions=retention_versions,
             retention=retention,

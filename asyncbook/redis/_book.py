@@ -1,25 +1,20 @@
-"""``RedisBook``: the durable book, one atomic Lua call per change.
+"""``RedisBook``: the durable book, one atomic Lua call per change, on redis-py.
 
 Follows docs/spec.md exactly as ``MemoryBook`` does (a differential test holds them to the
-same results). Event shapes are checked in Python; every rule that reads stored state
-runs inside the script, in the reference's order. The book holds an ``Engine``
-(``_engine``: its client, key schema, scripts and call builders) and delegates to it and
-to the modules that take it: ``_operations`` and ``_console`` (plans), ``_batches`` (many
-calls at once), ``_outbox`` (the notification streams), ``_sender`` (creates sent
-without waiting). The scripts' arguments are built in ``_args``, their replies read in
-``_replies``. Long because it is the book's whole public surface: one short method per
-call, each delegating to a plan.
+same results). A thin facade: each method runs one namespace plan (``_task_ops``,
+``_reads``) on the sync driver (``_book_driver``), the same plans ``AsyncRedisBook`` awaits,
+for a namespace of one shard or many (``_surface`` lists the calls both offer).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, Self, Unpack
+from typing import Any, TypeVar, Unpack
 
 from .._audit import AuditEntry
 from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput, HeldWrites, ScriptedWrite
-from .._checks import require_integer, require_non_negative, require_string, require_text
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
 from .._models import (
@@ -34,26 +29,27 @@ from .._models import (
     TaskPage,
 )
 from ..errors import AsyncBookError
-from . import _audit as audits
-from . import _batches as batches
-from . import _console, _stats
-from . import _expiries as expiries
+from . import _groups as groups
 from . import _operations as operations
 from . import _outbox as outbox
-from ._args import dumps, utf8
+from . import _reads as reads
+from . import _task_ops as tasks
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
 from ._beside import BesideScript, same_server
+from ._book_driver import Driver
 from ._changes import Change, follow_changes
-from ._connection import reports_outages
 from ._engine import Engine
-from ._gauges import gauges
+from ._merged import on
+from ._namespace import Namespace
 from ._pending import register
-from ._plan import server_time
-from ._replies import created, group_summary_of
-from ._script_args import SealGroupArgs, TaskIdsArgs
 from ._scripts import BookScript, ScriptedEvents
 from ._sender import CreateSender
+from ._shard_due import ShardDue
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 __all__ = ["RedisBook"]
 
@@ -61,16 +57,31 @@ __all__ = ["RedisBook"]
 class RedisBook(BookBase):
     """A book in Redis: durable, shared by workers, beat and the status server."""
 
-    engine_type = Engine
-    engine: Engine
-    sharded_type: ClassVar[type[RedisBook] | None] = None
-    """``ShardedRedisBook``, which ``RedisBook(..., shards=S)`` builds for S > 1 (set
-    where it is defined, so that this module does not import it)."""
+    driver: Driver
 
-    def __new__(cls, *args: Any, shards: int = 1, **settings: Any) -> Self:
-        if cls is RedisBook and shards != 1 and cls.sharded_type is not None:
-            return super().__new__(cls.sharded_type)  # type: ignore[return-value]
-        return super().__new__(cls)
+    def _driver(self, client: Any, ns: Namespace) -> Driver:
+        return Driver(client, ns)
+
+    @property
+    def engine(self) -> Engine:
+        """Shard 0's engine (the one shard's, when S = 1)."""
+        return self.driver.engines[0]
+
+    def fix_count(self) -> None:
+        """Store the namespace's shard count at its first use, or check it (once)."""
+        self.ns.count_check.fix(self.client)
+
+    def shard_map(self) -> dict[str, list[int]]:
+        """Which node holds which shards: ``host:port`` -> shard indexes (one entry on a
+        single Redis)."""
+        return self.driver.shard_map()
+
+    def each_shard(self, call: Callable[[ShardDue], _T]) -> list[_T]:
+        """``call`` on each shard's view (its ``overdue`` and ``expire_many``): the
+        shards of one node in turn, the nodes at once (a thread each); the answers in
+        shard order. The sweep expires each shard's due tasks this way
+        (``asyncbook.sweep``)."""
+        return self.driver.by_node(lambda index: call(ShardDue(self.driver, index)))
 
     def check_server(self, *, reading: bool = False) -> str | None:
         """Check the book's server (once per book, one round trip); returns its
@@ -84,7 +95,19 @@ class RedisBook(BookBase):
         ``noeviction`` (``allkeys-lru`` and ``volatile-lru`` are defaults on some managed
         services) a full server drops keys of live tasks or half of a task's record.
         """
-        return self.engine.run(operations.check_server(self.layout))
+        if self.shards > 1 and not reading:
+            self.fix_count()
+        policies = sorted(
+            {p for p in self.driver.run(reads.check_server(self.ns)) if p is not None}
+        )
+        if self.shards > 1:
+            log.info(
+                "asyncbook: namespace %r has %d shards: %s",
+                self.namespace,
+                self.shards,
+                "; ".join(f"{node} holds {ids}" for node, ids in self.shard_map().items()),
+            )
+        return policies[0] if policies else None
 
     def check_eviction_policy(self) -> str | None:
         """The server's ``maxmemory-policy``, warned about as ``check_server`` does."""
@@ -92,7 +115,6 @@ class RedisBook(BookBase):
 
     # -- creating and reading -------------------------------------------------------
 
-    @reports_outages
     def create(self, **options: Unpack[CreateOptions]) -> AsyncTask:
         """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
 
@@ -101,36 +123,31 @@ class RedisBook(BookBase):
         a member of that group (``group``, ``seal_group``). ``info`` is kept for the
         console (``info``, ``search``, ``stats``); the task itself does not show it.
         """
-        spec = CreateSpec(**options)
-        task, keys, args = self.engine.create_call(spec)
-        self.engine.before_write()
-        return created(spec.id, task, self.engine.scripts.create(keys=keys, args=args))
+        return self.driver.run(tasks.create(self.ns, CreateSpec(**options)))
 
-    @reports_outages
     def create_many(self, specs: Iterable[CreateSpec]) -> list[AsyncTask | AsyncBookError]:
         """``create`` for each spec, in one pipelined round trip (each atomic on its own);
         a spec the book refuses answers its error in its place."""
-        return batches.create_many(self.engine, specs)
+        return self.driver.run(tasks.create_many(self.ns, specs))
 
-    def create_sender(self) -> CreateSender:
-        """A ``CreateSender`` on this book: creates written at once, answers read later."""
-        return CreateSender(self.engine)
+    def create_sender(self) -> CreateSender | None:
+        """A ``CreateSender`` on this book: creates written at once, answers read later
+        (one slot's pipelines: None for a namespace of several shards, whose creates go
+        to many nodes)."""
+        return CreateSender(self.engine) if self.shards == 1 else None
 
-    @reports_outages
     def get(self, id: str) -> AsyncTask | None:
         """The stored task with its history, or None."""
-        return self.engine.run(operations.get(self.layout, id))
+        return self.driver.run(reads.get(self.ns, id))
 
     # -- applying events ---------------------------------------------------------------
 
-    @reports_outages
     def apply(
         self, task_id: str, event: EventInput, callback_id: str | None = None
     ) -> CallbackResult:
         """Apply one event; a callback id already recorded changes nothing."""
-        return self.engine.run(operations.apply(self.layout, task_id, event, callback_id))
+        return self.driver.run(tasks.apply(self.ns, task_id, event, callback_id))
 
-    @reports_outages
     def cancel(
         self,
         task_id: str,
@@ -145,30 +162,25 @@ class RedisBook(BookBase):
         ``at_ms`` defaults to the Redis server's clock. With ``actor`` the cancel and its
         audit entry are one script call (``_audit``).
         """
-        plan = audits.cancel(self.layout, task_id, reason, at_ms, callback_id, actor)
-        return self.engine.run(plan)
+        return self.driver.run(tasks.cancel(self.ns, task_id, reason, at_ms, callback_id, actor))
 
-    @reports_outages
     def audit(
         self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100
     ) -> list[AuditEntry]:
         """Audit entries, newest first: the task's, or (no ``task_id``) the namespace's."""
-        return self.engine.run(audits.read(self.layout, task_id, since_ms, limit))
+        return self.driver.run(reads.audit(self.ns, task_id, since_ms, limit))
 
-    @reports_outages
     def record_audit(
         self, task_id: str, action: str, actor: str, reason: str | None, outcome: str
     ) -> None:
         """Record a change another call made to an existing task (a resend of your own;
         ``Resender`` records its resends itself): one entry."""
-        self.engine.run(audits.record(self.layout, task_id, action, actor, reason, outcome))
+        self.driver.run(tasks.record_audit(self.ns, task_id, action, actor, reason, outcome))
 
-    @reports_outages
     def expire(self, task_id: str) -> AsyncTransition:
         """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
-        return self.engine.run(operations.expire(self.layout, task_id)).transition()
+        return self.driver.run(tasks.expire(self.ns, task_id)).transition()
 
-    @reports_outages
     def apply_many(
         self, items: Iterable[ApplyItem], *, full_task: bool = True
     ) -> list[CallbackResult | AsyncBookError]:
@@ -177,9 +189,8 @@ class RedisBook(BookBase):
         With ``full_task=False`` each result's task comes without its history (cheaper,
         for callers that only need the reasons, such as the sweep).
         """
-        return batches.apply_many_then(self.engine, list(items), full_task, None)[0]
+        return self.driver.run(tasks.apply_many(self.ns, items, full_task))
 
-    @reports_outages
     def apply_many_then(
         self,
         items: Iterable[ApplyItem],
@@ -199,8 +210,8 @@ class RedisBook(BookBase):
         keys on the book's Redis (on a Cluster: in the book's slot). Returns the events'
         results and the script's reply; an error the script raised is raised.
         """
-        extra = (script, keys, args)
-        results, reply = batches.apply_many_then(self.engine, list(items), full_task, extra)
+        plan = tasks.apply_many_then(self.ns, items, (script, keys, args), full_task)
+        results, reply = self.driver.run(plan)
         if isinstance(reply, Exception):
             raise reply
         return results, reply
@@ -215,7 +226,6 @@ class RedisBook(BookBase):
         helpers and ``apply_event`` (apply.lua's body) in front of it."""
         return self.engine.register_with_helpers(source)
 
-    @reports_outages
     def apply_in_script(
         self,
         task_id: str,
@@ -241,46 +251,39 @@ class RedisBook(BookBase):
         and ``group_id``, the task's name and group where the caller knows them (a
         worker does), save a round trip when this book has not seen the task before.
         """
-        call = (script, key, args)
-        return batches.apply_in_script(self.engine, task_id, items, call, name, group_id)
+        plan = tasks.apply_in_script(self.ns, task_id, items, (script, key, args), name, group_id)
+        return self.driver.run(plan)
 
-    @reports_outages
     def expire_many(
         self, task_ids: Iterable[str], *, full_task: bool = True
     ) -> list[AsyncTransition | AsyncBookError]:
         """Expire many tasks at their deadlines: one script call per thousand (each
         expiry is ``expire``'s, atomic on its own)."""
-        results = expiries.expire_many(self.engine, task_ids, full_task)
+        results = self.driver.run(tasks.expire_many(self.ns, task_ids, full_task))
         return [r if isinstance(r, AsyncBookError) else r.transition() for r in results]
 
     # -- reconnecting and delivering ----------------------------------------------------
 
-    @reports_outages
     def resume(self, task_id: str, cursor_version: int, *, full_task: bool = True) -> ResumeResult:
         """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.
 
         With ``full_task=False`` a caught-up or delta answer carries the task without its
         history, so it costs O(events returned) however long the history is.
         """
-        return self.engine.run(operations.resume(self.layout, task_id, cursor_version, full_task))
+        return self.driver.run(tasks.resume(self.ns, task_id, cursor_version, full_task))
 
-    @reports_outages
     def deliver_result(
         self, task_id: str, idempotency_key: str, now_ms: int | float
     ) -> DeliveryResult:
         """Hand the result over once per idempotency key."""
-        return self.engine.run(
-            operations.deliver_result(self.layout, task_id, idempotency_key, now_ms)
-        )
+        return self.driver.run(tasks.deliver_result(self.ns, task_id, idempotency_key, now_ms))
 
     # -- notifications (``_outbox``) ---------------------------------------------------
 
-    @reports_outages
     def drain_notifications(self) -> list[Notification]:
         """Every pending notification, sorted by task id then time; empties the outbox."""
-        return outbox.drain_notifications(self.engine)
+        return self.driver.run(reads.drain(self.ns, groups=False))
 
-    @reports_outages
     def consume_notifications(
         self,
         group: str,
@@ -295,19 +298,16 @@ class RedisBook(BookBase):
         claimed first; then new entries. The group is created on first use.
         """
         reading = outbox.Reading(count, block_ms, min_idle_ms)
-        return outbox.consume_notifications(self.engine, group, consumer, reading)
+        return self.driver.run(reads.consume(self.ns, False, group, consumer, reading))
 
-    @reports_outages
     def ack(self, group: str, *entry_ids: str) -> int:
         """Acknowledge handled notifications; returns how many were pending."""
-        return outbox.ack(self.engine, self.keys.outbox, group, entry_ids)
+        return self.driver.run(reads.ack(self.ns, False, group, entry_ids))
 
-    @reports_outages
     def drain_group_notifications(self) -> list[GroupNotification]:
         """Every pending group notification, in order; empties their stream."""
-        return outbox.drain_group_notifications(self.engine)
+        return self.driver.run(reads.drain(self.ns, groups=True))
 
-    @reports_outages
     def consume_group_notifications(
         self,
         group: str,
@@ -318,43 +318,36 @@ class RedisBook(BookBase):
     ) -> list[tuple[str, GroupNotification]]:
         """Group notifications, at least once: acknowledge with ``ack_group_notifications``."""
         reading = outbox.Reading(count, block_ms, min_idle_ms)
-        return outbox.consume_group_notifications(self.engine, group, consumer, reading)
+        return self.driver.run(reads.consume(self.ns, True, group, consumer, reading))
 
-    @reports_outages
     def ack_group_notifications(self, group: str, *entry_ids: str) -> int:
         """Acknowledge handled group notifications; returns how many were pending."""
-        return outbox.ack(self.engine, self.keys.group_outbox, group, entry_ids)
+        return self.driver.run(reads.ack(self.ns, True, group, entry_ids))
 
     # -- indexes ------------------------------------------------------------------------
 
-    @reports_outages
     def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
         """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
-        return self.engine.run(operations.overdue(self.layout, now_ms, limit))
+        return self.driver.run(reads.overdue(self.ns, now_ms, limit))
 
-    @reports_outages
     def overdue_count(self, now_ms: int | float) -> int:
         """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT)."""
-        return self.engine.run(operations.overdue_count(self.layout, now_ms))
+        return self.driver.run(reads.overdue_count(self.ns, now_ms))
 
-    @reports_outages
     def record_sweep(self, at_ms: int | float) -> None:
         """Note that a sweep ran at ``at_ms`` (kept without expiry: one small key)."""
-        self.engine.run(operations.record_sweep(self.layout, at_ms))
+        self.driver.run(on(0, operations.record_sweep(self.layout, at_ms)))
 
-    @reports_outages
     def last_sweep_ms(self) -> int | None:
         """When a sweep last ran, or None if none ever did."""
-        return self.engine.run(operations.last_sweep_ms(self.layout))
+        return self.driver.run(on(0, operations.last_sweep_ms(self.layout), writes=False))
 
-    @reports_outages
     def claim_sweep(self, owner: str, lease_ms: int) -> bool:
         """Take the namespace's sweep lease for ``lease_ms`` if nobody holds it, or renew it
         if ``owner`` does (``SET NX PX GET``): True if ``owner`` may sweep now. A holder
         that stops renewing (it died) is replaced once its lease lapses."""
-        return self.engine.run(operations.claim_sweep(self.layout, owner, lease_ms))
+        return self.driver.run(on(0, operations.claim_sweep(self.layout, owner, lease_ms)))
 
-    @reports_outages
     def list_tasks(
         self,
         state: str | None = None,
@@ -368,19 +361,12 @@ class RedisBook(BookBase):
         With ``full_task=False`` the listed tasks come without their histories (the
         listing then reads no history at all).
         """
-        return self.engine.run(operations.list_tasks(self.layout, state, limit, after, full_task))
+        return self.driver.run(reads.list_tasks(self.ns, state, limit, after, full_task))
 
-    @reports_outages
     def heartbeat(self, task_ids: Iterable[str]) -> int:
         """Say that these tasks' running attempts are alive: one round trip for them all."""
-        ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-        if not ids:
-            return 0
-        keys = [self.keys.stalls, self.keys.workers, *(self.keys.task(task_id) for task_id in ids)]
-        args = TaskIdsArgs(tuple(ids)).argv()
-        return int(self.engine.scripts.heartbeat(keys=keys, args=args))
+        return self.driver.run(tasks.heartbeat(self.ns, task_ids))
 
-    @reports_outages
     def end_stalled(
         self, now_ms: int | float | None = None, limit: int = 1000
     ) -> list[CallbackResult | AsyncBookError]:
@@ -390,98 +376,74 @@ class RedisBook(BookBase):
         heartbeat that arrives meanwhile wins; each fail carries a callback id naming the
         stall, so two sweeps fail a task once.
         """
-        now = self.now_ms() if now_ms is None else require_non_negative(now_ms, "nowMs")
-        return batches.end_stalled(self.engine, now, limit)
+        return self.driver.run(tasks.end_stalled(self.ns, now_ms, limit))
 
-    @reports_outages
     def last_cursor(self, task_id: str) -> str | None:
         """The cursor of the last progress the task reported (its checkpoint), or None."""
-        return self.engine.run(operations.last_cursor(self.layout, task_id))
+        return self.driver.run(reads.last_cursor(self.ns, task_id))
 
-    @reports_outages
     def seal_group(self, group_id: str, total: int) -> GroupSummary:
         """Declare that ``group_id`` has ``total`` members: once they have all ended, one
         group notification (at once if they already have)."""
-        group = utf8(require_text(group_id, "groupId"), "groupId")
-        size = require_integer(total, "total", 1)
-        flat = self.engine.scripts.seal_group(
-            keys=[self.keys.group(group), self.keys.group_members(group), self.keys.group_outbox],
-            args=SealGroupArgs(
-                dumps(group, "groupId"), size, self.now_ms(), self.layout.retention_ms
-            ).argv(),
-        )
-        return group_summary_of(group, flat)
+        return self.driver.run(tasks.seal_group(self.ns, group_id, total))
 
-    @reports_outages
     def group(self, group_id: str) -> GroupSummary | None:
         """The group's counts by state and its progress: one round trip, O(1)."""
-        return self.engine.run(operations.group(self.layout, group_id))
+        return self.driver.run(groups.summary(self.ns, group_id))
 
-    @reports_outages
     def group_members(self, group_id: str, limit: int = 100) -> list[AsyncTask]:
         """The group's members in creation order (without histories), up to ``limit``."""
-        return self.engine.run(operations.group_members(self.layout, group_id, limit))
+        return self.driver.run(groups.members(self.ns, group_id, limit))
 
-    @reports_outages
     def now_ms(self) -> int:
         """The Redis server's clock (TIME): one clock for every worker, beat and client."""
-        return self.engine.run(server_time())
+        return self.driver.run(reads.now_ms(self.ns))
 
     # -- the operator console -------------------------------------------------------
 
-    @reports_outages
     def info(self, task_id: str) -> TaskInfo | None:
         """A task's info (Celery name, arguments, queue, worker, times, traceback), or
         None when the book does not hold the task."""
-        return self.engine.run(_console.info(self.layout, task_id))
+        return self.driver.run(reads.info(self.ns, task_id))
 
-    @reports_outages
     def search(self, query: TaskQuery | None = None, /, **filters: Any) -> SearchPage:
         """One page of tasks matching a ``TaskQuery`` (or its fields as keywords: name,
         state, worker, q, since_ms, until_ms, sort, limit, after), with totals per state."""
         given = TaskQuery(**filters) if query is None else query
-        return self.engine.run(_console.search(self.layout, given))
+        return self.driver.run(reads.search(self.ns, given))
 
-    @reports_outages
     def workers(self, within_ms: int = 86_400_000) -> list[WorkerSummary]:
         """Workers seen in the last ``within_ms``, most recently seen first."""
-        return self.engine.run(_console.workers(self.layout, within_ms))
+        return self.driver.run(reads.workers(self.ns, within_ms))
 
-    @reports_outages
     def stats(
         self, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
     ) -> TaskStats:
         """Per-minute starts, ends by state and runtime percentiles of one task name (None:
         every task) over the last ``window_ms`` (one minute to a day): one round trip."""
-        return self.engine.run(_stats.stats(self.layout, name, window_ms, now_ms))
+        return self.driver.run(reads.stats(self.ns, name, window_ms, now_ms))
 
-    @reports_outages
     def task_names(self, within_ms: int | None = None) -> list[str]:
         """Task names the book has seen (created within ``within_ms``), sorted."""
-        return self.engine.run(_console.task_names(self.layout, within_ms))
+        return self.driver.run(reads.task_names(self.ns, within_ms))
 
-    @reports_outages
     def name_totals(self) -> list[NameTotals]:
         """Running totals per task name, for Prometheus counters and histograms."""
-        return self.engine.run(_stats.name_totals(self.layout))
+        return self.driver.run(reads.name_totals(self.ns))
 
-    @reports_outages
     def gauges(self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS) -> BookGauges:
         """What ``/metrics`` reads beyond the counts: the notification streams, their
         consumer groups and the workers seen (``_gauges``), in one round trip."""
-        return self.engine.run(gauges(self.layout, now_ms, within_ms))
+        return self.driver.run(reads.gauges(self.ns, now_ms, within_ms))
 
-    @reports_outages
     def count_by_state(self) -> dict[str, int]:
         """How many tasks each state index holds (one pipelined round trip)."""
-        return self.engine.run(operations.count_by_state(self.layout))
+        return self.driver.run(reads.count_by_state(self.ns))
 
-    @reports_outages
     def transition_counts(self) -> dict[str, int]:
         """How many times each reason was answered, by every client of this book."""
-        return self.engine.run(operations.transition_counts(self.layout))
+        return self.driver.run(reads.transition_counts(self.ns))
 
-    @reports_outages
     def prune(self, limit: int = 1000) -> int:
         """Drop index entries of ended tasks whose records expired; returns how many.
 
@@ -491,7 +453,7 @@ class RedisBook(BookBase):
         """
         if self.retention is None:
             return 0
-        return batches.prune(self.engine, limit)
+        return self.driver.run(reads.prune(self.ns, limit))
 
     # -- capabilities (AsyncBook): what a RedisBook can do that not every book can ------
 
@@ -507,15 +469,16 @@ class RedisBook(BookBase):
         on_subscribe: Callable[[], None],
         stop: Callable[[], bool],
     ) -> Callable[[], None]:
-        """``follow_changes`` on the book's cancels channel (no other change wakes it)."""
+        """``follow_changes`` on every shard's cancels channel (no other change wakes it)."""
 
         def on_change(change: Change) -> None:
             if change.state == "cancelled":
                 on_cancel(change.task_id)
 
-        channel = self.keys.cancels_channel
+        channels = [shard.keys.cancels_channel for shard in self.ns.shards]
+        watched: str | list[str] = channels[0] if self.shards == 1 else channels
         return functools.partial(
-            follow_changes, self.client, channel, on_change, on_subscribe, stop=stop
+            follow_changes, self.client, watched, on_change, on_subscribe, stop=stop
         )
 
     def async_twin(self) -> AsyncRedisBook | None:
@@ -523,8 +486,9 @@ class RedisBook(BookBase):
         return AsyncRedisBook.twin_of(self)
 
     def script_beside(self, client: object, source: str) -> BesideScript | None:
-        """``source`` as an ``events_script``, when ``client`` is on this book's server."""
-        if not same_server(self.client, client):
+        """``source`` as an ``events_script``, when ``client`` is on this book's server
+        (one slot's script: None for a namespace of several shards)."""
+        if self.shards > 1 or not same_server(self.client, client):
             return None
         return BesideScript(self._apply_write, self.events_script(source), self.retention)
 

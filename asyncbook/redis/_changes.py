@@ -23,7 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._book import AsyncBook
 from .._models import AsyncTask
 from .._watch import Message, messages_for, resume_light
-from ._keys import KeySchema
+from ._shard import Shard
 
 __all__ = ["DROPPED", "Change", "follow_changes", "follow_task", "parse_change"]
 
@@ -145,7 +145,10 @@ class FollowedBook(AsyncBook, Protocol):
     """A book whose task changes are followed: a ``RedisBook``."""
 
     client: Any
-    keys: KeySchema
+
+    def shard_of(self, task_id: Any) -> Shard:
+        """The shard holding ``task_id`` (its key schema, ``.keys``)."""
+        ...
 
 
 def follow_task(
@@ -166,11 +169,9 @@ def follow_task(
     the terminal task, or None when ``stop()`` said so. ``UnknownTaskError`` propagates.
     """
     follower = _TaskFollower(book, task_id, on_batch, cursor)
-    shard_of = getattr(book, "shard_of", None)  # a sharded book: the task's shard's channel
-    keys = book.keys if shard_of is None else shard_of(task_id).keys
     follow_changes(
         book.client,
-        keys.changes_channel,
+        book.shard_of(task_id).keys.changes_channel,
         follower.on_change,
         follower.look_up,
         stop=lambda: follower.ended is not None or stop(),

@@ -18,11 +18,13 @@ from redis.exceptions import ResponseError
 from .._checks import require_string
 from .._models import CallbackResult
 from ..errors import AsyncBookError, DamagedRecordError
+from . import _operations as operations
 from ._args import utf8
-from ._engine import Engine
 from ._facts import FactBook, TaskFacts, facts_of, hour_of, info_block
+from ._plan import SETTLE, Plan, ScriptCall
 from ._replies import callback_result, script_error
 from ._script_args import AT_DEADLINE, expiry_slots
+from ._shard import Shard
 
 __all__ = ["CHUNK", "expire_many"]
 
@@ -31,8 +33,8 @@ CHUNK = 1000
 
 
 def expire_many(
-    engine: Engine, task_ids: Iterable[Any], full_task: bool
-) -> list[CallbackResult | AsyncBookError]:
+    shard: Shard, task_ids: Iterable[Any], full_task: bool
+) -> Plan[list[CallbackResult | AsyncBookError]]:
     """Each task expired at its deadline, in order; an id the book refuses, or a task it
     cannot expire, answers its error in its place."""
     results: list[CallbackResult | AsyncBookError | None] = []
@@ -45,28 +47,28 @@ def expire_many(
             continue
         ids.append((len(results), checked))
         results.append(None)
-    engine.before_write()
-    engine.settle()
+    yield from operations.before_write(shard)
+    yield SETTLE
     for at in range(0, len(ids), CHUNK):
         chunk = ids[at : at + CHUNK]
-        answers = _expire_chunk(engine, [task_id for _index, task_id in chunk], full_task)
+        answers = yield from _expire_chunk(shard, [task_id for _index, task_id in chunk], full_task)
         for (index, _task_id), result in zip(chunk, answers, strict=True):
             results[index] = result
     return [result for result in results if result is not None]
 
 
 def _expire_chunk(
-    engine: Engine, ids: Sequence[str], full_task: bool
-) -> list[CallbackResult | AsyncBookError]:
+    shard: Shard, ids: Sequence[str], full_task: bool
+) -> Plan[list[CallbackResult | AsyncBookError]]:
     """expire_many.lua's answers for these tasks, read. A task whose facts the book does
     not know goes with a block of none (a task without a name, group or worker, due in
     the last hour, needs none); the script answers ``!facts`` for those it lacks, having
     written nothing for them, and they go again, together, with the facts it gave."""
-    layout = engine.layout
-    answers = _send(engine, ids, full_task)
-    again = [n for n, answer in enumerate(answers) if _learned(layout.facts, ids[n], answer)]
+    answers = yield from _send(shard, ids, full_task)
+    again = [n for n, answer in enumerate(answers) if _learned(shard.facts, ids[n], answer)]
     if again:
-        for n, answer in zip(again, _send(engine, [ids[n] for n in again], full_task), strict=True):
+        sent = yield from _send(shard, [ids[n] for n in again], full_task)
+        for n, answer in zip(again, sent, strict=True):
             answers[n] = answer
     results: list[CallbackResult | AsyncBookError] = []
     for task_id, answer in zip(ids, answers, strict=True):
@@ -76,10 +78,10 @@ def _expire_chunk(
             results.append(DamagedRecordError(task_id, str(answer)))
             continue
         try:
-            if _learned(layout.facts, task_id, answer):
+            if _learned(shard.facts, task_id, answer):
                 # Its record changed since the last answer: this task again, alone.
-                one_keys, one_args, _ = layout.apply_call(task_id, None, None, full_task)
-                answer = engine.apply_one(one_keys, one_args)
+                one_keys, one_args, _ = shard.apply_call(task_id, None, None, full_task)
+                answer = yield from operations.apply_one(shard, one_keys, one_args)
             results.append(callback_result(task_id, answer, None))
         except AsyncBookError as error:
             results.append(error)
@@ -97,9 +99,9 @@ def _learned(facts: FactBook, task_id: str, answer: Any) -> bool:
     return True
 
 
-def _send(engine: Engine, ids: Sequence[str], full_task: bool) -> list[Any]:
+def _send(shard: Shard, ids: Sequence[str], full_task: bool) -> Plan[list[Any]]:
     """One expire_many.lua call for these tasks: its answers, one per task."""
-    layout, k = engine.layout, engine.keys
+    layout, k = shard, shard.keys
     now = layout.facts.clock()
     shapes: dict[tuple[str, str, str, str], int] = {}
     blocks: list[tuple[int, Sequence[str]]] = []
@@ -122,6 +124,4 @@ def _send(engine: Engine, ids: Sequence[str], full_task: bool) -> list[Any]:
     _keys, event, _error = layout.apply_call(ids[0], None, None, full_task)
     event = dataclasses.replace(event, task_id="")
     keys = [k.callback(""), *layout.apply_keys, *block_keys, *task_keys]
-    return list(
-        engine.scripts.expire_many(keys=keys, args=expiry_slots(blocks, event, tasks).argv())
-    )
+    return list((yield ScriptCall("expire_many", keys, expiry_slots(blocks, event, tasks).argv())))

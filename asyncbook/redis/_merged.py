@@ -1,19 +1,21 @@
-"""Merged plans: a read over every shard of a sharded namespace, as a generator that
-yields ``OnShards`` (one plan per shard) and is sent their answers. Like a plan
-(``_plan``) it does no I/O: ``ShardedRedisBook`` answers ``OnShards`` with
-``run_together`` (one pipeline per node at each step), ``AsyncShardedRedisBook`` with
-``asyncio.gather``, so both books merge alike (``_sharded_console``, ``_sharded_groups``).
+"""Namespace plans: an operation over the S >= 1 shards of a namespace, as a generator
+that yields ``OnShards`` (one plan per shard it asks, run together) or ``Sleep`` and is
+sent their answers. Like a shard's plan (``_plan``) it does no I/O: the sync driver
+(``_book_driver``) answers ``OnShards`` with one call, one pipeline per node for reads, or a
+thread per shard for writes; the asyncio driver (``_async_book_driver``) with
+``asyncio.gather``. Every operation of a book is one of these, so both facades and every
+shard count run the same code; one shard is the case S = 1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ._plan import Plan
 
-__all__ = ["MergedPlan", "OnShards", "drive", "drive_async"]
+__all__ = ["FIX_COUNT", "FixCount", "MergedPlan", "OnShards", "Sleep", "every", "on"]
 
 _T = TypeVar("_T")
 
@@ -21,35 +23,45 @@ _T = TypeVar("_T")
 @dataclass(frozen=True)
 class OnShards:
     """Run one plan per shard (``shards``: which; None: every shard, in order) and send
-    their answers back, in order."""
+    their answers back, in order. ``writes``: the plans write (each runs on its own, its
+    replica wait included); else they are reads, sent together in one pipeline per node."""
 
     plans: tuple[Plan[Any], ...]
     shards: tuple[int, ...] | None = None
+    writes: bool = False
 
 
-MergedPlan = Generator[OnShards, list[Any], _T]
-"""A read over the shards: yields ``OnShards``, returns the merged answer."""
+@dataclass(frozen=True)
+class Sleep:
+    """Wait ``seconds`` before the next step (a claim read again while another task's
+    apply runs)."""
+
+    seconds: float
 
 
-def drive(plan: MergedPlan[_T], on_shards: Callable[[OnShards], list[Any]]) -> _T:
-    """Run a merged plan, each ``OnShards`` by ``on_shards``."""
-    try:
-        step = next(plan)
-        while True:
-            step = plan.send(on_shards(step))
-    except StopIteration as stop:
-        answer: _T = stop.value
-        return answer
+MergedPlan = Generator["OnShards | Sleep | FixCount", Any, _T]
+"""An operation over the shards: yields ``OnShards``, ``Sleep`` or ``FixCount``, returns
+its answer."""
 
 
-async def drive_async(
-    plan: MergedPlan[_T], on_shards: Callable[[OnShards], Awaitable[list[Any]]]
-) -> _T:
-    """``drive`` with an ``on_shards`` to await."""
-    try:
-        step = next(plan)
-        while True:
-            step = plan.send(await on_shards(step))
-    except StopIteration as stop:
-        answer: _T = stop.value
-        return answer
+def on(index: int, plan: Plan[_T], *, writes: bool = True) -> MergedPlan[_T]:
+    """``plan`` on shard ``index`` alone: its answer (an error it raised is raised)."""
+    answers = yield OnShards((plan,), (index,), writes)
+    answer: _T = answers[0]
+    return answer
+
+
+def every(
+    shards: Sequence[Any], make: Callable[[Any], Plan[_T]], *, writes: bool = False
+) -> OnShards:
+    """One plan per shard, ``make(shard)``, in shard order."""
+    return OnShards(tuple(make(shard) for shard in shards), None, writes)
+
+
+@dataclass(frozen=True)
+class FixCount:
+    """Store the namespace's shard count at its first write, or check it (once)."""
+
+
+FIX_COUNT = FixCount()
+"""Yielded by a write of a namespace of several shards before anything else."""

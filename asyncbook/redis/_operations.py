@@ -146,12 +146,13 @@ def apply(
     event: EventInput,
     callback_id: str | None = None,
     *,
+    full_task: bool = True,
     taken: bool = False,
 ) -> Plan[CallbackResult]:
     """Apply one event; a callback id already recorded changes nothing (nor one another
-    task holds: ``taken``)."""
+    task holds: ``taken``). ``full_task=False``: the task comes without its history."""
     yield SETTLE
-    keys, args, shape_error = shard.apply_call(task_id, event, callback_id, taken=taken)
+    keys, args, shape_error = shard.apply_call(task_id, event, callback_id, full_task, taken=taken)
     yield from before_write(shard)
     reply = yield from apply_one(shard, keys, args)
     return callback_result(args.task_id, reply, shape_error)

@@ -1,5 +1,5 @@
-"""A ``RedisBook``'s notification streams, drained or consumed at least once, on its
-engine.
+"""A book's notification streams, drained or consumed at least once, as plans (they
+take the ``Shard``; either engine runs them).
 
 The scripts append a task's notification to the outbox stream and a group's to the
 group outbox stream; a reader drains a stream, or reads it through a consumer group and
@@ -17,8 +17,9 @@ from redis.exceptions import ResponseError
 from .._book import sort_notifications
 from .._checks import require_integer, require_limit, require_text
 from .._models import GROUP_END_STATES, AsyncState, GroupNotification, Notification
-from ._engine import Engine, EngineBase
+from ._plan import Pipeline, Plan, ScriptCall, command
 from ._replies import text_of
+from ._shard import Shard
 
 __all__ = [
     "Reading",
@@ -32,9 +33,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def drain_notifications(engine: EngineBase) -> list[Notification]:
+def drain_notifications(shard: Shard) -> Plan[list[Notification]]:
     """Every pending notification, sorted by task id then time; empties the outbox."""
-    flat = [text_of(item) for item in engine.scripts.drain(keys=[engine.keys.outbox])]
+    flat = [text_of(item) for item in (yield ScriptCall("drain", [shard.keys.outbox]))]
     notes = [
         _notification(flat[i], flat[i + 1], flat[i + 2], flat[i + 3])
         for i in range(0, len(flat), 4)
@@ -43,36 +44,35 @@ def drain_notifications(engine: EngineBase) -> list[Notification]:
 
 
 def consume_notifications(
-    engine: EngineBase, group: str, consumer: str, reading: Reading
-) -> list[tuple[str, Notification]]:
+    shard: Shard, group: str, consumer: str, reading: Reading
+) -> Plan[list[tuple[str, Notification]]]:
     """Notifications at least once (``RedisBook.consume_notifications``)."""
-    entries = _consume(engine, engine.keys.outbox, group, consumer, reading)
+    entries = yield from _consume(shard, shard.keys.outbox, group, consumer, reading)
     return [(entry_id, _entry_notification(fields)) for entry_id, fields in entries]
 
 
-def drain_group_notifications(engine: Engine) -> list[GroupNotification]:
+def drain_group_notifications(shard: Shard) -> Plan[list[GroupNotification]]:
     """Every pending group notification, in order; empties their stream."""
-    stream = engine.keys.group_outbox
-    pipe = engine.slot_client().pipeline(transaction=True)
-    pipe.xrange(stream)
-    pipe.delete(stream)
-    entries, _ = pipe.execute()
+    stream = shard.keys.group_outbox
+    entries, _ = yield Pipeline(
+        [command("xrange", stream), command("delete", stream)], transaction=True
+    )
     return [_group_notification(fields) for _entry_id, fields in entries]
 
 
 def consume_group_notifications(
-    engine: EngineBase, group: str, consumer: str, reading: Reading
-) -> list[tuple[str, GroupNotification]]:
+    shard: Shard, group: str, consumer: str, reading: Reading
+) -> Plan[list[tuple[str, GroupNotification]]]:
     """Group notifications at least once (``RedisBook.consume_group_notifications``)."""
-    entries = _consume(engine, engine.keys.group_outbox, group, consumer, reading)
+    entries = yield from _consume(shard, shard.keys.group_outbox, group, consumer, reading)
     return [(entry_id, _group_notification(fields)) for entry_id, fields in entries]
 
 
-def ack(engine: EngineBase, stream: str, group: str, entry_ids: tuple[str, ...]) -> int:
+def ack(stream: str, group: str, entry_ids: tuple[str, ...]) -> Plan[int]:
     """Acknowledge handled entries of ``stream``; returns how many were pending."""
     if not entry_ids:
         return 0
-    return int(engine.client.xack(stream, require_text(group, "group"), *entry_ids))
+    return int((yield command("xack", stream, require_text(group, "group"), *entry_ids)))
 
 
 class Reading(NamedTuple):
@@ -85,32 +85,34 @@ class Reading(NamedTuple):
 
 
 def _consume(
-    engine: EngineBase, stream: str, group: Any, consumer: Any, reading: Reading
-) -> list[tuple[str, dict[Any, Any]]]:
+    shard: Shard, stream: str, group: Any, consumer: Any, reading: Reading
+) -> Plan[list[tuple[str, dict[Any, Any]]]]:
     """Entries of ``stream`` for ``consumer`` of ``group``: those another consumer left
-    unacknowledged for ``min_idle_ms`` first, then new ones. The group is created on
-    first use, and again if the stream (with its groups) went away."""
+    unacknowledged for ``min_idle_ms`` first, then new ones (waiting up to ``block_ms``
+    for them: a blocking XREADGROUP). The group is created on first use, and again if
+    the stream (with its groups) went away."""
     group = require_text(group, "group")
     consumer = require_text(consumer, "consumer")
     limit = require_limit(reading.count, "count")
     idle = require_integer(reading.min_idle_ms, "min_idle_ms")
     block_ms = reading.block_ms
     block = None if block_ms is None else require_integer(block_ms, "block_ms")
-    client = engine.client
-    _ensure_group(engine, stream, group)
+    claim = command("xautoclaim", stream, group, consumer, idle, "0-0", count=limit)
+    yield from _ensure_group(shard, stream, group)
     try:
-        claimed = client.xautoclaim(stream, group, consumer, idle, "0-0", count=limit)
+        claimed = yield claim
     except ResponseError as error:
         if "NOGROUP" not in str(error):
             raise
         # The stream went away (deleted, evicted, a flushed Redis): so did the group.
         log.warning("asyncbook: consumer group %r was gone; created again", group)
-        engine.stream_groups.discard((stream, group))
-        _ensure_group(engine, stream, group)
-        claimed = client.xautoclaim(stream, group, consumer, idle, "0-0", count=limit)
+        shard.stream_groups.discard((stream, group))
+        yield from _ensure_group(shard, stream, group)
+        claimed = yield claim
     entries = list(claimed[1])
     if len(entries) < limit:
-        fresh = client.xreadgroup(
+        fresh = yield command(
+            "xreadgroup",
             group,
             consumer,
             {stream: ">"},
@@ -122,15 +124,15 @@ def _consume(
     return [(text_of(entry_id), fields) for entry_id, fields in entries if fields]
 
 
-def _ensure_group(engine: EngineBase, stream: str, group: str) -> None:
-    if (stream, group) in engine.stream_groups:
+def _ensure_group(shard: Shard, stream: str, group: str) -> Plan[None]:
+    if (stream, group) in shard.stream_groups:
         return
     try:
-        engine.client.xgroup_create(stream, group, id="0", mkstream=True)
+        yield command("xgroup_create", stream, group, id="0", mkstream=True)
     except ResponseError as error:
         if "BUSYGROUP" not in str(error):
             raise
-    engine.stream_groups.add((stream, group))
+    shard.stream_groups.add((stream, group))
 
 
 def _entry_notification(fields: dict[bytes | str, bytes | str]) -> Notification:

@@ -1,29 +1,30 @@
 """A book operation as a plan: the Redis calls it makes and how it reads their replies.
 
-A plan is a generator that yields requests (a script call, a command, a pipeline of
-commands, or ``SETTLE``) and is sent each reply; what it returns is the operation's
-answer. It does no I/O itself, so ``RedisBook`` (redis-py) and ``AsyncRedisBook``
+A plan is a generator that yields requests (a script call, script calls sent together,
+a command, a pipeline of commands, or ``SETTLE``) and is sent each reply; what it returns
+is the operation's answer. It does no I/O itself, so ``RedisBook`` (redis-py) and ``AsyncRedisBook``
 (``redis.asyncio``) run the same plans and answer alike: ``run`` and ``run_async`` are
 the only code that differs. An error a request meets is thrown into the plan, which may
-catch it.
+catch it. What a request costs beyond its commands (EVAL after NOSCRIPT, WAIT for
+replicas, the node of a Cluster's slot) is the drivers' (``_driver``), never a plan's.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from ._scripts import BookScript
+from typing import Any, TypeVar
 
 __all__ = [
     "SETTLE",
+    "BookScript",
     "Command",
     "Pipeline",
     "Plan",
     "Request",
     "ScriptCall",
+    "Scripts",
     "Settle",
     "command",
     "run",
@@ -33,6 +34,31 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+class BookScript:
+    """One script: its source, the SHA1 Redis knows it by and, for one of the book's own,
+    its name (a ``BookScripts`` field; '' for a caller's script).
+
+    Calling it runs it through the engine that made it (``Engine.execute`` of a
+    ``ScriptCall``): by EVALSHA, after NOSCRIPT by EVAL (which always runs, and caches
+    it again), with WAIT behind it when the book waits for replicas (``_driver``).
+    """
+
+    def __init__(
+        self, source: str, name: str = "", run: Callable[[ScriptCall], Any] | None = None
+    ) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
+        self.name = name
+        self.run = run
+        """The engine's ``execute`` (an ``AsyncEngine``'s answers an awaitable)."""
+
+    def __call__(self, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+        if self.run is None:
+            raise TypeError("this BookScript belongs to no engine: yield a ScriptCall")
+        return self.run(ScriptCall(self.name, keys, args, script=self))
 
 
 @dataclass(frozen=True)
@@ -76,6 +102,23 @@ class Pipeline:
 
     commands: Sequence[Command]
     errors_as_replies: bool = False
+    transaction: bool = False
+    """In one MULTI/EXEC: nothing runs between them."""
+
+
+@dataclass(frozen=True)
+class Scripts:
+    """Script calls sent together in one round trip; the reply is their list, each call's
+    reply or the ``ResponseError`` it met in its place (a lost connection is raised).
+
+    Each call runs as a ``ScriptCall`` alone would: a script Redis lost (NOSCRIPT) runs
+    all the same, and with ``wait_replicas`` one WAIT follows them all (too few replicas
+    raise ``NotReplicatedError``). With ``transaction`` they run in one MULTI/EXEC, in
+    order; after NOSCRIPT the calls from the first that met it on run again, in a second
+    transaction (a call after it may so run twice: make such a script safe to)."""
+
+    calls: Sequence[ScriptCall]
+    transaction: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,11 +129,13 @@ class Settle:
 SETTLE = Settle()
 """Read-your-writes for a publisher whose creates do not wait (``CreateSender``)."""
 
-Request = ScriptCall | Command | Pipeline | Settle
+Request = ScriptCall | Scripts | Command | Pipeline | Settle
 Plan = Generator[Request, Any, _T]
 
 
-def _advance(plan: Plan[Any], reply: Any, error: Exception | None) -> tuple[bool, Any]:
+def _advance(
+    plan: Generator[Any, Any, Any], reply: Any, error: Exception | None
+) -> tuple[bool, Any]:
     """Hand ``plan`` the reply (or throw it the error): (False, its next request), or
     (True, its answer) once it returned."""
     try:
@@ -99,7 +144,7 @@ def _advance(plan: Plan[Any], reply: Any, error: Exception | None) -> tuple[bool
         return True, stop.value
 
 
-def run(plan: Plan[_T], execute: Callable[[Request], Any]) -> _T:
+def run(plan: Generator[_R, Any, _T], execute: Callable[[_R], Any]) -> _T:
     """Run ``plan``, each request by ``execute``; returns what the plan returns."""
     done, step = _advance(plan, None, None)
     while not done:
@@ -112,7 +157,7 @@ def run(plan: Plan[_T], execute: Callable[[Request], Any]) -> _T:
     return answer
 
 
-async def run_async(plan: Plan[_T], execute: Callable[[Request], Awaitable[Any]]) -> _T:
+async def run_async(plan: Generator[_R, Any, _T], execute: Callable[[_R], Awaitable[Any]]) -> _T:
     """``run`` with an ``execute`` to await (``redis.asyncio``)."""
     done, step = _advance(plan, None, None)
     while not done:

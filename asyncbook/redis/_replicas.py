@@ -1,14 +1,15 @@
 """Waiting for replicas: a book's ``wait_replicas`` setting sends ``WAIT n timeout``
 right after each of its writing scripts, in the same pipeline (one round trip, on the
-connection that wrote), and refuses the answer if fewer replicas acknowledged it."""
+connection that wrote), and refuses the answer if fewer replicas acknowledged it. The
+drivers send it (``_driver``); this module says how many, after which scripts, and
+reads the answer."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
 from ..errors import NotReplicatedError, invalid
 from ._connection import RedisUnavailableError
@@ -38,26 +39,6 @@ class ReplicaWait:
     def waits_after(self, script_name: str) -> bool:
         """True if a call of the book's script ``script_name`` is followed by WAIT."""
         return self.replicas > 0 and script_name not in READING_SCRIPTS
-
-    def call(
-        self, client: Any, sha: str, source: str, keys: Sequence[str], args: Sequence[Any]
-    ) -> Any:
-        """The script's reply, sent on ``client`` with ``WAIT`` behind it in one pipeline
-        (one connection); ``NotReplicatedError`` if too few replicas acknowledged it."""
-        for use_source in (False, True):  # NOSCRIPT: nothing ran, EVAL it again
-            pipe = client.pipeline(transaction=False)
-            if use_source:
-                pipe.eval(source, len(keys), *keys, *args)
-            else:
-                pipe.evalsha(sha, len(keys), *keys, *args)
-            pipe.wait(self.replicas, self.timeout_ms)
-            reply, acknowledged = pipe.execute(raise_on_error=False)
-            if not isinstance(reply, NoScriptError):
-                break
-        if isinstance(reply, Exception):
-            raise reply
-        self.check(acknowledged)
-        return reply
 
     def behind(self, pipe: Any) -> bool:
         """Put WAIT at the end of ``pipe`` if writes wait; True if it did."""

@@ -4,16 +4,14 @@ their statuses. Each script's ARGV record lives in ``_script_args``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
 from typing import Any, NamedTuple
 
-from redis.commands.core import Script
-from redis.exceptions import NoScriptError
-
-from ._replicas import ReplicaWait
+from ._plan import BookScript, ScriptCall
 from ._script_args import SCRIPT_ARGS
 
 __all__ = [
@@ -116,47 +114,6 @@ class ScriptedEvents(NamedTuple):
     """One per event: an ``EventOutcome``, or the ``AsyncBookError`` the event met."""
 
 
-class BookScript:
-    """One script, called by EVALSHA; after NOSCRIPT, by EVAL with its source.
-
-    NOSCRIPT means the script did not run, so calling again is safe. EVAL (rather than
-    SCRIPT LOAD then EVALSHA, which another client's ``SCRIPT FLUSH`` can race) always
-    runs, and caches the script for the next EVALSHA.
-    """
-
-    def __init__(
-        self,
-        script: Script,
-        client: Any,
-        wait: ReplicaWait | None = None,
-        node: Callable[[], Any] | None = None,
-    ) -> None:
-        self.script = script
-        self.client = client
-        self.wait = wait
-        """With replicas to wait for: each call sends WAIT behind it (``_replicas``)."""
-        self.node = node or (lambda: client)
-        """The client that pipeline goes to (on a Cluster, the node of the book's slot)."""
-
-    @property
-    def sha(self) -> str:
-        """The SHA1 Redis knows the script by."""
-        return str(self.script.sha)
-
-    @property
-    def source(self) -> str:
-        """The Lua source."""
-        return str(self.script.script)
-
-    def __call__(self, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
-        if self.wait is not None and self.wait.replicas:
-            return self.wait.call(self.node(), self.sha, self.source, keys, args)
-        try:
-            return self.client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            return self.client.eval(self.source, len(keys), *keys, *args)
-
-
 @dataclass(frozen=True)
 class BookScripts:
     """One registered script per operation."""
@@ -181,19 +138,16 @@ class BookScripts:
     resend: BookScript
 
     @classmethod
-    def register(
-        cls, client: Any, wait: ReplicaWait | None = None, node: Callable[[], Any] | None = None
-    ) -> BookScripts:
-        """Register every script on ``client`` (no round trip until first use); the
-        writing ones wait for replicas as ``wait`` says, in a pipeline on ``node()``."""
-        return cls(
-            **{
-                name: BookScript(
-                    client.register_script(load_source(f"{name}.lua")),
-                    client,
-                    None if wait is None or not wait.waits_after(name) else wait,
-                    node,
-                )
-                for name in SCRIPT_ARGS
-            }
-        )
+    def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:
+        """Every script of the book, each called through ``run`` (no round trip until
+        first use)."""
+        return cls(**{name: _book_script(name, run) for name in SCRIPT_ARGS})
+
+
+@functools.cache
+def _source(name: str) -> str:
+    return load_source(f"{name}.lua")
+
+
+def _book_script(name: str, run: Callable[[ScriptCall], Any] | None) -> BookScript:
+    return BookScript(_source(name), name, run)

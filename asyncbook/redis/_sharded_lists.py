@@ -9,11 +9,11 @@ from typing import Any
 
 from .._checks import require_limit, require_page_cursor, require_state
 from .._models import STATE_NAMES, TaskPage
+from ._groups import tasks_in_order
 from ._merged import MergedPlan, OnShards
 from ._plan import SETTLE, Pipeline, Plan, command
 from ._replies import text_of
 from ._shard import Shard
-from ._sharded_groups import tasks_in_order
 
 __all__ = ["newest_page", "overdue"]
 

@@ -1,4 +1,4 @@
-"""Resends on a sharded book (``ShardedRedisBook``): each task's resend in its shard.
+"""Resends on a namespace of several shards: each task's resend in its shard.
 
 A resend is one decision: resend.lua, in one call, checks that the task was never
 resent, creates the new task and links the two. On a sharded book the new task's id is
@@ -12,7 +12,7 @@ shards are resent a shard per thread (``claim_resends`` on each shard's engine).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from .._checks import require_string
 from ._args import utf8
@@ -20,12 +20,11 @@ from ._resends import ResendClaim, claim_resends, fresh_id
 
 if TYPE_CHECKING:
     from ._book import RedisBook
-    from ._sharded_book import ShardedRedisBook
 
 __all__ = ["claim_book_resends", "claim_sharded_resends"]
 
 
-def _in_shard(book: ShardedRedisBook, index: int) -> Callable[[str], str]:
+def _in_shard(book: RedisBook, index: int) -> Callable[[str], str]:
     """New ids of shard ``index``."""
 
     def new_id(original: str) -> str:
@@ -38,7 +37,7 @@ def _in_shard(book: ShardedRedisBook, index: int) -> Callable[[str], str]:
 
 
 def claim_sharded_resends(
-    book: ShardedRedisBook,
+    book: RedisBook,
     task_ids: Sequence[str],
     *,
     actor: str | None = None,
@@ -48,7 +47,7 @@ def claim_sharded_resends(
     in the order of ``task_ids``. Bad input (an id, the actor, the reason) is refused
     before any shard is written."""
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    claim_resends(book.books[0].engine, [], actor=actor, reason=reason)  # checks them
+    claim_resends(book.driver.engines[0], [], actor=actor, reason=reason)  # checks them
     if not ids:
         return []
     book.fix_count()
@@ -57,16 +56,14 @@ def claim_sharded_resends(
         by_shard.setdefault(book.map.index_of(task_id), []).append(at)
     shards = list(by_shard)
 
-    def claim(shard: RedisBook) -> list[ResendClaim]:
-        index = book.books.index(shard)
+    def claim(index: int) -> list[ResendClaim]:
         asked = [ids[at] for at in by_shard[index]]
         new_id = _in_shard(book, index)
-        return claim_resends(shard.engine, asked, actor=actor, reason=reason, new_id_for=new_id)
+        engine = book.driver.engines[index]
+        return claim_resends(engine, asked, actor=actor, reason=reason, new_id_for=new_id)
 
     out: list[ResendClaim | None] = [None] * len(ids)
-    for index, claims in zip(
-        shards, book.on_each_shard(claim, [book.books[i] for i in shards]), strict=True
-    ):
+    for index, claims in zip(shards, book.driver.pool().map(claim, shards), strict=True):
         for at, found in zip(by_shard[index], claims, strict=True):
             out[at] = found
     return [found for found in out if found is not None]
@@ -80,7 +77,6 @@ def claim_book_resends(
     reason: str | None = None,
 ) -> list[ResendClaim]:
     """``claim_resends`` on ``book``, one shard or many: what a publisher calls."""
-    if book.sharded:
-        sharded = cast("ShardedRedisBook", book)
-        return claim_sharded_resends(sharded, task_ids, actor=actor, reason=reason)
+    if book.shards > 1:
+        return claim_sharded_resends(book, task_ids, actor=actor, reason=reason)
     return claim_resends(book.engine, task_ids, actor=actor, reason=reason)

@@ -3,7 +3,10 @@ pipeline per Redis node, the nodes' pipelines at once (a thread each), so a read
 shards costs the round trips of one plan, not S times them.
 
 A plan's request meets what it would meet run alone (``Engine.execute``): a reply, or an
-error thrown into the plan. A script Redis lost (NOSCRIPT) is sent again on its own.
+error thrown into the plan. The driver says which commands send a request among others
+and reads their replies (``_driver.queued``, ``answered``: a script Redis lost is sent
+again on its own); a request that goes alone (``SETTLE``, script calls together, a
+transaction) is run by its engine.
 """
 
 from __future__ import annotations
@@ -14,10 +17,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from redis.exceptions import NoScriptError, ResponseError
-
+from ._driver import answered, queued
 from ._engine import Engine
-from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle
+from ._plan import Command, Plan
 
 __all__ = ["run_together"]
 
@@ -32,6 +34,8 @@ class _Running:
         self.plan = plan
         self.done = False
         self.step: Any = None
+        self.commands: list[Command] = []
+        """The commands that send ``step`` in its node's pipeline."""
         self.advance(None, None)
 
     def advance(self, reply: Any, error: Exception | None) -> None:
@@ -39,39 +43,6 @@ class _Running:
             self.step = self.plan.send(reply) if error is None else self.plan.throw(error)
         except StopIteration as stop:
             self.done, self.step = True, stop.value
-
-
-def _queue(pipe: Any, engine: Engine, request: Request) -> int:
-    """Add a request's commands to ``pipe``; returns how many it added."""
-    if isinstance(request, ScriptCall):
-        script = request.script or engine.script(request.name)
-        pipe.evalsha(script.sha, len(request.keys), *request.keys, *request.args)
-        return 1
-    if isinstance(request, Command):
-        getattr(pipe, request.name)(*request.args, **request.options)
-        return 1
-    assert isinstance(request, Pipeline)
-    for each in request.commands:
-        getattr(pipe, each.name)(*each.args, **each.options)
-    return len(request.commands)
-
-
-def _answer(engine: Engine, request: Request, replies: list[Any]) -> tuple[Any, Exception | None]:
-    """What ``request`` met, from its replies in the pipeline."""
-    if isinstance(request, Pipeline):
-        errors = [r for r in replies if isinstance(r, ResponseError)]
-        if errors and not request.errors_as_replies:
-            return None, errors[0]
-        return replies, None
-    reply = replies[0]
-    if isinstance(reply, NoScriptError):
-        try:
-            return engine.execute(request), None
-        except Exception as met:  # thrown into the plan, as run alone
-            return None, met
-    if isinstance(reply, ResponseError):
-        return None, reply
-    return reply, None
 
 
 def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_T]:
@@ -84,10 +55,15 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
             return [each.step for each in running]
         by_node: dict[int, tuple[Any, list[_Running]]] = {}
         for each in waiting:
-            if isinstance(each.step, Settle):
-                each.engine.settle()
-                each.advance(None, None)
+            commands = queued(each.engine, each.step)
+            if commands is None:
+                try:
+                    reply, error = each.engine.execute(each.step), None
+                except Exception as failed:
+                    reply, error = None, failed
+                each.advance(reply, error)
                 continue
+            each.commands = commands
             client = each.engine.slot_client()
             by_node.setdefault(id(client), (client, []))[1].append(each)
         nodes = list(by_node.values())
@@ -99,7 +75,7 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
                 continue
             at = 0
             for each, count in zip(group, counts, strict=True):
-                reply, error = _answer(each.engine, each.step, replies[at : at + count])
+                reply, error = answered(each.engine, each.step, replies[at : at + count])
                 at += count
                 each.advance(reply, error)
 
@@ -109,7 +85,11 @@ def _send(node: tuple[Any, list[_Running]]) -> tuple[list[int], list[Any], Excep
     replies, or the error the pipeline met."""
     client, group = node
     pipe = client.pipeline(transaction=False)
-    counts = [_queue(pipe, each.engine, each.step) for each in group]
+    counts = []
+    for each in group:
+        for command in each.commands:
+            getattr(pipe, command.name)(*command.args, **command.options)
+        counts.append(len(each.commands))
     try:
         return counts, pipe.execute(raise_on_error=False), None
     except Exception as met:

@@ -12,7 +12,7 @@ import uvicorn
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import invalid
-from ..redis import RedisBook, ShardedRedisBook
+from ..redis import RedisBook
 from ._access import AccessRules
 from ._app import create_app
 from ._auth import check_bind
@@ -26,7 +26,7 @@ __all__ = ["BackgroundServer", "feed_for", "serve"]
 def feed_for(book: RedisBook) -> ChangeFeed:
     """The change feed of ``book``: its channel (a sharded book's: every shard's),
     followed through the book's own client."""
-    if isinstance(book, ShardedRedisBook):
+    if book.shards > 1:
         return BookChangeFeed(book.client, book.change_channels)
     return BookChangeFeed(book.client, book.keys.changes_channel)
 

@@ -47,7 +47,9 @@ def _task_not_in_celerys_shard(shards: ShardMap, prefix: str = "task") -> str:
 
 
 def _claimed_in(client: redis.Redis, book: ShardedRedisBook, callback: str) -> list[int]:
-    return [i for i, shard in enumerate(book.books) if client.exists(shard.keys.callback(callback))]
+    return [
+        i for i, shard in enumerate(book.ns.shards) if client.exists(shard.keys.callback(callback))
+    ]
 
 
 def test_the_celery_rule_claims_a_callback_in_its_tasks_shard(

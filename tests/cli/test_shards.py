@@ -13,7 +13,7 @@ import redis
 
 from asyncbook import RedisBook
 from asyncbook.cli._doctor import _namespaces
-from asyncbook.redis import ShardedRedisBook
+from asyncbook.redis import AsyncRedisBook, ShardedRedisBook
 from asyncbook.web import BookChangeFeed
 
 from ..support.books import delete_namespace
@@ -129,7 +129,7 @@ def test_serve_reads_the_sharded_book_and_follows_every_shard(
     result = run(book, "serve")
     assert result.exit_code == 0, result.output
     [(reader, feed)] = served
-    assert isinstance(reader, ShardedRedisBook)
+    assert isinstance(reader, AsyncRedisBook)
     assert reader.shards == 4
     assert isinstance(feed, BookChangeFeed)
     assert isinstance(book, ShardedRedisBook)

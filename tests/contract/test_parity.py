@@ -4,11 +4,9 @@ audit, deliveries, reads) through ``RedisBook`` and ``AsyncRedisBook``, on one s
 four of the test Redis and sixteen of the local Cluster; every answer, error (class,
 code, field) and notification compared, after ``normalised``.
 
-The asyncio facade runs what ``AsyncRedisBook`` lacks through a sync book of the same
-namespace (``ASYNC_FALLBACKS``); ``test_the_asyncio_facade_has_the_whole_surface`` fails
-(a strict xfail) while it lacks any. The sharded layouts fail by ``KNOWN_DEFECTS``, two
-defects of today's sharded books this test found (a strict xfail that only the
-``KnownDefectError`` they raise satisfies: any other difference fails).
+Every call is the facade's own: ``test_the_asyncio_facade_has_the_whole_surface`` fails
+where ``AsyncRedisBook`` lacks one (``ASYNC_FALLBACKS``, which the runner would send
+through a sync book of the same namespace).
 """
 
 from __future__ import annotations
@@ -27,8 +25,6 @@ from ..support.books import delete_namespace, kind_async_client, kind_client
 from ..support.parity import (
     ASYNC_FALLBACKS,
     FALLEN_BACK,
-    KNOWN_DEFECTS,
-    KnownDefectError,
     assert_parity,
     parity_batch,
     run_async_steps,
@@ -49,18 +45,6 @@ LAYOUTS = {
 }
 """Each layout: the server (a book kind of ``kind_client``) and the shard count."""
 FACADES = ["sync", "asyncio"]
-
-
-def layouts(*, strict: bool) -> list[Any]:
-    """Every layout; a sharded one is expected to fail by ``KNOWN_DEFECTS`` alone (any
-    other difference fails the test), strictly where the seed is fixed."""
-    defects = pytest.mark.xfail(
-        raises=KnownDefectError, strict=strict, reason=f"known: {', '.join(KNOWN_DEFECTS)}"
-    )
-    return [
-        pytest.param(name, marks=() if shards == 1 else defects)
-        for name, (_, shards) in LAYOUTS.items()
-    ]
 
 
 def check(request: pytest.FixtureRequest, layout: str, facade: str, seed: int, count: int) -> None:
@@ -98,7 +82,7 @@ def check(request: pytest.FixtureRequest, layout: str, facade: str, seed: int, c
 
 
 @pytest.mark.parametrize("facade", FACADES)
-@pytest.mark.parametrize("layout", layouts(strict=True))
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_facade_answers_as_the_memory_book(
     request: pytest.FixtureRequest, layout: str, facade: str
 ) -> None:
@@ -108,7 +92,7 @@ def test_every_facade_answers_as_the_memory_book(
 @pytest.mark.long
 @pytest.mark.timeout(900)  # the Cluster's ten times 30 sequences: about two minutes alone
 @pytest.mark.parametrize("facade", FACADES)
-@pytest.mark.parametrize("layout", layouts(strict=False))
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_facade_answers_as_the_memory_book_at_length(
     request: pytest.FixtureRequest, layout: str, facade: str
 ) -> None:
@@ -118,11 +102,7 @@ def test_every_facade_answers_as_the_memory_book_at_length(
     check(request, layout, facade, seed, 10 * SEQUENCES[layout])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=f"AsyncRedisBook lacks {', '.join(ASYNC_FALLBACKS)} (run through RedisBook)",
-)
 def test_the_asyncio_facade_has_the_whole_surface() -> None:
     """Every method the sequences call is ``AsyncRedisBook``'s own (issue 31: one
-    surface); until then the parity test runs those through a sync book."""
+    surface)."""
     assert ASYNC_FALLBACKS == []

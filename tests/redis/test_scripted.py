@@ -302,6 +302,7 @@ def test_a_create_sender_writes_now_and_reads_later(
     book, _ = books
     other_view = RedisBook(client, namespace=book.namespace)  # no sender of its own
     sender = book.create_sender()
+    assert sender is not None  # one shard: its creates are pipelined
     client.script_flush()  # the first answers are NOSCRIPT: those creates go again by EVAL
     for n in range(70):  # past the batch after which send reads what has arrived
         sender.send(CreateSpec(f"t{n}", 0, 1_000, 1, exist_ok=True))
@@ -321,6 +322,7 @@ def test_a_create_sender_hands_back_what_a_lost_connection_left_unanswered(
 ) -> None:
     book, _ = books
     sender = book.create_sender()
+    assert sender is not None  # one shard: its creates are pipelined
     sender.send(CreateSpec("a", 0, 1_000, 1, exist_ok=True))
     connection: Any = sender._connection
     connection.disconnect()  # as if Redis went away before the answer was read

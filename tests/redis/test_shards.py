@@ -169,7 +169,6 @@ def test_the_count_is_read_until_the_namespace_settles_it(client: redis.Redis, f
         assert isinstance(sharded, ShardedRedisBook)
         sharded.create(id="a", now_ms=0, ttl_ms=1000, max_attempts=1)
         assert sharded.shard_check.settled
-        assert all(shard.shard_check is sharded.shard_check for shard in sharded.books)
         _refused(RedisBook(client, namespace=fresh, shards=4).list_tasks)
     finally:
         delete_namespace(client, f"{fresh}-4")
@@ -230,7 +229,7 @@ def test_a_books_rule_claims_its_callback_ids_where_it_says(
     callback = f"step:{home}"
     assert book.apply(task, _start(1), callback).reason == "started"
     claimed = [
-        i for i, shard in enumerate(book.books) if client.exists(shard.keys.callback(callback))
+        i for i, shard in enumerate(book.ns.shards) if client.exists(shard.keys.callback(callback))
     ]
     assert book.map.index_of(home) in claimed
     assert book.apply(task, _start(1), callback).duplicate_callback
@@ -367,11 +366,11 @@ def test_sixteen_shards_spread_over_the_three_masters(
     book = RedisBook.from_url(cluster_url, namespace=namespace, shards=16)
     assert isinstance(book, ShardedRedisBook)
     try:
-        with caplog.at_level("INFO", logger="asyncbook.redis._sharded_book"):
+        with caplog.at_level("INFO", logger="asyncbook.redis._book"):
             book.check_server()
         slots = _masters_by_slot(cluster_url)
         expected: dict[int, list[int]] = {}
-        for index, shard in enumerate(book.books):
+        for index, shard in enumerate(book.ns.shards):
             slot = key_slot(shard.keys.tag.encode())
             port = next(port for low, high, port in slots if low <= slot <= high)
             expected.setdefault(port, []).append(index)

@@ -66,6 +66,7 @@ def test_sent_creates_are_on_the_replica_once_collected(pair: Pair) -> None:
     primary, replica, _ = pair
     book = book_on(primary, 1)
     sender = book.create_sender()
+    assert sender is not None  # one shard: its creates are pipelined
     before = waits(primary)
     count = _READ_AFTER + 3  # one WAIT behind the first _READ_AFTER, one at collect
     for n in range(count):
@@ -88,11 +89,13 @@ def test_creates_no_replica_acknowledged_are_handed_back(pair: Pair) -> None:
     # those while it is stopped, 200 ms.
     ready = book_on(primary, 1, timeout_ms=10_000)
     patient = ready.create_sender()
+    assert patient is not None  # one shard: its creates are pipelined
     patient.send(spec("before"))
     patient.collect()
     assert patient.take_unanswered() == []
     book = book_on(primary, 1, timeout_ms=200, namespace=ready.keys.namespace)
     sender = book.create_sender()
+    assert sender is not None  # one shard: its creates are pipelined
     replica_process.send_signal(signal.SIGSTOP)
     try:
         sender.send(spec("a"))
@@ -115,6 +118,7 @@ def test_creates_no_replica_acknowledged_are_handed_back(pair: Pair) -> None:
 def test_a_sender_without_the_setting_sends_no_wait(pair: Pair) -> None:
     primary, _, _ = pair
     sender = book_on(primary, 0).create_sender()
+    assert sender is not None  # one shard: its creates are pipelined
     before = waits(primary)
     for n in range(_READ_AFTER + 1):
         sender.send(spec(f"t{n}"))

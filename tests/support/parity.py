@@ -34,10 +34,8 @@ from .reference_cases import random_event, random_time
 __all__ = [
     "ASYNC_FALLBACKS",
     "FALLEN_BACK",
-    "KNOWN_DEFECTS",
     "SURFACE",
     "AsyncFacade",
-    "KnownDefectError",
     "Step",
     "assert_parity",
     "normalised",
@@ -367,58 +365,16 @@ def run_async_steps(open_book: Callable[[], Any], fallback: Any, steps: list[Ste
         loop.close()
 
 
-KNOWN_DEFECTS = {
-    "group-time": "a sharded namespace's group notification carries its last member's "
-    "history time (the deadline, for an expiry found by a late event), not the time of "
-    "the event that ended it, as MemoryBook and one shard do",
-    "full-task": "a sharded apply_many(full_task=False) answers a callback id claimed in "
-    "another shard with the task's whole history",
-}
-"""Defects the parity test found in today's sharded books (issue 31's rewrite owes the
-fix): ``known_defect`` tells a difference that is one of these alone."""
-
-
-class KnownDefectError(AssertionError):
-    """Every difference is one of ``KNOWN_DEFECTS`` (a test expects it, strictly)."""
-
-
-def known_defect(step: Step, got: Any, want: Any) -> str | None:
-    """The name of the known defect that makes ``got`` differ from ``want``, or None."""
-    name, _, kwargs = step
-    if name == "drain_group_notifications" and len(got) == len(want):
-        same = [{**note, "atMs": 0} for note in got] == [{**note, "atMs": 0} for note in want]
-        times = zip(got, want, strict=True)
-        if same and all(mine["atMs"] <= theirs["atMs"] for mine, theirs in times):
-            return "group-time"
-    if name == "apply_many" and kwargs.get("full_task") is False and len(got) == len(want):
-        shown = [_without_history(answer) for answer in got]
-        if shown == want:
-            return "full-task"
-    return None
-
-
-def _without_history(answer: Any) -> Any:
-    if isinstance(answer, dict) and answer.get("duplicateCallback") and "task" in answer:
-        return {**answer, "task": {**answer["task"], "history": []}}
-    return answer
-
-
 def assert_parity(
     kind: str, sequences: list[list[Step]], got: list[list[Any]], want: list[list[Any]]
 ) -> None:
-    """Every answer equal to ``MemoryBook``'s; else name each sequence that differs
-    otherwise than by a known defect (its first such step, the steps before it and both
-    answers: the first three in full, then the steps' names). When the only differences
-    are known defects, raise ``KnownDefectError`` naming them."""
-    known: set[str] = set()
+    """Every answer equal to ``MemoryBook``'s; else name each sequence that differs (its
+    first such step, the steps before it and both answers: the first three in full, then
+    the steps' names)."""
     failures: list[list[str]] = []
     for number, (steps, mine, theirs) in enumerate(zip(sequences, got, want, strict=True)):
         for at, (answer, expected) in enumerate(zip(mine, theirs, strict=True)):
             if answer == expected:
-                continue
-            defect = known_defect(steps[at], answer, expected)
-            if defect is not None:
-                known.add(defect)
                 continue
             lines = [f"{kind}: sequence {number} differs from MemoryBook at step {at}:"]
             if len(failures) < 3:
@@ -430,5 +386,3 @@ def assert_parity(
             break
     if failures:
         raise AssertionError("\n".join(line for lines in failures for line in lines))
-    if known:
-        raise KnownDefectError("; ".join(KNOWN_DEFECTS[name] for name in sorted(known)))

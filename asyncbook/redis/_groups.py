@@ -1,4 +1,4 @@
-"""Groups on a sharded namespace.
+"""Groups across the shards of a namespace (one shard: its own scripts do all of this).
 
 A group's members live in their own tasks' shards; each shard keeps the group's counters
 for its members (the same hash a one-shard book keeps). The group's *home* shard (that
@@ -17,20 +17,20 @@ two leaves the notification to the next check of the group (its next member's en
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from .._checks import require_limit, require_text
+from .._jsrules import is_finite_number
 from .._models import GROUP_END_STATES, AsyncTask, GroupSummary, group_summary
 from ..errors import AsyncBookError
 from . import _operations as operations
-from ._args import number_text
-from ._merged import MergedPlan, OnShards
+from ._args import number_text, utf8
+from ._merged import MergedPlan, OnShards, every, on
+from ._namespace import Namespace
 from ._plan import Plan, command, server_time
 from ._replies import text_of
 from ._shard import Shard
-
-if TYPE_CHECKING:
-    from ._base import BookBase
 
 __all__ = [
     "GROUP_FIELDS",
@@ -38,7 +38,8 @@ __all__ = [
     "check",
     "counters",
     "ended_groups",
-    "group_of_result",
+    "group_of",
+    "after_ends",
     "members",
     "notify_if_ended",
     "read_counters",
@@ -126,60 +127,100 @@ def notify_if_ended(
     return bool(wrote)
 
 
-def check(
-    shards: Sequence[Shard], group_id: str, home: int, at_ms: float | None
-) -> MergedPlan[bool]:
+def check(ns: Namespace, group_id: str, at_ms: float | None) -> MergedPlan[bool]:
     """The group check after members ended (or a ``seal_group``): every shard's counters
-    read together, then the notification written in the home shard (index ``home``) if
-    the group ended. Both sharded books run it (``ShardedRedisBook``,
-    ``AsyncShardedRedisBook``): True if this check wrote the notification."""
-    found = yield from counters(shards, group_id)
-    wrote = yield OnShards((notify_if_ended(shards[home], group_id, found, at_ms),), (home,))
-    return bool(wrote[0])
+    read together, then the notification written in the group's home shard if the group
+    ended: True if this check wrote it."""
+    home = ns.index_of(group_id)
+    found = yield from counters(ns, group_id)
+    return bool((yield from on(home, notify_if_ended(ns.shards[home], group_id, found, at_ms))))
+
+
+def after_ends(
+    ns: Namespace,
+    index: int,
+    results: Sequence[Any],
+    task_ids: Sequence[Any],
+    events: Sequence[Any] | None = None,
+) -> MergedPlan[None]:
+    """The group check after members of shard ``index`` ended, each group once (at the
+    time of the event that ended it, when ``events`` gives it). None in a namespace of
+    one shard, where the ending script itself writes the notification."""
+    if ns.count == 1:
+        return
+    ended = ended_groups(ns.shards[index], results, task_ids, events)
+    for group_id, at_ms in ended.items():
+        yield from check(ns, group_id, at_ms)
 
 
 def ended_groups(
-    book: BookBase, results: Sequence[Any], task_ids: Sequence[Any]
+    shard: Shard,
+    results: Sequence[Any],
+    task_ids: Sequence[Any],
+    events: Sequence[Any] | None = None,
 ) -> dict[str, float | None]:
-    """The groups of the members that these results of ``book`` (a shard) ended, each
-    once, with the time of its last member's end here (None: the server's clock)."""
+    """The groups of the members that these results of ``shard`` ended, each once, with
+    the time of its last member's end here: the time of the event that ended it (a late
+    event finds a task past its deadline: its time, not the deadline's), else of the
+    task's last history entry (None: the server's clock)."""
     seen: dict[str, float | None] = {}
-    for task_id, result in zip(task_ids, results, strict=True):
+    given = [None] * len(results) if events is None else events
+    for task_id, result, event in zip(task_ids, results, given, strict=True):
         if isinstance(result, AsyncBookError) or not isinstance(task_id, str):
             continue
         if not (result.changed and result.task.terminal):
             continue
-        group_id = group_of_result(book, task_id)
+        group_id = group_of(shard, task_id)
         if group_id is not None:
             history = result.task.history
-            seen[group_id] = history[-1].event.at_ms if history else None
+            at = event_time(event)
+            seen[group_id] = at if at is not None else history[-1].event.at_ms if history else None
     return seen
 
 
-def group_of_result(book: BookBase, task_id: str) -> str | None:
+def event_time(event: Any) -> float | None:
+    """The ``atMs`` of an event as given to ``apply`` (a model or its mapping), or None."""
+    at: Any = event.get("atMs") if isinstance(event, Mapping) else getattr(event, "at_ms", None)
+    return float(at) if is_finite_number(at) else None
+
+
+def group_of(shard: Shard, task_id: str) -> str | None:
     """The group id of a task this shard just wrote (its facts: a write succeeds only
     with the record's own facts), or None."""
-    facts = book.layout.facts.get(task_id)
+    facts = shard.facts.get(task_id)
     if facts is None or not facts.group_json:
         return None
     value: Any = json.loads(facts.group_json)
     return value if isinstance(value, str) else None
 
 
-def counters(shards: Sequence[Shard], group_id: str) -> MergedPlan[list[dict[str, str]]]:
+def counters(ns: Namespace, group_id: str) -> MergedPlan[list[dict[str, str]]]:
     """Every shard's counters of a group, in shard order."""
-    return (yield OnShards(tuple(read_counters(shard, group_id) for shard in shards)))
+    found: list[dict[str, str]] = yield every(
+        ns.shards, lambda shard: read_counters(shard, group_id)
+    )
+    return found
 
 
-def summary(shards: Sequence[Shard], group_id: str, home: int) -> MergedPlan[GroupSummary | None]:
-    """The group's summary over every shard (``home``: its home shard's index)."""
-    found = yield from counters(shards, group_id)
-    return summary_of(group_id, found[home], found)
+def summary(ns: Namespace, group_id: str) -> MergedPlan[GroupSummary | None]:
+    """The group's counts by state and its progress: its one shard's hash, or every
+    shard's counters summed with the total from its home shard."""
+    if ns.count == 1:
+        return (yield from on(0, operations.group(ns.first, group_id), writes=False))
+    group = utf8(require_text(group_id, "groupId"), "groupId")
+    found = yield from counters(ns, group)
+    return summary_of(group, found[ns.index_of(group)], found)
 
 
-def members(shards: Sequence[Shard], group_id: str, count: int) -> MergedPlan[list[AsyncTask]]:
-    """Every shard's members merged in creation order (unique across shards), without
-    their histories."""
+def members(ns: Namespace, group_id: str, limit: int) -> MergedPlan[list[AsyncTask]]:
+    """The group's members in creation order (unique across shards), without their
+    histories."""
+    if ns.count == 1:
+        plan = operations.group_members(ns.first, group_id, limit)
+        return (yield from on(0, plan, writes=False))
+    group_id = utf8(require_text(group_id, "groupId"), "groupId")
+    count = require_limit(limit, maximum=10_000)
+    shards = ns.shards
     pages = yield OnShards(tuple(_member_rows(shard, group_id, count) for shard in shards))
     rows = sorted(
         ((score, index, raw) for index, page in enumerate(pages) for raw, score in page),

@@ -1,0 +1,72 @@
+"""The asyncio driver: runs a namespace's plans (``_merged``) on a ``redis.asyncio``
+client, as ``Driver`` runs them on redis-py: one ``AsyncEngine`` per shard, several
+shards' plans awaited at once (``asyncio.gather``), ``Sleep`` awaited, the shard count
+checked, and an outage reported as ``RedisUnavailableError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypeVar
+
+from redis.exceptions import AuthenticationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ._async_engine import AsyncEngine
+from ._connection import RedisUnavailableError
+from ._merged import FixCount, MergedPlan, OnShards, Sleep
+from ._namespace import Namespace
+
+__all__ = ["AsyncDriver"]
+
+_T = TypeVar("_T")
+
+
+class AsyncDriver:
+    """Runs namespace plans on a ``redis.asyncio`` client (or Cluster client)."""
+
+    def __init__(self, client: Any, ns: Namespace) -> None:
+        self.client = client
+        self.ns = ns
+        self.engines = [AsyncEngine(client, shard, ns.wait) for shard in ns.shards]
+        """One engine per shard, in shard order."""
+
+    async def run(self, plan: MergedPlan[_T]) -> _T:
+        """Run ``plan`` (after the namespace's shard count check); an outage raises
+        ``RedisUnavailableError``."""
+        try:
+            await self.ns.count_check.check_async(self.client)
+            return await self._drive(plan)
+        except (RedisUnavailableError, AuthenticationError):
+            raise
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
+
+    async def _drive(self, plan: MergedPlan[_T]) -> _T:
+        reply: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                step = plan.send(reply) if error is None else plan.throw(error)
+            except StopIteration as stop:
+                answer: _T = stop.value
+                return answer
+            reply, error = None, None
+            try:
+                if isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                elif isinstance(step, FixCount):
+                    await self.ns.count_check.fix_async(self.client)
+                else:
+                    reply = await self._on_shards(step)
+            except Exception as met:  # thrown into the plan, which may catch it
+                error = met
+
+    async def _on_shards(self, step: OnShards) -> list[Any]:
+        indexes = range(self.ns.count) if step.shards is None else step.shards
+        engines = [self.engines[index] for index in indexes]
+        if len(step.plans) == 1:
+            return [await engines[0].run(step.plans[0])]
+        runs = (engine.run(plan) for engine, plan in zip(engines, step.plans, strict=True))
+        return list(await asyncio.gather(*runs))

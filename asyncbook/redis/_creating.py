@@ -1,0 +1,85 @@
+"""create.lua's call for one ``CreateSpec``, built from the shard: the task it would
+store, its KEYS and its ARGV record (``create``, ``create_many``, the create sender, a
+retry's create)."""
+
+from __future__ import annotations
+
+import math
+
+from .._book import CreateSpec
+from .._checks import require_heartbeat_timeout, require_text
+from .._machine import create_async_task
+from .._models import AsyncTask
+from ._args import dumps, number_text, utf8
+from ._facts import TaskFacts
+from ._publish_fields import kept_message_of, publish_fields
+from ._script_args import CreateArgs
+from ._shard import Shard
+
+__all__ = ["CreateCall", "create_args", "create_call", "life_and_retention_ms"]
+
+CreateCall = tuple[AsyncTask, list[str], list[str]]
+"""The task create.lua would store, and the script's KEYS and ARGV."""
+
+
+def create_call(shard: Shard, spec: CreateSpec) -> CreateCall:
+    """The task create.lua would store, and the script's KEYS and ARGV."""
+    task, keys, args = create_args(shard, spec)
+    return task, keys, args.argv()
+
+
+def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], CreateArgs]:
+    """The task create.lua would store, the script's KEYS and its ARGV record."""
+    id = spec.id
+    group = None
+    if spec.group_id is not None:
+        group = utf8(require_text(spec.group_id, "groupId"), "groupId")
+    task = create_async_task(
+        id=id, now_ms=spec.now_ms, ttl_ms=spec.ttl_ms, max_attempts=spec.max_attempts
+    )
+    timeout = require_heartbeat_timeout(spec.heartbeat_timeout_ms)
+    k = shard.keys
+    keys = [
+        k.task(id),
+        k.history(id),
+        k.state_index("queued"),
+        k.deadlines,
+        k.sequence,
+        k.group(group or ""),
+        k.group_members(group or ""),
+    ]
+    published = publish_fields(spec.info)
+    message = kept_message_of(spec.info)
+    name, parent = published.get("name", ""), published.get("parent_id", "")
+    keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent)]
+    keys.append(k.message(id))
+    group_json = "" if group is None else dumps(group, "groupId")
+    deadline = number_text(task.expires_at_ms)
+    shard.facts.learn(id, TaskFacts(name, group_json, "", deadline))
+    children_keep_ms = ""
+    if spec.info is not None and spec.info.parent_id is not None:
+        children_keep_ms = life_and_retention_ms(shard, spec)
+    args = CreateArgs(
+        task_id=id,
+        task_id_json=dumps(id, "id"),
+        deadline=deadline,
+        max_attempts=task.max_attempts,
+        exist_ok=spec.exist_ok,
+        changes_channel=k.changes_channel,
+        heartbeat_timeout_ms=timeout,
+        retry_on_stall=bool(spec.retry_on_stall),
+        group_id_json=group_json,
+        created_ms=number_text(spec.now_ms),
+        children_keep_ms=children_keep_ms,
+        message=message,
+        message_keep_ms=life_and_retention_ms(shard, spec) if message else "",
+        **published,
+    )
+    return task, keys, args
+
+
+def life_and_retention_ms(shard: Shard, spec: CreateSpec) -> str:
+    """The longest a task's record can live: its ttl and the retention; '' for ever."""
+    if not shard.retention_ms:
+        return ""
+    return str(int(shard.retention_ms) + max(0, math.ceil(float(spec.ttl_ms))))

@@ -1,0 +1,199 @@
+"""What the two drivers send for a plan's request: ``Engine`` (redis-py) and
+``AsyncEngine`` (``redis.asyncio``) turn a request into steps here, and differ only in
+how a step reaches Redis.
+
+Here and nowhere else: a script Redis lost (NOSCRIPT: it did not run) runs again by EVAL,
+which always runs and caches it again (SCRIPT LOAD then EVALSHA could meet another
+client's ``SCRIPT FLUSH`` between them); with ``wait_replicas`` a WAIT follows the
+writing scripts in their round trip, on their connection, and its answer is checked
+(``ReplicaWait.check``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from redis.exceptions import MovedError, NoScriptError, ResponseError
+
+from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
+from ._replicas import ReplicaWait
+
+__all__ = ["Batch", "Call", "Step", "Steps", "answered", "batch_of", "queued", "steps"]
+
+_T = TypeVar("_T")
+
+
+class Engine(Protocol):
+    """What the steps need of an engine (``EngineBase``)."""
+
+    wait: ReplicaWait
+
+    def script(self, name: str) -> BookScript:
+        """The book's script ``name``."""
+        ...
+
+    def execute(self, request: Request) -> Any:
+        """One request sent alone."""
+        ...
+
+
+@dataclass(frozen=True)
+class Call:
+    """One command on the client itself (a Cluster client routes it by its first key,
+    and follows MOVED)."""
+
+    command: Command
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Commands in one pipeline on the book's node (on a Cluster, the node of the book's
+    slot): their replies, each error in its place unless ``raise_on_error``."""
+
+    commands: Sequence[Command]
+    transaction: bool = False
+    raise_on_error: bool = False
+
+
+Step = Call | Command | Batch
+"""What a driver sends: a ``Command`` alone goes to the book's node."""
+Steps = Generator[Step, Any, _T]
+"""A request as the steps that send it (run by ``_plan.run``, ``run_async``)."""
+
+_MULTI = command("execute_command", "MULTI")
+_EXEC = command("execute_command", "EXEC")
+
+
+def batch_of(pipeline: Pipeline) -> Batch:
+    """The step that sends a plan's ``Pipeline``."""
+    return Batch(pipeline.commands, pipeline.transaction, not pipeline.errors_as_replies)
+
+
+def steps(engine: Engine, request: ScriptCall | Scripts) -> Steps[Any]:
+    """The steps that send a script call (or several together), and its answer."""
+    if isinstance(request, Scripts):
+        return (yield from _scripts(engine, request))
+    script = request.script or engine.script(request.name)
+    if not engine.wait.waits_after(request.name):
+        try:
+            return (yield _alone(_evalsha(script, request), request))
+        except NoScriptError:  # not run: EVAL runs it and caches it again
+            return (yield _alone(_eval(script, request), request))
+    (reply,), acknowledged = yield from _sent(engine, [request], [script], transaction=False)
+    if isinstance(reply, Exception):
+        raise reply
+    engine.wait.check(acknowledged)
+    return reply
+
+
+def _scripts(engine: Engine, request: Scripts) -> Steps[list[Any]]:
+    calls = list(request.calls)
+    if not calls:
+        return []
+    scripts = [call.script or engine.script(call.name) for call in calls]
+    replies, acknowledged = yield from _sent(engine, calls, scripts, request.transaction)
+    if acknowledged is not None:
+        engine.wait.check(acknowledged)
+    return replies
+
+
+def _sent(
+    engine: Engine,
+    calls: Sequence[ScriptCall],
+    scripts: Sequence[BookScript],
+    transaction: bool,
+) -> Steps[tuple[list[Any], Any]]:
+    """The calls' replies (errors in place) and, when one of them writes and the book
+    waits for replicas, WAIT's answer (else None).
+
+    The calls that met NOSCRIPT did not run: they go again, by EVAL, in a second round
+    trip (WAIT behind it too). In a transaction the calls after the first that met it
+    ran before it: they go again with it, in order, and only the first call of each
+    script carries its source (nothing runs between them in the transaction)."""
+    waits = any(engine.wait.waits_after(call.name) for call in calls)
+    replies: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    again = False
+    while True:
+        commands: list[Command] = []
+        loaded: set[str] = set()
+        for at in todo:
+            script, call = scripts[at], calls[at]
+            by_source = again and not (transaction and script.sha in loaded)
+            loaded.add(script.sha)
+            commands.append(_eval(script, call) if by_source else _evalsha(script, call))
+        got, acknowledged = yield from _round(engine, commands, transaction, waits)
+        for at, reply in zip(todo, got, strict=True):
+            replies[at] = reply
+        missed = [at for at in todo if isinstance(replies[at], NoScriptError)]
+        if again or not missed:
+            return replies, acknowledged
+        again = True
+        todo = todo[todo.index(missed[0]) :] if transaction else missed
+
+
+def _round(
+    engine: Engine, commands: list[Command], transaction: bool, waits: bool
+) -> Steps[tuple[list[Any], Any]]:
+    """One round trip of ``commands``, WAIT behind them if ``waits``."""
+    if not waits:
+        return list((yield Batch(commands, transaction))), None
+    wait = command("wait", engine.wait.replicas, engine.wait.timeout_ms)
+    if not transaction:
+        *replies, acknowledged = yield Batch([*commands, wait])
+        return replies, acknowledged
+    # MULTI ... EXEC then WAIT, sent by hand on one connection (redis-py's transaction
+    # pipeline can put nothing behind its EXEC).
+    *queued, executed, acknowledged = yield Batch([_MULTI, *commands, _EXEC, wait])
+    if isinstance(executed, Exception):
+        # EXECABORT: say why (a Cluster node's MOVED after a failover, as redis-py does).
+        raise next((reply for reply in queued if isinstance(reply, MovedError)), executed)
+    return list(executed), acknowledged
+
+
+def _alone(sent: Command, call: ScriptCall) -> Step:
+    """A script call sent alone: routed by its first key; one of no keys, to the book's
+    node."""
+    return Call(sent) if call.keys else sent
+
+
+def _evalsha(script: BookScript, call: ScriptCall) -> Command:
+    return command("evalsha", script.sha, len(call.keys), *call.keys, *call.args)
+
+
+def _eval(script: BookScript, call: ScriptCall) -> Command:
+    return command("eval", script.source, len(call.keys), *call.keys, *call.args)
+
+
+def queued(engine: Engine, request: Request) -> list[Command] | None:
+    """The commands that send ``request`` in one pipeline with other plans' requests
+    (``_together``); None for one that goes alone (script calls together, a
+    transaction, ``SETTLE``)."""
+    if isinstance(request, ScriptCall):
+        return [_evalsha(request.script or engine.script(request.name), request)]
+    if isinstance(request, Command):
+        return [request]
+    if isinstance(request, Pipeline) and not request.transaction:
+        return list(request.commands)
+    return None
+
+
+def answered(engine: Engine, request: Request, replies: list[Any]) -> tuple[Any, Exception | None]:
+    """What ``request`` met, from its replies in a pipeline with others (``queued``): as
+    sent alone, its reply or the error to throw into its plan."""
+    if isinstance(request, Pipeline):
+        errors = [reply for reply in replies if isinstance(reply, ResponseError)]
+        if errors and not request.errors_as_replies:
+            return None, errors[0]
+        return replies, None
+    reply = replies[0]
+    if isinstance(reply, NoScriptError):
+        try:
+            return engine.execute(request), None
+        except Exception as met:  # thrown into the plan, as run alone
+            return None, met
+    if isinstance(reply, ResponseError):
+        return None, reply
+    return reply, None

@@ -1,0 +1,90 @@
+"""``Namespace``: one namespace of a Redis book, S >= 1 shards, as this process knows it.
+
+It does no I/O: it names the shards (each a ``Shard``: key schema under its hash tag,
+retention, what this process learned of it), says which shard holds a task or an id
+(``ShardMap``), and keeps the namespace's shard-count check. Every operation of the
+books is a namespace plan over it (``_merged``), which the sync and asyncio drivers run.
+S = 1 is a namespace of one shard on the tag ``{namespace}``: the layout of a book that
+was never sharded.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+from ._replicas import ReplicaWait
+from ._shard import Shard
+from ._shards import CountCheck, HomeRule, ShardMap, prefix_home, require_shards
+
+__all__ = ["DEFAULT_RETENTION", "Namespace"]
+
+DEFAULT_RETENTION = timedelta(hours=24)
+
+
+class Namespace:
+    """The shards of a namespace, which shard holds what, and its settings."""
+
+    def __init__(
+        self,
+        name: str = "asyncbook",
+        *,
+        shards: int = 1,
+        retention_versions: int = 8,
+        retention: timedelta | None = DEFAULT_RETENTION,
+        wait: ReplicaWait | None = None,
+        home_of: HomeRule = prefix_home,
+    ) -> None:
+        total = require_shards(shards)
+        self.name = name
+        self.count = total
+        """How many shards the namespace has (fixed at its first use)."""
+        self.retention = retention
+        self.retention_versions = retention_versions
+        self.wait = wait or ReplicaWait()
+        """How many replicas a write waits for (``wait_replicas``)."""
+        self.shards = [
+            Shard(name, retention_versions, retention, (index, total)) for index in range(total)
+        ]
+        """One ``Shard`` per shard, in shard order."""
+        self.map = ShardMap(name, total, home_of)
+        """Which shard holds a task, a callback id (``home_of``) or an idempotency key."""
+        self.count_check = CountCheck(name, total)
+        """The namespace's stored shard count, checked before each call."""
+
+    @property
+    def first(self) -> Shard:
+        """Shard 0 (the only one when S = 1)."""
+        return self.shards[0]
+
+    def index_of(self, task_id: Any) -> int:
+        """The shard holding ``task_id`` (0 for a value that is no id: the plan refuses it
+        there, naming the field)."""
+        return self.map.index_of(task_id) if isinstance(task_id, str) else 0
+
+    def shard_of(self, task_id: Any) -> Shard:
+        """The ``Shard`` holding ``task_id``."""
+        return self.shards[self.index_of(task_id)]
+
+    def crosses(self, task_id: Any, callback_id: Any) -> bool:
+        """Whether ``callback_id`` lives in another shard than ``task_id``. Every text is
+        an id, the empty one included: global, as the reference's ``callbackId !==
+        undefined``."""
+        return (
+            self.count > 1
+            and isinstance(task_id, str)
+            and isinstance(callback_id, str)
+            and self.map.home_index(callback_id) != self.map.index_of(task_id)
+        )
+
+    def by_shard(self, task_ids: list[Any]) -> dict[int, list[int]]:
+        """The positions of ``task_ids`` grouped by the shard holding each, in order."""
+        found: dict[int, list[int]] = {}
+        for at, task_id in enumerate(task_ids):
+            found.setdefault(self.index_of(task_id), []).append(at)
+        return found
+
+    def share(self, limit: int) -> int:
+        """A shard's share of ``limit`` (rounded up)."""
+        return math.ceil(limit / self.count)

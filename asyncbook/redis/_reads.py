@@ -1,0 +1,317 @@
+"""A book's reads and namespace-wide calls, written once as namespace plans (``_merged``):
+a task's read in its shard; a listing, count, search or notification read over every
+shard, merged (``_sharded_lists``, ``_sharded_console``). One shard is read by its own
+plan, which is the merge of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .._audit import AuditEntry
+from .._book import sort_notifications
+from .._checks import require_limit, require_non_negative
+from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
+from .._gauges import BookGauges
+from .._models import STATE_NAMES, AsyncTask, GroupNotification, Notification, TaskPage
+from ..errors import invalid
+from . import _audit as audits
+from . import _batches as batches
+from . import _console as console
+from . import _operations as operations
+from . import _outbox as outbox
+from . import _sharded_console as merged_console
+from . import _sharded_lists as lists
+from . import _stats as stats_reads
+from ._gauges import gauges as shard_gauges
+from ._merged import MergedPlan, OnShards, every, on
+from ._namespace import Namespace
+from ._plan import Plan, server_time
+from ._shard import Shard
+
+__all__ = [
+    "ENTRY_SEPARATOR",
+    "ack",
+    "audit",
+    "check_server",
+    "consume",
+    "count_by_state",
+    "drain",
+    "get",
+    "info",
+    "last_cursor",
+    "list_tasks",
+    "name_totals",
+    "now_ms",
+    "overdue",
+    "overdue_count",
+    "prune",
+    "search",
+    "stats",
+    "task_names",
+    "transition_counts",
+    "workers",
+]
+
+_T = TypeVar("_T")
+
+ENTRY_SEPARATOR = "/"
+"""A stream entry id of a namespace of several shards: ``<shard>/<entry id>``."""
+
+
+def _one_or_merged(
+    ns: Namespace,
+    single: Callable[[Shard], Plan[_T]],
+    merged: Callable[[list[Shard]], MergedPlan[_T]],
+) -> MergedPlan[_T]:
+    """``single`` on the one shard, or ``merged`` over every shard."""
+    if ns.count == 1:
+        return (yield from on(0, single(ns.first), writes=False))
+    return (yield from merged(ns.shards))
+
+
+def _summed(
+    ns: Namespace, make: Callable[[Shard], Plan[dict[str, int]]]
+) -> MergedPlan[dict[str, int]]:
+    found: list[dict[str, int]] = yield every(ns.shards, make)
+    total: dict[str, int] = {}
+    for each in found:
+        for name, n in each.items():
+            total[name] = total.get(name, 0) + n
+    return total
+
+
+# -- a task's reads -----------------------------------------------------------------
+
+
+def get(ns: Namespace, task_id: str) -> MergedPlan[AsyncTask | None]:
+    """The stored task with its history, or None."""
+    index = ns.index_of(task_id)
+    return (yield from on(index, operations.get(ns.shards[index], task_id), writes=False))
+
+
+def info(ns: Namespace, task_id: str) -> MergedPlan[TaskInfo | None]:
+    """A task's console info, or None."""
+    index = ns.index_of(task_id)
+    return (yield from on(index, console.info(ns.shards[index], task_id), writes=False))
+
+
+def last_cursor(ns: Namespace, task_id: str) -> MergedPlan[str | None]:
+    """The cursor of the task's last progress report."""
+    index = ns.index_of(task_id)
+    return (yield from on(index, operations.last_cursor(ns.shards[index], task_id), writes=False))
+
+
+def audit(
+    ns: Namespace, task_id: str | None, since_ms: int | float | None, limit: int
+) -> MergedPlan[list[AuditEntry]]:
+    """A task's audit entries (its shard's), or every shard's log merged, newest first."""
+    if task_id is not None:
+        index = ns.index_of(task_id)
+        plan = audits.read(ns.shards[index], task_id, since_ms, limit)
+        return (yield from on(index, plan, writes=False))
+    return (
+        yield from _one_or_merged(
+            ns,
+            lambda shard: audits.read(shard, None, since_ms, limit),
+            lambda shards: merged_console.audit(shards, since_ms, limit),
+        )
+    )
+
+
+# -- listings and counts ------------------------------------------------------------
+
+
+def list_tasks(
+    ns: Namespace, state: str | None, limit: int, after: str | None, full_task: bool
+) -> MergedPlan[TaskPage]:
+    """Tasks newest first, optionally in one state."""
+    return (
+        yield from _one_or_merged(
+            ns,
+            lambda shard: operations.list_tasks(shard, state, limit, after, full_task),
+            lambda shards: lists.newest_page(shards, state, limit, after, full_task),
+        )
+    )
+
+
+def overdue(ns: Namespace, now_ms: int | float, limit: int) -> MergedPlan[list[str]]:
+    """Ids of live tasks due at ``now_ms``, earliest deadline first."""
+    if ns.count == 1:
+        return (yield from on(0, operations.overdue(ns.first, now_ms, limit), writes=False))
+    now = require_non_negative(now_ms, "nowMs")
+    count = require_limit(limit, maximum=1_000_000)
+    return (yield from lists.overdue(ns.shards, now, count))
+
+
+def overdue_count(ns: Namespace, now_ms: int | float) -> MergedPlan[int]:
+    """How many live tasks are due at ``now_ms``."""
+    now = require_non_negative(now_ms, "nowMs")
+    return sum((yield every(ns.shards, lambda shard: operations.overdue_count(shard, now))))
+
+
+def count_by_state(ns: Namespace) -> MergedPlan[dict[str, int]]:
+    """How many tasks each state index holds."""
+    counts = yield from _summed(ns, operations.count_by_state)
+    return {state: counts.get(state, 0) for state in STATE_NAMES}
+
+
+def transition_counts(ns: Namespace) -> MergedPlan[dict[str, int]]:
+    """How many times each reason was answered."""
+    return (yield from _summed(ns, operations.transition_counts))
+
+
+# -- the console --------------------------------------------------------------------
+
+
+def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
+    """One page of tasks matching ``query``, with totals per state."""
+    return (
+        yield from _one_or_merged(
+            ns,
+            lambda shard: console.search(shard, query),
+            lambda shards: merged_console.search(shards, query),
+        )
+    )
+
+
+def workers(ns: Namespace, within_ms: int) -> MergedPlan[list[WorkerSummary]]:
+    """Workers seen in the last ``within_ms``."""
+    return (
+        yield from _one_or_merged(
+            ns,
+            lambda shard: console.workers(shard, within_ms),
+            lambda shards: merged_console.workers(shards, within_ms),
+        )
+    )
+
+
+def stats(
+    ns: Namespace, name: str | None, window_ms: int, now_ms: int | None
+) -> MergedPlan[TaskStats]:
+    """Per-minute counts and runtime percentiles of a task name (or all)."""
+    return (
+        yield from _one_or_merged(
+            ns,
+            lambda shard: stats_reads.stats(shard, name, window_ms, now_ms),
+            lambda shards: merged_console.stats(shards, name, window_ms, now_ms),
+        )
+    )
+
+
+def task_names(ns: Namespace, within_ms: int | None) -> MergedPlan[list[str]]:
+    """Task names the book has seen."""
+    return (
+        yield from _one_or_merged(
+            ns,
+            lambda shard: console.task_names(shard, within_ms),
+            lambda shards: merged_console.task_names(shards, within_ms),
+        )
+    )
+
+
+def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
+    """Running totals per task name."""
+    return (yield from _one_or_merged(ns, stats_reads.name_totals, merged_console.name_totals))
+
+
+def gauges(ns: Namespace, now_ms: int, within_ms: int) -> MergedPlan[BookGauges]:
+    """The streams, their consumer groups and the workers seen, for ``/metrics``."""
+    return (
+        yield from _one_or_merged(
+            ns,
+            lambda shard: shard_gauges(shard, now_ms, within_ms),
+            lambda shards: merged_console.gauges(shards, now_ms, within_ms),
+        )
+    )
+
+
+# -- the server, the sweep ----------------------------------------------------------
+
+
+def check_server(ns: Namespace) -> MergedPlan[list[str | None]]:
+    """Each shard's server check (``operations.check_server``): their eviction
+    policies, in shard order."""
+    policies: list[str | None] = yield every(ns.shards, operations.check_server, writes=True)
+    return policies
+
+
+def now_ms(ns: Namespace) -> MergedPlan[int]:
+    """The Redis server's clock (TIME), asked of shard 0's node."""
+    return (yield from on(0, server_time(), writes=False))
+
+
+def prune(ns: Namespace, limit: int) -> MergedPlan[int]:
+    """Each shard's prune, ``limit`` / S entries per index of each (the shards at
+    once): a pass costs what it costs on one shard."""
+    count = require_limit(limit, maximum=1_000_000)
+    share = ns.share(count)
+    return sum((yield every(ns.shards, lambda shard: batches.prune(shard, share), writes=True)))
+
+
+# -- notifications ------------------------------------------------------------------
+
+
+def drain(ns: Namespace, groups: bool) -> MergedPlan[list[Any]]:
+    """Every pending notification (``groups``: group notifications), emptying the
+    streams: task notifications sorted by task id then time, group ones in order."""
+    if groups:
+        found: list[list[GroupNotification]] = yield every(
+            ns.shards, outbox.drain_group_notifications, writes=True
+        )
+        return [note for notes in found for note in notes]
+    notes: list[list[Notification]] = yield every(
+        ns.shards, outbox.drain_notifications, writes=True
+    )
+    return sort_notifications([note for each in notes for note in each])
+
+
+def consume(
+    ns: Namespace, groups: bool, group: str, consumer: str, reading: outbox.Reading
+) -> MergedPlan[list[tuple[str, Any]]]:
+    """Notifications read through a consumer group, at least once. With several shards,
+    each shard's stream is read (up to ``count`` in all), entry ids ``<shard>/<id>``,
+    and a read blocks only when no shard had an entry, on each in turn for a slice."""
+    read: Callable[[Shard, str, str, outbox.Reading], Plan[list[tuple[str, Any]]]] = (
+        outbox.consume_group_notifications if groups else outbox.consume_notifications
+    )
+    if ns.count == 1:
+        return (yield from on(0, read(ns.first, group, consumer, reading)))
+    limit = require_limit(reading.count, "count")
+    out: list[tuple[str, Any]] = []
+    for index, shard in enumerate(ns.shards):
+        if len(out) >= limit:
+            break
+        asked = reading._replace(count=limit - len(out), block_ms=None)
+        for entry_id, note in (yield from on(index, read(shard, group, consumer, asked))):
+            out.append((f"{index}{ENTRY_SEPARATOR}{entry_id}", note))
+    if out or reading.block_ms is None:
+        return out
+    share = max(1, int(reading.block_ms) // ns.count)
+    for index, shard in enumerate(ns.shards):
+        asked = reading._replace(count=limit, block_ms=share)
+        found = yield from on(index, read(shard, group, consumer, asked))
+        if found:
+            return [(f"{index}{ENTRY_SEPARATOR}{entry_id}", note) for entry_id, note in found]
+    return out
+
+
+def ack(ns: Namespace, groups: bool, group: str, entry_ids: tuple[str, ...]) -> MergedPlan[int]:
+    """Acknowledge handled entries; how many were pending."""
+    if ns.count == 1:
+        return (yield from on(0, _ack(ns.first, groups, group, entry_ids)))
+    by_shard: dict[int, list[str]] = {}
+    for entry in entry_ids:
+        index, separator, entry_id = str(entry).partition(ENTRY_SEPARATOR)
+        if not separator or not index.isdigit() or int(index) >= ns.count:
+            raise invalid(f"entry id {entry!r} is not <shard>/<id>", field="entryIds")
+        by_shard.setdefault(int(index), []).append(entry_id)
+    indexes = tuple(by_shard)
+    plans = tuple(_ack(ns.shards[i], groups, group, tuple(by_shard[i])) for i in indexes)
+    return sum((yield OnShards(plans, indexes, True))) if plans else 0
+
+
+def _ack(shard: Shard, groups: bool, group: str, entry_ids: tuple[str, ...]) -> Plan[int]:
+    stream = shard.keys.group_outbox if groups else shard.keys.outbox
+    return (yield from outbox.ack(stream, group, entry_ids))
