@@ -85,8 +85,8 @@ def _create(shard: Any, spec: CreateSpec) -> Plan[AsyncTask]:
 def create_many(
     ns: Namespace, specs: Iterable[CreateSpec]
 ) -> MergedPlan[list[AsyncTask | AsyncBookError]]:
-    """Each shard's creates in one pipelined round trip, the shards at once; answers in
-    the specs' order."""
+    """``create`` for each spec, in one pipelined round trip (each atomic on its own);
+    a spec the book refuses answers its error in its place."""
     if ns.count > 1:
         yield FIX_COUNT
     given = list(specs)
@@ -171,10 +171,9 @@ def _claimed(
 
 
 def apply(
-    ns: Namespace, task_id: str, event: EventInput, callback_id: str | None
+    ns: Namespace, task_id: str, event: EventInput, callback_id: str | None = None
 ) -> MergedPlan[CallbackResult]:
-    """One event in the task's shard (its callback id claimed first when it lives in
-    another), then its group's check if it ended a member."""
+    """Apply one event; a callback id already recorded changes nothing."""
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
@@ -195,13 +194,17 @@ def apply(
 def cancel(
     ns: Namespace,
     task_id: str,
-    reason: str | None,
-    at_ms: int | float | None,
-    callback_id: str | None,
-    actor: str | None,
+    reason: str | None = None,
+    *,
+    at_ms: int | float | None = None,
+    callback_id: str | None = None,
+    actor: str | None = None,
 ) -> MergedPlan[CallbackResult]:
-    """A cancel in the task's shard (with its audit entry when ``actor`` is given), then
-    its group's check."""
+    """Cancel a queued or running task (extension): ``apply`` of a ``cancel`` event.
+
+    ``at_ms`` defaults to the Redis server's clock. With ``actor`` the cancel and its
+    audit entry are one script call (``_audit``).
+    """
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
@@ -242,10 +245,13 @@ def expire(ns: Namespace, task_id: str) -> MergedPlan[CallbackResult]:
 
 
 def apply_many(
-    ns: Namespace, items: Iterable[ApplyItem], full_task: bool
-) -> MergedPlan[list[Outcome]]:
-    """Each shard's events in one MULTI/EXEC, the shards at once; an event whose
-    callback id lives in another shard is claimed there first."""
+    ns: Namespace, items: Iterable[ApplyItem], *, full_task: bool = True
+) -> MergedPlan[list[CallbackResult | AsyncBookError]]:
+    """Apply many events in one pipelined round trip, each atomic on its own.
+
+    With ``full_task=False`` each result's task comes without its history (cheaper,
+    for callers that only need the reasons, such as the sweep).
+    """
     if ns.count > 1:
         yield FIX_COUNT
     given: list[ApplyItem] = list(items)
@@ -366,9 +372,15 @@ def expire_many(
     return out
 
 
-def end_stalled(ns: Namespace, now_ms: int | float | None, limit: int) -> MergedPlan[list[Outcome]]:
-    """Every shard's overdue heartbeats failed (by the server's clock), the shards at
-    once; then the groups of the members that ended."""
+def end_stalled(
+    ns: Namespace, now_ms: int | float | None = None, limit: int = 1000
+) -> MergedPlan[list[CallbackResult | AsyncBookError]]:
+    """Fail every running task whose heartbeat is overdue (by the server's clock).
+
+    The script checks again, atomically, that the task is still overdue, so a
+    heartbeat that arrives meanwhile wins; each fail carries a callback id naming the
+    stall, so two sweeps fail a task once.
+    """
     now: int | float
     if now_ms is None:
         now = yield from on(0, server_time(), writes=False)
@@ -386,8 +398,8 @@ def end_stalled(ns: Namespace, now_ms: int | float | None, limit: int) -> Merged
     return out
 
 
-def heartbeat(ns: Namespace, task_ids: Iterable[Any]) -> MergedPlan[int]:
-    """These tasks' running attempts are alive: one script call per shard."""
+def heartbeat(ns: Namespace, task_ids: Iterable[str]) -> MergedPlan[int]:
+    """Say that these tasks' running attempts are alive: one round trip for them all."""
     ids = list(task_ids)
     parts = ns.by_shard(ids)
     indexes = tuple(parts)
@@ -409,7 +421,8 @@ def _heartbeat(shard: Any, task_ids: list[Any]) -> Plan[int]:
 def record_audit(
     ns: Namespace, task_id: str, action: str, actor: str, reason: str | None, outcome: str
 ) -> MergedPlan[None]:
-    """One audit entry in the task's shard."""
+    """Record a change another call made to an existing task (a resend of your own;
+    ``Resender`` records its resends itself): one entry."""
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
@@ -422,9 +435,7 @@ def record_audit(
 def deliver_result(
     ns: Namespace, task_id: str, idempotency_key: str, now_ms: int | float
 ) -> MergedPlan[DeliveryResult]:
-    """deliver.lua in the task's shard; a key that lives in another shard: the task read
-    in its shard first (a succeeded task never changes), then the key decided in its
-    home shard."""
+    """Hand the result over once per idempotency key."""
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
@@ -454,9 +465,13 @@ def deliver_result(
 
 
 def resume(
-    ns: Namespace, task_id: str, cursor_version: int, full_task: bool
+    ns: Namespace, task_id: str, cursor_version: int, *, full_task: bool = True
 ) -> MergedPlan[ResumeResult]:
-    """What changed after ``cursor_version``, from the task's shard."""
+    """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.
+
+    With ``full_task=False`` a caught-up or delta answer carries the task without its
+    history, so it costs O(events returned) however long the history is.
+    """
     index = ns.index_of(task_id)
     return (
         yield from on(
@@ -471,8 +486,8 @@ def resume(
 
 
 def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSummary]:
-    """The total declared in the group's home shard; in a namespace of several shards,
-    then the group check and the summary of every shard's counters."""
+    """Declare that ``group_id`` has ``total`` members: once they have all ended, one
+    group notification (at once if they already have)."""
     if ns.count > 1:
         yield FIX_COUNT
     group = utf8(require_text(group_id, "groupId"), "groupId")
