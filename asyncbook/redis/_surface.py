@@ -21,10 +21,17 @@ from .._models import (
     Notification,
 )
 from ..errors import AsyncBookError
+from . import _batch_ops as batch_ops
 from . import _operations as operations
 from . import _outbox as outbox
 from . import _reads as reads
 from . import _task_ops as tasks
+from ._batch_ops import (
+    apply_many,
+    create_many,
+    end_stalled,
+    heartbeat,
+)
 from ._groups import (
     group,
     group_members,
@@ -51,12 +58,8 @@ from ._reads import (
 from ._scripts import ScriptedEvents
 from ._task_ops import (
     apply,
-    apply_many,
     cancel,
-    create_many,
     deliver_result,
-    end_stalled,
-    heartbeat,
     record_audit,
     resume,
     seal_group,
@@ -69,28 +72,45 @@ __all__ = [
     "SURFACE",
     "awaited",
     "sync",
+    "ack",
+    "ack_group_notifications",
     "apply",
+    "apply_in_script",
     "apply_many",
+    "apply_many_then",
     "audit",
     "cancel",
+    "claim_sweep",
+    "consume_group_notifications",
+    "consume_notifications",
     "count_by_state",
+    "create",
     "create_many",
     "deliver_result",
+    "drain_group_notifications",
+    "drain_notifications",
     "end_stalled",
+    "expire",
+    "expire_many",
     "gauges",
+    "get",
     "group",
     "group_members",
     "heartbeat",
     "info",
     "last_cursor",
+    "last_sweep_ms",
     "list_tasks",
     "name_totals",
     "now_ms",
     "overdue",
     "overdue_count",
+    "prune",
     "record_audit",
+    "record_sweep",
     "resume",
     "seal_group",
+    "search",
     "stats",
     "task_names",
     "transition_counts",
@@ -168,7 +188,7 @@ def apply_many_then(
     keys on the book's Redis (on a Cluster: in the book's slot). Returns the events'
     results and the script's reply; an error the script raised is raised.
     """
-    plan = tasks.apply_many_then(ns, items, (script, keys, args), full_task)
+    plan = batch_ops.apply_many_then(ns, items, (script, keys, args), full_task)
     results, reply = yield from plan
     if isinstance(reply, Exception):
         raise reply
@@ -200,7 +220,7 @@ def apply_in_script(
     and ``group_id``, the task's name and group where the caller knows them (a
     worker does), save a round trip when this book has not seen the task before.
     """
-    return tasks.apply_in_script(ns, task_id, items, (script, key, args), name, group_id)
+    return batch_ops.apply_in_script(ns, task_id, items, (script, key, args), name, group_id)
 
 
 def expire_many(
@@ -208,7 +228,7 @@ def expire_many(
 ) -> MergedPlan[list[AsyncTransition | AsyncBookError]]:
     """Expire many tasks at their deadlines: one script call per thousand (each
     expiry is ``expire``'s, atomic on its own)."""
-    results = yield from tasks.expire_many(ns, task_ids, full_task)
+    results = yield from batch_ops.expire_many(ns, task_ids, full_task)
     return [r if isinstance(r, AsyncBookError) else r.transition() for r in results]
 
 
