@@ -29,11 +29,10 @@ from . import _claims as claims
 from . import _groups as groups
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
-from ._creating import create_call
 from ._merged import FIX_COUNT, MergedPlan, Sleep, on
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
-from ._replies import created, group_summary_of
+from ._replies import group_summary_of
 from ._script_args import SealGroupArgs
 
 __all__ = [
@@ -67,13 +66,7 @@ def create(ns: Namespace, spec: CreateSpec) -> MergedPlan[AsyncTask]:
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(spec.id)
-    return (yield from on(index, _create(ns.shards[index], spec)))
-
-
-def _create(shard: Any, spec: CreateSpec) -> Plan[AsyncTask]:
-    task, keys, args = create_call(shard, spec)
-    yield from operations.before_write(shard)
-    return created(spec.id, task, (yield ScriptCall("create", keys, args)))
+    return (yield from on(index, operations.create(ns.shards[index], spec)))
 
 
 # -- claims -------------------------------------------------------------------------
