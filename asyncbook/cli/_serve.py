@@ -123,7 +123,6 @@ def serve(
     """Serve the JSON API, task streams, /metrics and the status page (with --broker,
     the broker's queues on /queues, and the Resend button and routes send tasks again
     through that broker: an ``asyncbook.celery.Resender``, which the server is handed)."""
-    from ..redis import AsyncRedisBook
     from ..web import AccessRules, feed_for
     from ..web import serve as run_server
 
@@ -131,20 +130,17 @@ def serve(
         access = AccessRules.of(
             token or None, read_token or None, trusted_header, trusted_proxies, operators
         )
-        # The server reads through an asyncio book on the same URL and shards (Cluster
-        # and Sentinel included); the change feed follows the book's own client.
+        # The server reads the book through its asyncio twin (the same client settings
+        # and shards, Cluster and Sentinel included); the feed follows the book's client.
         book = settings.book
-        served = AsyncRedisBook.from_url(
-            settings.redis_url, namespace=settings.namespace, shards=book.shards
-        )
         broker = broker_for(broker_url)
     except AsyncBookError as error:
         hint = _OPTION_OF_FIELD.get(error.field or "", "--host")
         raise click.BadParameter(error.message, param_hint=hint) from None
     try:
         run_server(
-            served,
-            feed_for(settings.book),
+            book,
+            feed_for(book),
             host=host,
             port=port,
             log_level=log_level,
