@@ -130,16 +130,18 @@ def serve(
         access = AccessRules.of(
             token or None, read_token or None, trusted_header, trusted_proxies, operators
         )
-        # The server reads the book through its asyncio twin (the same client settings
-        # and shards, Cluster and Sentinel included); the feed follows the book's client.
+        # The server reads through the book's asyncio twin (the same client settings,
+        # shards and home rule; Cluster and Sentinel included), as it would the book
+        # (``reader_for``); the change feed follows the book's own client.
         book = settings.book
+        served = book.async_twin() or book
         broker = broker_for(broker_url)
     except AsyncBookError as error:
         hint = _OPTION_OF_FIELD.get(error.field or "", "--host")
         raise click.BadParameter(error.message, param_hint=hint) from None
     try:
         run_server(
-            book,
+            served,
             feed_for(book),
             host=host,
             port=port,
