@@ -52,9 +52,10 @@ class AsyncRedisBook(BookBase):
     @classmethod
     def twin_of(cls, book: BookBase) -> AsyncRedisBook | None:
         """An async book of ``book``'s namespace, retention and shards, on an asyncio
-        client like ``book.client`` (same address, db, credentials, TLS, timeouts); None
-        when that client has no such twin (a Cluster, Sentinel, fakeredis...). Close it
-        when done."""
+        client like ``book.client`` (same server, db, credentials, TLS, timeouts; a
+        Cluster's startup nodes, a Sentinel's service, fakeredis's ``FakeServer``); None
+        when that client is of another make (``_twin.async_client_like``). Close it when
+        done."""
         client = async_client_like(book.client)
         if client is None:
             return None
@@ -68,6 +69,11 @@ class AsyncRedisBook(BookBase):
             shards=book.shards,
             home_of=book.home_of,
         )
+
+    def async_twin(self) -> AsyncRedisBook:
+        """Itself: it is read awaited already (the ``AsyncBook`` capability, for a caller
+        that takes either book, as the status server does)."""
+        return self
 
     async def aclose(self) -> None:
         """Close the client's connections."""

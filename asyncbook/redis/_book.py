@@ -172,7 +172,7 @@ class RedisBook(BookBase):
         )
 
     def async_twin(self) -> AsyncRedisBook | None:
-        """``AsyncRedisBook.twin_of(self)``: None on a Cluster, Sentinel, fakeredis..."""
+        """``AsyncRedisBook.twin_of(self)`` (None only on a client of another make)."""
         return AsyncRedisBook.twin_of(self)
 
     def script_beside(self, client: object, source: str) -> BesideScript | None:

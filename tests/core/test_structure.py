@@ -17,6 +17,10 @@ hold for code that is never imported by a test.
 - No ``type: ignore`` of mypy's ``override`` error: a subclass whose method cannot take its
   base's place is not a subclass (issue 31).
 - ``asyncbook/redis/`` stays at most ``REDIS_MAX_LINES`` lines.
+- No module outside ``asyncbook/redis/`` asks whether a book is of a book class
+  (``isinstance(book, RedisBook)``...): what a book can do is asked of the book, through the
+  ``AsyncBook`` protocol's capabilities (``async_twin()``...) or a small protocol of the
+  caller's (issue 31).
 """
 
 from __future__ import annotations
@@ -322,3 +326,62 @@ kept."""
 def test_the_redis_layer_is_1500_lines_smaller() -> None:
     lines = sum(path.read_bytes().count(b"\n") for path in PACKAGE.joinpath("redis").rglob("*.py"))
     assert lines <= REDIS_MAX_LINES, f"asyncbook/redis/ has {lines} lines"
+
+
+BOOK_CLASSES = frozenset(
+    {
+        "RedisBook",
+        "AsyncRedisBook",
+        "MemoryBook",
+        "ShardedRedisBook",
+        "AsyncShardedRedisBook",
+        "BookBase",
+    }
+)
+"""The book classes: only ``asyncbook/redis/`` may test a value against one."""
+
+
+def _book_class_checks(tree: ast.AST) -> list[str]:
+    """``isinstance``/``issubclass`` calls whose class (a name, ``module.name``, a tuple
+    or a ``A | B`` union of them) names a book class."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"isinstance", "issubclass"}
+            and len(node.args) == 2
+        ):
+            continue
+        named = {
+            part.id if isinstance(part, ast.Name) else part.attr
+            for part in ast.walk(node.args[1])
+            if isinstance(part, ast.Name | ast.Attribute)
+        }
+        for name in sorted(named & BOOK_CLASSES):
+            found.append(f"line {node.lineno}: {node.func.id}(..., {name})")
+    return found
+
+
+def test_the_book_class_check_finds_every_spelling() -> None:
+    source = (
+        "isinstance(a, RedisBook)\n"
+        "isinstance(b, redis.AsyncRedisBook | SyncReader)\n"
+        "isinstance(c, (MemoryBook, int))\n"
+        "issubclass(d, BookBase)\n"
+        "isinstance(e, ConsoleBook)\n"
+    )
+    assert _book_class_checks(ast.parse(source)) == [
+        "line 1: isinstance(..., RedisBook)",
+        "line 2: isinstance(..., AsyncRedisBook)",
+        "line 3: isinstance(..., MemoryBook)",
+        "line 4: issubclass(..., BookBase)",
+    ]
+
+
+OUTSIDE_REDIS = sorted(name for name in MODULES if not name.startswith("asyncbook.redis"))
+
+
+@pytest.mark.parametrize("name", OUTSIDE_REDIS)
+def test_no_isinstance_of_a_book_class_outside_redis(name: str) -> None:
+    assert _book_class_checks(_tree(MODULES[name])) == []
