@@ -76,8 +76,13 @@ class AsyncRedisBook(BookBase):
         return self
 
     async def aclose(self) -> None:
-        """Close the client's connections."""
+        """Close the client's connections (a Sentinel-managed master's: its sentinels'
+        too)."""
         await self.client.aclose()
+        pool = getattr(self.client, "connection_pool", None)
+        manager = getattr(pool, "sentinel_manager", None)
+        for sentinel in getattr(manager, "sentinels", ()):
+            await sentinel.aclose()
 
     async def __aenter__(self) -> AsyncRedisBook:
         return self

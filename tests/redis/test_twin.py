@@ -5,7 +5,9 @@ same ``FakeServer``). Each twin reads what the sync book wrote and the other way
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,11 @@ def test_a_book_on_a_sentinel_master_has_a_sentinel_twin(tmp_path: Path) -> None
         with redis.Redis(port=port, db=3) as direct:  # the master's db 3 holds it
             assert direct.exists(book.keys.task("t/1")) == 1
         book.client.close()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            del client, pool
+            gc.collect()  # a sentinel connection the closed twin left open warns here
+        assert [w for w in seen if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_a_client_of_another_make_has_no_twin() -> None:
