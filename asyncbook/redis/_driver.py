@@ -50,7 +50,7 @@ class Engine(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Call:
     """One command on the client itself (a Cluster client routes it by its first key,
     and follows MOVED)."""
@@ -58,7 +58,7 @@ class Call:
     command: Command
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Batch:
     """Commands in one pipeline on the book's node (on a Cluster, the node of the book's
     slot): their replies, each error in its place unless ``raise_on_error``."""

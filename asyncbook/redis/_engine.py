@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, TypeVar
 
 from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
 
 from .._book import CreateSpec
 from .._models import AsyncTask
@@ -23,7 +24,7 @@ from . import _operations as operations
 from ._creating import CreateCall, create_args, create_call, life_and_retention_ms
 from ._driver import Batch, Call, Step, batch_of, steps
 from ._pending import settle
-from ._plan import Command, Pipeline, Plan, Request, Settle, run
+from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run
 from ._replicas import ReplicaWait
 from ._script_args import CreateArgs
 from ._scripts import BookScript, BookScripts, with_helpers
@@ -91,6 +92,14 @@ class Engine(EngineBase):
 
     def execute(self, request: Request) -> Any:
         """One request of a plan, sent on the client."""
+        if type(request) is ScriptCall and request.keys and not self.wait.replicas:
+            # The common case, sent as ``_driver.unwaited`` sends it, without its steps.
+            script = request.script or self.script(request.name)
+            keys = request.keys
+            try:
+                return self.client.evalsha(script.sha, len(keys), *keys, *request.args)
+            except NoScriptError:  # not run: EVAL runs it and caches it again
+                return self.client.eval(script.source, len(keys), *keys, *request.args)
         if isinstance(request, Command):
             return self.send(request)
         if isinstance(request, Pipeline):

@@ -20,7 +20,7 @@ __all__ = ["FIX_COUNT", "FixCount", "MergedPlan", "OnShards", "Sleep", "every", 
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class OnShards:
     """Run one plan per shard (``shards``: which; None: every shard, in order) and send
     their answers back, in order. ``writes``: the plans write (each runs on its own, its
@@ -31,7 +31,7 @@ class OnShards:
     writes: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Sleep:
     """Wait ``seconds`` before the next step (a claim read again while another task's
     apply runs)."""
@@ -58,7 +58,7 @@ def every(
     return OnShards(tuple(make(shard) for shard in shards), None, writes)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FixCount:
     """Store the namespace's shard count at its first write, or check it (once)."""
 

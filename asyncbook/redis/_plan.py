@@ -63,7 +63,7 @@ class BookScript:
         return self.run(ScriptCall(self.name, keys, args, script=self))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ScriptCall:
     """Call the book's script ``name`` (a ``BookScripts`` field) with KEYS and ARGV, or
     ``script``, a script of the caller's registered on the book's client."""
@@ -74,7 +74,7 @@ class ScriptCall:
     script: BookScript | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Command:
     """One client command (a redis-py method name), on the node holding the book."""
 
@@ -95,7 +95,7 @@ def server_command(name: str, *args: Any) -> Command:
     return Command(name, args, keyless=True)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Pipeline:
     """Commands sent in one round trip (not a transaction); the reply is their list.
 
@@ -108,7 +108,7 @@ class Pipeline:
     """In one MULTI/EXEC: nothing runs between them."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Scripts:
     """Script calls sent together in one round trip; the reply is their list, each call's
     reply or the ``ResponseError`` it met in its place (a lost connection is raised).
@@ -123,7 +123,7 @@ class Scripts:
     transaction: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Settle:
     """Wait for the creates this process wrote to the book and has no answer for yet."""
 
@@ -147,16 +147,21 @@ def _advance(
 
 
 def run(plan: Generator[_R, Any, _T], execute: Callable[[_R], Any]) -> _T:
-    """Run ``plan``, each request by ``execute``; returns what the plan returns."""
-    done, step = _advance(plan, None, None)
-    while not done:
-        try:
-            reply, error = execute(step), None
-        except Exception as met:
-            reply, error = None, met
-        done, step = _advance(plan, reply, error)
-    answer: _T = step
-    return answer
+    """Run ``plan``, each request by ``execute``; returns what the plan returns. (Written
+    as one loop: it is on the path of every call.)"""
+    send, throw = plan.send, plan.throw
+    try:
+        step = send(None)
+        while True:
+            try:
+                reply = execute(step)
+            except Exception as met:
+                step = throw(met)
+            else:
+                step = send(reply)
+    except StopIteration as stop:
+        answer: _T = stop.value
+        return answer
 
 
 async def run_async(plan: Generator[_R, Any, _T], execute: Callable[[_R], Awaitable[Any]]) -> _T:
