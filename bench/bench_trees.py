@@ -13,7 +13,9 @@ base) is taken within a round, and the median over rounds reported. Workloads, o
 - ``batch``: the same lives through ``apply_many``, batches of 100 (events/s);
 - ``fused``: start and succeed applied together in one ``apply_in_script`` call, the
   result backend's fast path (executions/s);
-- ``reads``: ``get`` and a delta ``resume`` of a finished task (reads/s);
+- ``reads``: ``get`` and a delta ``resume`` of a finished task (reads/s; the tasks' lives,
+  written first, are not timed: before issue 31 they were, and the figure mixed 3,000
+  applies into 2,000 reads);
 - ``sweep``: ``sweep`` of ``--sweep-tasks`` tasks all past their deadline, created by
   another book (the sweeping book knows none of them), batches of 1,000 (expiries/s).
 
@@ -149,7 +151,6 @@ def child(workload: str, url: str, n: int) -> dict[str, float]:
         return len(ids)
 
     def reads() -> int:
-        lifecycle()
         for task_id in ids:
             book.get(task_id)
             book.resume(task_id, 1, full_task=False)
@@ -161,6 +162,8 @@ def child(workload: str, url: str, n: int) -> dict[str, float]:
         "fused": fused,
         "reads": reads,
     }[workload]
+    if workload == "reads":
+        lifecycle()  # the tasks to read, finished: not timed
     meter = Meter(client)
     meter.start()
     count = work()
