@@ -1,12 +1,13 @@
 """``AsyncBookBackend``: asyncbook as Celery's result backend, one record per task.
 
 ``result_backend = "asyncbook+redis://host:6379/0"`` (or ``asyncbook+rediss://``) picks
-this class through the ``celery.result_backends`` entry point; it is Celery's
-``RedisBackend`` with one change. When an execution of a tracked task ends (SUCCESS,
-FAILURE, RETRY), its events (the buffered start and progress, then the end) and Celery's
-result meta (same key, same encoding, same expiry, same PUBLISH) go to Redis in one
-script call (``lua/execution.lua``): one round trip, atomic. Celery's SUCCESS guard (a
-stored SUCCESS is never overwritten) runs inside the script, after the book's events.
+this class through the ``celery.result_backends`` entry point (``result_backend``, which
+builds the class for the URL's scheme); it is Celery's ``RedisBackend`` with one change.
+When an execution of a tracked task ends (SUCCESS, FAILURE, RETRY), its events (the
+buffered start and progress, then the end) and Celery's result meta (same key, same
+encoding, same expiry, same PUBLISH) go to Redis in one script call
+(``lua/execution.lua``): one round trip, atomic. Celery's SUCCESS guard (a stored SUCCESS
+is never overwritten) runs inside the script, after the book's events.
 
 The book and Celery never disagree. When the book refuses the end (past the deadline, or
 cancelled meanwhile), Celery's meta reads what the book says:
@@ -23,6 +24,11 @@ is Celery's ``RedisBackend`` unchanged. ``install(app)`` stays needed: it create
 at publish and buffers their starts; unset, ``asyncbook_redis_url`` is the backend's
 Redis. The meta's expiry is at least the book's retention, so ``resultRef`` never names
 a key that is gone. ``asyncbook+sentinel://`` gives ``AsyncBookSentinelBackend``.
+
+Celery resolves a result backend URL by the name before its ``+`` (``by_url``): both
+``asyncbook+redis://`` and ``asyncbook+sentinel://`` name ``asyncbook``, so the entry point
+is the function ``result_backend``, which maps the rest of the URL's scheme to a class as
+Celery's own aliases map ``redis`` and ``sentinel``. No ``__new__`` picks a class.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import Any, TypeVar
 
 from celery import states
 from celery.backends.redis import SentinelBackend
-from celery.exceptions import TaskRevokedError
+from celery.exceptions import ImproperlyConfigured, TaskRevokedError
 from kombu.utils.encoding import bytes_to_str
 
 from .._book import (
@@ -66,7 +72,13 @@ from ._integration import Integration
 from ._registry import installed
 from ._tracking import callback_id, describe_error, is_tracked, now_ms, result_hash
 
-__all__ = ["AsyncBookBackend", "AsyncBookSentinelBackend", "TaskEndedInBook", "TaskExpired"]
+__all__ = [
+    "AsyncBookBackend",
+    "AsyncBookSentinelBackend",
+    "TaskEndedInBook",
+    "TaskExpired",
+    "result_backend",
+]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -111,14 +123,9 @@ class AsyncBookBackend(MetaCapture):
     The meta it writes beside the book is the one Celery's ``store_result`` makes
     (``MetaCapture.capture``, the one seam into Celery: ``_celery_seam``).
 
-    ``asyncbook+sentinel://...`` makes an ``AsyncBookSentinelBackend`` instead.
+    ``asyncbook+sentinel://...`` makes an ``AsyncBookSentinelBackend`` instead
+    (``result_backend``); this class refuses a ``sentinel://`` URL.
     """
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        url = kwargs.get("url")
-        if cls is AsyncBookBackend and isinstance(url, str) and url.startswith("sentinel"):
-            cls = AsyncBookSentinelBackend
-        return super().__new__(cls)
 
     takes_buffered_events = True
     """An execution's buffered start and progress ride with its result (``Recorder.take``)."""
@@ -127,6 +134,12 @@ class AsyncBookBackend(MetaCapture):
     through it for a task it holds once the book cancels it (``Controls``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        url = kwargs.get("url")
+        if _is_sentinel(url) and not isinstance(self, SentinelBackend):
+            raise ImproperlyConfigured(
+                f"{type(self).__name__} does not speak Sentinel: "
+                "AsyncBookSentinelBackend does (asyncbook+sentinel://...)"
+            )
         super().__init__(*args, **kwargs)
         # result_compression is new in Celery 5.7; before it, results are never compressed.
         self._json_meta = self.serializer == "json" and not getattr(self, "compression", None)
@@ -445,3 +458,16 @@ class AsyncBookSentinelBackend(AsyncBookBackend, _SentinelBackend):  # type: ign
     """asyncbook's backend behind Redis Sentinel, as Celery's ``SentinelBackend``:
     ``result_backend = "asyncbook+sentinel://host:26379/0;sentinel://host2:26379/0"``
     with ``result_backend_transport_options = {"master_name": "mymaster"}``."""
+
+
+def _is_sentinel(url: object) -> bool:
+    return isinstance(url, str) and url.startswith("sentinel")
+
+
+def result_backend(app: Any = None, url: str | None = None, **kwargs: Any) -> AsyncBookBackend:
+    """The ``celery.result_backends`` entry point ``asyncbook``: Celery calls it as it
+    calls a backend class, ``(app=..., url=...)``, with the URL after ``asyncbook+``.
+    ``sentinel://...`` builds an ``AsyncBookSentinelBackend``, any other URL an
+    ``AsyncBookBackend``."""
+    kind = AsyncBookSentinelBackend if _is_sentinel(url) else AsyncBookBackend
+    return kind(app=app, url=url, **kwargs)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from celery import Celery, Task, signals, states
@@ -26,24 +27,17 @@ __all__ = ["Controls"]
 logger = logging.getLogger("asyncbook.celery")
 
 
+@dataclass(eq=False)
 class Controls:
     """The integration's share of the lifecycle controls: cancel (in the book, then
     revoked), the cancels a worker follows, the ring its pool shares, the checkpoint."""
 
-    def __init__(
-        self,
-        app: Celery,
-        book: Lazy[AsyncBook],
-        recorder: Lazy[Recorder],
-        running: Running,
-        flush_creates: Callable[[], None],
-    ) -> None:
-        self.app = app
-        self.book = book
-        self.recorder = recorder
-        self.running = running
-        self.flush_creates = flush_creates
-        self.timer: Any = None
+    app: Celery
+    book: Lazy[AsyncBook]
+    recorder: Lazy[Recorder]
+    running: Running
+    flush_creates: Callable[[], None]
+    timer: Any = field(default=None, init=False)
 
     def cancel(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import socket
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery, Task, signals
@@ -34,24 +35,16 @@ def is_mine(app: Celery, task: object, task_id: object = None) -> bool:
     return isinstance(task, Task) and task.app is app and is_tracked(task)
 
 
+@dataclass(eq=False)
 class Executions:
     """The running executions of tracked tasks in this process."""
 
-    def __init__(
-        self,
-        app: Celery,
-        settings: Lazy[Settings],
-        book: Lazy[AsyncBook],
-        recorder: Lazy[Recorder],
-        running: Running,
-        publishing: Publishing,
-    ) -> None:
-        self.app = app
-        self.settings = settings
-        self.book = book
-        self.recorder = recorder
-        self.running = running
-        self.publishing = publishing
+    app: Celery
+    settings: Lazy[Settings]
+    book: Lazy[AsyncBook]
+    recorder: Lazy[Recorder]
+    running: Running
+    publishing: Publishing
 
     def heartbeats(self) -> Heartbeats:
         """This process's running tracked executions, beating every interval (built on

@@ -6,6 +6,7 @@ meta (``backend_wrote``): the handler then writes nothing more."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery, Task, signals
@@ -26,26 +27,17 @@ __all__ = ["Outcomes"]
 logger = logging.getLogger("asyncbook.celery")
 
 
+@dataclass(eq=False)
 class Outcomes:
     """The end of each attempt, written to the book."""
 
-    def __init__(
-        self,
-        app: Celery,
-        settings: Lazy[Settings],
-        book: Lazy[AsyncBook],
-        recorder: Lazy[Recorder],
-        running: Running,
-        info_policy: Lazy[InfoPolicy],
-        result_ref: Lazy[ResultRef],
-    ) -> None:
-        self.app = app
-        self.settings = settings
-        self.book = book
-        self.recorder = recorder
-        self.running = running
-        self.info_policy = info_policy
-        self.result_ref = result_ref
+    app: Celery
+    settings: Lazy[Settings]
+    book: Lazy[AsyncBook]
+    recorder: Lazy[Recorder]
+    running: Running
+    info_policy: Lazy[InfoPolicy]
+    result_ref: Lazy[ResultRef]
 
     def on_task_success(self, sender: object = None, result: Any = None, **_: Any) -> None:
         """The attempt returned: succeed (with acks_late, written before the ack)."""

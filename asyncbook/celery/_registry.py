@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from celery import Celery, Task
 
 from .._book import AsyncBook
 from ..errors import invalid
-from ..redis import AsyncRedisBook, RedisBook
+from ..redis import AsyncRedisBook
 from ._integration import Integration
 
 __all__ = [
@@ -101,16 +101,15 @@ def async_book_of(app: Celery) -> AsyncRedisBook:
     """An ``AsyncRedisBook`` on the book ``install(app)`` writes to (same server, db,
     credentials and namespace), for an asyncio app such as a FastAPI endpoint; each call
     makes a new one, to close (``aclose`` or ``async with``) when done.
-    ``AsyncBookError`` (field ``app``) if the app has no ``install`` or its book is not a
-    ``RedisBook`` on a plain, TLS or unix-socket Redis (Cluster and Sentinel: build
-    ``AsyncRedisBook.from_url`` with your URL, namespace and shards). A sharded book's
-    is sharded alike."""
+    ``AsyncBookError`` (field ``app``) if the app has no ``install`` or its book has no
+    asyncio twin (a ``MemoryBook``; a ``RedisBook`` has one on every client: plain, TLS or
+    unix-socket Redis, Cluster, Sentinel, fakeredis). A sharded book's is sharded alike."""
     book = book_of(app)
-    twin = AsyncRedisBook.twin_of(book) if isinstance(book, RedisBook) else book.async_twin()
-    if not isinstance(twin, AsyncRedisBook):  # None: the book has none
+    twin = book.async_twin()
+    if twin is None:
         raise invalid(
             f"the app's book ({type(book).__name__}) has no asyncio twin: build "
             "AsyncRedisBook.from_url(url, namespace=...) for it",
             field="app",
         )
-    return twin
+    return cast(AsyncRedisBook, twin)  # a Redis book's twin (``AsyncBook.async_twin``)

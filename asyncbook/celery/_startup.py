@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from celery import Celery, Task, signals
@@ -75,23 +76,18 @@ class SettingsGate:
             self._check(task)
 
 
+@dataclass(eq=False)
 class StartChecks:
     """The settings, read where the app starts; misspelt task options, warned about."""
 
-    def __init__(
-        self,
-        app: Celery,
-        settings: Lazy[Settings],
-        result_ref: Lazy[ResultRef],
-        sinks: Lazy[tuple[Sink, ...]],
-        group_sinks: Lazy[tuple[GroupSink, ...]],
-    ) -> None:
-        self.app = app
-        self.settings = settings
-        self.result_ref = result_ref
-        self.sinks = sinks
-        self.group_sinks = group_sinks
-        self._warned: set[str] = set()
+    app: Celery
+    settings: Lazy[Settings]
+    result_ref: Lazy[ResultRef]
+    sinks: Lazy[tuple[Sink, ...]]
+    group_sinks: Lazy[tuple[GroupSink, ...]]
+    _warned: set[str] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
         self.gate = SettingsGate(self.check_publish)
 
     def check_publish(self, task: Task[Any, Any]) -> None:

@@ -9,6 +9,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from celery import Celery, signals
@@ -72,28 +73,19 @@ class Delivery:
         return DeliveryReport(delivered=delivered, failed=failed, dropped=dropped)
 
 
+@dataclass(eq=False)
 class Service:
     """The app's sweep and delivery, and the worker and beat signals that run them; its
     threads (``Upkeep``) are this process's own."""
 
-    def __init__(
-        self,
-        app: Celery,
-        settings: Lazy[Settings],
-        book: Lazy[AsyncBook],
-        recorder: Lazy[Recorder],
-        running: Running,
-        controls: Controls,
-        delivery: Delivery,
-    ) -> None:
-        self.app = app
-        self.settings = settings
-        self._book = book
-        self.recorder = recorder
-        self.running = running
-        self.controls = controls
-        self.delivery = delivery
-        self.upkeep: Upkeep | None = None
+    app: Celery
+    settings: Lazy[Settings]
+    _book: Lazy[AsyncBook]
+    recorder: Lazy[Recorder]
+    running: Running
+    controls: Controls
+    delivery: Delivery
+    upkeep: Upkeep | None = field(default=None, init=False)
 
     @property
     def book(self) -> AsyncBook:

@@ -4,8 +4,10 @@ command's own changes are recorded as (``cli:<login name>``)."""
 from __future__ import annotations
 
 import getpass
+from collections.abc import Callable
 
 import click
+from click.decorators import FC
 from rich.table import Table
 
 from .._audit import MAX_AUDIT_PAGE, AuditEntry
@@ -14,7 +16,7 @@ from ._console_units import when, when_option
 from ._context import GroupOptions, book_errors, emit_json, json_option, rich_console
 from ._terminal import cell
 
-__all__ = ["COMMANDS", "cli_actor"]
+__all__ = ["COMMANDS", "actor_option", "cli_actor"]
 
 
 def cli_actor() -> str:
@@ -23,6 +25,17 @@ def cli_actor() -> str:
         return f"cli:{getpass.getuser()}"
     except (OSError, KeyError):  # no login name (a container without a passwd entry)
         return "cli:unknown"
+
+
+def actor_option(what: str) -> Callable[[FC], FC]:
+    """The ``--actor`` option of a command that changes the book: ``what`` (the rest of
+    its help) is what the audit trail records under that actor."""
+    return click.option(
+        "--actor",
+        default=cli_actor,
+        show_default="cli:<login name>",
+        help=f"Who the audit trail records {what}.",
+    )
 
 
 def _table(entries: list[AuditEntry]) -> Table:

@@ -19,7 +19,7 @@ from .._sweep import sweep as run_sweep
 from .._watch import task_summary
 from ..redis import DEFAULT_REDIS_URL
 from ._audit_cmd import COMMANDS as AUDIT_COMMANDS
-from ._audit_cmd import cli_actor
+from ._audit_cmd import actor_option
 from ._console_cmds import COMMANDS as TASK_COMMANDS
 from ._console_stats import COMMANDS as STATS_COMMANDS
 from ._console_units import moment, naming_options, now_ms
@@ -155,12 +155,7 @@ def deliver(settings: GroupOptions, task_id: str, key: str, as_json: bool) -> No
 @cli.command("cancel")
 @click.argument("task_id")
 @click.option("--reason", default=None, help="Why (kept as the task's error; default: cancelled).")
-@click.option(
-    "--actor",
-    default=cli_actor,
-    show_default="cli:<login name>",
-    help="Who the audit trail records the cancel as.",
-)
+@actor_option("the cancel as")
 @json_option
 @click.pass_obj
 def cancel_task(

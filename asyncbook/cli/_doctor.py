@@ -14,7 +14,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 from urllib.parse import urlsplit
 
 import redis
@@ -317,8 +317,19 @@ def queue_check(app: Any, queue: str, worker_sweep: bool, timeout: float) -> Che
     return Check("queue", "problem", detail, fix)
 
 
+@runtime_checkable
+class _OnRedis(Protocol):
+    """A book on a Redis server, whose client the doctor asks (a ``RedisBook`` of any
+    layout; a ``MemoryBook`` has none)."""
+
+    client: Any
+    shards: int
+
+    def shard_map(self) -> dict[str, list[int]]: ...
+
+
 def app_book(app: Any) -> RedisBook | None:
-    """The book ``install(app)`` built (from the app's settings), if it is a RedisBook."""
+    """The book ``install(app)`` built (from the app's settings), if it is on Redis."""
     from ..celery import installed
 
     integration = installed(app)
@@ -326,7 +337,7 @@ def app_book(app: Any) -> RedisBook | None:
         book = None if integration is None else integration.book
     except AsyncBookError:  # a setting that does not read: app_checks names it
         return _conf_book(app)
-    return book if isinstance(book, RedisBook) else None
+    return cast(RedisBook, book) if isinstance(book, _OnRedis) else None
 
 
 def _conf_book(app: Any) -> RedisBook | None:

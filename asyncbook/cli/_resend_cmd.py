@@ -11,7 +11,7 @@ import click
 
 from .._console import TaskQuery
 from ..redis import BROKER_SETTING, RESENDABLE_STATES, ResendResult
-from ._audit_cmd import cli_actor
+from ._audit_cmd import actor_option
 from ._console_units import naming_options, when_option
 from ._context import (
     EXIT_NOT_FOUND,
@@ -45,12 +45,7 @@ _FILTERS = ("name", "state", "worker", "q", "since_ms", "until_ms", "after")
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--after", help="Continue from a previous search's next cursor.")
 @click.option("--reason", default=None, help="Why (kept with each new task).")
-@click.option(
-    "--actor",
-    default=cli_actor,
-    show_default="cli:<login name>",
-    help="Who the audit trail records the resend as (kept with each new task too).",
-)
+@actor_option("the resend as (kept with each new task too)")
 @click.option("--yes", "-y", is_flag=True, help="Resend a search's tasks without asking.")
 @broker_option("each task's kept message is sent to it again, as a new task (required)")
 @json_option

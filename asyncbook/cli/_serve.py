@@ -123,7 +123,6 @@ def serve(
     """Serve the JSON API, task streams, /metrics and the status page (with --broker,
     the broker's queues on /queues, and the Resend button and routes send tasks again
     through that broker: an ``asyncbook.celery.Resender``, which the server is handed)."""
-    from ..redis import AsyncRedisBook
     from ..web import AccessRules, feed_for
     from ..web import serve as run_server
 
@@ -131,12 +130,11 @@ def serve(
         access = AccessRules.of(
             token or None, read_token or None, trusted_header, trusted_proxies, operators
         )
-        # The server reads through an asyncio book on the same URL and shards (Cluster
-        # and Sentinel included); the change feed follows the book's own client.
+        # The server reads through the book's asyncio twin (the same client settings,
+        # shards and home rule; Cluster and Sentinel included), as it would the book
+        # (``reader_for``); the change feed follows the book's own client.
         book = settings.book
-        served = AsyncRedisBook.from_url(
-            settings.redis_url, namespace=settings.namespace, shards=book.shards
-        )
+        served = book.async_twin() or book
         broker = broker_for(broker_url)
     except AsyncBookError as error:
         hint = _OPTION_OF_FIELD.get(error.field or "", "--host")
@@ -144,7 +142,7 @@ def serve(
     try:
         run_server(
             served,
-            feed_for(settings.book),
+            feed_for(book),
             host=host,
             port=port,
             log_level=log_level,

@@ -17,6 +17,7 @@ from ._async_engine import AsyncEngine
 from ._connection import RedisUnavailableError
 from ._merged import FixCount, MergedPlan, OnShards, Sleep
 from ._namespace import Namespace
+from ._plan import run_async
 
 __all__ = ["AsyncDriver"]
 
@@ -44,24 +45,15 @@ class AsyncDriver:
             raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
 
     async def _drive(self, plan: MergedPlan[_T]) -> _T:
-        reply: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                step = plan.send(reply) if error is None else plan.throw(error)
-            except StopIteration as stop:
-                answer: _T = stop.value
-                return answer
-            reply, error = None, None
-            try:
-                if isinstance(step, Sleep):
-                    await asyncio.sleep(step.seconds)
-                elif isinstance(step, FixCount):
-                    await self.ns.count_check.fix_async(self.client)
-                else:
-                    reply = await self._on_shards(step)
-            except Exception as met:  # thrown into the plan, which may catch it
-                error = met
+        return await run_async(plan, self._step)
+
+    async def _step(self, step: OnShards | Sleep | FixCount) -> Any:
+        """One step of a namespace plan: its answer (an error is thrown into the plan)."""
+        if isinstance(step, Sleep):
+            return await asyncio.sleep(step.seconds)
+        if isinstance(step, FixCount):
+            return await self.ns.count_check.fix_async(self.client)
+        return await self._on_shards(step)
 
     async def _on_shards(self, step: OnShards) -> list[Any]:
         indexes = range(self.ns.count) if step.shards is None else step.shards

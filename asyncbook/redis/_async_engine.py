@@ -1,5 +1,5 @@
-"""``AsyncEngine``: the asyncio driver, the engine of an ``AsyncRedisBook`` on a
-``redis.asyncio`` client.
+"""``AsyncEngine``: the engine of one shard of an ``AsyncRedisBook`` (its asyncio driver,
+``_async_book_driver``, holds one per shard), on a ``redis.asyncio`` client.
 
 It runs the very plans ``Engine`` runs, through the same steps (``_driver``): only the
 way a step reaches Redis differs (awaited; on a Cluster, keyless commands sent to the

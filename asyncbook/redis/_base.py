@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Self
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._keys import KeySchema
 from ._namespace import DEFAULT_RETENTION, Namespace
+from ._plan import BookScript
 from ._replicas import ReplicaWait
 from ._shard import Shard
 from ._shards import CountCheck, HomeRule, ShardMap, prefix_home
@@ -90,6 +91,18 @@ class BookBase:
     def shard_of(self, task_id: Any) -> Shard:
         """The shard holding ``task_id``: its key schema (``.keys``) and retention."""
         return self.ns.shard_of(task_id)
+
+    def extra_script(self, source: str) -> BookScript:
+        """A script of the caller's, registered on the book's client, for
+        ``apply_many_then`` (no round trip until first use)."""
+        script: BookScript = self.engine.register(source)
+        return script
+
+    def events_script(self, source: str) -> BookScript:
+        """A script of the caller's for ``apply_in_script``: ``source`` runs with the task
+        helpers and ``apply_event`` (apply.lua's body) in front of it."""
+        script: BookScript = self.engine.register_with_helpers(source)
+        return script
 
     @property
     def change_channels(self) -> list[str]:

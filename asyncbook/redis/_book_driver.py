@@ -26,6 +26,7 @@ from ._connection import RedisUnavailableError, rediscover
 from ._engine import Engine
 from ._merged import FixCount, MergedPlan, OnShards, Sleep
 from ._namespace import Namespace
+from ._plan import run
 from ._together import run_together
 
 __all__ = ["Driver"]
@@ -61,24 +62,15 @@ class Driver:
             raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
 
     def _drive(self, plan: MergedPlan[_T]) -> _T:
-        reply: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                step = plan.send(reply) if error is None else plan.throw(error)
-            except StopIteration as stop:
-                answer: _T = stop.value
-                return answer
-            reply, error = None, None
-            try:
-                if isinstance(step, Sleep):
-                    time.sleep(step.seconds)
-                elif isinstance(step, FixCount):
-                    self.ns.count_check.fix(self.client)
-                else:
-                    reply = self._on_shards(step)
-            except Exception as met:  # thrown into the plan, which may catch it
-                error = met
+        return run(plan, self._step)
+
+    def _step(self, step: OnShards | Sleep | FixCount) -> Any:
+        """One step of a namespace plan: its answer (an error is thrown into the plan)."""
+        if isinstance(step, Sleep):
+            return time.sleep(step.seconds)
+        if isinstance(step, FixCount):
+            return self.ns.count_check.fix(self.client)
+        return self._on_shards(step)
 
     def _on_shards(self, step: OnShards) -> list[Any]:
         indexes = range(self.ns.count) if step.shards is None else step.shards

@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
-from collections.abc import Callable, Coroutine, Iterable
-from functools import cached_property, wraps
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Iterable
+from functools import cached_property
+from typing import Any
 from urllib.parse import unquote
 
 import redis
@@ -27,14 +27,11 @@ import redis.cluster
 import redis.connection
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import (
-    AuthenticationError,
-    ClusterDownError,
-    MovedError,
     RedisClusterException,
     RedisError,
 )
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
@@ -49,8 +46,6 @@ __all__ = [
     "book_client",
     "connect",
     "connect_async",
-    "reports_outages",
-    "reports_outages_async",
     "retry_policy",
 ]
 
@@ -267,10 +262,6 @@ class RedisUnavailableError(BookUnavailableError, RedisConnectionError):
     """
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
 def rediscover(book: object) -> None:
     """After an outage of a book on a Cluster: read which node serves which slot again.
 
@@ -283,49 +274,3 @@ def rediscover(book: object) -> None:
         # No node answers yet: the next outage reads them again.
         with contextlib.suppress(RedisError, RedisClusterException, OSError):
             client.nodes_manager.initialize()
-
-
-def reports_outages(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Let ``method`` raise ``RedisUnavailableError`` where redis-py gave up connecting,
-    or a Cluster node refused it for its slot (MOVED, CLUSTERDOWN: it did not run there);
-    on a Cluster, after reading its slots again (``rediscover``).
-
-    Every public call of a Redis book passes here, so the book's shard count check
-    (``shard_check``, a ``_shards.CountCheck``) runs first: a book opened with another
-    count than the namespace's is refused on reads as on writes."""
-
-    @wraps(method)
-    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            if args and (check := getattr(args[0], "shard_check", None)) is not None:
-                check.check(args[0].client)  # type: ignore[attr-defined]
-            return method(*args, **kwargs)
-        except AuthenticationError:
-            raise  # wrong credentials are not an outage: retrying cannot help
-        except (RedisConnectionError, RedisTimeoutError, MovedError, ClusterDownError) as error:
-            if args:
-                rediscover(args[0])
-            if isinstance(error, RedisUnavailableError):
-                raise
-            raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
-
-    return call
-
-
-def reports_outages_async(
-    method: Callable[_P, Coroutine[Any, Any, _R]],
-) -> Callable[_P, Coroutine[Any, Any, _R]]:
-    """``reports_outages`` for a coroutine method (the shard count check included)."""
-
-    @wraps(method)
-    async def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            if args and (check := getattr(args[0], "shard_check", None)) is not None:
-                await check.check_async(args[0].client)  # type: ignore[attr-defined]
-            return await method(*args, **kwargs)
-        except (RedisUnavailableError, AuthenticationError):
-            raise
-        except (RedisConnectionError, RedisTimeoutError) as error:
-            raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
-
-    return call

@@ -20,7 +20,18 @@ from redis.exceptions import MovedError, NoScriptError, ResponseError
 from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
 from ._replicas import ReplicaWait
 
-__all__ = ["Batch", "Call", "Step", "Steps", "answered", "batch_of", "queued", "steps"]
+__all__ = [
+    "Batch",
+    "Call",
+    "Step",
+    "Steps",
+    "answered",
+    "batch_of",
+    "queued",
+    "replica_wait",
+    "steps",
+    "unwaited",
+]
 
 _T = TypeVar("_T")
 
@@ -77,15 +88,34 @@ def steps(engine: Engine, request: ScriptCall | Scripts) -> Steps[Any]:
         return (yield from _scripts(engine, request))
     script = request.script or engine.script(request.name)
     if not engine.wait.waits_after(request.name):
-        try:
-            return (yield _alone(_evalsha(script, request), request))
-        except NoScriptError:  # not run: EVAL runs it and caches it again
-            return (yield _alone(_eval(script, request), request))
+        return (yield from unwaited(engine, request))
     (reply,), acknowledged = yield from _sent(engine, [request], [script], transaction=False)
     if isinstance(reply, Exception):
         raise reply
     engine.wait.check(acknowledged)
     return reply
+
+
+def unwaited(engine: Engine, call: ScriptCall) -> Steps[Any]:
+    """The steps of one script call with no WAIT behind it: EVALSHA, and after NOSCRIPT
+    (it did not run) EVAL. ``steps`` for a call the book does not wait after; the create
+    sender's for each create (one ``replica_wait`` goes behind many)."""
+    script = call.script or engine.script(call.name)
+    try:
+        return (yield _alone(_evalsha(script, call), call))
+    except NoScriptError:  # not run: EVAL runs it and caches it again
+        return (yield _alone(_eval(script, call), call))
+
+
+def replica_wait(engine: Engine) -> Steps[None]:
+    """WAIT for the book's replicas (``wait_replicas``) behind the writes sent before it
+    on the same connection, its answer checked (``ReplicaWait.check``): the create
+    sender's, one behind many pipelined creates."""
+    try:
+        acknowledged = yield command("wait", engine.wait.replicas, engine.wait.timeout_ms)
+    except ResponseError as error:  # a replica's refusal: checked as an answer
+        acknowledged = error
+    engine.wait.check(acknowledged)
 
 
 def _scripts(engine: Engine, request: Scripts) -> Steps[list[Any]]:

@@ -1,10 +1,11 @@
-"""The engine under a Redis book: its client, shard and scripts, and the sync driver that
-runs the book's plans on redis-py.
+"""The engine of one shard: its client, shard and scripts, and the sync engine that runs
+the shard's plans on redis-py.
 
-``RedisBook`` and ``AsyncRedisBook`` each hold one engine and delegate to it. The plans
+A book's driver (``_book_driver``, ``_async_book_driver``) holds one engine per shard of
+its namespace and hands each shard's plan to its engine. The shard plans
 (``_operations``, ``_console``, ``_batches``, ``_expiries``, ``_outbox``) take the
 shard (``Shard``), never the engine, and each engine runs them (``Engine.run``,
-``AsyncEngine.run``): the drivers, with ``_driver``, are the only code that knows
+``AsyncEngine.run``): the engines, with ``_driver``, are the only code that knows
 NOSCRIPT, WAIT for replicas and the node of a Cluster's slot. ``EngineBase`` is what
 both engines share (the client, the shard, the scripts); ``Engine`` runs on redis-py,
 ``AsyncEngine`` (``_async_engine``) on ``redis.asyncio``.
@@ -81,7 +82,7 @@ class EngineBase:
 
 
 class Engine(EngineBase):
-    """The sync driver, on a redis-py client: runs the book's plans; gives the client its
+    """A shard's engine on a redis-py client: runs the shard's plans; gives the client its
     pipelines go to."""
 
     def run(self, plan: Plan[_T]) -> _T:

@@ -40,10 +40,10 @@ __all__ = [
     "ended_groups",
     "group_of",
     "after_ends",
-    "members",
+    "group_members",
     "notify_if_ended",
     "read_counters",
-    "summary",
+    "group",
     "summary_of",
     "tasks_in_order",
 ]
@@ -202,9 +202,8 @@ def counters(ns: Namespace, group_id: str) -> MergedPlan[list[dict[str, str]]]:
     return found
 
 
-def summary(ns: Namespace, group_id: str) -> MergedPlan[GroupSummary | None]:
-    """The group's counts by state and its progress: its one shard's hash, or every
-    shard's counters summed with the total from its home shard."""
+def group(ns: Namespace, group_id: str) -> MergedPlan[GroupSummary | None]:
+    """The group's counts by state and its progress: one round trip, O(1)."""
     if ns.count == 1:
         return (yield from on(0, operations.group(ns.first, group_id), writes=False))
     group = utf8(require_text(group_id, "groupId"), "groupId")
@@ -212,9 +211,8 @@ def summary(ns: Namespace, group_id: str) -> MergedPlan[GroupSummary | None]:
     return summary_of(group, found[ns.index_of(group)], found)
 
 
-def members(ns: Namespace, group_id: str, limit: int) -> MergedPlan[list[AsyncTask]]:
-    """The group's members in creation order (unique across shards), without their
-    histories."""
+def group_members(ns: Namespace, group_id: str, limit: int = 100) -> MergedPlan[list[AsyncTask]]:
+    """The group's members in creation order (without histories), up to ``limit``."""
     if ns.count == 1:
         plan = operations.group_members(ns.first, group_id, limit)
         return (yield from on(0, plan, writes=False))

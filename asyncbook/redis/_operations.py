@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._book import EventInput, cancel_input
+from .._book import CreateSpec, EventInput, cancel_input
 from .._checks import (
     require_integer,
     require_limit,
@@ -38,8 +38,9 @@ from .._models import (
 from .._reasons import Reason
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._args import dumps, number_text, utf8
+from ._creating import create_call
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
-from ._replies import callback_result, group_summary_of, listed, status_of, text_of
+from ._replies import callback_result, created, group_summary_of, listed, status_of, text_of
 from ._script_args import (
     ApplyArgs,
     DeliverArgs,
@@ -126,6 +127,15 @@ def before_write(shard: Shard) -> Plan[None]:
     """What runs before a book's first write: the server check."""
     if not shard.server_checked:
         yield from check_server(shard)
+
+
+def create(shard: Shard, spec: CreateSpec) -> Plan[AsyncTask]:
+    """create.lua for one task: the one plan that creates a task, waited on by
+    ``create`` (a publish that does not defer, the worker's create from the message) and
+    pipelined by the create sender (``_sender``), whose answer it reads later."""
+    task, keys, args = create_call(shard, spec)
+    yield from before_write(shard)
+    return created(spec.id, task, (yield ScriptCall("create", keys, args)))
 
 
 def get(shard: Shard, id: str) -> Plan[AsyncTask | None]:

@@ -13,7 +13,7 @@ from .._audit import AuditEntry
 from .._book import sort_notifications
 from .._checks import require_limit, require_non_negative
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
-from .._gauges import BookGauges
+from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
 from .._models import STATE_NAMES, AsyncTask, GroupNotification, Notification, TaskPage
 from ..errors import invalid
 from . import _audit as audits
@@ -92,21 +92,26 @@ def get(ns: Namespace, task_id: str) -> MergedPlan[AsyncTask | None]:
 
 
 def info(ns: Namespace, task_id: str) -> MergedPlan[TaskInfo | None]:
-    """A task's console info, or None."""
+    """A task's info (Celery name, arguments, queue, worker, times, traceback), or
+    None when the book does not hold the task."""
     index = ns.index_of(task_id)
     return (yield from on(index, console.info(ns.shards[index], task_id), writes=False))
 
 
 def last_cursor(ns: Namespace, task_id: str) -> MergedPlan[str | None]:
-    """The cursor of the task's last progress report."""
+    """The cursor of the last progress the task reported (its checkpoint), or None."""
     index = ns.index_of(task_id)
     return (yield from on(index, operations.last_cursor(ns.shards[index], task_id), writes=False))
 
 
 def audit(
-    ns: Namespace, task_id: str | None, since_ms: int | float | None, limit: int
+    ns: Namespace,
+    task_id: str | None = None,
+    *,
+    since_ms: int | float | None = None,
+    limit: int = 100,
 ) -> MergedPlan[list[AuditEntry]]:
-    """A task's audit entries (its shard's), or every shard's log merged, newest first."""
+    """Audit entries, newest first: the task's, or (no ``task_id``) the namespace's."""
     if task_id is not None:
         index = ns.index_of(task_id)
         plan = audits.read(ns.shards[index], task_id, since_ms, limit)
@@ -124,9 +129,18 @@ def audit(
 
 
 def list_tasks(
-    ns: Namespace, state: str | None, limit: int, after: str | None, full_task: bool
+    ns: Namespace,
+    state: str | None = None,
+    limit: int = 50,
+    after: str | None = None,
+    *,
+    full_task: bool = True,
 ) -> MergedPlan[TaskPage]:
-    """Tasks newest first, optionally in one state."""
+    """Tasks, newest first, optionally in one state; ``after`` continues a page.
+
+    With ``full_task=False`` the listed tasks come without their histories (the
+    listing then reads no history at all).
+    """
     return (
         yield from _one_or_merged(
             ns,
@@ -136,8 +150,8 @@ def list_tasks(
     )
 
 
-def overdue(ns: Namespace, now_ms: int | float, limit: int) -> MergedPlan[list[str]]:
-    """Ids of live tasks due at ``now_ms``, earliest deadline first."""
+def overdue(ns: Namespace, now_ms: int | float, limit: int = 1000) -> MergedPlan[list[str]]:
+    """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
     if ns.count == 1:
         return (yield from on(0, operations.overdue(ns.first, now_ms, limit), writes=False))
     now = require_non_negative(now_ms, "nowMs")
@@ -146,19 +160,19 @@ def overdue(ns: Namespace, now_ms: int | float, limit: int) -> MergedPlan[list[s
 
 
 def overdue_count(ns: Namespace, now_ms: int | float) -> MergedPlan[int]:
-    """How many live tasks are due at ``now_ms``."""
+    """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT)."""
     now = require_non_negative(now_ms, "nowMs")
     return sum((yield every(ns.shards, lambda shard: operations.overdue_count(shard, now))))
 
 
 def count_by_state(ns: Namespace) -> MergedPlan[dict[str, int]]:
-    """How many tasks each state index holds."""
+    """How many tasks each state index holds (one pipelined round trip)."""
     counts = yield from _summed(ns, operations.count_by_state)
     return {state: counts.get(state, 0) for state in STATE_NAMES}
 
 
 def transition_counts(ns: Namespace) -> MergedPlan[dict[str, int]]:
-    """How many times each reason was answered."""
+    """How many times each reason was answered, by every client of this book."""
     return (yield from _summed(ns, operations.transition_counts))
 
 
@@ -176,8 +190,8 @@ def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
     )
 
 
-def workers(ns: Namespace, within_ms: int) -> MergedPlan[list[WorkerSummary]]:
-    """Workers seen in the last ``within_ms``."""
+def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
+    """Workers seen in the last ``within_ms``, most recently seen first."""
     return (
         yield from _one_or_merged(
             ns,
@@ -188,9 +202,10 @@ def workers(ns: Namespace, within_ms: int) -> MergedPlan[list[WorkerSummary]]:
 
 
 def stats(
-    ns: Namespace, name: str | None, window_ms: int, now_ms: int | None
+    ns: Namespace, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
 ) -> MergedPlan[TaskStats]:
-    """Per-minute counts and runtime percentiles of a task name (or all)."""
+    """Per-minute starts, ends by state and runtime percentiles of one task name (None:
+    every task) over the last ``window_ms`` (one minute to a day): one round trip."""
     return (
         yield from _one_or_merged(
             ns,
@@ -200,8 +215,8 @@ def stats(
     )
 
 
-def task_names(ns: Namespace, within_ms: int | None) -> MergedPlan[list[str]]:
-    """Task names the book has seen."""
+def task_names(ns: Namespace, within_ms: int | None = None) -> MergedPlan[list[str]]:
+    """Task names the book has seen (created within ``within_ms``), sorted."""
     return (
         yield from _one_or_merged(
             ns,
@@ -212,12 +227,15 @@ def task_names(ns: Namespace, within_ms: int | None) -> MergedPlan[list[str]]:
 
 
 def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
-    """Running totals per task name."""
+    """Running totals per task name, for Prometheus counters and histograms."""
     return (yield from _one_or_merged(ns, stats_reads.name_totals, merged_console.name_totals))
 
 
-def gauges(ns: Namespace, now_ms: int, within_ms: int) -> MergedPlan[BookGauges]:
-    """The streams, their consumer groups and the workers seen, for ``/metrics``."""
+def gauges(
+    ns: Namespace, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS
+) -> MergedPlan[BookGauges]:
+    """What ``/metrics`` reads beyond the counts: the notification streams, their
+    consumer groups and the workers seen (``_gauges``), in one round trip."""
     return (
         yield from _one_or_merged(
             ns,
@@ -238,7 +256,7 @@ def check_server(ns: Namespace) -> MergedPlan[list[str | None]]:
 
 
 def now_ms(ns: Namespace) -> MergedPlan[int]:
-    """The Redis server's clock (TIME), asked of shard 0's node."""
+    """The Redis server's clock (TIME): one clock for every worker, beat and client."""
     return (yield from on(0, server_time(), writes=False))
 
 

@@ -40,12 +40,6 @@ class ReplicaWait:
         """True if a call of the book's script ``script_name`` is followed by WAIT."""
         return self.replicas > 0 and script_name not in READING_SCRIPTS
 
-    def behind(self, pipe: Any) -> bool:
-        """Put WAIT at the end of ``pipe`` if writes wait; True if it did."""
-        if self.replicas:
-            pipe.wait(self.replicas, self.timeout_ms)
-        return self.replicas > 0
-
     def check(self, acknowledged: Any) -> None:
         """Raise ``NotReplicatedError`` if WAIT's reply counts fewer replicas than asked;
         ``RedisUnavailableError`` if the node answered WAIT as a replica (a failover made

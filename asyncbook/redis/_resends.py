@@ -26,19 +26,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
 from .._book import CreateSpec
 from .._checks import require_string
 from .._console import PublishInfo
 from .._kept import KeptMessage, why_omitted
 from ..errors import AsyncBookError, invalid
+from . import _operations as operations
 from ._args import utf8
 from ._audit import audit_args
+from ._creating import create_args, life_and_retention_ms
 from ._engine import Engine
-from ._plan import server_time
+from ._plan import Pipeline, Plan, ScriptCall, Scripts, command, server_time
 from ._replies import text_of
 from ._script_args import AuditArgs, RecordAuditArgs, ResendArgs
+from ._shard import Shard
 
 __all__ = [
     "BROKER_SETTING",
@@ -47,6 +50,7 @@ __all__ = [
     "ResendResult",
     "RetryResult",
     "claim_resends",
+    "resends",
 ]
 
 BROKER_SETTING = "ASYNCBOOK_BROKER_URL"
@@ -109,15 +113,15 @@ class _Read(NamedTuple):
     message: Any
 
 
-def _read(engine: Engine, task_ids: Sequence[str]) -> list[_Read]:
+def _read(shard: Shard, task_ids: Sequence[str]) -> Plan[list[_Read]]:
     """Each task's fields, its args and kwargs and its kept message: one round trip."""
-    k = engine.keys
-    pipe = engine.slot_client().pipeline(transaction=False)
+    k = shard.keys
+    reads = []
     for task_id in task_ids:
-        pipe.hmget(k.task(task_id), *_TASK_FIELDS)
-        pipe.hmget(k.info(task_id), "a", "k")
-        pipe.get(k.message(task_id))
-    replies = pipe.execute()
+        reads.append(command("hmget", k.task(task_id), *_TASK_FIELDS))
+        reads.append(command("hmget", k.info(task_id), "a", "k"))
+        reads.append(command("get", k.message(task_id)))
+    replies = yield Pipeline(reads)
     return [_Read(task_id, *replies[3 * i : 3 * i + 3]) for i, task_id in enumerate(task_ids)]
 
 
@@ -175,44 +179,13 @@ def _plan(
     return spec, message
 
 
-class _Script(NamedTuple):
-    """One script call of the batch: resend.lua, or audit.lua for a refusal."""
-
-    name: str
-    keys: list[str]
-    args: list[str]
-
-
-def _run_scripts(engine: Engine, calls: Sequence[_Script]) -> list[Any]:
-    """Each call, pipelined in one round trip (NOSCRIPT: EVAL those again)."""
-    scripts = {"resend": engine.scripts.resend, "audit": engine.scripts.audit}
-    pipe = engine.slot_client().pipeline(transaction=False)
-    for name, keys, args in calls:
-        pipe.evalsha(scripts[name].sha, len(keys), *keys, *args)
-    waits = engine.wait.behind(pipe)  # wait_replicas: WAIT behind the batch
-    replies = list(pipe.execute(raise_on_error=False))
-    acknowledged = replies.pop() if waits else None
-    if any(isinstance(reply, NoScriptError) for reply in replies):
-        pipe = engine.slot_client().pipeline(transaction=False)
-        for (name, keys, args), reply in zip(calls, replies, strict=True):
-            if isinstance(reply, NoScriptError):
-                pipe.eval(scripts[name].source, len(keys), *keys, *args)
-        engine.wait.behind(pipe)
-        again = iter(pipe.execute(raise_on_error=False))
-        replies = [next(again) if isinstance(r, NoScriptError) else r for r in replies]
-        acknowledged = next(again) if waits else None
-    if waits:
-        engine.wait.check(acknowledged)
-    return replies
-
-
-def _refusal_entry(engine: Engine, claim: ResendClaim, audit: AuditArgs) -> _Script:
+def _refusal_entry(shard: Shard, claim: ResendClaim, audit: AuditArgs) -> ScriptCall:
     """audit.lua's call recording ``claim``'s refusal on its task's trail."""
-    k = engine.keys
+    k = shard.keys
     keys = [k.task(claim.task_id), k.task_audit(claim.task_id), k.audit_log]
     retried_as = claim.detail if claim.code == "already-retried" else None
     entry = RecordAuditArgs(claim.task_id, audit, str(claim.code), retried_as or "")
-    return _Script("audit", keys, entry.argv())
+    return ScriptCall("audit", keys, entry.argv())
 
 
 class _Call(NamedTuple):
@@ -250,30 +223,48 @@ def claim_resends(
     the number of tasks. ``new_id_for(task id)`` names each new task (a random UUID;
     a sharded book's is in the original's shard: ``_sharded_resends``)."""
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
+    audit = resend_audit(engine.layout, actor, reason)
+    return engine.run(resends(engine.layout, ids, audit, new_id_for))
+
+
+def resend_audit(shard: Shard, actor: str | None, reason: str | None) -> AuditArgs:
+    """The audit slots of a resend asked by ``actor`` for ``reason``, both checked."""
     reason_text = _optional_text(reason, "reason")
     kept_reason = reason_text if reason is not None else None
     if actor is None:  # not said: kept nowhere, and no audit entry
-        audit = AuditArgs("", "resend", kept_reason is not None, reason_text, 0, 0)
-    else:
-        audit = audit_args(engine.layout, actor, "resend", kept_reason)
+        return AuditArgs("", "resend", kept_reason is not None, reason_text, 0, 0)
+    return audit_args(shard, actor, "resend", kept_reason)
+
+
+def resends(
+    shard: Shard,
+    task_ids: Sequence[str],
+    audit: AuditArgs,
+    new_id_for: Callable[[str], str] = fresh_id,
+) -> Plan[list[ResendClaim]]:
+    """``claim_resends`` on one shard, as a plan: the clock, the reads in one pipeline,
+    then resend.lua for each task and audit.lua for each audited refusal, sent together
+    (``Scripts``: the drivers run a script Redis lost again, and wait for replicas)."""
+    ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
     if not ids:
         return []
-    engine.before_write()
-    now = engine.run(server_time())
+    yield from operations.before_write(shard)
+    now = yield from server_time()
     claims: list[ResendClaim | None] = []
     calls: list[_Call] = []
-    refusals: list[_Script] = []
-    k = engine.keys
-    for read in _read(engine, ids):
+    refusals: list[ScriptCall] = []
+    k = shard.keys
+    audited = audit.actor != ""
+    for read in (yield from _read(shard, ids)):
         planned = _plan(read, now, new_id_for)
         if isinstance(planned, ResendClaim):
             claims.append(planned)
-            if actor is not None and planned.code in _AUDITED_REFUSALS:
-                refusals.append(_refusal_entry(engine, planned, audit))
+            if audited and planned.code in _AUDITED_REFUSALS:
+                refusals.append(_refusal_entry(shard, planned, audit))
             continue
         spec, message = planned
-        task, keys, create = engine.create_args(spec)
-        create = dataclasses.replace(create, message_keep_ms=engine.life_and_retention_ms(spec))
+        task, keys, create = create_args(shard, spec)
+        create = dataclasses.replace(create, message_keep_ms=life_and_retention_ms(shard, spec))
         keys += [k.task(read.task_id), k.message(read.task_id)]
         keys += [k.task_audit(read.task_id), k.audit_log]
         args = ResendArgs(create, read.task_id, audit).argv()
@@ -281,8 +272,8 @@ def claim_resends(
             _Call(len(claims), read.task_id, spec.id, message, task.expires_at_ms, keys, args)
         )
         claims.append(None)
-    scripts = [_Script("resend", call.keys, call.args) for call in calls]
-    replies = _run_scripts(engine, scripts + refusals)
+    scripts = [ScriptCall("resend", call.keys, call.args) for call in calls]
+    replies = yield Scripts([*scripts, *refusals])
     for reply in replies[len(calls) :]:
         if isinstance(reply, ResponseError):
             raise reply  # a refusal's entry the server did not take (OOM, READONLY)

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from .._models import AsyncTransition
 from ..errors import AsyncBookError
+from . import _batch_ops as batch_ops
 from . import _operations as operations
-from . import _task_ops as tasks
 from ._book_driver import Driver
 from ._merged import on
 
@@ -32,5 +32,5 @@ class ShardDue:
         self, task_ids: Iterable[str], *, full_task: bool = True
     ) -> list[AsyncTransition | AsyncBookError]:
         """``RedisBook.expire_many`` of the shard's tasks (their groups checked)."""
-        results = self.driver.run(tasks.expire_many(self.driver.ns, task_ids, full_task))
+        results = self.driver.run(batch_ops.expire_many(self.driver.ns, task_ids, full_task))
         return [r if isinstance(r, AsyncBookError) else r.transition() for r in results]

@@ -1,9 +1,10 @@
-"""The operator console's reads of a sharded book (``ShardedRedisBook`` and
-``AsyncShardedRedisBook``): a task's in its shard; the rest read on every shard and
-merged into the answer one shard holding the same tasks gives.
+"""The operator console's reads of a namespace of several shards (``RedisBook`` and
+``AsyncRedisBook`` with ``shards`` > 1): a task's in its shard; the rest read on every
+shard and merged into the answer one shard holding the same tasks gives.
 
-Each merged read is a merged plan (``_merged``): the sync book runs its shards' plans
-together (one pipeline per node at each step), the async one with ``asyncio.gather``.
+Each merged read is a namespace plan (``_merged``), chosen by ``_reads``: the sync driver
+runs its shards' plans together (one pipeline per node at each step), the asyncio one
+with ``asyncio.gather``.
 
 A search page is each shard's page of the same query merged by the query's order: every
 row carries its position (the cursor of a page ending with it, search.lua), and the

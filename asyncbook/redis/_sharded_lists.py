@@ -1,5 +1,5 @@
-"""The listings of a sharded namespace as merged plans (``_merged``), for both sharded
-books: the newest-first page and the overdue ids."""
+"""The listings of a sharded namespace as merged plans (``_merged``), for both facades:
+the newest-first page and the overdue ids."""
 
 from __future__ import annotations
 

@@ -16,54 +16,60 @@ from typing import TYPE_CHECKING
 
 from .._checks import require_string
 from ._args import utf8
-from ._resends import ResendClaim, claim_resends, fresh_id
+from ._merged import FIX_COUNT, MergedPlan, OnShards
+from ._namespace import Namespace
+from ._resends import ResendClaim, fresh_id, resend_audit, resends
 
 if TYPE_CHECKING:
     from ._book import RedisBook
 
-__all__ = ["claim_book_resends", "claim_sharded_resends"]
+__all__ = ["claim_book_resends", "claim_sharded_resends", "namespace_resends"]
 
 
-def _in_shard(book: RedisBook, index: int) -> Callable[[str], str]:
+def _in_shard(ns: Namespace, index: int) -> Callable[[str], str]:
     """New ids of shard ``index``."""
 
     def new_id(original: str) -> str:
         while True:
             candidate = fresh_id(original)
-            if book.map.index_of(candidate) == index:
+            if ns.index_of(candidate) == index:
                 return candidate
 
     return new_id
 
 
-def claim_sharded_resends(
-    book: RedisBook,
+def namespace_resends(
+    ns: Namespace,
     task_ids: Sequence[str],
     *,
     actor: str | None = None,
     reason: str | None = None,
-) -> list[ResendClaim]:
-    """``claim_resends`` of each task in its shard, its new task beside it; the answers
-    in the order of ``task_ids``. Bad input (an id, the actor, the reason) is refused
-    before any shard is written."""
+) -> MergedPlan[list[ResendClaim]]:
+    """``resends`` of each task in its shard, its new task beside it (the shards at
+    once); the answers in the order of ``task_ids``. Bad input (an id, the actor, the
+    reason) is refused before any shard is written."""
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    claim_resends(book.driver.engines[0], [], actor=actor, reason=reason)  # checks them
+    audit = resend_audit(ns.shards[0], actor, reason)
     if not ids:
         return []
-    book.fix_count()
+    if ns.count > 1:
+        yield FIX_COUNT
     by_shard: dict[int, list[int]] = {}
     for at, task_id in enumerate(ids):
-        by_shard.setdefault(book.map.index_of(task_id), []).append(at)
-    shards = list(by_shard)
-
-    def claim(index: int) -> list[ResendClaim]:
-        asked = [ids[at] for at in by_shard[index]]
-        new_id = _in_shard(book, index)
-        engine = book.driver.engines[index]
-        return claim_resends(engine, asked, actor=actor, reason=reason, new_id_for=new_id)
-
+        by_shard.setdefault(ns.index_of(task_id), []).append(at)
+    shards = tuple(by_shard)
+    plans = tuple(
+        resends(
+            ns.shards[index],
+            [ids[at] for at in by_shard[index]],
+            audit,
+            _in_shard(ns, index) if ns.count > 1 else fresh_id,
+        )
+        for index in shards
+    )
+    answers = yield OnShards(plans, shards, writes=True)
     out: list[ResendClaim | None] = [None] * len(ids)
-    for index, claims in zip(shards, book.driver.pool().map(claim, shards), strict=True):
+    for index, claims in zip(shards, answers, strict=True):
         for at, found in zip(by_shard[index], claims, strict=True):
             out[at] = found
     return [found for found in out if found is not None]
@@ -77,6 +83,8 @@ def claim_book_resends(
     reason: str | None = None,
 ) -> list[ResendClaim]:
     """``claim_resends`` on ``book``, one shard or many: what a publisher calls."""
-    if book.shards > 1:
-        return claim_sharded_resends(book, task_ids, actor=actor, reason=reason)
-    return claim_resends(book.engine, task_ids, actor=actor, reason=reason)
+    return book.driver.run(namespace_resends(book.ns, task_ids, actor=actor, reason=reason))
+
+
+claim_sharded_resends = claim_book_resends
+"""The name of a sharded book's resends before one namespace plan ran every layout."""

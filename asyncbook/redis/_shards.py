@@ -149,8 +149,9 @@ async def fix_shard_count_async(client: Any, namespace: str, shards: int) -> Non
 
 class CountCheck:
     """A book's shard count against the namespace's, before each of the book's calls
-    (``reports_outages`` runs it): a count that differs from the stored one is refused,
-    reads included (``conflict`` on ``shards``, naming the stored count).
+    (the drivers run it: ``Driver.run``, ``AsyncDriver.run``): a count that differs from
+    the stored one is refused, reads included (``conflict`` on ``shards``, naming the
+    stored count).
 
     One round trip (GET of the count, EXISTS of the one-shard creation counter) until
     the namespace's count is settled: stored, or a one-shard namespace that holds tasks.

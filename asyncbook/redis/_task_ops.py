@@ -10,14 +10,13 @@ shards at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from .._book import ApplyItem, CreateSpec, EventInput
-from .._checks import require_integer, require_non_negative, require_string, require_text
+from .._book import CreateSpec, EventInput
+from .._checks import require_integer, require_non_negative, require_text
 from .._jsrules import is_blank
 from .._models import (
-    GROUP_END_STATES,
     AsyncTask,
     CallbackResult,
     DeliveryResult,
@@ -26,40 +25,34 @@ from .._models import (
 )
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _audit as audits
-from . import _batches as batches
 from . import _claims as claims
-from . import _expiries as expiries
 from . import _groups as groups
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
-from ._creating import create_call
-from ._merged import FIX_COUNT, MergedPlan, OnShards, Sleep, on
+from ._merged import FIX_COUNT, MergedPlan, Sleep, on
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
-from ._replies import created, group_summary_of
-from ._script_args import SealGroupArgs, TaskIdsArgs
-from ._scripts import BookScript, ScriptedEvents
+from ._replies import group_summary_of
+from ._script_args import SealGroupArgs
 
 __all__ = [
+    "RELEASED_ON",
+    "Outcome",
     "apply",
-    "apply_in_script",
-    "apply_many",
-    "apply_many_then",
     "cancel",
+    "claim",
     "create",
-    "create_many",
     "deliver_result",
-    "end_stalled",
     "expire",
-    "expire_many",
-    "heartbeat",
     "record_audit",
+    "release",
+    "resume",
     "seal_group",
 ]
 
 Outcome = CallbackResult | AsyncBookError
 
-_RELEASED_ON = ("invalid-request", "damaged", "conflict")
+RELEASED_ON = ("invalid-request", "damaged", "conflict")
 """The codes of an apply that surely wrote nothing: its claim is released."""
 
 _TAKEN_CHECKS = 20
@@ -73,57 +66,13 @@ def create(ns: Namespace, spec: CreateSpec) -> MergedPlan[AsyncTask]:
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(spec.id)
-    return (yield from on(index, _create(ns.shards[index], spec)))
-
-
-def _create(shard: Any, spec: CreateSpec) -> Plan[AsyncTask]:
-    task, keys, args = create_call(shard, spec)
-    yield from operations.before_write(shard)
-    return created(spec.id, task, (yield ScriptCall("create", keys, args)))
-
-
-def create_many(
-    ns: Namespace, specs: Iterable[CreateSpec]
-) -> MergedPlan[list[AsyncTask | AsyncBookError]]:
-    """Each shard's creates in one pipelined round trip, the shards at once; answers in
-    the specs' order."""
-    if ns.count > 1:
-        yield FIX_COUNT
-    given = list(specs)
-    parts = ns.by_shard([spec.id for spec in given])
-    return (
-        yield from _spread(
-            ns,
-            parts,
-            lambda shard, ats: batches.create_many(shard, [given[at] for at in ats]),
-            len(given),
-        )
-    )
-
-
-def _spread(
-    ns: Namespace,
-    parts: dict[int, list[int]],
-    make: Callable[[Any, list[int]], Plan[list[Any]]],
-    size: int,
-) -> MergedPlan[list[Any]]:
-    """``make(shard, positions)`` on each shard holding any (at once), its answers put
-    back at their positions."""
-    out: list[Any] = [None] * size
-    if not parts:
-        return out
-    indexes = tuple(parts)
-    answers = yield OnShards(tuple(make(ns.shards[i], parts[i]) for i in indexes), indexes, True)
-    for index, results in zip(indexes, answers, strict=True):
-        for at, result in zip(parts[index], results, strict=True):
-            out[at] = result
-    return out
+    return (yield from on(index, operations.create(ns.shards[index], spec)))
 
 
 # -- claims -------------------------------------------------------------------------
 
 
-def _claim(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[claims.Claim]:
+def claim(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[claims.Claim]:
     """Claim a callback id for ``task_id`` in its home shard (``_claims``)."""
     home = ns.map.home_index(identifier)
     for _ in range(_TAKEN_CHECKS):
@@ -146,7 +95,7 @@ def _claim(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[claims.Cl
     return claims.Claim.TAKEN
 
 
-def _release(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[None]:
+def release(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[None]:
     home = ns.map.home_index(identifier)
     yield from on(home, claims.release(ns.shards[home].keys, identifier, task_id))
 
@@ -156,14 +105,14 @@ def _claimed(
 ) -> MergedPlan[Any]:
     """``call(taken)`` with ``identifier`` claimed for ``task_id``; a claim made here is
     released when the call surely wrote nothing."""
-    found = yield from _claim(ns, task_id, identifier)
+    found = yield from claim(ns, task_id, identifier)
     if found == claims.Claim.TAKEN:
         return (yield from call(True))
     try:
         return (yield from call(False))
     except AsyncBookError as error:
-        if found == claims.Claim.NEW and error.code in _RELEASED_ON:
-            yield from _release(ns, task_id, identifier)
+        if found == claims.Claim.NEW and error.code in RELEASED_ON:
+            yield from release(ns, task_id, identifier)
         raise
 
 
@@ -171,10 +120,9 @@ def _claimed(
 
 
 def apply(
-    ns: Namespace, task_id: str, event: EventInput, callback_id: str | None
+    ns: Namespace, task_id: str, event: EventInput, callback_id: str | None = None
 ) -> MergedPlan[CallbackResult]:
-    """One event in the task's shard (its callback id claimed first when it lives in
-    another), then its group's check if it ended a member."""
+    """Apply one event; a callback id already recorded changes nothing."""
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
@@ -195,13 +143,17 @@ def apply(
 def cancel(
     ns: Namespace,
     task_id: str,
-    reason: str | None,
-    at_ms: int | float | None,
-    callback_id: str | None,
-    actor: str | None,
+    reason: str | None = None,
+    *,
+    at_ms: int | float | None = None,
+    callback_id: str | None = None,
+    actor: str | None = None,
 ) -> MergedPlan[CallbackResult]:
-    """A cancel in the task's shard (with its audit entry when ``actor`` is given), then
-    its group's check."""
+    """Cancel a queued or running task (extension): ``apply`` of a ``cancel`` event.
+
+    ``at_ms`` defaults to the Redis server's clock. With ``actor`` the cancel and its
+    audit entry are one script call (``_audit``).
+    """
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
@@ -241,175 +193,11 @@ def expire(ns: Namespace, task_id: str) -> MergedPlan[CallbackResult]:
     return result
 
 
-def apply_many(
-    ns: Namespace, items: Iterable[ApplyItem], full_task: bool
-) -> MergedPlan[list[Outcome]]:
-    """Each shard's events in one MULTI/EXEC, the shards at once; an event whose
-    callback id lives in another shard is claimed there first."""
-    if ns.count > 1:
-        yield FIX_COUNT
-    given: list[ApplyItem] = list(items)
-    out: list[Outcome | None] = [None] * len(given)
-    parts: dict[int, list[int]] = {}
-    claimed: dict[int, claims.Claim] = {}
-    for at, (task_id, event, callback) in enumerate(given):
-        index = ns.index_of(task_id)
-        if ns.crosses(task_id, callback):
-            assert callback is not None
-            found = yield from _claim(ns, task_id, callback)
-            if found == claims.Claim.TAKEN:
-                plan = operations.apply(
-                    ns.shards[index], task_id, event, callback, full_task=full_task, taken=True
-                )
-                try:
-                    out[at] = yield from on(index, plan)
-                except AsyncBookError as error:
-                    out[at] = error
-                continue
-            claimed[at] = found
-        parts.setdefault(index, []).append(at)
-
-    def batch(shard: Any, ats: list[int]) -> Plan[list[Outcome]]:
-        results, _reply = yield from batches.apply_many_then(
-            shard, [given[at] for at in ats], full_task, None
-        )
-        return results
-
-    spread = yield from _spread(ns, parts, batch, len(given))
-    for index, ats in parts.items():
-        results = [spread[at] for at in ats]
-        ids, events = [given[at][0] for at in ats], [given[at][1] for at in ats]
-        yield from groups.after_ends(ns, index, results, ids, events)
-        for at, result in zip(ats, results, strict=True):
-            out[at] = result
-            if (
-                isinstance(result, AsyncBookError)
-                and claimed.get(at) == claims.Claim.NEW
-                and result.code in _RELEASED_ON
-            ):
-                task_id, _event, callback = given[at]
-                assert callback is not None
-                yield from _release(ns, task_id, callback)
-    return [result for result in out if result is not None]
-
-
-def apply_many_then(
-    ns: Namespace,
-    items: Iterable[ApplyItem],
-    extra: tuple[BookScript, Sequence[str], Sequence[Any]],
-    full_task: bool,
-) -> MergedPlan[tuple[list[Outcome], Any]]:
-    """``apply_many`` and one more script in one MULTI/EXEC: every item's task must live
-    in one shard (one transaction cannot span shards), else ``invalid-request`` naming
-    ``items``; the script's keys must be in that shard's slot."""
-    if ns.count > 1:
-        yield FIX_COUNT
-    given = list(items)
-    indexes = {ns.index_of(item[0]) for item in given}
-    if len(indexes) > 1:
-        from ..errors import invalid
-
-        raise invalid(
-            "the items' tasks live in several shards: one transaction cannot span them",
-            field="items",
-        )
-    index = indexes.pop() if indexes else 0
-    script, keys, args = extra
-    call = ScriptCall(script.name, keys, args, script=script)
-    plan = batches.apply_many_then(ns.shards[index], list(given), full_task, call)
-    results, reply = yield from on(index, plan)
-    yield from groups.after_ends(ns, index, results, [item[0] for item in given])
-    return results, reply
-
-
-def apply_in_script(
-    ns: Namespace,
-    task_id: str,
-    items: Sequence[tuple[EventInput | None, str | None]],
-    call: tuple[BookScript, str, Sequence[str]],
-    name: str | None,
-    group_id: str | None,
-) -> MergedPlan[ScriptedEvents]:
-    """Events of one task inside the caller's script, in the task's shard; then the
-    group check when it ended a member (callback ids are the shard's markers)."""
-    if ns.count > 1:
-        yield FIX_COUNT
-    index = ns.index_of(task_id)
-    shard = ns.shards[index]
-    answer = yield from on(
-        index, batches.apply_in_script(shard, task_id, items, call, name, group_id)
-    )
-    ended = any(not isinstance(each, AsyncBookError) and each.changed for each in answer.outcomes)
-    if ns.count > 1 and ended and answer.state in GROUP_END_STATES:
-        group = groups.group_of(shard, task_id)
-        if group is not None:
-            yield from groups.check(ns, group, None)
-    return answer
-
-
-def expire_many(
-    ns: Namespace, task_ids: Iterable[Any], full_task: bool
-) -> MergedPlan[list[Outcome]]:
-    """Each shard's expiries (``CHUNK`` per script call), the shards at once."""
-    if ns.count > 1:
-        yield FIX_COUNT
-    ids = list(task_ids)
-    parts = ns.by_shard(ids)
-    out = yield from _spread(
-        ns,
-        parts,
-        lambda shard, ats: expiries.expire_many(shard, [ids[at] for at in ats], full_task),
-        len(ids),
-    )
-    for index, ats in parts.items():
-        yield from groups.after_ends(ns, index, [out[at] for at in ats], [ids[at] for at in ats])
-    return out
-
-
-def end_stalled(ns: Namespace, now_ms: int | float | None, limit: int) -> MergedPlan[list[Outcome]]:
-    """Every shard's overdue heartbeats failed (by the server's clock), the shards at
-    once; then the groups of the members that ended."""
-    now: int | float
-    if now_ms is None:
-        now = yield from on(0, server_time(), writes=False)
-    else:
-        now = require_non_negative(now_ms, "nowMs")
-    indexes = tuple(range(ns.count))
-    found = yield OnShards(
-        tuple(batches.end_stalled(shard, now, limit) for shard in ns.shards), indexes, True
-    )
-    out: list[Outcome] = []
-    for index, results in zip(indexes, found, strict=True):
-        ids = ["" if isinstance(r, AsyncBookError) else r.task.id for r in results]
-        yield from groups.after_ends(ns, index, results, ids)
-        out += results
-    return out
-
-
-def heartbeat(ns: Namespace, task_ids: Iterable[Any]) -> MergedPlan[int]:
-    """These tasks' running attempts are alive: one script call per shard."""
-    ids = list(task_ids)
-    parts = ns.by_shard(ids)
-    indexes = tuple(parts)
-    plans = tuple(_heartbeat(ns.shards[i], [ids[at] for at in parts[i]]) for i in indexes)
-    if not plans:
-        return 0
-    return sum((yield OnShards(plans, indexes, True)))
-
-
-def _heartbeat(shard: Any, task_ids: list[Any]) -> Plan[int]:
-    ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    if not ids:
-        return 0
-    k = shard.keys
-    keys = [k.stalls, k.workers, *(k.task(task_id) for task_id in ids)]
-    return int((yield ScriptCall("heartbeat", keys, TaskIdsArgs(tuple(ids)).argv())))
-
-
 def record_audit(
     ns: Namespace, task_id: str, action: str, actor: str, reason: str | None, outcome: str
 ) -> MergedPlan[None]:
-    """One audit entry in the task's shard."""
+    """Record a change another call made to an existing task (a resend of your own;
+    ``Resender`` records its resends itself): one entry."""
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
@@ -422,9 +210,7 @@ def record_audit(
 def deliver_result(
     ns: Namespace, task_id: str, idempotency_key: str, now_ms: int | float
 ) -> MergedPlan[DeliveryResult]:
-    """deliver.lua in the task's shard; a key that lives in another shard: the task read
-    in its shard first (a succeeded task never changes), then the key decided in its
-    home shard."""
+    """Hand the result over once per idempotency key."""
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
@@ -454,9 +240,13 @@ def deliver_result(
 
 
 def resume(
-    ns: Namespace, task_id: str, cursor_version: int, full_task: bool
+    ns: Namespace, task_id: str, cursor_version: int, *, full_task: bool = True
 ) -> MergedPlan[ResumeResult]:
-    """What changed after ``cursor_version``, from the task's shard."""
+    """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.
+
+    With ``full_task=False`` a caught-up or delta answer carries the task without its
+    history, so it costs O(events returned) however long the history is.
+    """
     index = ns.index_of(task_id)
     return (
         yield from on(
@@ -471,8 +261,8 @@ def resume(
 
 
 def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSummary]:
-    """The total declared in the group's home shard; in a namespace of several shards,
-    then the group check and the summary of every shard's counters."""
+    """Declare that ``group_id`` has ``total`` members: once they have all ended, one
+    group notification (at once if they already have)."""
     if ns.count > 1:
         yield FIX_COUNT
     group = utf8(require_text(group_id, "groupId"), "groupId")

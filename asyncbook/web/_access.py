@@ -205,6 +205,7 @@ def actor_of(request: Request) -> str:
     return OPEN_ACTOR if principal is None else principal.actor
 
 
+@dataclass(eq=False)
 class Access:
     """ASGI middleware: every path but the open ones needs a principal, and a change
     needs the operator role (the module's docstring has the rules).
@@ -214,23 +215,13 @@ class Access:
     which comes back to it.
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        rules: AccessRules,
-        open_paths: frozenset[str],
-        page_paths: frozenset[str] = frozenset(),
-        page_prefixes: tuple[str, ...] = (),
-        sessions: SessionStore | None = None,
-        throttle: FailureThrottle | None = None,
-    ) -> None:
-        self.app = app
-        self.rules = rules
-        self.open_paths = open_paths
-        self.page_paths = page_paths
-        self.page_prefixes = page_prefixes
-        self.sessions = sessions
-        self.throttle = throttle
+    app: ASGIApp
+    rules: AccessRules
+    open_paths: frozenset[str]
+    page_paths: frozenset[str] = frozenset()
+    page_prefixes: tuple[str, ...] = ()
+    sessions: SessionStore | None = None
+    throttle: FailureThrottle | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

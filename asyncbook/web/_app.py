@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
@@ -23,7 +22,6 @@ from starlette.staticfiles import StaticFiles
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
 from ..errors import AsyncBookError, BookUnavailableError, invalid
-from ..redis import AsyncRedisBook, RedisBook
 from ._access import Access, AccessRules
 from ._feed import Change, ChangeFeed, LocalChangeFeed
 from ._groups import GroupHub
@@ -32,7 +30,7 @@ from ._hosts import HostCheck, allowed_host_names
 from ._hub import Hub
 from ._login import Login, Sessions
 from ._queues import QueuesApi
-from ._reader import Reader, SyncReader, close_reader, reader_for
+from ._reader import Reader, close_reader, reader_for
 from ._resend import ResendApi, Resending, resender_of
 from ._responses import error_response
 from ._routes import open_paths, page_paths, starlette_routes
@@ -80,10 +78,7 @@ async def check_server_at_start(reader: Reader) -> None:
     reads warns too; its writes then check no more. A check that fails is logged, and
     the server serves on (its requests answer what the book says)."""
     try:
-        if isinstance(reader, AsyncRedisBook):
-            await reader.check_server(reading=True)
-        elif isinstance(reader, SyncReader) and isinstance(reader.book, RedisBook):
-            await reader.run_sync(functools.partial(reader.book.check_server, reading=True))
+        await reader.check_server(reading=True)  # a book with no server: nothing to check
     except (AsyncBookError, *_UNAVAILABLE) as error:
         log.warning("asyncbook: the book's server could not be checked at start: %s", error)
 
@@ -113,8 +108,9 @@ def create_app(
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
-    The server reads the book awaited: a ``RedisBook`` through an ``AsyncRedisBook`` on
-    an asyncio twin of its client (``reader_for``), an ``AsyncRedisBook`` as it is.
+    The server reads the book awaited: a ``RedisBook`` through its ``AsyncRedisBook``
+    twin (``reader_for``; any client: plain Redis, Cluster, Sentinel, fakeredis), an
+    ``AsyncRedisBook`` as it is, a book with no twin (``MemoryBook``) in place.
 
     With ``token`` set (16 characters at least) every path but ``/metrics`` (and the
     sign-in form) needs it; ``access`` (``AccessRules.of``: an operator and a read token,

@@ -28,7 +28,7 @@ from .._watch import task_summary
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._feed import Change
 from ._lookups import Batch, Lookups, StreamWatcher
-from ._reader import Reader, RunSync
+from ._reader import Reader
 from ._sse import MAX_CURSOR, format_event
 
 __all__ = ["GROUP_MEMBERS", "MEMBERS_PER_ROUND", "GroupHub", "GroupWatcher", "UnknownGroupError"]
@@ -109,8 +109,8 @@ class GroupHub(Lookups[GroupWatcher]):
 
     noun = "group "
 
-    def __init__(self, book: AsyncBook | Reader, run_sync: RunSync | None = None) -> None:
-        super().__init__(book, run_sync)
+    def __init__(self, book: AsyncBook | Reader) -> None:
+        super().__init__(book)
         self._groups: dict[str, _Watched] = {}
         self.lookups = 0
         """Rounds run (each: the changed members, then the group's counters)."""

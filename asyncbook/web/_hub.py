@@ -16,7 +16,7 @@ from .._book import AsyncBook
 from .._watch import messages_for
 from ._feed import Change
 from ._lookups import Batch, Lookups, StreamWatcher
-from ._reader import Reader, RunSync
+from ._reader import Reader
 
 __all__ = ["Batch", "Hub", "Watcher"]
 
@@ -34,8 +34,8 @@ class Watcher(StreamWatcher):
 class Hub(Lookups[Watcher]):
     """Watchers by task, fed from the book when the change feed says something moved."""
 
-    def __init__(self, book: AsyncBook | Reader, run_sync: RunSync | None = None) -> None:
-        super().__init__(book, run_sync)
+    def __init__(self, book: AsyncBook | Reader) -> None:
+        super().__init__(book)
         self._listeners: set[asyncio.Queue[Change | None]] = set()
         self.lookups = 0
         self.resets = 0

@@ -20,7 +20,7 @@ from typing import Generic, TypeGuard, TypeVar
 from .._book import AsyncBook
 from .._watch import Message
 from ..errors import AsyncBookError, BookUnavailableError
-from ._reader import Reader, RunSync, reader_for
+from ._reader import Reader, reader_for
 from ._sse import format_event
 
 __all__ = ["RETRY_AFTER_ERROR", "Batch", "Lookups", "StreamWatcher"]
@@ -71,9 +71,9 @@ class Lookups(ABC, Generic[W]):
     noun = ""
     """What a key names, for logs ("group " for a group; nothing for a task)."""
 
-    def __init__(self, book: AsyncBook | Reader, run_sync: RunSync | None = None) -> None:
-        self.book = reader_for(book, run_sync)
-        """The book, read awaited (``reader_for``: ``run_sync`` runs a sync book's calls)."""
+    def __init__(self, book: AsyncBook | Reader) -> None:
+        self.book = reader_for(book)
+        """The book, read awaited (``reader_for``)."""
         self._running: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
         self._watchers: dict[str, set[W]] = {}

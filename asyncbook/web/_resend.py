@@ -18,7 +18,7 @@ from functools import partial
 from typing import Annotated, Protocol
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -28,11 +28,11 @@ from ..errors import invalid
 from ..redis import BROKER_SETTING, RESENDABLE_STATES, RedisBook, ResendResult
 from ._access import actor_of
 from ._bodies import cross_site, read_json_object, refuse_cross_site
-from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, MAX_REASON, cancel_reason
+from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, cancel_reason
 from ._console_api import search_query
 from ._paths import raw_path, split_task_path
 from ._responses import error_response
-from ._schemas import MOMENT, or_empty
+from ._schemas import MOMENT, ReasonText, or_empty
 
 __all__ = [
     "RESEND_BATCH",
@@ -90,8 +90,7 @@ class ResendRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: Annotated[
-        str | None,
-        WithJsonSchema({"type": ["string", "null"], "maxLength": MAX_REASON}),
+        ReasonText,
         Field(description="Why, kept with the new task (`retryReason` in its info)."),
     ] = None
 

@@ -31,6 +31,7 @@ __all__ = [
     "AuditQuery",
     "CancelRefusal",
     "CancelRequest",
+    "ReasonText",
     "CursorQuery",
     "DeliveryHeaders",
     "Error",
@@ -150,14 +151,20 @@ class CancelRefusal(BaseModel):
     )
 
 
+ReasonText = Annotated[
+    str | None, WithJsonSchema({"type": ["string", "null"], "maxLength": MAX_REASON})
+]
+"""A change's optional ``reason`` in a request body: text of at most ``MAX_REASON``
+characters, or null (``cancel_reason`` reads it)."""
+
+
 class CancelRequest(BaseModel):
     """``POST /api/tasks/<id>/cancel``'s optional body."""
 
     model_config = ConfigDict(extra="forbid")
 
     reason: Annotated[
-        str | None,
-        WithJsonSchema({"type": ["string", "null"], "maxLength": MAX_REASON}),
+        ReasonText,
         Field(description="Why, kept as the task's `error` (absent, null or blank: `cancelled`)."),
     ] = None
 

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ..redis import AsyncRedisBook, RedisBook, RedisUnavailableError
-from ._reader import Reader, SyncReader
+from ..redis import RedisUnavailableError
+from ._reader import OnRedis, Reader
 
 __all__ = [
     "SESSION_SECONDS",
@@ -129,16 +129,8 @@ class RedisSessions:
 
 
 def session_store_for(reader: Reader, seconds: int = SESSION_SECONDS) -> SessionStore:
-    """The book's Redis when the server reads one (awaited, or a sync client on the
-    reader's threads), else the server's memory."""
-    if isinstance(reader, AsyncRedisBook):
-        client = reader.client
-        return RedisSessions(client.execute_command, reader.keys.session, seconds)
-    if isinstance(reader, SyncReader) and isinstance(reader.book, RedisBook):
-        book, run_sync = reader.book, reader.run_sync
-
-        async def command(*args: Any) -> Any:
-            return await run_sync(book.client.execute_command, *args)
-
-        return RedisSessions(command, book.keys.session, seconds)
+    """The book's Redis when the server reads one (its asyncio twin's client), else the
+    server's memory."""
+    if isinstance(reader, OnRedis):
+        return RedisSessions(reader.client.execute_command, reader.keys.session, seconds)
     return MemorySessions(seconds)

@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery, Task, chord, group, signals
+from celery.app.backends import by_url
 from celery.backends.redis import RedisBackend, SentinelBackend
 from celery.contrib.testing.worker import start_worker
-from celery.exceptions import ChordError, TaskRevokedError
+from celery.exceptions import ChordError, ImproperlyConfigured, TaskRevokedError
 from celery.result import AsyncResult
 
 from asyncbook import AsyncState, AsyncTask, CreateSpec, RedisBook
@@ -205,6 +206,21 @@ def test_the_books_url_behind_sentinel() -> None:
         "redis+sentinel://:s3cret%3Apw@10.0.0.1:26379,10.0.0.2:26379/my%20master/2"
     )
     assert sentinel_book_url("sentinel://h:1", "m") == "redis+sentinel://h:1/m/0"
+
+
+def test_the_url_picks_the_sentinel_class_not_new(namespace: str) -> None:
+    """Celery resolves ``asyncbook+sentinel://`` to the entry point ``asyncbook``, which
+    builds the Sentinel class for the scheme; the plain class refuses a Sentinel URL
+    rather than becoming another class in ``__new__`` (issue 31)."""
+    app = make_app(namespace)
+    url = "sentinel://127.0.0.1:1/0"
+    resolved: Any = by_url(f"asyncbook+{url}", app.loader)  # (the class, the rest of the URL)
+    make, rest = resolved
+    assert rest == url
+    assert type(make(app=app, url=rest)) is AsyncBookSentinelBackend
+    assert type(make(app=app, url=URL)) is AsyncBookBackend
+    with pytest.raises(ImproperlyConfigured, match="AsyncBookSentinelBackend"):
+        AsyncBookBackend(app=app, url=url)
 
 
 def test_behind_sentinel_one_write_holds_both(tmp_path: Path, namespace: str) -> None:

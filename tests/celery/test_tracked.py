@@ -21,7 +21,7 @@ from celery._state import get_current_app
 from celery.contrib.testing.worker import start_worker
 from celery.local import PromiseProxy
 
-from asyncbook import AsyncBookError, AsyncTask, RedisBook
+from asyncbook import AsyncBookError, AsyncTask, MemoryBook, RedisBook
 from asyncbook.celery import TrackTasks, async_book_of, book_of, install, tracked, uninstall
 from asyncbook.celery._tracking import is_tracked
 
@@ -274,11 +274,28 @@ def test_async_book_of_reads_the_same_book_from_asyncio() -> None:
 
 def test_async_book_of_refuses_a_book_without_an_asyncio_twin() -> None:
     app = memory_app("async-book-of")
-    install(app, fakeredis_book("f"))
+    install(app, MemoryBook())  # a fakeredis book has one now (issue 31): below
     try:
         with pytest.raises(AsyncBookError) as caught:
             async_book_of(app)
         assert caught.value.field == "app"
         assert "AsyncRedisBook.from_url" in caught.value.message
+    finally:
+        uninstall(app)
+
+
+def test_async_book_of_a_fakeredis_book_reads_its_fake_server() -> None:
+    app = memory_app("async-book-of")
+    book = fakeredis_book("f")
+    install(app, book)
+    try:
+        book.create(id="job-1", now_ms=book.now_ms(), ttl_ms=60_000, max_attempts=1)
+
+        async def read() -> str | None:
+            async with async_book_of(app) as twin:
+                task = await twin.get("job-1")
+                return None if task is None else task.state.value
+
+        assert asyncio.run(read()) == "queued"
     finally:
         uninstall(app)

@@ -150,3 +150,29 @@ def test_the_redis_layer_holds_no_celery_knowledge(path: Path) -> None:
             elif isinstance(node, ast.Import):
                 imported.update(alias.name.split(".")[0] for alias in node.names)
         assert not imported & {"celery", "kombu"}, path
+
+
+DRIVERS = {"_driver.py", "_engine.py", "_async_engine.py"}
+"""The Redis layer's drivers: the only modules that know NOSCRIPT and the replica WAIT."""
+
+
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.joinpath("redis").rglob("*.py")), ids=lambda p: p.name
+)
+def test_only_the_drivers_know_noscript_and_the_replica_wait(path: Path) -> None:
+    """A plan (or the create sender) yields script calls; a script Redis lost (NOSCRIPT)
+    and the WAIT for replicas behind writes are the drivers' (``_driver``, ``Engine``,
+    ``AsyncEngine``): nothing else in ``redis/`` imports ``NoScriptError``, calls a
+    client's ``wait`` or builds a ``WAIT`` command."""
+    if path.name in DRIVERS:
+        return
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            assert "NoScriptError" not in {alias.name for alias in node.names}, path
+        elif isinstance(node, ast.Attribute):
+            assert node.attr != "NoScriptError", path
+        elif isinstance(node, ast.Call):
+            func = node.func
+            assert not (isinstance(func, ast.Attribute) and func.attr == "wait"), path
+            words = [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
+            assert not (words and str(words[0]).lower() == "wait"), path

@@ -11,18 +11,30 @@ hold for code that is never imported by a test.
   module and not in this one (a class's own ``self._x`` is its business).
 - No module is over ``MAX_LINES`` lines, but for the two that the one namespace core of
   issue 31 replaces (``OVER_UNTIL_REPLACED``); once they are gone, the list goes too.
+- No ``__new__`` chooses the class: it builds an instance of ``cls``, the class it was
+  called on, never of another one. A choice between classes is configuration, made where
+  it is configured (issue 31).
+- No ``type: ignore`` of mypy's ``override`` error: a subclass whose method cannot take its
+  base's place is not a subclass (issue 31).
+- ``asyncbook/redis/`` stays at most ``REDIS_MAX_LINES`` lines.
+- No module outside ``asyncbook/redis/`` asks whether a book is of a book class
+  (``isinstance(book, RedisBook)``...): what a book can do is asked of the book, through the
+  ``AsyncBook`` protocol's capabilities (``async_twin()``...) or a small protocol of the
+  caller's (issue 31).
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "asyncbook"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "asyncbook"
 MAX_LINES = 500
 OVER_UNTIL_REPLACED: frozenset[str] = frozenset()
 """Modules allowed over ``MAX_LINES``, each saying why (``Long because``): none since
@@ -193,3 +205,183 @@ def test_module_is_small(name: str) -> None:
 def test_a_module_allowed_over_the_limit_still_is(name: str) -> None:
     assert name in MODULES, f"{name} is gone: take it off the list"
     assert _lines(name) > MAX_LINES, f"{name} is small now: take it off the list"
+
+
+def _classes_defined() -> set[str]:
+    return {
+        node.name
+        for path in MODULES.values()
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+def _class_switches(new: ast.FunctionDef, classes: set[str]) -> list[str]:
+    """How a ``__new__`` makes something other than an instance of ``cls`` (its first
+    parameter): rebinding ``cls``, calling some ``__new__`` on another class, or
+    constructing an asyncbook class."""
+    params = new.args.posonlyargs + new.args.args
+    own = params[0].arg if params else "cls"
+    found: list[str] = []
+    for node in ast.walk(new):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign | ast.NamedExpr):
+            targets = [node.target]
+        rebound = [t for t in targets if isinstance(t, ast.Name) and t.id == own]
+        found.extend(f"line {t.lineno}: rebinds {own}" for t in rebound)
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "__new__":
+            first = node.args[0] if node.args else None
+            if not (isinstance(first, ast.Name) and first.id == own):
+                found.append(f"line {node.lineno}: __new__ of another class than {own}")
+        elif isinstance(func, ast.Name) and func.id in classes:
+            found.append(f"line {node.lineno}: constructs {func.id}")
+    return found
+
+
+def _news(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__new__":
+                    yield node.name, item
+
+
+def test_no_class_is_chosen_in_new() -> None:
+    classes = _classes_defined()
+    found = [
+        f"{name}: {klass}.__new__ {switch}"
+        for name, path in MODULES.items()
+        for klass, new in _news(_tree(path))
+        for switch in _class_switches(new, classes)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "switches"),
+    [
+        (
+            "class B:\n"
+            "    def __new__(cls, *args, **kwargs):\n"
+            "        if kwargs.get('url', '').startswith('sentinel'):\n"
+            "            cls = S\n"
+            "        return super().__new__(cls)\n"
+            "class S(B): ...\n",
+            ["line 4: rebinds cls"],
+        ),
+        (
+            "class B:\n"
+            "    def __new__(cls, shards=1):\n"
+            "        return S() if shards > 1 else super().__new__(cls)\n"
+            "class S(B): ...\n",
+            ["line 3: constructs S"],
+        ),
+        (
+            "class B:\n    def __new__(cls):\n        return object.__new__(S)\nclass S(B): ...\n",
+            ["line 3: __new__ of another class than cls"],
+        ),
+        ("class B:\n    def __new__(cls, *a):\n        return super().__new__(cls)\n", []),
+    ],
+)
+def test_the_new_check_sees_a_switch(source: str, switches: list[str]) -> None:
+    """The check finds the ways a ``__new__`` picks a class (the first is the result
+    backend's old switch to its Sentinel subclass)."""
+    tree = ast.parse(source)
+    classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    assert [s for _, new in _news(tree) for s in _class_switches(new, classes)] == switches
+
+
+_IGNORE_OVERRIDE = re.compile(r"type:\s*ignore\[[^\]]*\boverride\b")
+
+
+def test_no_type_ignore_override() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for top in (PACKAGE, ROOT / "tests")
+        for path in sorted(top.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _IGNORE_OVERRIDE.search(line)
+    ]
+    assert found == []
+    code = "override"  # spelt apart: this file holds no such comment either
+    assert _IGNORE_OVERRIDE.search(f"def f(self): ...  # type: ignore[misc, {code}]")
+
+
+REDIS_MAX_LINES = 9_081 - 1_500
+"""Issue 31's acceptance: ``asyncbook/redis/`` at least 1,500 lines smaller than its 9,081
+at b52dce1 (the Python files under it, counted as ``wc -l`` counts them), every feature
+kept."""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 31: redis/ is not yet 1,500 lines smaller than at b52dce1 (the facades "
+    "become one method table)",
+)
+def test_the_redis_layer_is_1500_lines_smaller() -> None:
+    lines = sum(path.read_bytes().count(b"\n") for path in PACKAGE.joinpath("redis").rglob("*.py"))
+    assert lines <= REDIS_MAX_LINES, f"asyncbook/redis/ has {lines} lines"
+
+
+BOOK_CLASSES = frozenset(
+    {
+        "RedisBook",
+        "AsyncRedisBook",
+        "MemoryBook",
+        "ShardedRedisBook",
+        "AsyncShardedRedisBook",
+        "BookBase",
+    }
+)
+"""The book classes: only ``asyncbook/redis/`` may test a value against one."""
+
+
+def _book_class_checks(tree: ast.AST) -> list[str]:
+    """``isinstance``/``issubclass`` calls whose class (a name, ``module.name``, a tuple
+    or a ``A | B`` union of them) names a book class."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"isinstance", "issubclass"}
+            and len(node.args) == 2
+        ):
+            continue
+        named = {
+            part.id if isinstance(part, ast.Name) else part.attr
+            for part in ast.walk(node.args[1])
+            if isinstance(part, ast.Name | ast.Attribute)
+        }
+        for name in sorted(named & BOOK_CLASSES):
+            found.append(f"line {node.lineno}: {node.func.id}(..., {name})")
+    return found
+
+
+def test_the_book_class_check_finds_every_spelling() -> None:
+    source = (
+        "isinstance(a, RedisBook)\n"
+        "isinstance(b, redis.AsyncRedisBook | SyncReader)\n"
+        "isinstance(c, (MemoryBook, int))\n"
+        "issubclass(d, BookBase)\n"
+        "isinstance(e, ConsoleBook)\n"
+    )
+    assert _book_class_checks(ast.parse(source)) == [
+        "line 1: isinstance(..., RedisBook)",
+        "line 2: isinstance(..., AsyncRedisBook)",
+        "line 3: isinstance(..., MemoryBook)",
+        "line 4: issubclass(..., BookBase)",
+    ]
+
+
+OUTSIDE_REDIS = sorted(name for name in MODULES if not name.startswith("asyncbook.redis"))
+
+
+@pytest.mark.parametrize("name", OUTSIDE_REDIS)
+def test_no_isinstance_of_a_book_class_outside_redis(name: str) -> None:
+    assert _book_class_checks(_tree(MODULES[name])) == []

@@ -67,3 +67,28 @@ def test_the_quickstarts_worker_consumes_asyncbooks_queue() -> None:
     [worker] = [line for line in sh_lines(page("quickstart.md")) if "celery -A proj worker" in line]
     queues = worker.split(" -Q ", 1)[1].split()[0].split(",")
     assert "asyncbook" in queues
+
+
+def named_modules(text: str) -> list[str]:
+    """Every Python module a page names: a path (``asyncbook/redis/_book.py``,
+    ``redis/_book.py``, ``tests/docs/test_readme.py``) or a bare name (``_merged.py``,
+    ``test_readme.py``), in code spans and code blocks alike."""
+    return sorted(set(re.findall(r"(?<![\w/.-])((?:[\w-]+/)*\w+\.py)\b", text)))
+
+
+def module_exists(name: str) -> bool:
+    """``name`` is a file of the checkout: a path from the root (``asyncbook/``,
+    ``tests/``) or from the package (``redis/_x.py``), or a bare name found in the
+    package (``_x.py``) or, for a test module, under ``tests/``."""
+    if "/" in name:
+        return any((base / name).is_file() for base in (ROOT, ROOT / "asyncbook"))
+    where = ROOT / ("tests" if name.startswith("test_") else "asyncbook")
+    return any(where.rglob(name))
+
+
+def test_every_module_the_architecture_page_names_exists() -> None:
+    """docs/architecture.md is a map: each module it names is where it says."""
+    named = named_modules(page("architecture.md"))
+    assert "asyncbook/_machine.py" in named
+    assert "_merged.py" in named
+    assert [name for name in named if not module_exists(name)] == []

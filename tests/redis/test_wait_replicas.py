@@ -114,7 +114,10 @@ def test_no_replica_in_time_raises(pair: Pair) -> None:
         with pytest.raises(NotReplicatedError):
             book.apply_many([("a", progress(50, 2), None)])
         with pytest.raises(NotReplicatedError):
-            claim_resends(book.engine, ["r"])  # the console's resend (resend.lua, pipelined)
+            # the console's resend (resend.lua, pipelined): "r" kept no message, so the
+            # one write is the refusal's audit entry (a resend that writes nothing sends
+            # no WAIT since resends became a plan)
+            claim_resends(book.engine, ["r"], actor="ops")
         with pytest.raises(NotReplicatedError):
             book.create_many([CreateSpec("c", 0, 60_000, 1)])
     finally:

@@ -12,8 +12,8 @@ foreign idempotency keys, the audit, and the reads. Every time is given (``now_m
 
 The asyncio facade runs each step's coroutine on the sequence's event loop. A method
 ``AsyncRedisBook`` lacks runs through a ``RedisBook`` of the same namespace instead:
-``ASYNC_FALLBACKS`` names them (a test expects it empty, as a strict xfail, until the
-asyncio facade offers the full surface) and ``FALLEN_BACK`` records those a run used.
+``ASYNC_FALLBACKS`` names them (a test expects it empty: the asyncio facade offers the
+whole surface) and ``FALLEN_BACK`` records those a run used.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -23,9 +23,12 @@ from asyncbook.web import _groups as groups_module
 from asyncbook.web._groups import GroupHub
 from asyncbook.web._hub import Batch
 from asyncbook.web._paths import group_path, split_group_path
+from asyncbook.web._reader import InPlaceReader
 
 from ..support.servers import free_port
 from ..support.web_server import Running, assert_error, get_raw, running_server, sse_events
+
+T = TypeVar("T")
 
 pytestmark = pytest.mark.redis
 
@@ -431,15 +434,18 @@ def test_a_burst_of_changes_costs_one_round_while_one_is_in_flight() -> None:
         in_flight = 0
         most = 0
 
-        async def run_sync(fn: Callable[..., Any], *args: Any) -> Any:
-            nonlocal in_flight, most
-            in_flight += 1
-            most = max(most, in_flight)
-            await gate.wait()
-            in_flight -= 1
-            return fn(*args)
+        class Gated(InPlaceReader):
+            """Each call of the book waits at the gate."""
 
-        hub = GroupHub(book, run_sync)
+            async def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+                nonlocal in_flight, most
+                in_flight += 1
+                most = max(most, in_flight)
+                await gate.wait()
+                in_flight -= 1
+                return fn(*args, **kwargs)
+
+        hub = GroupHub(Gated(book))
         watcher = hub.watch("g")
         while not in_flight:  # its first round waits at the gate
             await asyncio.sleep(0)

@@ -1,20 +1,21 @@
 """The families ``/metrics`` writes from a RedisBook's gauges (one round trip): the
 notification streams' entries, each consumer group's backlog and pending entries, and
 when each worker seen within the hour was last seen; on real Redis, on fakeredis through
-threads, and absent over a MemoryBook."""
+its asyncio twin, and absent over a MemoryBook."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from typing import Any
 
 import httpx
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from asyncbook import FailEvent, MemoryBook, RedisBook, StartEvent, SucceedEvent
+from asyncbook import AsyncBook, FailEvent, MemoryBook, RedisBook, StartEvent, SucceedEvent
 from asyncbook._gauges import (
     GAUGE_WORKERS_LIMIT,
     GAUGE_WORKERS_WITHIN_MS,
@@ -25,7 +26,7 @@ from asyncbook.errors import AsyncBookError
 from asyncbook.redis._gauges import gauges
 from asyncbook.redis._plan import Pipeline
 from asyncbook.web import BackgroundServer
-from asyncbook.web._reader import BookThreads, SyncReader, reader_for
+from asyncbook.web._reader import close_reader, reader_for
 
 from ..support.books import delete_namespace, fakeredis_book
 from ..support.web_server import WEB_REDIS_URL, Running
@@ -96,14 +97,29 @@ def test_the_workers_listed_are_bounded(server: Running, client: httpx.Client) -
     assert 'worker="celery@w0000"' in listed[0]  # the most recently seen first
 
 
-def test_a_sync_redis_book_reads_the_same_gauges_through_threads(server: Running) -> None:
+def awaited_gauges(book: AsyncBook, now_ms: int, within_ms: int | None = None) -> Any:
+    """The gauges the server reads of ``book`` (through ``reader_for``), then closed."""
+
+    async def read() -> Any:
+        reader = reader_for(book)
+        try:
+            if within_ms is None:
+                return await reader.gauges(now_ms)
+            return await reader.gauges(now_ms, within_ms=within_ms)
+        finally:
+            await close_reader(reader, book)
+
+    return asyncio.run(read())
+
+
+def test_a_sync_redis_book_reads_the_same_gauges_through_its_twin(server: Running) -> None:
     book = server.book
     now = book.now_ms()
     run_task(book, "a", "celery@w1", now - 1_000)
     book.consume_notifications("mailer", "c1", count=10)
 
     async def both() -> tuple[BookGauges | None, BookGauges | None]:
-        threaded = await SyncReader(book, BookThreads()).gauges(now)
+        threaded = book.gauges(now)  # the sync book's own answer
         twin = reader_for(book)
         try:
             return threaded, await twin.gauges(now)
@@ -123,7 +139,7 @@ def test_fakeredis_answers_the_gauges_too() -> None:
     book = fakeredis_book(f"gauges-{uuid.uuid4().hex[:8]}")
     now = int(time.time() * 1000)
     run_task(book, "a", "w", now)
-    gauges = asyncio.run(SyncReader(book, BookThreads()).gauges(now + 10))
+    gauges = awaited_gauges(book, now + 10)
     assert gauges is not None
     assert (gauges.stream_lengths, gauges.groups) == ({"tasks": 1, "groups": 0}, ())
     assert gauges.workers_seen == (("w", float(now + 1)),)
@@ -143,7 +159,7 @@ def test_a_memory_book_has_no_stream_or_worker_families() -> None:
         text = http.get("/metrics").text
     assert "asyncbook_outbox" not in text
     assert "asyncbook_worker_last_seen" not in text
-    assert asyncio.run(SyncReader(book, BookThreads()).gauges(0)) is None
+    assert awaited_gauges(book, 0) is None
 
 
 def test_a_bad_window_is_refused() -> None:
@@ -152,7 +168,7 @@ def test_a_bad_window_is_refused() -> None:
     book = RedisBook(client, namespace=namespace)
     try:
         with pytest.raises(AsyncBookError, match="within_ms"):
-            asyncio.run(SyncReader(book, BookThreads()).gauges(0, within_ms=0))
+            awaited_gauges(book, 0, within_ms=0)
     finally:
         delete_namespace(client, namespace)
         client.close()

@@ -1,5 +1,6 @@
 """The status server reads its book awaited: a RedisBook through an AsyncRedisBook twin
-of its client (no threads), an AsyncRedisBook as given, a MemoryBook in place."""
+of its client (no threads; on fakeredis too), an AsyncRedisBook as given, a MemoryBook in
+place."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import redis
 
 from asyncbook import AsyncRedisBook, MemoryBook, RedisBook
 from asyncbook.web import BackgroundServer, LocalChangeFeed, create_app
-from asyncbook.web._reader import SyncReader, reader_for
+from asyncbook.web._reader import InPlaceReader, reader_for
 
 from ..support.books import delete_namespace
 from ..support.web_server import WEB_REDIS_URL
@@ -41,11 +42,27 @@ def test_a_redis_book_is_read_through_an_async_twin_of_its_client() -> None:
 
 def test_books_without_an_async_twin_are_read_through_their_sync_calls() -> None:
     memory = reader_for(MemoryBook())
-    assert isinstance(memory, SyncReader)
-    fake = RedisBook(fakeredis.FakeRedis(), namespace="fake")
-    assert isinstance(reader_for(fake), SyncReader)
+    assert isinstance(memory, InPlaceReader)
+    assert reader_for(memory) is memory
     given = AsyncRedisBook.from_url(WEB_REDIS_URL)
     assert reader_for(given) is given
+
+
+def test_a_fakeredis_book_is_read_through_a_twin_on_its_fake_server() -> None:
+    """Every Redis book has a twin now (issue 31): fakeredis's reads what the book wrote."""
+    fake = RedisBook(fakeredis.FakeRedis(), namespace="fake")
+    fake.create(id="f", now_ms=NOW, ttl_ms=10_000_000, max_attempts=1)
+    reader = reader_for(fake)
+    assert isinstance(reader, AsyncRedisBook)
+    assert isinstance(reader.client, fakeredis.FakeAsyncRedis)
+
+    async def read() -> Any:
+        try:
+            return await reader.get("f")
+        finally:
+            await reader.aclose()
+
+    assert asyncio.run(read()) == fake.get("f")
 
 
 def test_the_server_reads_a_redis_book_without_threads() -> None:

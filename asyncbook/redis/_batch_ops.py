@@ -1,0 +1,250 @@
+"""A book's calls on many tasks at once, written once as namespace plans (``_merged``):
+each shard's part in one round trip (a pipeline or a MULTI/EXEC, ``_batches``), the
+shards at once; callback ids of another shard claimed first (``_task_ops``), and the
+groups of the members that ended checked after (``_groups``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .._book import ApplyItem, CreateSpec, EventInput
+from .._checks import require_non_negative, require_string
+from .._models import GROUP_END_STATES, AsyncTask, CallbackResult
+from ..errors import AsyncBookError
+from . import _batches as batches
+from . import _claims as claims
+from . import _expiries as expiries
+from . import _groups as groups
+from . import _operations as operations
+from . import _task_ops as tasks
+from ._args import utf8
+from ._merged import FIX_COUNT, MergedPlan, OnShards, on
+from ._namespace import Namespace
+from ._plan import Plan, ScriptCall, server_time
+from ._script_args import TaskIdsArgs
+from ._scripts import BookScript, ScriptedEvents
+from ._task_ops import Outcome
+
+__all__ = [
+    "apply_in_script",
+    "apply_many",
+    "apply_many_then",
+    "create_many",
+    "end_stalled",
+    "expire_many",
+    "heartbeat",
+]
+
+
+def create_many(
+    ns: Namespace, specs: Iterable[CreateSpec]
+) -> MergedPlan[list[AsyncTask | AsyncBookError]]:
+    """``create`` for each spec, in one pipelined round trip (each atomic on its own);
+    a spec the book refuses answers its error in its place."""
+    if ns.count > 1:
+        yield FIX_COUNT
+    given = list(specs)
+    parts = ns.by_shard([spec.id for spec in given])
+    return (
+        yield from _spread(
+            ns,
+            parts,
+            lambda shard, ats: batches.create_many(shard, [given[at] for at in ats]),
+            len(given),
+        )
+    )
+
+
+def _spread(
+    ns: Namespace,
+    parts: dict[int, list[int]],
+    make: Callable[[Any, list[int]], Plan[list[Any]]],
+    size: int,
+) -> MergedPlan[list[Any]]:
+    """``make(shard, positions)`` on each shard holding any (at once), its answers put
+    back at their positions."""
+    out: list[Any] = [None] * size
+    if not parts:
+        return out
+    indexes = tuple(parts)
+    answers = yield OnShards(tuple(make(ns.shards[i], parts[i]) for i in indexes), indexes, True)
+    for index, results in zip(indexes, answers, strict=True):
+        for at, result in zip(parts[index], results, strict=True):
+            out[at] = result
+    return out
+
+
+def apply_many(
+    ns: Namespace, items: Iterable[ApplyItem], *, full_task: bool = True
+) -> MergedPlan[list[CallbackResult | AsyncBookError]]:
+    """Apply many events in one pipelined round trip, each atomic on its own.
+
+    With ``full_task=False`` each result's task comes without its history (cheaper,
+    for callers that only need the reasons, such as the sweep).
+    """
+    if ns.count > 1:
+        yield FIX_COUNT
+    given: list[ApplyItem] = list(items)
+    out: list[Outcome | None] = [None] * len(given)
+    parts: dict[int, list[int]] = {}
+    claimed: dict[int, claims.Claim] = {}
+    for at, (task_id, event, callback) in enumerate(given):
+        index = ns.index_of(task_id)
+        if ns.crosses(task_id, callback):
+            assert callback is not None
+            found = yield from tasks.claim(ns, task_id, callback)
+            if found == claims.Claim.TAKEN:
+                plan = operations.apply(
+                    ns.shards[index], task_id, event, callback, full_task=full_task, taken=True
+                )
+                try:
+                    out[at] = yield from on(index, plan)
+                except AsyncBookError as error:
+                    out[at] = error
+                continue
+            claimed[at] = found
+        parts.setdefault(index, []).append(at)
+
+    def batch(shard: Any, ats: list[int]) -> Plan[list[Outcome]]:
+        results, _reply = yield from batches.apply_many_then(
+            shard, [given[at] for at in ats], full_task, None
+        )
+        return results
+
+    spread = yield from _spread(ns, parts, batch, len(given))
+    for index, ats in parts.items():
+        results = [spread[at] for at in ats]
+        ids, events = [given[at][0] for at in ats], [given[at][1] for at in ats]
+        yield from groups.after_ends(ns, index, results, ids, events)
+        for at, result in zip(ats, results, strict=True):
+            out[at] = result
+            if (
+                isinstance(result, AsyncBookError)
+                and claimed.get(at) == claims.Claim.NEW
+                and result.code in tasks.RELEASED_ON
+            ):
+                task_id, _event, callback = given[at]
+                assert callback is not None
+                yield from tasks.release(ns, task_id, callback)
+    return [result for result in out if result is not None]
+
+
+def apply_many_then(
+    ns: Namespace,
+    items: Iterable[ApplyItem],
+    extra: tuple[BookScript, Sequence[str], Sequence[Any]],
+    full_task: bool,
+) -> MergedPlan[tuple[list[Outcome], Any]]:
+    """``apply_many`` and one more script in one MULTI/EXEC: every item's task must live
+    in one shard (one transaction cannot span shards), else ``invalid-request`` naming
+    ``items``; the script's keys must be in that shard's slot."""
+    if ns.count > 1:
+        yield FIX_COUNT
+    given = list(items)
+    indexes = {ns.index_of(item[0]) for item in given}
+    if len(indexes) > 1:
+        from ..errors import invalid
+
+        raise invalid(
+            "the items' tasks live in several shards: one transaction cannot span them",
+            field="items",
+        )
+    index = indexes.pop() if indexes else 0
+    script, keys, args = extra
+    call = ScriptCall(script.name, keys, args, script=script)
+    plan = batches.apply_many_then(ns.shards[index], list(given), full_task, call)
+    results, reply = yield from on(index, plan)
+    yield from groups.after_ends(ns, index, results, [item[0] for item in given])
+    return results, reply
+
+
+def apply_in_script(
+    ns: Namespace,
+    task_id: str,
+    items: Sequence[tuple[EventInput | None, str | None]],
+    call: tuple[BookScript, str, Sequence[str]],
+    name: str | None,
+    group_id: str | None,
+) -> MergedPlan[ScriptedEvents]:
+    """Events of one task inside the caller's script, in the task's shard; then the
+    group check when it ended a member (callback ids are the shard's markers)."""
+    if ns.count > 1:
+        yield FIX_COUNT
+    index = ns.index_of(task_id)
+    shard = ns.shards[index]
+    answer = yield from on(
+        index, batches.apply_in_script(shard, task_id, items, call, name, group_id)
+    )
+    ended = any(not isinstance(each, AsyncBookError) and each.changed for each in answer.outcomes)
+    if ns.count > 1 and ended and answer.state in GROUP_END_STATES:
+        group = groups.group_of(shard, task_id)
+        if group is not None:
+            yield from groups.check(ns, group, None)
+    return answer
+
+
+def expire_many(
+    ns: Namespace, task_ids: Iterable[Any], full_task: bool
+) -> MergedPlan[list[Outcome]]:
+    """Each shard's expiries (``CHUNK`` per script call), the shards at once."""
+    if ns.count > 1:
+        yield FIX_COUNT
+    ids = list(task_ids)
+    parts = ns.by_shard(ids)
+    out = yield from _spread(
+        ns,
+        parts,
+        lambda shard, ats: expiries.expire_many(shard, [ids[at] for at in ats], full_task),
+        len(ids),
+    )
+    for index, ats in parts.items():
+        yield from groups.after_ends(ns, index, [out[at] for at in ats], [ids[at] for at in ats])
+    return out
+
+
+def end_stalled(
+    ns: Namespace, now_ms: int | float | None = None, limit: int = 1000
+) -> MergedPlan[list[CallbackResult | AsyncBookError]]:
+    """Fail every running task whose heartbeat is overdue (by the server's clock).
+
+    The script checks again, atomically, that the task is still overdue, so a
+    heartbeat that arrives meanwhile wins; each fail carries a callback id naming the
+    stall, so two sweeps fail a task once.
+    """
+    now: int | float
+    if now_ms is None:
+        now = yield from on(0, server_time(), writes=False)
+    else:
+        now = require_non_negative(now_ms, "nowMs")
+    indexes = tuple(range(ns.count))
+    found = yield OnShards(
+        tuple(batches.end_stalled(shard, now, limit) for shard in ns.shards), indexes, True
+    )
+    out: list[Outcome] = []
+    for index, results in zip(indexes, found, strict=True):
+        ids = ["" if isinstance(r, AsyncBookError) else r.task.id for r in results]
+        yield from groups.after_ends(ns, index, results, ids)
+        out += results
+    return out
+
+
+def heartbeat(ns: Namespace, task_ids: Iterable[str]) -> MergedPlan[int]:
+    """Say that these tasks' running attempts are alive: one round trip for them all."""
+    ids = list(task_ids)
+    parts = ns.by_shard(ids)
+    indexes = tuple(parts)
+    plans = tuple(_heartbeat(ns.shards[i], [ids[at] for at in parts[i]]) for i in indexes)
+    if not plans:
+        return 0
+    return sum((yield OnShards(plans, indexes, True)))
+
+
+def _heartbeat(shard: Any, task_ids: list[Any]) -> Plan[int]:
+    ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
+    if not ids:
+        return 0
+    k = shard.keys
+    keys = [k.stalls, k.workers, *(k.task(task_id) for task_id in ids)]
+    return int((yield ScriptCall("heartbeat", keys, TaskIdsArgs(tuple(ids)).argv())))

@@ -1,0 +1,365 @@
+"""The book's surface, written once: every call of ``RedisBook`` and ``AsyncRedisBook``
+as a function of the namespace returning its namespace plan (``_merged``), with its
+public signature and docstring. The facades are this table run by a driver (``sync``:
+``_book_driver``, ``awaited``: ``_async_book_driver``); ``SURFACE`` names the calls both
+offer, and a test holds each facade to it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack
+
+from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput
+from .._console import SearchPage, TaskQuery
+from .._models import (
+    AsyncTask,
+    AsyncTransition,
+    CallbackResult,
+    GroupNotification,
+    Notification,
+)
+from ..errors import AsyncBookError
+from . import _batch_ops as batch_ops
+from . import _operations as operations
+from . import _outbox as outbox
+from . import _reads as reads
+from . import _task_ops as tasks
+from ._batch_ops import (
+    apply_many,
+    create_many,
+    end_stalled,
+    heartbeat,
+)
+from ._groups import (
+    group,
+    group_members,
+)
+from ._merged import MergedPlan, on
+from ._namespace import Namespace
+from ._plan import BookScript
+from ._reads import (
+    audit,
+    count_by_state,
+    gauges,
+    info,
+    last_cursor,
+    list_tasks,
+    name_totals,
+    now_ms,
+    overdue,
+    overdue_count,
+    stats,
+    task_names,
+    transition_counts,
+    workers,
+)
+from ._scripts import ScriptedEvents
+from ._task_ops import (
+    apply,
+    cancel,
+    deliver_result,
+    record_audit,
+    resume,
+    seal_group,
+)
+
+if TYPE_CHECKING:
+    from ._base import BookBase
+
+__all__ = [
+    "SURFACE",
+    "awaited",
+    "sync",
+    "ack",
+    "ack_group_notifications",
+    "apply",
+    "apply_in_script",
+    "apply_many",
+    "apply_many_then",
+    "audit",
+    "cancel",
+    "claim_sweep",
+    "consume_group_notifications",
+    "consume_notifications",
+    "count_by_state",
+    "create",
+    "create_many",
+    "deliver_result",
+    "drain_group_notifications",
+    "drain_notifications",
+    "end_stalled",
+    "expire",
+    "expire_many",
+    "gauges",
+    "get",
+    "group",
+    "group_members",
+    "heartbeat",
+    "info",
+    "last_cursor",
+    "last_sweep_ms",
+    "list_tasks",
+    "name_totals",
+    "now_ms",
+    "overdue",
+    "overdue_count",
+    "prune",
+    "record_audit",
+    "record_sweep",
+    "resume",
+    "seal_group",
+    "search",
+    "stats",
+    "task_names",
+    "transition_counts",
+    "workers",
+]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def sync(
+    plan: Callable[Concatenate[Namespace, _P], MergedPlan[_T]],
+) -> Callable[Concatenate[BookBase, _P], _T]:
+    """A ``RedisBook`` method: ``plan`` of the book's namespace, run by its driver."""
+
+    @functools.wraps(plan)
+    def method(book: BookBase, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        answer: _T = book.driver.run(plan(book.ns, *args, **kwargs))
+        return answer
+
+    return method
+
+
+def awaited(
+    plan: Callable[Concatenate[Namespace, _P], MergedPlan[_T]],
+) -> Callable[Concatenate[BookBase, _P], Awaitable[_T]]:
+    """An ``AsyncRedisBook`` method: ``plan`` of the book's namespace, awaited on its
+    driver."""
+
+    @functools.wraps(plan)
+    async def method(book: BookBase, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        answer: _T = await book.driver.run(plan(book.ns, *args, **kwargs))
+        return answer
+
+    return method
+
+
+def create(ns: Namespace, **options: Unpack[CreateOptions]) -> MergedPlan[AsyncTask]:
+    """Store a new queued task; an existing id is ``conflict`` unless ``exist_ok``.
+
+    With ``heartbeat_timeout_ms`` a running attempt silent for that long is ended by
+    ``end_stalled`` (retryable when ``retry_on_stall``). With ``group_id`` the task is
+    a member of that group (``group``, ``seal_group``). ``info`` is kept for the
+    console (``info``, ``search``, ``stats``); the task itself does not show it.
+    """
+    return tasks.create(ns, CreateSpec(**options))
+
+
+def get(ns: Namespace, id: str) -> MergedPlan[AsyncTask | None]:
+    """The stored task with its history, or None."""
+    return reads.get(ns, id)
+
+
+def expire(ns: Namespace, task_id: str) -> MergedPlan[AsyncTransition]:
+    """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
+    return (yield from tasks.expire(ns, task_id)).transition()
+
+
+def apply_many_then(
+    ns: Namespace,
+    items: Iterable[ApplyItem],
+    script: BookScript,
+    keys: Sequence[str],
+    args: Sequence[Any],
+    *,
+    full_task: bool = True,
+) -> MergedPlan[tuple[list[CallbackResult | AsyncBookError], Any]]:
+    """``apply_many`` and then one more script, all in one MULTI/EXEC: one round trip,
+    nothing runs between them, and the script sees what the events changed.
+
+    After Redis lost the scripts (SCRIPT FLUSH, a restart) the call is sent again
+    with them: give the items callback ids, and make the script safe to run twice.
+
+    ``script`` (a ``BookScript``, for instance from ``extra_script``) must touch only
+    keys on the book's Redis (on a Cluster: in the book's slot). Returns the events'
+    results and the script's reply; an error the script raised is raised.
+    """
+    plan = batch_ops.apply_many_then(ns, items, (script, keys, args), full_task)
+    results, reply = yield from plan
+    if isinstance(reply, Exception):
+        raise reply
+    return results, reply
+
+
+def apply_in_script(
+    ns: Namespace,
+    task_id: str,
+    items: Sequence[tuple[EventInput | None, str | None]],
+    script: BookScript,
+    key: str,
+    args: Sequence[str],
+    *,
+    name: str | None = None,
+    group_id: str | None = None,
+) -> MergedPlan[ScriptedEvents]:
+    """Events of one task and the caller's own Lua around them, in one script call.
+
+    ``script`` (from ``events_script``) gets KEYS: the task's hash, its history,
+    ``key``, apply.lua's KEYS 4..14, then one callback marker per event; ARGV:
+    ``args``, the number of events, then apply.lua's ARGV per event (ApplyArgs). It
+    applies them with ``apply_events(KEYS, ARGV, len(args) + 1)`` (_apply.lua) and
+    answers ``{'!unknown'}`` (raised as ``UnknownTaskError``) or
+    ``{status, state, answers}``, ``answers`` being what ``apply_events`` returned.
+    An event None expires the task at its deadline (as ``expire``).
+
+    ``key`` must be on the book's Redis; on a Cluster, in the book's slot. ``name``
+    and ``group_id``, the task's name and group where the caller knows them (a
+    worker does), save a round trip when this book has not seen the task before.
+    """
+    return batch_ops.apply_in_script(ns, task_id, items, (script, key, args), name, group_id)
+
+
+def expire_many(
+    ns: Namespace, task_ids: Iterable[str], *, full_task: bool = True
+) -> MergedPlan[list[AsyncTransition | AsyncBookError]]:
+    """Expire many tasks at their deadlines: one script call per thousand (each
+    expiry is ``expire``'s, atomic on its own)."""
+    results = yield from batch_ops.expire_many(ns, task_ids, full_task)
+    return [r if isinstance(r, AsyncBookError) else r.transition() for r in results]
+
+
+def drain_notifications(ns: Namespace) -> MergedPlan[list[Notification]]:
+    """Every pending notification, sorted by task id then time; empties the outbox."""
+    return reads.drain(ns, groups=False)
+
+
+def consume_notifications(
+    ns: Namespace,
+    group: str,
+    consumer: str,
+    count: int = 100,
+    block_ms: int | None = None,
+    min_idle_ms: int = 60_000,
+) -> MergedPlan[list[tuple[str, Notification]]]:
+    """Read notifications at least once: acknowledge each with ``ack`` when handled.
+
+    Entries another consumer read but never acknowledged for ``min_idle_ms`` are
+    claimed first; then new entries. The group is created on first use.
+    """
+    return reads.consume(ns, False, group, consumer, outbox.Reading(count, block_ms, min_idle_ms))
+
+
+def ack(ns: Namespace, group: str, *entry_ids: str) -> MergedPlan[int]:
+    """Acknowledge handled notifications; returns how many were pending."""
+    return reads.ack(ns, False, group, entry_ids)
+
+
+def drain_group_notifications(ns: Namespace) -> MergedPlan[list[GroupNotification]]:
+    """Every pending group notification, in order; empties their stream."""
+    return reads.drain(ns, groups=True)
+
+
+def consume_group_notifications(
+    ns: Namespace,
+    group: str,
+    consumer: str,
+    count: int = 100,
+    block_ms: int | None = None,
+    min_idle_ms: int = 60_000,
+) -> MergedPlan[list[tuple[str, GroupNotification]]]:
+    """Group notifications, at least once: acknowledge with ``ack_group_notifications``."""
+    return reads.consume(ns, True, group, consumer, outbox.Reading(count, block_ms, min_idle_ms))
+
+
+def ack_group_notifications(ns: Namespace, group: str, *entry_ids: str) -> MergedPlan[int]:
+    """Acknowledge handled group notifications; returns how many were pending."""
+    return reads.ack(ns, True, group, entry_ids)
+
+
+def record_sweep(ns: Namespace, at_ms: int | float) -> MergedPlan[None]:
+    """Note that a sweep ran at ``at_ms`` (kept without expiry: one small key)."""
+    return on(0, operations.record_sweep(ns.first, at_ms))
+
+
+def last_sweep_ms(ns: Namespace) -> MergedPlan[int | None]:
+    """When a sweep last ran, or None if none ever did."""
+    return on(0, operations.last_sweep_ms(ns.first), writes=False)
+
+
+def claim_sweep(ns: Namespace, owner: str, lease_ms: int) -> MergedPlan[bool]:
+    """Take the namespace's sweep lease for ``lease_ms`` if nobody holds it, or renew it
+    if ``owner`` does (``SET NX PX GET``): True if ``owner`` may sweep now. A holder
+    that stops renewing (it died) is replaced once its lease lapses."""
+    return on(0, operations.claim_sweep(ns.first, owner, lease_ms))
+
+
+def search(
+    ns: Namespace, query: TaskQuery | None = None, /, **filters: Any
+) -> MergedPlan[SearchPage]:
+    """One page of tasks matching a ``TaskQuery`` (or its fields as keywords: name,
+    state, worker, q, since_ms, until_ms, sort, limit, after), with totals per state."""
+    return reads.search(ns, TaskQuery(**filters) if query is None else query)
+
+
+def prune(ns: Namespace, limit: int = 1000) -> MergedPlan[int]:
+    """Drop index entries of ended tasks whose records expired; returns how many.
+
+    Looks at up to ``limit`` entries per index (each terminal state's, each task
+    name's, each worker's and each sort index), in index order, resuming where the previous call
+    stopped, so regular calls (the sweep makes one per pass) visit every entry in turn.
+    """
+    if ns.retention is None:
+        return 0
+    return (yield from reads.prune(ns, limit))
+
+
+SURFACE = (
+    "create",
+    "create_many",
+    "get",
+    "apply",
+    "cancel",
+    "audit",
+    "record_audit",
+    "expire",
+    "apply_many",
+    "apply_many_then",
+    "apply_in_script",
+    "expire_many",
+    "resume",
+    "deliver_result",
+    "drain_notifications",
+    "consume_notifications",
+    "ack",
+    "drain_group_notifications",
+    "consume_group_notifications",
+    "ack_group_notifications",
+    "overdue",
+    "overdue_count",
+    "record_sweep",
+    "last_sweep_ms",
+    "claim_sweep",
+    "list_tasks",
+    "heartbeat",
+    "end_stalled",
+    "last_cursor",
+    "seal_group",
+    "group",
+    "group_members",
+    "now_ms",
+    "info",
+    "search",
+    "workers",
+    "stats",
+    "task_names",
+    "name_totals",
+    "gauges",
+    "count_by_state",
+    "transition_counts",
+    "prune",
+)
+"""The calls both facades offer, each this module's function of the same name."""
