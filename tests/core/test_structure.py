@@ -9,8 +9,7 @@ hold for code that is never imported by a test.
 - A private reach-in is a module using a private name (``_x``) that another asyncbook module
   defines: ``from .other import _x``, or ``thing._x`` where ``_x`` is a member defined in another
   module and not in this one (a class's own ``self._x`` is its business).
-- No module is over ``MAX_LINES`` lines, but for the two that the one namespace core of
-  issue 31 replaces (``OVER_UNTIL_REPLACED``); once they are gone, the list goes too.
+- No module is over ``MAX_LINES`` lines.
 - No ``__new__`` chooses the class: it builds an instance of ``cls``, the class it was
   called on, never of another one. A choice between classes is configuration, made where
   it is configured (issue 31).
@@ -36,10 +35,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "asyncbook"
 MAX_LINES = 500
-OVER_UNTIL_REPLACED: frozenset[str] = frozenset()
-"""Modules allowed over ``MAX_LINES``, each saying why (``Long because``): none since
-issue 31's one namespace core replaced the Redis book and its sharded twin. No module
-joins them."""
 
 
 def _module_name(path: Path) -> str:
@@ -194,17 +189,7 @@ def _lines(name: str) -> int:
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_is_small(name: str) -> None:
     lines = _lines(name)
-    if lines <= MAX_LINES:
-        return
-    assert name in OVER_UNTIL_REPLACED, f"{name} has {lines} lines, more than {MAX_LINES}"
-    docstring = ast.get_docstring(_tree(MODULES[name])) or ""
-    assert "Long because" in docstring, f"{name} has {lines} lines and no reason in its docstring"
-
-
-@pytest.mark.parametrize("name", sorted(OVER_UNTIL_REPLACED))
-def test_a_module_allowed_over_the_limit_still_is(name: str) -> None:
-    assert name in MODULES, f"{name} is gone: take it off the list"
-    assert _lines(name) > MAX_LINES, f"{name} is small now: take it off the list"
+    assert lines <= MAX_LINES, f"{name} has {lines} lines, more than {MAX_LINES}"
 
 
 def _classes_defined() -> set[str]:
