@@ -15,7 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._async_engine import AsyncEngine
 from ._connection import RedisUnavailableError
-from ._merged import FixCount, MergedPlan, OnShards, Sleep
+from ._merged import FixCount, MergedPlan, NamespaceCall, OneShard, OnShards, Sleep
 from ._namespace import Namespace
 from ._plan import run_async
 
@@ -33,11 +33,14 @@ class AsyncDriver:
         self.engines = [AsyncEngine(client, shard, ns.wait) for shard in ns.shards]
         """One engine per shard, in shard order."""
 
-    async def run(self, plan: MergedPlan[_T]) -> _T:
+    async def run(self, plan: NamespaceCall[_T]) -> _T:
         """Run ``plan`` (after the namespace's shard count check); an outage raises
         ``RedisUnavailableError``."""
         try:
             await self.ns.count_check.check_async(self.client)
+            if type(plan) is OneShard:
+                return await self.engines[plan.index].run(plan.plan)
+            assert not isinstance(plan, OneShard)
             return await self._drive(plan)
         except (RedisUnavailableError, AuthenticationError):
             raise

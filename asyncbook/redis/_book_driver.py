@@ -24,7 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._connection import RedisUnavailableError, rediscover
 from ._engine import Engine
-from ._merged import FixCount, MergedPlan, OnShards, Sleep
+from ._merged import FixCount, MergedPlan, NamespaceCall, OneShard, OnShards, Sleep
 from ._namespace import Namespace
 from ._plan import run
 from ._together import run_together
@@ -47,11 +47,14 @@ class Driver:
         self._pool_pid = 0
         self._pool_lock = threading.Lock()
 
-    def run(self, plan: MergedPlan[_T]) -> _T:
+    def run(self, plan: NamespaceCall[_T]) -> _T:
         """Run ``plan`` (after the namespace's shard count check); an outage raises
         ``RedisUnavailableError``."""
         try:
             self.ns.count_check.check(self.client)
+            if type(plan) is OneShard:
+                return self.engines[plan.index].run(plan.plan)
+            assert not isinstance(plan, OneShard)
             return self._drive(plan)
         except AuthenticationError:
             raise  # wrong credentials are not an outage: retrying cannot help

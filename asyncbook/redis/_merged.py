@@ -11,11 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._plan import Plan
 
-__all__ = ["FIX_COUNT", "FixCount", "MergedPlan", "OnShards", "Sleep", "every", "on"]
+__all__ = [
+    "FIX_COUNT",
+    "FixCount",
+    "MergedPlan",
+    "NamespaceCall",
+    "OnShards",
+    "OneShard",
+    "Sleep",
+    "every",
+    "on",
+]
 
 _T = TypeVar("_T")
 
@@ -39,9 +49,21 @@ class Sleep:
     seconds: float
 
 
+@dataclass(slots=True)
+class OneShard(Generic[_T]):
+    """A call that is one shard's plan and nothing around it (a task's read; on one shard,
+    a task's event): the drivers run ``plan`` on shard ``index``'s engine at once."""
+
+    index: int
+    plan: Plan[_T]
+
+
 MergedPlan = Generator["OnShards | Sleep | FixCount", Any, _T]
 """An operation over the shards: yields ``OnShards``, ``Sleep`` or ``FixCount``, returns
 its answer."""
+
+NamespaceCall = MergedPlan[_T] | OneShard[_T]
+"""What a book call is: a namespace plan, or one shard's plan alone (``OneShard``)."""
 
 
 def on(index: int, plan: Plan[_T], *, writes: bool = True) -> MergedPlan[_T]:

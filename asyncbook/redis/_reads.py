@@ -25,7 +25,7 @@ from . import _sharded_console as merged_console
 from . import _sharded_lists as lists
 from . import _stats as stats_reads
 from ._gauges import gauges as shard_gauges
-from ._merged import MergedPlan, OnShards, every, on
+from ._merged import MergedPlan, OneShard, OnShards, every, on
 from ._namespace import Namespace
 from ._plan import Plan, server_time
 from ._shard import Shard
@@ -85,23 +85,23 @@ def _summed(
 # -- a task's reads -----------------------------------------------------------------
 
 
-def get(ns: Namespace, task_id: str) -> MergedPlan[AsyncTask | None]:
+def get(ns: Namespace, task_id: str) -> OneShard[AsyncTask | None]:
     """The stored task with its history, or None."""
     index = ns.index_of(task_id)
-    return (yield from on(index, operations.get(ns.shards[index], task_id), writes=False))
+    return OneShard(index, operations.get(ns.shards[index], task_id))
 
 
-def info(ns: Namespace, task_id: str) -> MergedPlan[TaskInfo | None]:
+def info(ns: Namespace, task_id: str) -> OneShard[TaskInfo | None]:
     """A task's info (Celery name, arguments, queue, worker, times, traceback), or
     None when the book does not hold the task."""
     index = ns.index_of(task_id)
-    return (yield from on(index, console.info(ns.shards[index], task_id), writes=False))
+    return OneShard(index, console.info(ns.shards[index], task_id))
 
 
-def last_cursor(ns: Namespace, task_id: str) -> MergedPlan[str | None]:
+def last_cursor(ns: Namespace, task_id: str) -> OneShard[str | None]:
     """The cursor of the last progress the task reported (its checkpoint), or None."""
     index = ns.index_of(task_id)
-    return (yield from on(index, operations.last_cursor(ns.shards[index], task_id), writes=False))
+    return OneShard(index, operations.last_cursor(ns.shards[index], task_id))
 
 
 def audit(

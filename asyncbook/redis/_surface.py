@@ -36,7 +36,7 @@ from ._groups import (
     group,
     group_members,
 )
-from ._merged import MergedPlan, on
+from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
 from ._plan import BookScript
 from ._reads import (
@@ -122,7 +122,7 @@ _T = TypeVar("_T")
 
 
 def sync(
-    plan: Callable[Concatenate[Namespace, _P], MergedPlan[_T]],
+    plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
 ) -> Callable[Concatenate[BookBase, _P], _T]:
     """A ``RedisBook`` method: ``plan`` of the book's namespace, run by its driver."""
 
@@ -135,7 +135,7 @@ def sync(
 
 
 def awaited(
-    plan: Callable[Concatenate[Namespace, _P], MergedPlan[_T]],
+    plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
 ) -> Callable[Concatenate[BookBase, _P], Awaitable[_T]]:
     """An ``AsyncRedisBook`` method: ``plan`` of the book's namespace, awaited on its
     driver."""
@@ -159,7 +159,7 @@ def create(ns: Namespace, **options: Unpack[CreateOptions]) -> MergedPlan[AsyncT
     return tasks.create(ns, CreateSpec(**options))
 
 
-def get(ns: Namespace, id: str) -> MergedPlan[AsyncTask | None]:
+def get(ns: Namespace, id: str) -> NamespaceCall[AsyncTask | None]:
     """The stored task with its history, or None."""
     return reads.get(ns, id)
 

@@ -29,7 +29,7 @@ from . import _claims as claims
 from . import _groups as groups
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
-from ._merged import FIX_COUNT, MergedPlan, Sleep, on
+from ._merged import FIX_COUNT, MergedPlan, NamespaceCall, OneShard, Sleep, on
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
 from ._replies import group_summary_of
@@ -121,10 +121,19 @@ def _claimed(
 
 def apply(
     ns: Namespace, task_id: str, event: EventInput, callback_id: str | None = None
-) -> MergedPlan[CallbackResult]:
+) -> NamespaceCall[CallbackResult]:
     """Apply one event; a callback id already recorded changes nothing."""
-    if ns.count > 1:
-        yield FIX_COUNT
+    if ns.count == 1:  # one script call, the claim and the group's end in it
+        return OneShard(0, operations.apply(ns.first, task_id, event, callback_id))
+    return _apply_across(ns, task_id, event, callback_id)
+
+
+def _apply_across(
+    ns: Namespace, task_id: str, event: EventInput, callback_id: str | None
+) -> MergedPlan[CallbackResult]:
+    """``apply`` in a namespace of several shards: the callback id claimed first when it
+    lives in another shard, the group checked after a member's end."""
+    yield FIX_COUNT
     index = ns.index_of(task_id)
     shard = ns.shards[index]
 
@@ -241,20 +250,14 @@ def deliver_result(
 
 def resume(
     ns: Namespace, task_id: str, cursor_version: int, *, full_task: bool = True
-) -> MergedPlan[ResumeResult]:
+) -> OneShard[ResumeResult]:
     """What changed after ``cursor_version``: caught-up, a delta, or a snapshot.
 
     With ``full_task=False`` a caught-up or delta answer carries the task without its
     history, so it costs O(events returned) however long the history is.
     """
     index = ns.index_of(task_id)
-    return (
-        yield from on(
-            index,
-            operations.resume(ns.shards[index], task_id, cursor_version, full_task),
-            writes=False,
-        )
-    )
+    return OneShard(index, operations.resume(ns.shards[index], task_id, cursor_version, full_task))
 
 
 # -- groups -------------------------------------------------------------------------
