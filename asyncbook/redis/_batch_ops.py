@@ -88,7 +88,7 @@ def apply_many(
         yield FIX_COUNT
     given: list[ApplyItem] = list(items)
     out: list[Outcome | None] = [None] * len(given)
-    parts: dict[int, list[int]] = {}
+    waiting: dict[int, list[int]] = {}
     claimed: dict[int, claims.Claim] = {}
     for at, (task_id, event, callback) in enumerate(given):
         index = ns.index_of(task_id)
@@ -96,6 +96,10 @@ def apply_many(
             assert callback is not None
             found = yield from tasks.claim(ns, task_id, callback)
             if found == claims.Claim.TAKEN:
+                # The shard's earlier events first, in order: this one follows them.
+                if index in waiting:
+                    part = {index: waiting.pop(index)}
+                    yield from _apply_parts(ns, given, part, full_task, claimed, out)
                 plan = operations.apply(
                     ns.shards[index], task_id, event, callback, full_task=full_task, taken=True
                 )
@@ -105,7 +109,22 @@ def apply_many(
                     out[at] = error
                 continue
             claimed[at] = found
-        parts.setdefault(index, []).append(at)
+        waiting.setdefault(index, []).append(at)
+    yield from _apply_parts(ns, given, waiting, full_task, claimed, out)
+    return [result for result in out if result is not None]
+
+
+def _apply_parts(
+    ns: Namespace,
+    given: list[ApplyItem],
+    parts: dict[int, list[int]],
+    full_task: bool,
+    claimed: dict[int, claims.Claim],
+    out: list[Outcome | None],
+) -> MergedPlan[None]:
+    """The events at ``parts``' positions, each shard's in one MULTI/EXEC (the shards at
+    once), their answers put in ``out``; then the groups of the members they ended, and
+    the claims of those that surely wrote nothing released."""
 
     def batch(shard: Any, ats: list[int]) -> Plan[list[Outcome]]:
         results, _reply = yield from batches.apply_many_then(
@@ -128,7 +147,6 @@ def apply_many(
                 task_id, _event, callback = given[at]
                 assert callback is not None
                 yield from tasks.release(ns, task_id, callback)
-    return [result for result in out if result is not None]
 
 
 def apply_many_then(

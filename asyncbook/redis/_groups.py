@@ -172,10 +172,18 @@ def ended_groups(
             continue
         group_id = group_of(shard, task_id)
         if group_id is not None:
-            history = result.task.history
-            at = event_time(event)
-            seen[group_id] = at if at is not None else history[-1].event.at_ms if history else None
+            seen[group_id] = _end_time(result.task, event_time(event))
     return seen
+
+
+def _end_time(task: Any, at: float | None) -> float | None:
+    """When a member ended: its event's time, else its last history entry's, else (no
+    history asked for) its deadline when it expired there; None: the server's clock."""
+    if at is not None:
+        return at
+    if task.history:
+        return float(task.history[-1].event.at_ms)
+    return float(task.expires_at_ms) if task.state == "expired" else None
 
 
 def event_time(event: Any) -> float | None:
