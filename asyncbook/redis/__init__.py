@@ -26,11 +26,11 @@ from ._resends import (
     ResendResult,
     RetryClaim,
     RetryResult,
+    claim_book_resends,
     claim_resends,
     claim_retries,
 )
 from ._scripts import BookScript, EventOutcome, ScriptedEvents
-from ._sharded_resends import claim_book_resends
 from ._shards import MAX_SHARDS, HomeRule, prefix_home, stored_shards
 
 __all__ = [

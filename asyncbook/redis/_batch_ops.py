@@ -6,7 +6,7 @@ groups of the members that ended checked after (``_groups``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._book import ApplyItem, CreateSpec, EventInput
@@ -20,7 +20,7 @@ from . import _groups as groups
 from . import _operations as operations
 from . import _task_ops as tasks
 from ._args import utf8
-from ._merged import FIX_COUNT, MergedPlan, OnShards, on
+from ._merged import FIX_COUNT, MergedPlan, OnShards, on, spread
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
 from ._script_args import TaskIdsArgs
@@ -48,32 +48,13 @@ def create_many(
     given = list(specs)
     parts = ns.by_shard([spec.id for spec in given])
     return (
-        yield from _spread(
-            ns,
+        yield from spread(
+            ns.shards,
             parts,
             lambda shard, ats: batches.create_many(shard, [given[at] for at in ats]),
             len(given),
         )
     )
-
-
-def _spread(
-    ns: Namespace,
-    parts: dict[int, list[int]],
-    make: Callable[[Any, list[int]], Plan[list[Any]]],
-    size: int,
-) -> MergedPlan[list[Any]]:
-    """``make(shard, positions)`` on each shard holding any (at once), its answers put
-    back at their positions."""
-    out: list[Any] = [None] * size
-    if not parts:
-        return out
-    indexes = tuple(parts)
-    answers = yield OnShards(tuple(make(ns.shards[i], parts[i]) for i in indexes), indexes, True)
-    for index, results in zip(indexes, answers, strict=True):
-        for at, result in zip(parts[index], results, strict=True):
-            out[at] = result
-    return out
 
 
 def apply_many(
@@ -132,9 +113,9 @@ def _apply_parts(
         )
         return results
 
-    spread = yield from _spread(ns, parts, batch, len(given))
+    answers = yield from spread(ns.shards, parts, batch, len(given))
     for index, ats in parts.items():
-        results = [spread[at] for at in ats]
+        results = [answers[at] for at in ats]
         ids, events = [given[at][0] for at in ats], [given[at][1] for at in ats]
         yield from groups.after_ends(ns, index, results, ids, events)
         for at, result in zip(ats, results, strict=True):
@@ -211,8 +192,8 @@ def expire_many(
         yield FIX_COUNT
     ids = list(task_ids)
     parts = ns.by_shard(ids)
-    out = yield from _spread(
-        ns,
+    out = yield from spread(
+        ns.shards,
         parts,
         lambda shard, ats: expiries.expire_many(shard, [ids[at] for at in ats], full_task),
         len(ids),

@@ -25,6 +25,7 @@ __all__ = [
     "Sleep",
     "every",
     "on",
+    "spread",
 ]
 
 _T = TypeVar("_T")
@@ -78,6 +79,26 @@ def every(
 ) -> OnShards:
     """One plan per shard, ``make(shard)``, in shard order."""
     return OnShards(tuple(make(shard) for shard in shards), None, writes)
+
+
+def spread(
+    shards: Sequence[Any],
+    parts: dict[int, list[int]],
+    make: Callable[[Any, list[int]], Plan[list[Any]]],
+    size: int,
+) -> MergedPlan[list[Any]]:
+    """``make(shard, positions)`` on each shard of ``parts`` (shard index -> positions, as
+    ``Namespace.by_shard`` gives them), the shards at once, writing; each answer put back
+    at its position of ``size``."""
+    out: list[Any] = [None] * size
+    if not parts:
+        return out
+    indexes = tuple(parts)
+    answers = yield OnShards(tuple(make(shards[i], parts[i]) for i in indexes), indexes, True)
+    for index, results in zip(indexes, answers, strict=True):
+        for at, result in zip(parts[index], results, strict=True):
+            out[at] = result
+    return out
 
 
 @dataclass(slots=True)

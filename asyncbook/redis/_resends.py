@@ -16,6 +16,12 @@ The task's link fields keep their stored names (``ro``/``ra``/``rby``/``rwhy``, 
 ``retryOf``/``retriedAs``/``retriedBy``/``retryReason``), and so do the refusal codes
 (``not-retryable``, ``already-retried``): they are data older versions wrote and API
 answers clients match on.
+
+On a namespace of several shards (``namespace_resends``, ``claim_book_resends``) each
+task is resent in its shard, the shards at once, and the new id is drawn in the
+original's shard (a random UUID drawn again until it hashes there: S draws on average),
+so the decision stays one resend.lua call on one hash tag: two resends of a task at once
+still create one new task. One shard is the case S = 1.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
@@ -38,10 +44,15 @@ from ._args import utf8
 from ._audit import audit_args
 from ._creating import create_args, life_and_retention_ms
 from ._engine import Engine
+from ._merged import FIX_COUNT, MergedPlan, spread
+from ._namespace import Namespace
 from ._plan import Pipeline, Plan, ScriptCall, Scripts, command, server_time
 from ._replies import text_of
 from ._script_args import AuditArgs, RecordAuditArgs, ResendArgs
 from ._shard import Shard
+
+if TYPE_CHECKING:
+    from ._book import RedisBook
 
 __all__ = [
     "BROKER_SETTING",
@@ -49,7 +60,10 @@ __all__ = [
     "ResendClaim",
     "ResendResult",
     "RetryResult",
+    "claim_book_resends",
     "claim_resends",
+    "claim_sharded_resends",
+    "namespace_resends",
     "resends",
 ]
 
@@ -220,32 +234,34 @@ def claim_resends(
     """Create the resend of each task (one per task, ever), linked both ways, with who
     asked (``actor``) and why (``reason``); a task that cannot be resent is refused in
     its place. Three round trips to Redis (the clock, the reads, the creates), whatever
-    the number of tasks. ``new_id_for(task id)`` names each new task (a random UUID;
-    a sharded book's is in the original's shard: ``_sharded_resends``)."""
-    ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    audit = resend_audit(engine.layout, actor, reason)
+    the number of tasks. ``new_id_for(task id)`` names each new task (a random UUID)."""
+    ids, audit = _checked(engine.layout, task_ids, actor, reason)
     return engine.run(resends(engine.layout, ids, audit, new_id_for))
 
 
-def resend_audit(shard: Shard, actor: str | None, reason: str | None) -> AuditArgs:
-    """The audit slots of a resend asked by ``actor`` for ``reason``, both checked."""
+def _checked(
+    shard: Shard, task_ids: Sequence[str], actor: str | None, reason: str | None
+) -> tuple[list[str], AuditArgs]:
+    """The ids, and the audit slots of a resend asked by ``actor`` for ``reason``, all
+    checked before anything is written."""
+    ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
     reason_text = _optional_text(reason, "reason")
     kept_reason = reason_text if reason is not None else None
     if actor is None:  # not said: kept nowhere, and no audit entry
-        return AuditArgs("", "resend", kept_reason is not None, reason_text, 0, 0)
-    return audit_args(shard, actor, "resend", kept_reason)
+        return ids, AuditArgs("", "resend", kept_reason is not None, reason_text, 0, 0)
+    return ids, audit_args(shard, actor, "resend", kept_reason)
 
 
 def resends(
     shard: Shard,
-    task_ids: Sequence[str],
+    ids: Sequence[str],
     audit: AuditArgs,
     new_id_for: Callable[[str], str] = fresh_id,
 ) -> Plan[list[ResendClaim]]:
-    """``claim_resends`` on one shard, as a plan: the clock, the reads in one pipeline,
-    then resend.lua for each task and audit.lua for each audited refusal, sent together
-    (``Scripts``: the drivers run a script Redis lost again, and wait for replicas)."""
-    ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
+    """``claim_resends`` of checked ids on one shard, as a plan: the clock, the reads in
+    one pipeline, then resend.lua for each task and audit.lua for each audited refusal,
+    sent together (``Scripts``: the drivers run a script Redis lost again, and wait for
+    replicas)."""
     if not ids:
         return []
     yield from operations.before_write(shard)
@@ -282,6 +298,51 @@ def resends(
     return [claim for claim in claims if claim is not None]
 
 
+def namespace_resends(
+    ns: Namespace,
+    task_ids: Sequence[str],
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+) -> MergedPlan[list[ResendClaim]]:
+    """``resends`` of each task in its shard, its new task beside it (the shards at
+    once); the answers in the order of ``task_ids``. Bad input (an id, the actor, the
+    reason) is refused before any shard is written."""
+    ids, audit = _checked(ns.first, task_ids, actor, reason)
+    if not ids:
+        return []
+    if ns.count > 1:
+        yield FIX_COUNT
+
+    def make(shard: Shard, ats: list[int]) -> Plan[list[ResendClaim]]:
+        return resends(shard, [ids[at] for at in ats], audit, _in_shard(ns, shard.keys.shard_index))
+
+    return (yield from spread(ns.shards, ns.by_shard(ids), make, len(ids)))
+
+
+def _in_shard(ns: Namespace, index: int) -> Callable[[str], str]:
+    """New ids of shard ``index``."""
+
+    def new_id(original: str) -> str:
+        while True:
+            candidate = fresh_id(original)
+            if ns.count == 1 or ns.index_of(candidate) == index:
+                return candidate
+
+    return new_id
+
+
+def claim_book_resends(
+    book: RedisBook,
+    task_ids: Sequence[str],
+    *,
+    actor: str | None = None,
+    reason: str | None = None,
+) -> list[ResendClaim]:
+    """``claim_resends`` on ``book``, one shard or many: what a publisher calls."""
+    return book.driver.run(namespace_resends(book.ns, task_ids, actor=actor, reason=reason))
+
+
 @dataclass(frozen=True)
 class ResendResult:
     """One task's resend: sent (``retried_as``, ``code`` None) or refused (``code``,
@@ -308,3 +369,5 @@ RETRYABLE_STATES = RESENDABLE_STATES
 RetryClaim = ResendClaim
 RetryResult = ResendResult
 claim_retries = claim_resends
+claim_sharded_resends = claim_book_resends
+"""The name of a sharded book's resends before one namespace plan ran every layout."""

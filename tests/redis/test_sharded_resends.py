@@ -10,7 +10,7 @@ import redis
 
 from asyncbook import AsyncBookError, RedisBook
 from asyncbook.redis import ResendClaim, ShardedRedisBook
-from asyncbook.redis._sharded_resends import claim_sharded_resends
+from asyncbook.redis._resends import claim_sharded_resends
 
 from ..support.retries import ended_task, kept_message
 
