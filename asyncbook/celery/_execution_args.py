@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..redis._script_args import ScriptArgs
 
 __all__ = ["ExecutionArgs"]
 
 
-@dataclass(frozen=True, slots=True)
 class ExecutionArgs(ScriptArgs):
     """ARGV of execution.lua; ``RedisBook.apply_in_script`` appends the events."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar, cast, dataclass_transform
 
 __all__ = [
     "AT_DEADLINE",
@@ -37,34 +37,40 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ScriptArgs:
+@dataclass_transform(frozen_default=True)
+class _Record(type):
+    """Makes each record a frozen dataclass with slots, and notes its field names."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], body: dict[str, Any]) -> _Record:
+        made = super().__new__(mcs, name, bases, body)
+        if "__slots__" in body:  # ScriptArgs, or the class dataclass(slots=True) made
+            return made
+        record: Any = dataclass(frozen=True, slots=True)(cast(Any, made))
+        record.names = tuple(field.name for field in fields(record))
+        return cast(_Record, record)
+
+
+class ScriptArgs(metaclass=_Record):
     """One script's ARGV: the fields, in order, are the names its header binds
     (``local <field> = ARGV[<n>]``; a test holds the two together). A field that is a
     record stands for its fields; a tuple for its items (a variable tail); a flag is
-    ``1``/``0``, None ``''``, a number its decimal text and bytes go as they are."""
+    ``1``/``0``, None ``''``, a number its decimal text and bytes go as they are. A
+    subclass is a frozen dataclass (``_Record``)."""
+
+    __slots__ = ()
+    names: ClassVar[tuple[str, ...]] = ()  # the fields, in order
 
     def argv(self) -> list[str]:
         """The positional ARGV."""
         out: list[Any] = []
         append = out.append
-        for name in _FIELD_NAMES.get(type(self)) or _field_names(type(self)):
+        for name in self.names:
             value = getattr(self, name)
             if type(value) is str:  # most fields: no dispatch (this runs per event)
                 append(value)
             else:
                 _put(out, value)
         return out
-
-
-_FIELD_NAMES: dict[type[ScriptArgs], tuple[str, ...]] = {}
-
-
-def _field_names(record: type[ScriptArgs]) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(record)
-    if names is None:
-        names = _FIELD_NAMES[record] = tuple(field.name for field in fields(record))
-    return names
 
 
 def _put(out: list[Any], value: object) -> None:
@@ -83,59 +89,45 @@ def _put(out: list[Any], value: object) -> None:
         out.append(str(value))
 
 
-@dataclass(frozen=True, slots=True)
 class CreateArgs(ScriptArgs):
     """ARGV of create.lua."""
 
     task_id: str
     task_id_json: str
-    deadline: str
-    """JSON number text."""
+    deadline: str  # JSON number text
     max_attempts: int
     exist_ok: bool
     changes_channel: str
     heartbeat_timeout_ms: int | None = None
     retry_on_stall: bool = False
-    group_id_json: str = ""
-    """The group the task belongs to, as JSON; '' for none."""
-    created_ms: str = ""
-    """JSON number text."""
+    group_id_json: str = ""  # the group the task belongs to, as JSON; '' for none
+    created_ms: str = ""  # JSON number text
     name: str = ""
     queue: str = ""
     parent_id: str = ""
     root_id: str = ""
     args: str = ""
     kwargs: str = ""
-    children_keep_ms: str = ""
-    """How long a parent's list of children is kept; '' for ever."""
-    message: str = ""
-    """The message as published (``KeptMessage`` JSON), kept for a resend; '' for none."""
-    message_keep_ms: str = ""
-    """How long the kept message lives (the task's life and retention); '' for ever."""
+    children_keep_ms: str = ""  # how long a parent's list of children is kept; '' for ever
+    message: str = ""  # the message as published (KeptMessage JSON), for a resend; '' none
+    message_keep_ms: str = ""  # the kept message's life (the task's and retention); '' ever
 
 
-@dataclass(frozen=True, slots=True)
 class ResendArgs(ScriptArgs):
     """ARGV of resend.lua: the new task's create, then the resend's own."""
 
     create: CreateArgs
     original_id: str
-    audit: AuditArgs
-    """Who asked (actor '': not said, and no entry) and why, for the original's trail."""
+    audit: AuditArgs  # who asked (actor '': not said, no entry) and why: the original's trail
 
 
-@dataclass(frozen=True, slots=True)
 class EventArgs(ScriptArgs):
     """ARGV 4..12 of apply.lua: one event, checked for shape in Python."""
 
-    type: str
-    """start | progress | succeed | fail | expire, or ``deadline`` (expire at the deadline)."""
-    at_ms: str = ""
-    """JSON number text; '' when not a finite number (the script refuses it)."""
-    event_json: str = ""
-    """The event as recorded in the history; '' when it must not be recorded."""
-    progress: str = ""
-    """JSON number text; '' when not a finite number."""
+    type: str  # start | progress | succeed | fail | expire, or deadline (at the deadline)
+    at_ms: str = ""  # JSON number text; '' when not a finite number (the script refuses it)
+    event_json: str = ""  # the event as recorded in the history; '' when it must not be recorded
+    progress: str = ""  # JSON number text; '' when not a finite number
     retryable: bool = False
     result_hash: str = ""
     result_ref_blank: bool = False
@@ -153,7 +145,6 @@ TAKEN = "taken"
 """``ApplyArgs.callback_given`` for an id another task holds."""
 
 
-@dataclass(frozen=True, slots=True)
 class ApplyArgs(ScriptArgs):
     """ARGV of apply.lua (apply_args in _apply.lua): one event's slots, which scripts
     that apply several events repeat per event; the info block's follow."""
@@ -164,32 +155,23 @@ class ApplyArgs(ScriptArgs):
     ``_claims``), so the event is answered ``duplicate-callback`` and no marker written."""
     event_valid: bool
     event: EventArgs
-    retention_ms: str
-    """Whole milliseconds; '' keeps ended tasks forever."""
+    retention_ms: str  # whole milliseconds; '' keeps ended tasks forever
     changes_channel: str
     with_history: bool
     only_if_stalled: bool = False
-    cursor: str = ""
-    """A progress event's cursor: the task's checkpoint."""
-    failure: str = ""
-    """A fail event's exception type and traceback (JSON object), for the task's info."""
+    cursor: str = ""  # a progress event's cursor: the task's checkpoint
+    failure: str = ""  # a fail's exception type and traceback (JSON), for the task's info
 
 
-@dataclass(frozen=True, slots=True)
 class InfoBlockArgs(ScriptArgs):
     """The info block's ARGV (INFO_ARGV in _info.lua), after a writing script's own."""
 
-    name: str
-    """The task's name ('' for none)."""
-    group_id_json: str
-    """Its group's id as JSON ('' for none)."""
-    hours: str
-    """The hours whose stats keys the block holds (integers joined by ',')."""
-    workers_json: str
-    """The workers whose keys the block holds (JSON array of strings)."""
+    name: str  # the task's name ('' for none)
+    group_id_json: str  # its group's id as JSON ('' for none)
+    hours: str  # the hours whose stats keys the block holds (integers joined by ',')
+    workers_json: str  # the workers whose keys the block holds (JSON array of strings)
 
 
-@dataclass(frozen=True, slots=True)
 class AuditArgs(ScriptArgs):
     """An audit entry's slots (write_audit, _task.lua): who, what, why, and the caps."""
 
@@ -197,12 +179,10 @@ class AuditArgs(ScriptArgs):
     action: str
     reason_given: bool
     reason: str
-    log_cap: int
-    """Entries the namespace's log keeps, near (``XADD MAXLEN ~``); the task's: exactly."""
+    log_cap: int  # entries the namespace's log keeps, near (XADD MAXLEN ~); the task's exactly
     task_cap: int
 
 
-@dataclass(frozen=True, slots=True)
 class CancelArgs(ScriptArgs):
     """ARGV of cancel.lua: apply.lua's slots, then the audit's (the info block's follow)."""
 
@@ -210,59 +190,47 @@ class CancelArgs(ScriptArgs):
     audit: AuditArgs
 
 
-@dataclass(frozen=True, slots=True)
 class RecordAuditArgs(ScriptArgs):
     """ARGV of audit.lua: an entry for a change another call made, and its outcome."""
 
     task_id: str
     audit: AuditArgs
     outcome: str
-    retried_as: str = ""
-    """A resend's new task ('' when none)."""
+    retried_as: str = ""  # a resend's new task ('' when none)
 
 
-@dataclass(frozen=True, slots=True)
 class ResumeArgs(ScriptArgs):
     """ARGV of resume.lua."""
 
-    cursor: int
-    """The version the client saw."""
+    cursor: int  # the version the client saw
     retention_versions: int
     with_full_task: bool
 
 
-@dataclass(frozen=True, slots=True)
 class DeliverArgs(ScriptArgs):
     """ARGV of deliver.lua."""
 
     key_json: str
-    now_ms: str
-    """JSON number text."""
+    now_ms: str  # JSON number text
     retention_ms: str
 
 
-@dataclass(frozen=True, slots=True)
 class InfoArgs(ScriptArgs):
     """ARGV of info.lua."""
 
-    children_listed: int
-    """How many of the ids of the task's children to list."""
+    children_listed: int  # how many of the ids of the task's children to list
 
 
-@dataclass(frozen=True, slots=True)
 class NoArgs(ScriptArgs):
     """ARGV of get.lua and drain.lua: none."""
 
 
-@dataclass(frozen=True, slots=True)
 class GetManyArgs(ScriptArgs):
     """ARGV of get_many.lua."""
 
-    with_histories: bool
-    """The listed tasks come with their histories."""
+    with_histories: bool  # the listed tasks come with their histories
 
 
-@dataclass(frozen=True, slots=True)
 class TaskIdsArgs(ScriptArgs):
     """ARGV of heartbeat.lua and prune.lua: every slot a task id, one per task hash in
     KEYS (from 3 on for heartbeat.lua, from 2 on for prune.lua)."""
@@ -270,78 +238,57 @@ class TaskIdsArgs(ScriptArgs):
     task_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
 class SealGroupArgs(ScriptArgs):
     """ARGV of seal_group.lua."""
 
     group_id_json: str
     total: int
     now_ms: int
-    retention_ms: str
-    """'' keeps the group forever."""
+    retention_ms: str  # '' keeps the group forever
 
 
-@dataclass(frozen=True, slots=True)
 class SearchArgs(ScriptArgs):
     """ARGV of search.lua."""
 
-    given_ids_json: str
-    """The ids whose task hash, history and info hash follow the indexes in KEYS (JSON)."""
-    order: str
-    """desc | asc."""
+    given_ids_json: str  # ids whose task hash, history and info hash follow the indexes (JSON)
+    order: str  # desc | asc
     limit: int
-    cursor_given: str
-    """The previous page's cursor; '' from the start."""
+    cursor_given: str  # the previous page's cursor; '' from the start
     state: str
     name: str
-    q: str
-    """An id prefix, one of ``names_json`` or (``text``) text; '' any."""
+    q: str  # an id prefix, one of ``names_json`` or (``text``) text; '' any
     since_ms: int | None
     until_ms: int | None
-    budget: int
-    """How many index entries one walk may examine."""
-    totals_by: str
-    """card | count."""
-    names_json: str = "[]"
-    """The task names ``q`` matches (JSON array)."""
-    text: bool = False
-    """``q`` also matches a task's args, kwargs, exception, traceback or error."""
-    worker: str = ""
-    """Checked per task with a sort index ('' any)."""
-    sort_field: str = ""
-    """'' creation order; else the field whose sort index is KEYS[1]."""
-    unnamed: bool = False
-    """Only tasks without a name."""
+    budget: int  # how many index entries one walk may examine
+    totals_by: str  # card | count
+    names_json: str = "[]"  # the task names ``q`` matches (JSON array)
+    text: bool = False  # ``q`` also matches a task's args, kwargs, exception, traceback or error
+    worker: str = ""  # checked per task with a sort index ('' any)
+    sort_field: str = ""  # '' creation order; else the field whose sort index is KEYS[1]
+    unnamed: bool = False  # only tasks without a name
     peek: bool = False
     """Answer the first ``limit + 1`` entries of the page's walk in creation order
     (``{'!at', id, position, ...}``), no rows: where a sharded page's rows fall."""
 
 
-@dataclass(frozen=True, slots=True)
 class StatsArgs(ScriptArgs):
     """ARGV of stats.lua."""
 
     window_ms: int
-    now_ms: int | None
-    """None for the server's clock."""
-    keys_first_hour: int
-    """The hour of the first stats key in KEYS."""
+    now_ms: int | None  # None for the server's clock
+    keys_first_hour: int  # the hour of the first stats key in KEYS
 
 
-@dataclass(frozen=True, slots=True)
 class WorkersArgs(ScriptArgs):
     """ARGV of workers.lua."""
 
     seen_since_ms: int | float
     workers_listed: int
     running_looked_at: int
-    running_ids_json: str
-    """The running ids whose task hashes follow in KEYS (JSON array)."""
-    workers_json: str
-    """The workers whose counts hashes follow in KEYS (JSON array)."""
+    running_ids_json: str  # the running ids whose task hashes follow in KEYS (JSON array)
+    workers_json: str  # the workers whose counts hashes follow in KEYS (JSON array)
 
 
-@dataclass(frozen=True, slots=True)
 class ExpireManyArgs(ScriptArgs):
     """ARGV of expire_many.lua, all of it one list (``slots``), in this order: the number
     of info blocks; per block the number of its keys, then its ``InfoBlockArgs``; the
@@ -357,8 +304,7 @@ def expiry_slots(
     tasks: Sequence[tuple[str, int]],
 ) -> ExpireManyArgs:
     """expire_many.lua's ARGV: ``blocks`` (each its key count and ``InfoBlockArgs``'s
-    ARGV), the expiry's
-    slots, then the tasks (each its id and block number)."""
+    ARGV), the expiry's slots, then the tasks (each its id and block number)."""
     out: list[str] = [str(len(blocks))]
     for key_count, info in blocks:
         out.append(str(key_count))
