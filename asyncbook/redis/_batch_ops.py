@@ -11,8 +11,8 @@ from typing import Any
 
 from .._book import ApplyItem, CreateSpec, EventInput
 from .._checks import require_non_negative, require_string
-from .._models import GROUP_END_STATES, AsyncTask, CallbackResult
-from ..errors import AsyncBookError
+from .._models import GROUP_END_STATES, AsyncTask, AsyncTransition, CallbackResult
+from ..errors import AsyncBookError, invalid
 from . import _batches as batches
 from . import _claims as claims
 from . import _expiries as expiries
@@ -133,29 +133,38 @@ def _apply_parts(
 def apply_many_then(
     ns: Namespace,
     items: Iterable[ApplyItem],
-    extra: tuple[BookScript, Sequence[str], Sequence[Any]],
-    full_task: bool,
-) -> MergedPlan[tuple[list[Outcome], Any]]:
-    """``apply_many`` and one more script in one MULTI/EXEC: every item's task must live
-    in one shard (one transaction cannot span shards), else ``invalid-request`` naming
-    ``items``; the script's keys must be in that shard's slot."""
+    script: BookScript,
+    keys: Sequence[str],
+    args: Sequence[Any],
+    *,
+    full_task: bool = True,
+) -> MergedPlan[tuple[list[CallbackResult | AsyncBookError], Any]]:
+    """``apply_many`` and then one more script, all in one MULTI/EXEC: one round trip,
+    nothing runs between them, and the script sees what the events changed.
+
+    After Redis lost the scripts (SCRIPT FLUSH, a restart) the call is sent again
+    with them: give the items callback ids, and make the script safe to run twice.
+
+    ``script`` (a ``BookScript``, for instance from ``extra_script``) must touch only
+    keys on the book's Redis (on a Cluster: in the book's slot). Returns the events'
+    results and the script's reply; an error the script raised is raised.
+    """
     if ns.count > 1:
         yield FIX_COUNT
     given = list(items)
     indexes = {ns.index_of(item[0]) for item in given}
-    if len(indexes) > 1:
-        from ..errors import invalid
-
+    if len(indexes) > 1:  # one transaction cannot span shards
         raise invalid(
             "the items' tasks live in several shards: one transaction cannot span them",
             field="items",
         )
     index = indexes.pop() if indexes else 0
-    script, keys, args = extra
     call = ScriptCall(script.name, keys, args, script=script)
     plan = batches.apply_many_then(ns.shards[index], list(given), full_task, call)
     results, reply = yield from on(index, plan)
     yield from groups.after_ends(ns, index, results, [item[0] for item in given])
+    if isinstance(reply, Exception):
+        raise reply
     return results, reply
 
 
@@ -163,19 +172,37 @@ def apply_in_script(
     ns: Namespace,
     task_id: str,
     items: Sequence[tuple[EventInput | None, str | None]],
-    call: tuple[BookScript, str, Sequence[str]],
-    name: str | None,
-    group_id: str | None,
+    script: BookScript,
+    key: str,
+    args: Sequence[str],
+    *,
+    name: str | None = None,
+    group_id: str | None = None,
 ) -> MergedPlan[ScriptedEvents]:
-    """Events of one task inside the caller's script, in the task's shard; then the
-    group check when it ended a member (callback ids are the shard's markers)."""
+    """Events of one task and the caller's own Lua around them, in one script call.
+
+    ``script`` (from ``events_script``) gets KEYS: the task's hash, its history,
+    ``key``, apply.lua's KEYS 4..14, then one callback marker per event; ARGV:
+    ``args``, the number of events, then apply.lua's ARGV per event (ApplyArgs). It
+    applies them with ``apply_events(KEYS, ARGV, len(args) + 1)`` (_apply.lua) and
+    answers ``{'!unknown'}`` (raised as ``UnknownTaskError``) or
+    ``{status, state, answers}``, ``answers`` being what ``apply_events`` returned.
+    An event None expires the task at its deadline (as ``expire``).
+
+    ``key`` must be on the book's Redis; on a Cluster, in the book's slot. ``name``
+    and ``group_id``, the task's name and group where the caller knows them (a
+    worker does), save a round trip when this book has not seen the task before.
+    """
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
     shard = ns.shards[index]
+    call = (script, key, args)
     answer = yield from on(
         index, batches.apply_in_script(shard, task_id, items, call, name, group_id)
     )
+    # Then the group's check when the events ended a member (callback ids are the
+    # shard's markers).
     ended = any(not isinstance(each, AsyncBookError) and each.changed for each in answer.outcomes)
     if ns.count > 1 and ended and answer.state in GROUP_END_STATES:
         group = groups.group_of(shard, task_id)
@@ -185,14 +212,15 @@ def apply_in_script(
 
 
 def expire_many(
-    ns: Namespace, task_ids: Iterable[Any], full_task: bool
-) -> MergedPlan[list[Outcome]]:
-    """Each shard's expiries (``CHUNK`` per script call), the shards at once."""
+    ns: Namespace, task_ids: Iterable[str], *, full_task: bool = True
+) -> MergedPlan[list[AsyncTransition | AsyncBookError]]:
+    """Expire many tasks at their deadlines: one script call per thousand (each
+    expiry is ``expire``'s, atomic on its own)."""
     if ns.count > 1:
         yield FIX_COUNT
     ids = list(task_ids)
     parts = ns.by_shard(ids)
-    out = yield from spread(
+    out: list[Outcome] = yield from spread(
         ns.shards,
         parts,
         lambda shard, ats: expiries.expire_many(shard, [ids[at] for at in ats], full_task),
@@ -200,7 +228,7 @@ def expire_many(
     )
     for index, ats in parts.items():
         yield from groups.after_ends(ns, index, [out[at] for at in ats], [ids[at] for at in ats])
-    return out
+    return [r if isinstance(r, AsyncBookError) else r.transition() for r in out]
 
 
 def end_stalled(

@@ -32,5 +32,4 @@ class ShardDue:
         self, task_ids: Iterable[str], *, full_task: bool = True
     ) -> list[AsyncTransition | AsyncBookError]:
         """``RedisBook.expire_many`` of the shard's tasks (their groups checked)."""
-        results = self.driver.run(batch_ops.expire_many(self.driver.ns, task_ids, full_task))
-        return [r if isinstance(r, AsyncBookError) else r.transition() for r in results]
+        return self.driver.run(batch_ops.expire_many(self.driver.ns, task_ids, full_task=full_task))

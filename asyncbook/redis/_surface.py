@@ -8,37 +8,32 @@ offer, and a test holds each facade to it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack
 
-from .._book import ApplyItem, CreateOptions, CreateSpec, EventInput
+from .._book import CreateOptions, CreateSpec
 from .._console import SearchPage, TaskQuery
 from .._models import (
     AsyncTask,
-    AsyncTransition,
-    CallbackResult,
     GroupNotification,
     Notification,
 )
-from ..errors import AsyncBookError
-from . import _batch_ops as batch_ops
 from . import _operations as operations
 from . import _outbox as outbox
 from . import _reads as reads
 from . import _task_ops as tasks
 from ._batch_ops import (
+    apply_in_script,
     apply_many,
+    apply_many_then,
     create_many,
     end_stalled,
+    expire_many,
     heartbeat,
 )
-from ._groups import (
-    group,
-    group_members,
-)
+from ._groups import group, group_members
 from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
-from ._plan import BookScript
 from ._reads import (
     audit,
     count_by_state,
@@ -55,11 +50,11 @@ from ._reads import (
     transition_counts,
     workers,
 )
-from ._scripts import ScriptedEvents
 from ._task_ops import (
     apply,
     cancel,
     deliver_result,
+    expire,
     record_audit,
     resume,
     seal_group,
@@ -72,50 +67,53 @@ __all__ = [
     "SURFACE",
     "awaited",
     "sync",
-    "ack",
-    "ack_group_notifications",
-    "apply",
-    "apply_in_script",
-    "apply_many",
-    "apply_many_then",
-    "audit",
-    "cancel",
-    "claim_sweep",
-    "consume_group_notifications",
-    "consume_notifications",
-    "count_by_state",
     "create",
     "create_many",
-    "deliver_result",
-    "drain_group_notifications",
-    "drain_notifications",
-    "end_stalled",
-    "expire",
-    "expire_many",
-    "gauges",
     "get",
-    "group",
-    "group_members",
-    "heartbeat",
-    "info",
-    "last_cursor",
-    "last_sweep_ms",
-    "list_tasks",
-    "name_totals",
-    "now_ms",
+    "apply",
+    "cancel",
+    "audit",
+    "record_audit",
+    "expire",
+    "apply_many",
+    "apply_many_then",
+    "apply_in_script",
+    "expire_many",
+    "resume",
+    "deliver_result",
+    "drain_notifications",
+    "consume_notifications",
+    "ack",
+    "drain_group_notifications",
+    "consume_group_notifications",
+    "ack_group_notifications",
     "overdue",
     "overdue_count",
-    "prune",
-    "record_audit",
     "record_sweep",
-    "resume",
+    "last_sweep_ms",
+    "claim_sweep",
+    "list_tasks",
+    "heartbeat",
+    "end_stalled",
+    "last_cursor",
     "seal_group",
+    "group",
+    "group_members",
+    "now_ms",
+    "info",
     "search",
+    "workers",
     "stats",
     "task_names",
+    "name_totals",
+    "gauges",
+    "count_by_state",
     "transition_counts",
-    "workers",
+    "prune",
 ]
+
+SURFACE = tuple(__all__[3:])
+"""The calls both facades offer, each this module's function of the same name."""
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -162,74 +160,6 @@ def create(ns: Namespace, **options: Unpack[CreateOptions]) -> MergedPlan[AsyncT
 def get(ns: Namespace, id: str) -> NamespaceCall[AsyncTask | None]:
     """The stored task with its history, or None."""
     return reads.get(ns, id)
-
-
-def expire(ns: Namespace, task_id: str) -> MergedPlan[AsyncTransition]:
-    """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
-    return (yield from tasks.expire(ns, task_id)).transition()
-
-
-def apply_many_then(
-    ns: Namespace,
-    items: Iterable[ApplyItem],
-    script: BookScript,
-    keys: Sequence[str],
-    args: Sequence[Any],
-    *,
-    full_task: bool = True,
-) -> MergedPlan[tuple[list[CallbackResult | AsyncBookError], Any]]:
-    """``apply_many`` and then one more script, all in one MULTI/EXEC: one round trip,
-    nothing runs between them, and the script sees what the events changed.
-
-    After Redis lost the scripts (SCRIPT FLUSH, a restart) the call is sent again
-    with them: give the items callback ids, and make the script safe to run twice.
-
-    ``script`` (a ``BookScript``, for instance from ``extra_script``) must touch only
-    keys on the book's Redis (on a Cluster: in the book's slot). Returns the events'
-    results and the script's reply; an error the script raised is raised.
-    """
-    plan = batch_ops.apply_many_then(ns, items, (script, keys, args), full_task)
-    results, reply = yield from plan
-    if isinstance(reply, Exception):
-        raise reply
-    return results, reply
-
-
-def apply_in_script(
-    ns: Namespace,
-    task_id: str,
-    items: Sequence[tuple[EventInput | None, str | None]],
-    script: BookScript,
-    key: str,
-    args: Sequence[str],
-    *,
-    name: str | None = None,
-    group_id: str | None = None,
-) -> MergedPlan[ScriptedEvents]:
-    """Events of one task and the caller's own Lua around them, in one script call.
-
-    ``script`` (from ``events_script``) gets KEYS: the task's hash, its history,
-    ``key``, apply.lua's KEYS 4..14, then one callback marker per event; ARGV:
-    ``args``, the number of events, then apply.lua's ARGV per event (ApplyArgs). It
-    applies them with ``apply_events(KEYS, ARGV, len(args) + 1)`` (_apply.lua) and
-    answers ``{'!unknown'}`` (raised as ``UnknownTaskError``) or
-    ``{status, state, answers}``, ``answers`` being what ``apply_events`` returned.
-    An event None expires the task at its deadline (as ``expire``).
-
-    ``key`` must be on the book's Redis; on a Cluster, in the book's slot. ``name``
-    and ``group_id``, the task's name and group where the caller knows them (a
-    worker does), save a round trip when this book has not seen the task before.
-    """
-    return batch_ops.apply_in_script(ns, task_id, items, (script, key, args), name, group_id)
-
-
-def expire_many(
-    ns: Namespace, task_ids: Iterable[str], *, full_task: bool = True
-) -> MergedPlan[list[AsyncTransition | AsyncBookError]]:
-    """Expire many tasks at their deadlines: one script call per thousand (each
-    expiry is ``expire``'s, atomic on its own)."""
-    results = yield from batch_ops.expire_many(ns, task_ids, full_task)
-    return [r if isinstance(r, AsyncBookError) else r.transition() for r in results]
 
 
 def drain_notifications(ns: Namespace) -> MergedPlan[list[Notification]]:
@@ -315,51 +245,3 @@ def prune(ns: Namespace, limit: int = 1000) -> MergedPlan[int]:
     if ns.retention is None:
         return 0
     return (yield from reads.prune(ns, limit))
-
-
-SURFACE = (
-    "create",
-    "create_many",
-    "get",
-    "apply",
-    "cancel",
-    "audit",
-    "record_audit",
-    "expire",
-    "apply_many",
-    "apply_many_then",
-    "apply_in_script",
-    "expire_many",
-    "resume",
-    "deliver_result",
-    "drain_notifications",
-    "consume_notifications",
-    "ack",
-    "drain_group_notifications",
-    "consume_group_notifications",
-    "ack_group_notifications",
-    "overdue",
-    "overdue_count",
-    "record_sweep",
-    "last_sweep_ms",
-    "claim_sweep",
-    "list_tasks",
-    "heartbeat",
-    "end_stalled",
-    "last_cursor",
-    "seal_group",
-    "group",
-    "group_members",
-    "now_ms",
-    "info",
-    "search",
-    "workers",
-    "stats",
-    "task_names",
-    "name_totals",
-    "gauges",
-    "count_by_state",
-    "transition_counts",
-    "prune",
-)
-"""The calls both facades offer, each this module's function of the same name."""

@@ -18,6 +18,7 @@ from .._checks import require_integer, require_non_negative, require_text
 from .._jsrules import is_blank
 from .._models import (
     AsyncTask,
+    AsyncTransition,
     CallbackResult,
     DeliveryResult,
     GroupSummary,
@@ -192,14 +193,14 @@ def cancel(
     return result
 
 
-def expire(ns: Namespace, task_id: str) -> MergedPlan[CallbackResult]:
-    """The task expired at its deadline, then its group's check."""
+def expire(ns: Namespace, task_id: str) -> MergedPlan[AsyncTransition]:
+    """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
     if ns.count > 1:
         yield FIX_COUNT
     index = ns.index_of(task_id)
     result = yield from on(index, operations.expire(ns.shards[index], task_id))
     yield from groups.after_ends(ns, index, [result], [task_id])
-    return result
+    return result.transition()
 
 
 def record_audit(
