@@ -20,7 +20,7 @@ from . import _groups as groups
 from . import _operations as operations
 from . import _task_ops as tasks
 from ._args import utf8
-from ._merged import FIX_COUNT, MergedPlan, OnShards, on, spread
+from ._merged import MergedPlan, OnShards, on, spread, writing
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
 from ._script_args import TaskIdsArgs
@@ -43,8 +43,7 @@ def create_many(
 ) -> MergedPlan[list[AsyncTask | AsyncBookError]]:
     """``create`` for each spec, in one pipelined round trip (each atomic on its own);
     a spec the book refuses answers its error in its place."""
-    if ns.count > 1:
-        yield FIX_COUNT
+    yield from writing(ns)
     given = list(specs)
     parts = ns.by_shard([spec.id for spec in given])
     return (
@@ -65,8 +64,7 @@ def apply_many(
     With ``full_task=False`` each result's task comes without its history (cheaper,
     for callers that only need the reasons, such as the sweep).
     """
-    if ns.count > 1:
-        yield FIX_COUNT
+    yield from writing(ns)
     given: list[ApplyItem] = list(items)
     out: list[Outcome | None] = [None] * len(given)
     waiting: dict[int, list[int]] = {}
@@ -149,8 +147,7 @@ def apply_many_then(
     keys on the book's Redis (on a Cluster: in the book's slot). Returns the events'
     results and the script's reply; an error the script raised is raised.
     """
-    if ns.count > 1:
-        yield FIX_COUNT
+    yield from writing(ns)
     given = list(items)
     indexes = {ns.index_of(item[0]) for item in given}
     if len(indexes) > 1:  # one transaction cannot span shards
@@ -193,9 +190,7 @@ def apply_in_script(
     and ``group_id``, the task's name and group where the caller knows them (a
     worker does), save a round trip when this book has not seen the task before.
     """
-    if ns.count > 1:
-        yield FIX_COUNT
-    index = ns.index_of(task_id)
+    index = yield from writing(ns, task_id)
     shard = ns.shards[index]
     call = (script, key, args)
     answer = yield from on(
@@ -216,8 +211,7 @@ def expire_many(
 ) -> MergedPlan[list[AsyncTransition | AsyncBookError]]:
     """Expire many tasks at their deadlines: one script call per thousand (each
     expiry is ``expire``'s, atomic on its own)."""
-    if ns.count > 1:
-        yield FIX_COUNT
+    yield from writing(ns)
     ids = list(task_ids)
     parts = ns.by_shard(ids)
     out: list[Outcome] = yield from spread(

@@ -26,6 +26,7 @@ __all__ = [
     "every",
     "on",
     "spread",
+    "writing",
 ]
 
 _T = TypeVar("_T")
@@ -108,3 +109,12 @@ class FixCount:
 
 FIX_COUNT = FixCount()
 """Yielded by a write of a namespace of several shards before anything else."""
+
+
+def writing(ns: Any, task_id: Any = None) -> MergedPlan[int]:
+    """A write's first step: ``FIX_COUNT`` when the namespace (a ``Namespace``) has
+    several shards. Answers the shard holding ``task_id`` (0 for none)."""
+    if ns.count > 1:
+        yield FIX_COUNT
+    index: int = ns.index_of(task_id)
+    return index

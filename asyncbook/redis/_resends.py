@@ -44,7 +44,7 @@ from ._args import utf8
 from ._audit import audit_args
 from ._creating import create_args, life_and_retention_ms
 from ._engine import Engine
-from ._merged import FIX_COUNT, MergedPlan, spread
+from ._merged import MergedPlan, spread, writing
 from ._namespace import Namespace
 from ._plan import Pipeline, Plan, ScriptCall, Scripts, command, server_time
 from ._replies import text_of
@@ -202,25 +202,16 @@ def _refusal_entry(shard: Shard, claim: ResendClaim, audit: AuditArgs) -> Script
     return ScriptCall("audit", keys, entry.argv())
 
 
-class _Call(NamedTuple):
-    slot: int
-    task_id: str
-    new_id: str
-    message: KeptMessage
-    deadline_ms: int | float
-    keys: list[str]
-    args: list[str]
-
-
-def _answer(call: _Call, reply: Any) -> ResendClaim:
+def _answer(made: ResendClaim, reply: Any) -> ResendClaim:
+    """resend.lua's answer: ``made`` when it created the new task, else its refusal."""
     if isinstance(reply, ResponseError):
         raise reply  # the server refused the call (OOM, READONLY): nothing was written
     status = text_of(reply[0])
     if status == "created":
-        return ResendClaim(call.task_id, call.new_id, call.message, call.deadline_ms)
+        return made
     if status == "refused":
-        return _refused(call.task_id, text_of(reply[1]), text_of(reply[2]) or None)
-    return ResendClaim(call.task_id, code="damaged", text=f"the resend's create answered {status}")
+        return _refused(made.task_id, text_of(reply[1]), text_of(reply[2]) or None)
+    return ResendClaim(made.task_id, code="damaged", text=f"the resend's create answered {status}")
 
 
 def claim_resends(
@@ -266,36 +257,33 @@ def resends(
         return []
     yield from operations.before_write(shard)
     now = yield from server_time()
-    claims: list[ResendClaim | None] = []
-    calls: list[_Call] = []
+    claims: list[ResendClaim] = []
+    created: list[int] = []  # the positions of the claims resend.lua decides
+    scripts: list[ScriptCall] = []
     refusals: list[ScriptCall] = []
     k = shard.keys
-    audited = audit.actor != ""
     for read in (yield from _read(shard, ids)):
         planned = _plan(read, now, new_id_for)
         if isinstance(planned, ResendClaim):
-            claims.append(planned)
-            if audited and planned.code in _AUDITED_REFUSALS:
+            if audit.actor != "" and planned.code in _AUDITED_REFUSALS:
                 refusals.append(_refusal_entry(shard, planned, audit))
+            claims.append(planned)
             continue
         spec, message = planned
         task, keys, create = create_args(shard, spec)
         create = dataclasses.replace(create, message_keep_ms=life_and_retention_ms(shard, spec))
         keys += [k.task(read.task_id), k.message(read.task_id)]
         keys += [k.task_audit(read.task_id), k.audit_log]
-        args = ResendArgs(create, read.task_id, audit).argv()
-        calls.append(
-            _Call(len(claims), read.task_id, spec.id, message, task.expires_at_ms, keys, args)
-        )
-        claims.append(None)
-    scripts = [ScriptCall("resend", call.keys, call.args) for call in calls]
+        scripts.append(ScriptCall("resend", keys, ResendArgs(create, read.task_id, audit).argv()))
+        created.append(len(claims))
+        claims.append(ResendClaim(read.task_id, spec.id, message, task.expires_at_ms))
     replies = yield Scripts([*scripts, *refusals])
-    for reply in replies[len(calls) :]:
+    for reply in replies[len(scripts) :]:
         if isinstance(reply, ResponseError):
             raise reply  # a refusal's entry the server did not take (OOM, READONLY)
-    for call, reply in zip(calls, replies[: len(calls)], strict=True):
-        claims[call.slot] = _answer(call, reply)
-    return [claim for claim in claims if claim is not None]
+    for at, reply in zip(created, replies[: len(scripts)], strict=True):
+        claims[at] = _answer(claims[at], reply)
+    return claims
 
 
 def namespace_resends(
@@ -311,8 +299,7 @@ def namespace_resends(
     ids, audit = _checked(ns.first, task_ids, actor, reason)
     if not ids:
         return []
-    if ns.count > 1:
-        yield FIX_COUNT
+    yield from writing(ns)
 
     def make(shard: Shard, ats: list[int]) -> Plan[list[ResendClaim]]:
         return resends(shard, [ids[at] for at in ats], audit, _in_shard(ns, shard.keys.shard_index))

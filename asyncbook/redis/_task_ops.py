@@ -30,7 +30,7 @@ from . import _claims as claims
 from . import _groups as groups
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
-from ._merged import FIX_COUNT, MergedPlan, NamespaceCall, OneShard, Sleep, on
+from ._merged import MergedPlan, NamespaceCall, OneShard, Sleep, on, writing
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
 from ._replies import group_summary_of
@@ -64,9 +64,7 @@ _TAKEN_PAUSE = 0.01
 
 def create(ns: Namespace, spec: CreateSpec) -> MergedPlan[AsyncTask]:
     """create.lua in the task's shard."""
-    if ns.count > 1:
-        yield FIX_COUNT
-    index = ns.index_of(spec.id)
+    index = yield from writing(ns, spec.id)
     return (yield from on(index, operations.create(ns.shards[index], spec)))
 
 
@@ -102,10 +100,13 @@ def release(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[None]:
 
 
 def _claimed(
-    ns: Namespace, task_id: str, identifier: str, call: Callable[[bool], MergedPlan[Any]]
+    ns: Namespace, task_id: str, identifier: str | None, call: Callable[[bool], MergedPlan[Any]]
 ) -> MergedPlan[Any]:
-    """``call(taken)`` with ``identifier`` claimed for ``task_id``; a claim made here is
-    released when the call surely wrote nothing."""
+    """``call(taken)``, with ``identifier`` claimed for ``task_id`` first when it lives in
+    another shard; a claim made here is released when the call surely wrote nothing."""
+    if not ns.crosses(task_id, identifier):
+        return (yield from call(False))
+    assert identifier is not None
     found = yield from claim(ns, task_id, identifier)
     if found == claims.Claim.TAKEN:
         return (yield from call(True))
@@ -134,18 +135,13 @@ def _apply_across(
 ) -> MergedPlan[CallbackResult]:
     """``apply`` in a namespace of several shards: the callback id claimed first when it
     lives in another shard, the group checked after a member's end."""
-    yield FIX_COUNT
-    index = ns.index_of(task_id)
+    index = yield from writing(ns, task_id)
     shard = ns.shards[index]
 
     def run(taken: bool) -> MergedPlan[CallbackResult]:
         return on(index, operations.apply(shard, task_id, event, callback_id, taken=taken))
 
-    if ns.crosses(task_id, callback_id):
-        assert callback_id is not None
-        result: CallbackResult = yield from _claimed(ns, task_id, callback_id, run)
-    else:
-        result = yield from run(False)
+    result: CallbackResult = yield from _claimed(ns, task_id, callback_id, run)
     yield from groups.after_ends(ns, index, [result], [task_id], [event])
     return result
 
@@ -164,9 +160,7 @@ def cancel(
     ``at_ms`` defaults to the Redis server's clock. With ``actor`` the cancel and its
     audit entry are one script call (``_audit``).
     """
-    if ns.count > 1:
-        yield FIX_COUNT
-    index = ns.index_of(task_id)
+    index = yield from writing(ns, task_id)
     shard = ns.shards[index]
 
     def run(taken: bool) -> MergedPlan[CallbackResult]:
@@ -184,20 +178,14 @@ def cancel(
             )
         return answer
 
-    if ns.crosses(task_id, callback_id):
-        assert callback_id is not None
-        result: CallbackResult = yield from _claimed(ns, task_id, callback_id, run)
-    else:
-        result = yield from run(False)
+    result: CallbackResult = yield from _claimed(ns, task_id, callback_id, run)
     yield from groups.after_ends(ns, index, [result], [task_id])
     return result
 
 
 def expire(ns: Namespace, task_id: str) -> MergedPlan[AsyncTransition]:
     """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
-    if ns.count > 1:
-        yield FIX_COUNT
-    index = ns.index_of(task_id)
+    index = yield from writing(ns, task_id)
     result = yield from on(index, operations.expire(ns.shards[index], task_id))
     yield from groups.after_ends(ns, index, [result], [task_id])
     return result.transition()
@@ -208,9 +196,7 @@ def record_audit(
 ) -> MergedPlan[None]:
     """Record a change another call made to an existing task (a resend of your own;
     ``Resender`` records its resends itself): one entry."""
-    if ns.count > 1:
-        yield FIX_COUNT
-    index = ns.index_of(task_id)
+    index = yield from writing(ns, task_id)
     yield from on(index, audits.record(ns.shards[index], task_id, action, actor, reason, outcome))
 
 
@@ -221,9 +207,7 @@ def deliver_result(
     ns: Namespace, task_id: str, idempotency_key: str, now_ms: int | float
 ) -> MergedPlan[DeliveryResult]:
     """Hand the result over once per idempotency key."""
-    if ns.count > 1:
-        yield FIX_COUNT
-    index = ns.index_of(task_id)
+    index = yield from writing(ns, task_id)
     shard = ns.shards[index]
     if not ns.map.key_crosses(task_id, idempotency_key) or is_blank(idempotency_key):
         return (
@@ -267,8 +251,7 @@ def resume(
 def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSummary]:
     """Declare that ``group_id`` has ``total`` members: once they have all ended, one
     group notification (at once if they already have)."""
-    if ns.count > 1:
-        yield FIX_COUNT
+    yield from writing(ns)
     group = utf8(require_text(group_id, "groupId"), "groupId")
     size = require_integer(total, "total", 1)
     home = ns.index_of(group)
