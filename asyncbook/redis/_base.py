@@ -12,6 +12,7 @@ from ._keys import KeySchema
 from ._namespace import DEFAULT_RETENTION, Namespace
 from ._plan import BookScript
 from ._replicas import ReplicaWait
+from ._scripts import with_helpers
 from ._shard import Shard
 from ._shards import CountCheck, HomeRule, ShardMap, prefix_home
 
@@ -101,7 +102,7 @@ class BookBase:
     def events_script(self, source: str) -> BookScript:
         """A script of the caller's for ``apply_in_script``: ``source`` runs with the task
         helpers and ``apply_event`` (apply.lua's body) in front of it."""
-        script: BookScript = self.engine.register_with_helpers(source)
+        script: BookScript = self.engine.register(with_helpers(source))
         return script
 
     @property

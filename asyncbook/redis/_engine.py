@@ -19,15 +19,12 @@ from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from .._book import CreateSpec
-from .._models import AsyncTask
-from . import _operations as operations
-from ._creating import CreateCall, create_args, create_call, life_and_retention_ms
+from ._creating import CreateCall, create_call
 from ._driver import Batch, Call, Step, batch_of, steps
 from ._pending import settle
 from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run
 from ._replicas import ReplicaWait
-from ._script_args import CreateArgs
-from ._scripts import BookScript, BookScripts, with_helpers
+from ._scripts import BookScript, BookScripts
 from ._shard import Shard
 
 __all__ = ["CreateCall", "Engine", "EngineBase"]
@@ -65,21 +62,9 @@ class EngineBase:
         first use)."""
         return BookScript(source, "", self.execute)
 
-    def register_with_helpers(self, source: str) -> BookScript:
-        """``register`` of ``source`` with the task helpers and ``apply_event`` in front."""
-        return self.register(with_helpers(source))
-
     def create_call(self, spec: CreateSpec) -> CreateCall:
         """The task create.lua would store, and the script's KEYS and ARGV."""
         return create_call(self.layout, spec)
-
-    def create_args(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], CreateArgs]:
-        """The task create.lua would store, the script's KEYS and its ARGV record."""
-        return create_args(self.layout, spec)
-
-    def life_and_retention_ms(self, spec: CreateSpec) -> str:
-        """The longest a task's record can live: its ttl and the retention; '' for ever."""
-        return life_and_retention_ms(self.layout, spec)
 
 
 class Engine(EngineBase):
@@ -127,10 +112,6 @@ class Engine(EngineBase):
         """Wait for the creates this process wrote to the book and has no answer for yet
         (read-your-writes for a publisher whose creates do not wait)."""
         settle(self.namespace)
-
-    def before_write(self) -> None:
-        """What runs before the book's first write: the server check (``check_server``)."""
-        self.run(operations.before_write(self.layout))
 
     def slot_client(self) -> Any:
         """A client for pipelines: on a Cluster, the node owning the book's one slot.
