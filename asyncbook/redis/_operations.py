@@ -41,12 +41,7 @@ from ._args import dumps, number_text, utf8
 from ._creating import create_call
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
 from ._replies import callback_result, created, group_summary_of, listed, status_of, text_of
-from ._script_args import (
-    ApplyArgs,
-    DeliverArgs,
-    GetManyArgs,
-    ResumeArgs,
-)
+from ._script_args import ApplyArgs, DeliverArgs, GetManyArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
 
@@ -277,20 +272,19 @@ def overdue_count(shard: Shard, now_ms: int | float) -> Plan[int]:
     return int((yield command("zcount", shard.keys.deadlines, "-inf", now)))
 
 
+# The sweep's marks (``_surface.record_sweep``, ``last_sweep_ms``, ``claim_sweep``).
+
+
 def record_sweep(shard: Shard, at_ms: int | float) -> Plan[None]:
-    """Note that a sweep ran at ``at_ms`` (kept without expiry: one small key)."""
     yield command("set", shard.keys.last_sweep, int(require_non_negative(at_ms, "atMs")))
 
 
 def last_sweep_ms(shard: Shard) -> Plan[int | None]:
-    """When a sweep last ran, or None if none ever did."""
     value = yield command("get", shard.keys.last_sweep)
     return None if value is None else int(value)
 
 
 def claim_sweep(shard: Shard, owner: str, lease_ms: int) -> Plan[bool]:
-    """Take the namespace's sweep lease for ``lease_ms`` if nobody holds it, or renew it
-    if ``owner`` does (``SET NX PX GET``): True if ``owner`` may sweep now."""
     key = shard.keys.sweep_lease
     previous = yield command("set", key, owner, nx=True, px=lease_ms, get=True)
     if previous is None:

@@ -13,11 +13,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from .._book import CreateOptions, CreateSpec
 from .._console import SearchPage, TaskQuery
-from .._models import (
-    AsyncTask,
-    GroupNotification,
-    Notification,
-)
+from .._models import AsyncTask, GroupNotification, Notification
 from . import _operations as operations
 from . import _outbox as outbox
 from . import _reads as reads
@@ -50,15 +46,7 @@ from ._reads import (
     transition_counts,
     workers,
 )
-from ._task_ops import (
-    apply,
-    cancel,
-    deliver_result,
-    expire,
-    record_audit,
-    resume,
-    seal_group,
-)
+from ._task_ops import apply, cancel, deliver_result, expire, record_audit, resume, seal_group
 
 if TYPE_CHECKING:
     from ._base import BookBase
