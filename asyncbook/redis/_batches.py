@@ -33,7 +33,6 @@ from ._shard import Shard
 
 __all__ = [
     "ApplyBatchItem",
-    "ExtraCall",
     "apply_in_script",
     "apply_many_then",
     "create_many",
@@ -41,9 +40,6 @@ __all__ = [
     "prune",
 ]
 
-ExtraCall = ScriptCall
-"""A script call run after the events of a batch, in the same transaction (a caller's
-script: ``ScriptCall("", keys, args, script=...)``)."""
 ApplyBatchItem = tuple[Any, EventInput | None, Any]
 """(task id, event or None to expire at the deadline, callback id)."""
 _Call = tuple[int, list[str], ApplyArgs, AsyncBookError | None]
@@ -52,8 +48,7 @@ _Call = tuple[int, list[str], ApplyArgs, AsyncBookError | None]
 def create_many(
     shard: Shard, specs: Iterable[CreateSpec]
 ) -> Plan[list[AsyncTask | AsyncBookError]]:
-    """``create`` for each spec, in one pipelined round trip (each atomic on its own);
-    a spec the book refuses answers its error in its place."""
+    """``_batch_ops.create_many`` on one shard: one pipelined round trip."""
     results: list[AsyncTask | AsyncBookError | None] = []
     calls: list[tuple[int, str, AsyncTask, list[str], list[str]]] = []
     for spec in specs:
@@ -120,10 +115,10 @@ def apply_many_then(
     shard: Shard,
     items: list[ApplyBatchItem],
     full_task: bool,
-    extra: ExtraCall | None,
+    extra: ScriptCall | None,
 ) -> Plan[tuple[list[CallbackResult | AsyncBookError], Any]]:
-    """The events' results, and the reply of the ``extra`` call run after them in the
-    same MULTI/EXEC (None without one; its error as a reply, not raised).
+    """The events' results, and the reply of the ``extra`` call (a caller's script) run
+    after them in the same MULTI/EXEC (None without one; its error as a reply, not raised).
 
     After Redis lost a script (SCRIPT FLUSH, a restart, a failover) the calls from the
     first that met NOSCRIPT on run again, in order, in a second transaction (the
