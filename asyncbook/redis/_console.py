@@ -512,10 +512,10 @@ def _workers(shard: Shard, within_ms: int) -> Plan[list[WorkerSummary]]:
     return found
 
 
-def workers(ns: Namespace, within_ms: int) -> MergedPlan[list[WorkerSummary]]:
-    """Each worker's summaries of every shard as one: counts summed, last seen the
-    latest, running tasks together; most recently seen first (ties by name, last
-    first, as one shard's sorted set answers)."""
+def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
+    """Workers seen in the last ``within_ms``, most recently seen first."""
+    # Each worker's summaries of every shard as one: counts summed, last seen the latest,
+    # running tasks together; ties by name, last first, as one shard's sorted set answers.
     found = yield every(ns.shards, lambda shard: _workers(shard, within_ms))
     merged: dict[str, WorkerSummary] = {}
     for summary in (summary for summaries in found for summary in summaries):
@@ -536,8 +536,7 @@ def workers(ns: Namespace, within_ms: int) -> MergedPlan[list[WorkerSummary]]:
 
 
 def task_names(ns: Namespace, within_ms: int | None = None) -> MergedPlan[list[str]]:
-    """Every shard's task names created within ``within_ms`` (None: every name), once
-    each, sorted."""
+    """Task names the book has seen (created within ``within_ms``), sorted."""
     found = yield every(ns.shards, lambda shard: _names(shard, within_ms))
     return sorted({name for names in found for name in names})
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from .._audit import AuditEntry
 from .._book import sort_notifications
 from .._checks import require_limit, require_non_negative, require_page_cursor, require_state
-from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
+from .._console import TaskInfo
 from .._gauges import GAUGE_WORKERS_LIMIT, GAUGE_WORKERS_WITHIN_MS, BookGauges, GroupBacklog
 from .._models import STATE_NAMES, AsyncTask, GroupNotification, Notification, TaskPage
 from ..errors import invalid
@@ -22,7 +22,7 @@ from . import _batches as batches
 from . import _console as console
 from . import _operations as operations
 from . import _outbox as outbox
-from . import _stats as stats_reads
+from ._console import search, task_names, workers
 from ._gauges import gauges as shard_gauges
 from ._groups import tasks_in_order
 from ._merged import MergedPlan, OneShard, OnShards, every, on
@@ -30,6 +30,7 @@ from ._namespace import Namespace
 from ._plan import SETTLE, Pipeline, Plan, command, server_time
 from ._replies import text_of
 from ._shard import Shard
+from ._stats import name_totals, stats
 
 __all__ = [
     "ENTRY_SEPARATOR",
@@ -225,35 +226,7 @@ def transition_counts(ns: Namespace) -> MergedPlan[dict[str, int]]:
     return (yield from _summed(ns, operations.transition_counts))
 
 
-# -- the console (``_console``, ``_stats``) -------------------------------------------
-
-
-def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
-    """One page of tasks matching ``query``, with totals per state."""
-    return console.search(ns, query)
-
-
-def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
-    """Workers seen in the last ``within_ms``, most recently seen first."""
-    return console.workers(ns, within_ms)
-
-
-def stats(
-    ns: Namespace, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
-) -> MergedPlan[TaskStats]:
-    """Per-minute starts, ends by state and runtime percentiles of one task name (None:
-    every task) over the last ``window_ms`` (one minute to a day): one round trip."""
-    return stats_reads.stats(ns, name, window_ms, now_ms)
-
-
-def task_names(ns: Namespace, within_ms: int | None = None) -> MergedPlan[list[str]]:
-    """Task names the book has seen (created within ``within_ms``), sorted."""
-    return console.task_names(ns, within_ms)
-
-
-def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
-    """Running totals per task name, for Prometheus counters and histograms."""
-    return stats_reads.name_totals(ns)
+# -- the console (its other reads: ``_console``, ``_stats``) ------------------------
 
 
 def gauges(

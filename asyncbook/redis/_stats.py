@@ -120,12 +120,13 @@ def _add_hour(
 
 
 def stats(
-    ns: Namespace, name: str | None, window_ms: int, now_ms: int | None
+    ns: Namespace, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
 ) -> MergedPlan[TaskStats]:
-    """Per-minute counts and runtimes of one task name (or of all) over the window:
-    every shard's over the same window, summed minute by minute. The window ends at
-    ``now_ms``, else at the server's clock: one shard's read takes it from the server
-    itself; several shards' read it once first (one clock for all)."""
+    """Per-minute starts, ends by state and runtime percentiles of one task name (None:
+    every task) over the last ``window_ms`` (one minute to a day): one round trip."""
+    # Every shard's counts over the same window, summed minute by minute. The window ends
+    # at ``now_ms``, else at the server's clock: one shard's read takes it from the server
+    # itself; several shards' read it once first (one clock for all).
     if now_ms is None and ns.count > 1:
         now_ms = yield from on(0, server_time(), writes=False)
     at = now_ms
@@ -231,8 +232,8 @@ def _stats_of(name: str | None, window_ms: int, found: Sequence[_StatsCounts]) -
 
 
 def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
-    """Running totals per task name, every shard's summed: starts, ends by state,
-    runtime histogram and sum."""
+    """Running totals per task name, for Prometheus counters and histograms."""
+    # Every shard's summed: starts, ends by state, runtime histogram and sum.
     found = yield every(ns.shards, _name_totals)
     per_name: dict[str, _Counted] = {}
     for flat in found:
