@@ -79,17 +79,13 @@ def text_or_none(raw: Any) -> str | None:
     return None if raw is None else text_of(raw)
 
 
-def _lacking(reply: Any) -> bool:
-    return isinstance(reply, list) and bool(reply) and text_or_none(reply[0]) == ScriptStatus.KEYS
-
-
 def until_given(call: Callable[[], ScriptCall], learn: Callable[[Any], None]) -> Plan[Any]:
     """The reply to ``call()``'s script call, after ``learn`` took in each ``!keys``
     answer it gave (each names keys not given yet, of what the book holds: the rounds
     end)."""
     while True:
         reply = yield call()
-        if not _lacking(reply):
+        if not (isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.KEYS):
             return reply
         learn(reply)
 
@@ -175,7 +171,7 @@ def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
     order = query.order
 
     def page_of(asked: TaskQuery, unnamed: bool) -> MergedPlan[SearchPage]:
-        return _merged_page(ns.shards, asked, unnamed)
+        return _merged_page(ns, asked, unnamed)
 
     if query.state is not None and query.state not in STATES_WITH.get(order.field, STATE_NAMES):
         # No task in this state has the field: every match comes last, by creation.
@@ -190,9 +186,7 @@ def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
     return (yield from search_by_name(query, names, page_of, SEARCH_SCAN_LIMIT))
 
 
-def _merged_page(
-    shards: Sequence[Shard], query: TaskQuery, unnamed: bool
-) -> MergedPlan[SearchPage]:
+def _merged_page(ns: Namespace, query: TaskQuery, unnamed: bool) -> MergedPlan[SearchPage]:
     """Each shard's page of ``query`` (True ``unnamed``: of the tasks without a name
     only), merged (``merge_pages``). Of several shards each is first read for a short
     page: in creation order with no filter but a state or a name (``_by_positions``),
@@ -200,8 +194,9 @@ def _merged_page(
     walk; else twice the shard's even share of the page, and 2. If the merge of the short
     pages is not a full page, the shards whose short page was cut by its length are read
     again in full. One shard's page is the whole page."""
-    even = min(query.limit, 2 * -(-query.limit // len(shards)) + 2)
-    if len(shards) > 1 and _by_positions(query, unnamed):
+    shards = ns.shards
+    even = min(query.limit, 2 * ns.share(query.limit) + 2)
+    if ns.count > 1 and _by_positions(query, unnamed):
         firsts: list[_Entries] = yield every(shards, lambda each: _first_entries(each, query, even))
         limits, ahead = _shares(query, firsts, even)
     else:

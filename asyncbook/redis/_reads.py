@@ -139,7 +139,7 @@ def list_tasks(
     cursor = require_page_cursor(after)
     states = STATE_NAMES if wanted is None else (wanted,)
     top = "+inf" if cursor is None else f"({cursor}"
-    first = min(count + 1, 2 * -(-(count + 1) // ns.count) + 2)
+    first = min(count + 1, 2 * ns.share(count + 1) + 2)
     pages: list[_Rows] = yield every(
         ns.shards, lambda shard: _newest_rows(shard, states, top, first)
     )
