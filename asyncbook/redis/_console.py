@@ -1,10 +1,11 @@
-"""The operator console's reads of a Redis book: info, search, workers, names.
+"""The operator console's reads of a Redis book: info, search, names (its counts and
+workers: ``_stats``).
 
 What they read is written by the task scripts themselves (lua/_info.lua), so recording
 costs no extra round trip. A script reads only keys it is given: a read whose keys come
 from what it reads (the tasks an index lists, the workers seen) answers ``!keys`` with
-them, and is sent again with their keys (workers and search: two round trips, more for a
-search that walks more than one batch of each index).
+them, and is sent again with their keys (``until_given``; workers and search: two round
+trips, more for a search that walks more than one batch of each index).
 
 A task's info is its shard's plan (``_plan``). Every other read is a namespace plan
 (``_merged``): each of the S >= 1 shards read together, their answers merged into the
@@ -31,18 +32,16 @@ from .._console import (
     SortOrder,
     TaskInfo,
     TaskQuery,
-    WorkerSummary,
     matched_counts,
     totals_of,
 )
 from .._models import GROUP_END_STATES, STATE_NAMES, AsyncTask
-from ..errors import invalid
 from ._args import utf8
 from ._merged import MergedPlan, OnShards, every
 from ._name_sort import search_by_name
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import text_of
-from ._script_args import InfoArgs, SearchArgs, WorkersArgs
+from ._script_args import InfoArgs, SearchArgs
 from ._scripts import ScriptStatus
 
 if TYPE_CHECKING:
@@ -52,12 +51,12 @@ if TYPE_CHECKING:
 __all__ = [
     "WORKER_KEEP_MS",
     "info",
+    "number_of",
     "search",
     "search_page_at",
     "task_names",
     "text_or_none",
     "until_given",
-    "workers",
 ]
 
 STATES_WITH = {"runtime": ("succeeded", "failed"), "ended": GROUP_END_STATES}
@@ -70,8 +69,6 @@ WORKER_KEEP_MS = 7 * 86_400_000
 """A worker unseen this long is forgotten (WORKER_KEEP in lua/_info.lua)."""
 CHILDREN_LISTED = 100
 """Children of a task its info lists, at most."""
-WORKERS_LISTED = 500
-RUNNING_LOOKED_AT = 10_000
 
 
 def text_or_none(raw: Any) -> str | None:
@@ -90,7 +87,8 @@ def until_given(call: Callable[[], ScriptCall], learn: Callable[[Any], None]) ->
         learn(reply)
 
 
-def _number(raw: Any) -> int | float | None:
+def number_of(raw: Any) -> int | float | None:
+    """A reply's number (an int where it is whole), or None for none."""
     text = text_or_none(raw)
     if text is None:
         return None
@@ -109,11 +107,11 @@ def _info(
         :11
     ]
     retry_of, retried_as, retried_by, retry_reason = fields[12:16]
-    started_ms, ended_ms = _number(started), _number(ended)
+    started_ms, ended_ms = number_of(started), number_of(ended)
     runtime = None
     if started_ms is not None and ended_ms is not None and ended_ms >= started_ms:
         runtime = ended_ms - started_ms
-    tries = _number(attempts)
+    tries = number_of(attempts)
     group_text = text_or_none(group)
     return TaskInfo(
         id=task_id,
@@ -125,7 +123,7 @@ def _info(
         root_id=text_or_none(root),
         group_id=None if group_text is None else json.loads(group_text),
         worker=text_or_none(worker),
-        created_at_ms=_number(created),
+        created_at_ms=number_of(created),
         started_at_ms=started_ms,
         ended_at_ms=ended_ms,
         runtime_ms=runtime,
@@ -463,71 +461,6 @@ def _kept(query: TaskQuery, found: Sequence[PageFound]) -> _Kept:
     else:
         next_after = None
     return rows, next_after, complete
-
-
-def _workers(shard: Shard, within_ms: int) -> Plan[list[WorkerSummary]]:
-    """The workers a shard saw in the last ``within_ms``, most recently seen first."""
-    if type(within_ms) is not int or within_ms <= 0:
-        raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
-    now = yield from server_time()
-    k = shard.keys
-    ids: list[str] = []
-    names: list[str] = []
-
-    def call() -> ScriptCall:
-        keys = [k.workers, k.state_index("running")]
-        keys += [k.task(id) for id in ids] + [k.worker_counts(name) for name in names]
-        args = WorkersArgs(
-            now - within_ms,
-            WORKERS_LISTED,
-            RUNNING_LOOKED_AT,
-            json.dumps(ids, ensure_ascii=False),
-            json.dumps(names, ensure_ascii=False),
-        )
-        return ScriptCall("workers", keys, args.argv())
-
-    def learn(reply: Any) -> None:
-        ids.extend(map(text_of, reply[1]))
-        names.extend(map(text_of, reply[2]))
-
-    reply = yield from until_given(call, learn)
-    found = []
-    for name, seen, counts, running in reply:
-        started, succeeded, failed = (int(_number(count) or 0) for count in counts)
-        found.append(
-            WorkerSummary(
-                name=text_or_none(name) or "",
-                last_seen_ms=_number(seen) or 0,
-                running=tuple(sorted(text for text in map(text_or_none, running) if text)),
-                started=started,
-                succeeded=succeeded,
-                failed=failed,
-            )
-        )
-    return found
-
-
-def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
-    """Workers seen in the last ``within_ms``, most recently seen first."""
-    # Each worker's summaries of every shard as one: counts summed, last seen the latest,
-    # running tasks together; ties by name, last first, as one shard's sorted set answers.
-    found = yield every(ns.shards, lambda shard: _workers(shard, within_ms))
-    merged: dict[str, WorkerSummary] = {}
-    for summary in (summary for summaries in found for summary in summaries):
-        known = merged.get(summary.name)
-        if known is None:
-            merged[summary.name] = summary
-            continue
-        merged[summary.name] = WorkerSummary(
-            name=summary.name,
-            last_seen_ms=max(known.last_seen_ms, summary.last_seen_ms),
-            running=tuple(sorted({*known.running, *summary.running})),
-            started=known.started + summary.started,
-            succeeded=known.succeeded + summary.succeeded,
-            failed=known.failed + summary.failed,
-        )
-    ordered = sorted(merged.values(), key=lambda w: (w.last_seen_ms, w.name), reverse=True)
-    return ordered[:WORKERS_LISTED]
 
 
 def task_names(ns: Namespace, within_ms: int | None = None) -> MergedPlan[list[str]]:

@@ -22,7 +22,7 @@ from . import _batches as batches
 from . import _console as console
 from . import _operations as operations
 from . import _outbox as outbox
-from ._console import search, task_names, workers
+from ._console import search, task_names
 from ._gauges import gauges as shard_gauges
 from ._groups import tasks_in_order
 from ._merged import MergedPlan, OneShard, OnShards, every, on
@@ -30,7 +30,7 @@ from ._namespace import Namespace
 from ._plan import SETTLE, Pipeline, Plan, command, server_time
 from ._replies import text_of
 from ._shard import Shard
-from ._stats import name_totals, stats
+from ._stats import name_totals, stats, workers
 
 __all__ = [
     "ENTRY_SEPARATOR",

@@ -1,13 +1,15 @@
 """The console's counts of a Redis book: per-minute stats over a window and running
-totals per task name, as the task scripts count them (lua/_info.lua's count_minute).
+totals per task name, as the task scripts count them (lua/_info.lua's count_minute), and
+the workers seen with their counts and running tasks.
 
-Each read is a namespace plan (``_merged``): every shard's raw counts are read together
-and added up field by field, and the answer is built once from the sums (a percentile
-of a merged histogram, never an average of them); S = 1 is the sum of one.
+Each read is a namespace plan (``_merged``): every shard's counts are read together and
+added up, and the answer is built once from the sums (a percentile of a merged
+histogram, never an average of them); S = 1 is the sum of one.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -19,24 +21,27 @@ from .._console import (
     MinuteStats,
     NameTotals,
     TaskStats,
+    WorkerSummary,
     percentile_ms,
 )
 from .._models import GROUP_END_STATES
 from ..errors import invalid
-from ._console import text_or_none, until_given
+from ._console import number_of, text_or_none, until_given
 from ._merged import MergedPlan, every, on
 from ._plan import Plan, ScriptCall, command, server_time
 from ._replies import text_of
-from ._script_args import StatsArgs
+from ._script_args import StatsArgs, WorkersArgs
 
 if TYPE_CHECKING:
     from ._namespace import Namespace
     from ._shard import Shard
 
-__all__ = ["name_totals", "stats"]
+__all__ = ["name_totals", "stats", "workers"]
 
 _HOUR_MS = 3_600_000
 _BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
+WORKERS_LISTED = 500
+RUNNING_LOOKED_AT = 10_000
 
 
 _Counted = tuple[dict[str, int], list[int]]
@@ -258,3 +263,68 @@ def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
 def _name_totals(shard: Shard) -> Plan[dict[Any, Any]]:
     flat: dict[Any, Any] = yield command("hgetall", shard.keys.name_totals)
     return flat
+
+
+def _workers(shard: Shard, within_ms: int) -> Plan[list[WorkerSummary]]:
+    """The workers a shard saw in the last ``within_ms``, most recently seen first."""
+    if type(within_ms) is not int or within_ms <= 0:
+        raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
+    now = yield from server_time()
+    k = shard.keys
+    ids: list[str] = []
+    names: list[str] = []
+
+    def call() -> ScriptCall:
+        keys = [k.workers, k.state_index("running")]
+        keys += [k.task(id) for id in ids] + [k.worker_counts(name) for name in names]
+        args = WorkersArgs(
+            now - within_ms,
+            WORKERS_LISTED,
+            RUNNING_LOOKED_AT,
+            json.dumps(ids, ensure_ascii=False),
+            json.dumps(names, ensure_ascii=False),
+        )
+        return ScriptCall("workers", keys, args.argv())
+
+    def learn(reply: Any) -> None:
+        ids.extend(map(text_of, reply[1]))
+        names.extend(map(text_of, reply[2]))
+
+    reply = yield from until_given(call, learn)
+    found = []
+    for name, seen, counts, running in reply:
+        started, succeeded, failed = (int(number_of(count) or 0) for count in counts)
+        found.append(
+            WorkerSummary(
+                name=text_or_none(name) or "",
+                last_seen_ms=number_of(seen) or 0,
+                running=tuple(sorted(text for text in map(text_or_none, running) if text)),
+                started=started,
+                succeeded=succeeded,
+                failed=failed,
+            )
+        )
+    return found
+
+
+def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
+    """Workers seen in the last ``within_ms``, most recently seen first."""
+    # Each worker's summaries of every shard as one: counts summed, last seen the latest,
+    # running tasks together; ties by name, last first, as one shard's sorted set answers.
+    found = yield every(ns.shards, lambda shard: _workers(shard, within_ms))
+    merged: dict[str, WorkerSummary] = {}
+    for summary in (summary for summaries in found for summary in summaries):
+        known = merged.get(summary.name)
+        if known is None:
+            merged[summary.name] = summary
+            continue
+        merged[summary.name] = WorkerSummary(
+            name=summary.name,
+            last_seen_ms=max(known.last_seen_ms, summary.last_seen_ms),
+            running=tuple(sorted({*known.running, *summary.running})),
+            started=known.started + summary.started,
+            succeeded=known.succeeded + summary.succeeded,
+            failed=known.failed + summary.failed,
+        )
+    ordered = sorted(merged.values(), key=lambda w: (w.last_seen_ms, w.name), reverse=True)
+    return ordered[:WORKERS_LISTED]
