@@ -114,7 +114,6 @@ def main() -> None:
 
 def run(args: argparse.Namespace, url: str, own_server: bool) -> None:
     from asyncbook import RedisBook
-    from asyncbook.redis import _stats
 
     path = Path(args.baseline_src) / "asyncbook" / "redis" / "_console.py"
     spec = importlib.util.spec_from_file_location("asyncbook.redis._console_before", path)
@@ -145,7 +144,7 @@ def run(args: argparse.Namespace, url: str, own_server: bool) -> None:
                 return old.engine.run(before.stats(old.layout, name, DAY_MS, now))
 
             def new_stats(name: str | None = name) -> Any:
-                return new.engine.run(_stats.stats(new.layout, name, DAY_MS, now))
+                return new.stats(name, DAY_MS, now)
 
             assert old_stats() == new_stats(), name
             times: dict[str, list[float]] = {"old": [], "new": []}

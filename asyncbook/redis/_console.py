@@ -1,56 +1,62 @@
-"""The operator console's reads of a Redis book: info, search, workers, stats, totals.
+"""The operator console's reads of a Redis book: info, search, names (its counts and
+workers: ``_stats``).
 
 What they read is written by the task scripts themselves (lua/_info.lua), so recording
 costs no extra round trip. A script reads only keys it is given: a read whose keys come
 from what it reads (the tasks an index lists, the workers seen) answers ``!keys`` with
-them, and is sent again with their keys (stats: one round trip when the server's clock
-agrees with this host's to within an hour; workers and search: two, more for a search
-that walks more than one batch of each index). Each read is a plan (``_plan``) that
-``RedisBook`` and ``AsyncRedisBook`` both run.
+them, and is sent again with their keys (``until_given``; workers and search: two round
+trips, more for a search that walks more than one batch of each index).
+
+A task's info is its shard's plan (``_plan``). Every other read is a namespace plan
+(``_merged``): each of the S >= 1 shards read together, their answers merged into the
+one a single shard holding the same tasks gives (S = 1: the merge of one). A search page
+is each shard's page of the same query merged by the query's order: every row carries
+its position (the cursor of a page ending with it, search.lua), and the merged page ends
+at the first position some shard cannot see past (its ``next_after``: its page was full,
+or its walk ran out of budget), so the merged cursor, sent to every shard, never skips
+nor repeats a task.
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
 import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._checks import require_string
 from .._console import (
-    RUNTIME_BUCKETS_MS,
     SearchPage,
     SearchRow,
+    SortOrder,
     TaskInfo,
     TaskQuery,
-    WorkerSummary,
     matched_counts,
     totals_of,
 )
 from .._models import GROUP_END_STATES, STATE_NAMES, AsyncTask
-from ..errors import invalid
 from ._args import utf8
+from ._merged import MergedPlan, OnShards, every
 from ._name_sort import search_by_name
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
 from ._replies import text_of
-from ._script_args import InfoArgs, SearchArgs, WorkersArgs
+from ._script_args import InfoArgs, SearchArgs
 from ._scripts import ScriptStatus
 
 if TYPE_CHECKING:
+    from ._namespace import Namespace
     from ._shard import Shard
 
 __all__ = [
-    "STATES_WITH",
-    "text_or_none",
-    "until_given",
     "WORKER_KEEP_MS",
     "info",
+    "number_of",
     "search",
-    "PageFound",
     "search_page_at",
-    "search_row",
-    "search_with",
     "task_names",
-    "workers",
+    "text_or_none",
+    "until_given",
 ]
 
 STATES_WITH = {"runtime": ("succeeded", "failed"), "ended": GROUP_END_STATES}
@@ -63,19 +69,11 @@ WORKER_KEEP_MS = 7 * 86_400_000
 """A worker unseen this long is forgotten (WORKER_KEEP in lua/_info.lua)."""
 CHILDREN_LISTED = 100
 """Children of a task its info lists, at most."""
-WORKERS_LISTED = 500
-RUNNING_LOOKED_AT = 10_000
-_HOUR_MS = 3_600_000
-_BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
 
 
 def text_or_none(raw: Any) -> str | None:
     """A reply's text, or None for none."""
     return None if raw is None else text_of(raw)
-
-
-def _lacking(reply: Any) -> bool:
-    return isinstance(reply, list) and bool(reply) and text_or_none(reply[0]) == ScriptStatus.KEYS
 
 
 def until_given(call: Callable[[], ScriptCall], learn: Callable[[Any], None]) -> Plan[Any]:
@@ -84,12 +82,13 @@ def until_given(call: Callable[[], ScriptCall], learn: Callable[[Any], None]) ->
     end)."""
     while True:
         reply = yield call()
-        if not _lacking(reply):
+        if not (isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.KEYS):
             return reply
         learn(reply)
 
 
-def _number(raw: Any) -> int | float | None:
+def number_of(raw: Any) -> int | float | None:
+    """A reply's number (an int where it is whole), or None for none."""
     text = text_or_none(raw)
     if text is None:
         return None
@@ -108,11 +107,11 @@ def _info(
         :11
     ]
     retry_of, retried_as, retried_by, retry_reason = fields[12:16]
-    started_ms, ended_ms = _number(started), _number(ended)
+    started_ms, ended_ms = number_of(started), number_of(ended)
     runtime = None
     if started_ms is not None and ended_ms is not None and ended_ms >= started_ms:
         runtime = ended_ms - started_ms
-    tries = _number(attempts)
+    tries = number_of(attempts)
     group_text = text_or_none(group)
     return TaskInfo(
         id=task_id,
@@ -124,7 +123,7 @@ def _info(
         root_id=text_or_none(root),
         group_id=None if group_text is None else json.loads(group_text),
         worker=text_or_none(worker),
-        created_at_ms=_number(created),
+        created_at_ms=number_of(created),
         started_at_ms=started_ms,
         ended_at_ms=ended_ms,
         runtime_ms=runtime,
@@ -157,30 +156,21 @@ def info(shard: Shard, task_id: str) -> Plan[TaskInfo | None]:
 
 
 def _names_containing(shard: Shard, text: str) -> Plan[list[str]]:
-    """The task names the book knows that contain ``text`` (case-insensitively)."""
+    """The task names the shard knows that contain ``text`` (case-insensitively)."""
     wanted = text.casefold()
-    return [name for name in (yield from task_names(shard)) if wanted in name.casefold()]
+    return [name for name in (yield from _names(shard)) if wanted in name.casefold()]
 
 
-def search(shard: Shard, query: TaskQuery) -> Plan[SearchPage]:
-    """One page of tasks matching ``query`` in its order, and the matching tasks per state."""
-    yield SETTLE
-
-    def page_of(asked: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
-        return _search_page(shard, asked, unnamed)
-
-    return (yield from search_with(query.checked(), lambda: task_names(shard), page_of))
-
-
-def search_with(
-    query: TaskQuery,
-    names: Callable[[], Plan[list[str]]],
-    page_of: Callable[[TaskQuery, bool], Plan[SearchPage]],
-) -> Plan[SearchPage]:
-    """``search`` of a checked query, from a book's ``names`` and its ``page_of`` (a page
-    not sorted by name; True: of the tasks without a name only): one shard's, or the
-    pages of every shard merged (``_sharded_console``)."""
+def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
+    """One page of tasks matching ``query`` in its order, and the matching tasks per state.
+    Each page it reads is every shard's page merged (``_merged_page``); a name sort
+    reads the names of every shard."""
+    query = query.checked()
     order = query.order
+
+    def page_of(asked: TaskQuery, unnamed: bool) -> MergedPlan[SearchPage]:
+        return _merged_page(ns, asked, unnamed)
+
     if query.state is not None and query.state not in STATES_WITH.get(order.field, STATE_NAMES):
         # No task in this state has the field: every match comes last, by creation.
         after = query.after[1:] if query.after and query.after[0] == "~" else None
@@ -190,7 +180,41 @@ def search_with(
         return page.model_copy(update={"next_after": tail})
     if order.field != "name":
         return (yield from page_of(query, False))
-    return (yield from search_by_name(query, (yield from names()), page_of, SEARCH_SCAN_LIMIT))
+    names = yield from task_names(ns)
+    return (yield from search_by_name(query, names, page_of, SEARCH_SCAN_LIMIT))
+
+
+def _merged_page(ns: Namespace, query: TaskQuery, unnamed: bool) -> MergedPlan[SearchPage]:
+    """Each shard's page of ``query`` (True ``unnamed``: of the tasks without a name
+    only), merged (``merge_pages``). Of several shards each is first read for a short
+    page: in creation order with no filter but a state or a name (``_by_positions``),
+    one row past the shard's share of the merged page, from the first entries of its
+    walk; else twice the shard's even share of the page, and 2. If the merge of the short
+    pages is not a full page, the shards whose short page was cut by its length are read
+    again in full. One shard's page is the whole page."""
+    shards = ns.shards
+    even = min(query.limit, 2 * ns.share(query.limit) + 2)
+    if ns.count > 1 and _by_positions(query, unnamed):
+        firsts: list[_Entries] = yield every(shards, lambda each: _first_entries(each, query, even))
+        limits, ahead = _shares(query, firsts, even)
+    else:
+        limits, ahead = [even] * len(shards), [[] for _ in shards]
+    found: list[PageFound] = yield OnShards(
+        tuple(
+            search_page_at(each, query._replace(limit=limit), unnamed, ids)
+            for each, limit, ids in zip(shards, limits, ahead, strict=True)
+        )
+    )
+    cut = tuple(
+        index
+        for index, (each, limit) in enumerate(zip(found, limits, strict=True))
+        if limit < query.limit and each.page.next_after is not None and len(each.rows) >= limit
+    )
+    if cut and len(_kept(query, found)[0]) < query.limit:
+        again = yield OnShards(tuple(search_page_at(shards[i], query, unnamed) for i in cut), cut)
+        for index, each in zip(cut, again, strict=True):
+            found[index] = each
+    return merge_pages(query, found)
 
 
 class PageFound(NamedTuple):
@@ -211,21 +235,14 @@ def search_row(reply: Any) -> SearchRow:
     return SearchRow(task=task, info=info, matched_by=text_or_none(matched_by) or None)
 
 
-def _search_page(shard: Shard, query: TaskQuery, unnamed: bool) -> Plan[SearchPage]:
-    """``search`` of a checked query not sorted by name (``unnamed``: of the tasks
-    without a name only)."""
-    found = yield from search_page_at(shard, query, unnamed)
-    rows = tuple(search_row(reply) for _position, reply in found.rows)
-    matched = None if query.q is None else matched_counts(rows)
-    return found.page.model_copy(update={"tasks": rows, "matched": matched})
-
-
 def search_page_at(
     shard: Shard, query: TaskQuery, unnamed: bool, ids_ahead: Sequence[str] = ()
 ) -> Plan[PageFound]:
-    """``_search_page``, its rows not read yet, each with its position (pages of several
-    shards merge by it). ``ids_ahead``: ids the walk is expected to meet, whose keys the
-    first call gives (a sharded page read where its walk begins)."""
+    """A shard's page of a checked query not sorted by name (``unnamed``: of the tasks
+    without a name only), its rows not read yet, each with its position (``merge_pages``
+    merges by it). ``ids_ahead``: ids the walk is expected to meet, whose keys the first
+    call gives (a page read where its walk begins, ``_shares``)."""
+    yield SETTLE
     order = query.order
     k = shard.keys
     if query.worker is not None:
@@ -287,50 +304,174 @@ def search_page_at(
     return PageFound([(text_or_none(row[3]) or "", row) for row in rows], page)
 
 
-def workers(shard: Shard, within_ms: int, now_ms: int | None = None) -> Plan[list[WorkerSummary]]:
-    """Workers seen in the last ``within_ms``, most recently seen first."""
-    if type(within_ms) is not int or within_ms <= 0:
-        raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
-    now = (yield from server_time()) if now_ms is None else now_ms
+def _by_positions(query: TaskQuery, unnamed: bool) -> bool:
+    """Whether a shard's page walks its state indexes (of all tasks or of a name) in
+    creation order taking every entry (its record kept): where the page's rows fall
+    follows from the indexes' first entries."""
+    plain = query.q is None and query.worker is None and not unnamed
+    return plain and query.order.field == "created" and query.since_ms is query.until_ms is None
+
+
+_Entries = list[tuple[int, str]]
+"""A shard's first entries of its page's walk: (creation order, id)."""
+
+
+def _first_entries(shard: Shard, query: TaskQuery, count: int) -> Plan[_Entries]:
+    """The first ``count`` entries of a shard's walk for ``query`` (after its cursor, in
+    its order, over the indexes it walks); one script call, no rows read."""
+    yield SETTLE
     k = shard.keys
-    ids: list[str] = []
-    names: list[str] = []
+    indexes = k.state_indexes if query.name is None else k.name_indexes(query.name)
+    args = SearchArgs(
+        "[]",
+        "desc" if query.order.descending else "asc",
+        count - 1,
+        query.after or "",
+        query.state or "",
+        query.name or "",
+        "",
+        None,
+        None,
+        count,
+        "card",
+        peek=True,
+    )
+    reply = yield ScriptCall("search", indexes, args.argv())
+    assert text_of(reply[0]) == ScriptStatus.AT
+    return [(int(reply[i + 1]), text_of(reply[i])) for i in range(1, len(reply), 2)]
 
-    def call() -> ScriptCall:
-        keys = [k.workers, k.state_index("running")]
-        keys += [k.task(id) for id in ids] + [k.worker_counts(name) for name in names]
-        args = WorkersArgs(
-            now - within_ms,
-            WORKERS_LISTED,
-            RUNNING_LOOKED_AT,
-            json.dumps(ids, ensure_ascii=False),
-            json.dumps(names, ensure_ascii=False),
+
+def _shares(
+    query: TaskQuery, firsts: Sequence[_Entries], count: int
+) -> tuple[list[int], list[list[str]]]:
+    """Each shard's page length, and the ids its walk is expected to meet, from the first
+    ``count`` entries of each shard's walk: one row past its share of the merged first
+    ``limit + 1`` entries, so that every shard's page ends past the merged page. A shard
+    whose ``count`` entries all fall inside those may hold more of them: it reads a whole
+    page."""
+    sign = -1 if query.order.descending else 1
+    entries = sorted(
+        (sign * order, shard, task_id)
+        for shard, first in enumerate(firsts)
+        for order, task_id in first
+    )
+    top = entries[: query.limit + 1]
+    taken = [0] * len(firsts)
+    for _order, shard, _id in top:
+        taken[shard] += 1
+    limits = [min(query.limit, share + 1) for share in taken]
+    for shard, first in enumerate(firsts):
+        if len(first) >= count and taken[shard] >= count:
+            limits[shard] = query.limit
+    ahead: list[list[str]] = [[] for _ in firsts]
+    for _order, shard, task_id in entries:
+        if len(ahead[shard]) <= limits[shard]:
+            ahead[shard].append(task_id)
+    return limits, ahead
+
+
+@functools.total_ordering
+class _Descending:
+    """A value ordered backwards (a descending page's ties: ids from the last byte up)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bytes) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and self.value == other.value
+
+    def __lt__(self, other: _Descending) -> bool:
+        return other.value < self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
+    """Where a position (a cursor search.lua gives) falls in the page's order, as a key
+    that sorts ascending: by creation a creation order (exact: parsed as an integer);
+    by a field ``<value>:<id>`` by value, ties by id as Redis orders a sorted set's
+    members (bytes), then ``~<creation order>`` (the tasks without the value) after."""
+    sign = -1 if order.descending else 1
+    if order.field == "created":
+        return lambda position: (sign * int(position),)
+
+    def key(position: str) -> tuple[Any, ...]:
+        if position.startswith("~"):
+            return (1, sign * int(position[1:]))
+        value, _, task_id = position.partition(":")
+        raw = task_id.encode("utf-8", "surrogatepass")
+        return (0, sign * float(value), _Descending(raw) if order.descending else raw)
+
+    return key
+
+
+_Kept = tuple[list[tuple[tuple[Any, ...], str, Any]], str | None, bool]
+"""The rows a merged page keeps (key, position, reply), its cursor, and whether its
+scan was complete."""
+
+
+def merge_pages(query: TaskQuery, found: Sequence[PageFound]) -> SearchPage:
+    """One page from each shard's page of ``query`` (a search not sorted by name): the
+    first ``query.limit`` rows in the query's order, up to the first position some
+    shard's page ended at (past it that shard was not read); only the rows kept are
+    read (``search_row``)."""
+    rows, next_after, complete = _kept(query, found)
+    pages = [each.page for each in found]
+    taken = tuple(search_row(reply) for _key, _position, reply in rows)
+    return SearchPage(
+        tasks=taken,
+        totals={state: sum(page.totals.get(state, 0) for page in pages) for state in STATE_NAMES},
+        totals_exact=all(page.totals_exact for page in pages),
+        next_after=next_after,
+        scanned=sum(page.scanned for page in pages),
+        scan_complete=complete,
+        matched=None if query.q is None else matched_counts(taken),
+    )
+
+
+def _kept(query: TaskQuery, found: Sequence[PageFound]) -> _Kept:
+    """What ``merge_pages`` keeps of the shards' pages, none of it read yet."""
+    key = _position_key(query.order)
+    bound: tuple[tuple[Any, ...], str, bool] | None = None
+    complete = True
+    pages = [each.page for each in found]
+    for page in pages:
+        if page.next_after is None:
+            complete = complete and page.scan_complete
+            continue
+        at = key(page.next_after)
+        if bound is None or at < bound[0]:
+            bound = (at, page.next_after, page.scan_complete)
+    rows: list[tuple[tuple[Any, ...], str, Any]] = list(
+        heapq.merge(
+            *([(key(at), at, reply) for at, reply in each.rows] for each in found),
+            key=lambda entry: entry[0],
         )
-        return ScriptCall("workers", keys, args.argv())
-
-    def learn(reply: Any) -> None:
-        ids.extend(map(text_of, reply[1]))
-        names.extend(map(text_of, reply[2]))
-
-    reply = yield from until_given(call, learn)
-    found = []
-    for name, seen, counts, running in reply:
-        started, succeeded, failed = (int(_number(count) or 0) for count in counts)
-        found.append(
-            WorkerSummary(
-                name=text_or_none(name) or "",
-                last_seen_ms=_number(seen) or 0,
-                running=tuple(sorted(text for text in map(text_or_none, running) if text)),
-                started=started,
-                succeeded=succeeded,
-                failed=failed,
-            )
-        )
-    return found
+    )
+    if bound is not None:
+        rows = [row for row in rows if row[0] <= bound[0]]
+    if len(rows) > query.limit:
+        rows = rows[: query.limit]
+        next_after: str | None = rows[-1][1]
+    elif bound is not None:
+        next_after, complete = bound[1], complete and bound[2]
+    else:
+        next_after = None
+    return rows, next_after, complete
 
 
-def task_names(shard: Shard, within_ms: int | None = None) -> Plan[list[str]]:
-    """Task names created within ``within_ms`` (every name the book knows: None), sorted."""
+def task_names(ns: Namespace, within_ms: int | None = None) -> MergedPlan[list[str]]:
+    """Task names the book has seen (created within ``within_ms``), sorted."""
+    found = yield every(ns.shards, lambda shard: _names(shard, within_ms))
+    return sorted({name for names in found for name in names})
+
+
+def _names(shard: Shard, within_ms: int | None = None) -> Plan[list[str]]:
+    """A shard's task names created within ``within_ms`` (None: every one), sorted."""
+    yield SETTLE
     low: int | str = "-inf"
     if within_ms is not None:
         low = (yield from server_time()) - within_ms

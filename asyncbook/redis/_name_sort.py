@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .._console import SearchPage, SearchRow, TaskQuery, matched_counts
-from ._plan import Plan
+from ._merged import MergedPlan
 
 __all__ = ["NAMES_PER_PAGE", "search_by_name"]
 
 NAMES_PER_PAGE = 100
 """Names one page reads at most (a round trip each)."""
 
-PageOf = Callable[[TaskQuery, bool], Plan[SearchPage]]
+PageOf = Callable[[TaskQuery, bool], MergedPlan[SearchPage]]
 """A search in creation order (the query's ``sort`` is newest or oldest); with True,
 of the tasks without a name only."""
 
@@ -39,7 +39,7 @@ def _start(after: str | None) -> tuple[str | None, str | None, bool]:
 
 def search_by_name(
     query: TaskQuery, names: list[str], page_of: PageOf, budget: int
-) -> Plan[SearchPage]:
+) -> MergedPlan[SearchPage]:
     """One page of ``query`` (``sort`` ``name`` or ``-name``), from the book's ``names``."""
     descending = query.order.descending
     by_creation = query._replace(sort="newest" if descending else "oldest", after=None)

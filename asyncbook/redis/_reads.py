@@ -1,19 +1,20 @@
 """A book's reads and namespace-wide calls, written once as namespace plans (``_merged``):
 a task's read in its shard; a listing, count, search or notification read over every
-shard, merged (``_sharded_lists``, ``_sharded_console``). One shard is read by its own
-plan, which is the merge of one.
+shard and merged (the console's in ``_console`` and ``_stats``), S = 1 being the merge
+of one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import heapq
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .._audit import AuditEntry
 from .._book import sort_notifications
-from .._checks import require_limit, require_non_negative
-from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
-from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
+from .._checks import require_limit, require_non_negative, require_page_cursor, require_state
+from .._console import TaskInfo
+from .._gauges import GAUGE_WORKERS_LIMIT, GAUGE_WORKERS_WITHIN_MS, BookGauges, GroupBacklog
 from .._models import STATE_NAMES, AsyncTask, GroupNotification, Notification, TaskPage
 from ..errors import invalid
 from . import _audit as audits
@@ -21,14 +22,15 @@ from . import _batches as batches
 from . import _console as console
 from . import _operations as operations
 from . import _outbox as outbox
-from . import _sharded_console as merged_console
-from . import _sharded_lists as lists
-from . import _stats as stats_reads
+from ._console import search, task_names
 from ._gauges import gauges as shard_gauges
+from ._groups import tasks_in_order
 from ._merged import MergedPlan, OneShard, OnShards, every, on
 from ._namespace import Namespace
-from ._plan import Plan, server_time
+from ._plan import SETTLE, Pipeline, Plan, command, server_time
+from ._replies import text_of
 from ._shard import Shard
+from ._stats import name_totals, stats, workers
 
 __all__ = [
     "ENTRY_SEPARATOR",
@@ -60,17 +62,6 @@ ENTRY_SEPARATOR = "/"
 """A stream entry id of a namespace of several shards: ``<shard>/<entry id>``."""
 
 
-def _one_or_merged(
-    ns: Namespace,
-    single: Callable[[Shard], Plan[_T]],
-    merged: Callable[[list[Shard]], MergedPlan[_T]],
-) -> MergedPlan[_T]:
-    """``single`` on the one shard, or ``merged`` over every shard."""
-    if ns.count == 1:
-        return (yield from on(0, single(ns.first), writes=False))
-    return (yield from merged(ns.shards))
-
-
 def _summed(
     ns: Namespace, make: Callable[[Shard], Plan[dict[str, int]]]
 ) -> MergedPlan[dict[str, int]]:
@@ -85,23 +76,25 @@ def _summed(
 # -- a task's reads -----------------------------------------------------------------
 
 
+def _in_shard(ns: Namespace, task_id: str, read: Callable[[Shard, str], Plan[_T]]) -> OneShard[_T]:
+    index = ns.index_of(task_id)
+    return OneShard(index, read(ns.shards[index], task_id))
+
+
 def get(ns: Namespace, task_id: str) -> OneShard[AsyncTask | None]:
     """The stored task with its history, or None."""
-    index = ns.index_of(task_id)
-    return OneShard(index, operations.get(ns.shards[index], task_id))
+    return _in_shard(ns, task_id, operations.get)
 
 
 def info(ns: Namespace, task_id: str) -> OneShard[TaskInfo | None]:
     """A task's info (Celery name, arguments, queue, worker, times, traceback), or
     None when the book does not hold the task."""
-    index = ns.index_of(task_id)
-    return OneShard(index, console.info(ns.shards[index], task_id))
+    return _in_shard(ns, task_id, console.info)
 
 
 def last_cursor(ns: Namespace, task_id: str) -> OneShard[str | None]:
     """The cursor of the last progress the task reported (its checkpoint), or None."""
-    index = ns.index_of(task_id)
-    return OneShard(index, operations.last_cursor(ns.shards[index], task_id))
+    return _in_shard(ns, task_id, operations.last_cursor)
 
 
 def audit(
@@ -116,13 +109,8 @@ def audit(
         index = ns.index_of(task_id)
         plan = audits.read(ns.shards[index], task_id, since_ms, limit)
         return (yield from on(index, plan, writes=False))
-    return (
-        yield from _one_or_merged(
-            ns,
-            lambda shard: audits.read(shard, None, since_ms, limit),
-            lambda shards: merged_console.audit(shards, since_ms, limit),
-        )
-    )
+    logs = yield every(ns.shards, lambda shard: audits.read(shard, None, since_ms, limit))
+    return list(heapq.merge(*logs, key=lambda entry: -entry.at_ms))[:limit]
 
 
 # -- listings and counts ------------------------------------------------------------
@@ -141,22 +129,86 @@ def list_tasks(
     With ``full_task=False`` the listed tasks come without their histories (the
     listing then reads no history at all).
     """
-    return (
-        yield from _one_or_merged(
-            ns,
-            lambda shard: operations.list_tasks(shard, state, limit, after, full_task),
-            lambda shards: lists.newest_page(shards, state, limit, after, full_task),
-        )
+    # Every shard's page merged by creation order (unique across shards). Each shard is
+    # asked first for a few rows per state (twice its share of the page, and 2: one shard,
+    # the page and one); a shard is asked again for a whole page only when a list of it
+    # was cut above the page's last row (its unread rows could belong on the page). So a
+    # merge reads about twice the page's rows per state, not S pages.
+    wanted = require_state(state)
+    count = require_limit(limit)
+    cursor = require_page_cursor(after)
+    states = STATE_NAMES if wanted is None else (wanted,)
+    top = "+inf" if cursor is None else f"({cursor}"
+    first = min(count + 1, 2 * ns.share(count + 1) + 2)
+    pages: list[_Rows] = yield every(
+        ns.shards, lambda shard: _newest_rows(shard, states, top, first)
     )
+    if first <= count:
+        scores = sorted((score for rows, _ in pages for _, score in rows), reverse=True)
+        last = scores[count] if len(scores) > count else float("-inf")
+        again = tuple(i for i, (_, bound) in enumerate(pages) if bound is not None and bound > last)
+        if again:
+            full = yield OnShards(
+                tuple(_newest_rows(ns.shards[i], states, top, count + 1) for i in again), again
+            )
+            for index, rows in zip(again, full, strict=True):
+                pages[index] = rows
+    merged = sorted(
+        ((score, index, raw_id) for index, page in enumerate(pages) for raw_id, score in page[0]),
+        key=lambda row: -row[0],
+    )
+    more = len(merged) > count
+    merged = merged[:count]
+    if not merged:
+        return TaskPage(tasks=())
+    tasks = yield from tasks_in_order(ns.shards, merged, full_task)
+    return TaskPage(tasks=tasks, next_after=str(int(merged[-1][0])) if more else None)
+
+
+_Rows = tuple[list[tuple[Any, float]], float | None]
+"""One shard's rows of a page (id, creation order), and the highest creation order its
+unread rows may have (None: it has none unread)."""
+
+
+def _newest_rows(shard: Shard, states: Sequence[str], top: str, per: int) -> Plan[_Rows]:
+    """Up to ``per`` rows of each state's index below ``top``, newest first."""
+    yield SETTLE
+    pages = yield Pipeline(
+        [
+            command(
+                "zrevrangebyscore",
+                shard.keys.state_index(state),
+                top,
+                "-inf",
+                start=0,
+                num=per,
+                withscores=True,
+            )
+            for state in states
+        ]
+    )
+    # A list cut at ``per`` rows may hold more below its last row.
+    cut = [rows[-1][1] for rows in pages if len(rows) >= per]
+    rows = sorted((row for rows in pages for row in rows), key=lambda row: -row[1])
+    return rows, max(cut) if cut else None
 
 
 def overdue(ns: Namespace, now_ms: int | float, limit: int = 1000) -> MergedPlan[list[str]]:
     """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
-    if ns.count == 1:
-        return (yield from on(0, operations.overdue(ns.first, now_ms, limit), writes=False))
     now = require_non_negative(now_ms, "nowMs")
     count = require_limit(limit, maximum=1_000_000)
-    return (yield from lists.overdue(ns.shards, now, count))
+    if ns.count == 1:  # the ids alone: their deadlines (WITHSCORES) would triple its cost
+        return (yield from on(0, operations.overdue(ns.first, now, count), writes=False))
+    rows = yield every(ns.shards, lambda shard: _deadline_rows(shard, now, count))
+    merged = heapq.merge(*rows, key=lambda row: (row[1], row[0]))
+    return [task_id for task_id, _ in list(merged)[:count]]
+
+
+def _deadline_rows(shard: Shard, now: float, count: int) -> Plan[list[tuple[str, float]]]:
+    rows = yield command(
+        "zrangebyscore", shard.keys.deadlines, "-inf", now, start=0, num=count, withscores=True
+    )
+    return [(text_of(raw), float(score)) for raw, score in rows]
 
 
 def overdue_count(ns: Namespace, now_ms: int | float) -> MergedPlan[int]:
@@ -176,59 +228,7 @@ def transition_counts(ns: Namespace) -> MergedPlan[dict[str, int]]:
     return (yield from _summed(ns, operations.transition_counts))
 
 
-# -- the console --------------------------------------------------------------------
-
-
-def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
-    """One page of tasks matching ``query``, with totals per state."""
-    return (
-        yield from _one_or_merged(
-            ns,
-            lambda shard: console.search(shard, query),
-            lambda shards: merged_console.search(shards, query),
-        )
-    )
-
-
-def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
-    """Workers seen in the last ``within_ms``, most recently seen first."""
-    return (
-        yield from _one_or_merged(
-            ns,
-            lambda shard: console.workers(shard, within_ms),
-            lambda shards: merged_console.workers(shards, within_ms),
-        )
-    )
-
-
-def stats(
-    ns: Namespace, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
-) -> MergedPlan[TaskStats]:
-    """Per-minute starts, ends by state and runtime percentiles of one task name (None:
-    every task) over the last ``window_ms`` (one minute to a day): one round trip."""
-    return (
-        yield from _one_or_merged(
-            ns,
-            lambda shard: stats_reads.stats(shard, name, window_ms, now_ms),
-            lambda shards: merged_console.stats(shards, name, window_ms, now_ms),
-        )
-    )
-
-
-def task_names(ns: Namespace, within_ms: int | None = None) -> MergedPlan[list[str]]:
-    """Task names the book has seen (created within ``within_ms``), sorted."""
-    return (
-        yield from _one_or_merged(
-            ns,
-            lambda shard: console.task_names(shard, within_ms),
-            lambda shards: merged_console.task_names(shards, within_ms),
-        )
-    )
-
-
-def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
-    """Running totals per task name, for Prometheus counters and histograms."""
-    return (yield from _one_or_merged(ns, stats_reads.name_totals, merged_console.name_totals))
+# -- the console (its other reads: ``_console``, ``_stats``) ------------------------
 
 
 def gauges(
@@ -236,13 +236,33 @@ def gauges(
 ) -> MergedPlan[BookGauges]:
     """What ``/metrics`` reads beyond the counts: the notification streams, their
     consumer groups and the workers seen (``_gauges``), in one round trip."""
-    return (
-        yield from _one_or_merged(
-            ns,
-            lambda shard: shard_gauges(shard, now_ms, within_ms),
-            lambda shards: merged_console.gauges(shards, now_ms, within_ms),
-        )
-    )
+    # Every shard's: stream lengths summed; each consumer group's pending and lag summed
+    # (lag unknown when one shard's is); the workers seen as ``workers`` merges them.
+    found = yield every(ns.shards, lambda shard: shard_gauges(shard, now_ms, within_ms))
+    lengths: dict[str, int] = {}
+    for each in found:
+        for stream, length in each.stream_lengths.items():
+            lengths[stream] = lengths.get(stream, 0) + length
+    # A group reads every shard's stream: where it was not created yet (it is, on each
+    # shard, at its first read there) every entry is still to be delivered to it.
+    names = dict.fromkeys((group.stream, group.group) for each in found for group in each.groups)
+    groups = []
+    for stream, name in names:
+        pending, length = 0, 0
+        lag: int | None = 0
+        for each in found:
+            here = next((g for g in each.groups if (g.stream, g.group) == (stream, name)), None)
+            shard_length = each.stream_lengths.get(stream, 0)
+            length += shard_length
+            pending += 0 if here is None else here.pending
+            shard_lag = shard_length if here is None else here.lag
+            lag = None if lag is None or shard_lag is None else lag + shard_lag
+        groups.append(GroupBacklog(stream, name, pending, lag, length))
+    seen: dict[str, float] = {}
+    for worker, at in (row for each in found for row in each.workers_seen):
+        seen[worker] = max(at, seen.get(worker, at))
+    ordered = sorted(seen.items(), key=lambda row: (row[1], row[0]), reverse=True)
+    return BookGauges(lengths, tuple(groups), tuple(ordered[:GAUGE_WORKERS_LIMIT]))
 
 
 # -- the server, the sweep ----------------------------------------------------------

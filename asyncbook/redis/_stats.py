@@ -1,12 +1,15 @@
 """The console's counts of a Redis book: per-minute stats over a window and running
-totals per task name, as the task scripts count them (lua/_info.lua's count_minute).
+totals per task name, as the task scripts count them (lua/_info.lua's count_minute), and
+the workers seen with their counts and running tasks.
 
-Each read is a plan (``_plan``); a sharded book adds its shards' raw counts by minute
-(``add_counts``) and builds the answer once (``stats_of``).
+Each read is a namespace plan (``_merged``): every shard's counts are read together and
+added up, and the answer is built once from the sums (a percentile of a merged
+histogram, never an average of them); S = 1 is the sum of one.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -18,30 +21,27 @@ from .._console import (
     MinuteStats,
     NameTotals,
     TaskStats,
+    WorkerSummary,
     percentile_ms,
 )
 from .._models import GROUP_END_STATES
 from ..errors import invalid
-from ._console import text_or_none, until_given
-from ._plan import Plan, ScriptCall, command
+from ._console import number_of, text_or_none, until_given
+from ._merged import MergedPlan, every, on
+from ._plan import Plan, ScriptCall, command, server_time
 from ._replies import text_of
-from ._script_args import StatsArgs
+from ._script_args import StatsArgs, WorkersArgs
 
 if TYPE_CHECKING:
+    from ._namespace import Namespace
     from ._shard import Shard
 
-__all__ = [
-    "StatsCounts",
-    "WindowCounts",
-    "add_counts",
-    "name_totals",
-    "stats",
-    "stats_counts",
-    "stats_of",
-]
+__all__ = ["name_totals", "stats", "workers"]
 
 _HOUR_MS = 3_600_000
 _BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
+WORKERS_LISTED = 500
+RUNNING_LOOKED_AT = 10_000
 
 
 _Counted = tuple[dict[str, int], list[int]]
@@ -125,16 +125,22 @@ def _add_hour(
 
 
 def stats(
-    shard: Shard, name: str | None, window_ms: int, now_ms: int | None = None
-) -> Plan[TaskStats]:
-    """Per-minute counts and runtimes of one task name (or of all) over the window."""
-    counts = yield from stats_counts(shard, name, window_ms, now_ms)
-    return stats_of(name, window_ms, add_counts([counts]))
+    ns: Namespace, name: str | None = None, window_ms: int = 3_600_000, now_ms: int | None = None
+) -> MergedPlan[TaskStats]:
+    """Per-minute starts, ends by state and runtime percentiles of one task name (None:
+    every task) over the last ``window_ms`` (one minute to a day): one round trip."""
+    # Every shard's counts over the same window, summed minute by minute. The window ends
+    # at ``now_ms``, else at the server's clock: one shard's read takes it from the server
+    # itself; several shards' read it once first (one clock for all).
+    if now_ms is None and ns.count > 1:
+        now_ms = yield from on(0, server_time(), writes=False)
+    at = now_ms
+    found = yield every(ns.shards, lambda shard: _stats_counts(shard, name, window_ms, at))
+    return _stats_of(name, window_ms, found)
 
 
-class StatsCounts(NamedTuple):
-    """What stats.lua read over a window, before it is counted up (a sharded book adds
-    up its shards' at once: ``add_counts``)."""
+class _StatsCounts(NamedTuple):
+    """What stats.lua read of a shard over a window, before it is counted up."""
 
     now_ms: int
     first_hour: int
@@ -142,18 +148,10 @@ class StatsCounts(NamedTuple):
     """Each hour's fields and counts from ``first_hour`` on, as ``HGETALL`` flattens them."""
 
 
-class WindowCounts(NamedTuple):
-    """Counts by minute over a window, of one shard or of several added up."""
-
-    now_ms: int
-    counted: dict[int, _Minute]
-    """A minute's counts (``_Minute``) by minute since the epoch, where any."""
-
-
-def stats_counts(
-    shard: Shard, name: str | None, window_ms: int, now_ms: int | None = None
-) -> Plan[StatsCounts]:
-    """stats.lua's reads over the window (``stats``' round trip)."""
+def _stats_counts(
+    shard: Shard, name: str | None, window_ms: int, now_ms: int | None
+) -> Plan[_StatsCounts]:
+    """stats.lua's reads of a shard over the window (``stats``' round trip)."""
     if name is not None and (not isinstance(name, str) or not name):
         raise invalid("name must be a non-empty string", field="name")
     if now_ms is not None and (type(now_ms) is not int or now_ms < 0):
@@ -177,23 +175,18 @@ def stats_counts(
         given[0] = int(text_of(reply[1]))  # the server's now: its hours are sent
 
     reply = yield from until_given(call, learn)
-    return StatsCounts(int(reply[0]), int(reply[1]), list(reply[2]))
+    return _StatsCounts(int(reply[0]), int(reply[1]), list(reply[2]))
 
 
-def add_counts(found: Sequence[StatsCounts]) -> WindowCounts:
-    """Several shards' reads over one window (one ``now_ms``) counted up as one, minute
-    by minute: one pass over every field."""
+def _stats_of(name: str | None, window_ms: int, found: Sequence[_StatsCounts]) -> TaskStats:
+    """The stats of a window from every shard's reads over it (one ``now_ms``), counted
+    up minute by minute in one pass over every field."""
     counted: dict[int, _Minute] = {}
     parsed: dict[Any, _Field] = {}
     for each in found:
         for hour, flat in enumerate(each.hours, start=each.first_hour):
             _add_hour(counted, hour * 60, flat, parsed)
-    return WindowCounts(found[0].now_ms, counted)
-
-
-def stats_of(name: str | None, window_ms: int, window: WindowCounts) -> TaskStats:
-    """The stats of a window from its counts."""
-    now, counted = window
+    now = found[0].now_ms
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
     minutes = []
@@ -243,26 +236,95 @@ def stats_of(name: str | None, window_ms: int, window: WindowCounts) -> TaskStat
     )
 
 
-def name_totals(shard: Shard) -> Plan[list[NameTotals]]:
-    """Running totals per task name: starts, ends by state, runtime histogram and sum."""
-    flat = yield command("hgetall", shard.keys.name_totals)
+def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
+    """Running totals per task name, for Prometheus counters and histograms."""
+    # Every shard's summed: starts, ends by state, runtime histogram and sum.
+    found = yield every(ns.shards, _name_totals)
     per_name: dict[str, _Counted] = {}
-    for raw_field, raw_count in flat.items():
-        name, _, field = (text_or_none(raw_field) or "").rpartition("|")
-        counted = per_name.get(name)
-        if counted is None:
-            counted = per_name[name] = ({}, [0] * _BUCKETS)
-        _count(counted, *_code_and_bucket(field), int(raw_count))  # older fields add up
+    for flat in found:
+        for raw_field, raw_count in flat.items():
+            name, _, field = (text_or_none(raw_field) or "").rpartition("|")
+            counted = per_name.get(name)
+            if counted is None:
+                counted = per_name[name] = ({}, [0] * _BUCKETS)
+            _count(counted, *_code_and_bucket(field), int(raw_count))  # older fields add up
+    return [
+        NameTotals(
+            name=name,
+            started=codes.get("S", 0),
+            runtime_buckets=tuple(buckets),
+            runtime_sum_ms=codes.get("sum", 0),
+            **{state: codes.get(state, 0) for state in GROUP_END_STATES},
+        )
+        for name, (codes, buckets) in sorted(per_name.items())
+    ]
+
+
+def _name_totals(shard: Shard) -> Plan[dict[Any, Any]]:
+    flat: dict[Any, Any] = yield command("hgetall", shard.keys.name_totals)
+    return flat
+
+
+def _workers(shard: Shard, within_ms: int) -> Plan[list[WorkerSummary]]:
+    """The workers a shard saw in the last ``within_ms``, most recently seen first."""
+    if type(within_ms) is not int or within_ms <= 0:
+        raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
+    now = yield from server_time()
+    k = shard.keys
+    ids: list[str] = []
+    names: list[str] = []
+
+    def call() -> ScriptCall:
+        keys = [k.workers, k.state_index("running")]
+        keys += [k.task(id) for id in ids] + [k.worker_counts(name) for name in names]
+        args = WorkersArgs(
+            now - within_ms,
+            WORKERS_LISTED,
+            RUNNING_LOOKED_AT,
+            json.dumps(ids, ensure_ascii=False),
+            json.dumps(names, ensure_ascii=False),
+        )
+        return ScriptCall("workers", keys, args.argv())
+
+    def learn(reply: Any) -> None:
+        ids.extend(map(text_of, reply[1]))
+        names.extend(map(text_of, reply[2]))
+
+    reply = yield from until_given(call, learn)
     found = []
-    for name in sorted(per_name):
-        codes, buckets = per_name[name]
+    for name, seen, counts, running in reply:
+        started, succeeded, failed = (int(number_of(count) or 0) for count in counts)
         found.append(
-            NameTotals(
-                name=name,
-                started=codes.get("S", 0),
-                runtime_buckets=tuple(buckets),
-                runtime_sum_ms=codes.get("sum", 0),
-                **{state: codes.get(state, 0) for state in GROUP_END_STATES},
+            WorkerSummary(
+                name=text_or_none(name) or "",
+                last_seen_ms=number_of(seen) or 0,
+                running=tuple(sorted(text for text in map(text_or_none, running) if text)),
+                started=started,
+                succeeded=succeeded,
+                failed=failed,
             )
         )
     return found
+
+
+def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
+    """Workers seen in the last ``within_ms``, most recently seen first."""
+    # Each worker's summaries of every shard as one: counts summed, last seen the latest,
+    # running tasks together; ties by name, last first, as one shard's sorted set answers.
+    found = yield every(ns.shards, lambda shard: _workers(shard, within_ms))
+    merged: dict[str, WorkerSummary] = {}
+    for summary in (summary for summaries in found for summary in summaries):
+        known = merged.get(summary.name)
+        if known is None:
+            merged[summary.name] = summary
+            continue
+        merged[summary.name] = WorkerSummary(
+            name=summary.name,
+            last_seen_ms=max(known.last_seen_ms, summary.last_seen_ms),
+            running=tuple(sorted({*known.running, *summary.running})),
+            started=known.started + summary.started,
+            succeeded=known.succeeded + summary.succeeded,
+            failed=known.failed + summary.failed,
+        )
+    ordered = sorted(merged.values(), key=lambda w: (w.last_seen_ms, w.name), reverse=True)
+    return ordered[:WORKERS_LISTED]
