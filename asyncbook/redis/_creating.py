@@ -5,6 +5,8 @@ retry's create)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 from .._book import CreateSpec
 from .._checks import require_heartbeat_timeout, require_text
@@ -13,10 +15,12 @@ from .._models import AsyncTask
 from ._args import dumps, number_text, utf8
 from ._facts import TaskFacts
 from ._publish_fields import kept_message_of, publish_fields
+from ._replies import created, text_of
 from ._script_args import CreateArgs
+from ._scripts import ScriptStatus
 from ._shard import Shard
 
-__all__ = ["CreateCall", "create_args", "create_call", "life_and_retention_ms"]
+__all__ = ["CreateCall", "create_args", "create_call", "created_on", "life_and_retention_ms"]
 
 CreateCall = tuple[AsyncTask, list[str], list[str]]
 """The task create.lua would store, and the script's KEYS and ARGV."""
@@ -26,6 +30,16 @@ def create_call(shard: Shard, spec: CreateSpec) -> CreateCall:
     """The task create.lua would store, and the script's KEYS and ARGV."""
     task, keys, args = create_args(shard, spec)
     return task, keys, args.argv()
+
+
+def created_on(shard: Shard, task_id: str, task: AsyncTask, reply: Sequence[Any]) -> AsyncTask:
+    """create.lua's answer (``created``). ``create_args`` learned the spec's facts before
+    the call; a create that stored nothing forgets them, since the stored task's may
+    differ (another group, deadline): a batch's call with the spec's would be refused
+    for facts."""
+    if not (isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.CREATED):
+        shard.facts.forget(task_id)
+    return created(task_id, task, reply)
 
 
 def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], CreateArgs]:

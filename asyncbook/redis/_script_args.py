@@ -176,6 +176,18 @@ class ApplyArgs(ScriptArgs):
 
 
 @dataclass(frozen=True, slots=True)
+class BatchArgs(ScriptArgs):
+    """apply.lua's ARGV after the info block's, for a call of a batch (one MULTI/EXEC of
+    apply calls, ``apply_many``): a call refused for facts sets the batch halt key to
+    the token, and the calls after it answer ``!after`` (writing nothing)."""
+
+    token: str
+    """The batch's own (random), so that no other batch's mark stops it."""
+    last: bool
+    """The batch's last call: it deletes the mark."""
+
+
+@dataclass(frozen=True, slots=True)
 class InfoBlockArgs(ScriptArgs):
     """The info block's ARGV (INFO_ARGV in _info.lua), after a writing script's own."""
 

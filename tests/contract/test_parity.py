@@ -25,6 +25,7 @@ from ..support.books import delete_namespace, kind_async_client, kind_client
 from ..support.parity import (
     ASYNC_FALLBACKS,
     FALLEN_BACK,
+    Step,
     assert_parity,
     parity_batch,
     run_async_steps,
@@ -48,7 +49,13 @@ FACADES = ["sync", "asyncio"]
 
 
 def check(request: pytest.FixtureRequest, layout: str, facade: str, seed: int, count: int) -> None:
-    sequences = parity_batch(seed, count, LENGTH)
+    check_sequences(request, layout, facade, f"seed {seed}", parity_batch(seed, count, LENGTH))
+
+
+def check_sequences(
+    request: pytest.FixtureRequest, layout: str, facade: str, name: str, sequences: list[list[Step]]
+) -> None:
+    """Each sequence through ``facade`` on ``layout`` answers as through ``MemoryBook``."""
     want = [
         as_json(run_steps(sync_facade(MemoryBook(retention_versions=RETENTION_VERSIONS)), steps))
         for steps in sequences
@@ -78,7 +85,7 @@ def check(request: pytest.FixtureRequest, layout: str, facade: str, seed: int, c
         delete_namespace(client, f"{base}-*")
         client.close()
     assert set(ASYNC_FALLBACKS) >= FALLEN_BACK
-    assert_parity(f"{facade} {layout} (seed {seed})", sequences, got, want)
+    assert_parity(f"{facade} {layout} ({name})", sequences, got, want)
 
 
 @pytest.mark.parametrize("facade", FACADES)

@@ -1,0 +1,52 @@
+"""Sequences the long parity run met (``test_parity``), each reduced to its few steps and
+held on every layout and facade: the Redis book answers them as ``MemoryBook``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from asyncbook import CreateSpec
+
+from ..support.events import start
+from ..support.parity import Step
+from .test_parity import FACADES, LAYOUTS, check_sequences
+
+
+def _create(task_id: str, group: str | None = None, **more: Any) -> Step:
+    spec = CreateSpec(id=task_id, now_ms=0, ttl_ms=150, max_attempts=1, group_id=group, **more)
+    return ("create", (), spec._asdict())
+
+
+_FINAL: list[Step] = [
+    ("drain_notifications", (), {}),
+    ("drain_group_notifications", (), {}),
+    ("audit", (None,), {"limit": 100}),
+    ("count_by_state", (), {}),
+]
+
+CASES: dict[str, list[Step]] = {
+    # Seed 1796578207, sequence 85: x's second create stored nothing, yet the book kept
+    # its spec's group as x's; x's start was refused for facts and sent again after the
+    # batch, behind c's expiry, which so took the callback id first.
+    "a-create-that-stored-nothing-then-a-batch": [
+        _create("x", "g1"),
+        _create("x", "g2"),
+        _create("c"),
+        (
+            "apply_many",
+            ([("x", start(74, "w2"), "k"), ("c", {"type": "expire", "atMs": 41}, "k")],),
+            {"full_task": False},
+        ),
+    ],
+}
+
+
+@pytest.mark.parametrize("facade", FACADES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", CASES)
+def test_the_case_answers_as_the_memory_book(
+    request: pytest.FixtureRequest, case: str, layout: str, facade: str
+) -> None:
+    check_sequences(request, layout, facade, case, [CASES[case] + _FINAL])
