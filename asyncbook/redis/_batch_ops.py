@@ -94,6 +94,12 @@ def apply_many(
         index = ns.index_of(task_id)
         if ns.crosses(task_id, callback):
             assert callback is not None
+            # An earlier event of the id's home shard with the same id marks it there
+            # when that shard's part runs: it runs first, so that it holds the id.
+            home = ns.map.home_index(callback)
+            if any(given[before][2] == callback for before in waiting.get(home, ())):
+                part = {home: waiting.pop(home)}
+                yield from _apply_parts(ns, given, part, full_task, claimed, out)
             found = yield from tasks.claim(ns, task_id, callback)
             if found == claims.Claim.TAKEN:
                 # The shard's earlier events first, in order: this one follows them.

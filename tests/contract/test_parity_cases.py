@@ -40,6 +40,15 @@ CASES: dict[str, list[Step]] = {
             {"full_task": False},
         ),
     ],
+    # Seed 1001, sequence 112 (four shards): b's event claimed the callback id in x's
+    # shard, its home, before x's earlier event of the same id, waiting for its shard's
+    # part of the batch, marked it there (x and b live in different shards of four and
+    # of sixteen).
+    "an-id-claimed-across-shards-before-its-homes-earlier-event": [
+        _create("x"),
+        _create("b"),
+        ("apply_many", ([("x", start(5), "x:1"), ("b", start(6), "x:1")],), {}),
+    ],
 }
 
 
