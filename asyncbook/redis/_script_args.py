@@ -291,6 +291,9 @@ class SealGroupArgs(ScriptArgs):
     now_ms: int
     retention_ms: str
     """'' keeps the group forever."""
+    sharded: bool = False
+    """The namespace has several shards: the group's notification is the group check's
+    (``_groups``), which counts every shard's members, not this shard's script's."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,55 @@ CASES: dict[str, list[Step]] = {
         _create("b"),
         ("apply_many", ([("x", start(5), "x:1"), ("b", start(6), "x:1")],), {}),
     ],
+    # Seed 1002, sequence 73 (four shards): the group's home shard wrote its
+    # notification itself when sealed, counting only its own ended member (y lives in
+    # g1's home shard of four and of sixteen, x in another).
+    "a-group-sealed-after-members-of-two-shards-ended": [
+        _create("y", "g1"),
+        _create("x", "g1"),
+        ("expire_many", (["x", "y"],), {"full_task": False}),
+        ("seal_group", ("g1", 1), {}),
+    ],
+    # Seed 1002, sequence 230: a late cancel expires its task; the group was notified
+    # at the task's deadline, not at the cancel's time.
+    "a-late-cancel-ends-a-group": [
+        _create("x", "g"),
+        ("seal_group", ("g", 1), {}),
+        ("cancel", ("x", ""), {"at_ms": 400, "callback_id": None, "actor": None}),
+    ],
+    # Seed 1002, sequences 150 and 268: a's event claimed the id in another shard, then
+    # failed (a bad event, an unknown task) and released it only after the batch: c's
+    # event found it taken.
+    "an-id-claimed-by-an-event-that-fails": [
+        _create("x"),
+        _create("b"),
+        (
+            "apply_many",
+            ([("x", {"type": "start", "atMs": "1"}, "k"), ("b", start(6), "k")],),
+            {},
+        ),
+        ("apply_many", ([("a", start(7), "k2"), ("x", start(8), "k2")],), {}),
+    ],
+    # Several members of one group ended by one batch, on different shards: the
+    # notification is that of the end that reached the total (its time, its counts).
+    "members-of-one-group-ended-by-one-batch-on-several-shards": [
+        _create("x", "g"),
+        _create("b", "g"),
+        _create("u", "g"),
+        ("seal_group", ("g", 2), {}),
+        (
+            "apply_many",
+            (
+                [
+                    ("x", {"type": "cancel", "atMs": 10, "reason": "r"}, None),
+                    ("b", {"type": "cancel", "atMs": 20, "reason": "r"}, None),
+                    ("u", {"type": "cancel", "atMs": 30, "reason": "r"}, None),
+                ],
+            ),
+            {},
+        ),
+        ("expire_many", (["x", "b", "u"],), {}),
+    ],
 }
 
 
