@@ -23,13 +23,13 @@ from ..errors import AsyncBookError, DamagedRecordError
 from . import _operations as operations
 from ._args import dumps, utf8
 from ._console import WORKER_KEEP_MS
-from ._creating import create_call, created_on
+from ._creating import create_args, created_on
 from ._facts import FIELDS as FACT_FIELDS
 from ._facts import TRIES as FACT_TRIES
 from ._facts import TaskFacts, facts_of
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, Scripts, command, server_time
 from ._replies import callback_result, outcome, script_error, status_of, text_of
-from ._script_args import ApplyArgs, BatchArgs, EventArgs, TaskIdsArgs
+from ._script_args import ApplyArgs, BatchArgs, CreateArgs, EventArgs, TaskIdsArgs
 from ._scripts import BookScript, ScriptedEvents, ScriptStatus
 from ._shard import Shard
 
@@ -57,23 +57,23 @@ def create_many(
     """``create`` for each spec, in one pipelined round trip (each atomic on its own);
     a spec the book refuses answers its error in its place."""
     results: list[AsyncTask | AsyncBookError | None] = []
-    calls: list[tuple[int, str, AsyncTask, list[str], list[str]]] = []
+    calls: list[tuple[int, str, AsyncTask, list[str], CreateArgs]] = []
     for spec in specs:
         try:
-            calls.append((len(results), spec.id, *create_call(shard, spec)))
+            calls.append((len(results), spec.id, *create_args(shard, spec, learn=False)))
         except AsyncBookError as error:
             results.append(error)
             continue
         results.append(None)
     yield from operations.before_write(shard)
-    replies = yield Scripts([ScriptCall("create", keys, args) for *_, keys, args in calls])
-    for (index, task_id, task, _keys, _args), reply in zip(calls, replies, strict=True):
+    replies = yield Scripts([ScriptCall("create", keys, args.argv()) for *_, keys, args in calls])
+    for (index, task_id, task, _keys, args), reply in zip(calls, replies, strict=True):
         if isinstance(reply, ResponseError) and not script_error(reply):
             raise reply  # the server refused the call (OOM, READONLY): retry the batch
         try:
             if isinstance(reply, ResponseError):
                 raise DamagedRecordError(task_id, str(reply))
-            results[index] = created_on(shard, task_id, task, reply)
+            results[index] = created_on(shard, task_id, task, reply, args)
         except AsyncBookError as error:
             results[index] = error
     return [result for result in results if result is not None]

@@ -142,12 +142,6 @@ class FactBook:
             if len(self._known) > _KEEP:
                 del self._known[next(iter(self._known))]
 
-    def forget(self, task_id: str) -> None:
-        """Forget a task's facts (a create that stored nothing learned the spec's, not
-        the stored task's): the next batch reads them."""
-        with self._lock:
-            self._known.pop(task_id, None)
-
     def started(self, task_id: str, events: Iterable[EventArgs]) -> None:
         """A start sent for a task makes its worker the task's last worker."""
         for event in events:

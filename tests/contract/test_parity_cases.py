@@ -40,6 +40,28 @@ CASES: dict[str, list[Step]] = {
             {"full_task": False},
         ),
     ],
+    # Seed 2007, sequence 96: a create_many's second create of a stored nothing, yet
+    # the book forgot a's facts; expire_many sent a's expiry again after b's, which so
+    # notified the group first, at its own deadline.
+    "a-repeated-create-then-expire-many": [
+        (
+            "create_many",
+            (
+                [
+                    CreateSpec(id="a", now_ms=0, ttl_ms=150, max_attempts=1, group_id="g"),
+                    CreateSpec(id="a", now_ms=9, ttl_ms=50, max_attempts=1, group_id="g"),
+                ],
+            ),
+            {},
+        ),
+        (
+            "create",
+            (),
+            CreateSpec(id="b", now_ms=7, ttl_ms=150, max_attempts=1, group_id="g")._asdict(),
+        ),
+        ("seal_group", ("g", 1), {}),
+        ("expire_many", (["a", "b"],), {"full_task": True}),
+    ],
     # Seed 1001, sequence 112 (four shards): b's event claimed the callback id in x's
     # shard, its home, before x's earlier event of the same id, waiting for its shard's
     # part of the batch, marked it there (x and b live in different shards of four and
