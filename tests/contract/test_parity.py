@@ -98,21 +98,22 @@ def test_every_facade_answers_as_the_memory_book(
 
 KNOWN_AT_LENGTH = pytest.mark.xfail(
     strict=False,
-    reason="issue 31, open: a new seed each long run may meet a sequence of two kinds the "
-    "fixed seed of make test does not: across shards, a group's notification written by "
-    "the check after a member's end can count more members than the group declared, or "
-    "several that ended in one batch on different shards; and an apply_many whose events "
-    "share a callback id across tasks can see an event sent again after the batch (its "
-    "record's facts read late) land after a later one",
+    reason="issue 20, open: on several shards a new seed may meet an order read by the "
+    "server's clock: list_tasks after a create_many (each shard numbers its part when it "
+    "runs) and audit(None) under a limit (entries of one millisecond in several shards)",
 )
-"""What the long run can still meet (the short run holds every layout strictly)."""
+"""What the long run can still meet on several shards (the short run holds every layout
+strictly; one shard is strict at length too)."""
+LONG_LAYOUTS = [
+    pytest.param(layout, marks=KNOWN_AT_LENGTH) if shards > 1 else layout
+    for layout, (_kind, shards) in LAYOUTS.items()
+]
 
 
 @pytest.mark.long
 @pytest.mark.timeout(900)  # the Cluster's ten times 30 sequences: about two minutes alone
 @pytest.mark.parametrize("facade", FACADES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@KNOWN_AT_LENGTH
+@pytest.mark.parametrize("layout", LONG_LAYOUTS)
 def test_every_facade_answers_as_the_memory_book_at_length(
     request: pytest.FixtureRequest, layout: str, facade: str
 ) -> None:
