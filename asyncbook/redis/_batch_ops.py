@@ -69,16 +69,33 @@ def apply_many(
     out: list[Outcome | None] = [None] * len(given)
     waiting: dict[int, list[int]] = {}
     claimed: dict[int, claims.Claim] = {}
+    ends: list[groups.End] = []
     for at, (task_id, event, callback) in enumerate(given):
         index = ns.index_of(task_id)
-        if ns.crosses(task_id, callback):
+        crosses = ns.crosses(task_id, callback)
+        if callback is not None:
+            # An earlier event with the same id, still waiting for its shard's part,
+            # decides whether this one finds the id taken (its marker, or its claim that
+            # an apply that fails releases): its part runs first. Not needed when both
+            # are in this task's shard, its home: one transaction keeps their order.
+            before = {
+                shard
+                for shard, ats in waiting.items()
+                if any(given[earlier][2] == callback for earlier in ats)
+            }
+            if not crosses:
+                before.discard(index)
+            if before:
+                part = {shard: waiting.pop(shard) for shard in sorted(before)}
+                yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
+        if crosses:
             assert callback is not None
             found = yield from tasks.claim(ns, task_id, callback)
             if found == claims.Claim.TAKEN:
                 # The shard's earlier events first, in order: this one follows them.
                 if index in waiting:
                     part = {index: waiting.pop(index)}
-                    yield from _apply_parts(ns, given, part, full_task, claimed, out)
+                    yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
                 plan = operations.apply(
                     ns.shards[index], task_id, event, callback, full_task=full_task, taken=True
                 )
@@ -89,7 +106,8 @@ def apply_many(
                 continue
             claimed[at] = found
         waiting.setdefault(index, []).append(at)
-    yield from _apply_parts(ns, given, waiting, full_task, claimed, out)
+    yield from _apply_parts(ns, given, waiting, full_task, claimed, out, ends)
+    yield from groups.after_batch(ns, ends)
     return [result for result in out if result is not None]
 
 
@@ -100,10 +118,12 @@ def _apply_parts(
     full_task: bool,
     claimed: dict[int, claims.Claim],
     out: list[Outcome | None],
+    ends: list[groups.End],
 ) -> MergedPlan[None]:
     """The events at ``parts``' positions, each shard's in one MULTI/EXEC (the shards at
-    once), their answers put in ``out``; then the groups of the members they ended, and
-    the claims of those that surely wrote nothing released."""
+    once), their answers put in ``out`` and the members they ended in ``ends`` (their
+    groups are checked once the whole batch was written: ``groups.after_batch``); the
+    claims of those that surely wrote nothing released."""
 
     def batch(shard: Any, ats: list[int]) -> Plan[list[Outcome]]:
         results, _reply = yield from batches.apply_many_then(
@@ -115,7 +135,7 @@ def _apply_parts(
     for index, ats in parts.items():
         results = [answers[at] for at in ats]
         ids, events = [given[at][0] for at in ats], [given[at][1] for at in ats]
-        yield from groups.after_ends(ns, index, results, ids, events)
+        ends += groups.ends_of(ns.shards[index], results, ids, events, ats)
         for at, result in zip(ats, results, strict=True):
             out[at] = result
             if (
@@ -220,8 +240,11 @@ def expire_many(
         lambda shard, ats: expiries.expire_many(shard, [ids[at] for at in ats], full_task),
         len(ids),
     )
+    ends: list[groups.End] = []
     for index, ats in parts.items():
-        yield from groups.after_ends(ns, index, [out[at] for at in ats], [ids[at] for at in ats])
+        results, task_ids = [out[at] for at in ats], [ids[at] for at in ats]
+        ends += groups.ends_of(ns.shards[index], results, task_ids, None, ats)
+    yield from groups.after_batch(ns, ends)
     return [r if isinstance(r, AsyncBookError) else r.transition() for r in out]
 
 

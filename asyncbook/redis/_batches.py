@@ -9,6 +9,7 @@ the replica WAIT are its).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,12 +23,13 @@ from ..errors import AsyncBookError, DamagedRecordError
 from . import _operations as operations
 from ._args import dumps, utf8
 from ._console import WORKER_KEEP_MS
-from ._creating import create_call
+from ._creating import create_args, created_on
 from ._facts import FIELDS as FACT_FIELDS
+from ._facts import TRIES as FACT_TRIES
 from ._facts import TaskFacts, facts_of
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, Scripts, command, server_time
-from ._replies import callback_result, created, outcome, script_error, status_of, text_of
-from ._script_args import ApplyArgs, EventArgs, TaskIdsArgs
+from ._replies import callback_result, outcome, script_error, status_of, text_of
+from ._script_args import ApplyArgs, BatchArgs, CreateArgs, EventArgs, TaskIdsArgs
 from ._scripts import BookScript, ScriptedEvents, ScriptStatus
 from ._shard import Shard
 
@@ -50,23 +52,23 @@ def create_many(
 ) -> Plan[list[AsyncTask | AsyncBookError]]:
     """``_batch_ops.create_many`` on one shard: one pipelined round trip."""
     results: list[AsyncTask | AsyncBookError | None] = []
-    calls: list[tuple[int, str, AsyncTask, list[str], list[str]]] = []
+    calls: list[tuple[int, str, AsyncTask, list[str], CreateArgs]] = []
     for spec in specs:
         try:
-            calls.append((len(results), spec.id, *create_call(shard, spec)))
+            calls.append((len(results), spec.id, *create_args(shard, spec, learn=False)))
         except AsyncBookError as error:
             results.append(error)
             continue
         results.append(None)
     yield from operations.before_write(shard)
-    replies = yield Scripts([ScriptCall("create", keys, args) for *_, keys, args in calls])
-    for (index, task_id, task, _keys, _args), reply in zip(calls, replies, strict=True):
+    replies = yield Scripts([ScriptCall("create", keys, args.argv()) for *_, keys, args in calls])
+    for (index, task_id, task, _keys, args), reply in zip(calls, replies, strict=True):
         if isinstance(reply, ResponseError) and not script_error(reply):
             raise reply  # the server refused the call (OOM, READONLY): retry the batch
         try:
             if isinstance(reply, ResponseError):
                 raise DamagedRecordError(task_id, str(reply))
-            results[index] = created(task_id, task, reply)
+            results[index] = created_on(shard, task_id, task, reply, args)
         except AsyncBookError as error:
             results[index] = error
     return [result for result in results if result is not None]
@@ -120,6 +122,12 @@ def apply_many_then(
     """The events' results, and the reply of the ``extra`` call (a caller's script) run
     after them in the same MULTI/EXEC (None without one; its error as a reply, not raised).
 
+    A call refused for facts (the record's differ from what the book knew: another
+    process started the task, or a create that stored nothing) halts the batch: the
+    calls after it write nothing (``!after``, apply.lua), and from it on they go again,
+    in order, in a next transaction with the facts it answered; so no call runs before
+    one the batch put ahead of it (a callback id, a task or a group they share).
+
     After Redis lost a script (SCRIPT FLUSH, a restart, a failover) the calls from the
     first that met NOSCRIPT on run again, in order, in a second transaction (the
     driver's, ``Scripts``): apply.lua lost, the whole batch and the extra script (which
@@ -139,30 +147,57 @@ def apply_many_then(
     extra_reply = replies.pop() if extra is not None else None
     if isinstance(extra_reply, ResponseError) and not script_error(extra_reply):
         raise extra_reply  # the server refused the whole batch: retry it
-    for (index, keys, args, shape_error), reply in zip(calls, replies, strict=True):
+    refusals: dict[int, int] = {}
+    while True:
+        again = _answered(shard, calls, replies, results, refusals)
+        if not again:
+            break
+        calls = again
+        replies = list((yield Scripts(_batch_calls(shard, calls), transaction=True)))
+    return [r for r in results if r is not None], extra_reply
+
+
+def _answered(
+    shard: Shard,
+    calls: list[_Call],
+    replies: list[Any],
+    results: list[CallbackResult | AsyncBookError | None],
+    refusals: dict[int, int],
+) -> list[_Call]:
+    """The batch's replies read into ``results``; the calls to send again, in order: the
+    one refused for facts (now learned) and those after it (``!after``)."""
+    again: list[_Call] = []
+    for call, reply in zip(calls, replies, strict=True):
+        index, _keys, args, shape_error = call
         if isinstance(reply, ResponseError) and not script_error(reply):
             raise reply  # the server refused the whole batch (OOM, READONLY): retry it
         if isinstance(reply, ResponseError):
             results[index] = DamagedRecordError(args.task_id, str(reply))
             continue
-        try:
-            facts = facts_of(reply)
-            if facts is not None:
-                # Its record changed since _learn_facts read it: this item again, alone.
-                shard.facts.learn(args.task_id, facts)
-                reply = yield from operations.apply_one(shard, keys, args)
+        if isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.AFTER:
+            again.append(call)
+            continue
+        facts = facts_of(reply)
+        if facts is not None:
+            shard.facts.learn(args.task_id, facts)
+            refusals[index] = refusals.get(index, 0) + 1
+            if refusals[index] < FACT_TRIES:
+                again.append(call)
             else:
-                shard.facts.started(args.task_id, [args.event])
+                why = "its name, group or worker changed at every try"
+                results[index] = DamagedRecordError(args.task_id, why)
+            continue
+        shard.facts.started(args.task_id, [args.event])
+        try:
             results[index] = callback_result(args.task_id, reply, shape_error)
         except AsyncBookError as error:
             results[index] = error
-    return [r for r in results if r is not None], extra_reply
+    return again
 
 
 def _learn_facts(shard: Shard, calls: list[_Call]) -> Plan[None]:
-    """Read the facts of the batch's tasks the shard does not know yet, and of those
-    ``_ends_followed`` names (one round trip; none when it knows them all, or the events
-    are progress reports, which need none)."""
+    """Read the facts of the batch's tasks the shard does not know yet (one round trip;
+    none when it knows them all, or the events are progress reports, which need none)."""
     facts = shard.facts
     unknown = sorted(
         {
@@ -170,7 +205,6 @@ def _learn_facts(shard: Shard, calls: list[_Call]) -> Plan[None]:
             for _index, _keys, args, _error in calls
             if args.event.type != "progress" and facts.get(args.task_id) is None
         }
-        | _ends_followed(shard, calls)
     )
     if not unknown:
         return
@@ -179,52 +213,27 @@ def _learn_facts(shard: Shard, calls: list[_Call]) -> Plan[None]:
         facts.learn(task_id, TaskFacts.of_fields(fields))
 
 
-def _ends_followed(shard: Shard, calls: list[_Call]) -> set[str]:
-    """The known tasks with an end (it needs the keys of the task's last worker, which
-    another process may have changed since the book learned it) that a later call of
-    the batch would see out of order, were the end refused for facts and sent again
-    after the batch: a call on the same task, with the same callback id, or any later
-    change when the task is in a group. Their facts are read again, not trusted."""
-    facts = shard.facts
-    last_of_task: dict[str, int] = {}
-    last_of_marker: dict[str, int] = {}
-    last_change = -1
-    for at, (_index, keys, args, _error) in enumerate(calls):
-        last_of_task[args.task_id] = at
-        if args.callback_given:
-            last_of_marker[keys[2]] = at
-        if args.event.type != "progress":
-            last_change = at
-    followed: set[str] = set()
-    for at, (_index, keys, args, _error) in enumerate(calls):
-        known = facts.get(args.task_id)
-        if args.event.type not in ("succeed", "fail") or known is None:
-            continue
-        if (
-            last_of_task[args.task_id] > at
-            or (args.callback_given and last_of_marker[keys[2]] > at)
-            or (known.group_json != "" and last_change > at)
-        ):
-            followed.add(args.task_id)
-    return followed
-
-
 def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
     """The apply calls of one MULTI/EXEC: they run in order, with no script flush or
     failover between them (a plain pipeline could lose one item and run the next).
 
     Each call's info block also names the workers of the starts before it in the batch
-    on the same task: an end after its start needs that worker's keys, and a call
-    refused for facts would be sent again only after the transaction, behind the calls
-    that followed it (they would run first: out of order)."""
+    on the same task: an end after its start needs that worker's keys, else it would be
+    refused for facts (and the batch halted there). Each call of a batch of several
+    carries the batch's token (``BatchArgs``) and the halt key."""
     starts: dict[str, list[EventArgs]] = {}
     batch: list[ScriptCall] = []
-    for _index, keys, args, _error in calls:
+    token = uuid.uuid4().hex if len(calls) > 1 else ""
+    for at, (_index, keys, args, _error) in enumerate(calls):
         before = starts.setdefault(args.task_id, [])
         block, facts = shard.facts.block(args.task_id, [*before, args.event])
         if args.event.type == "start":
             before.append(args.event)
-        batch.append(ScriptCall("apply", [*keys, *block], [*args.argv(), *facts]))
+        call_keys, argv = [*keys, *block], [*args.argv(), *facts]
+        if token:
+            call_keys.append(shard.keys.batch_halt)
+            argv += BatchArgs(token, at == len(calls) - 1).argv()
+        batch.append(ScriptCall("apply", call_keys, argv))
     return batch
 
 

@@ -5,6 +5,8 @@ retry's create)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 from .._book import CreateSpec
 from .._checks import require_heartbeat_timeout, require_text
@@ -13,10 +15,12 @@ from .._models import AsyncTask
 from ._args import dumps, number_text, utf8
 from ._facts import TaskFacts
 from ._publish_fields import kept_message_of, publish_fields
+from ._replies import created, text_of
 from ._script_args import CreateArgs
+from ._scripts import ScriptStatus
 from ._shard import Shard
 
-__all__ = ["CreateCall", "create_args", "create_call", "life_and_retention_ms"]
+__all__ = ["CreateCall", "create_args", "create_call", "created_on", "life_and_retention_ms"]
 
 CreateCall = tuple[AsyncTask, list[str], list[str]]
 """The task create.lua would store, and the script's KEYS and ARGV."""
@@ -28,8 +32,23 @@ def create_call(shard: Shard, spec: CreateSpec) -> CreateCall:
     return task, keys, args.argv()
 
 
-def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], CreateArgs]:
-    """The task create.lua would store, the script's KEYS and its ARGV record."""
+def created_on(
+    shard: Shard, task_id: str, task: AsyncTask, reply: Sequence[Any], args: CreateArgs
+) -> AsyncTask:
+    """create.lua's answer (``created``); the spec's facts learned only if it stored the
+    task: the stored task's may differ (another group, deadline), and a batch's call
+    with the spec's would be refused for facts."""
+    if isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.CREATED:
+        shard.facts.learn(task_id, TaskFacts(args.name, args.group_id_json, "", args.deadline))
+    return created(task_id, task, reply)
+
+
+def create_args(
+    shard: Shard, spec: CreateSpec, learn: bool = True
+) -> tuple[AsyncTask, list[str], CreateArgs]:
+    """The task create.lua would store, the script's KEYS and its ARGV record; with
+    ``learn`` the shard learns the spec's facts now (a create whose answer is read later:
+    the create sender's), else the caller does once it stored the task (``created_on``)."""
     id = spec.id
     group = None
     if spec.group_id is not None:
@@ -55,7 +74,8 @@ def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], C
     keys.append(k.message(id))
     group_json = "" if group is None else dumps(group, "groupId")
     deadline = number_text(task.expires_at_ms)
-    shard.facts.learn(id, TaskFacts(name, group_json, "", deadline))
+    if learn:
+        shard.facts.learn(id, TaskFacts(name, group_json, "", deadline))
     children_keep_ms = ""
     if spec.info is not None and spec.info.parent_id is not None:
         children_keep_ms = life_and_retention_ms(shard, spec)

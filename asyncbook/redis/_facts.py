@@ -26,12 +26,12 @@ from ._replies import text_of
 from ._script_args import EventArgs, InfoBlockArgs
 from ._scripts import ScriptStatus
 
-__all__ = ["FIELDS", "FactBook", "TaskFacts", "facts_of", "hour_of", "info_block"]
+__all__ = ["FIELDS", "TRIES", "FactBook", "TaskFacts", "facts_of", "hour_of", "info_block"]
 
 _HOUR_MS = 3_600_000
 _KEEP = 10_000
 """How many tasks' facts a book remembers (the oldest are forgotten first)."""
-_TRIES = 4
+TRIES = 4
 """A block is sent again at most this often: each time the record's facts changed."""
 
 
@@ -162,7 +162,7 @@ class FactBook:
     ) -> Plan[Any]:
         """The reply to ``call(block KEYS, block ARGV)``, sent again with the record's
         facts while it answers ``!facts`` (a plan, ``_plan``)."""
-        for _ in range(_TRIES):
+        for _ in range(TRIES):
             reply = yield call(*self.block(task_id, events))
             facts = facts_of(reply)
             if facts is None:

@@ -35,11 +35,13 @@ from ._shard import Shard
 __all__ = [
     "GROUP_FIELDS",
     "NOTIFY",
+    "End",
+    "after_batch",
+    "after_ends",
     "check",
     "counters",
-    "ended_groups",
+    "ends_of",
     "group_of",
-    "after_ends",
     "group_members",
     "notify_if_ended",
     "read_counters",
@@ -47,6 +49,10 @@ __all__ = [
     "summary_of",
     "tasks_in_order",
 ]
+
+End = tuple[int, str, str, float | None]
+"""A member a call ended: its position in the call, its group, its state, its time
+(None: the server's clock)."""
 
 GROUP_FIELDS = ("id", "total", "notified", "members", "prog", "queued", "running",
                 "succeeded", "failed", "expired", "cancelled")  # fmt: skip
@@ -99,18 +105,33 @@ def summary_of(
 
 
 def notify_if_ended(
-    home: Shard, group_id: str, shards: Sequence[dict[str, str]], at_ms: float | None
+    home: Shard,
+    group_id: str,
+    shards: Sequence[dict[str, str]],
+    at_ms: float | None,
+    ends: Sequence[End] = (),
 ) -> Plan[bool]:
     """Write the group's notification in its home shard (``home``: that shard's layout)
     if its members reached the declared total and none was written yet: True if this
-    call wrote it."""
+    call wrote it.
+
+    ``ends``: the group's members that the call checked ended, in the call's order (a
+    batch's, whose shards' parts ran at once). The notification is that of the end that
+    reached the total, as one after another would have written it: at its time, without
+    the ends after it in its counts."""
     home_fields = shards[home.keys.shard_index]
     if "total" not in home_fields or "notified" in home_fields:
         return False
     total = int(home_fields["total"])
     ended = {state: sum(int(each.get(state, "0")) for each in shards) for state in GROUP_END_STATES}
-    if sum(ended.values()) < total:
+    reached = sum(ended.values())
+    if reached < total:
         return False
+    if ends:
+        reaching = min(max(total - (reached - len(ends)), 1), len(ends)) - 1
+        for _position, _group, state, _at_ms in ends[reaching + 1 :]:
+            ended[state] -= 1
+        at_ms = ends[reaching][3]
     at = (yield from server_time()) if at_ms is None else at_ms
     fields = ["groupId", json.dumps(group_id), "atMs", number_text(at), "total", str(total)]
     for state in GROUP_END_STATES:
@@ -127,13 +148,16 @@ def notify_if_ended(
     return bool(wrote)
 
 
-def check(ns: Namespace, group_id: str, at_ms: float | None) -> MergedPlan[bool]:
-    """The group check after members ended (or a ``seal_group``): every shard's counters
-    read together, then the notification written in the group's home shard if the group
-    ended: True if this check wrote it."""
+def check(
+    ns: Namespace, group_id: str, at_ms: float | None, ends: Sequence[End] = ()
+) -> MergedPlan[bool]:
+    """The group check after members ended (``ends``, in order) or a ``seal_group``:
+    every shard's counters read together, then the notification written in the group's
+    home shard if the group ended: True if this check wrote it."""
     home = ns.index_of(group_id)
     found = yield from counters(ns, group_id)
-    return bool((yield from on(home, notify_if_ended(ns.shards[home], group_id, found, at_ms))))
+    plan = notify_if_ended(ns.shards[home], group_id, found, at_ms, ends)
+    return bool((yield from on(home, plan)))
 
 
 def after_ends(
@@ -143,41 +167,53 @@ def after_ends(
     task_ids: Sequence[Any],
     events: Sequence[Any] | None = None,
 ) -> MergedPlan[None]:
-    """The group check after members of shard ``index`` ended, each group once (at the
-    time of the event that ended it, when ``events`` gives it). None in a namespace of
-    one shard, where the ending script itself writes the notification."""
+    """The group check after members of shard ``index`` ended (``after_batch``)."""
     if ns.count == 1:
         return
-    ended = ended_groups(ns.shards[index], results, task_ids, events)
-    for group_id, at_ms in ended.items():
-        yield from check(ns, group_id, at_ms)
+    yield from after_batch(ns, ends_of(ns.shards[index], results, task_ids, events))
 
 
-def ended_groups(
+def after_batch(ns: Namespace, ends: Sequence[End]) -> MergedPlan[None]:
+    """The group check of each group whose members ``ends`` names (ended by one call,
+    on any shards), once all of them were written. None in a namespace of one shard,
+    where the ending script itself writes the notification."""
+    if ns.count == 1:
+        return
+    by_group: dict[str, list[End]] = {}
+    for end in sorted(ends, key=lambda end: end[0]):
+        by_group.setdefault(end[1], []).append(end)
+    for group_id, its in by_group.items():
+        yield from check(ns, group_id, its[-1][3], its)
+
+
+def ends_of(
     shard: Shard,
     results: Sequence[Any],
     task_ids: Sequence[Any],
     events: Sequence[Any] | None = None,
-) -> dict[str, float | None]:
-    """The groups of the members that these results of ``shard`` ended, each once, with
-    the time of its last member's end here: the time of the event that ended it (a late
-    event finds a task past its deadline: its time, not the deadline's), else of the
-    task's last history entry (None: the server's clock)."""
-    seen: dict[str, float | None] = {}
+    positions: Sequence[int] | None = None,
+) -> list[End]:
+    """The members that these results of ``shard`` ended (``End``: the position of each
+    in its call, from ``positions``, else in order)."""
+    found: list[End] = []
     given = [None] * len(results) if events is None else events
-    for task_id, result, event in zip(task_ids, results, given, strict=True):
+    at = range(len(results)) if positions is None else positions
+    rows = zip(at, task_ids, results, given, strict=True)
+    for position, task_id, result, event in rows:
         if isinstance(result, AsyncBookError) or not isinstance(task_id, str):
             continue
         if not (result.changed and result.task.terminal):
             continue
         group_id = group_of(shard, task_id)
         if group_id is not None:
-            seen[group_id] = _end_time(result.task, event_time(event))
-    return seen
+            state = result.task.state.value
+            found.append((position, group_id, state, _end_time(result.task, event_time(event))))
+    return found
 
 
 def _end_time(task: Any, at: float | None) -> float | None:
-    """When a member ended: its event's time, else its last history entry's, else (no
+    """When a member ended: its event's time (a late event finds a task past its
+    deadline: its time, not the deadline's), else its last history entry's, else (no
     history asked for) its deadline when it expired there; None: the server's clock."""
     if at is not None:
         return at

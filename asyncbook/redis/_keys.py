@@ -148,6 +148,13 @@ class KeySchema:
         return f"{self.tag}:sweep-lease"
 
     @property
+    def batch_halt(self) -> str:
+        """String, only inside one MULTI/EXEC of apply calls (``apply_many``): set by a
+        call refused for facts (to the batch's token), so that the calls after it write
+        nothing; the batch's last call deletes it."""
+        return f"{self.tag}:batch-halt"
+
+    @property
     def stalls(self) -> str:
         """Sorted set of running task ids with a heartbeat timeout, by when they stall."""
         return f"{self.tag}:stalls"

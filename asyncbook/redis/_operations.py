@@ -38,9 +38,9 @@ from .._models import (
 from .._reasons import Reason
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._args import dumps, number_text, utf8
-from ._creating import create_call
+from ._creating import create_args, created_on
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
-from ._replies import callback_result, created, group_summary_of, listed, status_of, text_of
+from ._replies import callback_result, group_summary_of, listed, status_of, text_of
 from ._script_args import ApplyArgs, DeliverArgs, GetManyArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
@@ -128,9 +128,10 @@ def create(shard: Shard, spec: CreateSpec) -> Plan[AsyncTask]:
     """create.lua for one task: the one plan that creates a task, waited on by
     ``create`` (a publish that does not defer, the worker's create from the message) and
     pipelined by the create sender (``_sender``), whose answer it reads later."""
-    task, keys, args = create_call(shard, spec)
+    task, keys, args = create_args(shard, spec, learn=False)
     yield from before_write(shard)
-    return created(spec.id, task, (yield ScriptCall("create", keys, args)))
+    reply = yield ScriptCall("create", keys, args.argv())
+    return created_on(shard, spec.id, task, reply, args)
 
 
 def get(shard: Shard, id: str) -> Plan[AsyncTask | None]:

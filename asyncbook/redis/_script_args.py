@@ -163,6 +163,15 @@ class ApplyArgs(ScriptArgs):
     failure: str = ""  # a fail's exception type and traceback (JSON), for the task's info
 
 
+class BatchArgs(ScriptArgs):
+    """apply.lua's ARGV after the info block's, for a call of a batch (one MULTI/EXEC of
+    apply calls, ``apply_many``): a call refused for facts sets the batch halt key to
+    the token, and the calls after it answer ``!after`` (writing nothing)."""
+
+    token: str  # the batch's own (random), so that no other batch's mark stops it
+    last: bool  # the batch's last call: it deletes the mark
+
+
 class InfoBlockArgs(ScriptArgs):
     """The info block's ARGV (INFO_ARGV in _info.lua), after a writing script's own."""
 
@@ -245,6 +254,9 @@ class SealGroupArgs(ScriptArgs):
     total: int
     now_ms: int
     retention_ms: str  # '' keeps the group forever
+    sharded: bool = False
+    """The namespace has several shards: the group's notification is the group check's
+    (``_groups``), which counts every shard's members, not this shard's script's."""
 
 
 class SearchArgs(ScriptArgs):

@@ -52,6 +52,9 @@ class ScriptStatus(StrEnum):
     FACTS = "!facts"
     """A script whose info block lacks a fact of the task's record (its name, group,
     worker, deadline, which follow): it wrote nothing (_facts.py)."""
+    AFTER = "!after"
+    """apply, a call of a batch after one refused for facts: it wrote nothing, and goes
+    again behind that one (``_batches``)."""
     KEYS = "!keys"
     """A console read met keys it was not given (their ids follow): nothing was read."""
     AT = "!at"

@@ -179,7 +179,9 @@ def cancel(
         return answer
 
     result: CallbackResult = yield from _claimed(ns, task_id, callback_id, run)
-    yield from groups.after_ends(ns, index, [result], [task_id])
+    # At the cancel's time (a late cancel expires the task: not at the deadline).
+    events = None if at_ms is None else [{"atMs": at_ms}]
+    yield from groups.after_ends(ns, index, [result], [task_id], events)
     return result
 
 
@@ -255,7 +257,7 @@ def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSumm
     group = utf8(require_text(group_id, "groupId"), "groupId")
     size = require_integer(total, "total", 1)
     home = ns.index_of(group)
-    summary = yield from on(home, _seal(ns.shards[home], group, size))
+    summary = yield from on(home, _seal(ns.shards[home], group, size, ns.count > 1))
     if ns.count == 1:
         return summary
     yield from groups.check(ns, group, None)
@@ -265,12 +267,12 @@ def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSumm
     return merged
 
 
-def _seal(shard: Any, group: str, size: int) -> Plan[GroupSummary]:
+def _seal(shard: Any, group: str, size: int, sharded: bool) -> Plan[GroupSummary]:
     k = shard.keys
     now = yield from server_time()
     flat = yield ScriptCall(
         "seal_group",
         [k.group(group), k.group_members(group), k.group_outbox],
-        SealGroupArgs(dumps(group, "groupId"), size, now, shard.retention_ms).argv(),
+        SealGroupArgs(dumps(group, "groupId"), size, now, shard.retention_ms, sharded).argv(),
     )
     return group_summary_of(group, flat)

@@ -21,7 +21,7 @@ from asyncbook import (
 )
 
 from ..support.books import delete_namespace, redis_client, scripts_flushed
-from ..support.events import progress, start, succeed
+from ..support.events import expire, progress, start, succeed
 from ..support.servers import free_port, redis_server, wait_until
 
 FAR = 10**15
@@ -236,3 +236,38 @@ def test_an_end_whose_worker_the_book_no_longer_knows_keeps_its_place_in_a_batch
     assert answers[0] == answers[1]
     assert mine.group("g") == memory.group("g")
     assert mine.drain_group_notifications() == memory.drain_group_notifications()
+
+
+HOUR = 3_600_000
+
+
+def test_an_event_refused_for_facts_keeps_its_place_in_a_batch(
+    client: redis.Redis, namespace: str
+) -> None:
+    # Another book created t; this one learned only its worker (t's start, sent alone,
+    # needed no more), not its deadline, which lies in another hour than the events: t's
+    # expiry was refused for facts and sent again after the batch, behind u's start of
+    # the same callback id, which so took it (issue 31).
+    mine, other, memory = (
+        RedisBook(client, namespace=namespace),
+        RedisBook(client, namespace=namespace),
+        MemoryBook(),
+    )
+    for each in (other, memory):
+        for task_id in ("t", "u"):
+            each.create(id=task_id, now_ms=5 * HOUR - 10, ttl_ms=50, max_attempts=1)
+    for each in (mine, memory):
+        each.apply("t", start(5 * HOUR - 5, "w1"))
+    batch: list[ApplyItem] = [
+        ("t", expire(5 * HOUR - 4), "c1"),
+        ("u", start(5 * HOUR - 3, "w2"), "c1"),
+    ]
+    answers = [
+        [
+            (r.reason, r.changed, r.task.state) if isinstance(r, CallbackResult) else r
+            for r in each.apply_many(batch)
+        ]
+        for each in (mine, memory)
+    ]
+    assert answers[0] == answers[1]
+    assert mine.drain_notifications() == memory.drain_notifications()

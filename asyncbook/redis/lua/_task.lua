@@ -172,16 +172,19 @@ local function outbox_cut(outbox, oldest_ms, exists)
 end
 
 -- A group's hash: id (JSON), total (once declared), members, a count per state, prog (the
--- sum of its members' progress), mk (its members' sorted set), notified. A member's hash
--- keeps its key (gk) and id (gid); scripts get both keys from KEYS (see _info.lua).
+-- sum of its members' progress), mk (its members' sorted set), notified, sh (sealed in a
+-- namespace of several shards: its home shard counts only its own members, so the
+-- client's group check, _groups.py, writes the notification, never a script). A
+-- member's hash keeps its key (gk) and id (gid); scripts get both keys from KEYS (see
+-- _info.lua).
 local GROUP_ENDS = {'succeeded', 'failed', 'expired', 'cancelled'}
 
 -- When a declared group's last member has ended: one group notification, then retention.
 local function group_maybe_ended(gk, members, stream, at_text, retention)
   local g = redis.call('HMGET', gk, 'id', 'total', 'notified',
-    'succeeded', 'failed', 'expired', 'cancelled')
+    'succeeded', 'failed', 'expired', 'cancelled', 'sh')
   local total = tonumber(g[2])
-  if not g[1] or not total or g[3] then
+  if not g[1] or not total or g[3] or g[8] then
     return
   end
   local ended = 0

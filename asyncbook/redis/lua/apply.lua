@@ -17,12 +17,35 @@
 --       sweep's stall fail, refused with '!fresh' when a heartbeat came in time), the
 --       progress cursor (kept as the task's checkpoint), a failure's exception type and
 --       traceback (JSON object, or ''; kept in the task's info, see _info.lua); then the
---       info block's facts (InfoBlockArgs)
+--       info block's facts (InfoBlockArgs); then, for a call of a batch (apply_many's
+--       MULTI/EXEC, BatchArgs), the batch's token and whether the call is its last
+--       (1/0), and the batch halt key last in KEYS
 -- Returns: {'!unknown'} | {'!damaged', why} | {'!fresh'} | {'!shape'} | {'!facts', ...}
+--          | {'!after'} (a batch's call after one refused for facts: nothing written)
 --          | {'!invalid', field, message}
 --          | {reason, flags, task parts...}: flags is four 0/1 characters,
 --            changed, duplicate, notify, duplicateCallback; the task as task_parts
 --            (_task.lua) gives it
 
 local event = apply_args(ARGV, 1, KEYS[K_MARKER])
-return apply_event(KEYS, event, info_block(KEYS, APPLY_KEYC + 1, ARGV, APPLY_ARGC + 1))
+local c = info_block(KEYS, APPLY_KEYC + 1, ARGV, APPLY_ARGC + 1)
+local batch = batch_args(ARGV, APPLY_ARGC + #INFO_ARGV + 1)
+if not batch then
+  return apply_event(KEYS, event, c)
+end
+-- A call of a batch: once a call was refused for facts (it goes again after the batch,
+-- with the facts it learned), the batch's calls after it write nothing and answer
+-- '!after': they go again behind it, in order. The last call deletes the mark.
+local halt = KEYS[#KEYS]
+local halted = redis.call('GET', halt) == batch.token
+if batch.last then
+  redis.call('DEL', halt)
+end
+if halted then
+  return {'!after'}
+end
+local answer = apply_event(KEYS, event, c)
+if answer[1] == '!facts' and not batch.last then
+  redis.call('SET', halt, batch.token, 'PX', 60000)
+end
+return answer
