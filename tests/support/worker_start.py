@@ -4,7 +4,11 @@
 a worker thread whose start raised (Celery logs "Unrecoverable error" and stops it) or
 blocked leaves the test waiting until pytest-timeout, with no word of the worker's own
 stack. ``guard_worker_starts`` makes that wait ``START_TIMEOUT`` seconds, after which the
-test fails with the error the worker logged and every thread's stack."""
+test fails with the error the worker logged and every thread's stack.
+
+A test worker whose thread outlives its shutdown timeout leaves Celery's process-wide
+``should_terminate`` set, and every later test worker of the process stops as it starts:
+``terminate_flag_left`` clears it after the test that left it, which fails instead."""
 
 from __future__ import annotations
 
@@ -17,8 +21,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from celery.contrib.testing.worker import TestWorkController
+from celery.worker import state as worker_state
 
-__all__ = ["START_TIMEOUT", "guard_worker_starts"]
+__all__ = ["START_TIMEOUT", "guard_worker_starts", "terminate_flag_left"]
 
 START_TIMEOUT = 60.0
 """Seconds a test worker has to be ready (Celery's own start takes well under one)."""
@@ -66,3 +71,11 @@ def guard_worker_starts() -> Iterator[None]:
     finally:
         celery_logger.removeHandler(critical)
         TestWorkController.ensure_started = original  # type: ignore[method-assign]
+
+
+def terminate_flag_left() -> bool:
+    """True if a test worker left Celery's ``should_terminate`` set (now cleared)."""
+    if worker_state.should_terminate is None:
+        return False
+    worker_state.should_terminate = None
+    return True
