@@ -29,6 +29,7 @@ from .support.books import kind_client
 from .support.books import redis_client as redis_client
 from .support.cluster import local_cluster, require_binaries
 from .support.strict_keys import STRICT_PRELUDE
+from .support.worker_start import guard_worker_starts, terminate_flag_left
 
 BOOK_KINDS = ["memory", "redis", "fakeredis", "cluster"]
 
@@ -43,6 +44,26 @@ def strict_keys(monkeypatch: pytest.MonkeyPatch) -> None:
         return f"{STRICT_PRELUDE}\n{source}" if name == _scripts.FIRST_HELPER else source
 
     monkeypatch.setattr(_scripts, "_lua", strict_lua)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def worker_starts_guarded() -> Iterator[None]:
+    """A test worker that never gets ready fails within a minute, with its stack and the
+    error it logged (``tests/support/worker_start``), instead of hanging the test."""
+    with guard_worker_starts():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def worker_shutdown_finished() -> Iterator[None]:
+    """A test whose worker thread did not end within its shutdown timeout fails, and the
+    tests after it start their workers as usual (``terminate_flag_left``)."""
+    yield
+    if terminate_flag_left():
+        pytest.fail(
+            "a test worker's thread outlived its shutdown timeout (Celery's "
+            "should_terminate was left set: cleared)"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -182,8 +182,12 @@ class Service:
         if recorder is not None:
             recorder.flush()
 
-    def on_worker_shutdown(self, **_: Any) -> None:
-        """The worker stops: stop its threads, write what is buffered."""
+    def on_worker_shutdown(self, sender: Any = None, **_: Any) -> None:
+        """This app's worker stops: stop its threads, write what is buffered. Another
+        app's worker in the same process leaves them alone (its stop must not wait for
+        this app's book)."""
+        if getattr(sender, "app", None) is not self.app:
+            return
         self.stop_upkeep()
         self.controls.stop_watching()
         process = self.running.process

@@ -145,3 +145,29 @@ def test_the_warning_comes_while_the_sweep_stopped(
     time.sleep(0.2)
     swept.stop()
     assert "the expiry sweep has stopped" not in caplog.text
+
+
+class _Worker:
+    """What Celery's worker_shutdown names as its sender: a worker of ``app``."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+
+def test_another_apps_worker_stopping_leaves_this_apps_upkeep_running(app: Celery) -> None:
+    """A worker's shutdown acts on its own app's integration only: another app's in the
+    same process keeps its threads and its buffer (a stop that waited for another app's
+    book, down, outlasted Celery's test worker's shutdown timeout, issue 31)."""
+    other = Celery("upkeep-other", broker="memory://", set_as_current=False)
+    ours = install(app, MemoryBook())
+    theirs = install(other, MemoryBook())
+    try:
+        ours.service.start_upkeep("ours@host")
+        signals.worker_shutdown.send(sender=_Worker(other))
+        assert ours.service.upkeep is not None  # another app's worker stopped
+        signals.worker_shutdown.send(sender=_Worker(app))
+        assert ours.service.upkeep is None  # its own worker stopped
+    finally:
+        ours.service.stop_upkeep()
+        theirs.service.stop_upkeep()
+        uninstall(other)
