@@ -19,8 +19,6 @@ from .._checks import (
     require_integer,
     require_limit,
     require_non_negative,
-    require_page_cursor,
-    require_state,
     require_string,
     require_text,
 )
@@ -30,17 +28,15 @@ from .._models import (
     CallbackResult,
     DeliveryReceipt,
     DeliveryResult,
-    GroupSummary,
     HistoryEntry,
     ResumeResult,
-    TaskPage,
 )
 from .._reasons import Reason
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._args import dumps, number_text, utf8
 from ._creating import create_args, created_on
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
-from ._replies import callback_result, group_summary_of, listed, status_of, text_of
+from ._replies import callback_result, listed, status_of, text_of
 from ._script_args import ApplyArgs, DeliverArgs, GetManyArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
@@ -57,11 +53,8 @@ __all__ = [
     "delivery_of",
     "expire",
     "get",
-    "group",
-    "group_members",
     "last_cursor",
     "last_sweep_ms",
-    "list_tasks",
     "overdue",
     "overdue_count",
     "record_sweep",
@@ -307,41 +300,6 @@ def tasks_of(shard: Shard, ids: list[Any], full_task: bool) -> Plan[tuple[AsyncT
     return tuple(listed(found))
 
 
-def list_tasks(
-    shard: Shard, state: str | None, limit: int, after: str | None, full_task: bool
-) -> Plan[TaskPage]:
-    """Tasks, newest first, optionally in one state; ``after`` continues a page."""
-    yield SETTLE
-    wanted = require_state(state)
-    count = require_limit(limit)
-    cursor = require_page_cursor(after)
-    states = STATE_NAMES if wanted is None else (wanted,)
-    top = "+inf" if cursor is None else f"({cursor}"
-    pages = yield Pipeline(
-        [
-            command(
-                "zrevrangebyscore",
-                shard.keys.state_index(state_name),
-                top,
-                "-inf",
-                start=0,
-                num=count + 1,
-                withscores=True,
-            )
-            for state_name in states
-        ]
-    )
-    # Scores are creation order, unique per task: merging the indexes gives "newest first".
-    rows = sorted((row for rows in pages for row in rows), key=lambda row: -row[1])
-    more = len(rows) > count
-    rows = rows[:count]
-    if not rows:
-        return TaskPage(tasks=())
-    tasks = yield from tasks_of(shard, [raw_id for raw_id, _score in rows], full_task)
-    next_after = str(int(rows[-1][1])) if more else None
-    return TaskPage(tasks=tasks, next_after=next_after)
-
-
 def last_cursor(shard: Shard, task_id: str) -> Plan[str | None]:
     """The cursor of the last progress the task reported (its checkpoint), or None."""
     yield SETTLE
@@ -350,23 +308,6 @@ def last_cursor(shard: Shard, task_id: str) -> Plan[str | None]:
     if exists is None:
         raise UnknownTaskError(task_id)
     return text_of(cursor) or None if cursor is not None else None
-
-
-def group(shard: Shard, group_id: str) -> Plan[GroupSummary | None]:
-    """The group's counts by state and its progress: one round trip, O(1)."""
-    yield SETTLE
-    group = utf8(require_text(group_id, "groupId"), "groupId")
-    flat = yield command("hgetall", shard.keys.group(group))
-    return group_summary_of(group, flat) if flat else None
-
-
-def group_members(shard: Shard, group_id: str, limit: int) -> Plan[list[AsyncTask]]:
-    """The group's members in creation order (without histories), up to ``limit``."""
-    yield SETTLE
-    group = utf8(require_text(group_id, "groupId"), "groupId")
-    count = require_limit(limit, maximum=10_000)
-    ids = yield command("zrange", shard.keys.group_members(group), 0, count - 1)
-    return list((yield from tasks_of(shard, list(ids), False)))
 
 
 def count_by_state(shard: Shard) -> Plan[dict[str, int]]:
