@@ -18,16 +18,14 @@ from .._audit import (
     require_actor,
     require_audit_reason,
 )
-from .._book import cancel_input
 from .._checks import require_limit, require_non_negative, require_string
 from .._models import CallbackResult
 from ..errors import UnknownTaskError
 from . import _operations as operations
 from ._args import utf8
-from ._operations import before_write
-from ._plan import SETTLE, Plan, ScriptCall, command, server_time
-from ._replies import callback_result, text_of
-from ._script_args import AuditArgs, CancelArgs, RecordAuditArgs
+from ._plan import Plan, ScriptCall, command
+from ._replies import text_of
+from ._script_args import AuditArgs, RecordAuditArgs
 from ._scripts import ScriptStatus
 from ._shard import Shard
 
@@ -60,21 +58,13 @@ def cancel(
     if actor is None:
         return (yield from operations.cancel(shard, task_id, reason, at_ms, callback_id))
     checked_actor = require_actor(actor)
-    at = (yield from server_time()) if at_ms is None else at_ms
-    yield SETTLE
-    keys, args, shape_error = shard.apply_call(task_id, cancel_input(at, reason), callback_id)
-    # A reason the cancel refuses is never sent (the script answers '!shape', unwritten).
-    kept = reason if shape_error is None and isinstance(reason, str) else None
-    audit = audit_args(shard, checked_actor, "cancel", kept)
-    yield from before_write(shard)
-    keys += [shard.keys.task_audit(args.task_id), shard.keys.audit_log]
-    argv = CancelArgs(args, audit).argv()
-    reply = yield from shard.facts.run(
-        args.task_id,
-        [args.event],
-        lambda block, facts: ScriptCall("cancel", keys + block, argv + facts),
-    )
-    return callback_result(args.task_id, reply, shape_error)
+
+    def audit(shape_ok: bool) -> AuditArgs:
+        # A reason the cancel refuses is never sent (the script answers '!shape', unwritten).
+        kept = reason if shape_ok and isinstance(reason, str) else None
+        return audit_args(shard, checked_actor, "cancel", kept)
+
+    return (yield from operations.cancel(shard, task_id, reason, at_ms, callback_id, audit=audit))
 
 
 def record(

@@ -8,6 +8,7 @@ the client-side writes, whichever client runs them (``_plan``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -37,7 +38,7 @@ from ._args import dumps, number_text, utf8
 from ._creating import create_args, created_on
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
 from ._replies import callback_result, listed, status_of, text_of
-from ._script_args import ApplyArgs, DeliverArgs, GetManyArgs, ResumeArgs
+from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, GetManyArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
 
@@ -147,23 +148,34 @@ def apply(
     *,
     full_task: bool = True,
     taken: bool = False,
+    audit: Callable[[bool], AuditArgs] | None = None,
 ) -> Plan[CallbackResult]:
     """Apply one event; a callback id already recorded changes nothing (nor one another
-    task holds: ``taken``). ``full_task=False``: the task comes without its history."""
+    task holds: ``taken``). ``full_task=False``: the task comes without its history.
+    ``audit(shape_ok)``: a cancel's audit entry, written by the same script call
+    (cancel.lua) whose answer is the same."""
     yield SETTLE
     keys, args, shape_error = shard.apply_call(task_id, event, callback_id, full_task, taken=taken)
+    entry = None if audit is None else audit(shape_error is None)
     yield from before_write(shard)
-    reply = yield from apply_one(shard, keys, args)
+    reply = yield from apply_one(shard, keys, args, entry)
     return callback_result(args.task_id, reply, shape_error)
 
 
-def apply_one(shard: Shard, keys: list[str], args: ApplyArgs) -> Plan[Any]:
-    """apply.lua's reply to one call, sent with the task's info block (``_facts``)."""
+def apply_one(
+    shard: Shard, keys: list[str], args: ApplyArgs, audit: AuditArgs | None = None
+) -> Plan[Any]:
+    """apply.lua's reply to one call, sent with the task's info block (``_facts``); with
+    ``audit``, cancel.lua's (the task's audit list and the log after its keys)."""
+    name, argv = "apply", args.argv()
+    if audit is not None:
+        keys = [*keys, shard.keys.task_audit(args.task_id), shard.keys.audit_log]
+        name, argv = "cancel", CancelArgs(args, audit).argv()
     return (
         yield from shard.facts.run(
             args.task_id,
             [args.event],
-            lambda block, facts: ScriptCall("apply", keys + block, args.argv() + facts),
+            lambda block, facts: ScriptCall(name, keys + block, argv + facts),
         )
     )
 
@@ -183,10 +195,12 @@ def cancel(
     callback_id: str | None,
     *,
     taken: bool = False,
+    audit: Callable[[bool], AuditArgs] | None = None,
 ) -> Plan[CallbackResult]:
     """``apply`` of a ``cancel`` event, at the server's clock unless ``at_ms`` is given."""
     at = (yield from server_time()) if at_ms is None else at_ms
-    return (yield from apply(shard, task_id, cancel_input(at, reason), callback_id, taken=taken))
+    event = cancel_input(at, reason)
+    return (yield from apply(shard, task_id, event, callback_id, taken=taken, audit=audit))
 
 
 def resume(shard: Shard, task_id: str, cursor_version: int, full_task: bool) -> Plan[ResumeResult]:
