@@ -34,9 +34,6 @@ from ._shard import Shard
 
 __all__ = ["Claim", "claim", "deliver_known", "is_marked", "release"]
 
-APPLIED = "1"
-"""A marker's value: the id was applied in its task's own script call."""
-
 _OWNER = "@"
 """A claim's value starts with this, then the task id that claimed it."""
 

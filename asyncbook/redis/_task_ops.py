@@ -164,15 +164,12 @@ def cancel(
     shard = ns.shards[index]
 
     def run(taken: bool) -> MergedPlan[CallbackResult]:
-        if not taken:
-            return (
-                yield from on(
-                    index, audits.cancel(shard, task_id, reason, at_ms, callback_id, actor)
-                )
-            )
-        plan = operations.cancel(shard, task_id, reason, at_ms, callback_id, taken=True)
+        audit = None if taken else audits.cancel_entry(shard, actor, reason)
+        plan = operations.cancel(
+            shard, task_id, reason, at_ms, callback_id, taken=taken, audit=audit
+        )
         answer: CallbackResult = yield from on(index, plan)
-        if actor is not None:
+        if taken and actor is not None:
             yield from on(
                 index, audits.record(shard, task_id, "cancel", actor, reason, answer.reason)
             )
