@@ -81,25 +81,30 @@ def created(task_id: str, task: AsyncTask, reply: Sequence[Any]) -> AsyncTask:
     return task
 
 
-def callback_result(
-    task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
-) -> CallbackResult:
-    """apply.lua's answer to one event, or the error it met raised."""
+def _answered(task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None) -> str:
+    """An applied event's status, or the error it met raised."""
     status = status_of(task_id, reply)
     if status == ScriptStatus.SHAPE:
         assert shape_error is not None
         raise shape_error
     if status == ScriptStatus.INVALID:
-        field, message = text_of(reply[1]), text_of(reply[2])
-        raise invalid(message, field=field)
-    flags = text_of(reply[1])
+        raise invalid(text_of(reply[2]), field=text_of(reply[1]))
+    return status
+
+
+def callback_result(
+    task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
+) -> CallbackResult:
+    """apply.lua's answer to one event, or the error it met raised."""
+    status = _answered(task_id, reply, shape_error)
+    changed, duplicate, notify, callback = (flag == "1" for flag in text_of(reply[1])[:4])
     return CallbackResult(
         task=task_of_parts(reply[2:]),
-        changed=flags[0] == "1",
-        duplicate=flags[1] == "1",
-        notify=flags[2] == "1",
+        changed=changed,
+        duplicate=duplicate,
+        notify=notify,
         reason=Reason(status),
-        duplicate_callback=flags[3] == "1",
+        duplicate_callback=callback,
     )
 
 
@@ -108,24 +113,13 @@ def outcome(
 ) -> EventOutcome | AsyncBookError:
     """apply_event's compact answer to one event, or the error it met."""
     try:
-        status = status_of(task_id, answer)
+        status = _answered(task_id, answer, shape_error)
     except AsyncBookError as error:
         return error
-    if status == ScriptStatus.SHAPE:
-        assert shape_error is not None
-        return shape_error
-    if status == ScriptStatus.INVALID:
-        return invalid(text_of(answer[2]), field=text_of(answer[1]))
-    flags, error_json = text_of(answer[1]), text_of(answer[3])
-    return EventOutcome(
-        reason=status,
-        changed=flags[0] == "1",
-        duplicate=flags[1] == "1",
-        notify=flags[2] == "1",
-        duplicate_callback=flags[3] == "1",
-        state=text_of(answer[2]),
-        error=json.loads(error_json) if error_json else None,
-    )
+    changed, duplicate, notify, callback = (flag == "1" for flag in text_of(answer[1])[:4])
+    error_json = text_of(answer[3])
+    text = json.loads(error_json) if error_json else None
+    return EventOutcome(status, changed, duplicate, notify, callback, text_of(answer[2]), text)
 
 
 def script_error(error: ResponseError) -> bool:
