@@ -259,7 +259,7 @@ def group_members(ns: Namespace, group_id: str, limit: int = 100) -> MergedPlan[
     group_id = utf8(require_text(group_id, "groupId"), "groupId")
     count = require_limit(limit, maximum=10_000)
     shards = ns.shards
-    pages = yield OnShards(tuple(_member_rows(shard, group_id, count) for shard in shards))
+    pages = yield every(shards, lambda shard: _member_rows(shard, group_id, count))
     rows = sorted(
         ((score, index, raw) for index, page in enumerate(pages) for raw, score in page),
         key=lambda row: row[0],

@@ -13,7 +13,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from .._models import AsyncTask, CallbackResult, GroupSummary, group_summary
+from .._models import AsyncTask, CallbackResult
 from .._reasons import Reason
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError, invalid, task_exists
 from ._scripts import EventOutcome, ScriptStatus
@@ -21,7 +21,6 @@ from ._scripts import EventOutcome, ScriptStatus
 __all__ = [
     "callback_result",
     "created",
-    "group_summary_of",
     "listed",
     "outcome",
     "script_error",
@@ -138,14 +137,3 @@ def listed(found: Sequence[Any]) -> Iterable[AsyncTask]:
             log.warning("asyncbook: a listed task's record is damaged (%s); skipped", text[9:])
             continue
         yield AsyncTask.model_validate_json(raw)
-
-
-def group_summary_of(group_id: str, flat: Any) -> GroupSummary:
-    """A summary from a group hash (a flat list from a script, or a dict from HGETALL)."""
-    pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-    fields: dict[str, int | None] = {}
-    for key, value in pairs:
-        name = text_of(key)
-        if name not in ("id", "mk", "notified"):
-            fields[name] = int(value)
-    return group_summary(group_id, fields)

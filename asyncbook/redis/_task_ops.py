@@ -33,7 +33,7 @@ from ._args import dumps, number_text, utf8
 from ._merged import MergedPlan, NamespaceCall, OneShard, Sleep, on, writing
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
-from ._replies import group_summary_of
+from ._replies import text_of
 from ._script_args import SealGroupArgs
 
 __all__ = [
@@ -254,17 +254,17 @@ def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSumm
     group = utf8(require_text(group_id, "groupId"), "groupId")
     size = require_integer(total, "total", 1)
     home = ns.index_of(group)
-    summary = yield from on(home, _seal(ns.shards[home], group, size, ns.count > 1))
-    if ns.count == 1:
-        return summary
-    yield from groups.check(ns, group, None)
-    counters = yield from groups.counters(ns, group)
-    merged = groups.summary_of(group, counters[home], counters)
+    found = [(yield from on(home, _seal(ns.shards[home], group, size, ns.count > 1)))]
+    if ns.count > 1:
+        yield from groups.check(ns, group, None)
+        found = yield from groups.counters(ns, group)
+    merged = groups.summary_of(group, found[home], found)
     assert merged is not None  # the home shard holds the sealed group
     return merged
 
 
-def _seal(shard: Any, group: str, size: int, sharded: bool) -> Plan[GroupSummary]:
+def _seal(shard: Any, group: str, size: int, sharded: bool) -> Plan[dict[str, str]]:
+    """seal_group.lua: the home shard's counters of the group (``groups.read_counters``)."""
     k = shard.keys
     now = yield from server_time()
     flat = yield ScriptCall(
@@ -272,4 +272,5 @@ def _seal(shard: Any, group: str, size: int, sharded: bool) -> Plan[GroupSummary
         [k.group(group), k.group_members(group), k.group_outbox],
         SealGroupArgs(dumps(group, "groupId"), size, now, shard.retention_ms, sharded).argv(),
     )
-    return group_summary_of(group, flat)
+    pairs = zip(map(text_of, flat[::2]), map(text_of, flat[1::2]), strict=True)
+    return {name: value for name, value in pairs if name in groups.GROUP_FIELDS}
