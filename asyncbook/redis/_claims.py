@@ -27,7 +27,8 @@ import json
 from enum import StrEnum
 from typing import Any
 
-from .._models import AsyncTask
+from .._models import AsyncTask, DeliveryResult
+from . import _operations as operations
 from ._keys import KeySchema
 from ._plan import Plan, command
 from ._shard import Shard
@@ -107,12 +108,13 @@ the retention ms ('' keeps)."""
 
 def deliver_known(
     home: Shard,
+    task_id: str,
     key: str,
     task: AsyncTask | None,
     damaged: str | None,
     now_text: str,
-) -> Plan[Any]:
-    """deliver.lua's reply for a task read in another shard (``task`` None: unknown)."""
+) -> Plan[DeliveryResult]:
+    """deliver.lua's answer for a task read in another shard (``task`` None: unknown)."""
     if damaged is not None:
         state, payload = "damaged", damaged
     elif task is None:
@@ -124,8 +126,8 @@ def deliver_known(
             + ',"resultHash":' + json.dumps(task.result_hash) + ',"idempotencyKey":'
             + json.dumps(key) + ',"deliveredAtMs":' + now_text + "}"
         )  # fmt: skip
-    return (
-        yield command(
-            "eval", _DELIVER_KNOWN, 1, home.keys.delivery(key), state, payload, home.retention_ms
-        )
+    yield from operations.before_write(home)
+    reply = yield command(
+        "eval", _DELIVER_KNOWN, 1, home.keys.delivery(key), state, payload, home.retention_ms
     )
+    return operations.delivery_of(task_id, reply)

@@ -222,14 +222,8 @@ def deliver_result(
     except DamagedRecordError as error:
         task, damaged = None, error.message
     home = ns.map.key_index(key)
-    home_shard = ns.shards[home]
-
-    def decide() -> Plan[Any]:
-        yield from operations.before_write(home_shard)
-        return (yield from claims.deliver_known(home_shard, key, task, damaged, number_text(now)))
-
-    reply = yield from on(home, decide())
-    return operations.delivery_of(task_id, reply)
+    plan = claims.deliver_known(ns.shards[home], task_id, key, task, damaged, number_text(now))
+    return (yield from on(home, plan))
 
 
 def resume(
