@@ -214,15 +214,8 @@ def resume(shard: Shard, task_id: str, cursor_version: int, full_task: bool) -> 
         if not (yield command("exists", keys[0])):
             raise UnknownTaskError(task_id) from None
         raise error
-    reply = yield ScriptCall(
-        "resume",
-        keys,
-        ResumeArgs(
-            cursor=cursor,
-            retention_versions=shard.retention_versions,
-            with_full_task=full_task,
-        ).argv(),
-    )
+    argv = ResumeArgs(cursor, shard.retention_versions, full_task).argv()
+    reply = yield ScriptCall("resume", keys, argv)
     mode = status_of(task_id, reply)
     task = AsyncTask.model_validate_json(reply[1])
     events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
@@ -237,15 +230,9 @@ def deliver_result(
     now = require_non_negative(now_ms, "nowMs")
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
     yield from before_write(shard)
-    reply = yield ScriptCall(
-        "deliver",
-        [shard.keys.delivery(key), shard.keys.task(task_id), shard.keys.history(task_id)],
-        DeliverArgs(
-            key_json=dumps(key, "idempotencyKey"),
-            now_ms=number_text(now),
-            retention_ms=shard.retention_ms,
-        ).argv(),
-    )
+    keys = [shard.keys.delivery(key), shard.keys.task(task_id), shard.keys.history(task_id)]
+    argv = DeliverArgs(dumps(key, "idempotencyKey"), number_text(now), shard.retention_ms)
+    reply = yield ScriptCall("deliver", keys, argv.argv())
     return delivery_of(task_id, reply)
 
 
