@@ -29,7 +29,6 @@ from typing import Any
 
 from .._models import AsyncTask, DeliveryResult
 from . import _operations as operations
-from ._keys import KeySchema
 from ._plan import Plan, command
 from ._shard import Shard
 
@@ -55,15 +54,13 @@ class Claim(StrEnum):
     """Another task holds it."""
 
 
-def claim(
-    home: KeySchema, identifier: str, task_id: str, retention_ms: str
-) -> Plan[tuple[Claim, str]]:
+def claim(home: Shard, identifier: str, task_id: str) -> Plan[tuple[Claim, str]]:
     """Claim ``identifier`` for ``task_id`` in its home shard: (what was found, the
     holder's task id, '' when the holder is a marker)."""
     options: dict[str, Any] = {"nx": True, "get": True}
-    if retention_ms:
-        options["ex"] = int(retention_ms) // 1000 + _CLAIM_SECONDS_BEYOND_RETENTION
-    found = yield command("set", home.callback(identifier), _OWNER + task_id, **options)
+    if home.retention_ms:
+        options["ex"] = int(home.retention_ms) // 1000 + _CLAIM_SECONDS_BEYOND_RETENTION
+    found = yield command("set", home.keys.callback(identifier), _OWNER + task_id, **options)
     if found is None:
         return Claim.NEW, task_id
     text = found.decode() if isinstance(found, bytes) else str(found)
@@ -72,9 +69,9 @@ def claim(
     return Claim.TAKEN, text[len(_OWNER) :] if text.startswith(_OWNER) else ""
 
 
-def is_marked(keys: KeySchema, identifier: str) -> Plan[bool]:
+def is_marked(shard: Shard, identifier: str) -> Plan[bool]:
     """Whether a task's shard holds the id's marker (its apply committed)."""
-    return bool((yield command("exists", keys.callback(identifier))))
+    return bool((yield command("exists", shard.keys.callback(identifier))))
 
 
 _RELEASE = (
@@ -82,9 +79,9 @@ _RELEASE = (
 )
 
 
-def release(home: KeySchema, identifier: str, task_id: str) -> Plan[None]:
+def release(home: Shard, identifier: str, task_id: str) -> Plan[None]:
     """Release a claim ``task_id`` made (only if it still holds it)."""
-    yield command("eval", _RELEASE, 1, home.callback(identifier), _OWNER + task_id)
+    yield command("eval", _RELEASE, 1, home.keys.callback(identifier), _OWNER + task_id)
 
 
 _DELIVER_KNOWN = """

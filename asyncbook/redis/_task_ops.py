@@ -75,20 +75,12 @@ def claim(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[claims.Cla
     """Claim a callback id for ``task_id`` in its home shard (``_claims``)."""
     home = ns.map.home_index(identifier)
     for _ in range(_TAKEN_CHECKS):
-        found, holder = yield from on(
-            home,
-            claims.claim(ns.shards[home].keys, identifier, task_id, ns.shards[home].retention_ms),
-        )
+        found, holder = yield from on(home, claims.claim(ns.shards[home], identifier, task_id))
         if found != claims.Claim.TAKEN or holder == "":
             return found
         holder_index = ns.index_of(holder)
-        if (
-            yield from on(
-                holder_index,
-                claims.is_marked(ns.shards[holder_index].keys, identifier),
-                writes=False,
-            )
-        ):
+        marked = claims.is_marked(ns.shards[holder_index], identifier)
+        if (yield from on(holder_index, marked, writes=False)):
             return found
         yield Sleep(_TAKEN_PAUSE)
     return claims.Claim.TAKEN
@@ -96,7 +88,7 @@ def claim(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[claims.Cla
 
 def release(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[None]:
     home = ns.map.home_index(identifier)
-    yield from on(home, claims.release(ns.shards[home].keys, identifier, task_id))
+    yield from on(home, claims.release(ns.shards[home], identifier, task_id))
 
 
 def _claimed(
