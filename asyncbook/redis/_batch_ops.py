@@ -212,10 +212,8 @@ def apply_in_script(
     """
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
-    call = (script, key, args)
-    answer = yield from on(
-        index, batches.apply_in_script(shard, task_id, items, call, name, group_id)
-    )
+    plan = batches.apply_in_script(shard, task_id, items, (script, key, args), name, group_id)
+    answer = yield from on(index, plan)
     # Then the group's check when the events ended a member (callback ids are the
     # shard's markers).
     ended = any(not isinstance(each, AsyncBookError) and each.changed for each in answer.outcomes)

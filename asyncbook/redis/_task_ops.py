@@ -201,9 +201,8 @@ def deliver_result(
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
     if not ns.map.key_crosses(task_id, idempotency_key) or is_blank(idempotency_key):
-        return (
-            yield from on(index, operations.deliver_result(shard, task_id, idempotency_key, now_ms))
-        )
+        plan = operations.deliver_result(shard, task_id, idempotency_key, now_ms)
+        return (yield from on(index, plan))
     key = utf8(idempotency_key, "idempotencyKey")
     now = require_non_negative(now_ms, "nowMs")
     task_id = utf8(task_id, "taskId")
