@@ -1,5 +1,5 @@
-"""The audit trail in Redis, as plans: a cancel and its entry in one script call
-(cancel.lua), an entry for a change another call made (audit.lua), and the reads.
+"""The audit trail in Redis, as plans: a cancel's entry (written by its own script call,
+cancel.lua), an entry for a change another call made (audit.lua), and the reads.
 
 A task's entries are a list beside its record (kept as long as the record, its latest
 ``TASK_AUDIT_ENTRIES``); every entry also goes to the namespace's log, a stream capped
@@ -8,6 +8,7 @@ near ``Shard.audit_entries`` entries whose ids are the server's clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .._audit import (
@@ -18,20 +19,16 @@ from .._audit import (
     require_actor,
     require_audit_reason,
 )
-from .._book import cancel_input
 from .._checks import require_limit, require_non_negative, require_string
-from .._models import CallbackResult
 from ..errors import UnknownTaskError
-from . import _operations as operations
 from ._args import utf8
-from ._operations import before_write
-from ._plan import SETTLE, Plan, ScriptCall, command, server_time
-from ._replies import callback_result, text_of
-from ._script_args import AuditArgs, CancelArgs, RecordAuditArgs
+from ._plan import Plan, ScriptCall, command
+from ._replies import text_of
+from ._script_args import AuditArgs, RecordAuditArgs
 from ._scripts import ScriptStatus
 from ._shard import Shard
 
-__all__ = ["audit_args", "cancel", "read", "record"]
+__all__ = ["audit_args", "cancel_entry", "read", "record"]
 
 
 def audit_args(shard: Shard, actor: Any, action: str, reason: str | None) -> AuditArgs:
@@ -47,34 +44,22 @@ def audit_args(shard: Shard, actor: Any, action: str, reason: str | None) -> Aud
     )
 
 
-def cancel(
-    shard: Shard,
-    task_id: str,
-    reason: str | None,
-    at_ms: int | float | None,
-    callback_id: str | None,
-    actor: str | None,
-) -> Plan[CallbackResult]:
-    """``operations.cancel``; with ``actor``, and an audit entry (the actor, the reason,
-    the answer) written by the same script call, whose answer is the same."""
+def cancel_entry(
+    shard: Shard, actor: str | None, reason: str | None
+) -> Callable[[bool], AuditArgs] | None:
+    """A cancel's audit entry (the actor, the reason, the answer) for ``operations.cancel``,
+    which cancel.lua writes in the cancel's script call; None without ``actor`` (checked
+    here). The reason is kept unless the cancel refuses it (the script answers '!shape',
+    writing nothing)."""
     if actor is None:
-        return (yield from operations.cancel(shard, task_id, reason, at_ms, callback_id))
-    checked_actor = require_actor(actor)
-    at = (yield from server_time()) if at_ms is None else at_ms
-    yield SETTLE
-    keys, args, shape_error = shard.apply_call(task_id, cancel_input(at, reason), callback_id)
-    # A reason the cancel refuses is never sent (the script answers '!shape', unwritten).
-    kept = reason if shape_error is None and isinstance(reason, str) else None
-    audit = audit_args(shard, checked_actor, "cancel", kept)
-    yield from before_write(shard)
-    keys += [shard.keys.task_audit(args.task_id), shard.keys.audit_log]
-    argv = CancelArgs(args, audit).argv()
-    reply = yield from shard.facts.run(
-        args.task_id,
-        [args.event],
-        lambda block, facts: ScriptCall("cancel", keys + block, argv + facts),
-    )
-    return callback_result(args.task_id, reply, shape_error)
+        return None
+    checked = require_actor(actor)
+
+    def entry(shape_ok: bool) -> AuditArgs:
+        kept = reason if shape_ok and isinstance(reason, str) else None
+        return audit_args(shard, checked, "cancel", kept)
+
+    return entry
 
 
 def record(

@@ -20,7 +20,7 @@ from . import _groups as groups
 from . import _operations as operations
 from . import _task_ops as tasks
 from ._args import utf8
-from ._merged import MergedPlan, OnShards, on, spread, writing
+from ._merged import MergedPlan, OnShards, every, on, spread, writing
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
 from ._script_args import TaskIdsArgs
@@ -212,10 +212,8 @@ def apply_in_script(
     """
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
-    call = (script, key, args)
-    answer = yield from on(
-        index, batches.apply_in_script(shard, task_id, items, call, name, group_id)
-    )
+    plan = batches.apply_in_script(shard, task_id, items, (script, key, args), name, group_id)
+    answer = yield from on(index, plan)
     # Then the group's check when the events ended a member (callback ids are the
     # shard's markers).
     ended = any(not isinstance(each, AsyncBookError) and each.changed for each in answer.outcomes)
@@ -262,12 +260,11 @@ def end_stalled(
         now = yield from on(0, server_time(), writes=False)
     else:
         now = require_non_negative(now_ms, "nowMs")
-    indexes = tuple(range(ns.count))
-    found = yield OnShards(
-        tuple(batches.end_stalled(shard, now, limit) for shard in ns.shards), indexes, True
+    found = yield every(
+        ns.shards, lambda shard: batches.end_stalled(shard, now, limit), writes=True
     )
     out: list[Outcome] = []
-    for index, results in zip(indexes, found, strict=True):
+    for index, results in enumerate(found):
         ids = ["" if isinstance(r, AsyncBookError) else r.task.id for r in results]
         yield from groups.after_ends(ns, index, results, ids)
         out += results
@@ -287,8 +284,6 @@ def heartbeat(ns: Namespace, task_ids: Iterable[str]) -> MergedPlan[int]:
 
 def _heartbeat(shard: Any, task_ids: list[Any]) -> Plan[int]:
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    if not ids:
-        return 0
     k = shard.keys
     keys = [k.stalls, k.workers, *(k.task(task_id) for task_id in ids)]
     return int((yield ScriptCall("heartbeat", keys, TaskIdsArgs(tuple(ids)).argv())))

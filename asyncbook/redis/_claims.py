@@ -27,15 +27,12 @@ import json
 from enum import StrEnum
 from typing import Any
 
-from .._models import AsyncTask
-from ._keys import KeySchema
+from .._models import AsyncTask, DeliveryResult
+from . import _operations as operations
 from ._plan import Plan, command
 from ._shard import Shard
 
 __all__ = ["Claim", "claim", "deliver_known", "is_marked", "release"]
-
-APPLIED = "1"
-"""A marker's value: the id was applied in its task's own script call."""
 
 _OWNER = "@"
 """A claim's value starts with this, then the task id that claimed it."""
@@ -57,15 +54,13 @@ class Claim(StrEnum):
     """Another task holds it."""
 
 
-def claim(
-    home: KeySchema, identifier: str, task_id: str, retention_ms: str
-) -> Plan[tuple[Claim, str]]:
+def claim(home: Shard, identifier: str, task_id: str) -> Plan[tuple[Claim, str]]:
     """Claim ``identifier`` for ``task_id`` in its home shard: (what was found, the
     holder's task id, '' when the holder is a marker)."""
     options: dict[str, Any] = {"nx": True, "get": True}
-    if retention_ms:
-        options["ex"] = int(retention_ms) // 1000 + _CLAIM_SECONDS_BEYOND_RETENTION
-    found = yield command("set", home.callback(identifier), _OWNER + task_id, **options)
+    if home.retention_ms:
+        options["ex"] = int(home.retention_ms) // 1000 + _CLAIM_SECONDS_BEYOND_RETENTION
+    found = yield command("set", home.keys.callback(identifier), _OWNER + task_id, **options)
     if found is None:
         return Claim.NEW, task_id
     text = found.decode() if isinstance(found, bytes) else str(found)
@@ -74,9 +69,9 @@ def claim(
     return Claim.TAKEN, text[len(_OWNER) :] if text.startswith(_OWNER) else ""
 
 
-def is_marked(keys: KeySchema, identifier: str) -> Plan[bool]:
+def is_marked(shard: Shard, identifier: str) -> Plan[bool]:
     """Whether a task's shard holds the id's marker (its apply committed)."""
-    return bool((yield command("exists", keys.callback(identifier))))
+    return bool((yield command("exists", shard.keys.callback(identifier))))
 
 
 _RELEASE = (
@@ -84,9 +79,9 @@ _RELEASE = (
 )
 
 
-def release(home: KeySchema, identifier: str, task_id: str) -> Plan[None]:
+def release(home: Shard, identifier: str, task_id: str) -> Plan[None]:
     """Release a claim ``task_id`` made (only if it still holds it)."""
-    yield command("eval", _RELEASE, 1, home.callback(identifier), _OWNER + task_id)
+    yield command("eval", _RELEASE, 1, home.keys.callback(identifier), _OWNER + task_id)
 
 
 _DELIVER_KNOWN = """
@@ -110,12 +105,13 @@ the retention ms ('' keeps)."""
 
 def deliver_known(
     home: Shard,
+    task_id: str,
     key: str,
     task: AsyncTask | None,
     damaged: str | None,
     now_text: str,
-) -> Plan[Any]:
-    """deliver.lua's reply for a task read in another shard (``task`` None: unknown)."""
+) -> Plan[DeliveryResult]:
+    """deliver.lua's answer for a task read in another shard (``task`` None: unknown)."""
     if damaged is not None:
         state, payload = "damaged", damaged
     elif task is None:
@@ -127,8 +123,8 @@ def deliver_known(
             + ',"resultHash":' + json.dumps(task.result_hash) + ',"idempotencyKey":'
             + json.dumps(key) + ',"deliveredAtMs":' + now_text + "}"
         )  # fmt: skip
-    return (
-        yield command(
-            "eval", _DELIVER_KNOWN, 1, home.keys.delivery(key), state, payload, home.retention_ms
-        )
+    yield from operations.before_write(home)
+    reply = yield command(
+        "eval", _DELIVER_KNOWN, 1, home.keys.delivery(key), state, payload, home.retention_ms
     )
+    return operations.delivery_of(task_id, reply)

@@ -28,7 +28,7 @@ from . import _operations as operations
 from ._args import number_text, utf8
 from ._merged import MergedPlan, OnShards, every, on
 from ._namespace import Namespace
-from ._plan import Plan, command, server_time
+from ._plan import SETTLE, Plan, command, server_time
 from ._replies import text_of
 from ._shard import Shard
 
@@ -79,6 +79,7 @@ notification's fields (a JSON array), the retention ms ('' keeps). Writes it onc
 
 def read_counters(shard: Shard, group_id: str) -> Plan[dict[str, str]]:
     """One shard's counters of a group (absent fields left out)."""
+    yield SETTLE
     values = yield command("hmget", shard.keys.group(group_id), *GROUP_FIELDS)
     return {
         name: text_of(value)
@@ -248,8 +249,6 @@ def counters(ns: Namespace, group_id: str) -> MergedPlan[list[dict[str, str]]]:
 
 def group(ns: Namespace, group_id: str) -> MergedPlan[GroupSummary | None]:
     """The group's counts by state and its progress: one round trip, O(1)."""
-    if ns.count == 1:
-        return (yield from on(0, operations.group(ns.first, group_id), writes=False))
     group = utf8(require_text(group_id, "groupId"), "groupId")
     found = yield from counters(ns, group)
     return summary_of(group, found[ns.index_of(group)], found)
@@ -257,13 +256,10 @@ def group(ns: Namespace, group_id: str) -> MergedPlan[GroupSummary | None]:
 
 def group_members(ns: Namespace, group_id: str, limit: int = 100) -> MergedPlan[list[AsyncTask]]:
     """The group's members in creation order (without histories), up to ``limit``."""
-    if ns.count == 1:
-        plan = operations.group_members(ns.first, group_id, limit)
-        return (yield from on(0, plan, writes=False))
     group_id = utf8(require_text(group_id, "groupId"), "groupId")
     count = require_limit(limit, maximum=10_000)
     shards = ns.shards
-    pages = yield OnShards(tuple(_member_rows(shard, group_id, count) for shard in shards))
+    pages = yield every(shards, lambda shard: _member_rows(shard, group_id, count))
     rows = sorted(
         ((score, index, raw) for index, page in enumerate(pages) for raw, score in page),
         key=lambda row: row[0],
@@ -288,6 +284,7 @@ def tasks_in_order(
 
 
 def _member_rows(shard: Shard, group_id: str, count: int) -> Plan[list[tuple[Any, float]]]:
+    yield SETTLE
     rows = yield command(
         "zrange", shard.keys.group_members(group_id), 0, count - 1, withscores=True
     )

@@ -8,6 +8,7 @@ the client-side writes, whichever client runs them (``_plan``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -19,8 +20,6 @@ from .._checks import (
     require_integer,
     require_limit,
     require_non_negative,
-    require_page_cursor,
-    require_state,
     require_string,
     require_text,
 )
@@ -30,18 +29,16 @@ from .._models import (
     CallbackResult,
     DeliveryReceipt,
     DeliveryResult,
-    GroupSummary,
     HistoryEntry,
     ResumeResult,
-    TaskPage,
 )
 from .._reasons import Reason
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._args import dumps, number_text, utf8
 from ._creating import create_args, created_on
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
-from ._replies import callback_result, group_summary_of, listed, status_of, text_of
-from ._script_args import ApplyArgs, DeliverArgs, GetManyArgs, ResumeArgs
+from ._replies import callback_result, listed, status_of, text_of
+from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, GetManyArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
 
@@ -57,11 +54,8 @@ __all__ = [
     "delivery_of",
     "expire",
     "get",
-    "group",
-    "group_members",
     "last_cursor",
     "last_sweep_ms",
-    "list_tasks",
     "overdue",
     "overdue_count",
     "record_sweep",
@@ -154,23 +148,34 @@ def apply(
     *,
     full_task: bool = True,
     taken: bool = False,
+    audit: Callable[[bool], AuditArgs] | None = None,
 ) -> Plan[CallbackResult]:
     """Apply one event; a callback id already recorded changes nothing (nor one another
-    task holds: ``taken``). ``full_task=False``: the task comes without its history."""
+    task holds: ``taken``). ``full_task=False``: the task comes without its history.
+    ``audit(shape_ok)``: a cancel's audit entry, written by the same script call
+    (cancel.lua) whose answer is the same."""
     yield SETTLE
     keys, args, shape_error = shard.apply_call(task_id, event, callback_id, full_task, taken=taken)
+    entry = None if audit is None else audit(shape_error is None)
     yield from before_write(shard)
-    reply = yield from apply_one(shard, keys, args)
+    reply = yield from apply_one(shard, keys, args, entry)
     return callback_result(args.task_id, reply, shape_error)
 
 
-def apply_one(shard: Shard, keys: list[str], args: ApplyArgs) -> Plan[Any]:
-    """apply.lua's reply to one call, sent with the task's info block (``_facts``)."""
+def apply_one(
+    shard: Shard, keys: list[str], args: ApplyArgs, audit: AuditArgs | None = None
+) -> Plan[Any]:
+    """apply.lua's reply to one call, sent with the task's info block (``_facts``); with
+    ``audit``, cancel.lua's (the task's audit list and the log after its keys)."""
+    name, argv = "apply", args.argv()
+    if audit is not None:
+        keys = [*keys, shard.keys.task_audit(args.task_id), shard.keys.audit_log]
+        name, argv = "cancel", CancelArgs(args, audit).argv()
     return (
         yield from shard.facts.run(
             args.task_id,
             [args.event],
-            lambda block, facts: ScriptCall("apply", keys + block, args.argv() + facts),
+            lambda block, facts: ScriptCall(name, keys + block, argv + facts),
         )
     )
 
@@ -190,10 +195,12 @@ def cancel(
     callback_id: str | None,
     *,
     taken: bool = False,
+    audit: Callable[[bool], AuditArgs] | None = None,
 ) -> Plan[CallbackResult]:
     """``apply`` of a ``cancel`` event, at the server's clock unless ``at_ms`` is given."""
     at = (yield from server_time()) if at_ms is None else at_ms
-    return (yield from apply(shard, task_id, cancel_input(at, reason), callback_id, taken=taken))
+    event = cancel_input(at, reason)
+    return (yield from apply(shard, task_id, event, callback_id, taken=taken, audit=audit))
 
 
 def resume(shard: Shard, task_id: str, cursor_version: int, full_task: bool) -> Plan[ResumeResult]:
@@ -207,15 +214,8 @@ def resume(shard: Shard, task_id: str, cursor_version: int, full_task: bool) -> 
         if not (yield command("exists", keys[0])):
             raise UnknownTaskError(task_id) from None
         raise error
-    reply = yield ScriptCall(
-        "resume",
-        keys,
-        ResumeArgs(
-            cursor=cursor,
-            retention_versions=shard.retention_versions,
-            with_full_task=full_task,
-        ).argv(),
-    )
+    argv = ResumeArgs(cursor, shard.retention_versions, full_task).argv()
+    reply = yield ScriptCall("resume", keys, argv)
     mode = status_of(task_id, reply)
     task = AsyncTask.model_validate_json(reply[1])
     events = tuple(HistoryEntry.model_validate_json(raw) for raw in reply[2:])
@@ -230,15 +230,9 @@ def deliver_result(
     now = require_non_negative(now_ms, "nowMs")
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
     yield from before_write(shard)
-    reply = yield ScriptCall(
-        "deliver",
-        [shard.keys.delivery(key), shard.keys.task(task_id), shard.keys.history(task_id)],
-        DeliverArgs(
-            key_json=dumps(key, "idempotencyKey"),
-            now_ms=number_text(now),
-            retention_ms=shard.retention_ms,
-        ).argv(),
-    )
+    keys = [shard.keys.delivery(key), shard.keys.task(task_id), shard.keys.history(task_id)]
+    argv = DeliverArgs(dumps(key, "idempotencyKey"), number_text(now), shard.retention_ms)
+    reply = yield ScriptCall("deliver", keys, argv.argv())
     return delivery_of(task_id, reply)
 
 
@@ -307,41 +301,6 @@ def tasks_of(shard: Shard, ids: list[Any], full_task: bool) -> Plan[tuple[AsyncT
     return tuple(listed(found))
 
 
-def list_tasks(
-    shard: Shard, state: str | None, limit: int, after: str | None, full_task: bool
-) -> Plan[TaskPage]:
-    """Tasks, newest first, optionally in one state; ``after`` continues a page."""
-    yield SETTLE
-    wanted = require_state(state)
-    count = require_limit(limit)
-    cursor = require_page_cursor(after)
-    states = STATE_NAMES if wanted is None else (wanted,)
-    top = "+inf" if cursor is None else f"({cursor}"
-    pages = yield Pipeline(
-        [
-            command(
-                "zrevrangebyscore",
-                shard.keys.state_index(state_name),
-                top,
-                "-inf",
-                start=0,
-                num=count + 1,
-                withscores=True,
-            )
-            for state_name in states
-        ]
-    )
-    # Scores are creation order, unique per task: merging the indexes gives "newest first".
-    rows = sorted((row for rows in pages for row in rows), key=lambda row: -row[1])
-    more = len(rows) > count
-    rows = rows[:count]
-    if not rows:
-        return TaskPage(tasks=())
-    tasks = yield from tasks_of(shard, [raw_id for raw_id, _score in rows], full_task)
-    next_after = str(int(rows[-1][1])) if more else None
-    return TaskPage(tasks=tasks, next_after=next_after)
-
-
 def last_cursor(shard: Shard, task_id: str) -> Plan[str | None]:
     """The cursor of the last progress the task reported (its checkpoint), or None."""
     yield SETTLE
@@ -350,23 +309,6 @@ def last_cursor(shard: Shard, task_id: str) -> Plan[str | None]:
     if exists is None:
         raise UnknownTaskError(task_id)
     return text_of(cursor) or None if cursor is not None else None
-
-
-def group(shard: Shard, group_id: str) -> Plan[GroupSummary | None]:
-    """The group's counts by state and its progress: one round trip, O(1)."""
-    yield SETTLE
-    group = utf8(require_text(group_id, "groupId"), "groupId")
-    flat = yield command("hgetall", shard.keys.group(group))
-    return group_summary_of(group, flat) if flat else None
-
-
-def group_members(shard: Shard, group_id: str, limit: int) -> Plan[list[AsyncTask]]:
-    """The group's members in creation order (without histories), up to ``limit``."""
-    yield SETTLE
-    group = utf8(require_text(group_id, "groupId"), "groupId")
-    count = require_limit(limit, maximum=10_000)
-    ids = yield command("zrange", shard.keys.group_members(group), 0, count - 1)
-    return list((yield from tasks_of(shard, list(ids), False)))
 
 
 def count_by_state(shard: Shard) -> Plan[dict[str, int]]:

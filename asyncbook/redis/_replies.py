@@ -13,7 +13,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from .._models import AsyncTask, CallbackResult, GroupSummary, group_summary
+from .._models import AsyncTask, CallbackResult
 from .._reasons import Reason
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError, invalid, task_exists
 from ._scripts import EventOutcome, ScriptStatus
@@ -21,7 +21,6 @@ from ._scripts import EventOutcome, ScriptStatus
 __all__ = [
     "callback_result",
     "created",
-    "group_summary_of",
     "listed",
     "outcome",
     "script_error",
@@ -81,25 +80,30 @@ def created(task_id: str, task: AsyncTask, reply: Sequence[Any]) -> AsyncTask:
     return task
 
 
-def callback_result(
-    task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
-) -> CallbackResult:
-    """apply.lua's answer to one event, or the error it met raised."""
+def _answered(task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None) -> str:
+    """An applied event's status, or the error it met raised."""
     status = status_of(task_id, reply)
     if status == ScriptStatus.SHAPE:
         assert shape_error is not None
         raise shape_error
     if status == ScriptStatus.INVALID:
-        field, message = text_of(reply[1]), text_of(reply[2])
-        raise invalid(message, field=field)
-    flags = text_of(reply[1])
+        raise invalid(text_of(reply[2]), field=text_of(reply[1]))
+    return status
+
+
+def callback_result(
+    task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
+) -> CallbackResult:
+    """apply.lua's answer to one event, or the error it met raised."""
+    status = _answered(task_id, reply, shape_error)
+    changed, duplicate, notify, callback = (flag == "1" for flag in text_of(reply[1])[:4])
     return CallbackResult(
         task=task_of_parts(reply[2:]),
-        changed=flags[0] == "1",
-        duplicate=flags[1] == "1",
-        notify=flags[2] == "1",
+        changed=changed,
+        duplicate=duplicate,
+        notify=notify,
         reason=Reason(status),
-        duplicate_callback=flags[3] == "1",
+        duplicate_callback=callback,
     )
 
 
@@ -108,24 +112,13 @@ def outcome(
 ) -> EventOutcome | AsyncBookError:
     """apply_event's compact answer to one event, or the error it met."""
     try:
-        status = status_of(task_id, answer)
+        status = _answered(task_id, answer, shape_error)
     except AsyncBookError as error:
         return error
-    if status == ScriptStatus.SHAPE:
-        assert shape_error is not None
-        return shape_error
-    if status == ScriptStatus.INVALID:
-        return invalid(text_of(answer[2]), field=text_of(answer[1]))
-    flags, error_json = text_of(answer[1]), text_of(answer[3])
-    return EventOutcome(
-        reason=status,
-        changed=flags[0] == "1",
-        duplicate=flags[1] == "1",
-        notify=flags[2] == "1",
-        duplicate_callback=flags[3] == "1",
-        state=text_of(answer[2]),
-        error=json.loads(error_json) if error_json else None,
-    )
+    changed, duplicate, notify, callback = (flag == "1" for flag in text_of(answer[1])[:4])
+    error_json = text_of(answer[3])
+    text = json.loads(error_json) if error_json else None
+    return EventOutcome(status, changed, duplicate, notify, callback, text_of(answer[2]), text)
 
 
 def script_error(error: ResponseError) -> bool:
@@ -144,14 +137,3 @@ def listed(found: Sequence[Any]) -> Iterable[AsyncTask]:
             log.warning("asyncbook: a listed task's record is damaged (%s); skipped", text[9:])
             continue
         yield AsyncTask.model_validate_json(raw)
-
-
-def group_summary_of(group_id: str, flat: Any) -> GroupSummary:
-    """A summary from a group hash (a flat list from a script, or a dict from HGETALL)."""
-    pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-    fields: dict[str, int | None] = {}
-    for key, value in pairs:
-        name = text_of(key)
-        if name not in ("id", "mk", "notified"):
-            fields[name] = int(value)
-    return group_summary(group_id, fields)

@@ -144,13 +144,9 @@ class BookScripts:
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:
         """Every script of the book, each called through ``run`` (no round trip until
         first use)."""
-        return cls(**{name: _book_script(name, run) for name in SCRIPT_ARGS})
+        return cls(**{name: BookScript(_source(name), name, run) for name in SCRIPT_ARGS})
 
 
 @functools.cache
 def _source(name: str) -> str:
     return load_source(f"{name}.lua")
-
-
-def _book_script(name: str, run: Callable[[ScriptCall], Any] | None) -> BookScript:
-    return BookScript(_source(name), name, run)

@@ -33,7 +33,7 @@ from ._args import dumps, number_text, utf8
 from ._merged import MergedPlan, NamespaceCall, OneShard, Sleep, on, writing
 from ._namespace import Namespace
 from ._plan import Plan, ScriptCall, server_time
-from ._replies import group_summary_of
+from ._replies import text_of
 from ._script_args import SealGroupArgs
 
 __all__ = [
@@ -75,20 +75,12 @@ def claim(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[claims.Cla
     """Claim a callback id for ``task_id`` in its home shard (``_claims``)."""
     home = ns.map.home_index(identifier)
     for _ in range(_TAKEN_CHECKS):
-        found, holder = yield from on(
-            home,
-            claims.claim(ns.shards[home].keys, identifier, task_id, ns.shards[home].retention_ms),
-        )
+        found, holder = yield from on(home, claims.claim(ns.shards[home], identifier, task_id))
         if found != claims.Claim.TAKEN or holder == "":
             return found
         holder_index = ns.index_of(holder)
-        if (
-            yield from on(
-                holder_index,
-                claims.is_marked(ns.shards[holder_index].keys, identifier),
-                writes=False,
-            )
-        ):
+        marked = claims.is_marked(ns.shards[holder_index], identifier)
+        if (yield from on(holder_index, marked, writes=False)):
             return found
         yield Sleep(_TAKEN_PAUSE)
     return claims.Claim.TAKEN
@@ -96,7 +88,7 @@ def claim(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[claims.Cla
 
 def release(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[None]:
     home = ns.map.home_index(identifier)
-    yield from on(home, claims.release(ns.shards[home].keys, identifier, task_id))
+    yield from on(home, claims.release(ns.shards[home], identifier, task_id))
 
 
 def _claimed(
@@ -164,15 +156,12 @@ def cancel(
     shard = ns.shards[index]
 
     def run(taken: bool) -> MergedPlan[CallbackResult]:
-        if not taken:
-            return (
-                yield from on(
-                    index, audits.cancel(shard, task_id, reason, at_ms, callback_id, actor)
-                )
-            )
-        plan = operations.cancel(shard, task_id, reason, at_ms, callback_id, taken=True)
+        audit = None if taken else audits.cancel_entry(shard, actor, reason)
+        plan = operations.cancel(
+            shard, task_id, reason, at_ms, callback_id, taken=taken, audit=audit
+        )
         answer: CallbackResult = yield from on(index, plan)
-        if actor is not None:
+        if taken and actor is not None:
             yield from on(
                 index, audits.record(shard, task_id, "cancel", actor, reason, answer.reason)
             )
@@ -212,9 +201,8 @@ def deliver_result(
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
     if not ns.map.key_crosses(task_id, idempotency_key) or is_blank(idempotency_key):
-        return (
-            yield from on(index, operations.deliver_result(shard, task_id, idempotency_key, now_ms))
-        )
+        plan = operations.deliver_result(shard, task_id, idempotency_key, now_ms)
+        return (yield from on(index, plan))
     key = utf8(idempotency_key, "idempotencyKey")
     now = require_non_negative(now_ms, "nowMs")
     task_id = utf8(task_id, "taskId")
@@ -225,14 +213,8 @@ def deliver_result(
     except DamagedRecordError as error:
         task, damaged = None, error.message
     home = ns.map.key_index(key)
-    home_shard = ns.shards[home]
-
-    def decide() -> Plan[Any]:
-        yield from operations.before_write(home_shard)
-        return (yield from claims.deliver_known(home_shard, key, task, damaged, number_text(now)))
-
-    reply = yield from on(home, decide())
-    return operations.delivery_of(task_id, reply)
+    plan = claims.deliver_known(ns.shards[home], task_id, key, task, damaged, number_text(now))
+    return (yield from on(home, plan))
 
 
 def resume(
@@ -257,17 +239,17 @@ def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSumm
     group = utf8(require_text(group_id, "groupId"), "groupId")
     size = require_integer(total, "total", 1)
     home = ns.index_of(group)
-    summary = yield from on(home, _seal(ns.shards[home], group, size, ns.count > 1))
-    if ns.count == 1:
-        return summary
-    yield from groups.check(ns, group, None)
-    counters = yield from groups.counters(ns, group)
-    merged = groups.summary_of(group, counters[home], counters)
+    found = [(yield from on(home, _seal(ns.shards[home], group, size, ns.count > 1)))]
+    if ns.count > 1:
+        yield from groups.check(ns, group, None)
+        found = yield from groups.counters(ns, group)
+    merged = groups.summary_of(group, found[home], found)
     assert merged is not None  # the home shard holds the sealed group
     return merged
 
 
-def _seal(shard: Any, group: str, size: int, sharded: bool) -> Plan[GroupSummary]:
+def _seal(shard: Any, group: str, size: int, sharded: bool) -> Plan[dict[str, str]]:
+    """seal_group.lua: the home shard's counters of the group (``groups.read_counters``)."""
     k = shard.keys
     now = yield from server_time()
     flat = yield ScriptCall(
@@ -275,4 +257,5 @@ def _seal(shard: Any, group: str, size: int, sharded: bool) -> Plan[GroupSummary
         [k.group(group), k.group_members(group), k.group_outbox],
         SealGroupArgs(dumps(group, "groupId"), size, now, shard.retention_ms, sharded).argv(),
     )
-    return group_summary_of(group, flat)
+    pairs = zip(map(text_of, flat[::2]), map(text_of, flat[1::2]), strict=True)
+    return {name: value for name, value in pairs if name in groups.GROUP_FIELDS}
