@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 from .._book import HeldWrites, ScriptedWrite
 from . import _reads as reads
-from . import _surface as surface
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
 from ._beside import BesideScript, same_server
@@ -27,7 +26,6 @@ from ._pending import register
 from ._scripts import BookScript, ScriptedEvents
 from ._sender import CreateSender
 from ._shard_due import ShardDue
-from ._surface import sync
 
 log = logging.getLogger(__name__)
 
@@ -100,52 +98,6 @@ class RedisBook(BookBase):
         (one slot's pipelines: None for a namespace of several shards, whose creates go
         to many nodes)."""
         return CreateSender(self.engine) if self.shards == 1 else None
-
-    # -- the surface (``_surface``: one table for both facades) --------------------
-
-    create = sync(surface.create)
-    create_many = sync(surface.create_many)
-    get = sync(surface.get)
-    apply = sync(surface.apply)
-    cancel = sync(surface.cancel)
-    audit = sync(surface.audit)
-    record_audit = sync(surface.record_audit)
-    expire = sync(surface.expire)
-    apply_many = sync(surface.apply_many)
-    apply_many_then = sync(surface.apply_many_then)
-    apply_in_script = sync(surface.apply_in_script)
-    expire_many = sync(surface.expire_many)
-    resume = sync(surface.resume)
-    deliver_result = sync(surface.deliver_result)
-    drain_notifications = sync(surface.drain_notifications)
-    consume_notifications = sync(surface.consume_notifications)
-    ack = sync(surface.ack)
-    drain_group_notifications = sync(surface.drain_group_notifications)
-    consume_group_notifications = sync(surface.consume_group_notifications)
-    ack_group_notifications = sync(surface.ack_group_notifications)
-    overdue = sync(surface.overdue)
-    overdue_count = sync(surface.overdue_count)
-    record_sweep = sync(surface.record_sweep)
-    last_sweep_ms = sync(surface.last_sweep_ms)
-    claim_sweep = sync(surface.claim_sweep)
-    list_tasks = sync(surface.list_tasks)
-    heartbeat = sync(surface.heartbeat)
-    end_stalled = sync(surface.end_stalled)
-    last_cursor = sync(surface.last_cursor)
-    seal_group = sync(surface.seal_group)
-    group = sync(surface.group)
-    group_members = sync(surface.group_members)
-    now_ms = sync(surface.now_ms)
-    info = sync(surface.info)
-    search = sync(surface.search)
-    workers = sync(surface.workers)
-    stats = sync(surface.stats)
-    task_names = sync(surface.task_names)
-    name_totals = sync(surface.name_totals)
-    gauges = sync(surface.gauges)
-    count_by_state = sync(surface.count_by_state)
-    transition_counts = sync(surface.transition_counts)
-    prune = sync(surface.prune)
 
     def wait_for_writes(self, writes: HeldWrites) -> None:
         """This process's books of this namespace wait for ``writes`` before they read
