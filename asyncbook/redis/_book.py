@@ -49,7 +49,7 @@ class RedisBook(BookBase):
 
     def fix_count(self) -> None:
         """Store the namespace's shard count at its first use, or check it (once)."""
-        self.ns.count_check.fix(self.client)
+        self.driver.home.run(self.ns.count_check.fix())
 
     def shard_map(self) -> dict[str, list[int]]:
         """Which node holds which shards: ``host:port`` -> shard indexes (one entry on a
