@@ -22,11 +22,9 @@ from .._models import (
     ResumeResult,
 )
 from ..errors import UnknownTaskError, invalid
-from . import _reads as reads
 from ._async_book_driver import AsyncDriver
 from ._async_changes import changes
 from ._base import BookBase
-from ._merged import FIX_COUNT, MergedPlan
 from ._namespace import Namespace
 from ._twin import async_client_like
 
@@ -97,11 +95,7 @@ class AsyncRedisBook(BookBase):
         """Check the book's server as ``RedisBook.check_server`` does: ``UnsupportedServerError``
         when it cannot run the book, a warning when it may evict; returns its
         ``maxmemory-policy``. ``reading``: the shard count is only checked, not stored."""
-        if self.shards > 1 and not reading:
-            await self.driver.run(_fix_count())
-        found = await self.driver.run(reads.check_server(self.ns))
-        policies = sorted({policy for policy in found if policy is not None})
-        return policies[0] if policies else None
+        return await self.driver.run(self._server_check(reading))
 
     # -- waiting and following ----------------------------------------------------------
 
@@ -153,7 +147,3 @@ class AsyncRedisBook(BookBase):
                 f"task {task_id!r} did not reach a terminal state within {timeout} s"
             ) from None
         return task
-
-
-def _fix_count() -> MergedPlan[None]:
-    yield FIX_COUNT

@@ -8,9 +8,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, ClassVar, Self
 
+from . import _reads as reads
 from . import _surface as surface
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._keys import KeySchema
+from ._merged import FIX_COUNT, MergedPlan
 from ._namespace import DEFAULT_RETENTION, Namespace
 from ._plan import BookScript
 from ._replicas import ReplicaWait
@@ -153,6 +155,15 @@ class BookBase:
         helpers and ``apply_event`` (apply.lua's body) in front of it."""
         script: BookScript = self.engine.register(with_helpers(source))
         return script
+
+    def _server_check(self, reading: bool) -> MergedPlan[str | None]:
+        """``check_server``'s plan: a sharded book about to write fixes the namespace's
+        shard count first; the shards' first eviction policy (None when INFO is refused)."""
+        if self.shards > 1 and not reading:
+            yield FIX_COUNT
+        found = yield from reads.check_server(self.ns)
+        policies = sorted({policy for policy in found if policy is not None})
+        return policies[0] if policies else None
 
     @property
     def change_channels(self) -> list[str]:

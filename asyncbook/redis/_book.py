@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .._book import HeldWrites, ScriptedWrite
-from . import _reads as reads
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
 from ._beside import BesideScript, same_server
@@ -75,11 +74,7 @@ class RedisBook(BookBase):
         ``noeviction`` (``allkeys-lru`` and ``volatile-lru`` are defaults on some managed
         services) a full server drops keys of live tasks or half of a task's record.
         """
-        if self.shards > 1 and not reading:
-            self.fix_count()
-        policies = sorted(
-            {p for p in self.driver.run(reads.check_server(self.ns)) if p is not None}
-        )
+        policy = self.driver.run(self._server_check(reading))
         if self.shards > 1:
             log.info(
                 "asyncbook: namespace %r has %d shards: %s",
@@ -87,7 +82,7 @@ class RedisBook(BookBase):
                 self.shards,
                 "; ".join(f"{node} holds {ids}" for node, ids in self.shard_map().items()),
             )
-        return policies[0] if policies else None
+        return policy
 
     def check_eviction_policy(self) -> str | None:
         """The server's ``maxmemory-policy``, warned about as ``check_server`` does."""
