@@ -22,14 +22,10 @@ from .._models import (
     ResumeResult,
 )
 from ..errors import UnknownTaskError, invalid
-from . import _reads as reads
-from . import _surface as surface
 from ._async_book_driver import AsyncDriver
 from ._async_changes import changes
 from ._base import BookBase
-from ._merged import FIX_COUNT, MergedPlan
 from ._namespace import Namespace
-from ._surface import awaited
 from ._twin import async_client_like
 
 __all__ = ["AsyncRedisBook"]
@@ -99,57 +95,7 @@ class AsyncRedisBook(BookBase):
         """Check the book's server as ``RedisBook.check_server`` does: ``UnsupportedServerError``
         when it cannot run the book, a warning when it may evict; returns its
         ``maxmemory-policy``. ``reading``: the shard count is only checked, not stored."""
-        if self.shards > 1 and not reading:
-            await self.driver.run(_fix_count())
-        found = await self.driver.run(reads.check_server(self.ns))
-        policies = sorted({policy for policy in found if policy is not None})
-        return policies[0] if policies else None
-
-    # -- the surface (``_surface``: one table for both facades) --------------------
-
-    create = awaited(surface.create)
-    create_many = awaited(surface.create_many)
-    get = awaited(surface.get)
-    apply = awaited(surface.apply)
-    cancel = awaited(surface.cancel)
-    audit = awaited(surface.audit)
-    record_audit = awaited(surface.record_audit)
-    expire = awaited(surface.expire)
-    apply_many = awaited(surface.apply_many)
-    apply_many_then = awaited(surface.apply_many_then)
-    apply_in_script = awaited(surface.apply_in_script)
-    expire_many = awaited(surface.expire_many)
-    resume = awaited(surface.resume)
-    deliver_result = awaited(surface.deliver_result)
-    drain_notifications = awaited(surface.drain_notifications)
-    consume_notifications = awaited(surface.consume_notifications)
-    ack = awaited(surface.ack)
-    drain_group_notifications = awaited(surface.drain_group_notifications)
-    consume_group_notifications = awaited(surface.consume_group_notifications)
-    ack_group_notifications = awaited(surface.ack_group_notifications)
-    overdue = awaited(surface.overdue)
-    overdue_count = awaited(surface.overdue_count)
-    record_sweep = awaited(surface.record_sweep)
-    last_sweep_ms = awaited(surface.last_sweep_ms)
-    claim_sweep = awaited(surface.claim_sweep)
-    list_tasks = awaited(surface.list_tasks)
-    heartbeat = awaited(surface.heartbeat)
-    end_stalled = awaited(surface.end_stalled)
-    last_cursor = awaited(surface.last_cursor)
-    seal_group = awaited(surface.seal_group)
-    group = awaited(surface.group)
-    group_members = awaited(surface.group_members)
-    now_ms = awaited(surface.now_ms)
-    info = awaited(surface.info)
-    search = awaited(surface.search)
-    workers = awaited(surface.workers)
-    stats = awaited(surface.stats)
-    task_names = awaited(surface.task_names)
-    name_totals = awaited(surface.name_totals)
-    gauges = awaited(surface.gauges)
-    count_by_state = awaited(surface.count_by_state)
-    transition_counts = awaited(surface.transition_counts)
-    prune = awaited(surface.prune)
+        return await self.driver.run(self._server_check(reading))
 
     # -- waiting and following ----------------------------------------------------------
 
@@ -201,7 +147,3 @@ class AsyncRedisBook(BookBase):
                 f"task {task_id!r} did not reach a terminal state within {timeout} s"
             ) from None
         return task
-
-
-def _fix_count() -> MergedPlan[None]:
-    yield FIX_COUNT

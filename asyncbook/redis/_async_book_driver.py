@@ -32,12 +32,15 @@ class AsyncDriver:
         self.ns = ns
         self.engines = [AsyncEngine(client, shard, ns.wait) for shard in ns.shards]
         """One engine per shard, in shard order."""
+        self.home = self.engines[0] if ns.count == 1 else AsyncEngine(client, ns.home, ns.wait)
+        """The engine on the namespace's own tag (its shard count)."""
 
     async def run(self, plan: NamespaceCall[_T]) -> _T:
         """Run ``plan`` (after the namespace's shard count check); an outage raises
         ``RedisUnavailableError``."""
         try:
-            await self.ns.count_check.check_async(self.client)
+            if not self.ns.count_check.settled:
+                await self.home.run(self.ns.count_check.check())
             if type(plan) is OneShard:
                 return await self.engines[plan.index].run(plan.plan)
             assert not isinstance(plan, OneShard)
@@ -55,7 +58,7 @@ class AsyncDriver:
         if isinstance(step, Sleep):
             return await asyncio.sleep(step.seconds)
         if isinstance(step, FixCount):
-            return await self.ns.count_check.fix_async(self.client)
+            return await self.home.run(self.ns.count_check.fix())
         return await self._on_shards(step)
 
     async def _on_shards(self, step: OnShards) -> list[Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -18,15 +17,10 @@ import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import SSLConnection
 
-from ._changes import DROPPED, Change, parse_change
-from ._twin import CONNECTION_SETTINGS
+from ._changes import DROPPED, Backoff, Change
+from ._twin import node_settings
 
 __all__ = ["changes"]
-
-log = logging.getLogger(__name__)
-
-_FIRST_DELAY = 0.05
-"""Seconds before the first reconnect after the feed was lost (doubled up to the cap)."""
 
 
 async def changes(
@@ -41,7 +35,7 @@ async def changes(
     Runs until the caller stops iterating (close it: ``contextlib.aclosing``).
     Malformed messages are logged and skipped; ``on_reconnect`` hears of a dropped link.
     """
-    delay = _FIRST_DELAY
+    backoff = Backoff(max_backoff)
     while True:
         pubsub = None
         node_client = None
@@ -56,24 +50,11 @@ async def changes(
             await pubsub.subscribe(channel)
             async with contextlib.aclosing(pubsub.listen()) as messages:
                 async for message in messages:
-                    kind = message.get("type")
-                    if kind == "subscribe":
-                        delay = _FIRST_DELAY
-                        yield None
-                    elif kind == "message":
-                        change = parse_change(message["data"])
-                        if change is None:
-                            log.warning("ignoring a malformed change on %s", channel)
-                        else:
-                            yield change
+                    heard = backoff.heard(message, channel, 1)
+                    if heard is not None:
+                        yield None if heard is True else heard
         except DROPPED as error:
-            # Once per outage: the attempts after the first are logged at DEBUG.
-            level = logging.WARNING if delay == _FIRST_DELAY else logging.DEBUG
-            log.log(level, "change feed lost (%s); reconnecting in %.2fs", error, delay)
-            if on_reconnect is not None:
-                on_reconnect(error)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, max_backoff)
+            await asyncio.sleep(backoff.lost(error, on_reconnect))
         finally:
             if pubsub is not None:
                 with contextlib.suppress(*DROPPED):
@@ -83,18 +64,11 @@ async def changes(
                     await node_client.aclose()
 
 
-_ADDRESS = frozenset({"host", "port", "path", "db"})
-"""What a node's client takes from the node itself, not from its connection settings."""
-
-
 def _node_client(cluster: Any) -> Any:
     """A plain asyncio client on one node of ``cluster``, for its pub/sub: redis-py 5's
     asyncio ``RedisCluster`` has none, and a cluster delivers a PUBLISH to every node."""
     node = cluster.get_default_node()
-    given = node.connection_kwargs
-    settings = {
-        name: given[name] for name in CONNECTION_SETTINGS if name in given and name not in _ADDRESS
-    }
+    settings = node_settings(node.connection_kwargs)
     ssl = isinstance(node.connection_class, type) and issubclass(
         node.connection_class, SSLConnection
     )

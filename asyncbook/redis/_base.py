@@ -1,20 +1,25 @@
 """``BookBase``: what both Redis books are built from: a ``Namespace`` (S >= 1 shards),
-the client, and the driver that runs the namespace's plans on that client (``Driver``
-for ``RedisBook``, ``AsyncDriver`` for ``AsyncRedisBook``)."""
+the client, the driver that runs the namespace's plans on that client (``Driver`` for
+``RedisBook``, ``AsyncDriver`` for ``AsyncRedisBook``), and the surface (``_surface``),
+one table of ``Method`` for both facades."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any, ClassVar, Self
 
+from . import _reads as reads
+from . import _surface as surface
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._keys import KeySchema
+from ._merged import FIX_COUNT, MergedPlan
 from ._namespace import DEFAULT_RETENTION, Namespace
 from ._plan import BookScript
 from ._replicas import ReplicaWait
 from ._scripts import with_helpers
 from ._shard import Shard
 from ._shards import CountCheck, HomeRule, ShardMap, prefix_home
+from ._surface import Method
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
 
@@ -64,6 +69,52 @@ class BookBase:
     def _driver(self, client: Any, ns: Namespace) -> Any:
         raise NotImplementedError
 
+    # -- the surface (``_surface``: one table for both facades) --------------------
+
+    create = Method(surface.create)
+    create_many = Method(surface.create_many)
+    get = Method(surface.get)
+    apply = Method(surface.apply)
+    cancel = Method(surface.cancel)
+    audit = Method(surface.audit)
+    record_audit = Method(surface.record_audit)
+    expire = Method(surface.expire)
+    apply_many = Method(surface.apply_many)
+    apply_many_then = Method(surface.apply_many_then)
+    apply_in_script = Method(surface.apply_in_script)
+    expire_many = Method(surface.expire_many)
+    resume = Method(surface.resume)
+    deliver_result = Method(surface.deliver_result)
+    drain_notifications = Method(surface.drain_notifications)
+    consume_notifications = Method(surface.consume_notifications)
+    ack = Method(surface.ack)
+    drain_group_notifications = Method(surface.drain_group_notifications)
+    consume_group_notifications = Method(surface.consume_group_notifications)
+    ack_group_notifications = Method(surface.ack_group_notifications)
+    overdue = Method(surface.overdue)
+    overdue_count = Method(surface.overdue_count)
+    record_sweep = Method(surface.record_sweep)
+    last_sweep_ms = Method(surface.last_sweep_ms)
+    claim_sweep = Method(surface.claim_sweep)
+    list_tasks = Method(surface.list_tasks)
+    heartbeat = Method(surface.heartbeat)
+    end_stalled = Method(surface.end_stalled)
+    last_cursor = Method(surface.last_cursor)
+    seal_group = Method(surface.seal_group)
+    group = Method(surface.group)
+    group_members = Method(surface.group_members)
+    now_ms = Method(surface.now_ms)
+    info = Method(surface.info)
+    search = Method(surface.search)
+    workers = Method(surface.workers)
+    stats = Method(surface.stats)
+    task_names = Method(surface.task_names)
+    name_totals = Method(surface.name_totals)
+    gauges = Method(surface.gauges)
+    count_by_state = Method(surface.count_by_state)
+    transition_counts = Method(surface.transition_counts)
+    prune = Method(surface.prune)
+
     @property
     def engine(self) -> Any:
         """Shard 0's engine (the one shard's, when S = 1)."""
@@ -104,6 +155,15 @@ class BookBase:
         helpers and ``apply_event`` (apply.lua's body) in front of it."""
         script: BookScript = self.engine.register(with_helpers(source))
         return script
+
+    def _server_check(self, reading: bool) -> MergedPlan[str | None]:
+        """``check_server``'s plan: a sharded book about to write fixes the namespace's
+        shard count first; the shards' first eviction policy (None when INFO is refused)."""
+        if self.shards > 1 and not reading:
+            yield FIX_COUNT
+        found = yield from reads.check_server(self.ns)
+        policies = sorted({policy for policy in found if policy is not None})
+        return policies[0] if policies else None
 
     @property
     def change_channels(self) -> list[str]:

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .._book import HeldWrites, ScriptedWrite
-from . import _reads as reads
-from . import _surface as surface
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
 from ._beside import BesideScript, same_server
@@ -27,7 +25,6 @@ from ._pending import register
 from ._scripts import BookScript, ScriptedEvents
 from ._sender import CreateSender
 from ._shard_due import ShardDue
-from ._surface import sync
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +48,7 @@ class RedisBook(BookBase):
 
     def fix_count(self) -> None:
         """Store the namespace's shard count at its first use, or check it (once)."""
-        self.ns.count_check.fix(self.client)
+        self.driver.home.run(self.ns.count_check.fix())
 
     def shard_map(self) -> dict[str, list[int]]:
         """Which node holds which shards: ``host:port`` -> shard indexes (one entry on a
@@ -77,11 +74,7 @@ class RedisBook(BookBase):
         ``noeviction`` (``allkeys-lru`` and ``volatile-lru`` are defaults on some managed
         services) a full server drops keys of live tasks or half of a task's record.
         """
-        if self.shards > 1 and not reading:
-            self.fix_count()
-        policies = sorted(
-            {p for p in self.driver.run(reads.check_server(self.ns)) if p is not None}
-        )
+        policy = self.driver.run(self._server_check(reading))
         if self.shards > 1:
             log.info(
                 "asyncbook: namespace %r has %d shards: %s",
@@ -89,7 +82,7 @@ class RedisBook(BookBase):
                 self.shards,
                 "; ".join(f"{node} holds {ids}" for node, ids in self.shard_map().items()),
             )
-        return policies[0] if policies else None
+        return policy
 
     def check_eviction_policy(self) -> str | None:
         """The server's ``maxmemory-policy``, warned about as ``check_server`` does."""
@@ -100,52 +93,6 @@ class RedisBook(BookBase):
         (one slot's pipelines: None for a namespace of several shards, whose creates go
         to many nodes)."""
         return CreateSender(self.engine) if self.shards == 1 else None
-
-    # -- the surface (``_surface``: one table for both facades) --------------------
-
-    create = sync(surface.create)
-    create_many = sync(surface.create_many)
-    get = sync(surface.get)
-    apply = sync(surface.apply)
-    cancel = sync(surface.cancel)
-    audit = sync(surface.audit)
-    record_audit = sync(surface.record_audit)
-    expire = sync(surface.expire)
-    apply_many = sync(surface.apply_many)
-    apply_many_then = sync(surface.apply_many_then)
-    apply_in_script = sync(surface.apply_in_script)
-    expire_many = sync(surface.expire_many)
-    resume = sync(surface.resume)
-    deliver_result = sync(surface.deliver_result)
-    drain_notifications = sync(surface.drain_notifications)
-    consume_notifications = sync(surface.consume_notifications)
-    ack = sync(surface.ack)
-    drain_group_notifications = sync(surface.drain_group_notifications)
-    consume_group_notifications = sync(surface.consume_group_notifications)
-    ack_group_notifications = sync(surface.ack_group_notifications)
-    overdue = sync(surface.overdue)
-    overdue_count = sync(surface.overdue_count)
-    record_sweep = sync(surface.record_sweep)
-    last_sweep_ms = sync(surface.last_sweep_ms)
-    claim_sweep = sync(surface.claim_sweep)
-    list_tasks = sync(surface.list_tasks)
-    heartbeat = sync(surface.heartbeat)
-    end_stalled = sync(surface.end_stalled)
-    last_cursor = sync(surface.last_cursor)
-    seal_group = sync(surface.seal_group)
-    group = sync(surface.group)
-    group_members = sync(surface.group_members)
-    now_ms = sync(surface.now_ms)
-    info = sync(surface.info)
-    search = sync(surface.search)
-    workers = sync(surface.workers)
-    stats = sync(surface.stats)
-    task_names = sync(surface.task_names)
-    name_totals = sync(surface.name_totals)
-    gauges = sync(surface.gauges)
-    count_by_state = sync(surface.count_by_state)
-    transition_counts = sync(surface.transition_counts)
-    prune = sync(surface.prune)
 
     def wait_for_writes(self, writes: HeldWrites) -> None:
         """This process's books of this namespace wait for ``writes`` before they read

@@ -43,6 +43,8 @@ class Driver:
         self.ns = ns
         self.engines = [Engine(client, shard, ns.wait) for shard in ns.shards]
         """One engine per shard, in shard order."""
+        self.home = self.engines[0] if ns.count == 1 else Engine(client, ns.home, ns.wait)
+        """The engine on the namespace's own tag (its shard count)."""
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
         self._pool_lock = threading.Lock()
@@ -51,7 +53,8 @@ class Driver:
         """Run ``plan`` (after the namespace's shard count check); an outage raises
         ``RedisUnavailableError``."""
         try:
-            self.ns.count_check.check(self.client)
+            if not self.ns.count_check.settled:
+                self.home.run(self.ns.count_check.check())
             if type(plan) is OneShard:
                 return self.engines[plan.index].run(plan.plan)
             assert not isinstance(plan, OneShard)
@@ -74,7 +77,7 @@ class Driver:
         if isinstance(step, Sleep):
             return time.sleep(step.seconds)
         if isinstance(step, FixCount):
-            return self.ns.count_check.fix(self.client)
+            return self.home.run(self.ns.count_check.fix())
         return self._on_shards(step)
 
     def _on_shards(self, step: OnShards) -> list[Any]:

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -25,7 +25,7 @@ from .._models import AsyncTask
 from .._watch import Message, messages_for, resume_light
 from ._shard import Shard
 
-__all__ = ["DROPPED", "Change", "follow_changes", "follow_task", "parse_change"]
+__all__ = ["DROPPED", "Backoff", "Change", "follow_changes", "follow_task", "parse_change"]
 
 log = logging.getLogger(__name__)
 
@@ -105,40 +105,55 @@ def follow_changes(
     reopened with exponential backoff; ``on_reconnect`` hears of it. Malformed
     messages are logged and skipped; any other error of a callback propagates.
     """
-    delay = _FIRST_DELAY
+    backoff = Backoff(max_backoff)
+    channels = [channel] if isinstance(channel, str) else list(channel)
     while not stop():
         pubsub = client.pubsub()
-        channels = [channel] if isinstance(channel, str) else list(channel)
         try:
             pubsub.subscribe(*channels)
             while not stop():
-                message = pubsub.get_message(timeout=poll)
-                kind = None if message is None else message.get("type")
-                # One confirmation per channel; the last says it counts them all.
-                if (
-                    kind == "subscribe"
-                    and message is not None
-                    and message.get("data") == len(channels)
-                ):
-                    delay = _FIRST_DELAY
+                heard = backoff.heard(pubsub.get_message(timeout=poll), channel, len(channels))
+                if heard is True:
                     on_reset()
-                elif kind == "message":
-                    change = parse_change(message["data"])
-                    if change is None:
-                        log.warning("ignoring a malformed change on %s", channel)
-                    else:
-                        on_change(change)
+                elif heard:
+                    on_change(heard)
         except DROPPED as error:
-            # Once per outage: the attempts after the first are logged at DEBUG.
-            level = logging.WARNING if delay == _FIRST_DELAY else logging.DEBUG
-            log.log(level, "change feed lost (%s); reconnecting in %.2fs", error, delay)
-            if on_reconnect is not None:
-                on_reconnect(error)
-            time.sleep(delay)
-            delay = min(delay * 2, max_backoff)
+            time.sleep(backoff.lost(error, on_reconnect))
         finally:
             with contextlib.suppress(*DROPPED):
                 pubsub.close()
+
+
+class Backoff:
+    """A follower's messages read, and its delay before it reconnects: doubled per
+    failed try up to ``cap``, from ``_FIRST_DELAY`` again once subscribed."""
+
+    def __init__(self, cap: float) -> None:
+        self.cap, self.delay = cap, _FIRST_DELAY
+
+    def heard(self, message: Any, channel: Any, channels: int) -> Change | Literal[True] | None:
+        """A message's change; True for the (re)subscribe's last confirmation (one per
+        channel, with their count); else None (a malformed change is logged)."""
+        kind = None if message is None else message.get("type")
+        if kind == "subscribe" and message.get("data") == channels:
+            self.delay = _FIRST_DELAY
+            return True
+        if kind != "message":
+            return None
+        change = parse_change(message["data"])
+        if change is None:
+            log.warning("ignoring a malformed change on %s", channel)
+        return change
+
+    def lost(self, error: Exception, on_reconnect: Callable[[Exception], None] | None) -> float:
+        """Log a lost feed (at WARNING once per outage), tell ``on_reconnect``; the
+        seconds to wait before reconnecting."""
+        level = logging.WARNING if self.delay == _FIRST_DELAY else logging.DEBUG
+        log.log(level, "change feed lost (%s); reconnecting in %.2fs", error, self.delay)
+        if on_reconnect is not None:
+            on_reconnect(error)
+        delay, self.delay = self.delay, min(self.delay * 2, self.cap)
+        return delay
 
 
 class FollowedBook(AsyncBook, Protocol):

@@ -48,6 +48,8 @@ class Namespace:
             Shard(name, retention_versions, retention, (index, total)) for index in range(total)
         ]
         """One ``Shard`` per shard, in shard order."""
+        self.home = self.shards[0] if total == 1 else Shard(name, retention_versions, retention)
+        """The shard on the namespace's own tag, which holds its shard count."""
         self.map = ShardMap(name, total, home_of)
         """Which shard holds a task, a callback id (``home_of``) or an idempotency key."""
         self.count_check = CountCheck(name, total)

@@ -27,14 +27,13 @@ from typing import Any, TypeAlias
 
 from ..errors import AsyncBookError, invalid
 from ._keys import KeySchema
+from ._plan import Pipeline, Plan, command
 
 __all__ = [
     "MAX_SHARDS",
     "CountCheck",
     "HomeRule",
     "ShardMap",
-    "fix_shard_count",
-    "fix_shard_count_async",
     "prefix_home",
     "require_shards",
     "stored_shards",
@@ -128,30 +127,11 @@ def stored_shards(client: Any, namespace: str) -> int:
     return 1 if value is None else int(value)
 
 
-def fix_shard_count(client: Any, namespace: str, shards: int) -> None:
-    """Store ``shards`` as the namespace's count at its first use, or check it against
-    the stored one; raises a ``conflict`` naming ``shards`` when they differ."""
-    keys = KeySchema(namespace)
-    found = int(
-        _one_shard_client(client, keys).eval(
-            _FIX_COUNT, 2, keys.shard_count, keys.sequence, str(shards)
-        )
-    )
-    _check_count(namespace, shards, found)
-
-
-async def fix_shard_count_async(client: Any, namespace: str, shards: int) -> None:
-    """``fix_shard_count`` on a ``redis.asyncio`` client (or Cluster client)."""
-    keys = KeySchema(namespace)
-    found = int(await client.eval(_FIX_COUNT, 2, keys.shard_count, keys.sequence, str(shards)))
-    _check_count(namespace, shards, found)
-
-
 class CountCheck:
     """A book's shard count against the namespace's, before each of the book's calls
-    (the drivers run it: ``Driver.run``, ``AsyncDriver.run``): a count that differs from
-    the stored one is refused, reads included (``conflict`` on ``shards``, naming the
-    stored count).
+    (the drivers run its plans on the engine of the namespace's own tag, ``home``): a
+    count that differs from the stored one is refused, reads included (``conflict`` on
+    ``shards``, naming the stored count).
 
     One round trip (GET of the count, EXISTS of the one-shard creation counter) until
     the namespace's count is settled: stored, or a one-shard namespace that holds tasks.
@@ -166,35 +146,20 @@ class CountCheck:
         """True once the namespace's count is known to be this book's."""
         self._keys = KeySchema(namespace)
 
-    def check(self, client: Any) -> None:
-        """Read the namespace's count (unless settled) on a redis-py client; raises a
+    def check(self) -> Plan[None]:
+        """Read the namespace's count (the drivers ask until it is settled); a
         ``conflict`` naming ``shards`` when it is not this book's."""
-        if self.settled:
-            return
-        pipe = _one_shard_client(client, self._keys).pipeline(transaction=False)
-        pipe.get(self._keys.shard_count)
-        pipe.exists(self._keys.sequence)
-        self._judge(*pipe.execute())
+        keys = self._keys
+        read = [command("get", keys.shard_count), command("exists", keys.sequence)]
+        self._judge(*(yield Pipeline(read)))
 
-    async def check_async(self, client: Any) -> None:
-        """``check`` on a ``redis.asyncio`` client (or Cluster client)."""
-        if self.settled:
-            return
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.get(self._keys.shard_count)
-            pipe.exists(self._keys.sequence)
-            self._judge(*await pipe.execute())
-
-    def fix(self, client: Any) -> None:
-        """``fix_shard_count`` (before a sharded book's first write), once."""
+    def fix(self) -> Plan[None]:
+        """Store the book's count at the namespace's first use, or check it against the
+        stored one (before a sharded book's first write), once."""
         if not self.settled:
-            fix_shard_count(client, self.namespace, self.shards)
-            self.settled = True
-
-    async def fix_async(self, client: Any) -> None:
-        """``fix`` on a ``redis.asyncio`` client."""
-        if not self.settled:
-            await fix_shard_count_async(client, self.namespace, self.shards)
+            keys, count = self._keys, str(self.shards)
+            found = yield command("eval", _FIX_COUNT, 2, keys.shard_count, keys.sequence, count)
+            _check_count(self.namespace, self.shards, int(found))
             self.settled = True
 
     def _judge(self, stored: Any, one_shard_tasks: Any) -> None:

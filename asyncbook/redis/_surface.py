@@ -8,8 +8,19 @@ offer, and a test holds each facade to it.
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from .._book import CreateOptions, CreateSpec
 from .._console import SearchPage, TaskQuery
@@ -49,7 +60,8 @@ from ._reads import (
 from ._task_ops import apply, cancel, deliver_result, expire, record_audit, resume, seal_group
 
 if TYPE_CHECKING:
-    from ._base import BookBase
+    from ._async_book_driver import AsyncDriver
+    from ._book_driver import Driver
 
 __all__ = [
     "SURFACE",
@@ -107,13 +119,20 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
+class Facade(Protocol):
+    """A facade: its namespace, and the driver that runs its plans."""
+
+    ns: Namespace
+    driver: Any
+
+
 def sync(
     plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
-) -> Callable[Concatenate[BookBase, _P], _T]:
+) -> Callable[Concatenate[Facade, _P], _T]:
     """A ``RedisBook`` method: ``plan`` of the book's namespace, run by its driver."""
 
     @functools.wraps(plan)
-    def method(book: BookBase, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    def method(book: Facade, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         answer: _T = book.driver.run(plan(book.ns, *args, **kwargs))
         return answer
 
@@ -122,16 +141,41 @@ def sync(
 
 def awaited(
     plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
-) -> Callable[Concatenate[BookBase, _P], Awaitable[_T]]:
+) -> Callable[Concatenate[Facade, _P], Awaitable[_T]]:
     """An ``AsyncRedisBook`` method: ``plan`` of the book's namespace, awaited on its
     driver."""
 
     @functools.wraps(plan)
-    async def method(book: BookBase, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    async def method(book: Facade, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         answer: _T = await book.driver.run(plan(book.ns, *args, **kwargs))
         return answer
 
     return method
+
+
+class _Runs(Protocol):
+    driver: Driver
+
+
+class _Awaits(Protocol):
+    driver: AsyncDriver
+
+
+class Method(Generic[_P, _T]):
+    """A call of the table on either facade (``BookBase`` lists them once): ``RedisBook``
+    runs it (``sync``), ``AsyncRedisBook`` awaits it; mypy checks each facade's."""
+
+    def __init__(self, plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]]) -> None:
+        self.sync = sync(plan)
+        self.awaited = awaited(plan)
+
+    @overload
+    def __get__(self, book: _Runs, owner: Any) -> Callable[_P, _T]: ...
+    @overload
+    def __get__(self, book: _Awaits, owner: Any) -> Callable[_P, Awaitable[_T]]: ...
+    def __get__(self, book: object, owner: Any) -> Any:
+        method = self.awaited if owner.asyncio else self.sync
+        return method if book is None else types.MethodType(method, book)
 
 
 def create(ns: Namespace, **options: Unpack[CreateOptions]) -> MergedPlan[AsyncTask]:

@@ -22,7 +22,7 @@ import redis.sentinel
 
 from ._connection import async_retry_policy
 
-__all__ = ["CONNECTION_SETTINGS", "async_client_like"]
+__all__ = ["CONNECTION_SETTINGS", "async_client_like", "node_settings"]
 
 _CONNECTIONS: dict[type[Any], type[Any]] = {
     redis.Connection: redis.asyncio.Connection,
@@ -92,13 +92,18 @@ def async_client_like(client: Any) -> Any | None:
     return redis.asyncio.Redis.from_pool(twin_pool)  # closing the client closes the pool
 
 
+def node_settings(given: dict[str, Any], leave: frozenset[str] = _ADDRESS) -> dict[str, Any]:
+    """The ``CONNECTION_SETTINGS`` of ``given`` but ``leave`` (by default the address: a
+    Cluster node's client takes it from the node)."""
+    return {
+        name: given[name] for name in CONNECTION_SETTINGS if name in given and name not in leave
+    }
+
+
 def _settings(given: dict[str, Any], leave: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The ``CONNECTION_SETTINGS`` of ``given`` (but ``leave``), and as many retries."""
-    settings = {name: given[name] for name in CONNECTION_SETTINGS if name in given}
-    for name in leave:
-        settings.pop(name, None)
-    settings["retry"] = async_retry_policy(_retries_of(given.get("retry")))
-    return settings
+    """``node_settings``, and as many retries."""
+    retry = async_retry_policy(_retries_of(given.get("retry")))
+    return {**node_settings(given, leave), "retry": retry}
 
 
 def _cluster_like(client: redis.cluster.RedisCluster) -> Any:
