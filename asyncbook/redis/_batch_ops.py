@@ -68,8 +68,20 @@ def apply_many(
     given: list[ApplyItem] = list(items)
     out: list[Outcome | None] = [None] * len(given)
     waiting: dict[int, list[int]] = {}
+    holders: dict[str, set[int]] = {}  # a waiting event's callback id: the shards holding it
     claimed: dict[int, claims.Claim] = {}
     ends: list[groups.End] = []
+
+    def take(shards: Iterable[int]) -> dict[int, list[int]]:
+        """The waiting parts of ``shards``, no longer waiting."""
+        part = {shard: waiting.pop(shard) for shard in sorted(shards)}
+        for shard, ats in part.items():
+            for earlier in ats:
+                held_id = given[earlier][2]
+                if held_id is not None and held_id in holders:
+                    holders[held_id].discard(shard)
+        return part
+
     for at, (task_id, event, callback) in enumerate(given):
         index = ns.index_of(task_id)
         crosses = ns.crosses(task_id, callback)
@@ -78,15 +90,11 @@ def apply_many(
             # decides whether this one finds the id taken (its marker, or its claim that
             # an apply that fails releases): its part runs first. Not needed when both
             # are in this task's shard, its home: one transaction keeps their order.
-            before = {
-                shard
-                for shard, ats in waiting.items()
-                if any(given[earlier][2] == callback for earlier in ats)
-            }
+            before = set(holders.get(callback, ()))
             if not crosses:
                 before.discard(index)
             if before:
-                part = {shard: waiting.pop(shard) for shard in sorted(before)}
+                part = take(before)
                 yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
         if crosses:
             assert callback is not None
@@ -94,7 +102,7 @@ def apply_many(
             if found == claims.Claim.TAKEN:
                 # The shard's earlier events first, in order: this one follows them.
                 if index in waiting:
-                    part = {index: waiting.pop(index)}
+                    part = take([index])
                     yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
                 plan = operations.apply(
                     ns.shards[index], task_id, event, callback, full_task=full_task, taken=True
@@ -106,6 +114,8 @@ def apply_many(
                 continue
             claimed[at] = found
         waiting.setdefault(index, []).append(at)
+        if callback is not None:
+            holders.setdefault(callback, set()).add(index)
     yield from _apply_parts(ns, given, waiting, full_task, claimed, out, ends)
     yield from groups.after_batch(ns, ends)
     return [result for result in out if result is not None]
