@@ -155,22 +155,13 @@ def info(shard: Shard, task_id: str) -> Plan[TaskInfo | None]:
     return _info(task_id, fields, long, children, kept == 1)
 
 
-def _names_containing(shard: Shard, text: str) -> Plan[list[str]]:
-    """The task names the shard knows that contain ``text`` (case-insensitively)."""
-    wanted = text.casefold()
-    return [name for name in (yield from _names(shard)) if wanted in name.casefold()]
-
-
 def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
     """One page of tasks matching ``query`` in its order, and the matching tasks per state.
     Each page it reads is every shard's page merged (``_merged_page``); a name sort
     reads the names of every shard."""
     query = query.checked()
     order = query.order
-
-    def page_of(asked: TaskQuery, unnamed: bool) -> MergedPlan[SearchPage]:
-        return _merged_page(ns, asked, unnamed)
-
+    page_of = functools.partial(_merged_page, ns)
     if query.state is not None and query.state not in STATES_WITH.get(order.field, STATE_NAMES):
         # No task in this state has the field: every match comes last, by creation.
         after = query.after[1:] if query.after and query.after[0] == "~" else None
@@ -243,6 +234,46 @@ def search_page_at(
     merges by it). ``ids_ahead``: ids the walk is expected to meet, whose keys the first
     call gives (a page read where its walk begins, ``_shares``)."""
     yield SETTLE
+    names: list[str] = []
+    if query.q is not None:
+        wanted = query.q.casefold()
+        names = [name for name in (yield from _names(shard)) if wanted in name.casefold()]
+    # A text scan reads each task's info: the page's walk and the totals' share the budget.
+    budget = SEARCH_SCAN_LIMIT if query.q is None else SEARCH_SCAN_LIMIT // 2
+    ids: list[str] = list(dict.fromkeys(ids_ahead))
+
+    def call() -> ScriptCall:
+        return _search_call(shard, query, unnamed, ids, names, budget)
+
+    def learn(reply: Any) -> None:
+        known = set(ids)
+        ids.extend(id for id in dict.fromkeys(map(text_of, reply[1:])) if id not in known)
+
+    reply = yield from until_given(call, learn)
+    rows, next_cursor, flat_totals, exact, scanned, complete = reply
+    pairs = iter(flat_totals)
+    counts = {text_of(state): int(count) for state, count in zip(pairs, pairs, strict=True)}
+    page = SearchPage(
+        tasks=(),
+        totals=totals_of(counts),
+        totals_exact=text_or_none(exact) == "1",
+        next_after=text_or_none(next_cursor) or None,
+        scanned=int(scanned),
+        scan_complete=text_or_none(complete) == "1",
+    )
+    return PageFound([(text_or_none(row[3]) or "", row) for row in rows], page)
+
+
+def _search_call(
+    shard: Shard,
+    query: TaskQuery,
+    unnamed: bool,
+    ids: Sequence[str],
+    names: Sequence[str],
+    budget: int,
+    peek: bool = False,
+) -> ScriptCall:
+    """search.lua's call for a shard's page of ``query``, the keys of ``ids`` given."""
     order = query.order
     k = shard.keys
     if query.worker is not None:
@@ -256,52 +287,27 @@ def search_page_at(
         keys = [k.sort_index(order.field), *keys]
     scanning = query.worker is not None or query.q is not None
     scanning = scanning or query.since_ms is not None or query.until_ms is not None
-    names = [] if query.q is None else (yield from _names_containing(shard, query.q))
-    # A text scan reads each task's info: the page's walk and the totals' share the budget.
-    budget = SEARCH_SCAN_LIMIT if query.q is None else SEARCH_SCAN_LIMIT // 2
-    ids: list[str] = list(dict.fromkeys(ids_ahead))
-
-    def call() -> ScriptCall:
-        args = SearchArgs(
-            json.dumps(ids, ensure_ascii=False),
-            "desc" if order.descending else "asc",
-            query.limit,
-            query.after or "",
-            query.state or "",
-            query.name or "",
-            query.q or "",
-            query.since_ms,
-            query.until_ms,
-            budget,
-            "count" if scanning else "card",
-            json.dumps(names, ensure_ascii=False),
-            query.q is not None,
-            query.worker or "",
-            order.field if keyed else "",
-            unnamed,
-        )
-        triples = [key for id in ids for key in (k.task(id), k.history(id), k.info(id))]
-        return ScriptCall("search", [*keys, *triples], args.argv())
-
-    def learn(reply: Any) -> None:
-        known = set(ids)
-        ids.extend(id for id in dict.fromkeys(map(text_of, reply[1:])) if id not in known)
-
-    reply = yield from until_given(call, learn)
-    rows, next_cursor, flat_totals, exact, scanned, complete = reply
-    counts = {
-        text_or_none(flat_totals[i]) or "": int(flat_totals[i + 1])
-        for i in range(0, len(flat_totals), 2)
-    }
-    page = SearchPage(
-        tasks=(),
-        totals=totals_of(counts),
-        totals_exact=text_or_none(exact) == "1",
-        next_after=text_or_none(next_cursor) or None,
-        scanned=int(scanned),
-        scan_complete=text_or_none(complete) == "1",
+    args = SearchArgs(
+        json.dumps(ids, ensure_ascii=False),
+        "desc" if order.descending else "asc",
+        query.limit,
+        query.after or "",
+        query.state or "",
+        query.name or "",
+        query.q or "",
+        query.since_ms,
+        query.until_ms,
+        budget,
+        "count" if scanning else "card",
+        json.dumps(names, ensure_ascii=False),
+        query.q is not None,
+        query.worker or "",
+        order.field if keyed else "",
+        unnamed,
+        peek,
     )
-    return PageFound([(text_or_none(row[3]) or "", row) for row in rows], page)
+    triples = [key for id in ids for key in (k.task(id), k.history(id), k.info(id))]
+    return ScriptCall("search", [*keys, *triples], args.argv())
 
 
 def _by_positions(query: TaskQuery, unnamed: bool) -> bool:
@@ -320,23 +326,8 @@ def _first_entries(shard: Shard, query: TaskQuery, count: int) -> Plan[_Entries]
     """The first ``count`` entries of a shard's walk for ``query`` (after its cursor, in
     its order, over the indexes it walks); one script call, no rows read."""
     yield SETTLE
-    k = shard.keys
-    indexes = k.state_indexes if query.name is None else k.name_indexes(query.name)
-    args = SearchArgs(
-        "[]",
-        "desc" if query.order.descending else "asc",
-        count - 1,
-        query.after or "",
-        query.state or "",
-        query.name or "",
-        "",
-        None,
-        None,
-        count,
-        "card",
-        peek=True,
-    )
-    reply = yield ScriptCall("search", indexes, args.argv())
+    asked = query._replace(limit=count - 1)
+    reply = yield _search_call(shard, asked, False, [], [], count, peek=True)
     assert text_of(reply[0]) == ScriptStatus.AT
     return [(int(reply[i + 1]), text_of(reply[i])) for i in range(1, len(reply), 2)]
 
@@ -370,30 +361,13 @@ def _shares(
     return limits, ahead
 
 
-@functools.total_ordering
-class _Descending:
-    """A value ordered backwards (a descending page's ties: ids from the last byte up)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: bytes) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Descending) and self.value == other.value
-
-    def __lt__(self, other: _Descending) -> bool:
-        return other.value < self.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-
 def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
     """Where a position (a cursor search.lua gives) falls in the page's order, as a key
     that sorts ascending: by creation a creation order (exact: parsed as an integer);
     by a field ``<value>:<id>`` by value, ties by id as Redis orders a sorted set's
-    members (bytes), then ``~<creation order>`` (the tasks without the value) after."""
+    members (bytes; descending: each byte negated, and an end that sorts after every
+    byte, so that a longer id comes first), then ``~<creation order>`` (the tasks without
+    the value) after."""
     sign = -1 if order.descending else 1
     if order.field == "created":
         return lambda position: (sign * int(position),)
@@ -403,7 +377,7 @@ def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
             return (1, sign * int(position[1:]))
         value, _, task_id = position.partition(":")
         raw = task_id.encode("utf-8", "surrogatepass")
-        return (0, sign * float(value), _Descending(raw) if order.descending else raw)
+        return (0, sign * float(value), (*(-byte for byte in raw), 1) if order.descending else raw)
 
     return key
 
@@ -435,16 +409,17 @@ def merge_pages(query: TaskQuery, found: Sequence[PageFound]) -> SearchPage:
 def _kept(query: TaskQuery, found: Sequence[PageFound]) -> _Kept:
     """What ``merge_pages`` keeps of the shards' pages, none of it read yet."""
     key = _position_key(query.order)
-    bound: tuple[tuple[Any, ...], str, bool] | None = None
-    complete = True
     pages = [each.page for each in found]
-    for page in pages:
-        if page.next_after is None:
-            complete = complete and page.scan_complete
-            continue
-        at = key(page.next_after)
-        if bound is None or at < bound[0]:
-            bound = (at, page.next_after, page.scan_complete)
+    complete = all(page.scan_complete for page in pages if page.next_after is None)
+    bound = min(
+        (
+            (key(page.next_after), page.next_after, page.scan_complete)
+            for page in pages
+            if page.next_after is not None
+        ),
+        key=lambda end: end[0],
+        default=None,
+    )
     rows: list[tuple[tuple[Any, ...], str, Any]] = list(
         heapq.merge(
             *([(key(at), at, reply) for at, reply in each.rows] for each in found),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from .._console import (
     RUNTIME_BUCKETS_MS,
@@ -39,89 +39,53 @@ if TYPE_CHECKING:
 __all__ = ["name_totals", "stats", "workers"]
 
 _HOUR_MS = 3_600_000
-_BUCKETS = len(RUNTIME_BUCKETS_MS) + 1
 WORKERS_LISTED = 500
 RUNNING_LOOKED_AT = 10_000
-
-
-_Counted = tuple[dict[str, int], list[int]]
-"""Counts by code (S, succeeded, ...) and runtimes by bucket, of a minute or a name."""
-
-
-def _code_and_bucket(field: str) -> tuple[str, int]:
-    """What one stats field counts (_info.lua's count_minute): ``<code>`` a code (bucket
-    -1), ``<code>:<i>`` a code and a runtime in bucket i. ``b<i>``, a runtime alone (code
-    ''), is a field of the layout before one write per event: read as it was."""
-    code, _, bucket = field.partition(":")
-    if bucket:
-        return code, int(bucket)
-    if code[:1] == "b":
-        return "", int(code[1:])
-    return code, -1
-
-
-def _count(counted: _Counted, code: str, bucket: int, count: int) -> None:
-    if bucket >= 0:
-        counted[1][bucket] += count
-    if code:
-        codes = counted[0]
-        codes[code] = codes.get(code, 0) + count
 
 
 _FAILED_UNIT = 1 << 31
 """A failed run's share of a ``<minute>:r<i>`` count (STATS_FAILED_UNIT in _info.lua)."""
 
-_CODES = ("S", *GROUP_END_STATES)
-"""The codes a minute's answer reads, in the order of a minute's counts (``_Minute``)."""
-_COLUMN = {code: column for column, code in enumerate(_CODES)}
-_STARTED, _SUCCEEDED, _FAILED = _COLUMN["S"], _COLUMN["succeeded"], _COLUMN["failed"]
-_EXPIRED, _CANCELLED = _COLUMN["expired"], _COLUMN["cancelled"]
-_WIDTH = len(_CODES) + _BUCKETS
+_COUNTED = ("started", *GROUP_END_STATES)
+"""What a minute and a name count, in the order of a row's first columns (``_Row``)."""
+_COLUMN = {code: column for column, code in enumerate(("S", *GROUP_END_STATES, "sum"))}
+_SUCCEEDED, _FAILED, _FIRST_BUCKET = _COLUMN["succeeded"], _COLUMN["failed"], len(_COLUMN)
 
-_Minute = list[int]
-"""A minute's counts: one per code of ``_CODES``, then one per runtime bucket."""
-_Field = tuple[int, int, int]
-"""What a stats field adds to: minute of the hour, the column of its code (-1 none; -2
-the ends with a runtime: ``<minute>:r<i>``, succeeded and failed in one number) and the
-column of its runtime bucket (-1 none)."""
-
-
-def _minute_field(field: str) -> _Field:
-    """A minute's field: ``<minute>:r<i>`` the ends with a runtime in bucket i, else as
-    ``_code_and_bucket`` reads it (a code no minute's answer reads adds nothing)."""
-    minute, _, rest = field.partition(":")
-    if rest[:1] == "r":
-        return int(minute), -2, len(_CODES) + int(rest[1:])
-    code, bucket = _code_and_bucket(rest)
-    return int(minute), _COLUMN.get(code, -1), -1 if bucket < 0 else len(_CODES) + bucket
+_Row = list[int]
+"""The counts of a minute or a name: one per code (S, the ends, ``sum`` of runtimes),
+then one per runtime bucket."""
+_Field = tuple[int, int]
+"""What a stats field adds to: the column of its code (-1 none; -2 the ends with a
+runtime, ``<minute>:r<i>``: succeeded and failed in one number) and the column of its
+runtime bucket (-1 none)."""
 
 
-def _add_hour(
-    counted: dict[int, _Minute], first_minute: int, flat: list[Any], parsed: dict[Any, _Field]
-) -> None:
-    """Adds one hour's fields (``HGETALL``'s flat reply) to ``counted``, by minute since
-    the epoch; ``parsed`` keeps the fields read (every hour of every shard has the same
-    names)."""
-    fields = iter(flat)
-    for raw_field, raw_count in zip(fields, fields, strict=True):
-        known = parsed.get(raw_field)
-        if known is None:
-            known = parsed[raw_field] = _minute_field(text_or_none(raw_field) or "")
-        minute, code, bucket = known
-        row = counted.get(first_minute + minute)
-        if row is None:
-            row = counted[first_minute + minute] = [0] * _WIDTH
-        count = int(raw_count)
-        if code == -2:
-            failed, succeeded = divmod(count, _FAILED_UNIT)
-            row[_SUCCEEDED] += succeeded
-            row[_FAILED] += failed
-            row[bucket] += succeeded + failed
-            continue
-        if bucket >= 0:
-            row[bucket] += count
-        if code >= 0:
-            row[code] += count
+def _field(field: str) -> _Field:
+    """What one stats field counts (_info.lua's count_minute), its minute or name cut
+    off: ``<code>`` a code, ``<code>:<i>`` a code and a runtime in bucket i, ``r<i>`` the
+    ends with a runtime in bucket i. ``b<i>``, a runtime alone, is a field of the layout
+    before one write per event: read as it was. A code no answer reads adds nothing."""
+    code, _, bucket = field.partition(":")
+    if code[:1] in ("r", "b") and not bucket:
+        return (-2 if code[0] == "r" else -1), _FIRST_BUCKET + int(code[1:])
+    return _COLUMN.get(code, -1), (_FIRST_BUCKET + int(bucket) if bucket else -1)
+
+
+def _add(row: _Row, field: _Field, count: int) -> None:
+    code, bucket = field
+    if code == -2:
+        failed, succeeded = divmod(count, _FAILED_UNIT)
+        row[_SUCCEEDED] += succeeded
+        row[_FAILED] += failed
+        count = succeeded + failed
+    elif code >= 0:
+        row[code] += count
+    if bucket >= 0:
+        row[bucket] += count
+
+
+def _new_row() -> _Row:
+    return [0] * (_FIRST_BUCKET + len(RUNTIME_BUCKETS_MS) + 1)
 
 
 def stats(
@@ -129,6 +93,14 @@ def stats(
 ) -> MergedPlan[TaskStats]:
     """Per-minute starts, ends by state and runtime percentiles of one task name (None:
     every task) over the last ``window_ms`` (one minute to a day): one round trip."""
+    if name is not None and (not isinstance(name, str) or not name):
+        raise invalid("name must be a non-empty string", field="name")
+    if now_ms is not None and (type(now_ms) is not int or now_ms < 0):
+        raise invalid("now_ms must be a whole number of ms >= 0", field="now_ms")
+    if type(window_ms) is not int or not STATS_MINUTE_MS <= window_ms <= STATS_WINDOW_MS:
+        raise invalid(
+            "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
+        )
     # Every shard's counts over the same window, summed minute by minute. The window ends
     # at ``now_ms``, else at the server's clock: one shard's read takes it from the server
     # itself; several shards' read it once first (one clock for all).
@@ -139,27 +111,10 @@ def stats(
     return _stats_of(name, window_ms, found)
 
 
-class _StatsCounts(NamedTuple):
-    """What stats.lua read of a shard over a window, before it is counted up."""
-
-    now_ms: int
-    first_hour: int
-    hours: list[list[Any]]
-    """Each hour's fields and counts from ``first_hour`` on, as ``HGETALL`` flattens them."""
-
-
-def _stats_counts(
-    shard: Shard, name: str | None, window_ms: int, now_ms: int | None
-) -> Plan[_StatsCounts]:
-    """stats.lua's reads of a shard over the window (``stats``' round trip)."""
-    if name is not None and (not isinstance(name, str) or not name):
-        raise invalid("name must be a non-empty string", field="name")
-    if now_ms is not None and (type(now_ms) is not int or now_ms < 0):
-        raise invalid("now_ms must be a whole number of ms >= 0", field="now_ms")
-    if type(window_ms) is not int or not STATS_MINUTE_MS <= window_ms <= STATS_WINDOW_MS:
-        raise invalid(
-            "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
-        )
+def _stats_counts(shard: Shard, name: str | None, window_ms: int, now_ms: int | None) -> Plan[Any]:
+    """stats.lua's reads of a shard over the window (``stats``' round trip): the
+    server's now, the first hour read, and each hour's fields and counts from it on, as
+    ``HGETALL`` flattens them."""
     k = shard.keys
     given: list[int | None] = [now_ms]
 
@@ -174,89 +129,96 @@ def _stats_counts(
     def learn(reply: Any) -> None:
         given[0] = int(text_of(reply[1]))  # the server's now: its hours are sent
 
-    reply = yield from until_given(call, learn)
-    return _StatsCounts(int(reply[0]), int(reply[1]), list(reply[2]))
+    return (yield from until_given(call, learn))
 
 
-def _stats_of(name: str | None, window_ms: int, found: Sequence[_StatsCounts]) -> TaskStats:
+def _stats_of(name: str | None, window_ms: int, found: Sequence[Any]) -> TaskStats:
     """The stats of a window from every shard's reads over it (one ``now_ms``), counted
     up minute by minute in one pass over every field."""
-    counted: dict[int, _Minute] = {}
-    parsed: dict[Any, _Field] = {}
-    for each in found:
-        for hour, flat in enumerate(each.hours, start=each.first_hour):
-            _add_hour(counted, hour * 60, flat, parsed)
-    now = found[0].now_ms
+    counted: dict[int, _Row] = {}
+    parsed: dict[Any, tuple[int, _Field]] = {}  # every hour of every shard has these fields
+    for _now, first_hour, hours in found:
+        for hour, flat in enumerate(hours, start=int(first_hour)):
+            fields = iter(flat)
+            for raw_field, raw_count in zip(fields, fields, strict=True):
+                known = parsed.get(raw_field)
+                if known is None:
+                    of_hour, _, field = text_of(raw_field).partition(":")
+                    known = parsed[raw_field] = (int(of_hour), _field(field))
+                at = hour * 60 + known[0]
+                row = counted.get(at)
+                if row is None:
+                    row = counted[at] = _new_row()
+                _add(row, known[1], int(raw_count))
+    now = int(found[0][0])
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
     minutes = []
-    window_buckets = [0] * _BUCKETS
-    totals = [0] * len(_CODES)
-    empty = (0,) * _BUCKETS
-    first_bucket = len(_CODES)
+    window = _new_row()
+    empty = tuple(window[_FIRST_BUCKET:])
     for minute in range(first_minute, last_minute + 1):
         row = counted.get(minute)
+        # The values are the book's own: built without validating them again.
         if row is None:
-            # The values are the book's own: built without validating them again.
             minutes.append(
                 MinuteStats.model_construct(
                     minute_ms=minute * STATS_MINUTE_MS, runtime_buckets=empty
                 )
             )
             continue
-        buckets = tuple(row[first_bucket:])
-        window_buckets = [a + b for a, b in zip(window_buckets, buckets, strict=True)]
-        totals = [a + b for a, b in zip(totals, row[:first_bucket], strict=True)]
-        minute_stats = MinuteStats.model_construct(
-            minute_ms=minute * STATS_MINUTE_MS,
-            runtime_buckets=buckets,
-            p50_ms=percentile_ms(buckets, 0.5),
-            p95_ms=percentile_ms(buckets, 0.95),
-            p99_ms=percentile_ms(buckets, 0.99),
-            started=row[_STARTED],
-            succeeded=row[_SUCCEEDED],
-            failed=row[_FAILED],
-            expired=row[_EXPIRED],
-            cancelled=row[_CANCELLED],
+        window = [a + b for a, b in zip(window, row, strict=True)]
+        buckets = tuple(row[_FIRST_BUCKET:])
+        minutes.append(
+            MinuteStats.model_construct(
+                minute_ms=minute * STATS_MINUTE_MS,
+                runtime_buckets=buckets,
+                **_percentiles(buckets),
+                **_counts(row),
+            )
         )
-        minutes.append(minute_stats)
-    by_name = dict(zip(("started", *GROUP_END_STATES), totals, strict=True))
-    ended = sum(by_name[state] for state in GROUP_END_STATES)
+    totals = _counts(window)
+    ended = sum(totals[state] for state in GROUP_END_STATES)
+    buckets = tuple(window[_FIRST_BUCKET:])
     return TaskStats(
         name=name,
         window_ms=window_ms,
         now_ms=now,
         minutes=tuple(minutes),
-        totals=by_name,
-        runtime_buckets=tuple(window_buckets),
-        p50_ms=percentile_ms(window_buckets, 0.5),
-        p95_ms=percentile_ms(window_buckets, 0.95),
-        p99_ms=percentile_ms(window_buckets, 0.99),
-        failure_rate=None if not ended else by_name["failed"] / ended,
+        totals=totals,
+        runtime_buckets=buckets,
+        **_percentiles(buckets),
+        failure_rate=None if not ended else totals["failed"] / ended,
     )
+
+
+def _percentiles(buckets: Sequence[int]) -> dict[str, Any]:
+    return {f"p{n}_ms": percentile_ms(buckets, n / 100) for n in (50, 95, 99)}
+
+
+def _counts(row: _Row) -> dict[str, Any]:
+    return dict(zip(_COUNTED, row, strict=False))
 
 
 def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
     """Running totals per task name, for Prometheus counters and histograms."""
     # Every shard's summed: starts, ends by state, runtime histogram and sum.
     found = yield every(ns.shards, _name_totals)
-    per_name: dict[str, _Counted] = {}
+    rows: dict[str, _Row] = {}
     for flat in found:
         for raw_field, raw_count in flat.items():
-            name, _, field = (text_or_none(raw_field) or "").rpartition("|")
-            counted = per_name.get(name)
-            if counted is None:
-                counted = per_name[name] = ({}, [0] * _BUCKETS)
-            _count(counted, *_code_and_bucket(field), int(raw_count))  # older fields add up
+            name, _, field = text_of(raw_field).rpartition("|")
+            row = rows.get(name)
+            if row is None:
+                row = rows[name] = _new_row()
+            _add(row, _field(field), int(raw_count))  # older fields add up
     return [
         NameTotals(
             name=name,
-            started=codes.get("S", 0),
-            runtime_buckets=tuple(buckets),
-            runtime_sum_ms=codes.get("sum", 0),
-            **{state: codes.get(state, 0) for state in GROUP_END_STATES},
+            runtime_buckets=tuple(row[_FIRST_BUCKET:]),
+            runtime_sum_ms=row[_COLUMN["sum"]],
+            **_counts(row),
         )
-        for name, (codes, buckets) in sorted(per_name.items())
+        for name, row in sorted(rows.items())
     ]
 
 
@@ -265,10 +227,38 @@ def _name_totals(shard: Shard) -> Plan[dict[Any, Any]]:
     return flat
 
 
-def _workers(shard: Shard, within_ms: int) -> Plan[list[WorkerSummary]]:
-    """The workers a shard saw in the last ``within_ms``, most recently seen first."""
+def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
+    """Workers seen in the last ``within_ms``, most recently seen first."""
     if type(within_ms) is not int or within_ms <= 0:
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
+    # Each worker's rows of every shard as one: counts summed, last seen the latest,
+    # running tasks together; ties by name, last first, as one shard's sorted set answers.
+    found = yield every(ns.shards, lambda shard: _workers(shard, within_ms))
+    merged: dict[str, tuple[list[Any], set[str]]] = {}
+    for name, seen, counts, running in (row for rows in found for row in rows):
+        known, tasks = merged.setdefault(text_or_none(name) or "", ([0, 0, 0, 0], set()))
+        known[0] = max(known[0], number_of(seen) or 0)
+        for column, count in enumerate(counts, start=1):
+            known[column] += int(number_of(count) or 0)
+        tasks.update(text for text in map(text_or_none, running) if text)
+    summaries = [
+        WorkerSummary(
+            name=name,
+            last_seen_ms=seen,
+            running=tuple(sorted(tasks)),
+            started=started,
+            succeeded=succeeded,
+            failed=failed,
+        )
+        for name, ([seen, started, succeeded, failed], tasks) in merged.items()
+    ]
+    summaries.sort(key=lambda w: (w.last_seen_ms, w.name), reverse=True)
+    return summaries[:WORKERS_LISTED]
+
+
+def _workers(shard: Shard, within_ms: int) -> Plan[list[Any]]:
+    """workers.lua's rows of the workers a shard saw in the last ``within_ms``, most
+    recently seen first: name, last seen, counts (started, succeeded, failed), running."""
     now = yield from server_time()
     k = shard.keys
     ids: list[str] = []
@@ -290,41 +280,5 @@ def _workers(shard: Shard, within_ms: int) -> Plan[list[WorkerSummary]]:
         ids.extend(map(text_of, reply[1]))
         names.extend(map(text_of, reply[2]))
 
-    reply = yield from until_given(call, learn)
-    found = []
-    for name, seen, counts, running in reply:
-        started, succeeded, failed = (int(number_of(count) or 0) for count in counts)
-        found.append(
-            WorkerSummary(
-                name=text_or_none(name) or "",
-                last_seen_ms=number_of(seen) or 0,
-                running=tuple(sorted(text for text in map(text_or_none, running) if text)),
-                started=started,
-                succeeded=succeeded,
-                failed=failed,
-            )
-        )
-    return found
-
-
-def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
-    """Workers seen in the last ``within_ms``, most recently seen first."""
-    # Each worker's summaries of every shard as one: counts summed, last seen the latest,
-    # running tasks together; ties by name, last first, as one shard's sorted set answers.
-    found = yield every(ns.shards, lambda shard: _workers(shard, within_ms))
-    merged: dict[str, WorkerSummary] = {}
-    for summary in (summary for summaries in found for summary in summaries):
-        known = merged.get(summary.name)
-        if known is None:
-            merged[summary.name] = summary
-            continue
-        merged[summary.name] = WorkerSummary(
-            name=summary.name,
-            last_seen_ms=max(known.last_seen_ms, summary.last_seen_ms),
-            running=tuple(sorted({*known.running, *summary.running})),
-            started=known.started + summary.started,
-            succeeded=known.succeeded + summary.succeeded,
-            failed=known.failed + summary.failed,
-        )
-    ordered = sorted(merged.values(), key=lambda w: (w.last_seen_ms, w.name), reverse=True)
-    return ordered[:WORKERS_LISTED]
+    rows: list[Any] = yield from until_given(call, learn)
+    return rows
