@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import heapq
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -177,7 +178,7 @@ def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
 
 def _merged_page(ns: Namespace, query: TaskQuery, unnamed: bool) -> MergedPlan[SearchPage]:
     """Each shard's page of ``query`` (True ``unnamed``: of the tasks without a name
-    only), merged (``merge_pages``). Of several shards each is first read for a short
+    only), merged (``_kept``). Of several shards each is first read for a short
     page: in creation order with no filter but a state or a name (``_by_positions``),
     one row past the shard's share of the merged page, from the first entries of its
     walk; else twice the shard's even share of the page, and 2. If the merge of the short
@@ -201,11 +202,24 @@ def _merged_page(ns: Namespace, query: TaskQuery, unnamed: bool) -> MergedPlan[S
         for index, (each, limit) in enumerate(zip(found, limits, strict=True))
         if limit < query.limit and each.page.next_after is not None and len(each.rows) >= limit
     )
-    if cut and len(_kept(query, found)[0]) < query.limit:
+    kept = _kept(query, found)
+    if cut and len(kept[0]) < query.limit:
         again = yield OnShards(tuple(search_page_at(shards[i], query, unnamed) for i in cut), cut)
         for index, each in zip(cut, again, strict=True):
             found[index] = each
-    return merge_pages(query, found)
+        kept = _kept(query, found)
+    rows, next_after, complete = kept
+    pages = [each.page for each in found]
+    taken = tuple(search_row(reply) for _key, _position, reply in rows)  # only the rows kept
+    return SearchPage(
+        tasks=taken,
+        totals={state: sum(page.totals.get(state, 0) for page in pages) for state in STATE_NAMES},
+        totals_exact=all(page.totals_exact for page in pages),
+        next_after=next_after,
+        scanned=sum(page.scanned for page in pages),
+        scan_complete=complete,
+        matched=None if query.q is None else matched_counts(taken),
+    )
 
 
 class PageFound(NamedTuple):
@@ -230,7 +244,7 @@ def search_page_at(
     shard: Shard, query: TaskQuery, unnamed: bool, ids_ahead: Sequence[str] = ()
 ) -> Plan[PageFound]:
     """A shard's page of a checked query not sorted by name (``unnamed``: of the tasks
-    without a name only), its rows not read yet, each with its position (``merge_pages``
+    without a name only), its rows not read yet, each with its position (``_kept``
     merges by it). ``ids_ahead``: ids the walk is expected to meet, whose keys the first
     call gives (a page read where its walk begins, ``_shares``)."""
     yield SETTLE
@@ -346,14 +360,9 @@ def _shares(
         for shard, first in enumerate(firsts)
         for order, task_id in first
     )
-    top = entries[: query.limit + 1]
-    taken = [0] * len(firsts)
-    for _order, shard, _id in top:
-        taken[shard] += 1
-    limits = [min(query.limit, share + 1) for share in taken]
-    for shard, first in enumerate(firsts):
-        if len(first) >= count and taken[shard] >= count:
-            limits[shard] = query.limit
+    taken = Counter(shard for _order, shard, _id in entries[: query.limit + 1])
+    full = [len(first) >= count and taken[shard] >= count for shard, first in enumerate(firsts)]
+    limits = [query.limit if full[i] else min(query.limit, taken[i] + 1) for i in range(len(full))]
     ahead: list[list[str]] = [[] for _ in firsts]
     for _order, shard, task_id in entries:
         if len(ahead[shard]) <= limits[shard]:
@@ -387,27 +396,10 @@ _Kept = tuple[list[tuple[tuple[Any, ...], str, Any]], str | None, bool]
 scan was complete."""
 
 
-def merge_pages(query: TaskQuery, found: Sequence[PageFound]) -> SearchPage:
-    """One page from each shard's page of ``query`` (a search not sorted by name): the
-    first ``query.limit`` rows in the query's order, up to the first position some
-    shard's page ended at (past it that shard was not read); only the rows kept are
-    read (``search_row``)."""
-    rows, next_after, complete = _kept(query, found)
-    pages = [each.page for each in found]
-    taken = tuple(search_row(reply) for _key, _position, reply in rows)
-    return SearchPage(
-        tasks=taken,
-        totals={state: sum(page.totals.get(state, 0) for page in pages) for state in STATE_NAMES},
-        totals_exact=all(page.totals_exact for page in pages),
-        next_after=next_after,
-        scanned=sum(page.scanned for page in pages),
-        scan_complete=complete,
-        matched=None if query.q is None else matched_counts(taken),
-    )
-
-
 def _kept(query: TaskQuery, found: Sequence[PageFound]) -> _Kept:
-    """What ``merge_pages`` keeps of the shards' pages, none of it read yet."""
+    """What a merged page keeps of the shards' pages of ``query``, none of it read yet:
+    the first ``query.limit`` rows in the query's order, up to the first position some
+    shard's page ended at (past it that shard was not read)."""
     key = _position_key(query.order)
     pages = [each.page for each in found]
     complete = all(page.scan_complete for page in pages if page.next_after is None)

@@ -6,7 +6,6 @@ on the workers' sorted set, newest first, bounded). A plan both books run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
@@ -29,9 +28,7 @@ def gauges(shard: Shard, now_ms: int, within_ms: int) -> Plan[BookGauges]:
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
     k = shard.keys
     streams = {"tasks": k.outbox, "groups": k.group_outbox}
-    requests = []
-    for key in streams.values():
-        requests += [command("xlen", key), command("xinfo_groups", key)]
+    requests = [command(name, key) for key in streams.values() for name in ("xlen", "xinfo_groups")]
     requests.append(
         command(
             "zrange",
@@ -48,10 +45,20 @@ def gauges(shard: Shard, now_ms: int, within_ms: int) -> Plan[BookGauges]:
     replies = yield Pipeline(requests, errors_as_replies=True)
     lengths: dict[str, int] = {}
     groups: list[GroupBacklog] = []
-    for n, stream in enumerate(streams):
-        length = int(_answer(replies[2 * n]))
-        lengths[stream] = length
-        groups += _groups(stream, length, replies[2 * n + 1])
+    for stream, length, infos in zip(streams, replies[0:-1:2], replies[1:-1:2], strict=True):
+        lengths[stream] = int(_answer(length))
+        if isinstance(infos, ResponseError) and "no such key" in str(infos).lower():
+            continue  # XINFO GROUPS of a stream that does not exist yet: no groups
+        groups += [
+            GroupBacklog(
+                stream=stream,
+                group=text_of(info["name"]),
+                pending=int(info["pending"]),
+                lag=None if info.get("lag") is None else int(info["lag"]),
+                length=lengths[stream],
+            )
+            for info in _answer(infos)
+        ]
     workers = tuple((text_of(name), float(seen)) for name, seen in _answer(replies[-1]))
     return BookGauges(lengths, tuple(groups), workers)
 
@@ -60,20 +67,3 @@ def _answer(reply: Any) -> Any:
     if isinstance(reply, Exception):
         raise reply
     return reply
-
-
-def _groups(stream: str, length: int, reply: Any) -> list[GroupBacklog]:
-    """The groups of ``XINFO GROUPS``; none when the stream does not exist yet."""
-    if isinstance(reply, ResponseError) and "no such key" in str(reply).lower():
-        return []
-    infos: Sequence[dict[str, Any]] = _answer(reply)
-    return [
-        GroupBacklog(
-            stream=stream,
-            group=text_of(info["name"]),
-            pending=int(info["pending"]),
-            lag=None if info.get("lag") is None else int(info["lag"]),
-            length=length,
-        )
-        for info in infos
-    ]
