@@ -254,10 +254,8 @@ def search_page_at(
         names = [name for name in (yield from _names(shard)) if wanted in name.casefold()]
     # A text scan reads each task's info: the page's walk and the totals' share the budget.
     budget = SEARCH_SCAN_LIMIT if query.q is None else SEARCH_SCAN_LIMIT // 2
-    ids: list[str] = list(dict.fromkeys(ids_ahead))
-
-    def call() -> ScriptCall:
-        return _search_call(shard, query, unnamed, ids, names, budget)
+    ids: list[str] = list(dict.fromkeys(ids_ahead))  # grows by each ``!keys`` answer
+    call = functools.partial(_search_call, shard, query, unnamed, ids, names, budget)
 
     def learn(reply: Any) -> None:
         known = set(ids)
@@ -391,15 +389,13 @@ def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
     return key
 
 
-_Kept = tuple[list[tuple[tuple[Any, ...], str, Any]], str | None, bool]
-"""The rows a merged page keeps (key, position, reply), its cursor, and whether its
-scan was complete."""
-
-
-def _kept(query: TaskQuery, found: Sequence[PageFound]) -> _Kept:
+def _kept(
+    query: TaskQuery, found: Sequence[PageFound]
+) -> tuple[list[tuple[tuple[Any, ...], str, Any]], str | None, bool]:
     """What a merged page keeps of the shards' pages of ``query``, none of it read yet:
-    the first ``query.limit`` rows in the query's order, up to the first position some
-    shard's page ended at (past it that shard was not read)."""
+    the first ``query.limit`` rows in the query's order (key, position, reply), up to the
+    first position some shard's page ended at (past it that shard was not read); its
+    cursor; whether its scan was complete."""
     key = _position_key(query.order)
     pages = [each.page for each in found]
     complete = all(page.scan_complete for page in pages if page.next_after is None)
