@@ -50,6 +50,7 @@ _COUNTED = ("started", *GROUP_END_STATES)
 """What a minute and a name count, in the order of a row's first columns (``_Row``)."""
 _COLUMN = {code: column for column, code in enumerate(("S", *GROUP_END_STATES, "sum"))}
 _SUCCEEDED, _FAILED, _FIRST_BUCKET = _COLUMN["succeeded"], _COLUMN["failed"], len(_COLUMN)
+_WIDTH = _FIRST_BUCKET + len(RUNTIME_BUCKETS_MS) + 1
 
 _Row = list[int]
 """The counts of a minute or a name: one per code (S, the ends, ``sum`` of runtimes),
@@ -82,10 +83,6 @@ def _add(row: _Row, field: _Field, count: int) -> None:
         row[code] += count
     if bucket >= 0:
         row[bucket] += count
-
-
-def _new_row() -> _Row:
-    return [0] * (_FIRST_BUCKET + len(RUNTIME_BUCKETS_MS) + 1)
 
 
 def stats(
@@ -148,13 +145,13 @@ def _stats_of(name: str | None, window_ms: int, found: Sequence[Any]) -> TaskSta
                 at = hour * 60 + known[0]
                 row = counted.get(at)
                 if row is None:
-                    row = counted[at] = _new_row()
+                    row = counted[at] = [0] * _WIDTH
                 _add(row, known[1], int(raw_count))
     now = int(found[0][0])
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
     minutes = []
-    window = _new_row()
+    window = [0] * _WIDTH
     empty = tuple(window[_FIRST_BUCKET:])
     for minute in range(first_minute, last_minute + 1):
         row = counted.get(minute)
@@ -209,7 +206,7 @@ def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
             name, _, field = text_of(raw_field).rpartition("|")
             row = rows.get(name)
             if row is None:
-                row = rows[name] = _new_row()
+                row = rows[name] = [0] * _WIDTH
             _add(row, _field(field), int(raw_count))  # older fields add up
     return [
         NameTotals(
