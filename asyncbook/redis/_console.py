@@ -9,12 +9,9 @@ trips, more for a search that walks more than one batch of each index).
 
 A task's info is its shard's plan (``_plan``). Every other read is a namespace plan
 (``_merged``): each of the S >= 1 shards read together, their answers merged into the
-one a single shard holding the same tasks gives (S = 1: the merge of one). A search page
-is each shard's page of the same query merged by the query's order: every row carries
-its position (the cursor of a page ending with it, search.lua), and the merged page ends
-at the first position some shard cannot see past (its ``next_after``: its page was full,
-or its walk ran out of budget), so the merged cursor, sent to every shard, never skips
-nor repeats a task.
+one a single shard holding the same tasks gives. A search page is each shard's page of
+the same query merged by the rows' positions (``_kept``), so that the merged cursor,
+sent to every shard, never skips nor repeats a task.
 """
 
 from __future__ import annotations
@@ -394,8 +391,8 @@ def _kept(
 ) -> tuple[list[tuple[tuple[Any, ...], str, Any]], str | None, bool]:
     """What a merged page keeps of the shards' pages of ``query``, none of it read yet:
     the first ``query.limit`` rows in the query's order (key, position, reply), up to the
-    first position some shard's page ended at (past it that shard was not read); its
-    cursor; whether its scan was complete."""
+    first position some shard cannot see past (its ``next_after``: its page was full, or
+    its walk ran out of budget); its cursor; whether its scan was complete."""
     key = _position_key(query.order)
     pages = [each.page for each in found]
     complete = all(page.scan_complete for page in pages if page.next_after is None)
