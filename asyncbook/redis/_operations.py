@@ -24,7 +24,6 @@ from .._checks import (
     require_text,
 )
 from .._models import (
-    STATE_NAMES,
     AsyncTask,
     CallbackResult,
     DeliveryReceipt,
@@ -41,6 +40,7 @@ from ._replies import callback_result, listed, status_of, text_of
 from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, GetManyArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
+from ._shards import check_count
 
 __all__ = [
     "apply",
@@ -49,7 +49,6 @@ __all__ = [
     "cancel",
     "check_server",
     "claim_sweep",
-    "count_by_state",
     "deliver_result",
     "delivery_of",
     "expire",
@@ -57,11 +56,9 @@ __all__ = [
     "last_cursor",
     "last_sweep_ms",
     "overdue",
-    "overdue_count",
     "record_sweep",
     "resume",
     "tasks_of",
-    "transition_counts",
 ]
 
 log = logging.getLogger(__name__)
@@ -90,14 +87,8 @@ def check_server(shard: Shard) -> Plan[str | None]:
         None if isinstance(server, ResponseError) else server_info(server),
         probe if isinstance(probe, ResponseError) else None,
     )
-    stored = count[0] if count and not isinstance(count[0], ResponseError) else None
-    if stored is not None and int(stored) != 1:
-        raise AsyncBookError(
-            "conflict",
-            f"asyncbook: namespace {shard.namespace!r} has {int(stored)} shards; open it"
-            f" with shards={int(stored)}",
-            field="shards",
-        )
+    if count and count[0] is not None and not isinstance(count[0], ResponseError):
+        check_count(shard.namespace, 1, int(count[0]))
     shard.server_checked = True
     if isinstance(memory, ResponseError):
         return None  # INFO refused (an embedded server, a restricted user): not known
@@ -253,18 +244,15 @@ def delivery_of(task_id: str, reply: Any) -> DeliveryResult:
     )
 
 
-def overdue(shard: Shard, now_ms: int | float, limit: int) -> Plan[list[str]]:
-    """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
+def overdue(shard: Shard, now_ms: int | float, limit: int, scores: bool = False) -> Plan[list[Any]]:
+    """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first
+    (``scores``: their raw (id, deadline) rows)."""
     now = require_non_negative(now_ms, "nowMs")
     count = require_limit(limit, maximum=1_000_000)
-    ids = yield command("zrangebyscore", shard.keys.deadlines, "-inf", now, start=0, num=count)
-    return [text_of(task_id) for task_id in ids]
-
-
-def overdue_count(shard: Shard, now_ms: int | float) -> Plan[int]:
-    """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT)."""
-    now = require_non_negative(now_ms, "nowMs")
-    return int((yield command("zcount", shard.keys.deadlines, "-inf", now)))
+    rows = yield command(
+        "zrangebyscore", shard.keys.deadlines, "-inf", now, start=0, num=count, withscores=scores
+    )
+    return rows if scores else [text_of(task_id) for task_id in rows]
 
 
 # The sweep's marks (``_surface.record_sweep``, ``last_sweep_ms``, ``claim_sweep``).
@@ -309,15 +297,3 @@ def last_cursor(shard: Shard, task_id: str) -> Plan[str | None]:
     if exists is None:
         raise UnknownTaskError(task_id)
     return text_of(cursor) or None if cursor is not None else None
-
-
-def count_by_state(shard: Shard) -> Plan[dict[str, int]]:
-    """How many tasks each state index holds (one pipelined round trip)."""
-    counts = yield Pipeline([command("zcard", key) for key in shard.keys.state_indexes])
-    return dict(zip(STATE_NAMES, (int(n) for n in counts), strict=True))
-
-
-def transition_counts(shard: Shard) -> Plan[dict[str, int]]:
-    """How many times each reason was answered, by every client of this book."""
-    counts = yield command("hgetall", shard.keys.counters)
-    return {text_of(reason): int(count) for reason, count in counts.items()}

@@ -1,7 +1,5 @@
-"""Each Lua script's ARGV as one typed record: the record's fields, in order, are the names
-the script's header binds (``local <field> = ARGV[<n>]``; tests/redis/test_scripts.py holds
-the two together), and ``SCRIPT_ARGS`` names each book script's record.
-"""
+"""Each Lua script's ARGV as one typed record (``ScriptArgs``), and ``SCRIPT_ARGS``,
+each book script's record. What a slot means is said once, in the script's header."""
 
 from __future__ import annotations
 
@@ -150,9 +148,7 @@ class ApplyArgs(ScriptArgs):
     that apply several events repeat per event; the info block's follow."""
 
     task_id: str
-    callback_given: bool | str
-    """True/False, or ``TAKEN``: another task holds the id (a sharded namespace's claim,
-    ``_claims``), so the event is answered ``duplicate-callback`` and no marker written."""
+    callback_given: bool | str  # or TAKEN: another task holds the id (_claims)
     event_valid: bool
     event: EventArgs
     retention_ms: str  # whole milliseconds; '' keeps ended tasks forever
@@ -255,8 +251,6 @@ class SealGroupArgs(ScriptArgs):
     now_ms: int
     retention_ms: str  # '' keeps the group forever
     sharded: bool = False
-    """The namespace has several shards: the group's notification is the group check's
-    (``_groups``), which counts every shard's members, not this shard's script's."""
 
 
 class SearchArgs(ScriptArgs):
@@ -279,8 +273,6 @@ class SearchArgs(ScriptArgs):
     sort_field: str = ""  # '' creation order; else the field whose sort index is KEYS[1]
     unnamed: bool = False  # only tasks without a name
     peek: bool = False
-    """Answer the first ``limit + 1`` entries of the page's walk in creation order
-    (``{'!at', id, position, ...}``), no rows: where a sharded page's rows fall."""
 
 
 class StatsArgs(ScriptArgs):
@@ -302,10 +294,8 @@ class WorkersArgs(ScriptArgs):
 
 
 class ExpireManyArgs(ScriptArgs):
-    """ARGV of expire_many.lua, all of it one list (``slots``), in this order: the number
-    of info blocks; per block the number of its keys, then its ``InfoBlockArgs``; the
-    ``ApplyArgs`` of an expiry at the deadline without a callback (task id blank); then
-    per task its id and the number of its block (from 1). ``expiry_slots`` builds it."""
+    """ARGV of expire_many.lua, all of it one list (``slots``) in its header's order:
+    ``expiry_slots`` builds it."""
 
     slots: tuple[str, ...]
 

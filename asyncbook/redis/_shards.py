@@ -34,6 +34,7 @@ __all__ = [
     "CountCheck",
     "HomeRule",
     "ShardMap",
+    "check_count",
     "prefix_home",
     "require_shards",
     "stored_shards",
@@ -110,20 +111,16 @@ Returns the stored count (storing the asked one when none is), or -1 when a name
 one shard already holds tasks and more were asked for."""
 
 
-def _one_shard_client(client: Any, keys: KeySchema) -> Any:
-    """A client for the namespace's own slot (the node owning it on a Cluster)."""
+def stored_shards(client: Any, namespace: str) -> int:
+    """The namespace's stored shard count (1 when none is stored): one GET, on the node
+    owning the namespace's own slot on a Cluster."""
     from redis.cluster import RedisCluster
 
+    keys = KeySchema(namespace)
     if isinstance(client, RedisCluster):
         cluster: Any = client
-        return cluster.get_node_from_key(keys.tag).redis_connection
-    return client
-
-
-def stored_shards(client: Any, namespace: str) -> int:
-    """The namespace's stored shard count (1 when none is stored): one GET."""
-    keys = KeySchema(namespace)
-    value = _one_shard_client(client, keys).get(keys.shard_count)
+        client = cluster.get_node_from_key(keys.tag).redis_connection
+    value = client.get(keys.shard_count)
     return 1 if value is None else int(value)
 
 
@@ -159,20 +156,21 @@ class CountCheck:
         if not self.settled:
             keys, count = self._keys, str(self.shards)
             found = yield command("eval", _FIX_COUNT, 2, keys.shard_count, keys.sequence, count)
-            _check_count(self.namespace, self.shards, int(found))
+            check_count(self.namespace, self.shards, int(found))
             self.settled = True
 
     def _judge(self, stored: Any, one_shard_tasks: Any) -> None:
         if stored is not None:
-            _check_count(self.namespace, self.shards, int(stored))
+            check_count(self.namespace, self.shards, int(stored))
         elif one_shard_tasks:
-            _check_count(self.namespace, self.shards, 1 if self.shards == 1 else -1)
+            check_count(self.namespace, self.shards, 1 if self.shards == 1 else -1)
         else:
             return  # not used yet: read again at the next call
         self.settled = True
 
 
-def _check_count(namespace: str, shards: int, found: int) -> None:
+def check_count(namespace: str, shards: int, found: int) -> None:
+    """A ``conflict`` on ``shards`` unless ``found`` (-1: tasks in one shard) is ``shards``."""
     if found == -1:
         raise AsyncBookError(
             "conflict",
