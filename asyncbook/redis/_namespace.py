@@ -69,16 +69,14 @@ class Namespace:
         """The ``Shard`` holding ``task_id``."""
         return self.shards[self.index_of(task_id)]
 
-    def crosses(self, task_id: Any, callback_id: Any) -> bool:
-        """Whether ``callback_id`` lives in another shard than ``task_id``. Every text is
-        an id, the empty one included: global, as the reference's ``callbackId !==
-        undefined``."""
-        return (
-            self.count > 1
-            and isinstance(task_id, str)
-            and isinstance(callback_id, str)
-            and self.map.home_index(callback_id) != self.map.index_of(task_id)
-        )
+    def crosses(self, task_id: Any, identifier: Any, *, key: bool = False) -> bool:
+        """Whether callback id ``identifier`` (``key``: idempotency key) lives in another
+        shard than ``task_id``. Every text is an id, the empty one included: global, as
+        the reference's ``callbackId !== undefined``."""
+        if self.count == 1 or not (isinstance(task_id, str) and isinstance(identifier, str)):
+            return False
+        home = self.map.key_index(identifier) if key else self.map.home_index(identifier)
+        return home != self.map.index_of(task_id)
 
     def by_shard(self, task_ids: list[Any]) -> dict[int, list[int]]:
         """The positions of ``task_ids`` grouped by the shard holding each, in order."""

@@ -40,7 +40,6 @@ from ._replies import callback_result, listed, status_of, text_of
 from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, GetManyArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
-from ._shards import check_count
 
 __all__ = [
     "apply",
@@ -67,28 +66,22 @@ log = logging.getLogger(__name__)
 def check_server(shard: Shard) -> Plan[str | None]:
     """Check the book's server (one round trip): raise ``UnsupportedServerError`` when
     it runs no Lua scripts or is older than the tested versions, warn when it may evict
-    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused).
-
-    A book of a one-shard namespace also reads the namespace's stored shard count, and
-    refuses a namespace that was first used with more shards (``conflict`` on ``shards``).
+    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused). (The
+    namespace's shard count is the drivers' ``CountCheck``, before every call.)
     """
     checks = [
         server_command("info", "server"),
         server_command("info", "memory"),
         server_command("eval", PROBE_SCRIPT, 0),
     ]
-    if shard.keys.shard_total == 1:
-        checks.append(command("get", shard.keys.shard_count))
     try:
-        server, memory, probe, *count = yield Pipeline(checks, errors_as_replies=True)
+        server, memory, probe = yield Pipeline(checks, errors_as_replies=True)
     except (RedisConnectionError, RedisTimeoutError):
         return None  # not checked: again on the next write
     require_supported(
         None if isinstance(server, ResponseError) else server_info(server),
         probe if isinstance(probe, ResponseError) else None,
     )
-    if count and count[0] is not None and not isinstance(count[0], ResponseError):
-        check_count(shard.namespace, 1, int(count[0]))
     shard.server_checked = True
     if isinstance(memory, ResponseError):
         return None  # INFO refused (an embedded server, a restricted user): not known

@@ -88,8 +88,6 @@ def _put(out: list[Any], value: object) -> None:
 
 
 class CreateArgs(ScriptArgs):
-    """ARGV of create.lua."""
-
     task_id: str
     task_id_json: str
     deadline: str  # JSON number text
@@ -205,24 +203,18 @@ class RecordAuditArgs(ScriptArgs):
 
 
 class ResumeArgs(ScriptArgs):
-    """ARGV of resume.lua."""
-
     cursor: int  # the version the client saw
     retention_versions: int
     with_full_task: bool
 
 
 class DeliverArgs(ScriptArgs):
-    """ARGV of deliver.lua."""
-
     key_json: str
     now_ms: str  # JSON number text
     retention_ms: str
 
 
 class InfoArgs(ScriptArgs):
-    """ARGV of info.lua."""
-
     children_listed: int  # how many of the ids of the task's children to list
 
 
@@ -231,8 +223,6 @@ class NoArgs(ScriptArgs):
 
 
 class GetManyArgs(ScriptArgs):
-    """ARGV of get_many.lua."""
-
     with_histories: bool  # the listed tasks come with their histories
 
 
@@ -244,8 +234,6 @@ class TaskIdsArgs(ScriptArgs):
 
 
 class SealGroupArgs(ScriptArgs):
-    """ARGV of seal_group.lua."""
-
     group_id_json: str
     total: int
     now_ms: int
@@ -254,8 +242,6 @@ class SealGroupArgs(ScriptArgs):
 
 
 class SearchArgs(ScriptArgs):
-    """ARGV of search.lua."""
-
     given_ids_json: str  # ids whose task hash, history and info hash follow the indexes (JSON)
     order: str  # desc | asc
     limit: int
@@ -276,16 +262,12 @@ class SearchArgs(ScriptArgs):
 
 
 class StatsArgs(ScriptArgs):
-    """ARGV of stats.lua."""
-
     window_ms: int
     now_ms: int | None  # None for the server's clock
     keys_first_hour: int  # the hour of the first stats key in KEYS
 
 
 class WorkersArgs(ScriptArgs):
-    """ARGV of workers.lua."""
-
     seen_since_ms: int | float
     workers_listed: int
     running_looked_at: int

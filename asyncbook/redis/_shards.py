@@ -34,7 +34,6 @@ __all__ = [
     "CountCheck",
     "HomeRule",
     "ShardMap",
-    "check_count",
     "prefix_home",
     "require_shards",
     "stored_shards",
@@ -84,15 +83,6 @@ class ShardMap:
     def key_index(self, key: str) -> int:
         """The shard of an idempotency key (``prefix_home``: keys are the client's)."""
         return self.index_of(prefix_home(key))
-
-    def key_crosses(self, task_id: Any, key: Any) -> bool:
-        """Whether idempotency key ``key`` lives in another shard than ``task_id`` (every
-        text is a key, the empty one included)."""
-        return (
-            isinstance(task_id, str)
-            and isinstance(key, str)
-            and self.key_index(key) != self.index_of(task_id)
-        )
 
     def keys(self, index: int) -> KeySchema:
         """The key schema of shard ``index``."""
@@ -156,21 +146,20 @@ class CountCheck:
         if not self.settled:
             keys, count = self._keys, str(self.shards)
             found = yield command("eval", _FIX_COUNT, 2, keys.shard_count, keys.sequence, count)
-            check_count(self.namespace, self.shards, int(found))
+            _check_count(self.namespace, self.shards, int(found))
             self.settled = True
 
     def _judge(self, stored: Any, one_shard_tasks: Any) -> None:
         if stored is not None:
-            check_count(self.namespace, self.shards, int(stored))
+            _check_count(self.namespace, self.shards, int(stored))
         elif one_shard_tasks:
-            check_count(self.namespace, self.shards, 1 if self.shards == 1 else -1)
+            _check_count(self.namespace, self.shards, 1 if self.shards == 1 else -1)
         else:
             return  # not used yet: read again at the next call
         self.settled = True
 
 
-def check_count(namespace: str, shards: int, found: int) -> None:
-    """A ``conflict`` on ``shards`` unless ``found`` (-1: tasks in one shard) is ``shards``."""
+def _check_count(namespace: str, shards: int, found: int) -> None:
     if found == -1:
         raise AsyncBookError(
             "conflict",

@@ -200,7 +200,7 @@ def deliver_result(
     """Hand the result over once per idempotency key."""
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
-    if not ns.map.key_crosses(task_id, idempotency_key) or is_blank(idempotency_key):
+    if not ns.crosses(task_id, idempotency_key, key=True) or is_blank(idempotency_key):
         plan = operations.deliver_result(shard, task_id, idempotency_key, now_ms)
         return (yield from on(index, plan))
     key = utf8(idempotency_key, "idempotencyKey")
