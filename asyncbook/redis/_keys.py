@@ -150,9 +150,8 @@ class KeySchema:
     cancels_channel = _Tagged("changes:cancelled")
     """Pub/sub channel of the cancels only (as on ``changes_channel``): what workers follow."""
 
-    def state_index(self, state: str) -> str:
-        """Sorted set of the task ids in one state, scored by creation order."""
-        return f"{self.tag}:idx:{state}"
+    state_index = _per_id("idx")
+    """Sorted set of the task ids in one state, scored by creation order."""
 
     @property
     def state_indexes(self) -> list[str]:
@@ -195,10 +194,9 @@ class KeySchema:
         """One index per state for a task name, in ``STATE_NAMES`` order."""
         return [self.name_index(state, name) for state in STATE_NAMES]
 
-    def sort_index(self, field: str) -> str:
-        """Sorted set of the task ids that have a value of ``field`` (started, ended,
-        runtime, attempts), scored by it; ties in member order."""
-        return f"{self.tag}:by:{field}"
+    sort_index = _per_id("by")
+    """Sorted set of the task ids with a value of a ``SORT_INDEXED`` field, by it (ties:
+    member order)."""
 
     @property
     def sort_indexes(self) -> list[str]:

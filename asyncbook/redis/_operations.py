@@ -1,8 +1,5 @@
-"""The operations both Redis books run (``RedisBook`` and ``AsyncRedisBook``), as plans.
-
-Each function checks its input, builds the script call from the ``Shard`` (``_shard``)
-(its key schema and retention) and reads the reply: one implementation of the reads and
-the client-side writes, whichever client runs them (``_plan``).
+"""The books' operations as one shard's plans (``_plan``): each checks its input, builds
+the script call from the ``Shard`` (its key schema and retention) and reads the reply.
 """
 
 from __future__ import annotations
@@ -50,7 +47,6 @@ __all__ = [
     "claim_sweep",
     "deliver_result",
     "delivery_of",
-    "expire",
     "get",
     "last_cursor",
     "last_sweep_ms",
@@ -127,15 +123,16 @@ def get(shard: Shard, id: str) -> Plan[AsyncTask | None]:
 def apply(
     shard: Shard,
     task_id: str,
-    event: EventInput,
+    event: EventInput | None,
     callback_id: str | None = None,
     *,
     full_task: bool = True,
     taken: bool = False,
     audit: Callable[[bool], AuditArgs] | None = None,
 ) -> Plan[CallbackResult]:
-    """Apply one event; a callback id already recorded changes nothing (nor one another
-    task holds: ``taken``). ``full_task=False``: the task comes without its history.
+    """Apply one event (None: expire the task at its deadline, as the sweep does); a
+    callback id already recorded changes nothing (nor one another task holds:
+    ``taken``). ``full_task=False``: the task comes without its history.
     ``audit(shape_ok)``: a cancel's audit entry, written by the same script call
     (cancel.lua) whose answer is the same."""
     yield SETTLE
@@ -162,13 +159,6 @@ def apply_one(
             lambda block, facts: ScriptCall(name, keys + block, argv + facts),
         )
     )
-
-
-def expire(shard: Shard, task_id: str) -> Plan[CallbackResult]:
-    """Expire the task at its deadline, as the sweep does."""
-    keys, args, _ = shard.apply_call(task_id, None, None)
-    reply = yield from apply_one(shard, keys, args)
-    return callback_result(args.task_id, reply, None)
 
 
 def cancel(

@@ -18,9 +18,10 @@ from typing import Any
 
 from .._book import EventInput
 from .._checks import require_integer, require_optional_string, require_string
+from .._machine import coerce_event
 from .._models import ProgressEvent
 from ..errors import AsyncBookError, invalid
-from ._args import coerce, event_args, failure_json, utf8
+from ._args import event_args, failure_json, utf8
 from ._facts import FactBook
 from ._keys import KeySchema
 from ._script_args import AT_DEADLINE, NO_EVENT, TAKEN, ApplyArgs
@@ -52,7 +53,6 @@ class Shard:
             not isinstance(retention, timedelta) or retention <= timedelta(0)
         ):
             raise invalid("retention must be a positive timedelta or None", field="retention")
-        self.retention = retention
         self.retention_ms = (
             "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
         )
@@ -97,7 +97,10 @@ class Shard:
         if event is None:
             slots, shape_error = AT_DEADLINE, None
         else:
-            parsed, shape_error = coerce(event)
+            try:  # a shape error is raised if the script gets that far
+                parsed, shape_error = coerce_event(event), None
+            except AsyncBookError as error:
+                parsed, shape_error = None, error
             slots = NO_EVENT
             if isinstance(parsed, ProgressEvent):
                 cursor = utf8(parsed.cursor, "event.cursor")

@@ -84,10 +84,6 @@ class ShardMap:
         """The shard of an idempotency key (``prefix_home``: keys are the client's)."""
         return self.index_of(prefix_home(key))
 
-    def keys(self, index: int) -> KeySchema:
-        """The key schema of shard ``index``."""
-        return KeySchema(self.namespace, index, self.total)
-
 
 _FIX_COUNT = """
 local stored = redis.call('GET', KEYS[1])

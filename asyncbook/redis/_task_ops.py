@@ -1,11 +1,9 @@
-"""A book's calls about tasks, written once as namespace plans (``_merged``): the same
-code for one shard or many, run by the sync and the asyncio driver alike.
+"""A book's calls about tasks, as namespace plans (``_merged``).
 
 A call about one task runs in its shard, one script call as the shard's plan makes it
 (``_operations``, ``_audit``). A callback id or idempotency key that lives in another
 shard is claimed there first (``_claims``); a member's end in a namespace of several
-shards is followed by its group's check (``_groups``). Batches run a plan per shard, the
-shards at once.
+shards is followed by its group's check (``_groups``).
 """
 
 from __future__ import annotations
@@ -177,7 +175,7 @@ def cancel(
 def expire(ns: Namespace, task_id: str) -> MergedPlan[AsyncTransition]:
     """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
     index = yield from writing(ns, task_id)
-    result = yield from on(index, operations.expire(ns.shards[index], task_id))
+    result = yield from on(index, operations.apply(ns.shards[index], task_id, None))
     yield from groups.after_ends(ns, index, [result], [task_id])
     return result.transition()
 
