@@ -1,12 +1,4 @@
-"""``Namespace``: one namespace of a Redis book, S >= 1 shards, as this process knows it.
-
-It does no I/O: it names the shards (each a ``Shard``: key schema under its hash tag,
-retention, what this process learned of it), says which shard holds a task or an id
-(``ShardMap``), and keeps the namespace's shard-count check. Every operation of the
-books is a namespace plan over it (``_merged``), which the sync and asyncio drivers run.
-S = 1 is a namespace of one shard on the tag ``{namespace}``: the layout of a book that
-was never sharded.
-"""
+"""``Namespace``: one namespace of a Redis book, S >= 1 shards, as this process knows it."""
 
 from __future__ import annotations
 
@@ -24,7 +16,10 @@ DEFAULT_RETENTION = timedelta(hours=24)
 
 
 class Namespace:
-    """The shards of a namespace, which shard holds what, and its settings."""
+    """The shards of a namespace (each a ``Shard``), which shard holds a task or an id
+    (``ShardMap``), its settings and its shard-count check; no I/O. Every operation of
+    the books is a namespace plan over it (``_merged``). S = 1 is a namespace of one
+    shard on the tag ``{namespace}``: the layout of a book that was never sharded."""
 
     def __init__(
         self,

@@ -1,12 +1,5 @@
 """``Shard``: one shard of a namespace as this process knows it, which every plan is
-built from.
-
-It holds what does not change (the namespace, the shard's key schema under its hash tag,
-the retention) and what this process learned of the shard and keeps for its next calls:
-the facts of its tasks' records (``facts``, for the scripts' info blocks), whether its
-server was checked, the consumer groups known to exist on its streams, and where the next
-prune resumes in each index. A namespace of S shards has S of them; one shard is S = 1.
-"""
+built from."""
 
 from __future__ import annotations
 
@@ -36,8 +29,12 @@ ApplyCall = tuple[list[str], ApplyArgs, AsyncBookError | None]
 
 
 class Shard:
-    """One shard of a namespace: its key schema and retention, and what this process
-    learned of it (facts, the server check, stream groups, prune positions)."""
+    """What does not change (the namespace, the shard's key schema under its hash tag,
+    the retention) and what this process learned of the shard and keeps for its next
+    calls: the facts of its tasks' records (``facts``, for the scripts' info blocks),
+    whether its server was checked, the consumer groups known to exist on its streams,
+    and where the next prune resumes in each index. A namespace of S shards has S of
+    them; one shard is S = 1."""
 
     def __init__(
         self,
