@@ -104,11 +104,7 @@ def summary_of(
 
 
 def _notify_if_ended(
-    home: Shard,
-    group_id: str,
-    shards: Sequence[dict[str, str]],
-    at_ms: float | None,
-    ends: Sequence[End] = (),
+    home: Shard, group_id: str, shards: Sequence[dict[str, str]], ends: Sequence[End] = ()
 ) -> Plan[bool]:
     """Write the group's notification in its home shard (``home``: that shard's layout)
     if its members reached the declared total and none was written yet: True if this
@@ -126,6 +122,7 @@ def _notify_if_ended(
     reached = sum(ended.values())
     if reached < total:
         return False
+    at_ms: float | None = None  # no ends (a seal_group): the server's clock
     if ends:
         reaching = min(max(total - (reached - len(ends)), 1), len(ends)) - 1
         for _position, _group, state, _at_ms in ends[reaching + 1 :]:
@@ -147,15 +144,13 @@ def _notify_if_ended(
     return bool(wrote)
 
 
-def check(
-    ns: Namespace, group_id: str, at_ms: float | None, ends: Sequence[End] = ()
-) -> MergedPlan[bool]:
+def check(ns: Namespace, group_id: str, ends: Sequence[End] = ()) -> MergedPlan[bool]:
     """The group check after members ended (``ends``, in order) or a ``seal_group``:
     every shard's counters read together, then the notification written in the group's
     home shard if the group ended: True if this check wrote it."""
     home = ns.index_of(group_id)
     found = yield from counters(ns, group_id)
-    plan = _notify_if_ended(ns.shards[home], group_id, found, at_ms, ends)
+    plan = _notify_if_ended(ns.shards[home], group_id, found, ends)
     return bool((yield from on(home, plan)))
 
 
@@ -182,7 +177,7 @@ def after_batch(ns: Namespace, ends: Sequence[End]) -> MergedPlan[None]:
     for end in sorted(ends, key=lambda end: end[0]):
         by_group.setdefault(end[1], []).append(end)
     for group_id, its in by_group.items():
-        yield from check(ns, group_id, its[-1][3], its)
+        yield from check(ns, group_id, its)
 
 
 def ends_of(

@@ -36,7 +36,6 @@ class Namespace:
         self.count = total
         """How many shards the namespace has (fixed at its first use)."""
         self.retention = retention
-        self.retention_versions = retention_versions
         self.wait = wait or ReplicaWait()
         """How many replicas a write waits for (``wait_replicas``)."""
         self.shards = [

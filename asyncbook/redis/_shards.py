@@ -134,7 +134,12 @@ class CountCheck:
         ``conflict`` naming ``shards`` when it is not this book's."""
         keys = self._keys
         read = [command("get", keys.shard_count), command("exists", keys.sequence)]
-        self._judge(*(yield Pipeline(read)))
+        stored, one_shard_tasks = yield Pipeline(read)
+        if stored is not None:
+            self._settle(int(stored))
+        elif one_shard_tasks:
+            self._settle(1 if self.shards == 1 else -1)
+        # else not used yet: read again at the next call
 
     def fix(self) -> Plan[None]:
         """Store the book's count at the namespace's first use, or check it against the
@@ -142,30 +147,23 @@ class CountCheck:
         if not self.settled:
             keys, count = self._keys, str(self.shards)
             found = yield command("eval", _FIX_COUNT, 2, keys.shard_count, keys.sequence, count)
-            _check_count(self.namespace, self.shards, int(found))
-            self.settled = True
+            self._settle(int(found))
 
-    def _judge(self, stored: Any, one_shard_tasks: Any) -> None:
-        if stored is not None:
-            _check_count(self.namespace, self.shards, int(stored))
-        elif one_shard_tasks:
-            _check_count(self.namespace, self.shards, 1 if self.shards == 1 else -1)
-        else:
-            return  # not used yet: read again at the next call
+    def _settle(self, found: int) -> None:
+        """Settled on the namespace's count ``found`` (-1: a namespace of one shard that
+        holds tasks), or ``conflict`` when it is not this book's."""
+        if found == -1:
+            raise AsyncBookError(
+                "conflict",
+                f"asyncbook: namespace {self.namespace!r} holds tasks in one shard; it cannot"
+                f" be opened with shards={self.shards}",
+                field="shards",
+            )
+        if found != self.shards:
+            raise AsyncBookError(
+                "conflict",
+                f"asyncbook: namespace {self.namespace!r} has {found} shards; open it with"
+                f" shards={found}",
+                field="shards",
+            )
         self.settled = True
-
-
-def _check_count(namespace: str, shards: int, found: int) -> None:
-    if found == -1:
-        raise AsyncBookError(
-            "conflict",
-            f"asyncbook: namespace {namespace!r} holds tasks in one shard; it cannot be"
-            f" opened with shards={shards}",
-            field="shards",
-        )
-    if found != shards:
-        raise AsyncBookError(
-            "conflict",
-            f"asyncbook: namespace {namespace!r} has {found} shards; open it with shards={found}",
-            field="shards",
-        )

@@ -239,7 +239,7 @@ def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSumm
     home = ns.index_of(group)
     found = [(yield from on(home, _seal(ns.shards[home], group, size, ns.count > 1)))]
     if ns.count > 1:
-        yield from groups.check(ns, group, None)
+        yield from groups.check(ns, group)
         found = yield from groups.counters(ns, group)
     merged = groups.summary_of(group, found[home], found)
     assert merged is not None  # the home shard holds the sealed group
