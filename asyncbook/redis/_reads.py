@@ -25,9 +25,9 @@ from . import _outbox as outbox
 from ._console import search, task_names
 from ._gauges import gauges as shard_gauges
 from ._groups import tasks_in_order
-from ._merged import MergedPlan, OneShard, OnShards, every, on
+from ._merged import MergedPlan, OneShard, OnShards, asked, every, on
 from ._namespace import Namespace
-from ._plan import SETTLE, Pipeline, Plan, Request, command, server_time
+from ._plan import SETTLE, Pipeline, Plan, command, server_time
 from ._replies import text_of
 from ._shard import Shard
 from ._stats import name_totals, stats, workers
@@ -60,11 +60,6 @@ _T = TypeVar("_T")
 
 ENTRY_SEPARATOR = "/"
 """A stream entry id of a namespace of several shards: ``<shard>/<entry id>``."""
-
-
-def _asked(request: Request) -> Plan[Any]:
-    """A shard's plan of one request: its reply."""
-    return (yield request)
 
 
 # -- a task's reads -----------------------------------------------------------------
@@ -202,7 +197,7 @@ def overdue_count(ns: Namespace, now_ms: int | float) -> MergedPlan[int]:
     """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT a shard)."""
     now = require_non_negative(now_ms, "nowMs")
     found = yield every(
-        ns.shards, lambda shard: _asked(command("zcount", shard.keys.deadlines, "-inf", now))
+        ns.shards, lambda shard: asked(command("zcount", shard.keys.deadlines, "-inf", now))
     )
     return sum(int(n) for n in found)
 
@@ -211,14 +206,14 @@ def count_by_state(ns: Namespace) -> MergedPlan[dict[str, int]]:
     """How many tasks each state index holds (one pipelined round trip)."""
     found = yield every(
         ns.shards,
-        lambda shard: _asked(Pipeline([command("zcard", key) for key in shard.keys.state_indexes])),
+        lambda shard: asked(Pipeline([command("zcard", key) for key in shard.keys.state_indexes])),
     )
     return {state: sum(int(each[at]) for each in found) for at, state in enumerate(STATE_NAMES)}
 
 
 def transition_counts(ns: Namespace) -> MergedPlan[dict[str, int]]:
     """How many times each reason was answered, by every client of this book."""
-    found = yield every(ns.shards, lambda shard: _asked(command("hgetall", shard.keys.counters)))
+    found = yield every(ns.shards, lambda shard: asked(command("hgetall", shard.keys.counters)))
     total: dict[str, int] = {}
     for counts in found:
         for raw, n in counts.items():

@@ -28,9 +28,9 @@ from . import _claims as claims
 from . import _groups as groups
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
-from ._merged import MergedPlan, NamespaceCall, OneShard, Sleep, on, writing
+from ._merged import MergedPlan, NamespaceCall, OneShard, Sleep, asked, on, writing
 from ._namespace import Namespace
-from ._plan import Plan, ScriptCall, server_time
+from ._plan import Plan, ScriptCall, command, server_time
 from ._replies import text_of
 from ._script_args import SealGroupArgs
 
@@ -76,9 +76,9 @@ def claim(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[claims.Cla
         found, holder = yield from on(home, claims.claim(ns.shards[home], identifier, task_id))
         if found != claims.Claim.TAKEN or holder == "":
             return found
-        holder_index = ns.index_of(holder)
-        marked = claims.is_marked(ns.shards[holder_index], identifier)
-        if (yield from on(holder_index, marked, writes=False)):
+        holder_index = ns.index_of(holder)  # has its apply committed (the id's marker)?
+        marker = ns.shards[holder_index].keys.callback(identifier)
+        if (yield from on(holder_index, asked(command("exists", marker)), writes=False)):
             return found
         yield Sleep(_TAKEN_PAUSE)
     return claims.Claim.TAKEN
