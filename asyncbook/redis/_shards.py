@@ -5,12 +5,10 @@ in the shard of its *home*: the text a ``HomeRule`` reads from it. When the home
 the task's, one script call claims and applies, as with one shard; else the id is claimed
 in its home's shard first (``_claims``).
 
-The rule for callback ids is the book's (``ShardMap.home_of``, given to the book as
-``home_of``): ``prefix_home`` (``<task id>:...``, else the id itself) unless the book is
-given another. This layer knows no id format but that one: the Celery integration gives
-its books its own rule for the callback ids it makes. Every writer of a namespace must use
-the same rule, or one id is claimed in two shards. Idempotency keys are given by clients,
-so they always follow ``prefix_home``.
+The rule for callback ids is the book's (``home_of``, a ``HomeRule``): ``prefix_home``
+unless the book is given another. This layer knows no id format but that one: the Celery
+integration gives its books its own rule for the callback ids it makes. Idempotency keys
+are given by clients, so they always follow ``prefix_home``.
 
 The shard count is fixed when the namespace is first used and stored in Redis on the
 namespace's own tag (``KeySchema.shard_count``): a namespace without it has one shard
@@ -44,7 +42,8 @@ MAX_SHARDS = 1024
 
 HomeRule: TypeAlias = Callable[[str], str]
 """Which text's shard holds a callback id: ``rule(callback id)`` is hashed as a task id
-is. It must be a pure function of the id, the same in every writer of a namespace."""
+is. It must be a pure function of the id, the same in every writer of a namespace, or
+one id is claimed in two shards."""
 
 
 def require_shards(value: Any) -> int:
