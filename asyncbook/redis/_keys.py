@@ -55,7 +55,8 @@ def shard_tag(namespace: str, index: int, total: int) -> str:
 
 
 class _Tagged(property):
-    """A key (or channel) of the schema's hash tag: ``<tag>:<suffix>``."""
+    """A key (or channel) of the schema's hash tag: ``<tag>:<suffix>``; a ``property``,
+    as the schema's other keys of no id are."""
 
     def __init__(self, suffix: str) -> None:
         super().__init__(lambda keys: f"{keys.tag}:{suffix}")
