@@ -121,10 +121,11 @@ def apply(
 
 
 def _apply_across(
-    ns: Namespace, task_id: str, event: EventInput, callback_id: str | None
+    ns: Namespace, task_id: str, event: EventInput | None, callback_id: str | None
 ) -> MergedPlan[CallbackResult]:
-    """``apply`` in a namespace of several shards: the callback id claimed first when it
-    lives in another shard, the group checked after a member's end."""
+    """``apply`` in a namespace of several shards (``expire``, None, in any): the callback
+    id claimed first when it lives in another shard, the group checked after a member's
+    end."""
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
 
@@ -174,10 +175,7 @@ def cancel(
 
 def expire(ns: Namespace, task_id: str) -> MergedPlan[AsyncTransition]:
     """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
-    index = yield from writing(ns, task_id)
-    result = yield from on(index, operations.apply(ns.shards[index], task_id, None))
-    yield from groups.after_ends(ns, index, [result], [task_id])
-    return result.transition()
+    return (yield from _apply_across(ns, task_id, None, None)).transition()
 
 
 def record_audit(
