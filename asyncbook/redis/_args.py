@@ -12,15 +12,14 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError
 
-from .._book import EventInput
 from .._console import TEXT_LIMIT
 from .._jsrules import is_blank, is_finite_number
-from .._machine import cancel_reason, coerce_event
+from .._machine import cancel_reason
 from .._models import AsyncEvent, CancelEvent, FailEvent, ProgressEvent, SucceedEvent
-from ..errors import AsyncBookError, invalid
+from ..errors import invalid
 from ._script_args import EventArgs
 
-__all__ = ["coerce", "dumps", "event_args", "failure_json", "number_text", "utf8"]
+__all__ = ["dumps", "event_args", "failure_json", "number_text", "utf8"]
 
 
 def dumps(value: str, field: str) -> str:
@@ -74,14 +73,6 @@ def event_args(event: AsyncEvent) -> EventArgs:
     # In EventArgs' order: its fields are apply.lua's slots.
     slots = (at, event_json, progress, retryable, digest, ref_blank, digest_blank, error)
     return EventArgs(event.type, *slots)
-
-
-def coerce(event: EventInput) -> tuple[AsyncEvent | None, AsyncBookError | None]:
-    """The event model, or the shape error to raise if the script gets that far."""
-    try:
-        return coerce_event(event), None
-    except AsyncBookError as error:
-        return None, error
 
 
 def failure_json(exception: Any, traceback: Any) -> str:

@@ -230,7 +230,7 @@ def apply_in_script(
     if ns.count > 1 and ended and answer.state in GROUP_END_STATES:
         group = groups.group_of(shard, task_id)
         if group is not None:
-            yield from groups.check(ns, group, None)
+            yield from groups.check(ns, group)
     return answer
 
 

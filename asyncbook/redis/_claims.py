@@ -32,7 +32,7 @@ from . import _operations as operations
 from ._plan import Plan, command
 from ._shard import Shard
 
-__all__ = ["Claim", "claim", "deliver_known", "is_marked", "release"]
+__all__ = ["Claim", "claim", "deliver_known", "release"]
 
 _OWNER = "@"
 """A claim's value starts with this, then the task id that claimed it."""
@@ -67,11 +67,6 @@ def claim(home: Shard, identifier: str, task_id: str) -> Plan[tuple[Claim, str]]
     if text == _OWNER + task_id:
         return Claim.MINE, task_id
     return Claim.TAKEN, text[len(_OWNER) :] if text.startswith(_OWNER) else ""
-
-
-def is_marked(shard: Shard, identifier: str) -> Plan[bool]:
-    """Whether a task's shard holds the id's marker (its apply committed)."""
-    return bool((yield command("exists", shard.keys.callback(identifier))))
 
 
 _RELEASE = (

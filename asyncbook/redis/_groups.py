@@ -34,7 +34,6 @@ from ._shard import Shard
 
 __all__ = [
     "GROUP_FIELDS",
-    "NOTIFY",
     "End",
     "after_batch",
     "after_ends",
@@ -43,7 +42,6 @@ __all__ = [
     "ends_of",
     "group_of",
     "group_members",
-    "notify_if_ended",
     "read_counters",
     "group",
     "summary_of",
@@ -58,7 +56,7 @@ GROUP_FIELDS = ("id", "total", "notified", "members", "prog", "queued", "running
                 "succeeded", "failed", "expired", "cancelled")  # fmt: skip
 """The group hash's fields a merged summary reads."""
 
-NOTIFY = """
+_NOTIFY = """
 if redis.call('HGET', KEYS[1], 'notified') then return 0 end
 redis.call('HSET', KEYS[1], 'notified', '1')
 local retention = tonumber(ARGV[2])
@@ -105,12 +103,8 @@ def summary_of(
     return group_summary(group_id, fields)
 
 
-def notify_if_ended(
-    home: Shard,
-    group_id: str,
-    shards: Sequence[dict[str, str]],
-    at_ms: float | None,
-    ends: Sequence[End] = (),
+def _notify_if_ended(
+    home: Shard, group_id: str, shards: Sequence[dict[str, str]], ends: Sequence[End] = ()
 ) -> Plan[bool]:
     """Write the group's notification in its home shard (``home``: that shard's layout)
     if its members reached the declared total and none was written yet: True if this
@@ -128,6 +122,7 @@ def notify_if_ended(
     reached = sum(ended.values())
     if reached < total:
         return False
+    at_ms: float | None = None  # no ends (a seal_group): the server's clock
     if ends:
         reaching = min(max(total - (reached - len(ends)), 1), len(ends)) - 1
         for _position, _group, state, _at_ms in ends[reaching + 1 :]:
@@ -139,7 +134,7 @@ def notify_if_ended(
         fields += [state, str(ended[state])]
     wrote = yield command(
         "eval",
-        NOTIFY,
+        _NOTIFY,
         2,
         home.keys.group(group_id),
         home.keys.group_outbox,
@@ -149,15 +144,13 @@ def notify_if_ended(
     return bool(wrote)
 
 
-def check(
-    ns: Namespace, group_id: str, at_ms: float | None, ends: Sequence[End] = ()
-) -> MergedPlan[bool]:
+def check(ns: Namespace, group_id: str, ends: Sequence[End] = ()) -> MergedPlan[bool]:
     """The group check after members ended (``ends``, in order) or a ``seal_group``:
     every shard's counters read together, then the notification written in the group's
     home shard if the group ended: True if this check wrote it."""
     home = ns.index_of(group_id)
     found = yield from counters(ns, group_id)
-    plan = notify_if_ended(ns.shards[home], group_id, found, at_ms, ends)
+    plan = _notify_if_ended(ns.shards[home], group_id, found, ends)
     return bool((yield from on(home, plan)))
 
 
@@ -184,7 +177,7 @@ def after_batch(ns: Namespace, ends: Sequence[End]) -> MergedPlan[None]:
     for end in sorted(ends, key=lambda end: end[0]):
         by_group.setdefault(end[1], []).append(end)
     for group_id, its in by_group.items():
-        yield from check(ns, group_id, its[-1][3], its)
+        yield from check(ns, group_id, its)
 
 
 def ends_of(
@@ -208,25 +201,21 @@ def ends_of(
         group_id = group_of(shard, task_id)
         if group_id is not None:
             state = result.task.state.value
-            found.append((position, group_id, state, _end_time(result.task, event_time(event))))
+            found.append((position, group_id, state, _end_time(result.task, event)))
     return found
 
 
-def _end_time(task: Any, at: float | None) -> float | None:
-    """When a member ended: its event's time (a late event finds a task past its
-    deadline: its time, not the deadline's), else its last history entry's, else (no
-    history asked for) its deadline when it expired there; None: the server's clock."""
-    if at is not None:
-        return at
+def _end_time(task: Any, event: Any) -> float | None:
+    """When a member ended: the ``atMs`` of its event as given (a model or its mapping;
+    a late event finds a task past its deadline: its time, not the deadline's), else its
+    last history entry's, else (no history asked for) its deadline when it expired
+    there; None: the server's clock."""
+    at: Any = event.get("atMs") if isinstance(event, Mapping) else getattr(event, "at_ms", None)
+    if is_finite_number(at):
+        return float(at)
     if task.history:
         return float(task.history[-1].event.at_ms)
     return float(task.expires_at_ms) if task.state == "expired" else None
-
-
-def event_time(event: Any) -> float | None:
-    """The ``atMs`` of an event as given to ``apply`` (a model or its mapping), or None."""
-    at: Any = event.get("atMs") if isinstance(event, Mapping) else getattr(event, "at_ms", None)
-    return float(at) if is_finite_number(at) else None
 
 
 def group_of(shard: Shard, task_id: str) -> str | None:

@@ -12,8 +12,10 @@ slot.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, overload
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
@@ -52,6 +54,31 @@ def shard_tag(namespace: str, index: int, total: int) -> str:
         n += 1
 
 
+class _Tagged(property):
+    """A key (or channel) of the schema's hash tag: ``<tag>:<suffix>``; a ``property``,
+    as the schema's other keys of no id are."""
+
+    def __init__(self, suffix: str) -> None:
+        super().__init__(lambda keys: f"{keys.tag}:{suffix}")
+
+    if TYPE_CHECKING:  # a ``str`` to the type checker, as a ``@property`` would be
+
+        @overload
+        def __get__(self, keys: None, owner: type, /) -> _Tagged: ...
+        @overload
+        def __get__(self, keys: Any, owner: type | None = None, /) -> str: ...
+        def __get__(self, keys: Any, owner: type | None = None, /) -> Any: ...
+
+
+def _per_id(kind: str) -> Callable[[KeySchema, str], str]:
+    """A method naming the key of one id (escaped) of a kind: ``<tag>:<kind>:<id>``."""
+
+    def key(keys: KeySchema, identifier: str) -> str:
+        return f"{keys.tag}:{kind}:{escape_id(identifier)}"
+
+    return key
+
+
 @dataclass(frozen=True)
 class KeySchema:
     """Names of every key and channel a book uses under one namespace."""
@@ -85,38 +112,47 @@ class KeySchema:
         until sign-out or its expiry; always on the namespace's own tag."""
         return "{" + self.namespace + "}:session:" + digest
 
-    def task(self, task_id: str) -> str:
-        """Hash with a task's short fields."""
-        return f"{self.tag}:t:{escape_id(task_id)}"
+    # -- a task's keys, and the book-wide ones every event may touch ---------------------
 
-    def history(self, task_id: str) -> str:
-        """List of a task's recorded events (JSON); index N-1 produced version N."""
-        return f"{self.tag}:h:{escape_id(task_id)}"
+    task = _per_id("t")
+    """Hash with a task's short fields."""
+    history = _per_id("h")
+    """List of a task's recorded events (JSON); index N-1 produced version N."""
+    callback = _per_id("c")
+    """Marker that a callback id was applied."""
+    delivery = _per_id("d")
+    """A delivery receipt (JSON) under its idempotency key."""
+    group = _per_id("g")
+    """Hash of a group's counters (extension)."""
+    group_members = _per_id("gm")
+    """Sorted set of a group's member ids, by creation order."""
+    group_outbox = _Tagged("groups")
+    """Stream of group notifications, one per declared group whose members all ended."""
+    task_audit = _per_id("a")
+    """List of a task's audit entries (JSON), oldest first: its latest changes by hand."""
+    audit_log = _Tagged("audit")
+    """Stream of every audit entry of the namespace, capped (``XADD MAXLEN ~``)."""
+    deadlines = _Tagged("deadlines")
+    """Sorted set of live task ids by deadline (``expiresAtMs``): the sweep's work list."""
+    last_sweep = _Tagged("swept")
+    """String: when a sweep last ran (ms, the server's clock), written by the sweep."""
+    sweep_lease = _Tagged("sweep-lease")
+    """String with a short expiry: which process sweeps the namespace this second."""
+    batch_halt = _Tagged("batch-halt")
+    """String within one ``apply_many`` MULTI/EXEC: halts the calls after a refused one."""
+    stalls = _Tagged("stalls")
+    """Sorted set of running task ids with a heartbeat timeout, by when they stall."""
+    counters = _Tagged("counters")
+    """Hash counting the book's answers by reason (for metrics)."""
+    outbox = _Tagged("outbox")
+    """Stream of notifications, one per terminal state."""
+    changes_channel = _Tagged("changes")
+    """Pub/sub channel announcing every change: JSON taskId, version, state, progress."""
+    cancels_channel = _Tagged("changes:cancelled")
+    """Pub/sub channel of the cancels only (as on ``changes_channel``): what workers follow."""
 
-    def callback(self, callback_id: str) -> str:
-        """Marker that a callback id was applied."""
-        return f"{self.tag}:c:{escape_id(callback_id)}"
-
-    def delivery(self, idempotency_key: str) -> str:
-        """A delivery receipt (JSON) under its idempotency key."""
-        return f"{self.tag}:d:{escape_id(idempotency_key)}"
-
-    def group(self, group_id: str) -> str:
-        """Hash of a group's counters (extension)."""
-        return f"{self.tag}:g:{escape_id(group_id)}"
-
-    def group_members(self, group_id: str) -> str:
-        """Sorted set of a group's member ids, by creation order."""
-        return f"{self.tag}:gm:{escape_id(group_id)}"
-
-    @property
-    def group_outbox(self) -> str:
-        """Stream of group notifications, one per declared group whose members all ended."""
-        return f"{self.tag}:groups"
-
-    def state_index(self, state: str) -> str:
-        """Sorted set of the task ids in one state, scored by creation order."""
-        return f"{self.tag}:idx:{state}"
+    state_index = _per_id("idx")
+    """Sorted set of the task ids in one state, scored by creation order."""
 
     @property
     def state_indexes(self) -> list[str]:
@@ -132,61 +168,24 @@ class KeySchema:
             return f"{self.tag}:seq"
         return f"{self.tag}:seq:{self.shard_index}:{self.shard_total}"
 
-    @property
-    def deadlines(self) -> str:
-        """Sorted set of live task ids by deadline (``expiresAtMs``): the sweep's work list."""
-        return f"{self.tag}:deadlines"
-
-    @property
-    def last_sweep(self) -> str:
-        """String: when a sweep last ran (ms, the server's clock), written by the sweep."""
-        return f"{self.tag}:swept"
-
-    @property
-    def sweep_lease(self) -> str:
-        """String with a short expiry: which process sweeps the namespace this second."""
-        return f"{self.tag}:sweep-lease"
-
-    @property
-    def batch_halt(self) -> str:
-        """String, only inside one MULTI/EXEC of apply calls (``apply_many``): set by a
-        call refused for facts (to the batch's token), so that the calls after it write
-        nothing; the batch's last call deletes it."""
-        return f"{self.tag}:batch-halt"
-
-    @property
-    def stalls(self) -> str:
-        """Sorted set of running task ids with a heartbeat timeout, by when they stall."""
-        return f"{self.tag}:stalls"
-
-    @property
-    def counters(self) -> str:
-        """Hash counting the book's answers by reason (for metrics)."""
-        return f"{self.tag}:counters"
-
-    @property
-    def outbox(self) -> str:
-        """Stream of notifications, one per terminal state."""
-        return f"{self.tag}:outbox"
-
-    def task_audit(self, task_id: str) -> str:
-        """List of a task's audit entries (JSON), oldest first: its latest changes by hand."""
-        return f"{self.tag}:a:{escape_id(task_id)}"
-
-    @property
-    def audit_log(self) -> str:
-        """Stream of every audit entry of the namespace, capped (``XADD MAXLEN ~``)."""
-        return f"{self.tag}:audit"
-
     # -- the operator console's keys (sent to lua/_info.lua in KEYS, see _facts.py) -----
 
-    def info(self, task_id: str) -> str:
-        """Hash of a task's long info fields: args, kwargs, traceback."""
-        return f"{self.tag}:i:{escape_id(task_id)}"
-
-    def message(self, task_id: str) -> str:
-        """String: a task's message as published (``KeptMessage``), kept for a resend."""
-        return f"{self.tag}:m:{escape_id(task_id)}"
+    info = _per_id("i")
+    """Hash of a task's long info fields: args, kwargs, traceback."""
+    message = _per_id("m")
+    """String: a task's message as published (``KeptMessage``), kept for a resend."""
+    children = _per_id("ch")
+    """Sorted set of the tasks a task started (Celery's parent id), by creation order."""
+    names = _Tagged("names")
+    """Sorted set of task names, scored by when a task of the name was last created."""
+    name_totals = _Tagged("nt")
+    """Hash of running totals per task name (``<name>|<code>``...: _info.lua's count_minute)."""
+    workers = _Tagged("workers")
+    """Sorted set of workers, scored by when each was last seen."""
+    worker_tasks = _per_id("w")
+    """Sorted set of a worker's latest 1,000 tasks (ids), scored by creation order."""
+    worker_counts = _per_id("wc")
+    """Hash of a worker's counts: started, succeeded, failed."""
 
     def name_index(self, state: str, name: str) -> str:
         """Sorted set of one task name's ids in one state, scored by creation order."""
@@ -196,57 +195,17 @@ class KeySchema:
         """One index per state for a task name, in ``STATE_NAMES`` order."""
         return [self.name_index(state, name) for state in STATE_NAMES]
 
-    @property
-    def names(self) -> str:
-        """Sorted set of task names, scored by when a task of the name was last created."""
-        return f"{self.tag}:names"
-
-    def sort_index(self, field: str) -> str:
-        """Sorted set of the task ids that have a value of ``field`` (started, ended,
-        runtime, attempts), scored by it; ties in member order."""
-        return f"{self.tag}:by:{field}"
+    sort_index = _per_id("by")
+    """Sorted set of the task ids with a value of a ``SORT_INDEXED`` field, by it (ties:
+    member order)."""
 
     @property
     def sort_indexes(self) -> list[str]:
         """The sort indexes the scripts keep, in ``SORT_INDEXED`` order."""
         return [self.sort_index(field) for field in SORT_INDEXED]
 
-    @property
-    def workers(self) -> str:
-        """Sorted set of workers, scored by when each was last seen."""
-        return f"{self.tag}:workers"
-
-    def worker_tasks(self, worker: str) -> str:
-        """Sorted set of a worker's latest 1,000 tasks (ids), scored by creation order."""
-        return f"{self.tag}:w:{escape_id(worker)}"
-
-    def worker_counts(self, worker: str) -> str:
-        """Hash of a worker's counts: started, succeeded, failed."""
-        return f"{self.tag}:wc:{escape_id(worker)}"
-
     def stats(self, hour: int, name: str | None) -> str:
         """Hash of one hour's per-minute counts, of one task name or (None) of all."""
         if name is None:
             return f"{self.tag}:sa:{hour}"
         return f"{self.tag}:s:{hour}:{escape_id(name)}"
-
-    @property
-    def name_totals(self) -> str:
-        """Hash of running totals per task name (``<name>|<code>``, ``<name>|<code>:<bucket>``
-        and ``<name>|sum``: lua/_info.lua's count_minute)."""
-        return f"{self.tag}:nt"
-
-    def children(self, parent_id: str) -> str:
-        """Sorted set of the tasks a task started (Celery's parent id), by creation order."""
-        return f"{self.tag}:ch:{escape_id(parent_id)}"
-
-    @property
-    def changes_channel(self) -> str:
-        """Pub/sub channel announcing every change: JSON taskId, version, state, progress."""
-        return f"{self.tag}:changes"
-
-    @property
-    def cancels_channel(self) -> str:
-        """Pub/sub channel announcing cancels only (the same message as on the changes
-        channel): what workers follow."""
-        return f"{self.changes_channel}:cancelled"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ._plan import Plan
+from ._plan import Plan, Request
 
 __all__ = [
     "FIX_COUNT",
@@ -23,6 +23,7 @@ __all__ = [
     "OnShards",
     "OneShard",
     "Sleep",
+    "asked",
     "every",
     "on",
     "spread",
@@ -73,6 +74,11 @@ def on(index: int, plan: Plan[_T], *, writes: bool = True) -> MergedPlan[_T]:
     answers = yield OnShards((plan,), (index,), writes)
     answer: _T = answers[0]
     return answer
+
+
+def asked(request: Request) -> Plan[Any]:
+    """A shard's plan of one request: its reply."""
+    return (yield request)
 
 
 def every(

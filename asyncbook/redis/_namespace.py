@@ -1,12 +1,4 @@
-"""``Namespace``: one namespace of a Redis book, S >= 1 shards, as this process knows it.
-
-It does no I/O: it names the shards (each a ``Shard``: key schema under its hash tag,
-retention, what this process learned of it), says which shard holds a task or an id
-(``ShardMap``), and keeps the namespace's shard-count check. Every operation of the
-books is a namespace plan over it (``_merged``), which the sync and asyncio drivers run.
-S = 1 is a namespace of one shard on the tag ``{namespace}``: the layout of a book that
-was never sharded.
-"""
+"""``Namespace``: one namespace of a Redis book, S >= 1 shards, as this process knows it."""
 
 from __future__ import annotations
 
@@ -24,7 +16,10 @@ DEFAULT_RETENTION = timedelta(hours=24)
 
 
 class Namespace:
-    """The shards of a namespace, which shard holds what, and its settings."""
+    """The shards of a namespace (each a ``Shard``), which shard holds a task or an id
+    (``ShardMap``), its settings and its shard-count check; no I/O. Every operation of
+    the books is a namespace plan over it (``_merged``). S = 1 is a namespace of one
+    shard on the tag ``{namespace}``: the layout of a book that was never sharded."""
 
     def __init__(
         self,
@@ -41,7 +36,6 @@ class Namespace:
         self.count = total
         """How many shards the namespace has (fixed at its first use)."""
         self.retention = retention
-        self.retention_versions = retention_versions
         self.wait = wait or ReplicaWait()
         """How many replicas a write waits for (``wait_replicas``)."""
         self.shards = [
@@ -69,16 +63,14 @@ class Namespace:
         """The ``Shard`` holding ``task_id``."""
         return self.shards[self.index_of(task_id)]
 
-    def crosses(self, task_id: Any, callback_id: Any) -> bool:
-        """Whether ``callback_id`` lives in another shard than ``task_id``. Every text is
-        an id, the empty one included: global, as the reference's ``callbackId !==
-        undefined``."""
-        return (
-            self.count > 1
-            and isinstance(task_id, str)
-            and isinstance(callback_id, str)
-            and self.map.home_index(callback_id) != self.map.index_of(task_id)
-        )
+    def crosses(self, task_id: Any, identifier: Any, *, key: bool = False) -> bool:
+        """Whether callback id ``identifier`` (``key``: idempotency key) lives in another
+        shard than ``task_id``. Every text is an id, the empty one included: global, as
+        the reference's ``callbackId !== undefined``."""
+        if self.count == 1 or not (isinstance(task_id, str) and isinstance(identifier, str)):
+            return False
+        home = self.map.key_index(identifier) if key else self.map.home_index(identifier)
+        return home != self.map.index_of(task_id)
 
     def by_shard(self, task_ids: list[Any]) -> dict[int, list[int]]:
         """The positions of ``task_ids`` grouped by the shard holding each, in order."""

@@ -1,8 +1,5 @@
-"""The operations both Redis books run (``RedisBook`` and ``AsyncRedisBook``), as plans.
-
-Each function checks its input, builds the script call from the ``Shard`` (``_shard``)
-(its key schema and retention) and reads the reply: one implementation of the reads and
-the client-side writes, whichever client runs them (``_plan``).
+"""The books' operations as one shard's plans (``_plan``): each checks its input, builds
+the script call from the ``Shard`` (its key schema and retention) and reads the reply.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from .._checks import (
     require_text,
 )
 from .._models import (
-    STATE_NAMES,
     AsyncTask,
     CallbackResult,
     DeliveryReceipt,
@@ -49,19 +45,15 @@ __all__ = [
     "cancel",
     "check_server",
     "claim_sweep",
-    "count_by_state",
     "deliver_result",
     "delivery_of",
-    "expire",
     "get",
     "last_cursor",
     "last_sweep_ms",
     "overdue",
-    "overdue_count",
     "record_sweep",
     "resume",
     "tasks_of",
-    "transition_counts",
 ]
 
 log = logging.getLogger(__name__)
@@ -70,34 +62,22 @@ log = logging.getLogger(__name__)
 def check_server(shard: Shard) -> Plan[str | None]:
     """Check the book's server (one round trip): raise ``UnsupportedServerError`` when
     it runs no Lua scripts or is older than the tested versions, warn when it may evict
-    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused).
-
-    A book of a one-shard namespace also reads the namespace's stored shard count, and
-    refuses a namespace that was first used with more shards (``conflict`` on ``shards``).
+    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused). (The
+    namespace's shard count is the drivers' ``CountCheck``, before every call.)
     """
     checks = [
         server_command("info", "server"),
         server_command("info", "memory"),
         server_command("eval", PROBE_SCRIPT, 0),
     ]
-    if shard.keys.shard_total == 1:
-        checks.append(command("get", shard.keys.shard_count))
     try:
-        server, memory, probe, *count = yield Pipeline(checks, errors_as_replies=True)
+        server, memory, probe = yield Pipeline(checks, errors_as_replies=True)
     except (RedisConnectionError, RedisTimeoutError):
         return None  # not checked: again on the next write
     require_supported(
         None if isinstance(server, ResponseError) else server_info(server),
         probe if isinstance(probe, ResponseError) else None,
     )
-    stored = count[0] if count and not isinstance(count[0], ResponseError) else None
-    if stored is not None and int(stored) != 1:
-        raise AsyncBookError(
-            "conflict",
-            f"asyncbook: namespace {shard.namespace!r} has {int(stored)} shards; open it"
-            f" with shards={int(stored)}",
-            field="shards",
-        )
     shard.server_checked = True
     if isinstance(memory, ResponseError):
         return None  # INFO refused (an embedded server, a restricted user): not known
@@ -143,15 +123,16 @@ def get(shard: Shard, id: str) -> Plan[AsyncTask | None]:
 def apply(
     shard: Shard,
     task_id: str,
-    event: EventInput,
+    event: EventInput | None,
     callback_id: str | None = None,
     *,
     full_task: bool = True,
     taken: bool = False,
     audit: Callable[[bool], AuditArgs] | None = None,
 ) -> Plan[CallbackResult]:
-    """Apply one event; a callback id already recorded changes nothing (nor one another
-    task holds: ``taken``). ``full_task=False``: the task comes without its history.
+    """Apply one event (None: expire the task at its deadline, as the sweep does); a
+    callback id already recorded changes nothing (nor one another task holds:
+    ``taken``). ``full_task=False``: the task comes without its history.
     ``audit(shape_ok)``: a cancel's audit entry, written by the same script call
     (cancel.lua) whose answer is the same."""
     yield SETTLE
@@ -178,13 +159,6 @@ def apply_one(
             lambda block, facts: ScriptCall(name, keys + block, argv + facts),
         )
     )
-
-
-def expire(shard: Shard, task_id: str) -> Plan[CallbackResult]:
-    """Expire the task at its deadline, as the sweep does."""
-    keys, args, _ = shard.apply_call(task_id, None, None)
-    reply = yield from apply_one(shard, keys, args)
-    return callback_result(args.task_id, reply, None)
 
 
 def cancel(
@@ -253,18 +227,15 @@ def delivery_of(task_id: str, reply: Any) -> DeliveryResult:
     )
 
 
-def overdue(shard: Shard, now_ms: int | float, limit: int) -> Plan[list[str]]:
-    """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first."""
+def overdue(shard: Shard, now_ms: int | float, limit: int, scores: bool = False) -> Plan[list[Any]]:
+    """Ids of live tasks whose deadline is at or before ``now_ms``, earliest first
+    (``scores``: their raw (id, deadline) rows)."""
     now = require_non_negative(now_ms, "nowMs")
     count = require_limit(limit, maximum=1_000_000)
-    ids = yield command("zrangebyscore", shard.keys.deadlines, "-inf", now, start=0, num=count)
-    return [text_of(task_id) for task_id in ids]
-
-
-def overdue_count(shard: Shard, now_ms: int | float) -> Plan[int]:
-    """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT)."""
-    now = require_non_negative(now_ms, "nowMs")
-    return int((yield command("zcount", shard.keys.deadlines, "-inf", now)))
+    rows = yield command(
+        "zrangebyscore", shard.keys.deadlines, "-inf", now, start=0, num=count, withscores=scores
+    )
+    return rows if scores else [text_of(task_id) for task_id in rows]
 
 
 # The sweep's marks (``_surface.record_sweep``, ``last_sweep_ms``, ``claim_sweep``).
@@ -309,15 +280,3 @@ def last_cursor(shard: Shard, task_id: str) -> Plan[str | None]:
     if exists is None:
         raise UnknownTaskError(task_id)
     return text_of(cursor) or None if cursor is not None else None
-
-
-def count_by_state(shard: Shard) -> Plan[dict[str, int]]:
-    """How many tasks each state index holds (one pipelined round trip)."""
-    counts = yield Pipeline([command("zcard", key) for key in shard.keys.state_indexes])
-    return dict(zip(STATE_NAMES, (int(n) for n in counts), strict=True))
-
-
-def transition_counts(shard: Shard) -> Plan[dict[str, int]]:
-    """How many times each reason was answered, by every client of this book."""
-    counts = yield command("hgetall", shard.keys.counters)
-    return {text_of(reason): int(count) for reason, count in counts.items()}

@@ -15,7 +15,7 @@ from .._book import sort_notifications
 from .._checks import require_limit, require_non_negative, require_page_cursor, require_state
 from .._console import TaskInfo
 from .._gauges import GAUGE_WORKERS_LIMIT, GAUGE_WORKERS_WITHIN_MS, BookGauges, GroupBacklog
-from .._models import STATE_NAMES, AsyncTask, GroupNotification, Notification, TaskPage
+from .._models import STATE_NAMES, AsyncTask, TaskPage
 from ..errors import invalid
 from . import _audit as audits
 from . import _batches as batches
@@ -25,7 +25,7 @@ from . import _outbox as outbox
 from ._console import search, task_names
 from ._gauges import gauges as shard_gauges
 from ._groups import tasks_in_order
-from ._merged import MergedPlan, OneShard, OnShards, every, on
+from ._merged import MergedPlan, OneShard, OnShards, asked, every, on
 from ._namespace import Namespace
 from ._plan import SETTLE, Pipeline, Plan, command, server_time
 from ._replies import text_of
@@ -60,17 +60,6 @@ _T = TypeVar("_T")
 
 ENTRY_SEPARATOR = "/"
 """A stream entry id of a namespace of several shards: ``<shard>/<entry id>``."""
-
-
-def _summed(
-    ns: Namespace, make: Callable[[Shard], Plan[dict[str, int]]]
-) -> MergedPlan[dict[str, int]]:
-    found: list[dict[str, int]] = yield every(ns.shards, make)
-    total: dict[str, int] = {}
-    for each in found:
-        for name, n in each.items():
-            total[name] = total.get(name, 0) + n
-    return total
 
 
 # -- a task's reads -----------------------------------------------------------------
@@ -199,33 +188,37 @@ def overdue(ns: Namespace, now_ms: int | float, limit: int = 1000) -> MergedPlan
     count = require_limit(limit, maximum=1_000_000)
     if ns.count == 1:  # the ids alone: their deadlines (WITHSCORES) would triple its cost
         return (yield from on(0, operations.overdue(ns.first, now, count), writes=False))
-    rows = yield every(ns.shards, lambda shard: _deadline_rows(shard, now, count))
-    merged = heapq.merge(*rows, key=lambda row: (row[1], row[0]))
-    return [task_id for task_id, _ in list(merged)[:count]]
-
-
-def _deadline_rows(shard: Shard, now: float, count: int) -> Plan[list[tuple[str, float]]]:
-    rows = yield command(
-        "zrangebyscore", shard.keys.deadlines, "-inf", now, start=0, num=count, withscores=True
-    )
-    return [(text_of(raw), float(score)) for raw, score in rows]
+    rows = yield every(ns.shards, lambda shard: operations.overdue(shard, now, count, True))
+    merged = heapq.merge(*rows, key=lambda row: (row[1], text_of(row[0])))
+    return [text_of(raw) for raw, _ in list(merged)[:count]]
 
 
 def overdue_count(ns: Namespace, now_ms: int | float) -> MergedPlan[int]:
-    """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT)."""
+    """How many live tasks have a deadline at or before ``now_ms`` (one ZCOUNT a shard)."""
     now = require_non_negative(now_ms, "nowMs")
-    return sum((yield every(ns.shards, lambda shard: operations.overdue_count(shard, now))))
+    found = yield every(
+        ns.shards, lambda shard: asked(command("zcount", shard.keys.deadlines, "-inf", now))
+    )
+    return sum(int(n) for n in found)
 
 
 def count_by_state(ns: Namespace) -> MergedPlan[dict[str, int]]:
     """How many tasks each state index holds (one pipelined round trip)."""
-    counts = yield from _summed(ns, operations.count_by_state)
-    return {state: counts.get(state, 0) for state in STATE_NAMES}
+    found = yield every(
+        ns.shards,
+        lambda shard: asked(Pipeline([command("zcard", key) for key in shard.keys.state_indexes])),
+    )
+    return {state: sum(int(each[at]) for each in found) for at, state in enumerate(STATE_NAMES)}
 
 
 def transition_counts(ns: Namespace) -> MergedPlan[dict[str, int]]:
     """How many times each reason was answered, by every client of this book."""
-    return (yield from _summed(ns, operations.transition_counts))
+    found = yield every(ns.shards, lambda shard: asked(command("hgetall", shard.keys.counters)))
+    total: dict[str, int] = {}
+    for counts in found:
+        for raw, n in counts.items():
+            total[text_of(raw)] = total.get(text_of(raw), 0) + int(n)
+    return total
 
 
 # -- the console (its other reads: ``_console``, ``_stats``) ------------------------
@@ -248,16 +241,14 @@ def gauges(
     names = dict.fromkeys((group.stream, group.group) for each in found for group in each.groups)
     groups = []
     for stream, name in names:
-        pending, length = 0, 0
+        pending = 0
         lag: int | None = 0
         for each in found:
             here = next((g for g in each.groups if (g.stream, g.group) == (stream, name)), None)
-            shard_length = each.stream_lengths.get(stream, 0)
-            length += shard_length
             pending += 0 if here is None else here.pending
-            shard_lag = shard_length if here is None else here.lag
+            shard_lag = each.stream_lengths.get(stream, 0) if here is None else here.lag
             lag = None if lag is None or shard_lag is None else lag + shard_lag
-        groups.append(GroupBacklog(stream, name, pending, lag, length))
+        groups.append(GroupBacklog(stream, name, pending, lag, lengths.get(stream, 0)))
     seen: dict[str, float] = {}
     for worker, at in (row for each in found for row in each.workers_seen):
         seen[worker] = max(at, seen.get(worker, at))
@@ -294,15 +285,10 @@ def prune(ns: Namespace, limit: int) -> MergedPlan[int]:
 def drain(ns: Namespace, groups: bool) -> MergedPlan[list[Any]]:
     """Every pending notification (``groups``: group notifications), emptying the
     streams: task notifications sorted by task id then time, group ones in order."""
-    if groups:
-        found: list[list[GroupNotification]] = yield every(
-            ns.shards, outbox.drain_group_notifications, writes=True
-        )
-        return [note for notes in found for note in notes]
-    notes: list[list[Notification]] = yield every(
-        ns.shards, outbox.drain_notifications, writes=True
-    )
-    return sort_notifications([note for each in notes for note in each])
+    read = outbox.drain_group_notifications if groups else outbox.drain_notifications
+    found: list[list[Any]] = yield every(ns.shards, read, writes=True)
+    notes = [note for each in found for note in each]
+    return notes if groups else sort_notifications(notes)
 
 
 def consume(

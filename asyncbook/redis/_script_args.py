@@ -1,7 +1,5 @@
-"""Each Lua script's ARGV as one typed record: the record's fields, in order, are the names
-the script's header binds (``local <field> = ARGV[<n>]``; tests/redis/test_scripts.py holds
-the two together), and ``SCRIPT_ARGS`` names each book script's record.
-"""
+"""Each Lua script's ARGV as one typed record (``ScriptArgs``), and ``SCRIPT_ARGS``,
+each book script's record. What a slot means is said once, in the script's header."""
 
 from __future__ import annotations
 
@@ -90,8 +88,6 @@ def _put(out: list[Any], value: object) -> None:
 
 
 class CreateArgs(ScriptArgs):
-    """ARGV of create.lua."""
-
     task_id: str
     task_id_json: str
     deadline: str  # JSON number text
@@ -150,9 +146,7 @@ class ApplyArgs(ScriptArgs):
     that apply several events repeat per event; the info block's follow."""
 
     task_id: str
-    callback_given: bool | str
-    """True/False, or ``TAKEN``: another task holds the id (a sharded namespace's claim,
-    ``_claims``), so the event is answered ``duplicate-callback`` and no marker written."""
+    callback_given: bool | str  # or TAKEN: another task holds the id (_claims)
     event_valid: bool
     event: EventArgs
     retention_ms: str  # whole milliseconds; '' keeps ended tasks forever
@@ -209,24 +203,18 @@ class RecordAuditArgs(ScriptArgs):
 
 
 class ResumeArgs(ScriptArgs):
-    """ARGV of resume.lua."""
-
     cursor: int  # the version the client saw
     retention_versions: int
     with_full_task: bool
 
 
 class DeliverArgs(ScriptArgs):
-    """ARGV of deliver.lua."""
-
     key_json: str
     now_ms: str  # JSON number text
     retention_ms: str
 
 
 class InfoArgs(ScriptArgs):
-    """ARGV of info.lua."""
-
     children_listed: int  # how many of the ids of the task's children to list
 
 
@@ -235,8 +223,6 @@ class NoArgs(ScriptArgs):
 
 
 class GetManyArgs(ScriptArgs):
-    """ARGV of get_many.lua."""
-
     with_histories: bool  # the listed tasks come with their histories
 
 
@@ -248,20 +234,14 @@ class TaskIdsArgs(ScriptArgs):
 
 
 class SealGroupArgs(ScriptArgs):
-    """ARGV of seal_group.lua."""
-
     group_id_json: str
     total: int
     now_ms: int
     retention_ms: str  # '' keeps the group forever
     sharded: bool = False
-    """The namespace has several shards: the group's notification is the group check's
-    (``_groups``), which counts every shard's members, not this shard's script's."""
 
 
 class SearchArgs(ScriptArgs):
-    """ARGV of search.lua."""
-
     given_ids_json: str  # ids whose task hash, history and info hash follow the indexes (JSON)
     order: str  # desc | asc
     limit: int
@@ -279,21 +259,15 @@ class SearchArgs(ScriptArgs):
     sort_field: str = ""  # '' creation order; else the field whose sort index is KEYS[1]
     unnamed: bool = False  # only tasks without a name
     peek: bool = False
-    """Answer the first ``limit + 1`` entries of the page's walk in creation order
-    (``{'!at', id, position, ...}``), no rows: where a sharded page's rows fall."""
 
 
 class StatsArgs(ScriptArgs):
-    """ARGV of stats.lua."""
-
     window_ms: int
     now_ms: int | None  # None for the server's clock
     keys_first_hour: int  # the hour of the first stats key in KEYS
 
 
 class WorkersArgs(ScriptArgs):
-    """ARGV of workers.lua."""
-
     seen_since_ms: int | float
     workers_listed: int
     running_looked_at: int
@@ -302,10 +276,8 @@ class WorkersArgs(ScriptArgs):
 
 
 class ExpireManyArgs(ScriptArgs):
-    """ARGV of expire_many.lua, all of it one list (``slots``), in this order: the number
-    of info blocks; per block the number of its keys, then its ``InfoBlockArgs``; the
-    ``ApplyArgs`` of an expiry at the deadline without a callback (task id blank); then
-    per task its id and the number of its block (from 1). ``expiry_slots`` builds it."""
+    """ARGV of expire_many.lua, all of it one list (``slots``) in its header's order:
+    ``expiry_slots`` builds it."""
 
     slots: tuple[str, ...]
 

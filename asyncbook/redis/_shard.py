@@ -1,12 +1,5 @@
 """``Shard``: one shard of a namespace as this process knows it, which every plan is
-built from.
-
-It holds what does not change (the namespace, the shard's key schema under its hash tag,
-the retention) and what this process learned of the shard and keeps for its next calls:
-the facts of its tasks' records (``facts``, for the scripts' info blocks), whether its
-server was checked, the consumer groups known to exist on its streams, and where the next
-prune resumes in each index. A namespace of S shards has S of them; one shard is S = 1.
-"""
+built from."""
 
 from __future__ import annotations
 
@@ -18,9 +11,10 @@ from typing import Any
 
 from .._book import EventInput
 from .._checks import require_integer, require_optional_string, require_string
+from .._machine import coerce_event
 from .._models import ProgressEvent
 from ..errors import AsyncBookError, invalid
-from ._args import coerce, event_args, failure_json, utf8
+from ._args import event_args, failure_json, utf8
 from ._facts import FactBook
 from ._keys import KeySchema
 from ._script_args import AT_DEADLINE, NO_EVENT, TAKEN, ApplyArgs
@@ -35,8 +29,12 @@ ApplyCall = tuple[list[str], ApplyArgs, AsyncBookError | None]
 
 
 class Shard:
-    """One shard of a namespace: its key schema and retention, and what this process
-    learned of it (facts, the server check, stream groups, prune positions)."""
+    """What does not change (the namespace, the shard's key schema under its hash tag,
+    the retention) and what this process learned of the shard and keeps for its next
+    calls: the facts of its tasks' records (``facts``, for the scripts' info blocks),
+    whether its server was checked, the consumer groups known to exist on its streams,
+    and where the next prune resumes in each index. A namespace of S shards has S of
+    them; one shard is S = 1."""
 
     def __init__(
         self,
@@ -52,7 +50,6 @@ class Shard:
             not isinstance(retention, timedelta) or retention <= timedelta(0)
         ):
             raise invalid("retention must be a positive timedelta or None", field="retention")
-        self.retention = retention
         self.retention_ms = (
             "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
         )
@@ -97,7 +94,10 @@ class Shard:
         if event is None:
             slots, shape_error = AT_DEADLINE, None
         else:
-            parsed, shape_error = coerce(event)
+            try:  # a shape error is raised if the script gets that far
+                parsed, shape_error = coerce_event(event), None
+            except AsyncBookError as error:
+                parsed, shape_error = None, error
             slots = NO_EVENT
             if isinstance(parsed, ProgressEvent):
                 cursor = utf8(parsed.cursor, "event.cursor")

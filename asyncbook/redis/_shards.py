@@ -5,12 +5,10 @@ in the shard of its *home*: the text a ``HomeRule`` reads from it. When the home
 the task's, one script call claims and applies, as with one shard; else the id is claimed
 in its home's shard first (``_claims``).
 
-The rule for callback ids is the book's (``ShardMap.home_of``, given to the book as
-``home_of``): ``prefix_home`` (``<task id>:...``, else the id itself) unless the book is
-given another. This layer knows no id format but that one: the Celery integration gives
-its books its own rule for the callback ids it makes. Every writer of a namespace must use
-the same rule, or one id is claimed in two shards. Idempotency keys are given by clients,
-so they always follow ``prefix_home``.
+The rule for callback ids is the book's (``home_of``, a ``HomeRule``): ``prefix_home``
+unless the book is given another. This layer knows no id format but that one: the Celery
+integration gives its books its own rule for the callback ids it makes. Idempotency keys
+are given by clients, so they always follow ``prefix_home``.
 
 The shard count is fixed when the namespace is first used and stored in Redis on the
 namespace's own tag (``KeySchema.shard_count``): a namespace without it has one shard
@@ -44,7 +42,8 @@ MAX_SHARDS = 1024
 
 HomeRule: TypeAlias = Callable[[str], str]
 """Which text's shard holds a callback id: ``rule(callback id)`` is hashed as a task id
-is. It must be a pure function of the id, the same in every writer of a namespace."""
+is. It must be a pure function of the id, the same in every writer of a namespace, or
+one id is claimed in two shards."""
 
 
 def require_shards(value: Any) -> int:
@@ -84,19 +83,6 @@ class ShardMap:
         """The shard of an idempotency key (``prefix_home``: keys are the client's)."""
         return self.index_of(prefix_home(key))
 
-    def key_crosses(self, task_id: Any, key: Any) -> bool:
-        """Whether idempotency key ``key`` lives in another shard than ``task_id`` (every
-        text is a key, the empty one included)."""
-        return (
-            isinstance(task_id, str)
-            and isinstance(key, str)
-            and self.key_index(key) != self.index_of(task_id)
-        )
-
-    def keys(self, index: int) -> KeySchema:
-        """The key schema of shard ``index``."""
-        return KeySchema(self.namespace, index, self.total)
-
 
 _FIX_COUNT = """
 local stored = redis.call('GET', KEYS[1])
@@ -110,20 +96,16 @@ Returns the stored count (storing the asked one when none is), or -1 when a name
 one shard already holds tasks and more were asked for."""
 
 
-def _one_shard_client(client: Any, keys: KeySchema) -> Any:
-    """A client for the namespace's own slot (the node owning it on a Cluster)."""
+def stored_shards(client: Any, namespace: str) -> int:
+    """The namespace's stored shard count (1 when none is stored): one GET, on the node
+    owning the namespace's own slot on a Cluster."""
     from redis.cluster import RedisCluster
 
+    keys = KeySchema(namespace)
     if isinstance(client, RedisCluster):
         cluster: Any = client
-        return cluster.get_node_from_key(keys.tag).redis_connection
-    return client
-
-
-def stored_shards(client: Any, namespace: str) -> int:
-    """The namespace's stored shard count (1 when none is stored): one GET."""
-    keys = KeySchema(namespace)
-    value = _one_shard_client(client, keys).get(keys.shard_count)
+        client = cluster.get_node_from_key(keys.tag).redis_connection
+    value = client.get(keys.shard_count)
     return 1 if value is None else int(value)
 
 
@@ -151,7 +133,12 @@ class CountCheck:
         ``conflict`` naming ``shards`` when it is not this book's."""
         keys = self._keys
         read = [command("get", keys.shard_count), command("exists", keys.sequence)]
-        self._judge(*(yield Pipeline(read)))
+        stored, one_shard_tasks = yield Pipeline(read)
+        if stored is not None:
+            self._settle(int(stored))
+        elif one_shard_tasks:
+            self._settle(1 if self.shards == 1 else -1)
+        # else not used yet: read again at the next call
 
     def fix(self) -> Plan[None]:
         """Store the book's count at the namespace's first use, or check it against the
@@ -159,30 +146,23 @@ class CountCheck:
         if not self.settled:
             keys, count = self._keys, str(self.shards)
             found = yield command("eval", _FIX_COUNT, 2, keys.shard_count, keys.sequence, count)
-            _check_count(self.namespace, self.shards, int(found))
-            self.settled = True
+            self._settle(int(found))
 
-    def _judge(self, stored: Any, one_shard_tasks: Any) -> None:
-        if stored is not None:
-            _check_count(self.namespace, self.shards, int(stored))
-        elif one_shard_tasks:
-            _check_count(self.namespace, self.shards, 1 if self.shards == 1 else -1)
-        else:
-            return  # not used yet: read again at the next call
+    def _settle(self, found: int) -> None:
+        """Settled on the namespace's count ``found`` (-1: a namespace of one shard that
+        holds tasks), or ``conflict`` when it is not this book's."""
+        if found == -1:
+            raise AsyncBookError(
+                "conflict",
+                f"asyncbook: namespace {self.namespace!r} holds tasks in one shard; it cannot"
+                f" be opened with shards={self.shards}",
+                field="shards",
+            )
+        if found != self.shards:
+            raise AsyncBookError(
+                "conflict",
+                f"asyncbook: namespace {self.namespace!r} has {found} shards; open it with"
+                f" shards={found}",
+                field="shards",
+            )
         self.settled = True
-
-
-def _check_count(namespace: str, shards: int, found: int) -> None:
-    if found == -1:
-        raise AsyncBookError(
-            "conflict",
-            f"asyncbook: namespace {namespace!r} holds tasks in one shard; it cannot be"
-            f" opened with shards={shards}",
-            field="shards",
-        )
-    if found != shards:
-        raise AsyncBookError(
-            "conflict",
-            f"asyncbook: namespace {namespace!r} has {found} shards; open it with shards={found}",
-            field="shards",
-        )

@@ -1,11 +1,9 @@
-"""A book's calls about tasks, written once as namespace plans (``_merged``): the same
-code for one shard or many, run by the sync and the asyncio driver alike.
+"""A book's calls about tasks, as namespace plans (``_merged``).
 
 A call about one task runs in its shard, one script call as the shard's plan makes it
 (``_operations``, ``_audit``). A callback id or idempotency key that lives in another
 shard is claimed there first (``_claims``); a member's end in a namespace of several
-shards is followed by its group's check (``_groups``). Batches run a plan per shard, the
-shards at once.
+shards is followed by its group's check (``_groups``).
 """
 
 from __future__ import annotations
@@ -30,9 +28,9 @@ from . import _claims as claims
 from . import _groups as groups
 from . import _operations as operations
 from ._args import dumps, number_text, utf8
-from ._merged import MergedPlan, NamespaceCall, OneShard, Sleep, on, writing
+from ._merged import MergedPlan, NamespaceCall, OneShard, Sleep, asked, on, writing
 from ._namespace import Namespace
-from ._plan import Plan, ScriptCall, server_time
+from ._plan import Plan, ScriptCall, command, server_time
 from ._replies import text_of
 from ._script_args import SealGroupArgs
 
@@ -78,9 +76,9 @@ def claim(ns: Namespace, task_id: str, identifier: str) -> MergedPlan[claims.Cla
         found, holder = yield from on(home, claims.claim(ns.shards[home], identifier, task_id))
         if found != claims.Claim.TAKEN or holder == "":
             return found
-        holder_index = ns.index_of(holder)
-        marked = claims.is_marked(ns.shards[holder_index], identifier)
-        if (yield from on(holder_index, marked, writes=False)):
+        holder_index = ns.index_of(holder)  # has its apply committed (the id's marker)?
+        marker = ns.shards[holder_index].keys.callback(identifier)
+        if (yield from on(holder_index, asked(command("exists", marker)), writes=False)):
             return found
         yield Sleep(_TAKEN_PAUSE)
     return claims.Claim.TAKEN
@@ -123,10 +121,11 @@ def apply(
 
 
 def _apply_across(
-    ns: Namespace, task_id: str, event: EventInput, callback_id: str | None
+    ns: Namespace, task_id: str, event: EventInput | None, callback_id: str | None
 ) -> MergedPlan[CallbackResult]:
-    """``apply`` in a namespace of several shards: the callback id claimed first when it
-    lives in another shard, the group checked after a member's end."""
+    """``apply`` in a namespace of several shards (``expire``, None, in any): the callback
+    id claimed first when it lives in another shard, the group checked after a member's
+    end."""
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
 
@@ -176,10 +175,7 @@ def cancel(
 
 def expire(ns: Namespace, task_id: str) -> MergedPlan[AsyncTransition]:
     """Expire the task at its deadline, as the sweep does (notified at the deadline)."""
-    index = yield from writing(ns, task_id)
-    result = yield from on(index, operations.expire(ns.shards[index], task_id))
-    yield from groups.after_ends(ns, index, [result], [task_id])
-    return result.transition()
+    return (yield from _apply_across(ns, task_id, None, None)).transition()
 
 
 def record_audit(
@@ -200,7 +196,7 @@ def deliver_result(
     """Hand the result over once per idempotency key."""
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
-    if not ns.map.key_crosses(task_id, idempotency_key) or is_blank(idempotency_key):
+    if not ns.crosses(task_id, idempotency_key, key=True) or is_blank(idempotency_key):
         plan = operations.deliver_result(shard, task_id, idempotency_key, now_ms)
         return (yield from on(index, plan))
     key = utf8(idempotency_key, "idempotencyKey")
@@ -241,7 +237,7 @@ def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSumm
     home = ns.index_of(group)
     found = [(yield from on(home, _seal(ns.shards[home], group, size, ns.count > 1)))]
     if ns.count > 1:
-        yield from groups.check(ns, group, None)
+        yield from groups.check(ns, group)
         found = yield from groups.counters(ns, group)
     merged = groups.summary_of(group, found[home], found)
     assert merged is not None  # the home shard holds the sealed group
