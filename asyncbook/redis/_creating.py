@@ -1,6 +1,6 @@
 """create.lua's call for one ``CreateSpec``, built from the shard: the task it would
 store, its KEYS and its ARGV record (``create``, ``create_many``, the create sender, a
-retry's create)."""
+resend's create), and the one reading of its answer (``created_on``)."""
 
 from __future__ import annotations
 
@@ -20,16 +20,7 @@ from ._script_args import CreateArgs
 from ._scripts import ScriptStatus
 from ._shard import Shard
 
-__all__ = ["CreateCall", "create_args", "create_call", "created_on", "life_and_retention_ms"]
-
-CreateCall = tuple[AsyncTask, list[str], list[str]]
-"""The task create.lua would store, and the script's KEYS and ARGV."""
-
-
-def create_call(shard: Shard, spec: CreateSpec) -> CreateCall:
-    """The task create.lua would store, and the script's KEYS and ARGV."""
-    task, keys, args = create_args(shard, spec)
-    return task, keys, args.argv()
+__all__ = ["create_args", "created_on", "life_and_retention_ms"]
 
 
 def created_on(
@@ -37,18 +28,16 @@ def created_on(
 ) -> AsyncTask:
     """create.lua's answer (``created``); the spec's facts learned only if it stored the
     task: the stored task's may differ (another group, deadline), and a batch's call
-    with the spec's would be refused for facts."""
+    with the spec's would be refused for facts. The create sender reads its answers
+    with it too, later: a create of that process waits for them (``Settle``)."""
     if isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.CREATED:
         shard.facts.learn(task_id, TaskFacts(args.name, args.group_id_json, "", args.deadline))
     return created(task_id, task, reply)
 
 
-def create_args(
-    shard: Shard, spec: CreateSpec, learn: bool = True
-) -> tuple[AsyncTask, list[str], CreateArgs]:
-    """The task create.lua would store, the script's KEYS and its ARGV record; with
-    ``learn`` the shard learns the spec's facts now (a create whose answer is read later:
-    the create sender's), else the caller does once it stored the task (``created_on``)."""
+def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], CreateArgs]:
+    """The task create.lua would store, the script's KEYS and its ARGV record (the shard
+    learns the spec's facts once the task is stored: ``created_on``)."""
     id = spec.id
     group = None
     if spec.group_id is not None:
@@ -74,8 +63,6 @@ def create_args(
     keys.append(k.message(id))
     group_json = "" if group is None else dumps(group, "groupId")
     deadline = number_text(task.expires_at_ms)
-    if learn:
-        shard.facts.learn(id, TaskFacts(name, group_json, "", deadline))
     children_keep_ms = ""
     if spec.info is not None and spec.info.parent_id is not None:
         children_keep_ms = life_and_retention_ms(shard, spec)

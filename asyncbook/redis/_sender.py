@@ -26,11 +26,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import CreateSpec
-from ..errors import AsyncBookError, NotReplicatedError, task_exists
+from .._models import AsyncTask
+from ..errors import AsyncBookError, NotReplicatedError
 from ._connection import RedisUnavailableError, rediscover
+from ._creating import create_args, created_on
 from ._engine import Engine
-from ._replies import status_of
-from ._scripts import ScriptStatus
+from ._script_args import CreateArgs
 
 __all__ = ["CreateSender"]
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 _READ_AFTER = 64
 """Answers left unread before ``send`` reads those that have arrived."""
 _OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
-_Sent = tuple[CreateSpec, list[str], list[str]]
+_Sent = tuple[CreateSpec, AsyncTask, list[str], CreateArgs]
 
 
 class CreateSender:
@@ -69,18 +70,18 @@ class CreateSender:
 
     def send(self, spec: CreateSpec) -> None:
         """Write one create; a spec Python refuses raises its ``AsyncBookError``."""
-        _task, keys, args = self.engine.create_call(spec)
+        task, keys, args = create_args(self.engine.layout, spec)
         script = self.engine.scripts.create
         with self._lock:
             try:
                 connection = self._connect()
                 connection.send_command(
-                    "EVALSHA", script.sha, len(keys), *keys, *args, check_health=False
+                    "EVALSHA", script.sha, len(keys), *keys, *args.argv(), check_health=False
                 )
             except _OUTAGE as error:
                 self._drop_connection()
                 raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
-            self._unanswered.append((spec, keys, args))
+            self._unanswered.append((spec, task, keys, args))
             if self.engine.wait.replicas:
                 self._uncovered += 1
                 if self._uncovered >= _READ_AFTER:
@@ -208,13 +209,13 @@ class CreateSender:
                         acknowledged = error
                     self._confirm(acknowledged)
                     continue
-                spec, keys, args = sent
+                spec, task, keys, args = sent
                 try:
                     reply = connection.read_response(disable_decoding=True)
                 except NoScriptError:
                     # Redis lost create.lua: this create did not run; EVAL runs and caches it.
                     connection.send_command(
-                        "EVAL", script.source, len(keys), *keys, *args, check_health=False
+                        "EVAL", script.source, len(keys), *keys, *args.argv(), check_health=False
                     )
                     self._unanswered.append(sent)
                     popped = False
@@ -237,17 +238,10 @@ class CreateSender:
                     self._unanswered.appendleft(sent)  # its answer was lost too
                 self._outage(error)
                 return
-            if _check(spec, reply) and waits:
+            try:  # the reading of create.lua's answer ``create`` waits for
+                created_on(self.engine.layout, spec.id, task, reply, args)
+            except (AsyncBookError, ValueError) as error:
+                log.error("asyncbook: task %s could not be created: %s", spec.id, error)
+                continue
+            if waits:
                 self._unconfirmed.append(spec)
-
-
-def _check(spec: CreateSpec, reply: Any) -> bool:
-    """Log a create the book refused (the same reading of create.lua's answer as
-    ``create``); True if it did not."""
-    try:
-        if status_of(spec.id, reply) == ScriptStatus.CONFLICT:
-            raise task_exists(spec.id)
-    except AsyncBookError as error:
-        log.error("asyncbook: task %s could not be created: %s", spec.id, error)
-        return False
-    return True
