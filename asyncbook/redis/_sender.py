@@ -178,70 +178,64 @@ class CreateSender:
                 error,
             )
             self._lost.extend(self._unconfirmed)
-            if isinstance(error, RedisUnavailableError) and not self._moved:
-                self._moved = True  # a replica now: the next connection goes elsewhere
-                rediscover(self.engine)
+            if isinstance(error, RedisUnavailableError):
+                self._slot_moved()  # a replica now: the next connection goes elsewhere
         self._unconfirmed.clear()
 
     def _read(self, *, block: bool) -> None:
         """Read answers in order: all of them (``block``) or those already here."""
-        script = self.engine.scripts.create
-        waits = self.engine.wait.replicas > 0
-        if block and self._uncovered and self._connection is not None:
-            try:
+        try:
+            if block and self._uncovered and self._connection is not None:
                 self._send_wait()
-            except _OUTAGE as error:
-                self._outage(error)
-                return
-        while self._unanswered:
-            connection = self._connection
-            sent = self._unanswered[0]
-            popped = False
-            try:
+            while self._unanswered:
+                connection = self._connection
                 if not block and not connection.can_read(timeout=0):
                     return
-                self._unanswered.popleft()
-                popped = True
+                sent = self._unanswered[0]
+                try:  # a create's answer as bytes, as create's plan reads it
+                    reply = connection.read_response(disable_decoding=sent is not None)
+                except ResponseError as error:
+                    reply = error
+                self._unanswered.popleft()  # read: an outage before it leaves it unanswered
                 if sent is None:
-                    try:
-                        acknowledged: Any = connection.read_response()
-                    except ResponseError as error:
-                        acknowledged = error
-                    self._confirm(acknowledged)
-                    continue
-                spec, task, keys, args = sent
-                try:
-                    reply = connection.read_response(disable_decoding=True)
-                except NoScriptError:
+                    self._confirm(reply)
+                elif isinstance(reply, NoScriptError):
                     # Redis lost create.lua: this create did not run; EVAL runs and caches it.
+                    self._unanswered.append(sent)
+                    _spec, _task, keys, args = sent
+                    script = self.engine.scripts.create
                     connection.send_command(
                         "EVAL", script.source, len(keys), *keys, *args.argv(), check_health=False
                     )
-                    self._unanswered.append(sent)
-                    popped = False
-                    if waits:
+                    if self.engine.wait.replicas:
                         self._send_wait()
-                    continue
-                except (MovedError, ClusterDownError) as error:
-                    # Not run: the slot moved (a Cluster failover). Sent again, elsewhere.
-                    log.warning("asyncbook: task %s to be created again: %s", spec.id, error)
-                    self._lost.append(spec)
-                    if not self._moved:
-                        self._moved = True
-                        rediscover(self.engine)
-                    continue
-                except ResponseError as error:
-                    log.error("asyncbook: task %s could not be created: %s", spec.id, error)
-                    continue
-            except _OUTAGE as error:
-                if popped:
-                    self._unanswered.appendleft(sent)  # its answer was lost too
-                self._outage(error)
-                return
-            try:  # the reading of create.lua's answer ``create`` waits for
-                created_on(self.engine.layout, spec.id, task, reply, args)
-            except (AsyncBookError, ValueError) as error:
-                log.error("asyncbook: task %s could not be created: %s", spec.id, error)
-                continue
-            if waits:
-                self._unconfirmed.append(spec)
+                else:
+                    self._answered(sent, reply)
+        except _OUTAGE as error:
+            self._outage(error)
+
+    def _answered(self, sent: _Sent, reply: Any) -> None:
+        """Read a create's answer (``created_on``, as ``create`` reads it): a create the
+        book refused is logged, one a Cluster node did not run is handed back."""
+        spec, task, _keys, args = sent
+        if isinstance(reply, MovedError | ClusterDownError):
+            # Not run: the slot moved (a Cluster failover). Sent again, elsewhere.
+            log.warning("asyncbook: task %s to be created again: %s", spec.id, reply)
+            self._lost.append(spec)
+            self._slot_moved()
+            return
+        try:
+            if isinstance(reply, ResponseError):
+                raise reply
+            created_on(self.engine.layout, spec.id, task, reply, args)
+        except (AsyncBookError, ResponseError, ValueError) as error:
+            log.error("asyncbook: task %s could not be created: %s", spec.id, error)
+            return
+        if self.engine.wait.replicas:
+            self._unconfirmed.append(spec)
+
+    def _slot_moved(self) -> None:
+        """A Cluster failover: the next connection goes to the slot's node."""
+        if not self._moved:
+            self._moved = True
+            rediscover(self.engine)
