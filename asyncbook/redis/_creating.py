@@ -1,6 +1,7 @@
 """create.lua's call for one ``CreateSpec``, built from the shard: the task it would
 store, its KEYS and its ARGV record (``create``, ``create_many``, the create sender, a
-resend's create), and the one reading of its answer (``created_on``)."""
+resend's create), with the publisher's facts checked (text, bounded, valid Unicode), and
+the one reading of its answer (``created_on``)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from typing import Any
 
 from .._book import CreateSpec
 from .._checks import require_heartbeat_timeout, require_text
+from .._console import TEXT_LIMIT, PublishInfo
 from .._machine import create_async_task
 from .._models import AsyncTask
+from ..errors import invalid
 from ._args import dumps, number_text, utf8
 from ._facts import TaskFacts
-from ._publish_fields import kept_message_of, publish_fields
 from ._replies import created, text_of
 from ._script_args import CreateArgs
 from ._scripts import ScriptStatus
@@ -56,8 +58,8 @@ def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], C
         k.group(group or ""),
         k.group_members(group or ""),
     ]
-    published = publish_fields(spec.info)
-    message = kept_message_of(spec.info)
+    published = _publish_fields(spec.info)
+    message = _kept_message_of(spec.info)
     name, parent = published.get("name", ""), published.get("parent_id", "")
     keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent)]
     keys.append(k.message(id))
@@ -90,3 +92,32 @@ def life_and_retention_ms(shard: Shard, spec: CreateSpec) -> str:
     if not shard.retention_ms:
         return ""
     return str(int(shard.retention_ms) + max(0, math.ceil(float(spec.ttl_ms))))
+
+
+def _publish_fields(given: PublishInfo | None) -> dict[str, str]:
+    """create.lua's info ARGV for what the publisher gave (checked: text, bounded)."""
+    if given is None:
+        return {}
+    if not isinstance(given, PublishInfo):
+        raise invalid("info must be a PublishInfo", field="info")
+    fields: dict[str, str] = {}
+    for field, value in vars(given).items():
+        if value is None or field == "message":
+            continue
+        if not isinstance(value, str) or len(value) > TEXT_LIMIT:
+            raise invalid(
+                f"info.{field} must be text of at most {TEXT_LIMIT} characters",
+                field=f"info.{field}",
+            )
+        fields[field] = utf8(value, f"info.{field}")
+    return fields
+
+
+def _kept_message_of(given: PublishInfo | None) -> str:
+    """create.lua's ``message``: the kept message of ``given`` ('' for none)."""
+    message = None if given is None else given.message
+    if message is None:
+        return ""
+    if not isinstance(message, str) or not message.isascii():
+        raise invalid("info.message must be KeptMessage.to_json's text", field="info.message")
+    return message
