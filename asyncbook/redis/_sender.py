@@ -84,13 +84,7 @@ class CreateSender:
             self._unanswered.append((spec, task, keys, args))
             if self.engine.wait.replicas:
                 self._uncovered += 1
-                if self._uncovered >= _READ_AFTER:
-                    try:
-                        self._send_wait()
-                    except _OUTAGE as error:
-                        self._outage(error)
-                        return
-            if len(self._unanswered) >= _READ_AFTER:
+            if len(self._unanswered) >= _READ_AFTER or self._uncovered >= _READ_AFTER:
                 self._read(block=False)
 
     def pending(self) -> bool:
@@ -183,9 +177,11 @@ class CreateSender:
         self._unconfirmed.clear()
 
     def _read(self, *, block: bool) -> None:
-        """Read answers in order: all of them (``block``) or those already here."""
+        """Read answers in order: all of them (``block``) or those already here; first a
+        ``WAIT`` behind the creates not covered by one (before blocking, or many)."""
         try:
-            if block and self._uncovered and self._connection is not None:
+            uncovered = self._uncovered >= (1 if block else _READ_AFTER)
+            if uncovered and self._connection is not None:
                 self._send_wait()
             while self._unanswered:
                 connection = self._connection
