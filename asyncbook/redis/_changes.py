@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import redis.asyncio
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.connection import SSLConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -251,7 +251,7 @@ async def changes(
         pubsub = None
         node_client = None
         try:
-            if isinstance(client, RedisCluster):
+            if isinstance(client, AsyncRedisCluster):
                 await client.initialize()  # a cluster's pub/sub needs its slots known
             if hasattr(client, "pubsub"):
                 pubsub = client.pubsub()

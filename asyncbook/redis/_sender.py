@@ -188,11 +188,11 @@ class CreateSender:
                 if not block and not connection.can_read(timeout=0):
                     return
                 sent = self._unanswered[0]
-                try:  # a create's answer as bytes, as create's plan reads it
+                try:
                     reply = connection.read_response(disable_decoding=sent is not None)
                 except ResponseError as error:
                     reply = error
-                self._unanswered.popleft()  # read: an outage before it leaves it unanswered
+                self._unanswered.popleft()  # once read: an outage before hands it back
                 if sent is None:
                     self._confirm(reply)
                 elif isinstance(reply, NoScriptError):
