@@ -7,9 +7,8 @@ shards (``shards=S``), one such tag each.
 """
 
 from ._async_book import AsyncRedisBook
-from ._async_changes import changes
 from ._book import RedisBook
-from ._changes import Change, follow_changes, follow_task, parse_change
+from ._changes import Change, changes, follow_changes, follow_task, parse_change
 from ._connection import (
     DEFAULT_REDIS_URL,
     RedisUnavailableError,

@@ -23,8 +23,8 @@ from .._models import (
 )
 from ..errors import UnknownTaskError, invalid
 from ._async_book_driver import AsyncDriver
-from ._async_changes import changes
 from ._base import BookBase
+from ._changes import changes
 from ._namespace import Namespace
 from ._twin import async_client_like
 

@@ -55,7 +55,7 @@ def create_many(
     calls: list[tuple[int, str, AsyncTask, list[str], CreateArgs]] = []
     for spec in specs:
         try:
-            calls.append((len(results), spec.id, *create_args(shard, spec, learn=False)))
+            calls.append((len(results), spec.id, *create_args(shard, spec)))
         except AsyncBookError as error:
             results.append(error)
             continue

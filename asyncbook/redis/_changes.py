@@ -1,22 +1,29 @@
-"""Following the book's change channel: the one follower the status server and the CLI share.
+"""Following the book's change channel: the one follower the status server and the CLI
+share, and its asyncio counterpart.
 
 Every script that changes a task publishes ``{taskId, version, state, progress}`` on the
 book's channel. Pub/sub forgets what was published while nobody listened, so a follower
-calls ``on_reset`` after every (re)subscribe: whoever follows must look its tasks up
-again then. ``follow_changes`` is the loop; ``follow_task`` uses it to pass one task's
-messages to a watcher until the task ends.
+hears of every (re)subscribe (``on_reset``; ``None`` from ``changes``): whoever follows
+must look its tasks up again then. ``follow_changes`` is the loop; ``follow_task`` uses it
+to pass one task's messages to a watcher until the task ends; ``changes`` is the loop on
+``redis.asyncio``, an async iterator (no polling). A dropped link is reopened with
+exponential backoff (``Backoff``, shared).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+import redis.asyncio
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.connection import SSLConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -24,15 +31,16 @@ from .._book import AsyncBook
 from .._models import AsyncTask
 from .._watch import Message, messages_for, resume_light
 from ._shard import Shard
+from ._twin import node_settings
 
-__all__ = ["DROPPED", "Backoff", "Change", "follow_changes", "follow_task", "parse_change"]
+__all__ = ["Change", "changes", "follow_changes", "follow_task", "parse_change"]
 
 log = logging.getLogger(__name__)
 
 _FIRST_DELAY = 0.05
 """Seconds before the first reconnect after the feed was lost (doubled up to the cap)."""
 
-DROPPED = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+_DROPPED = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
 """What a lost link to Redis raises: the follower reconnects after any of these."""
 
 
@@ -117,10 +125,10 @@ def follow_changes(
                     on_reset()
                 elif heard:
                     on_change(heard)
-        except DROPPED as error:
+        except _DROPPED as error:
             time.sleep(backoff.lost(error, on_reconnect))
         finally:
-            with contextlib.suppress(*DROPPED):
+            with contextlib.suppress(*_DROPPED):
                 pubsub.close()
 
 
@@ -224,3 +232,55 @@ class _TaskFollower:
             self.on_batch(batch)
         if result.task.terminal:
             self.ended = result.task
+
+
+async def changes(
+    client: Any,
+    channel: str,
+    *,
+    max_backoff: float = 2.0,
+    on_reconnect: Callable[[Exception], None] | None = None,
+) -> AsyncGenerator[Change | None, None]:
+    """Changes on ``channel`` as they are published; None after every (re)subscribe.
+
+    Runs until the caller stops iterating (close it: ``contextlib.aclosing``).
+    Malformed messages are logged and skipped; ``on_reconnect`` hears of a dropped link.
+    """
+    backoff = Backoff(max_backoff)
+    while True:
+        pubsub = None
+        node_client = None
+        try:
+            if isinstance(client, AsyncRedisCluster):
+                await client.initialize()  # a cluster's pub/sub needs its slots known
+            if hasattr(client, "pubsub"):
+                pubsub = client.pubsub()
+            else:
+                node_client = _node_client(client)
+                pubsub = node_client.pubsub()
+            await pubsub.subscribe(channel)
+            async with contextlib.aclosing(pubsub.listen()) as messages:
+                async for message in messages:
+                    heard = backoff.heard(message, channel, 1)
+                    if heard is not None:
+                        yield None if heard is True else heard
+        except _DROPPED as error:
+            await asyncio.sleep(backoff.lost(error, on_reconnect))
+        finally:
+            if pubsub is not None:
+                with contextlib.suppress(*_DROPPED):
+                    await pubsub.aclose()
+            if node_client is not None:
+                with contextlib.suppress(*_DROPPED):
+                    await node_client.aclose()
+
+
+def _node_client(cluster: Any) -> Any:
+    """A plain asyncio client on one node of ``cluster``, for its pub/sub: redis-py 5's
+    asyncio ``RedisCluster`` has none, and a cluster delivers a PUBLISH to every node."""
+    node = cluster.get_default_node()
+    settings = node_settings(node.connection_kwargs)
+    ssl = isinstance(node.connection_class, type) and issubclass(
+        node.connection_class, SSLConnection
+    )
+    return redis.asyncio.Redis(host=node.host, port=node.port, ssl=ssl, **settings)

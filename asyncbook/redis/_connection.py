@@ -13,6 +13,7 @@ import contextlib
 import difflib
 import inspect
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
@@ -110,24 +111,19 @@ def _inits(*classes: type) -> list[Any]:
     ]
 
 
+@dataclass(frozen=True)
 class _Clients:
     """The client classes and retry policy of one flavour of redis-py (sync, or
     ``redis.asyncio``), and the keywords its clients built from a URL accept."""
 
-    def __init__(
-        self,
-        redis: Any,
-        cluster: Any,
-        sentinel: Any,
-        retry: Any,
-        connections: Any,
-        node_settings: Iterable[str] = (),
-    ) -> None:
-        self.redis, self.cluster, self.sentinel, self.retry = redis, cluster, sentinel, retry
-        self.connections = connections
-        """The module of the flavour's connection and pool classes."""
-        self.node_settings = frozenset(node_settings)
-        """What a Cluster client hands on to the client of each node."""
+    redis: Any
+    cluster: Any
+    sentinel: Any
+    retry: Any
+    connections: Any
+    """The module of the flavour's connection and pool classes."""
+    node_settings: frozenset[str] = frozenset()
+    """What a Cluster client hands on to the client of each node."""
 
     @cached_property
     def plain_settings(self) -> frozenset[str]:
@@ -151,7 +147,7 @@ _SYNC = _Clients(
     Sentinel,
     retry_policy,
     redis.connection,
-    getattr(redis.cluster, "REDIS_ALLOWED_KEYS", ()),
+    frozenset(getattr(redis.cluster, "REDIS_ALLOWED_KEYS", ())),
 )
 _ASYNC = _Clients(
     redis.asyncio.Redis,

@@ -1,6 +1,7 @@
 """create.lua's call for one ``CreateSpec``, built from the shard: the task it would
 store, its KEYS and its ARGV record (``create``, ``create_many``, the create sender, a
-retry's create)."""
+resend's create), with the publisher's facts checked (text, bounded, valid Unicode), and
+the one reading of its answer (``created_on``)."""
 
 from __future__ import annotations
 
@@ -10,26 +11,18 @@ from typing import Any
 
 from .._book import CreateSpec
 from .._checks import require_heartbeat_timeout, require_text
+from .._console import TEXT_LIMIT, PublishInfo
 from .._machine import create_async_task
 from .._models import AsyncTask
+from ..errors import invalid
 from ._args import dumps, number_text, utf8
 from ._facts import TaskFacts
-from ._publish_fields import kept_message_of, publish_fields
 from ._replies import created, text_of
 from ._script_args import CreateArgs
 from ._scripts import ScriptStatus
 from ._shard import Shard
 
-__all__ = ["CreateCall", "create_args", "create_call", "created_on", "life_and_retention_ms"]
-
-CreateCall = tuple[AsyncTask, list[str], list[str]]
-"""The task create.lua would store, and the script's KEYS and ARGV."""
-
-
-def create_call(shard: Shard, spec: CreateSpec) -> CreateCall:
-    """The task create.lua would store, and the script's KEYS and ARGV."""
-    task, keys, args = create_args(shard, spec)
-    return task, keys, args.argv()
+__all__ = ["create_args", "created_on", "life_and_retention_ms"]
 
 
 def created_on(
@@ -37,18 +30,16 @@ def created_on(
 ) -> AsyncTask:
     """create.lua's answer (``created``); the spec's facts learned only if it stored the
     task: the stored task's may differ (another group, deadline), and a batch's call
-    with the spec's would be refused for facts."""
+    with the spec's would be refused for facts. The create sender reads its answers
+    with it too, later: a create of that process waits for them (``Settle``)."""
     if isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.CREATED:
         shard.facts.learn(task_id, TaskFacts(args.name, args.group_id_json, "", args.deadline))
     return created(task_id, task, reply)
 
 
-def create_args(
-    shard: Shard, spec: CreateSpec, learn: bool = True
-) -> tuple[AsyncTask, list[str], CreateArgs]:
-    """The task create.lua would store, the script's KEYS and its ARGV record; with
-    ``learn`` the shard learns the spec's facts now (a create whose answer is read later:
-    the create sender's), else the caller does once it stored the task (``created_on``)."""
+def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], CreateArgs]:
+    """The task create.lua would store, the script's KEYS and its ARGV record (the shard
+    learns the spec's facts once the task is stored: ``created_on``)."""
     id = spec.id
     group = None
     if spec.group_id is not None:
@@ -67,15 +58,13 @@ def create_args(
         k.group(group or ""),
         k.group_members(group or ""),
     ]
-    published = publish_fields(spec.info)
-    message = kept_message_of(spec.info)
+    published = _publish_fields(spec.info)
+    message = _kept_message_of(spec.info)
     name, parent = published.get("name", ""), published.get("parent_id", "")
     keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent)]
     keys.append(k.message(id))
     group_json = "" if group is None else dumps(group, "groupId")
     deadline = number_text(task.expires_at_ms)
-    if learn:
-        shard.facts.learn(id, TaskFacts(name, group_json, "", deadline))
     children_keep_ms = ""
     if spec.info is not None and spec.info.parent_id is not None:
         children_keep_ms = life_and_retention_ms(shard, spec)
@@ -103,3 +92,32 @@ def life_and_retention_ms(shard: Shard, spec: CreateSpec) -> str:
     if not shard.retention_ms:
         return ""
     return str(int(shard.retention_ms) + max(0, math.ceil(float(spec.ttl_ms))))
+
+
+def _publish_fields(given: PublishInfo | None) -> dict[str, str]:
+    """create.lua's info ARGV for what the publisher gave (checked: text, bounded)."""
+    if given is None:
+        return {}
+    if not isinstance(given, PublishInfo):
+        raise invalid("info must be a PublishInfo", field="info")
+    fields: dict[str, str] = {}
+    for field, value in vars(given).items():
+        if value is None or field == "message":
+            continue
+        if not isinstance(value, str) or len(value) > TEXT_LIMIT:
+            raise invalid(
+                f"info.{field} must be text of at most {TEXT_LIMIT} characters",
+                field=f"info.{field}",
+            )
+        fields[field] = utf8(value, f"info.{field}")
+    return fields
+
+
+def _kept_message_of(given: PublishInfo | None) -> str:
+    """create.lua's ``message``: the kept message of ``given`` ('' for none)."""
+    message = None if given is None else given.message
+    if message is None:
+        return ""
+    if not isinstance(message, str) or not message.isascii():
+        raise invalid("info.message must be KeptMessage.to_json's text", field="info.message")
+    return message

@@ -19,7 +19,8 @@ from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from .._book import CreateSpec
-from ._creating import CreateCall, create_call
+from .._models import AsyncTask
+from ._creating import create_args
 from ._driver import Batch, Call, Step, batch_of, steps
 from ._pending import settle
 from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run
@@ -27,7 +28,7 @@ from ._replicas import ReplicaWait
 from ._scripts import BookScript, BookScripts
 from ._shard import Shard
 
-__all__ = ["CreateCall", "Engine", "EngineBase"]
+__all__ = ["Engine", "EngineBase"]
 
 _T = TypeVar("_T")
 
@@ -62,9 +63,10 @@ class EngineBase:
         first use)."""
         return BookScript(source, "", self.execute)
 
-    def create_call(self, spec: CreateSpec) -> CreateCall:
+    def create_call(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], list[str]]:
         """The task create.lua would store, and the script's KEYS and ARGV."""
-        return create_call(self.layout, spec)
+        task, keys, args = create_args(self.layout, spec)
+        return task, keys, args.argv()
 
 
 class Engine(EngineBase):

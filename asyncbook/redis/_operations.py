@@ -102,7 +102,7 @@ def create(shard: Shard, spec: CreateSpec) -> Plan[AsyncTask]:
     """create.lua for one task: the one plan that creates a task, waited on by
     ``create`` (a publish that does not defer, the worker's create from the message) and
     pipelined by the create sender (``_sender``), whose answer it reads later."""
-    task, keys, args = create_args(shard, spec, learn=False)
+    task, keys, args = create_args(shard, spec)
     yield from before_write(shard)
     reply = yield ScriptCall("create", keys, args.argv())
     return created_on(shard, spec.id, task, reply, args)

@@ -14,64 +14,36 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
-from .._book import sort_notifications
 from .._checks import require_integer, require_limit, require_text
 from .._models import GROUP_END_STATES, AsyncState, GroupNotification, Notification
 from ._plan import Pipeline, Plan, ScriptCall, command
 from ._replies import text_of
 from ._shard import Shard
 
-__all__ = [
-    "Reading",
-    "ack",
-    "consume_group_notifications",
-    "consume_notifications",
-    "drain_group_notifications",
-    "drain_notifications",
-]
+__all__ = ["Reading", "ack", "consume", "drain"]
 
 log = logging.getLogger(__name__)
 
 
-def drain_notifications(shard: Shard) -> Plan[list[Notification]]:
-    """Every pending notification, sorted by task id then time; empties the outbox."""
+def drain(shard: Shard, groups: bool) -> Plan[list[Any]]:
+    """Every pending notification (``groups``: group notifications), emptying their
+    stream: task notifications as drain.lua answers them, group ones in order."""
+    if groups:
+        stream = shard.keys.group_outbox
+        entries, _ = yield Pipeline(
+            [command("xrange", stream), command("delete", stream)], transaction=True
+        )
+        return [_group_notification(fields) for _entry_id, fields in entries]
     flat = [text_of(item) for item in (yield ScriptCall("drain", [shard.keys.outbox]))]
-    notes = [
-        _notification(flat[i], flat[i + 1], flat[i + 2], flat[i + 3])
-        for i in range(0, len(flat), 4)
-    ]
-    return sort_notifications(notes)
+    return [_notification(*flat[i : i + 4]) for i in range(0, len(flat), 4)]
 
 
-def consume_notifications(
-    shard: Shard, group: str, consumer: str, reading: Reading
-) -> Plan[list[tuple[str, Notification]]]:
-    """Notifications at least once (``RedisBook.consume_notifications``)."""
-    entries = yield from _consume(shard, shard.keys.outbox, group, consumer, reading)
-    return [(entry_id, _entry_notification(fields)) for entry_id, fields in entries]
-
-
-def drain_group_notifications(shard: Shard) -> Plan[list[GroupNotification]]:
-    """Every pending group notification, in order; empties their stream."""
-    stream = shard.keys.group_outbox
-    entries, _ = yield Pipeline(
-        [command("xrange", stream), command("delete", stream)], transaction=True
-    )
-    return [_group_notification(fields) for _entry_id, fields in entries]
-
-
-def consume_group_notifications(
-    shard: Shard, group: str, consumer: str, reading: Reading
-) -> Plan[list[tuple[str, GroupNotification]]]:
-    """Group notifications at least once (``RedisBook.consume_group_notifications``)."""
-    entries = yield from _consume(shard, shard.keys.group_outbox, group, consumer, reading)
-    return [(entry_id, _group_notification(fields)) for entry_id, fields in entries]
-
-
-def ack(stream: str, group: str, entry_ids: tuple[str, ...]) -> Plan[int]:
-    """Acknowledge handled entries of ``stream``; returns how many were pending."""
+def ack(shard: Shard, groups: bool, group: str, entry_ids: tuple[str, ...]) -> Plan[int]:
+    """Acknowledge handled entries of the outbox (``groups``: the group outbox); returns
+    how many were pending."""
     if not entry_ids:
         return 0
+    stream = shard.keys.group_outbox if groups else shard.keys.outbox
     return int((yield command("xack", stream, require_text(group, "group"), *entry_ids)))
 
 
@@ -84,13 +56,15 @@ class Reading(NamedTuple):
     min_idle_ms: Any
 
 
-def _consume(
-    shard: Shard, stream: str, group: Any, consumer: Any, reading: Reading
-) -> Plan[list[tuple[str, dict[Any, Any]]]]:
-    """Entries of ``stream`` for ``consumer`` of ``group``: those another consumer left
-    unacknowledged for ``min_idle_ms`` first, then new ones (waiting up to ``block_ms``
-    for them: a blocking XREADGROUP). The group is created on first use, and again if
-    the stream (with its groups) went away."""
+def consume(
+    shard: Shard, groups: bool, group: Any, consumer: Any, reading: Reading
+) -> Plan[list[tuple[str, Any]]]:
+    """Notifications (``groups``: group notifications) at least once, for ``consumer``
+    of ``group``: those another consumer left unacknowledged for ``min_idle_ms`` first,
+    then new ones (waiting up to ``block_ms`` for them: a blocking XREADGROUP). The
+    group is created on first use, and again if the stream (with its groups) went away."""
+    stream = shard.keys.group_outbox if groups else shard.keys.outbox
+    parse = _group_notification if groups else _entry_notification
     group = require_text(group, "group")
     consumer = require_text(consumer, "consumer")
     limit = require_limit(reading.count, "count")
@@ -121,7 +95,7 @@ def _consume(
         )
         for _stream, items in fresh or []:
             entries.extend(items)
-    return [(text_of(entry_id), fields) for entry_id, fields in entries if fields]
+    return [(text_of(entry_id), parse(fields)) for entry_id, fields in entries if fields]
 
 
 def _ensure_group(shard: Shard, stream: str, group: str) -> Plan[None]:

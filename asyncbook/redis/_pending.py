@@ -7,26 +7,16 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Protocol
 
-__all__ = ["Pending", "pending", "register", "settle"]
+from .._book import HeldWrites
 
-
-class Pending(Protocol):
-    """Something holding writes for a book's namespace."""
-
-    def pending(self) -> bool:
-        """True while writes are unanswered, queued or being sent."""
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait until they are sent."""
-
+__all__ = ["pending", "register", "settle"]
 
 _lock = threading.Lock()
-_by_namespace: dict[str, weakref.WeakSet[Pending]] = {}
+_by_namespace: dict[str, weakref.WeakSet[HeldWrites]] = {}
 
 
-def register(namespace: str, source: Pending) -> None:
+def register(namespace: str, source: HeldWrites) -> None:
     """Let books of ``namespace`` in this process wait for ``source``."""
     with _lock:
         _by_namespace.setdefault(namespace, weakref.WeakSet()).add(source)

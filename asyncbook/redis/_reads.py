@@ -285,8 +285,7 @@ def prune(ns: Namespace, limit: int) -> MergedPlan[int]:
 def drain(ns: Namespace, groups: bool) -> MergedPlan[list[Any]]:
     """Every pending notification (``groups``: group notifications), emptying the
     streams: task notifications sorted by task id then time, group ones in order."""
-    read = outbox.drain_group_notifications if groups else outbox.drain_notifications
-    found: list[list[Any]] = yield every(ns.shards, read, writes=True)
+    found = yield every(ns.shards, lambda shard: outbox.drain(shard, groups), writes=True)
     notes = [note for each in found for note in each]
     return notes if groups else sort_notifications(notes)
 
@@ -297,25 +296,26 @@ def consume(
     """Notifications read through a consumer group, at least once. With several shards,
     each shard's stream is read (up to ``count`` in all), entry ids ``<shard>/<id>``,
     and a read blocks only when no shard had an entry, on each in turn for a slice."""
-    read: Callable[[Shard, str, str, outbox.Reading], Plan[list[tuple[str, Any]]]] = (
-        outbox.consume_group_notifications if groups else outbox.consume_notifications
-    )
+
+    def read(shard: Shard, asked: outbox.Reading) -> Plan[list[tuple[str, Any]]]:
+        return outbox.consume(shard, groups, group, consumer, asked)
+
     if ns.count == 1:
-        return (yield from on(0, read(ns.first, group, consumer, reading)))
+        return (yield from on(0, read(ns.first, reading)))
     limit = require_limit(reading.count, "count")
     out: list[tuple[str, Any]] = []
     for index, shard in enumerate(ns.shards):
         if len(out) >= limit:
             break
         asked = reading._replace(count=limit - len(out), block_ms=None)
-        for entry_id, note in (yield from on(index, read(shard, group, consumer, asked))):
+        for entry_id, note in (yield from on(index, read(shard, asked))):
             out.append((f"{index}{ENTRY_SEPARATOR}{entry_id}", note))
     if out or reading.block_ms is None:
         return out
     share = max(1, int(reading.block_ms) // ns.count)
     for index, shard in enumerate(ns.shards):
         asked = reading._replace(count=limit, block_ms=share)
-        found = yield from on(index, read(shard, group, consumer, asked))
+        found = yield from on(index, read(shard, asked))
         if found:
             return [(f"{index}{ENTRY_SEPARATOR}{entry_id}", note) for entry_id, note in found]
     return out
@@ -324,7 +324,7 @@ def consume(
 def ack(ns: Namespace, groups: bool, group: str, entry_ids: tuple[str, ...]) -> MergedPlan[int]:
     """Acknowledge handled entries; how many were pending."""
     if ns.count == 1:
-        return (yield from on(0, _ack(ns.first, groups, group, entry_ids)))
+        return (yield from on(0, outbox.ack(ns.first, groups, group, entry_ids)))
     by_shard: dict[int, list[str]] = {}
     for entry in entry_ids:
         index, separator, entry_id = str(entry).partition(ENTRY_SEPARATOR)
@@ -332,10 +332,5 @@ def ack(ns: Namespace, groups: bool, group: str, entry_ids: tuple[str, ...]) -> 
             raise invalid(f"entry id {entry!r} is not <shard>/<id>", field="entryIds")
         by_shard.setdefault(int(index), []).append(entry_id)
     indexes = tuple(by_shard)
-    plans = tuple(_ack(ns.shards[i], groups, group, tuple(by_shard[i])) for i in indexes)
+    plans = tuple(outbox.ack(ns.shards[i], groups, group, tuple(by_shard[i])) for i in indexes)
     return sum((yield OnShards(plans, indexes, True))) if plans else 0
-
-
-def _ack(shard: Shard, groups: bool, group: str, entry_ids: tuple[str, ...]) -> Plan[int]:
-    stream = shard.keys.group_outbox if groups else shard.keys.outbox
-    return (yield from outbox.ack(stream, group, entry_ids))

@@ -17,11 +17,11 @@ The task's link fields keep their stored names (``ro``/``ra``/``rby``/``rwhy``, 
 (``not-retryable``, ``already-retried``): they are data older versions wrote and API
 answers clients match on.
 
-On a namespace of several shards (``namespace_resends``, ``claim_book_resends``) each
-task is resent in its shard, the shards at once, and the new id is drawn in the
-original's shard (a random UUID drawn again until it hashes there: S draws on average),
-so the decision stays one resend.lua call on one hash tag: two resends of a task at once
-still create one new task. One shard is the case S = 1.
+On a namespace of several shards (``claim_book_resends``) each task is resent in its
+shard, the shards at once, and the new id is drawn in the original's shard (a random UUID
+drawn again until it hashes there: S draws on average), so the decision stays one
+resend.lua call on one hash tag: two resends of a task at once still create one new task.
+One shard is the case S = 1.
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
+from .._audit import require_audit_reason
 from .._book import CreateSpec
 from .._checks import require_string
 from .._console import PublishInfo
 from .._kept import KeptMessage, why_omitted
-from ..errors import AsyncBookError, invalid
+from ..errors import AsyncBookError
 from . import _operations as operations
 from ._args import utf8
 from ._audit import audit_args
@@ -63,7 +64,6 @@ __all__ = [
     "claim_book_resends",
     "claim_resends",
     "claim_sharded_resends",
-    "namespace_resends",
     "resends",
 ]
 
@@ -72,8 +72,6 @@ BROKER_SETTING = "ASYNCBOOK_BROKER_URL"
 
 RESENDABLE_STATES = ("failed", "expired", "cancelled")
 """The states a task can be resent from."""
-_TEXT_LIMIT = 1000
-"""Longest reason, in characters."""
 _AUDITED_REFUSALS = frozenset(
     {"not-retryable", "already-retried", "no-message", "message-too-large"}
 )
@@ -110,14 +108,6 @@ def _refused(task_id: str, code: str, detail: str | None = None) -> ResendClaim:
         "result_extended keeps arguments, not the message as published)",
     }
     return ResendClaim(task_id, code=code, detail=detail, text=texts.get(code, code))
-
-
-def _optional_text(value: str | None, field: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str) or len(value) > _TEXT_LIMIT:
-        raise invalid(f"{field} must be text of at most {_TEXT_LIMIT} characters", field=field)
-    return utf8(value, field)
 
 
 class _Read(NamedTuple):
@@ -236,10 +226,9 @@ def _checked(
     """The ids, and the audit slots of a resend asked by ``actor`` for ``reason``, all
     checked before anything is written."""
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    reason_text = _optional_text(reason, "reason")
-    kept_reason = reason_text if reason is not None else None
+    kept_reason = require_audit_reason(reason)
     if actor is None:  # not said: kept nowhere, and no audit entry
-        return ids, AuditArgs("", "resend", kept_reason is not None, reason_text, 0, 0)
+        return ids, AuditArgs("", "resend", kept_reason is not None, kept_reason or "", 0, 0)
     return ids, audit_args(shard, actor, "resend", kept_reason)
 
 
@@ -286,17 +275,24 @@ def resends(
     return claims
 
 
-def namespace_resends(
-    ns: Namespace,
+def claim_book_resends(
+    book: RedisBook,
     task_ids: Sequence[str],
     *,
     actor: str | None = None,
     reason: str | None = None,
+) -> list[ResendClaim]:
+    """``claim_resends`` on ``book``, one shard or many (what a publisher calls): each
+    task in its shard, its new task beside it (the shards at once); the answers in the
+    order of ``task_ids``. Bad input (an id, the actor, the reason) is refused before any
+    shard is written."""
+    ids, audit = _checked(book.ns.first, task_ids, actor, reason)
+    return book.driver.run(_namespace_resends(book.ns, ids, audit))
+
+
+def _namespace_resends(
+    ns: Namespace, ids: list[str], audit: AuditArgs
 ) -> MergedPlan[list[ResendClaim]]:
-    """``resends`` of each task in its shard, its new task beside it (the shards at
-    once); the answers in the order of ``task_ids``. Bad input (an id, the actor, the
-    reason) is refused before any shard is written."""
-    ids, audit = _checked(ns.first, task_ids, actor, reason)
     if not ids:
         return []
     yield from writing(ns)
@@ -319,17 +315,6 @@ def _in_shard(ns: Namespace, index: int) -> Callable[[str], str]:
     return new_id
 
 
-def claim_book_resends(
-    book: RedisBook,
-    task_ids: Sequence[str],
-    *,
-    actor: str | None = None,
-    reason: str | None = None,
-) -> list[ResendClaim]:
-    """``claim_resends`` on ``book``, one shard or many: what a publisher calls."""
-    return book.driver.run(namespace_resends(book.ns, task_ids, actor=actor, reason=reason))
-
-
 @dataclass(frozen=True)
 class ResendResult:
     """One task's resend: sent (``retried_as``, ``code`` None) or refused (``code``,
@@ -343,12 +328,8 @@ class ResendResult:
 
     def wire(self) -> dict[str, Any]:
         """The JSON the API answers with (camelCase)."""
-        return {
-            "taskId": self.task_id,
-            "retriedAs": self.retried_as,
-            "code": self.code,
-            "message": self.message,
-        }
+        names = ("taskId", "retriedAs", "code", "message")
+        return dict(zip(names, dataclasses.astuple(self), strict=True))
 
 
 # The old names, kept until 0.3.0 (docs/resend.md).

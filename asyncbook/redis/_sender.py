@@ -26,11 +26,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import CreateSpec
-from ..errors import AsyncBookError, NotReplicatedError, task_exists
+from .._models import AsyncTask
+from ..errors import AsyncBookError, NotReplicatedError
 from ._connection import RedisUnavailableError, rediscover
+from ._creating import create_args, created_on
 from ._engine import Engine
-from ._replies import status_of
-from ._scripts import ScriptStatus
+from ._script_args import CreateArgs
 
 __all__ = ["CreateSender"]
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 _READ_AFTER = 64
 """Answers left unread before ``send`` reads those that have arrived."""
 _OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
-_Sent = tuple[CreateSpec, list[str], list[str]]
+_Sent = tuple[CreateSpec, AsyncTask, list[str], CreateArgs]
 
 
 class CreateSender:
@@ -69,27 +70,21 @@ class CreateSender:
 
     def send(self, spec: CreateSpec) -> None:
         """Write one create; a spec Python refuses raises its ``AsyncBookError``."""
-        _task, keys, args = self.engine.create_call(spec)
+        task, keys, args = create_args(self.engine.layout, spec)
         script = self.engine.scripts.create
         with self._lock:
             try:
                 connection = self._connect()
                 connection.send_command(
-                    "EVALSHA", script.sha, len(keys), *keys, *args, check_health=False
+                    "EVALSHA", script.sha, len(keys), *keys, *args.argv(), check_health=False
                 )
             except _OUTAGE as error:
                 self._drop_connection()
                 raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
-            self._unanswered.append((spec, keys, args))
+            self._unanswered.append((spec, task, keys, args))
             if self.engine.wait.replicas:
                 self._uncovered += 1
-                if self._uncovered >= _READ_AFTER:
-                    try:
-                        self._send_wait()
-                    except _OUTAGE as error:
-                        self._outage(error)
-                        return
-            if len(self._unanswered) >= _READ_AFTER:
+            if len(self._unanswered) >= _READ_AFTER or self._uncovered >= _READ_AFTER:
                 self._read(block=False)
 
     def pending(self) -> bool:
@@ -177,77 +172,66 @@ class CreateSender:
                 error,
             )
             self._lost.extend(self._unconfirmed)
-            if isinstance(error, RedisUnavailableError) and not self._moved:
-                self._moved = True  # a replica now: the next connection goes elsewhere
-                rediscover(self.engine)
+            if isinstance(error, RedisUnavailableError):
+                self._slot_moved()  # a replica now: the next connection goes elsewhere
         self._unconfirmed.clear()
 
     def _read(self, *, block: bool) -> None:
-        """Read answers in order: all of them (``block``) or those already here."""
-        script = self.engine.scripts.create
-        waits = self.engine.wait.replicas > 0
-        if block and self._uncovered and self._connection is not None:
-            try:
+        """Read answers in order: all of them (``block``) or those already here; first a
+        ``WAIT`` behind the creates not covered by one (before blocking, or many)."""
+        try:
+            uncovered = self._uncovered >= (1 if block else _READ_AFTER)
+            if uncovered and self._connection is not None:
                 self._send_wait()
-            except _OUTAGE as error:
-                self._outage(error)
-                return
-        while self._unanswered:
-            connection = self._connection
-            sent = self._unanswered[0]
-            popped = False
-            try:
+            while self._unanswered:
+                connection = self._connection
                 if not block and not connection.can_read(timeout=0):
                     return
-                self._unanswered.popleft()
-                popped = True
-                if sent is None:
-                    try:
-                        acknowledged: Any = connection.read_response()
-                    except ResponseError as error:
-                        acknowledged = error
-                    self._confirm(acknowledged)
-                    continue
-                spec, keys, args = sent
+                sent = self._unanswered[0]
                 try:
-                    reply = connection.read_response(disable_decoding=True)
-                except NoScriptError:
-                    # Redis lost create.lua: this create did not run; EVAL runs and caches it.
-                    connection.send_command(
-                        "EVAL", script.source, len(keys), *keys, *args, check_health=False
-                    )
-                    self._unanswered.append(sent)
-                    popped = False
-                    if waits:
-                        self._send_wait()
-                    continue
-                except (MovedError, ClusterDownError) as error:
-                    # Not run: the slot moved (a Cluster failover). Sent again, elsewhere.
-                    log.warning("asyncbook: task %s to be created again: %s", spec.id, error)
-                    self._lost.append(spec)
-                    if not self._moved:
-                        self._moved = True
-                        rediscover(self.engine)
-                    continue
+                    reply = connection.read_response(disable_decoding=sent is not None)
                 except ResponseError as error:
-                    log.error("asyncbook: task %s could not be created: %s", spec.id, error)
-                    continue
-            except _OUTAGE as error:
-                if popped:
-                    self._unanswered.appendleft(sent)  # its answer was lost too
-                self._outage(error)
-                return
-            if _check(spec, reply) and waits:
-                self._unconfirmed.append(spec)
+                    reply = error
+                self._unanswered.popleft()  # once read: an outage before hands it back
+                if sent is None:
+                    self._confirm(reply)
+                elif isinstance(reply, NoScriptError):
+                    # Redis lost create.lua: this create did not run; EVAL runs and caches it.
+                    self._unanswered.append(sent)
+                    _spec, _task, keys, args = sent
+                    script = self.engine.scripts.create
+                    connection.send_command(
+                        "EVAL", script.source, len(keys), *keys, *args.argv(), check_health=False
+                    )
+                    if self.engine.wait.replicas:
+                        self._send_wait()
+                else:
+                    self._answered(sent, reply)
+        except _OUTAGE as error:
+            self._outage(error)
 
+    def _answered(self, sent: _Sent, reply: Any) -> None:
+        """Read a create's answer (``created_on``, as ``create`` reads it): a create the
+        book refused is logged, one a Cluster node did not run is handed back."""
+        spec, task, _keys, args = sent
+        if isinstance(reply, MovedError | ClusterDownError):
+            # Not run: the slot moved (a Cluster failover). Sent again, elsewhere.
+            log.warning("asyncbook: task %s to be created again: %s", spec.id, reply)
+            self._lost.append(spec)
+            self._slot_moved()
+            return
+        try:
+            if isinstance(reply, ResponseError):
+                raise reply
+            created_on(self.engine.layout, spec.id, task, reply, args)
+        except (AsyncBookError, ResponseError, ValueError) as error:
+            log.error("asyncbook: task %s could not be created: %s", spec.id, error)
+            return
+        if self.engine.wait.replicas:
+            self._unconfirmed.append(spec)
 
-def _check(spec: CreateSpec, reply: Any) -> bool:
-    """Log a create the book refused (the same reading of create.lua's answer as
-    ``create``); True if it did not."""
-    try:
-        if status_of(spec.id, reply) == ScriptStatus.CONFLICT:
-            raise task_exists(spec.id)
-    except AsyncBookError as error:
-        log.error("asyncbook: task %s could not be created: %s", spec.id, error)
-        return False
-    return True
+    def _slot_moved(self) -> None:
+        """A Cluster failover: the next connection goes to the slot's node."""
+        if not self._moved:
+            self._moved = True
+            rediscover(self.engine)

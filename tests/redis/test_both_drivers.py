@@ -105,16 +105,16 @@ def scenario(
     client.delete(k.task("old"))  # as if its retention had ended
     call("prune", batches.prune(shard, 100))
     reading = outbox.Reading(10, None, 60_000)
-    read = call("consume", outbox.consume_notifications(shard, "mail", "c1", reading))
+    read = call("consume", outbox.consume(shard, False, "mail", "c1", reading))
     answers["consume"] = [note for _entry, note in read]
-    call("ack", outbox.ack(k.outbox, "mail", tuple(entry for entry, _ in read[:2])))
+    call("ack", outbox.ack(shard, False, "mail", tuple(entry for entry, _ in read[:2])))
     blocked = outbox.Reading(10, 50, 60_000)  # nothing new: a blocking read that waits
-    call("consume_blocking", outbox.consume_notifications(shard, "mail", "c1", blocked))
-    call("drain", outbox.drain_notifications(shard))
-    groups = call("consume_groups", outbox.consume_group_notifications(shard, "gm", "c", reading))
+    call("consume_blocking", outbox.consume(shard, False, "mail", "c1", blocked))
+    call("drain", outbox.drain(shard, False))
+    groups = call("consume_groups", outbox.consume(shard, True, "gm", "c", reading))
     answers["consume_groups"] = [note for _entry, note in groups]
-    call("ack_groups", outbox.ack(k.group_outbox, "gm", tuple(entry for entry, _ in groups)))
-    call("drain_groups", outbox.drain_group_notifications(shard))
+    call("ack_groups", outbox.ack(shard, True, "gm", tuple(entry for entry, _ in groups)))
+    call("drain_groups", outbox.drain(shard, True))
     return answers
 
 

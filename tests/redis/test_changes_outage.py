@@ -12,7 +12,7 @@ import redis
 import redis.asyncio
 
 from asyncbook.redis import follow_changes
-from asyncbook.redis._async_changes import changes
+from asyncbook.redis._changes import changes
 
 from ..support.servers import free_port
 
