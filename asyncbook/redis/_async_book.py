@@ -3,7 +3,7 @@ status server).
 
 The same surface as ``RedisBook`` (``_surface`` holds both to one table), awaited: each
 method runs the same namespace plan (``_task_ops``, ``_reads``) on the asyncio driver
-(``_async_book_driver``), so both books send the same script calls and give the same answers
+(``_book_driver``), so both books send the same script calls and give the same answers
 and errors, on one shard or many. ``wait`` and ``follow`` are driven by the task's shard's
 change channel; nothing polls.
 """
@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from types import TracebackType
-from typing import Any
 
 from .._jsrules import is_finite_number
 from .._models import (
@@ -22,10 +21,9 @@ from .._models import (
     ResumeResult,
 )
 from ..errors import UnknownTaskError, invalid
-from ._async_book_driver import AsyncDriver
 from ._async_changes import changes
 from ._base import BookBase
-from ._namespace import Namespace
+from ._book_driver import AsyncDriver
 from ._twin import async_client_like
 
 __all__ = ["AsyncRedisBook"]
@@ -41,9 +39,6 @@ class AsyncRedisBook(BookBase):
 
     asyncio = True
     driver: AsyncDriver
-
-    def _driver(self, client: Any, ns: Namespace) -> AsyncDriver:
-        return AsyncDriver(client, ns)
 
     @classmethod
     def twin_of(cls, book: BookBase) -> AsyncRedisBook | None:

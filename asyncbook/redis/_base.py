@@ -1,7 +1,6 @@
 """``BookBase``: what both Redis books are built from: a ``Namespace`` (S >= 1 shards),
-the client, the driver that runs the namespace's plans on that client (``Driver`` for
-``RedisBook``, ``AsyncDriver`` for ``AsyncRedisBook``), and the surface (``_surface``),
-one table of ``Method`` for both facades."""
+the client, the driver that runs the namespace's plans on that client (``_book_driver``),
+and the surface (``_surface``), one table of ``Method`` for both facades."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from typing import Any, ClassVar, Self
 
 from . import _reads as reads
 from . import _surface as surface
+from ._book_driver import AsyncDriver, Driver
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._keys import KeySchema
 from ._merged import FIX_COUNT, MergedPlan
@@ -64,10 +64,7 @@ class BookBase:
         """How many shards the namespace has."""
         self.home_of = home_of
         """The rule homing callback ids in a sharded namespace (``_shards.HomeRule``)."""
-        self.driver = self._driver(client, self.ns)
-
-    def _driver(self, client: Any, ns: Namespace) -> Any:
-        raise NotImplementedError
+        self.driver = (AsyncDriver if self.asyncio else Driver)(client, self.ns)
 
     # -- the surface (``_surface``: one table for both facades) --------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .._book import HeldWrites, ScriptedWrite
 from ._async_book import AsyncRedisBook
@@ -20,7 +20,6 @@ from ._beside import BesideScript, same_server
 from ._book_driver import Driver
 from ._changes import Change, follow_changes
 from ._engine import Engine
-from ._namespace import Namespace
 from ._pending import register
 from ._scripts import BookScript, ScriptedEvents
 from ._sender import CreateSender
@@ -38,17 +37,10 @@ class RedisBook(BookBase):
 
     driver: Driver
 
-    def _driver(self, client: Any, ns: Namespace) -> Driver:
-        return Driver(client, ns)
-
     @property
     def engine(self) -> Engine:
         """Shard 0's engine (the one shard's, when S = 1)."""
         return self.driver.engines[0]
-
-    def fix_count(self) -> None:
-        """Store the namespace's shard count at its first use, or check it (once)."""
-        self.driver.home.run(self.ns.count_check.fix())
 
     def shard_map(self) -> dict[str, list[int]]:
         """Which node holds which shards: ``host:port`` -> shard indexes (one entry on a

@@ -1,7 +1,7 @@
 """The book's surface, written once: every call of ``RedisBook`` and ``AsyncRedisBook``
 as a function of the namespace returning its namespace plan (``_merged``), with its
 public signature and docstring. The facades are this table run by a driver (``sync``:
-``_book_driver``, ``awaited``: ``_async_book_driver``); ``SURFACE`` names the calls both
+``_book_driver``, ``awaited``: ``_book_driver``); ``SURFACE`` names the calls both
 offer, and a test holds each facade to it.
 """
 
@@ -60,8 +60,7 @@ from ._reads import (
 from ._task_ops import apply, cancel, deliver_result, expire, record_audit, resume, seal_group
 
 if TYPE_CHECKING:
-    from ._async_book_driver import AsyncDriver
-    from ._book_driver import Driver
+    from ._book_driver import AsyncDriver, Driver
 
 __all__ = [
     "SURFACE",

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 from ._driver import answered, queued
 from ._engine import Engine
-from ._plan import Command, Plan
+from ._plan import Command, Plan, advance
 
-__all__ = ["run_together"]
+__all__ = ["Threads", "run_together"]
 
 _T = TypeVar("_T")
 
@@ -32,17 +32,12 @@ class _Running:
     def __init__(self, engine: Engine, plan: Plan[Any]) -> None:
         self.engine = engine
         self.plan = plan
-        self.done = False
-        self.step: Any = None
         self.commands: list[Command] = []
         """The commands that send ``step`` in its node's pipeline."""
         self.advance(None, None)
 
     def advance(self, reply: Any, error: Exception | None) -> None:
-        try:
-            self.step = self.plan.send(reply) if error is None else self.plan.throw(error)
-        except StopIteration as stop:
-            self.done, self.step = True, stop.value
+        self.done, self.step = advance(self.plan, reply, error)
 
 
 def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_T]:
@@ -67,7 +62,7 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
             client = each.engine.slot_client()
             by_node.setdefault(id(client), (client, []))[1].append(each)
         nodes = list(by_node.values())
-        sent = _pool().map(_send, nodes) if len(nodes) > 1 else map(_send, nodes)
+        sent = _NODES().map(_send, nodes) if len(nodes) > 1 else map(_send, nodes)
         for (_client, group), (counts, replies, met) in zip(nodes, list(sent), strict=True):
             if met is not None:  # a lost connection: every plan of the node meets it
                 for each in group:
@@ -96,15 +91,24 @@ def _send(node: tuple[Any, list[_Running]]) -> tuple[list[int], list[Any], Excep
         return counts, [], met
 
 
-_POOL: tuple[int, ThreadPoolExecutor] | None = None
-_POOL_LOCK = threading.Lock()
+class Threads:
+    """A pool of threads to run calls at once, per process (a fork starts its own)."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size = size
+        self.name = name
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None or self._pool[0] != os.getpid():
+                self._pool = (
+                    os.getpid(),
+                    ThreadPoolExecutor(self.size, thread_name_prefix=self.name),
+                )
+            return self._pool[1]
 
 
-def _pool() -> ThreadPoolExecutor:
-    """The threads that send several nodes' pipelines at once (per process: a fork
-    starts its own)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL[0] != os.getpid():
-            _POOL = (os.getpid(), ThreadPoolExecutor(8, thread_name_prefix="asyncbook-nodes"))
-        return _POOL[1]
+_NODES = Threads(8, "asyncbook-nodes")
+"""The threads that send several nodes' pipelines at once."""
