@@ -5,6 +5,7 @@ result backend writes Celery's meta so, atomically with the book's events)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -35,25 +36,19 @@ def same_server(book_client: Any, client: Any) -> bool:
     return _address(book_client) == _address(client)
 
 
+@dataclass(frozen=True, slots=True)
 class BesideScript:
-    """A caller's script, registered as an events script of a book, and how the book runs
-    it (``RedisBook.apply_in_script``)."""
+    """A caller's script, registered as an events script of a book, and the book's
+    ``apply_in_script``, which runs it with a task's events."""
 
-    def __init__(
-        self,
-        run: Callable[[ScriptedWrite, BookScript], ScriptedEvents],
-        script: BookScript,
-        retention: timedelta | None,
-    ) -> None:
-        self._run = run
-        self.script = script
-        self._retention = retention
-
-    @property
-    def retention(self) -> timedelta | None:
-        """The book's retention of ended tasks."""
-        return self._retention
+    apply_in_script: Callable[..., ScriptedEvents]
+    script: BookScript
+    retention: timedelta | None
+    """The book's retention of ended tasks."""
 
     def apply(self, write: ScriptedWrite) -> ScriptedEvents:
         """The write's events and the script, in one call."""
-        return self._run(write, self.script)
+        task_id, items, key, args, name, group_id = write
+        return self.apply_in_script(
+            task_id, items, self.script, key, args, name=name, group_id=group_id
+        )

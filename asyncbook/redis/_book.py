@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-from .._book import HeldWrites, ScriptedWrite
+from .._book import HeldWrites
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
 from ._beside import BesideScript, same_server
@@ -21,7 +21,6 @@ from ._book_driver import Driver
 from ._changes import Change, follow_changes
 from ._engine import Engine
 from ._pending import register
-from ._scripts import BookScript, ScriptedEvents
 from ._sender import CreateSender
 from ._shard_due import ShardDue
 
@@ -119,8 +118,4 @@ class RedisBook(BookBase):
         (one slot's script: None for a namespace of several shards)."""
         if self.shards > 1 or not same_server(self.client, client):
             return None
-        return BesideScript(self._apply_write, self.events_script(source), self.retention)
-
-    def _apply_write(self, write: ScriptedWrite, script: BookScript) -> ScriptedEvents:
-        task_id, items, key, args, name, group_id = write
-        return self.apply_in_script(task_id, items, script, key, args, name=name, group_id=group_id)
+        return BesideScript(self.apply_in_script, self.events_script(source), self.retention)

@@ -22,9 +22,8 @@ from redis.exceptions import AuthenticationError, ClusterDownError, MovedError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ._async_engine import AsyncEngine
 from ._connection import RedisUnavailableError, rediscover
-from ._engine import Engine
+from ._engine import AsyncEngine, Engine
 from ._merged import FixCount, NamespaceCall, OneShard, OnShards, Sleep
 from ._namespace import Namespace
 from ._plan import run, run_async

@@ -1,33 +1,33 @@
-"""The engine of one shard: its client, shard and scripts, and the sync engine that runs
-the shard's plans on redis-py.
+"""The engines: one per shard of a book's namespace (a driver, ``_book_driver``, holds
+one each), running the shard's plans on the book's client: ``Engine`` on redis-py,
+``AsyncEngine`` on ``redis.asyncio``.
 
-A book's driver (``_book_driver``, ``_async_book_driver``) holds one engine per shard of
-its namespace and hands each shard's plan to its engine. The shard plans
-(``_operations``, ``_console``, ``_batches``, ``_expiries``, ``_outbox``) take the
-shard (``Shard``), never the engine, and each engine runs them (``Engine.run``,
-``AsyncEngine.run``): the engines, with ``_driver``, are the only code that knows
-NOSCRIPT, WAIT for replicas and the node of a Cluster's slot. ``EngineBase`` is what
-both engines share (the client, the shard, the scripts); ``Engine`` runs on redis-py,
-``AsyncEngine`` (``_async_engine``) on ``redis.asyncio``.
+The shard plans (``_operations``, ``_console``, ``_batches``, ``_expiries``, ``_outbox``)
+take the shard (``Shard``), never the engine: the engines, with ``_driver``, are the only
+code that knows NOSCRIPT, WAIT for replicas and the node of a Cluster's slot. Both send a
+request through the same steps (``_driver``); only how a step reaches Redis differs.
+``EngineBase`` is what they share (the client, the shard, the scripts).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeVar
+import asyncio
+from typing import Any, TypeVar
 
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from .._book import CreateSpec
 from ._creating import CreateCall, create_call
 from ._driver import Batch, Call, Step, batch_of, steps
-from ._pending import settle
-from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run
+from ._pending import pending, settle
+from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run, run_async
 from ._replicas import ReplicaWait
 from ._scripts import BookScript, BookScripts
 from ._shard import Shard
 
-__all__ = ["CreateCall", "Engine", "EngineBase"]
+__all__ = ["AsyncEngine", "CreateCall", "Engine", "EngineBase"]
 
 _T = TypeVar("_T")
 
@@ -35,9 +35,6 @@ _T = TypeVar("_T")
 class EngineBase:
     """A book's client, its shard (namespace, key schema, retention, what it learned of
     its tasks) and the scripts, called through this engine."""
-
-    asyncio: ClassVar[bool] = False
-    """True for an engine on a ``redis.asyncio`` client."""
 
     def __init__(self, client: Any, shard: Shard, wait: ReplicaWait | None = None) -> None:
         self.client = client
@@ -90,7 +87,7 @@ class Engine(EngineBase):
         if isinstance(request, Pipeline):
             return self.send(batch_of(request))
         if isinstance(request, Settle):
-            return self.settle()
+            return settle(self.namespace)
         return run(steps(self, request), self.send)
 
     def send(self, step: Step) -> Any:
@@ -108,11 +105,6 @@ class Engine(EngineBase):
             getattr(pipe, each.name)(*each.args, **each.options)
         return pipe.execute(raise_on_error=step.raise_on_error)
 
-    def settle(self) -> None:
-        """Wait for the creates this process wrote to the book and has no answer for yet
-        (read-your-writes for a publisher whose creates do not wait)."""
-        settle(self.namespace)
-
     def slot_client(self) -> Any:
         """A client for pipelines: on a Cluster, the node owning the book's one slot.
 
@@ -123,3 +115,62 @@ class Engine(EngineBase):
             cluster: Any = self.client
             return cluster.get_node_from_key(self.keys.tag).redis_connection
         return self.client
+
+
+class AsyncEngine(EngineBase):
+    """A book's client, shard and scripts on ``redis.asyncio``: runs the book's plans."""
+
+    async def run(self, plan: Plan[_T]) -> _T:
+        """Run one of the book's plans on the client."""
+        return await run_async(plan, self.execute)
+
+    async def execute(self, request: Request) -> Any:
+        """One request of a plan, sent on the client."""
+        if isinstance(request, Command):
+            return await self.command(request)
+        if isinstance(request, Pipeline):
+            return await self.batch(batch_of(request))
+        if isinstance(request, Settle):
+            if pending(self.namespace):  # a CreateSender of this process: a sync wait
+                await asyncio.to_thread(settle, self.namespace)
+            return None
+        return await run_async(steps(self, request), self.send)
+
+    async def send(self, step: Step) -> Any:
+        """One step (``_driver``)."""
+        if isinstance(step, Call):
+            return await self.command(step.command)
+        if isinstance(step, Command):
+            return await self.command(step)
+        return await self.batch(step)
+
+    async def batch(self, step: Batch) -> Any:
+        """Commands in one pipeline (on a Cluster, a cluster pipeline, or side by side on
+        the book's node when some name no key)."""
+        if isinstance(self.client, AsyncRedisCluster):
+            if any(each.name == "wait" for each in step.commands):
+                raise TypeError("wait_replicas is not supported on an asyncio Cluster client")
+            if not step.transaction and any(each.keyless for each in step.commands):
+                # A cluster pipeline routes by key: these go to the book's node, side by side.
+                replies = await asyncio.gather(
+                    *(self.command(each) for each in step.commands), return_exceptions=True
+                )
+                for reply in replies:
+                    if isinstance(reply, BaseException) and (
+                        step.raise_on_error or not isinstance(reply, ResponseError)
+                    ):
+                        raise reply
+                return replies
+        async with self.client.pipeline(transaction=step.transaction) as pipe:
+            for each in step.commands:
+                getattr(pipe, each.name)(*each.args, **each.options)
+            return await pipe.execute(raise_on_error=step.raise_on_error)
+
+    async def command(self, request: Command) -> Any:
+        """One command; on a Cluster, one that names no key goes to the book's node."""
+        if request.keyless and isinstance(self.client, AsyncRedisCluster):
+            await self.client.initialize()  # the slots known (at once once they are)
+            node = self.client.get_node_from_key(self.keys.tag)
+            words = (request.name.upper(), *request.args)
+            return await self.client.execute_command(*words, target_nodes=node)
+        return await getattr(self.client, request.name)(*request.args, **request.options)

@@ -118,20 +118,27 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-class Facade(Protocol):
-    """A facade: its namespace, and the driver that runs its plans."""
+class _Runs(Protocol):
+    """A ``RedisBook``: its namespace, and the driver that runs its plans."""
 
     ns: Namespace
-    driver: Any
+    driver: Driver
+
+
+class _Awaits(Protocol):
+    """An ``AsyncRedisBook``: its namespace, and the driver that awaits its plans."""
+
+    ns: Namespace
+    driver: AsyncDriver
 
 
 def sync(
     plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
-) -> Callable[Concatenate[Facade, _P], _T]:
+) -> Callable[Concatenate[_Runs, _P], _T]:
     """A ``RedisBook`` method: ``plan`` of the book's namespace, run by its driver."""
 
     @functools.wraps(plan)
-    def method(book: Facade, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    def method(book: _Runs, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         answer: _T = book.driver.run(plan(book.ns, *args, **kwargs))
         return answer
 
@@ -140,24 +147,16 @@ def sync(
 
 def awaited(
     plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
-) -> Callable[Concatenate[Facade, _P], Awaitable[_T]]:
+) -> Callable[Concatenate[_Awaits, _P], Awaitable[_T]]:
     """An ``AsyncRedisBook`` method: ``plan`` of the book's namespace, awaited on its
     driver."""
 
     @functools.wraps(plan)
-    async def method(book: Facade, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    async def method(book: _Awaits, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         answer: _T = await book.driver.run(plan(book.ns, *args, **kwargs))
         return answer
 
     return method
-
-
-class _Runs(Protocol):
-    driver: Driver
-
-
-class _Awaits(Protocol):
-    driver: AsyncDriver
 
 
 class Method(Generic[_P, _T]):
