@@ -10,25 +10,50 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from .._book import HeldWrites
+from .._models import AsyncTransition
+from ..errors import AsyncBookError
+from . import _batch_ops as batch_ops
+from . import _operations as operations
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
 from ._beside import BesideScript, same_server
 from ._book_driver import Driver
 from ._changes import Change, follow_changes
 from ._engine import Engine
+from ._merged import on
 from ._pending import register
 from ._sender import CreateSender
-from ._shard_due import ShardDue
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-__all__ = ["RedisBook"]
+__all__ = ["RedisBook", "ShardDue"]
+
+
+class ShardDue:
+    """One shard as the sweep sees it (``RedisBook.each_shard``): its overdue tasks and
+    their expiry, so that each shard is swept on its own."""
+
+    def __init__(self, driver: Driver, index: int) -> None:
+        self.driver = driver
+        self.index = index
+        """Which shard."""
+
+    def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
+        """The shard's live tasks due at ``now_ms``, earliest first."""
+        plan = operations.overdue(self.driver.ns.shards[self.index], now_ms, limit)
+        return self.driver.run(on(self.index, plan, writes=False))
+
+    def expire_many(
+        self, task_ids: Iterable[str], *, full_task: bool = True
+    ) -> list[AsyncTransition | AsyncBookError]:
+        """``RedisBook.expire_many`` of the shard's tasks (their groups checked)."""
+        return self.driver.run(batch_ops.expire_many(self.driver.ns, task_ids, full_task=full_task))
 
 
 class RedisBook(BookBase):
