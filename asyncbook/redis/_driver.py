@@ -21,12 +21,10 @@ from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, 
 from ._replicas import ReplicaWait
 
 __all__ = [
-    "Batch",
     "Call",
     "Step",
     "Steps",
     "answered",
-    "batch_of",
     "queued",
     "replica_wait",
     "steps",
@@ -58,28 +56,14 @@ class Call:
     command: Command
 
 
-@dataclass(slots=True)
-class Batch:
-    """Commands in one pipeline on the book's node (on a Cluster, the node of the book's
-    slot): their replies, each error in its place unless ``raise_on_error``."""
-
-    commands: Sequence[Command]
-    transaction: bool = False
-    raise_on_error: bool = False
-
-
-Step = Call | Command | Batch
-"""What a driver sends: a ``Command`` alone goes to the book's node."""
+Step = Call | Command | Pipeline
+"""What a driver sends: a ``Command`` alone or a ``Pipeline`` goes to the book's node (on
+a Cluster, the node of the book's slot)."""
 Steps = Generator[Step, Any, _T]
 """A request as the steps that send it (run by ``_plan.run``, ``run_async``)."""
 
 _MULTI = command("execute_command", "MULTI")
 _EXEC = command("execute_command", "EXEC")
-
-
-def batch_of(pipeline: Pipeline) -> Batch:
-    """The step that sends a plan's ``Pipeline``."""
-    return Batch(pipeline.commands, pipeline.transaction, not pipeline.errors_as_replies)
 
 
 def steps(engine: Engine, request: ScriptCall | Scripts) -> Steps[Any]:
@@ -169,14 +153,14 @@ def _round(
 ) -> Steps[tuple[list[Any], Any]]:
     """One round trip of ``commands``, WAIT behind them if ``waits``."""
     if not waits:
-        return list((yield Batch(commands, transaction))), None
+        return list((yield Pipeline(commands, True, transaction))), None
     wait = command("wait", engine.wait.replicas, engine.wait.timeout_ms)
     if not transaction:
-        *replies, acknowledged = yield Batch([*commands, wait])
+        *replies, acknowledged = yield Pipeline([*commands, wait], True)
         return replies, acknowledged
     # MULTI ... EXEC then WAIT, sent by hand on one connection (redis-py's transaction
     # pipeline can put nothing behind its EXEC).
-    *queued, executed, acknowledged = yield Batch([_MULTI, *commands, _EXEC, wait])
+    *queued, executed, acknowledged = yield Pipeline([_MULTI, *commands, _EXEC, wait], True)
     if isinstance(executed, Exception):
         # EXECABORT: say why (a Cluster node's MOVED after a failover, as redis-py does).
         raise next((reply for reply in queued if isinstance(reply, MovedError)), executed)

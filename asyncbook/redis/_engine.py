@@ -20,7 +20,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from .._book import CreateSpec
 from ._creating import CreateCall, create_call
-from ._driver import Batch, Call, Step, batch_of, steps
+from ._driver import Call, Step, steps
 from ._pending import pending, settle
 from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run, run_async
 from ._replicas import ReplicaWait
@@ -82,10 +82,8 @@ class Engine(EngineBase):
                 return self.client.evalsha(script.sha, len(keys), *keys, *request.args)
             except NoScriptError:  # not run: EVAL runs it and caches it again
                 return self.client.eval(script.source, len(keys), *keys, *request.args)
-        if isinstance(request, Command):
+        if isinstance(request, (Command, Pipeline)):
             return self.send(request)
-        if isinstance(request, Pipeline):
-            return self.send(batch_of(request))
         if isinstance(request, Settle):
             return settle(self.namespace)
         return run(steps(self, request), self.send)
@@ -99,11 +97,10 @@ class Engine(EngineBase):
         client = self.slot_client()
         if isinstance(step, Command):
             return getattr(client, step.name)(*step.args, **step.options)
-        assert isinstance(step, Batch)
         pipe = client.pipeline(transaction=step.transaction)
         for each in step.commands:
             getattr(pipe, each.name)(*each.args, **each.options)
-        return pipe.execute(raise_on_error=step.raise_on_error)
+        return pipe.execute(raise_on_error=not step.errors_as_replies)
 
     def slot_client(self) -> Any:
         """A client for pipelines: on a Cluster, the node owning the book's one slot.
@@ -129,7 +126,7 @@ class AsyncEngine(EngineBase):
         if isinstance(request, Command):
             return await self.command(request)
         if isinstance(request, Pipeline):
-            return await self.batch(batch_of(request))
+            return await self.batch(request)
         if isinstance(request, Settle):
             if pending(self.namespace):  # a CreateSender of this process: a sync wait
                 await asyncio.to_thread(settle, self.namespace)
@@ -144,7 +141,7 @@ class AsyncEngine(EngineBase):
             return await self.command(step)
         return await self.batch(step)
 
-    async def batch(self, step: Batch) -> Any:
+    async def batch(self, step: Pipeline) -> Any:
         """Commands in one pipeline (on a Cluster, a cluster pipeline, or side by side on
         the book's node when some name no key)."""
         if isinstance(self.client, AsyncRedisCluster):
@@ -157,14 +154,14 @@ class AsyncEngine(EngineBase):
                 )
                 for reply in replies:
                     if isinstance(reply, BaseException) and (
-                        step.raise_on_error or not isinstance(reply, ResponseError)
+                        not step.errors_as_replies or not isinstance(reply, ResponseError)
                     ):
                         raise reply
                 return replies
         async with self.client.pipeline(transaction=step.transaction) as pipe:
             for each in step.commands:
                 getattr(pipe, each.name)(*each.args, **each.options)
-            return await pipe.execute(raise_on_error=step.raise_on_error)
+            return await pipe.execute(raise_on_error=not step.errors_as_replies)
 
     async def command(self, request: Command) -> Any:
         """One command; on a Cluster, one that names no key goes to the book's node."""

@@ -98,7 +98,7 @@ def server_command(name: str, *args: Any) -> Command:
 
 @dataclass(slots=True)
 class Pipeline:
-    """Commands sent in one round trip (not a transaction); the reply is their list.
+    """Commands sent in one round trip on the book's node; the reply is their list.
 
     With ``errors_as_replies`` a command the server refuses answers its ``ResponseError``
     in its place (a lost connection is raised all the same)."""
