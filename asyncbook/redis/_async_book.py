@@ -1,10 +1,6 @@
 """``AsyncRedisBook``: the book on ``redis.asyncio``, for asyncio apps (FastAPI, the
-status server).
-
-The same surface as ``RedisBook`` (``_surface`` holds both to one table), awaited: each
-method runs the same namespace plan (``_task_ops``, ``_reads``) on the asyncio driver
-(``_book_driver``), so both books send the same script calls and give the same answers
-and errors, on one shard or many. ``wait`` and ``follow`` are driven by the task's shard's
+status server): ``RedisBook``'s table (``_surface``) awaited on the asyncio driver, so both
+books send the same script calls. ``wait`` and ``follow`` are driven by the task's shard's
 change channel; nothing polls.
 """
 
@@ -16,10 +12,7 @@ from collections.abc import AsyncGenerator
 from types import TracebackType
 
 from .._jsrules import is_finite_number
-from .._models import (
-    AsyncTask,
-    ResumeResult,
-)
+from .._models import AsyncTask, ResumeResult
 from ..errors import UnknownTaskError, invalid
 from ._async_changes import changes
 from ._base import BookBase

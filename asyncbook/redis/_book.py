@@ -1,9 +1,8 @@
 """``RedisBook``: the durable book, one atomic Lua call per change, on redis-py.
 
 Follows docs/spec.md exactly as ``MemoryBook`` does (a differential test holds them to the
-same results). A thin facade: each method runs one namespace plan (``_task_ops``,
-``_reads``) on the sync driver (``_book_driver``), the same plans ``AsyncRedisBook`` awaits,
-for a namespace of one shard or many (``_surface`` lists the calls both offer).
+same results). A thin facade: the table (``_surface``) run on the sync driver, the same
+plans ``AsyncRedisBook`` awaits, on one shard or many; and what only a sync book does.
 """
 
 from __future__ import annotations

@@ -68,16 +68,19 @@ _EXEC = command("execute_command", "EXEC")
 
 def steps(engine: Engine, request: ScriptCall | Scripts) -> Steps[Any]:
     """The steps that send a script call (or several together), and its answer."""
-    if isinstance(request, Scripts):
-        return (yield from _scripts(engine, request))
-    script = request.script or engine.script(request.name)
-    if not engine.wait.waits_after(request.name):
+    if isinstance(request, ScriptCall) and not engine.wait.waits_after(request.name):
         return (yield from unwaited(engine, request))
-    (reply,), acknowledged = yield from _sent(engine, [request], [script], transaction=False)
-    if isinstance(reply, Exception):
-        raise reply
-    engine.wait.check(acknowledged)
-    return reply
+    together = isinstance(request, Scripts)
+    calls = list(request.calls) if isinstance(request, Scripts) else [request]
+    if not calls:
+        return []
+    transaction = isinstance(request, Scripts) and request.transaction
+    replies, acknowledged = yield from _sent(engine, calls, transaction)
+    if not together and isinstance(replies[0], Exception):
+        raise replies[0]
+    if acknowledged is not None:
+        engine.wait.check(acknowledged)
+    return replies if together else replies[0]
 
 
 def unwaited(engine: Engine, call: ScriptCall) -> Steps[Any]:
@@ -102,22 +105,8 @@ def replica_wait(engine: Engine) -> Steps[None]:
     engine.wait.check(acknowledged)
 
 
-def _scripts(engine: Engine, request: Scripts) -> Steps[list[Any]]:
-    calls = list(request.calls)
-    if not calls:
-        return []
-    scripts = [call.script or engine.script(call.name) for call in calls]
-    replies, acknowledged = yield from _sent(engine, calls, scripts, request.transaction)
-    if acknowledged is not None:
-        engine.wait.check(acknowledged)
-    return replies
-
-
 def _sent(
-    engine: Engine,
-    calls: Sequence[ScriptCall],
-    scripts: Sequence[BookScript],
-    transaction: bool,
+    engine: Engine, calls: Sequence[ScriptCall], transaction: bool
 ) -> Steps[tuple[list[Any], Any]]:
     """The calls' replies (errors in place) and, when one of them writes and the book
     waits for replicas, WAIT's answer (else None).
@@ -127,6 +116,7 @@ def _sent(
     ran before it: they go again with it, in order, and only the first call of each
     script carries its source (nothing runs between them in the transaction)."""
     waits = any(engine.wait.waits_after(call.name) for call in calls)
+    scripts = [call.script or engine.script(call.name) for call in calls]
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
     again = False
