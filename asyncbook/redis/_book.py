@@ -10,28 +10,69 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
 
-from .._book import HeldWrites
+from redis.cluster import RedisCluster
+
+from .._book import HeldWrites, ScriptedWrite
 from .._models import AsyncTransition
 from ..errors import AsyncBookError
 from . import _batch_ops as batch_ops
 from . import _operations as operations
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
-from ._beside import BesideScript, same_server
 from ._book_driver import Driver
 from ._changes import Change, follow_changes
 from ._engine import Engine
 from ._merged import on
 from ._pending import register
+from ._scripts import BookScript, ScriptedEvents
 from ._sender import CreateSender
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-__all__ = ["RedisBook", "ShardDue"]
+__all__ = ["BesideScript", "RedisBook", "ShardDue", "same_server"]
+
+
+def _address(client: Any) -> tuple[Any, ...]:
+    """Where a client's commands go: host, port, db and socket path (behind Sentinel,
+    the master it names now)."""
+    pool = client.connection_pool
+    kwargs = pool.connection_kwargs
+    if hasattr(pool, "get_master_address"):
+        host, port = pool.get_master_address()
+        return (host, port, kwargs.get("db") or 0, None)
+    return (kwargs.get("host"), kwargs.get("port"), kwargs.get("db") or 0, kwargs.get("path"))
+
+
+def same_server(book_client: Any, client: Any) -> bool:
+    """True if both clients send their commands to one server and db (a book on a
+    Cluster never: its keys spread over many)."""
+    if isinstance(book_client, RedisCluster):
+        return False
+    return _address(book_client) == _address(client)
+
+
+@dataclass(frozen=True, slots=True)
+class BesideScript:
+    """A caller's script, registered as an events script of a book, and the book's
+    ``apply_in_script``, which runs it with a task's events."""
+
+    apply_in_script: Callable[..., ScriptedEvents]
+    script: BookScript
+    retention: timedelta | None
+    """The book's retention of ended tasks."""
+
+    def apply(self, write: ScriptedWrite) -> ScriptedEvents:
+        """The write's events and the script, in one call."""
+        task_id, items, key, args, name, group_id = write
+        return self.apply_in_script(
+            task_id, items, self.script, key, args, name=name, group_id=group_id
+        )
 
 
 class ShardDue:
@@ -139,7 +180,9 @@ class RedisBook(BookBase):
 
     def script_beside(self, client: object, source: str) -> BesideScript | None:
         """``source`` as an ``events_script``, when ``client`` is on this book's server
-        (one slot's script: None for a namespace of several shards)."""
+        (one slot's script: None for a namespace of several shards): the caller's Lua
+        and the book's events in one script call (asyncbook's Celery result backend
+        writes Celery's meta so, atomically with the book's events)."""
         if self.shards > 1 or not same_server(self.client, client):
             return None
         return BesideScript(self.apply_in_script, self.events_script(source), self.retention)

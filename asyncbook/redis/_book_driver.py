@@ -4,18 +4,23 @@
 
 Both answer a namespace plan's steps alike: one shard's plan on its engine; ``Sleep``;
 the shard count's check before each call (``CountCheck``); an outage (redis-py giving up)
-raised as ``RedisUnavailableError``. Only several shards' plans run differently: the sync
-driver sends reads together, one pipeline per node (``run_together``), and writes a
-thread each; the asyncio driver awaits them at once (``asyncio.gather``). The sync driver
-also reports a Cluster node refusing the slot (MOVED, CLUSTERDOWN) as an outage, after
-the Cluster's slots are read again so that the next call finds a promoted replica.
+raised as ``RedisUnavailableError``. Only several shards' plans run differently: the
+asyncio driver awaits them at once (``asyncio.gather``); the sync driver runs writes a
+thread each, and reads together (``run_together``): each step's requests of every plan go
+out in one pipeline per Redis node, the nodes' pipelines at once, so a read over S shards
+costs the round trips of one plan, not S times them. The sync driver also reports a
+Cluster node refusing the slot (MOVED, CLUSTERDOWN) as an outage, after the Cluster's
+slots are read again so that the next call finds a promoted replica.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
 from redis.exceptions import AuthenticationError, ClusterDownError, MovedError
@@ -23,18 +28,111 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._connection import RedisUnavailableError, rediscover
+from ._driver import answered, queued
 from ._engine import AsyncEngine, Engine
 from ._merged import FixCount, NamespaceCall, OneShard, OnShards, Sleep
 from ._namespace import Namespace
-from ._plan import run, run_async
+from ._plan import Command, Plan, advance, run, run_async
 from ._replicas import ReplicaWait
 from ._shard import Shard
-from ._together import Threads, run_together
 
-__all__ = ["AsyncDriver", "Driver"]
+__all__ = ["AsyncDriver", "Driver", "Threads", "run_together"]
 
 _T = TypeVar("_T")
 _E = TypeVar("_E", Engine, AsyncEngine)
+
+
+class _Running:
+    """One plan being run: its engine, the request it waits on, or its answer."""
+
+    def __init__(self, engine: Engine, plan: Plan[Any]) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.commands: list[Command] = []
+        """The commands that send ``step`` in its node's pipeline."""
+        self.advance(None, None)
+
+    def advance(self, reply: Any, error: Exception | None) -> None:
+        self.done, self.step = advance(self.plan, reply, error)
+
+
+def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_T]:
+    """Run ``plans[i]`` on ``engines[i]``, all in lock step; their answers, in order.
+    Meant for reads: a writing script's replica wait is not sent here.
+
+    A request meets what it would meet run alone (``Engine.execute``): ``queued`` says
+    which commands send it among others, ``answered`` reads their replies (a script Redis
+    lost is sent again on its own); one that goes alone (``SETTLE``, script calls
+    together, a transaction) is run by its engine."""
+    running = [_Running(engine, plan) for engine, plan in zip(engines, plans, strict=True)]
+    while True:
+        waiting = [each for each in running if not each.done]
+        if not waiting:
+            return [each.step for each in running]
+        by_node: dict[int, tuple[Any, list[_Running]]] = {}
+        for each in waiting:
+            commands = queued(each.engine, each.step)
+            if commands is None:
+                try:
+                    reply, error = each.engine.execute(each.step), None
+                except Exception as failed:
+                    reply, error = None, failed
+                each.advance(reply, error)
+                continue
+            each.commands = commands
+            client = each.engine.slot_client()
+            by_node.setdefault(id(client), (client, []))[1].append(each)
+        nodes = list(by_node.values())
+        sent = _NODES().map(_send, nodes) if len(nodes) > 1 else map(_send, nodes)
+        for (_client, group), (counts, replies, met) in zip(nodes, list(sent), strict=True):
+            if met is not None:  # a lost connection: every plan of the node meets it
+                for each in group:
+                    each.advance(None, met)
+                continue
+            at = 0
+            for each, count in zip(group, counts, strict=True):
+                reply, error = answered(each.engine, each.step, replies[at : at + count])
+                at += count
+                each.advance(reply, error)
+
+
+def _send(node: tuple[Any, list[_Running]]) -> tuple[list[int], list[Any], Exception | None]:
+    """One node's pipeline of its plans' requests: how many commands each added, the
+    replies, or the error the pipeline met."""
+    client, group = node
+    pipe = client.pipeline(transaction=False)
+    counts = []
+    for each in group:
+        for command in each.commands:
+            getattr(pipe, command.name)(*command.args, **command.options)
+        counts.append(len(each.commands))
+    try:
+        return counts, pipe.execute(raise_on_error=False), None
+    except Exception as met:
+        return counts, [], met
+
+
+class Threads:
+    """A pool of threads to run calls at once, per process (a fork starts its own)."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size = size
+        self.name = name
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None or self._pool[0] != os.getpid():
+                self._pool = (
+                    os.getpid(),
+                    ThreadPoolExecutor(self.size, thread_name_prefix=self.name),
+                )
+            return self._pool[1]
+
+
+_NODES = Threads(8, "asyncbook-nodes")
+"""The threads that send several nodes' pipelines at once."""
 
 
 class _Drives(Generic[_E]):

@@ -173,7 +173,7 @@ def _eval(script: BookScript, call: ScriptCall) -> Command:
 
 def queued(engine: Engine, request: Request) -> list[Command] | None:
     """The commands that send ``request`` in one pipeline with other plans' requests
-    (``_together``); None for one that goes alone (script calls together, a
+    (``run_together``); None for one that goes alone (script calls together, a
     transaction, ``SETTLE``)."""
     if isinstance(request, ScriptCall):
         return [_evalsha(request.script or engine.script(request.name), request)]
