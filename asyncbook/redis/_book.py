@@ -100,11 +100,7 @@ class RedisBook(BookBase):
     """A book in Redis: durable, shared by workers, beat and the status server."""
 
     driver: Driver
-
-    @property
-    def engine(self) -> Engine:
-        """Shard 0's engine (the one shard's, when S = 1)."""
-        return self.driver.engines[0]
+    engine: Engine
 
     def shard_map(self) -> dict[str, list[int]]:
         """Which node holds which shards: ``host:port`` -> shard indexes (one entry on a
