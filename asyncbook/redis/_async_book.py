@@ -119,15 +119,13 @@ class AsyncRedisBook(BookBase):
         try:
             async with limit:
                 task = await self.get(task_id)
-                if task is None:
-                    raise UnknownTaskError(task_id)
-                if not task.terminal:
+                if task is not None and not task.terminal:
                     async with contextlib.aclosing(self.follow(task_id, task.version)) as versions:
                         async for _version in versions:
                             pass
                     task = await self.get(task_id)
-                    if task is None:
-                        raise UnknownTaskError(task_id)
+                if task is None:
+                    raise UnknownTaskError(task_id)
         except TimeoutError:
             if not limit.expired():
                 raise

@@ -103,16 +103,29 @@ class RedisBook(BookBase):
     engine: Engine
 
     def shard_map(self) -> dict[str, list[int]]:
-        """Which node holds which shards: ``host:port`` -> shard indexes (one entry on a
-        single Redis)."""
-        return self.driver.shard_map()
+        """Which node holds which shards: ``host:port`` (or the socket's path) -> shard
+        indexes (one entry on a single Redis)."""
+        nodes: dict[str, list[int]] = {}
+        for index, engine in enumerate(self.driver.engines):
+            kwargs = engine.slot_client().connection_pool.connection_kwargs
+            node = f"{kwargs.get('host') or kwargs.get('path')}:{kwargs.get('port', '')}"
+            nodes.setdefault(node, []).append(index)
+        return nodes
 
     def each_shard(self, call: Callable[[ShardDue], _T]) -> list[_T]:
         """``call`` on each shard's view (its ``overdue`` and ``expire_many``): the
         shards of one node in turn, the nodes at once (a thread each); the answers in
         shard order. The sweep expires each shard's due tasks this way
         (``asyncbook.sweep``)."""
-        return self.driver.by_node(lambda index: call(ShardDue(self.driver, index)))
+
+        def in_turn(indexes: list[int]) -> list[tuple[int, _T]]:
+            return [(index, call(ShardDue(self.driver, index))) for index in indexes]
+
+        nodes = list(self.shard_map().values())
+        if len(nodes) == 1:
+            return [answer for _index, answer in in_turn(nodes[0])]
+        answers = dict(pair for pairs in self.driver.pool().map(in_turn, nodes) for pair in pairs)
+        return [answers[index] for index in range(self.shards)]
 
     def check_server(self, *, reading: bool = False) -> str | None:
         """Check the book's server (once per book, one round trip); returns its

@@ -202,29 +202,6 @@ class Driver(_Drives[Engine]):
         pairs = list(zip(engines, step.plans, strict=True))
         return list(self.pool().map(lambda pair: pair[0].run(pair[1]), pairs))
 
-    def shard_map(self) -> dict[str, list[int]]:
-        """Which node holds which shards: ``host:port`` (or the socket's path) -> shard
-        indexes."""
-        nodes: dict[str, list[int]] = {}
-        for index, engine in enumerate(self.engines):
-            kwargs = engine.slot_client().connection_pool.connection_kwargs
-            node = f"{kwargs.get('host') or kwargs.get('path')}:{kwargs.get('port', '')}"
-            nodes.setdefault(node, []).append(index)
-        return nodes
-
-    def by_node(self, call: Callable[[int], _T]) -> list[_T]:
-        """``call(index)`` for each shard: the shards of one node in turn, the nodes at
-        once (a thread each); the answers in shard order."""
-        nodes: Sequence[list[int]] = list(self.shard_map().values())
-        if len(nodes) == 1:
-            return [call(index) for index in range(self.ns.count)]
-
-        def in_turn(indexes: list[int]) -> list[tuple[int, _T]]:
-            return [(index, call(index)) for index in indexes]
-
-        answers = dict(pair for pairs in self.pool().map(in_turn, nodes) for pair in pairs)
-        return [answers[index] for index in range(self.ns.count)]
-
 
 class AsyncDriver(_Drives[AsyncEngine]):
     """Runs namespace plans on a ``redis.asyncio`` client (or Cluster client)."""

@@ -1,12 +1,8 @@
-"""The engines: one per shard of a book's namespace (a driver, ``_book_driver``, holds
-one each), running the shard's plans on the book's client: ``Engine`` on redis-py,
-``AsyncEngine`` on ``redis.asyncio``.
-
-The shard plans (``_operations``, ``_console``, ``_batches``, ``_expiries``, ``_outbox``)
-take the shard (``Shard``), never the engine: the engines, with ``_driver``, are the only
-code that knows NOSCRIPT, WAIT for replicas and the node of a Cluster's slot. Both send a
-request through the same steps (``_driver``); only how a step reaches Redis differs.
-``EngineBase`` is what they share (the client, the shard, the scripts).
+"""The engines, one per shard of a book's namespace (its driver holds them): ``Engine``
+runs the shard's plans on redis-py, ``AsyncEngine`` on ``redis.asyncio``, both through the
+same steps (``_driver``); only how a step reaches Redis differs. A plan takes the
+``Shard``, never its engine: the engines and ``_driver`` are the only code that knows
+NOSCRIPT, WAIT for replicas and the node of a Cluster's slot.
 """
 
 from __future__ import annotations
@@ -123,10 +119,8 @@ class AsyncEngine(EngineBase):
 
     async def execute(self, request: Request) -> Any:
         """One request of a plan, sent on the client."""
-        if isinstance(request, Command):
-            return await self.command(request)
-        if isinstance(request, Pipeline):
-            return await self.batch(request)
+        if isinstance(request, (Command, Pipeline)):
+            return await self.send(request)
         if isinstance(request, Settle):
             if pending(self.namespace):  # a CreateSender of this process: a sync wait
                 await asyncio.to_thread(settle, self.namespace)
