@@ -1,6 +1,7 @@
-"""What the two drivers send for a plan's request: ``Engine`` (redis-py) and
-``AsyncEngine`` (``redis.asyncio``) turn a request into steps here, and differ only in
-how a step reaches Redis.
+"""What the two engines share: ``EngineBase`` (the client, the shard, the scripts), and
+the steps that send a plan's request: ``Engine`` (redis-py) and ``AsyncEngine``
+(``redis.asyncio``) turn a request into steps here, and differ only in how a step reaches
+Redis.
 
 Here and nowhere else: a script Redis lost (NOSCRIPT: it did not run) runs again by EVAL,
 which always runs and caches it again (SCRIPT LOAD then EVALSHA could meet another
@@ -13,15 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
+from .._book import CreateSpec
+from ._creating import CreateCall, create_call
 from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
 from ._replicas import ReplicaWait
+from ._scripts import BookScripts
+from ._shard import Shard
 
 __all__ = [
     "Call",
+    "EngineBase",
     "Step",
     "Steps",
     "answered",
@@ -34,18 +40,36 @@ __all__ = [
 _T = TypeVar("_T")
 
 
-class Engine(Protocol):
-    """What the steps need of an engine (``EngineBase``)."""
+class EngineBase:
+    """A book's client, its shard (namespace, key schema, retention, what it learned of
+    its tasks) and the scripts, called through this engine."""
 
-    wait: ReplicaWait
-
-    def script(self, name: str) -> BookScript:
-        """The book's script ``name``."""
-        ...
+    def __init__(self, client: Any, shard: Shard, wait: ReplicaWait | None = None) -> None:
+        self.client = client
+        self.wait = wait or ReplicaWait()
+        """How many replicas a write waits for (``wait_replicas``)."""
+        self.layout = shard
+        self.keys = shard.keys
+        self.namespace = shard.namespace
+        self.scripts = BookScripts.register(self.execute)
 
     def execute(self, request: Request) -> Any:
-        """One request sent alone."""
-        ...
+        """One request of a plan, sent on the client (``Engine``, ``AsyncEngine``)."""
+        raise NotImplementedError
+
+    def script(self, name: str) -> BookScript:
+        """The book's script ``name`` (a ``BookScripts`` field)."""
+        script: BookScript = getattr(self.scripts, name)
+        return script
+
+    def register(self, source: str) -> BookScript:
+        """A script of the caller's, called through this engine (no round trip until
+        first use)."""
+        return BookScript(source, "", self.execute)
+
+    def create_call(self, spec: CreateSpec) -> CreateCall:
+        """The task create.lua would store, and the script's KEYS and ARGV."""
+        return create_call(self.layout, spec)
 
 
 @dataclass(slots=True)
@@ -66,7 +90,7 @@ _MULTI = command("execute_command", "MULTI")
 _EXEC = command("execute_command", "EXEC")
 
 
-def steps(engine: Engine, request: ScriptCall | Scripts) -> Steps[Any]:
+def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
     """The steps that send a script call (or several together), and its answer."""
     if isinstance(request, ScriptCall) and not engine.wait.waits_after(request.name):
         return (yield from unwaited(engine, request))
@@ -83,7 +107,7 @@ def steps(engine: Engine, request: ScriptCall | Scripts) -> Steps[Any]:
     return replies if together else replies[0]
 
 
-def unwaited(engine: Engine, call: ScriptCall) -> Steps[Any]:
+def unwaited(engine: EngineBase, call: ScriptCall) -> Steps[Any]:
     """The steps of one script call with no WAIT behind it: EVALSHA, and after NOSCRIPT
     (it did not run) EVAL. ``steps`` for a call the book does not wait after; the create
     sender's for each create (one ``replica_wait`` goes behind many)."""
@@ -94,7 +118,7 @@ def unwaited(engine: Engine, call: ScriptCall) -> Steps[Any]:
         return (yield _alone(_eval(script, call), call))
 
 
-def replica_wait(engine: Engine) -> Steps[None]:
+def replica_wait(engine: EngineBase) -> Steps[None]:
     """WAIT for the book's replicas (``wait_replicas``) behind the writes sent before it
     on the same connection, its answer checked (``ReplicaWait.check``): the create
     sender's, one behind many pipelined creates."""
@@ -106,7 +130,7 @@ def replica_wait(engine: Engine) -> Steps[None]:
 
 
 def _sent(
-    engine: Engine, calls: Sequence[ScriptCall], transaction: bool
+    engine: EngineBase, calls: Sequence[ScriptCall], transaction: bool
 ) -> Steps[tuple[list[Any], Any]]:
     """The calls' replies (errors in place) and, when one of them writes and the book
     waits for replicas, WAIT's answer (else None).
@@ -139,7 +163,7 @@ def _sent(
 
 
 def _round(
-    engine: Engine, commands: list[Command], transaction: bool, waits: bool
+    engine: EngineBase, commands: list[Command], transaction: bool, waits: bool
 ) -> Steps[tuple[list[Any], Any]]:
     """One round trip of ``commands``, WAIT behind them if ``waits``."""
     if not waits:
@@ -171,7 +195,7 @@ def _eval(script: BookScript, call: ScriptCall) -> Command:
     return command("eval", script.source, len(call.keys), *call.keys, *call.args)
 
 
-def queued(engine: Engine, request: Request) -> list[Command] | None:
+def queued(engine: EngineBase, request: Request) -> list[Command] | None:
     """The commands that send ``request`` in one pipeline with other plans' requests
     (``run_together``); None for one that goes alone (script calls together, a
     transaction, ``SETTLE``)."""
@@ -184,7 +208,9 @@ def queued(engine: Engine, request: Request) -> list[Command] | None:
     return None
 
 
-def answered(engine: Engine, request: Request, replies: list[Any]) -> tuple[Any, Exception | None]:
+def answered(
+    engine: EngineBase, request: Request, replies: list[Any]
+) -> tuple[Any, Exception | None]:
     """What ``request`` met, from its replies in a pipeline with others (``queued``): as
     sent alone, its reply or the error to throw into its plan."""
     if isinstance(request, Pipeline):

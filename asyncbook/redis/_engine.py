@@ -14,50 +14,13 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from .._book import CreateSpec
-from ._creating import CreateCall, create_call
-from ._driver import Call, Step, steps
+from ._driver import Call, EngineBase, Step, steps
 from ._pending import pending, settle
 from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run, run_async
-from ._replicas import ReplicaWait
-from ._scripts import BookScript, BookScripts
-from ._shard import Shard
 
-__all__ = ["AsyncEngine", "CreateCall", "Engine", "EngineBase"]
+__all__ = ["AsyncEngine", "Engine"]
 
 _T = TypeVar("_T")
-
-
-class EngineBase:
-    """A book's client, its shard (namespace, key schema, retention, what it learned of
-    its tasks) and the scripts, called through this engine."""
-
-    def __init__(self, client: Any, shard: Shard, wait: ReplicaWait | None = None) -> None:
-        self.client = client
-        self.wait = wait or ReplicaWait()
-        """How many replicas a write waits for (``wait_replicas``)."""
-        self.layout = shard
-        self.keys = shard.keys
-        self.namespace = shard.namespace
-        self.scripts = BookScripts.register(self.execute)
-
-    def execute(self, request: Request) -> Any:
-        """One request of a plan, sent on the client (``Engine``, ``AsyncEngine``)."""
-        raise NotImplementedError
-
-    def script(self, name: str) -> BookScript:
-        """The book's script ``name`` (a ``BookScripts`` field)."""
-        script: BookScript = getattr(self.scripts, name)
-        return script
-
-    def register(self, source: str) -> BookScript:
-        """A script of the caller's, called through this engine (no round trip until
-        first use)."""
-        return BookScript(source, "", self.execute)
-
-    def create_call(self, spec: CreateSpec) -> CreateCall:
-        """The task create.lua would store, and the script's KEYS and ARGV."""
-        return create_call(self.layout, spec)
 
 
 class Engine(EngineBase):

@@ -1,8 +1,8 @@
 """The book's surface, written once: every call of ``RedisBook`` and ``AsyncRedisBook``
 as a function of the namespace returning its namespace plan (``_merged``), with its
 public signature and docstring. The facades are this table run by a driver (``sync``:
-``_book_driver``, ``awaited``: ``_book_driver``); ``SURFACE`` names the calls both
-offer, and a test holds each facade to it.
+``Driver``, ``awaited``: ``AsyncDriver``); ``SURFACE`` names the calls both offer, and a
+test holds each facade to it.
 """
 
 from __future__ import annotations
