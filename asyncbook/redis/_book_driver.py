@@ -32,7 +32,7 @@ from ._driver import answered, queued
 from ._engine import AsyncEngine, Engine
 from ._merged import FixCount, NamespaceCall, OneShard, OnShards, Sleep
 from ._namespace import Namespace
-from ._plan import Command, Plan, advance, run, run_async
+from ._plan import Command, Pipeline, Plan, advance, run, run_async
 from ._replicas import ReplicaWait
 from ._shard import Shard
 
@@ -69,7 +69,7 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
         waiting = [each for each in running if not each.done]
         if not waiting:
             return [each.step for each in running]
-        by_node: dict[int, tuple[Any, list[_Running]]] = {}
+        by_node: dict[int, list[_Running]] = {}
         for each in waiting:
             commands = queued(each.engine, each.step)
             if commands is None:
@@ -80,36 +80,29 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
                 each.advance(reply, error)
                 continue
             each.commands = commands
-            client = each.engine.slot_client()
-            by_node.setdefault(id(client), (client, []))[1].append(each)
+            by_node.setdefault(id(each.engine.slot_client()), []).append(each)
         nodes = list(by_node.values())
         sent = _NODES().map(_send, nodes) if len(nodes) > 1 else map(_send, nodes)
-        for (_client, group), (counts, replies, met) in zip(nodes, list(sent), strict=True):
+        for group, (replies, met) in zip(nodes, list(sent), strict=True):
             if met is not None:  # a lost connection: every plan of the node meets it
                 for each in group:
                     each.advance(None, met)
                 continue
             at = 0
-            for each, count in zip(group, counts, strict=True):
+            for each in group:
+                count = len(each.commands)
                 reply, error = answered(each.engine, each.step, replies[at : at + count])
                 at += count
                 each.advance(reply, error)
 
 
-def _send(node: tuple[Any, list[_Running]]) -> tuple[list[int], list[Any], Exception | None]:
-    """One node's pipeline of its plans' requests: how many commands each added, the
-    replies, or the error the pipeline met."""
-    client, group = node
-    pipe = client.pipeline(transaction=False)
-    counts = []
-    for each in group:
-        for command in each.commands:
-            getattr(pipe, command.name)(*command.args, **command.options)
-        counts.append(len(each.commands))
+def _send(group: list[_Running]) -> tuple[list[Any], Exception | None]:
+    """One node's pipeline of its plans' requests: the replies, or the error it met."""
+    commands = [command for each in group for command in each.commands]
     try:
-        return counts, pipe.execute(raise_on_error=False), None
+        return group[0].engine.send(Pipeline(commands, errors_as_replies=True)), None
     except Exception as met:
-        return counts, [], met
+        return [], met
 
 
 class Threads:
