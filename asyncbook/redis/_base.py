@@ -45,13 +45,12 @@ class BookBase:
         shards: int = 1,
         home_of: HomeRule = prefix_home,
     ) -> None:
-        wait = ReplicaWait(wait_replicas, wait_timeout_ms)
         self.ns = Namespace(
             namespace,
             shards=shards,
             retention_versions=retention_versions,
             retention=retention,
-            wait=wait,
+            wait=ReplicaWait(wait_replicas, wait_timeout_ms),
             home_of=home_of,
         )
         """The namespace: its shards, which shard holds what, its settings."""
@@ -138,8 +137,7 @@ class BookBase:
     def events_script(self, source: str) -> BookScript:
         """A script of the caller's for ``apply_in_script``: ``source`` runs with the task
         helpers and ``apply_event`` (apply.lua's body) in front of it."""
-        script: BookScript = self.engine.register(with_helpers(source))
-        return script
+        return self.extra_script(with_helpers(source))
 
     def _server_check(self, reading: bool) -> MergedPlan[str | None]:
         """``check_server``'s plan: a sharded book about to write fixes the namespace's

@@ -1,16 +1,13 @@
 """The drivers: run a namespace's plans (``_merged``), ``Driver`` on a redis-py client and
-``AsyncDriver`` on a ``redis.asyncio`` one, each with one engine per shard (``Engine``,
-``AsyncEngine``: a shard's requests, with NOSCRIPT and the replica wait).
+``AsyncDriver`` on a ``redis.asyncio`` one, each with one engine per shard (``_engine``).
 
 Both answer a namespace plan's steps alike: one shard's plan on its engine; ``Sleep``;
 the shard count's check before each call (``CountCheck``); an outage (redis-py giving up)
-raised as ``RedisUnavailableError``. Only several shards' plans run differently: the
-asyncio driver awaits them at once (``asyncio.gather``); the sync driver runs writes a
-thread each, and reads together (``run_together``): each step's requests of every plan go
-out in one pipeline per Redis node, the nodes' pipelines at once, so a read over S shards
-costs the round trips of one plan, not S times them. The sync driver also reports a
-Cluster node refusing the slot (MOVED, CLUSTERDOWN) as an outage, after the Cluster's
-slots are read again so that the next call finds a promoted replica.
+raised as ``RedisUnavailableError``. Several shards' plans the asyncio driver awaits at
+once (``asyncio.gather``); the sync driver runs writes a thread each, and reads together
+(``run_together``). The sync driver also reports a Cluster node refusing the slot (MOVED,
+CLUSTERDOWN) as an outage, after the Cluster's slots are read again so that the next call
+finds a promoted replica.
 """
 
 from __future__ import annotations
@@ -57,8 +54,10 @@ class _Running:
 
 
 def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_T]:
-    """Run ``plans[i]`` on ``engines[i]``, all in lock step; their answers, in order.
-    Meant for reads: a writing script's replica wait is not sent here.
+    """Run ``plans[i]`` on ``engines[i]``, all in lock step; their answers, in order:
+    each step's requests of every plan go out in one pipeline per Redis node, the nodes'
+    pipelines at once, so a read over S shards costs the round trips of one plan, not S
+    times them. Meant for reads: a writing script's replica wait is not sent here.
 
     A request meets what it would meet run alone (``Engine.execute``): ``queued`` says
     which commands send it among others, ``answered`` reads their replies (a script Redis
@@ -149,6 +148,8 @@ class _Drives(Generic[_E]):
         return [self.engines[index] for index in indexes]
 
     def _outage(self, error: Exception) -> NoReturn:
+        if isinstance(error, AuthenticationError):
+            raise error  # wrong credentials are not an outage: retrying cannot help
         rediscover(self)
         if isinstance(error, RedisUnavailableError):
             raise error
@@ -176,8 +177,6 @@ class Driver(_Drives[Engine]):
                 return self.engines[plan.index].run(plan.plan)
             assert not isinstance(plan, OneShard)
             return run(plan, self._step)
-        except AuthenticationError:
-            raise  # wrong credentials are not an outage: retrying cannot help
         except self.outages as error:
             self._outage(error)
 
@@ -211,8 +210,6 @@ class AsyncDriver(_Drives[AsyncEngine]):
                 return await self.engines[plan.index].run(plan.plan)
             assert not isinstance(plan, OneShard)
             return await run_async(plan, self._step)
-        except AuthenticationError:
-            raise
         except self.outages as error:
             self._outage(error)
 
