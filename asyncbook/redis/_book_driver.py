@@ -33,7 +33,7 @@ from ._plan import Command, Pipeline, Plan, advance, run, run_async
 from ._replicas import ReplicaWait
 from ._shard import Shard
 
-__all__ = ["AsyncDriver", "Driver", "Threads", "run_together"]
+__all__ = ["AsyncDriver", "Driver", "run_together"]
 
 _T = TypeVar("_T")
 _E = TypeVar("_E", Engine, AsyncEngine)

@@ -92,19 +92,20 @@ _EXEC = command("execute_command", "EXEC")
 
 def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
     """The steps that send a script call (or several together), and its answer."""
-    if isinstance(request, ScriptCall) and not engine.wait.waits_after(request.name):
+    if isinstance(request, Scripts):
+        calls, transaction = list(request.calls), request.transaction
+    elif engine.wait.waits_after(request.name):
+        calls, transaction = [request], False
+    else:
         return (yield from unwaited(engine, request))
-    together = isinstance(request, Scripts)
-    calls = list(request.calls) if isinstance(request, Scripts) else [request]
     if not calls:
         return []
-    transaction = isinstance(request, Scripts) and request.transaction
     replies, acknowledged = yield from _sent(engine, calls, transaction)
-    if not together and isinstance(replies[0], Exception):
+    if isinstance(request, ScriptCall) and isinstance(replies[0], Exception):
         raise replies[0]
     if acknowledged is not None:
         engine.wait.check(acknowledged)
-    return replies if together else replies[0]
+    return replies if isinstance(request, Scripts) else replies[0]
 
 
 def unwaited(engine: EngineBase, call: ScriptCall) -> Steps[Any]:

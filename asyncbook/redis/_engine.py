@@ -92,11 +92,9 @@ class AsyncEngine(EngineBase):
 
     async def send(self, step: Step) -> Any:
         """One step (``_driver``)."""
-        if isinstance(step, Call):
-            return await self.command(step.command)
-        if isinstance(step, Command):
-            return await self.command(step)
-        return await self.batch(step)
+        if isinstance(step, Pipeline):
+            return await self.batch(step)
+        return await self.command(step.command if isinstance(step, Call) else step)
 
     async def batch(self, step: Pipeline) -> Any:
         """Commands in one pipeline (on a Cluster, a cluster pipeline, or side by side on
