@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -17,9 +17,6 @@ from typing import Any, TypeVar
 from redis.cluster import RedisCluster
 
 from .._book import HeldWrites, ScriptedWrite
-from .._models import AsyncTransition
-from ..errors import AsyncBookError
-from . import _batch_ops as batch_ops
 from . import _operations as operations
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
@@ -76,24 +73,20 @@ class BesideScript:
 
 
 class ShardDue:
-    """One shard as the sweep sees it (``RedisBook.each_shard``): its overdue tasks and
-    their expiry, so that each shard is swept on its own."""
+    """One shard as the sweep sees it (``RedisBook.each_shard``): its overdue tasks, and
+    the book's ``expire_many`` (which checks their groups), so that each shard is swept on
+    its own."""
 
-    def __init__(self, driver: Driver, index: int) -> None:
-        self.driver = driver
+    def __init__(self, book: RedisBook, index: int) -> None:
+        self.driver = book.driver
         self.index = index
         """Which shard."""
+        self.expire_many = book.expire_many
 
     def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
         """The shard's live tasks due at ``now_ms``, earliest first."""
         plan = operations.overdue(self.driver.ns.shards[self.index], now_ms, limit)
         return self.driver.run(on(self.index, plan, writes=False))
-
-    def expire_many(
-        self, task_ids: Iterable[str], *, full_task: bool = True
-    ) -> list[AsyncTransition | AsyncBookError]:
-        """``RedisBook.expire_many`` of the shard's tasks (their groups checked)."""
-        return self.driver.run(batch_ops.expire_many(self.driver.ns, task_ids, full_task=full_task))
 
 
 class RedisBook(BookBase):
@@ -119,7 +112,7 @@ class RedisBook(BookBase):
         (``asyncbook.sweep``)."""
 
         def in_turn(indexes: list[int]) -> list[tuple[int, _T]]:
-            return [(index, call(ShardDue(self.driver, index))) for index in indexes]
+            return [(index, call(ShardDue(self, index))) for index in indexes]
 
         nodes = list(self.shard_map().values())
         if len(nodes) == 1:

@@ -10,17 +10,7 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Awaitable, Callable
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Concatenate,
-    Generic,
-    ParamSpec,
-    Protocol,
-    TypeVar,
-    Unpack,
-    overload,
-)
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
 from .._book import CreateOptions, CreateSpec
 from .._console import SearchPage, TaskQuery
@@ -38,6 +28,7 @@ from ._batch_ops import (
     expire_many,
     heartbeat,
 )
+from ._book_driver import AsyncDriver, Driver
 from ._groups import group, group_members
 from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
@@ -58,9 +49,6 @@ from ._reads import (
     workers,
 )
 from ._task_ops import apply, cancel, deliver_result, expire, record_audit, resume, seal_group
-
-if TYPE_CHECKING:
-    from ._book_driver import AsyncDriver, Driver
 
 __all__ = [
     "SURFACE",
