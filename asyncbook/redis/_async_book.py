@@ -1,10 +1,6 @@
 """``AsyncRedisBook``: the book on ``redis.asyncio``, for asyncio apps (FastAPI, the
-status server).
-
-The same surface as ``RedisBook`` (``_surface`` holds both to one table), awaited: each
-method runs the same namespace plan (``_task_ops``, ``_reads``) on the asyncio driver
-(``_async_book_driver``), so both books send the same script calls and give the same answers
-and errors, on one shard or many. ``wait`` and ``follow`` are driven by the task's shard's
+status server): ``RedisBook``'s table (``_surface``) awaited on the asyncio driver, so both
+books send the same script calls. ``wait`` and ``follow`` are driven by the task's shard's
 change channel; nothing polls.
 """
 
@@ -14,18 +10,13 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
 from types import TracebackType
-from typing import Any
 
 from .._jsrules import is_finite_number
-from .._models import (
-    AsyncTask,
-    ResumeResult,
-)
+from .._models import AsyncTask, ResumeResult
 from ..errors import UnknownTaskError, invalid
-from ._async_book_driver import AsyncDriver
 from ._base import BookBase
+from ._book_driver import AsyncDriver
 from ._changes import changes
-from ._namespace import Namespace
 from ._twin import async_client_like
 
 __all__ = ["AsyncRedisBook"]
@@ -41,9 +32,6 @@ class AsyncRedisBook(BookBase):
 
     asyncio = True
     driver: AsyncDriver
-
-    def _driver(self, client: Any, ns: Namespace) -> AsyncDriver:
-        return AsyncDriver(client, ns)
 
     @classmethod
     def twin_of(cls, book: BookBase) -> AsyncRedisBook | None:
@@ -131,15 +119,13 @@ class AsyncRedisBook(BookBase):
         try:
             async with limit:
                 task = await self.get(task_id)
-                if task is None:
-                    raise UnknownTaskError(task_id)
-                if not task.terminal:
+                if task is not None and not task.terminal:
                     async with contextlib.aclosing(self.follow(task_id, task.version)) as versions:
                         async for _version in versions:
                             pass
                     task = await self.get(task_id)
-                    if task is None:
-                        raise UnknownTaskError(task_id)
+                if task is None:
+                    raise UnknownTaskError(task_id)
         except TimeoutError:
             if not limit.expired():
                 raise

@@ -1,7 +1,6 @@
 """``BookBase``: what both Redis books are built from: a ``Namespace`` (S >= 1 shards),
-the client, the driver that runs the namespace's plans on that client (``Driver`` for
-``RedisBook``, ``AsyncDriver`` for ``AsyncRedisBook``), and the surface (``_surface``),
-one table of ``Method`` for both facades."""
+the client, the driver that runs the namespace's plans on that client (``_book_driver``),
+and the surface (``_surface``), one table of ``Method`` for both facades."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from typing import Any, ClassVar, Self
 
 from . import _reads as reads
 from . import _surface as surface
+from ._book_driver import AsyncDriver, Driver
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._keys import KeySchema
 from ._merged import FIX_COUNT, MergedPlan
@@ -18,7 +18,7 @@ from ._plan import BookScript
 from ._replicas import ReplicaWait
 from ._scripts import with_helpers
 from ._shard import Shard
-from ._shards import CountCheck, HomeRule, ShardMap, prefix_home
+from ._shards import HomeRule, prefix_home
 from ._surface import Method
 
 __all__ = ["DEFAULT_RETENTION", "BookBase"]
@@ -31,6 +31,7 @@ class BookBase:
     """True for a book on a ``redis.asyncio`` client."""
     driver: Any
     """Runs the namespace's plans on the client."""
+    engine: Any
 
     def __init__(
         self,
@@ -44,13 +45,12 @@ class BookBase:
         shards: int = 1,
         home_of: HomeRule = prefix_home,
     ) -> None:
-        wait = ReplicaWait(wait_replicas, wait_timeout_ms)
         self.ns = Namespace(
             namespace,
             shards=shards,
             retention_versions=retention_versions,
             retention=retention,
-            wait=wait,
+            wait=ReplicaWait(wait_replicas, wait_timeout_ms),
             home_of=home_of,
         )
         """The namespace: its shards, which shard holds what, its settings."""
@@ -64,10 +64,19 @@ class BookBase:
         """How many shards the namespace has."""
         self.home_of = home_of
         """The rule homing callback ids in a sharded namespace (``_shards.HomeRule``)."""
-        self.driver = self._driver(client, self.ns)
-
-    def _driver(self, client: Any, ns: Namespace) -> Any:
-        raise NotImplementedError
+        self.driver = (AsyncDriver if self.asyncio else Driver)(client, self.ns)
+        self.engine = self.driver.engines[0]
+        """Shard 0's engine (the one shard's, when S = 1)."""
+        self.layout = self.ns.first
+        """Shard 0 (the one shard, when S = 1)."""
+        self.keys: KeySchema = self.layout.keys
+        """Shard 0's key schema (the namespace's, when S = 1)."""
+        self.shard_check = self.ns.count_check
+        """The namespace's shard count check, run before each call."""
+        self.map = self.ns.map
+        """Which shard holds a task or an id."""
+        self.change_channels = [shard.keys.changes_channel for shard in self.ns.shards]
+        """Every shard's changes channel, in shard order."""
 
     # -- the surface (``_surface``: one table for both facades) --------------------
 
@@ -115,31 +124,6 @@ class BookBase:
     transition_counts = Method(surface.transition_counts)
     prune = Method(surface.prune)
 
-    @property
-    def engine(self) -> Any:
-        """Shard 0's engine (the one shard's, when S = 1)."""
-        return self.driver.engines[0]
-
-    @property
-    def layout(self) -> Shard:
-        """Shard 0 (the one shard, when S = 1)."""
-        return self.ns.first
-
-    @property
-    def keys(self) -> KeySchema:
-        """Shard 0's key schema (the namespace's, when S = 1)."""
-        return self.ns.first.keys
-
-    @property
-    def shard_check(self) -> CountCheck:
-        """The namespace's shard count check, run before each call."""
-        return self.ns.count_check
-
-    @property
-    def map(self) -> ShardMap:
-        """Which shard holds a task or an id."""
-        return self.ns.map
-
     def shard_of(self, task_id: Any) -> Shard:
         """The shard holding ``task_id``: its key schema (``.keys``) and retention."""
         return self.ns.shard_of(task_id)
@@ -153,8 +137,7 @@ class BookBase:
     def events_script(self, source: str) -> BookScript:
         """A script of the caller's for ``apply_in_script``: ``source`` runs with the task
         helpers and ``apply_event`` (apply.lua's body) in front of it."""
-        script: BookScript = self.engine.register(with_helpers(source))
-        return script
+        return self.extra_script(with_helpers(source))
 
     def _server_check(self, reading: bool) -> MergedPlan[str | None]:
         """``check_server``'s plan: a sharded book about to write fixes the namespace's
@@ -164,11 +147,6 @@ class BookBase:
         found = yield from reads.check_server(self.ns)
         policies = sorted({policy for policy in found if policy is not None})
         return policies[0] if policies else None
-
-    @property
-    def change_channels(self) -> list[str]:
-        """Every shard's changes channel, in shard order."""
-        return [shard.keys.changes_channel for shard in self.ns.shards]
 
     @classmethod
     def from_url(

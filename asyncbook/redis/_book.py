@@ -1,9 +1,8 @@
 """``RedisBook``: the durable book, one atomic Lua call per change, on redis-py.
 
 Follows docs/spec.md exactly as ``MemoryBook`` does (a differential test holds them to the
-same results). A thin facade: each method runs one namespace plan (``_task_ops``,
-``_reads``) on the sync driver (``_book_driver``), the same plans ``AsyncRedisBook`` awaits,
-for a namespace of one shard or many (``_surface`` lists the calls both offer).
+same results). A thin facade: the table (``_surface``) run on the sync driver, the same
+plans ``AsyncRedisBook`` awaits, on one shard or many; and what only a sync book does.
 """
 
 from __future__ import annotations
@@ -11,56 +10,115 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
+from redis.cluster import RedisCluster
+
 from .._book import HeldWrites, ScriptedWrite
+from . import _operations as operations
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
-from ._beside import BesideScript, same_server
 from ._book_driver import Driver
 from ._changes import Change, follow_changes
 from ._engine import Engine
-from ._namespace import Namespace
+from ._merged import on
 from ._pending import register
 from ._scripts import BookScript, ScriptedEvents
 from ._sender import CreateSender
-from ._shard_due import ShardDue
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-__all__ = ["RedisBook"]
+__all__ = ["BesideScript", "RedisBook", "ShardDue", "same_server"]
+
+
+def _address(client: Any) -> tuple[Any, ...]:
+    """Where a client's commands go: host, port, db and socket path (behind Sentinel,
+    the master it names now)."""
+    pool = client.connection_pool
+    kwargs = pool.connection_kwargs
+    if hasattr(pool, "get_master_address"):
+        host, port = pool.get_master_address()
+        return (host, port, kwargs.get("db") or 0, None)
+    return (kwargs.get("host"), kwargs.get("port"), kwargs.get("db") or 0, kwargs.get("path"))
+
+
+def same_server(book_client: Any, client: Any) -> bool:
+    """True if both clients send their commands to one server and db (a book on a
+    Cluster never: its keys spread over many)."""
+    if isinstance(book_client, RedisCluster):
+        return False
+    return _address(book_client) == _address(client)
+
+
+@dataclass(frozen=True, slots=True)
+class BesideScript:
+    """A caller's script, registered as an events script of a book, and the book's
+    ``apply_in_script``, which runs it with a task's events."""
+
+    apply_in_script: Callable[..., ScriptedEvents]
+    script: BookScript
+    retention: timedelta | None
+    """The book's retention of ended tasks."""
+
+    def apply(self, write: ScriptedWrite) -> ScriptedEvents:
+        """The write's events and the script, in one call."""
+        task_id, items, key, args, name, group_id = write
+        return self.apply_in_script(
+            task_id, items, self.script, key, args, name=name, group_id=group_id
+        )
+
+
+class ShardDue:
+    """One shard as the sweep sees it (``RedisBook.each_shard``): its overdue tasks, and
+    the book's ``expire_many`` (which checks their groups), so that each shard is swept on
+    its own."""
+
+    def __init__(self, book: RedisBook, index: int) -> None:
+        self.driver = book.driver
+        self.index = index
+        """Which shard."""
+        self.expire_many = book.expire_many
+
+    def overdue(self, now_ms: int | float, limit: int = 1000) -> list[str]:
+        """The shard's live tasks due at ``now_ms``, earliest first."""
+        plan = operations.overdue(self.driver.ns.shards[self.index], now_ms, limit)
+        return self.driver.run(on(self.index, plan, writes=False))
 
 
 class RedisBook(BookBase):
     """A book in Redis: durable, shared by workers, beat and the status server."""
 
     driver: Driver
-
-    def _driver(self, client: Any, ns: Namespace) -> Driver:
-        return Driver(client, ns)
-
-    @property
-    def engine(self) -> Engine:
-        """Shard 0's engine (the one shard's, when S = 1)."""
-        return self.driver.engines[0]
-
-    def fix_count(self) -> None:
-        """Store the namespace's shard count at its first use, or check it (once)."""
-        self.driver.home.run(self.ns.count_check.fix())
+    engine: Engine
 
     def shard_map(self) -> dict[str, list[int]]:
-        """Which node holds which shards: ``host:port`` -> shard indexes (one entry on a
-        single Redis)."""
-        return self.driver.shard_map()
+        """Which node holds which shards: ``host:port`` (or the socket's path) -> shard
+        indexes (one entry on a single Redis)."""
+        nodes: dict[str, list[int]] = {}
+        for index, engine in enumerate(self.driver.engines):
+            kwargs = engine.slot_client().connection_pool.connection_kwargs
+            node = f"{kwargs.get('host') or kwargs.get('path')}:{kwargs.get('port', '')}"
+            nodes.setdefault(node, []).append(index)
+        return nodes
 
     def each_shard(self, call: Callable[[ShardDue], _T]) -> list[_T]:
         """``call`` on each shard's view (its ``overdue`` and ``expire_many``): the
         shards of one node in turn, the nodes at once (a thread each); the answers in
         shard order. The sweep expires each shard's due tasks this way
         (``asyncbook.sweep``)."""
-        return self.driver.by_node(lambda index: call(ShardDue(self.driver, index)))
+
+        def in_turn(indexes: list[int]) -> list[tuple[int, _T]]:
+            return [(index, call(ShardDue(self, index))) for index in indexes]
+
+        nodes = list(self.shard_map().values())
+        if len(nodes) == 1:
+            return [answer for _index, answer in in_turn(nodes[0])]
+        answers = dict(pair for pairs in self.driver.pool().map(in_turn, nodes) for pair in pairs)
+        return [answers[index] for index in range(self.shards)]
 
     def check_server(self, *, reading: bool = False) -> str | None:
         """Check the book's server (once per book, one round trip); returns its
@@ -124,11 +182,9 @@ class RedisBook(BookBase):
 
     def script_beside(self, client: object, source: str) -> BesideScript | None:
         """``source`` as an ``events_script``, when ``client`` is on this book's server
-        (one slot's script: None for a namespace of several shards)."""
+        (one slot's script: None for a namespace of several shards): the caller's Lua
+        and the book's events in one script call (asyncbook's Celery result backend
+        writes Celery's meta so, atomically with the book's events)."""
         if self.shards > 1 or not same_server(self.client, client):
             return None
-        return BesideScript(self._apply_write, self.events_script(source), self.retention)
-
-    def _apply_write(self, write: ScriptedWrite, script: BookScript) -> ScriptedEvents:
-        task_id, items, key, args, name, group_id = write
-        return self.apply_in_script(task_id, items, script, key, args, name=name, group_id=group_id)
+        return BesideScript(self.apply_in_script, self.events_script(source), self.retention)

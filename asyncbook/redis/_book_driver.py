@@ -1,53 +1,171 @@
-"""The sync driver: runs a namespace's plans (``_merged``) on a redis-py client.
+"""The drivers: run a namespace's plans (``_merged``), ``Driver`` on a redis-py client and
+``AsyncDriver`` on a ``redis.asyncio`` one, each with one engine per shard (``_engine``).
 
-One ``Engine`` per shard sends a shard's requests (its script calls, commands and
-pipelines, with NOSCRIPT and the replica wait). This driver answers a namespace plan's
-steps: one shard's plan on its engine; reads of several shards together, one pipeline per
-node (``run_together``); writes of several shards a thread each; ``Sleep``; the shard
-count's check. It reports outages: redis-py giving up, or a Cluster node refusing the slot
-(MOVED, CLUSTERDOWN), is ``RedisUnavailableError``, after the Cluster's slots are read
-again so that the next call finds a promoted replica.
+Both answer a namespace plan's steps alike: one shard's plan on its engine; ``Sleep``;
+the shard count's check before each call (``CountCheck``); an outage (redis-py giving up)
+raised as ``RedisUnavailableError``. Several shards' plans the asyncio driver awaits at
+once (``asyncio.gather``); the sync driver runs writes a thread each, and reads together
+(``run_together``). The sync driver also reports a Cluster node refusing the slot (MOVED,
+CLUSTERDOWN) as an outage, after the Cluster's slots are read again so that the next call
+finds a promoted replica.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
 from redis.exceptions import AuthenticationError, ClusterDownError, MovedError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._connection import RedisUnavailableError, rediscover
-from ._engine import Engine
-from ._merged import FixCount, MergedPlan, NamespaceCall, OneShard, OnShards, Sleep
+from ._driver import answered, queued
+from ._engine import AsyncEngine, Engine
+from ._merged import FixCount, NamespaceCall, OneShard, OnShards, Sleep
 from ._namespace import Namespace
-from ._plan import run
-from ._together import run_together
+from ._plan import Command, Pipeline, Plan, advance, run, run_async
+from ._replicas import ReplicaWait
+from ._shard import Shard
 
-__all__ = ["Driver"]
+__all__ = ["AsyncDriver", "Driver", "run_together"]
 
 _T = TypeVar("_T")
+_E = TypeVar("_E", Engine, AsyncEngine)
 
 
-class Driver:
+class _Running:
+    """One plan being run: its engine, the request it waits on, or its answer."""
+
+    def __init__(self, engine: Engine, plan: Plan[Any]) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.commands: list[Command] = []
+        """The commands that send ``step`` in its node's pipeline."""
+        self.advance(None, None)
+
+    def advance(self, reply: Any, error: Exception | None) -> None:
+        self.done, self.step = advance(self.plan, reply, error)
+
+
+def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_T]:
+    """Run ``plans[i]`` on ``engines[i]``, all in lock step; their answers, in order:
+    each step's requests of every plan go out in one pipeline per Redis node, the nodes'
+    pipelines at once, so a read over S shards costs the round trips of one plan, not S
+    times them. Meant for reads: a writing script's replica wait is not sent here.
+
+    A request meets what it would meet run alone (``Engine.execute``): ``queued`` says
+    which commands send it among others, ``answered`` reads their replies (a script Redis
+    lost is sent again on its own); one that goes alone (``SETTLE``, script calls
+    together, a transaction) is run by its engine."""
+    running = [_Running(engine, plan) for engine, plan in zip(engines, plans, strict=True)]
+    while True:
+        waiting = [each for each in running if not each.done]
+        if not waiting:
+            return [each.step for each in running]
+        by_node: dict[int, list[_Running]] = {}
+        for each in waiting:
+            commands = queued(each.engine, each.step)
+            if commands is None:
+                try:
+                    reply, error = each.engine.execute(each.step), None
+                except Exception as failed:
+                    reply, error = None, failed
+                each.advance(reply, error)
+                continue
+            each.commands = commands
+            by_node.setdefault(id(each.engine.slot_client()), []).append(each)
+        nodes = list(by_node.values())
+        sent = _NODES().map(_send, nodes) if len(nodes) > 1 else map(_send, nodes)
+        for group, (replies, met) in zip(nodes, list(sent), strict=True):
+            if met is not None:  # a lost connection: every plan of the node meets it
+                for each in group:
+                    each.advance(None, met)
+                continue
+            at = 0
+            for each in group:
+                count = len(each.commands)
+                reply, error = answered(each.engine, each.step, replies[at : at + count])
+                at += count
+                each.advance(reply, error)
+
+
+def _send(group: list[_Running]) -> tuple[list[Any], Exception | None]:
+    """One node's pipeline of its plans' requests: the replies, or the error it met."""
+    commands = [command for each in group for command in each.commands]
+    try:
+        return group[0].engine.send(Pipeline(commands, errors_as_replies=True)), None
+    except Exception as met:
+        return [], met
+
+
+class Threads:
+    """A pool of threads to run calls at once, per process (a fork starts its own)."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size = size
+        self.name = name
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None or self._pool[0] != os.getpid():
+                self._pool = (
+                    os.getpid(),
+                    ThreadPoolExecutor(self.size, thread_name_prefix=self.name),
+                )
+            return self._pool[1]
+
+
+_NODES = Threads(8, "asyncbook-nodes")
+"""The threads that send several nodes' pipelines at once."""
+
+
+class _Drives(Generic[_E]):
+    """What both drivers hold: the client, the namespace and its shards' engines."""
+
+    outages: ClassVar[tuple[type[Exception], ...]] = (RedisConnectionError, RedisTimeoutError)
+    """What redis-py raises when it gives up on Redis (``RedisUnavailableError``)."""
+
+    def __init__(
+        self, client: Any, ns: Namespace, engine: Callable[[Any, Shard, ReplicaWait], _E]
+    ) -> None:
+        self.client = client
+        self.ns = ns
+        self.engines: list[_E] = [engine(client, shard, ns.wait) for shard in ns.shards]
+        """One engine per shard, in shard order."""
+        self.home: _E = self.engines[0] if ns.count == 1 else engine(client, ns.home, ns.wait)
+        """The engine on the namespace's own tag (its shard count)."""
+
+    def _engines(self, step: OnShards) -> list[_E]:
+        indexes = range(self.ns.count) if step.shards is None else step.shards
+        return [self.engines[index] for index in indexes]
+
+    def _outage(self, error: Exception) -> NoReturn:
+        if isinstance(error, AuthenticationError):
+            raise error  # wrong credentials are not an outage: retrying cannot help
+        rediscover(self)
+        if isinstance(error, RedisUnavailableError):
+            raise error
+        raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
+
+
+class Driver(_Drives[Engine]):
     """Runs namespace plans on a redis-py client (a Redis, a Cluster, Sentinel's master,
     fakeredis)."""
 
+    outages = (RedisConnectionError, RedisTimeoutError, MovedError, ClusterDownError)
+
     def __init__(self, client: Any, ns: Namespace) -> None:
-        self.client = client
-        self.ns = ns
-        self.engines = [Engine(client, shard, ns.wait) for shard in ns.shards]
-        """One engine per shard, in shard order."""
-        self.home = self.engines[0] if ns.count == 1 else Engine(client, ns.home, ns.wait)
-        """The engine on the namespace's own tag (its shard count)."""
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid = 0
-        self._pool_lock = threading.Lock()
+        super().__init__(client, ns, Engine)
+        self.pool = Threads(min(8, ns.count), "asyncbook-shards")
+        """The threads that run several shards' writes at once."""
 
     def run(self, plan: NamespaceCall[_T]) -> _T:
         """Run ``plan`` (after the namespace's shard count check); an outage raises
@@ -58,17 +176,9 @@ class Driver:
             if type(plan) is OneShard:
                 return self.engines[plan.index].run(plan.plan)
             assert not isinstance(plan, OneShard)
-            return self._drive(plan)
-        except AuthenticationError:
-            raise  # wrong credentials are not an outage: retrying cannot help
-        except (RedisConnectionError, RedisTimeoutError, MovedError, ClusterDownError) as error:
-            rediscover(self)
-            if isinstance(error, RedisUnavailableError):
-                raise
-            raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
-
-    def _drive(self, plan: MergedPlan[_T]) -> _T:
-        return run(plan, self._step)
+            return run(plan, self._step)
+        except self.outages as error:
+            self._outage(error)
 
     def _step(self, step: OnShards | Sleep | FixCount) -> Any:
         """One step of a namespace plan: its answer (an error is thrown into the plan)."""
@@ -78,50 +188,38 @@ class Driver:
             return time.sleep(step.seconds)
         if isinstance(step, FixCount):
             return self.home.run(self.ns.count_check.fix())
-        return self._on_shards(step)
-
-    def _on_shards(self, step: OnShards) -> list[Any]:
-        indexes = range(self.ns.count) if step.shards is None else step.shards
-        engines = [self.engines[index] for index in indexes]
-        if len(step.plans) == 1:
-            return [engines[0].run(step.plans[0])]
+        engines = self._engines(step)
         if not step.writes:
             return run_together(engines, step.plans)
         pairs = list(zip(engines, step.plans, strict=True))
         return list(self.pool().map(lambda pair: pair[0].run(pair[1]), pairs))
 
-    def pool(self) -> ThreadPoolExecutor:
-        """The threads that run several shards' writes at once (per process: a fork
-        starts its own)."""
-        with self._pool_lock:
-            if self._pool is None or self._pool_pid != os.getpid():
-                self._pool = ThreadPoolExecutor(
-                    max_workers=min(8, self.ns.count), thread_name_prefix="asyncbook-shards"
-                )
-                self._pool_pid = os.getpid()
-            return self._pool
 
-    def node_of(self, index: int) -> str:
-        """``host:port`` (or the socket's path) of the node holding shard ``index``."""
-        kwargs = self.engines[index].slot_client().connection_pool.connection_kwargs
-        return f"{kwargs.get('host') or kwargs.get('path')}:{kwargs.get('port', '')}"
+class AsyncDriver(_Drives[AsyncEngine]):
+    """Runs namespace plans on a ``redis.asyncio`` client (or Cluster client)."""
 
-    def shard_map(self) -> dict[str, list[int]]:
-        """Which node holds which shards: ``host:port`` -> shard indexes."""
-        nodes: dict[str, list[int]] = {}
-        for index in range(self.ns.count):
-            nodes.setdefault(self.node_of(index), []).append(index)
-        return nodes
+    def __init__(self, client: Any, ns: Namespace) -> None:
+        super().__init__(client, ns, AsyncEngine)
 
-    def by_node(self, call: Callable[[int], _T]) -> list[_T]:
-        """``call(index)`` for each shard: the shards of one node in turn, the nodes at
-        once (a thread each); the answers in shard order."""
-        nodes: Sequence[list[int]] = list(self.shard_map().values())
-        if len(nodes) == 1:
-            return [call(index) for index in range(self.ns.count)]
+    async def run(self, plan: NamespaceCall[_T]) -> _T:
+        """``Driver.run``, awaited."""
+        try:
+            if not self.ns.count_check.settled:
+                await self.home.run(self.ns.count_check.check())
+            if type(plan) is OneShard:
+                return await self.engines[plan.index].run(plan.plan)
+            assert not isinstance(plan, OneShard)
+            return await run_async(plan, self._step)
+        except self.outages as error:
+            self._outage(error)
 
-        def in_turn(indexes: list[int]) -> list[tuple[int, _T]]:
-            return [(index, call(index)) for index in indexes]
-
-        answers = dict(pair for pairs in self.pool().map(in_turn, nodes) for pair in pairs)
-        return [answers[index] for index in range(self.ns.count)]
+    async def _step(self, step: OnShards | Sleep | FixCount) -> Any:
+        if isinstance(step, Sleep):
+            return await asyncio.sleep(step.seconds)
+        if isinstance(step, FixCount):
+            return await self.home.run(self.ns.count_check.fix())
+        engines = self._engines(step)
+        if len(step.plans) == 1:
+            return [await engines[0].run(step.plans[0])]
+        runs = (engine.run(plan) for engine, plan in zip(engines, step.plans, strict=True))
+        return list(await asyncio.gather(*runs))

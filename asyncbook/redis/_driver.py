@@ -1,6 +1,7 @@
-"""What the two drivers send for a plan's request: ``Engine`` (redis-py) and
-``AsyncEngine`` (``redis.asyncio``) turn a request into steps here, and differ only in
-how a step reaches Redis.
+"""What the two engines share: ``EngineBase`` (the client, the shard, the scripts), and
+the steps that send a plan's request: ``Engine`` (redis-py) and ``AsyncEngine``
+(``redis.asyncio``) turn a request into steps here, and differ only in how a step reaches
+Redis.
 
 Here and nowhere else: a script Redis lost (NOSCRIPT: it did not run) runs again by EVAL,
 which always runs and caches it again (SCRIPT LOAD then EVALSHA could meet another
@@ -13,20 +14,24 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
+from .._book import CreateSpec
+from .._models import AsyncTask
+from ._creating import create_args
 from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
 from ._replicas import ReplicaWait
+from ._scripts import BookScripts
+from ._shard import Shard
 
 __all__ = [
-    "Batch",
     "Call",
+    "EngineBase",
     "Step",
     "Steps",
     "answered",
-    "batch_of",
     "queued",
     "replica_wait",
     "steps",
@@ -36,18 +41,37 @@ __all__ = [
 _T = TypeVar("_T")
 
 
-class Engine(Protocol):
-    """What the steps need of an engine (``EngineBase``)."""
+class EngineBase:
+    """A book's client, its shard (namespace, key schema, retention, what it learned of
+    its tasks) and the scripts, called through this engine."""
 
-    wait: ReplicaWait
-
-    def script(self, name: str) -> BookScript:
-        """The book's script ``name``."""
-        ...
+    def __init__(self, client: Any, shard: Shard, wait: ReplicaWait | None = None) -> None:
+        self.client = client
+        self.wait = wait or ReplicaWait()
+        """How many replicas a write waits for (``wait_replicas``)."""
+        self.layout = shard
+        self.keys = shard.keys
+        self.namespace = shard.namespace
+        self.scripts = BookScripts.register(self.execute)
 
     def execute(self, request: Request) -> Any:
-        """One request sent alone."""
-        ...
+        """One request of a plan, sent on the client (``Engine``, ``AsyncEngine``)."""
+        raise NotImplementedError
+
+    def script(self, name: str) -> BookScript:
+        """The book's script ``name`` (a ``BookScripts`` field)."""
+        script: BookScript = getattr(self.scripts, name)
+        return script
+
+    def register(self, source: str) -> BookScript:
+        """A script of the caller's, called through this engine (no round trip until
+        first use)."""
+        return BookScript(source, "", self.execute)
+
+    def create_call(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], list[str]]:
+        """The task create.lua would store, and the script's KEYS and ARGV."""
+        task, keys, args = create_args(self.layout, spec)
+        return task, keys, args.argv()
 
 
 @dataclass(slots=True)
@@ -58,18 +82,9 @@ class Call:
     command: Command
 
 
-@dataclass(slots=True)
-class Batch:
-    """Commands in one pipeline on the book's node (on a Cluster, the node of the book's
-    slot): their replies, each error in its place unless ``raise_on_error``."""
-
-    commands: Sequence[Command]
-    transaction: bool = False
-    raise_on_error: bool = False
-
-
-Step = Call | Command | Batch
-"""What a driver sends: a ``Command`` alone goes to the book's node."""
+Step = Call | Command | Pipeline
+"""What a driver sends: a ``Command`` alone or a ``Pipeline`` goes to the book's node (on
+a Cluster, the node of the book's slot)."""
 Steps = Generator[Step, Any, _T]
 """A request as the steps that send it (run by ``_plan.run``, ``run_async``)."""
 
@@ -77,26 +92,25 @@ _MULTI = command("execute_command", "MULTI")
 _EXEC = command("execute_command", "EXEC")
 
 
-def batch_of(pipeline: Pipeline) -> Batch:
-    """The step that sends a plan's ``Pipeline``."""
-    return Batch(pipeline.commands, pipeline.transaction, not pipeline.errors_as_replies)
-
-
-def steps(engine: Engine, request: ScriptCall | Scripts) -> Steps[Any]:
+def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
     """The steps that send a script call (or several together), and its answer."""
     if isinstance(request, Scripts):
-        return (yield from _scripts(engine, request))
-    script = request.script or engine.script(request.name)
-    if not engine.wait.waits_after(request.name):
+        calls, transaction = list(request.calls), request.transaction
+    elif engine.wait.waits_after(request.name):
+        calls, transaction = [request], False
+    else:
         return (yield from unwaited(engine, request))
-    (reply,), acknowledged = yield from _sent(engine, [request], [script], transaction=False)
-    if isinstance(reply, Exception):
-        raise reply
-    engine.wait.check(acknowledged)
-    return reply
+    if not calls:
+        return []
+    replies, acknowledged = yield from _sent(engine, calls, transaction)
+    if isinstance(request, ScriptCall) and isinstance(replies[0], Exception):
+        raise replies[0]
+    if acknowledged is not None:
+        engine.wait.check(acknowledged)
+    return replies if isinstance(request, Scripts) else replies[0]
 
 
-def unwaited(engine: Engine, call: ScriptCall) -> Steps[Any]:
+def unwaited(engine: EngineBase, call: ScriptCall) -> Steps[Any]:
     """The steps of one script call with no WAIT behind it: EVALSHA, and after NOSCRIPT
     (it did not run) EVAL. ``steps`` for a call the book does not wait after; the create
     sender's for each create (one ``replica_wait`` goes behind many)."""
@@ -107,7 +121,7 @@ def unwaited(engine: Engine, call: ScriptCall) -> Steps[Any]:
         return (yield _alone(_eval(script, call), call))
 
 
-def replica_wait(engine: Engine) -> Steps[None]:
+def replica_wait(engine: EngineBase) -> Steps[None]:
     """WAIT for the book's replicas (``wait_replicas``) behind the writes sent before it
     on the same connection, its answer checked (``ReplicaWait.check``): the create
     sender's, one behind many pipelined creates."""
@@ -118,22 +132,8 @@ def replica_wait(engine: Engine) -> Steps[None]:
     engine.wait.check(acknowledged)
 
 
-def _scripts(engine: Engine, request: Scripts) -> Steps[list[Any]]:
-    calls = list(request.calls)
-    if not calls:
-        return []
-    scripts = [call.script or engine.script(call.name) for call in calls]
-    replies, acknowledged = yield from _sent(engine, calls, scripts, request.transaction)
-    if acknowledged is not None:
-        engine.wait.check(acknowledged)
-    return replies
-
-
 def _sent(
-    engine: Engine,
-    calls: Sequence[ScriptCall],
-    scripts: Sequence[BookScript],
-    transaction: bool,
+    engine: EngineBase, calls: Sequence[ScriptCall], transaction: bool
 ) -> Steps[tuple[list[Any], Any]]:
     """The calls' replies (errors in place) and, when one of them writes and the book
     waits for replicas, WAIT's answer (else None).
@@ -143,6 +143,7 @@ def _sent(
     ran before it: they go again with it, in order, and only the first call of each
     script carries its source (nothing runs between them in the transaction)."""
     waits = any(engine.wait.waits_after(call.name) for call in calls)
+    scripts = [call.script or engine.script(call.name) for call in calls]
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
     again = False
@@ -165,18 +166,18 @@ def _sent(
 
 
 def _round(
-    engine: Engine, commands: list[Command], transaction: bool, waits: bool
+    engine: EngineBase, commands: list[Command], transaction: bool, waits: bool
 ) -> Steps[tuple[list[Any], Any]]:
     """One round trip of ``commands``, WAIT behind them if ``waits``."""
     if not waits:
-        return list((yield Batch(commands, transaction))), None
+        return list((yield Pipeline(commands, True, transaction))), None
     wait = command("wait", engine.wait.replicas, engine.wait.timeout_ms)
     if not transaction:
-        *replies, acknowledged = yield Batch([*commands, wait])
+        *replies, acknowledged = yield Pipeline([*commands, wait], True)
         return replies, acknowledged
     # MULTI ... EXEC then WAIT, sent by hand on one connection (redis-py's transaction
     # pipeline can put nothing behind its EXEC).
-    *queued, executed, acknowledged = yield Batch([_MULTI, *commands, _EXEC, wait])
+    *queued, executed, acknowledged = yield Pipeline([_MULTI, *commands, _EXEC, wait], True)
     if isinstance(executed, Exception):
         # EXECABORT: say why (a Cluster node's MOVED after a failover, as redis-py does).
         raise next((reply for reply in queued if isinstance(reply, MovedError)), executed)
@@ -197,9 +198,9 @@ def _eval(script: BookScript, call: ScriptCall) -> Command:
     return command("eval", script.source, len(call.keys), *call.keys, *call.args)
 
 
-def queued(engine: Engine, request: Request) -> list[Command] | None:
+def queued(engine: EngineBase, request: Request) -> list[Command] | None:
     """The commands that send ``request`` in one pipeline with other plans' requests
-    (``_together``); None for one that goes alone (script calls together, a
+    (``run_together``); None for one that goes alone (script calls together, a
     transaction, ``SETTLE``)."""
     if isinstance(request, ScriptCall):
         return [_evalsha(request.script or engine.script(request.name), request)]
@@ -210,7 +211,9 @@ def queued(engine: Engine, request: Request) -> list[Command] | None:
     return None
 
 
-def answered(engine: Engine, request: Request, replies: list[Any]) -> tuple[Any, Exception | None]:
+def answered(
+    engine: EngineBase, request: Request, replies: list[Any]
+) -> tuple[Any, Exception | None]:
     """What ``request`` met, from its replies in a pipeline with others (``queued``): as
     sent alone, its reply or the error to throw into its plan."""
     if isinstance(request, Pipeline):

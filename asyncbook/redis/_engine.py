@@ -1,72 +1,26 @@
-"""The engine of one shard: its client, shard and scripts, and the sync engine that runs
-the shard's plans on redis-py.
-
-A book's driver (``_book_driver``, ``_async_book_driver``) holds one engine per shard of
-its namespace and hands each shard's plan to its engine. The shard plans
-(``_operations``, ``_console``, ``_batches``, ``_expiries``, ``_outbox``) take the
-shard (``Shard``), never the engine, and each engine runs them (``Engine.run``,
-``AsyncEngine.run``): the engines, with ``_driver``, are the only code that knows
-NOSCRIPT, WAIT for replicas and the node of a Cluster's slot. ``EngineBase`` is what
-both engines share (the client, the shard, the scripts); ``Engine`` runs on redis-py,
-``AsyncEngine`` (``_async_engine``) on ``redis.asyncio``.
+"""The engines, one per shard of a book's namespace (its driver holds them): ``Engine``
+runs the shard's plans on redis-py, ``AsyncEngine`` on ``redis.asyncio``, both through the
+same steps (``_driver``); only how a step reaches Redis differs. A plan takes the
+``Shard``, never its engine: the engines and ``_driver`` are the only code that knows
+NOSCRIPT, WAIT for replicas and the node of a Cluster's slot.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeVar
+import asyncio
+from typing import Any, TypeVar
 
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
-from .._book import CreateSpec
-from .._models import AsyncTask
-from ._creating import create_args
-from ._driver import Batch, Call, Step, batch_of, steps
-from ._pending import settle
-from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run
-from ._replicas import ReplicaWait
-from ._scripts import BookScript, BookScripts
-from ._shard import Shard
+from ._driver import Call, EngineBase, Step, steps
+from ._pending import pending, settle
+from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run, run_async
 
-__all__ = ["Engine", "EngineBase"]
+__all__ = ["AsyncEngine", "Engine"]
 
 _T = TypeVar("_T")
-
-
-class EngineBase:
-    """A book's client, its shard (namespace, key schema, retention, what it learned of
-    its tasks) and the scripts, called through this engine."""
-
-    asyncio: ClassVar[bool] = False
-    """True for an engine on a ``redis.asyncio`` client."""
-
-    def __init__(self, client: Any, shard: Shard, wait: ReplicaWait | None = None) -> None:
-        self.client = client
-        self.wait = wait or ReplicaWait()
-        """How many replicas a write waits for (``wait_replicas``)."""
-        self.layout = shard
-        self.keys = shard.keys
-        self.namespace = shard.namespace
-        self.scripts = BookScripts.register(self.execute)
-
-    def execute(self, request: Request) -> Any:
-        """One request of a plan, sent on the client (``Engine``, ``AsyncEngine``)."""
-        raise NotImplementedError
-
-    def script(self, name: str) -> BookScript:
-        """The book's script ``name`` (a ``BookScripts`` field)."""
-        script: BookScript = getattr(self.scripts, name)
-        return script
-
-    def register(self, source: str) -> BookScript:
-        """A script of the caller's, called through this engine (no round trip until
-        first use)."""
-        return BookScript(source, "", self.execute)
-
-    def create_call(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], list[str]]:
-        """The task create.lua would store, and the script's KEYS and ARGV."""
-        task, keys, args = create_args(self.layout, spec)
-        return task, keys, args.argv()
 
 
 class Engine(EngineBase):
@@ -87,12 +41,10 @@ class Engine(EngineBase):
                 return self.client.evalsha(script.sha, len(keys), *keys, *request.args)
             except NoScriptError:  # not run: EVAL runs it and caches it again
                 return self.client.eval(script.source, len(keys), *keys, *request.args)
-        if isinstance(request, Command):
+        if isinstance(request, (Command, Pipeline)):
             return self.send(request)
-        if isinstance(request, Pipeline):
-            return self.send(batch_of(request))
         if isinstance(request, Settle):
-            return self.settle()
+            return settle(self.namespace)
         return run(steps(self, request), self.send)
 
     def send(self, step: Step) -> Any:
@@ -104,16 +56,10 @@ class Engine(EngineBase):
         client = self.slot_client()
         if isinstance(step, Command):
             return getattr(client, step.name)(*step.args, **step.options)
-        assert isinstance(step, Batch)
         pipe = client.pipeline(transaction=step.transaction)
         for each in step.commands:
             getattr(pipe, each.name)(*each.args, **each.options)
-        return pipe.execute(raise_on_error=step.raise_on_error)
-
-    def settle(self) -> None:
-        """Wait for the creates this process wrote to the book and has no answer for yet
-        (read-your-writes for a publisher whose creates do not wait)."""
-        settle(self.namespace)
+        return pipe.execute(raise_on_error=not step.errors_as_replies)
 
     def slot_client(self) -> Any:
         """A client for pipelines: on a Cluster, the node owning the book's one slot.
@@ -125,3 +71,58 @@ class Engine(EngineBase):
             cluster: Any = self.client
             return cluster.get_node_from_key(self.keys.tag).redis_connection
         return self.client
+
+
+class AsyncEngine(EngineBase):
+    """A book's client, shard and scripts on ``redis.asyncio``: runs the book's plans."""
+
+    async def run(self, plan: Plan[_T]) -> _T:
+        """Run one of the book's plans on the client."""
+        return await run_async(plan, self.execute)
+
+    async def execute(self, request: Request) -> Any:
+        """One request of a plan, sent on the client."""
+        if isinstance(request, (Command, Pipeline)):
+            return await self.send(request)
+        if isinstance(request, Settle):
+            if pending(self.namespace):  # a CreateSender of this process: a sync wait
+                await asyncio.to_thread(settle, self.namespace)
+            return None
+        return await run_async(steps(self, request), self.send)
+
+    async def send(self, step: Step) -> Any:
+        """One step (``_driver``)."""
+        if isinstance(step, Pipeline):
+            return await self.batch(step)
+        return await self.command(step.command if isinstance(step, Call) else step)
+
+    async def batch(self, step: Pipeline) -> Any:
+        """Commands in one pipeline (on a Cluster, a cluster pipeline, or side by side on
+        the book's node when some name no key)."""
+        if isinstance(self.client, AsyncRedisCluster):
+            if any(each.name == "wait" for each in step.commands):
+                raise TypeError("wait_replicas is not supported on an asyncio Cluster client")
+            if not step.transaction and any(each.keyless for each in step.commands):
+                # A cluster pipeline routes by key: these go to the book's node, side by side.
+                replies = await asyncio.gather(
+                    *(self.command(each) for each in step.commands), return_exceptions=True
+                )
+                for reply in replies:
+                    if isinstance(reply, BaseException) and (
+                        not step.errors_as_replies or not isinstance(reply, ResponseError)
+                    ):
+                        raise reply
+                return replies
+        async with self.client.pipeline(transaction=step.transaction) as pipe:
+            for each in step.commands:
+                getattr(pipe, each.name)(*each.args, **each.options)
+            return await pipe.execute(raise_on_error=not step.errors_as_replies)
+
+    async def command(self, request: Command) -> Any:
+        """One command; on a Cluster, one that names no key goes to the book's node."""
+        if request.keyless and isinstance(self.client, AsyncRedisCluster):
+            await self.client.initialize()  # the slots known (at once once they are)
+            node = self.client.get_node_from_key(self.keys.tag)
+            words = (request.name.upper(), *request.args)
+            return await self.client.execute_command(*words, target_nodes=node)
+        return await getattr(self.client, request.name)(*request.args, **request.options)

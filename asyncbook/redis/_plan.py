@@ -28,6 +28,7 @@ __all__ = [
     "ScriptCall",
     "Scripts",
     "Settle",
+    "advance",
     "command",
     "run",
     "run_async",
@@ -97,7 +98,7 @@ def server_command(name: str, *args: Any) -> Command:
 
 @dataclass(slots=True)
 class Pipeline:
-    """Commands sent in one round trip (not a transaction); the reply is their list.
+    """Commands sent in one round trip on the book's node; the reply is their list.
 
     With ``errors_as_replies`` a command the server refuses answers its ``ResponseError``
     in its place (a lost connection is raised all the same)."""
@@ -135,7 +136,7 @@ Request = ScriptCall | Scripts | Command | Pipeline | Settle
 Plan = Generator[Request, Any, _T]
 
 
-def _advance(
+def advance(
     plan: Generator[Any, Any, Any], reply: Any, error: Exception | None
 ) -> tuple[bool, Any]:
     """Hand ``plan`` the reply (or throw it the error): (False, its next request), or
@@ -166,13 +167,13 @@ def run(plan: Generator[_R, Any, _T], execute: Callable[[_R], Any]) -> _T:
 
 async def run_async(plan: Generator[_R, Any, _T], execute: Callable[[_R], Awaitable[Any]]) -> _T:
     """``run`` with an ``execute`` to await (``redis.asyncio``)."""
-    done, step = _advance(plan, None, None)
+    done, step = advance(plan, None, None)
     while not done:
         try:
             reply, error = await execute(step), None
         except Exception as met:
             reply, error = None, met
-        done, step = _advance(plan, reply, error)
+        done, step = advance(plan, reply, error)
     answer: _T = step
     return answer
 

@@ -1,8 +1,8 @@
 """The book's surface, written once: every call of ``RedisBook`` and ``AsyncRedisBook``
 as a function of the namespace returning its namespace plan (``_merged``), with its
 public signature and docstring. The facades are this table run by a driver (``sync``:
-``_book_driver``, ``awaited``: ``_async_book_driver``); ``SURFACE`` names the calls both
-offer, and a test holds each facade to it.
+``Driver``, ``awaited``: ``AsyncDriver``); ``SURFACE`` names the calls both offer, and a
+test holds each facade to it.
 """
 
 from __future__ import annotations
@@ -10,17 +10,7 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Awaitable, Callable
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Concatenate,
-    Generic,
-    ParamSpec,
-    Protocol,
-    TypeVar,
-    Unpack,
-    overload,
-)
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
 from .._book import CreateOptions, CreateSpec
 from .._console import SearchPage, TaskQuery
@@ -38,6 +28,7 @@ from ._batch_ops import (
     expire_many,
     heartbeat,
 )
+from ._book_driver import AsyncDriver, Driver
 from ._groups import group, group_members
 from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
@@ -58,10 +49,6 @@ from ._reads import (
     workers,
 )
 from ._task_ops import apply, cancel, deliver_result, expire, record_audit, resume, seal_group
-
-if TYPE_CHECKING:
-    from ._async_book_driver import AsyncDriver
-    from ._book_driver import Driver
 
 __all__ = [
     "SURFACE",
@@ -119,20 +106,27 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-class Facade(Protocol):
-    """A facade: its namespace, and the driver that runs its plans."""
+class _Runs(Protocol):
+    """A ``RedisBook``: its namespace, and the driver that runs its plans."""
 
     ns: Namespace
-    driver: Any
+    driver: Driver
+
+
+class _Awaits(Protocol):
+    """An ``AsyncRedisBook``: its namespace, and the driver that awaits its plans."""
+
+    ns: Namespace
+    driver: AsyncDriver
 
 
 def sync(
     plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
-) -> Callable[Concatenate[Facade, _P], _T]:
+) -> Callable[Concatenate[_Runs, _P], _T]:
     """A ``RedisBook`` method: ``plan`` of the book's namespace, run by its driver."""
 
     @functools.wraps(plan)
-    def method(book: Facade, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    def method(book: _Runs, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         answer: _T = book.driver.run(plan(book.ns, *args, **kwargs))
         return answer
 
@@ -141,24 +135,16 @@ def sync(
 
 def awaited(
     plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
-) -> Callable[Concatenate[Facade, _P], Awaitable[_T]]:
+) -> Callable[Concatenate[_Awaits, _P], Awaitable[_T]]:
     """An ``AsyncRedisBook`` method: ``plan`` of the book's namespace, awaited on its
     driver."""
 
     @functools.wraps(plan)
-    async def method(book: Facade, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    async def method(book: _Awaits, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         answer: _T = await book.driver.run(plan(book.ns, *args, **kwargs))
         return answer
 
     return method
-
-
-class _Runs(Protocol):
-    driver: Driver
-
-
-class _Awaits(Protocol):
-    driver: AsyncDriver
 
 
 class Method(Generic[_P, _T]):

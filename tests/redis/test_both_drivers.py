@@ -20,8 +20,8 @@ from asyncbook import AsyncBookError, CreateSpec, RedisBook
 from asyncbook.redis import _batches as batches
 from asyncbook.redis import _expiries as expiries
 from asyncbook.redis import _outbox as outbox
-from asyncbook.redis._async_engine import AsyncEngine
-from asyncbook.redis._engine import Engine, EngineBase
+from asyncbook.redis._driver import EngineBase
+from asyncbook.redis._engine import AsyncEngine, Engine
 from asyncbook.redis._keys import KeySchema
 from asyncbook.redis._plan import Plan, ScriptCall
 from asyncbook.redis._replicas import ReplicaWait
