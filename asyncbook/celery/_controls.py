@@ -35,14 +35,15 @@ def cancel(
     """
     require_string(task_id, "task_id")
     require_optional_string(reason, "reason")
-    return require_installed(app).cancel(task_id, reason, terminate=terminate, actor=actor)
+    controls = require_installed(app).controls
+    return controls.cancel(task_id, reason, terminate=terminate, actor=actor)
 
 
 def last_cursor(task: Task[Any, Any]) -> str | None:
     """Inside a tracked task: the cursor it last reported, in an earlier attempt or this
     one (its checkpoint), or None when it never reported one. One round trip."""
     integration = installed(task.app)
-    return None if integration is None else integration.last_cursor(task)
+    return None if integration is None else integration.controls.last_cursor(task)
 
 
 def apply_group(

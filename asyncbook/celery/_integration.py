@@ -35,7 +35,7 @@ from celery import Celery, Task
 
 from .._book import AsyncBook
 from .._delivery import DeliveryReport
-from .._models import AsyncTransition, CallbackResult
+from .._models import AsyncTransition
 from .._sinks import GroupSink, Sink
 from .._sweep import SweepReport
 from . import _configured
@@ -174,21 +174,6 @@ class Integration:
     def create_missing(self, task_id: str) -> bool:
         """Create ``task_id``, running in this process, from its message; True if it did."""
         return self.executions.create_missing(task_id)
-
-    def last_cursor(self, task: Task[Any, Any]) -> str | None:
-        """The cursor the task last reported, in this attempt or an earlier one."""
-        return self.controls.last_cursor(task)
-
-    def cancel(
-        self,
-        task_id: str,
-        reason: str | None = None,
-        *,
-        terminate: bool = False,
-        actor: str | None = None,
-    ) -> CallbackResult:
-        """Cancel in the book now (audited with ``actor``), then revoke in Celery."""
-        return self.controls.cancel(task_id, reason, terminate=terminate, actor=actor)
 
     def backend_wrote(self, task_id: str, signal: str, retries: int) -> None:
         """asyncbook's result backend wrote this execution's ``signal`` event."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -106,19 +106,14 @@ def _names(ctx: click.Context, param: click.Parameter, values: Sequence[str]) ->
 @click.pass_obj
 def serve(
     settings: GroupOptions,
-    host: str,
-    port: int,
+    /,
     token: str | None,
     read_token: str | None,
     trusted_header: str | None,
     trusted_proxies: list[str],
     operators: list[str],
-    allowed_hosts: list[str],
-    proxy_headers: bool,
-    forwarded_allow_ips: str | None,
-    log_level: str,
     broker_url: str | None,
-    own_queue: str,
+    **server: Any,  # host, port, allowed hosts, proxy headers, log level, own queue: as given
 ) -> None:
     """Serve the JSON API, task streams, /metrics and the status page (with --broker,
     the broker's queues on /queues, and the Resend button and routes send tasks again
@@ -143,17 +138,11 @@ def serve(
         run_server(
             served,
             feed_for(book),
-            host=host,
-            port=port,
-            log_level=log_level,
             on_ready=lambda url: click.echo(f"asyncbook status page: {url}"),
-            allowed_hosts=allowed_hosts,
-            proxy_headers=proxy_headers,
-            forwarded_allow_ips=forwarded_allow_ips,
             access=access,
             broker=broker,
-            own_queue=own_queue,
             resender=_resender(settings.book, broker_url),
+            **server,
         )
     except AsyncBookError as error:
         hint = _OPTION_OF_FIELD.get(error.field or "", "--host")

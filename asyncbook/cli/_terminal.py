@@ -21,8 +21,7 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console, HighlighterType, JustifyMethod, OverflowMethod
-from rich.style import Style
+from rich.console import Console
 from rich.text import Text
 
 __all__ = ["TerminalConsole", "cell", "echo", "echo_fields", "json_text", "shown"]
@@ -76,26 +75,8 @@ class TerminalConsole(Console):
     def __init__(self, **options: Any) -> None:
         super().__init__(markup=False, emoji=False, highlight=False, **options)
 
-    def render_str(
-        self,
-        text: str,
-        *,
-        style: str | Style = "",
-        justify: JustifyMethod | None = None,
-        overflow: OverflowMethod | None = None,
-        emoji: bool | None = None,
-        markup: bool | None = None,
-        highlight: bool | None = None,
-        highlighter: HighlighterType | None = None,
-    ) -> Text:
+    def render_str(self, text: str, **options: Any) -> Text:
         """The string as text: escaped, then as rich would (without markup)."""
         return super().render_str(
-            shown(text, lines=True),
-            style=style,
-            justify=justify,
-            overflow=overflow,
-            emoji=False,
-            markup=False,
-            highlight=highlight,
-            highlighter=highlighter,
+            shown(text, lines=True), **{**options, "emoji": False, "markup": False}
         )

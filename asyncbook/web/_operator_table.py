@@ -5,6 +5,9 @@ task info."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from ._audit_api import AuditApi
 from ._cancel import CANCEL_BODY_LIMIT
 from ._paths import TASKS
@@ -31,32 +34,32 @@ _AUDIT_HELP = (
 
 
 def audit_operations(api: AuditApi) -> Table:
-    """The audit trail's reads (only over a book that keeps one)."""
+    """The audit trail's reads (only over a book that keeps one): a task's, and every
+    task's; the same query and answers."""
+    task_ids: dict[str, Any] = {"path_params": TaskIdPath, "raw": TASKS}
     return [
         Operation.at(
-            "GET /api/tasks/{id}/audit",
-            api.task_audit,
-            "A task's audit entries, newest first",
+            route,
+            read,
+            f"{whose} audit entries, newest first",
             {
-                200: json_answer(AuditList, "Its entries (none for a task never changed by hand)"),
+                200: json_answer(AuditList, entries),
                 400: json_answer(Error, "A bad `since` or `limit`"),
             },
             description=_AUDIT_HELP,
             query=AuditQuery,
-            path_params=TaskIdPath,
-            raw=TASKS,
-        ),
-        Operation.at(
-            "GET /api/audit",
-            api.audit,
-            "Every task's audit entries, newest first",
-            {
-                200: json_answer(AuditList, "The entries"),
-                400: json_answer(Error, "A bad `since` or `limit`"),
-            },
-            description=_AUDIT_HELP,
-            query=AuditQuery,
-        ),
+            **ids,
+        )
+        for route, read, whose, entries, ids in (
+            (
+                "GET /api/tasks/{id}/audit",
+                api.task_audit,
+                "A task's",
+                "Its entries (none for a task never changed by hand)",
+                task_ids,
+            ),
+            ("GET /api/audit", api.audit, "Every task's", "The entries", {}),
+        )
     ]
 
 
@@ -76,10 +79,14 @@ _BULK_RESEND_HELP = (
 )
 
 
-def _old_name(new: str) -> str:
-    return (
-        f"Deprecated: the old name of `{new}`, answered exactly as it until "
-        f"{RETIRED_IN}, which removes it."
+def _old_named(operation: Operation) -> Operation:
+    """``operation`` under its deprecated old name (``.../retry`` for ``.../resend``)."""
+    return replace(
+        operation,
+        path=operation.path.replace("/resend", "/retry"),
+        description=f"Deprecated: the old name of `{operation.path}`, answered exactly as it "
+        f"until {RETIRED_IN}, which removes it.",
+        deprecated=True,
     )
 
 
@@ -115,30 +122,27 @@ def resend_operations(resend: ResendApi) -> Table:
         503: json_answer(Error, "No broker (`no-broker`)"),
         **common,
     }
-    table: Table = []
-    for name, deprecated in (("resend", False), ("retry", True)):
-        single, bulk = f"/api/tasks/{{id}}/{name}", f"/api/{name}"
-        table += [
-            Operation.at(
-                f"POST {single}",
-                resend.resend_task,
-                "Run a failed, expired or cancelled task again, as a new task",
-                one,
-                description=_old_name("/api/tasks/{id}/resend") if deprecated else _RESEND_HELP,
-                body=ResendRequest,
-                path_params=TaskIdPath,
-                raw=TASKS,
-                deprecated=deprecated,
-            ),
-            Operation.at(
-                f"POST {bulk}",
-                resend.resend_search,
-                "Run the tasks a search finds again (failed by default)",
-                many,
-                description=_old_name("/api/resend") if deprecated else _BULK_RESEND_HELP,
-                query=ResendQuery,
-                body=ResendRequest,
-                deprecated=deprecated,
-            ),
-        ]
-    return table
+    table: Table = [
+        Operation.at(
+            "POST /api/tasks/{id}/resend",
+            resend.resend_task,
+            "Run a failed, expired or cancelled task again, as a new task",
+            one,
+            description=_RESEND_HELP,
+            body=ResendRequest,
+            path_params=TaskIdPath,
+            raw=TASKS,
+        ),
+        Operation.at(
+            "POST /api/resend",
+            resend.resend_search,
+            "Run the tasks a search finds again (failed by default)",
+            many,
+            description=_BULK_RESEND_HELP,
+            query=ResendQuery,
+            body=ResendRequest,
+        ),
+    ]
+    return table + [
+        _old_named(operation) for operation in table if isinstance(operation, Operation)
+    ]

@@ -5,7 +5,8 @@ holds its ``<main>`` only, and ``read_page`` puts it in the shell with the page'
 its place in the navigation and its scripts. A change's dialog (a cancel, a retry, a
 search's retry) asks for the same fields, under ids that ``common.js``'s change dialog
 finds by prefix: a page says ``{{change-fields:<prefix>}}`` and gets
-``static/change-fields.html`` with that prefix. The sign-in form is a page of its own.
+``static/change-fields.html`` with that prefix, and ``{{change-buttons:...}}`` its confirm and
+keep buttons (``static/change-buttons.html``). The sign-in form is a page of its own.
 """
 
 from __future__ import annotations
@@ -51,12 +52,28 @@ def _nav(current: str | None) -> str:
 
 
 _CHANGE_FIELDS = re.compile(r"\{\{change-fields:([a-z]+)\}\}")
+_CHANGE_BUTTONS = re.compile(r"\{\{change-buttons:([a-z]+)( danger)?:([^:}]+):([^:}]+)\}\}")
+
+
+def _buttons(found: re.Match[str]) -> str:
+    """A change dialog's confirm and keep buttons: ``{{change-buttons:<prefix>:<confirm
+    label>:<keep label>}}`` (``<prefix> danger``: the confirm button marked so)."""
+    prefix, danger, confirm, keep = found.groups()
+    return (
+        _static("change-buttons.html")
+        .removesuffix("\n")
+        .replace("{{prefix}}", prefix)
+        .replace("{{class}}", ' class="danger"' if danger else "")
+        .replace("{{confirm}}", confirm)
+        .replace("{{keep}}", keep)
+    )
 
 
 def _main(name: str) -> str:
-    """The page's ``<main>``, each change dialog's fields in place."""
+    """The page's ``<main>``, each change dialog's fields and buttons in place."""
     fields = _static("change-fields.html").removesuffix("\n")
-    return _CHANGE_FIELDS.sub(lambda found: fields.replace("{{prefix}}", found[1]), _static(name))
+    main = _CHANGE_FIELDS.sub(lambda found: fields.replace("{{prefix}}", found[1]), _static(name))
+    return _CHANGE_BUTTONS.sub(_buttons, main)
 
 
 def read_page(name: str) -> str:

@@ -15,10 +15,10 @@ import time
 import warnings
 from collections.abc import Sequence
 from functools import partial
-from typing import Annotated, Protocol
+from typing import Protocol
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -32,7 +32,7 @@ from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, cancel_reason
 from ._console_api import search_query
 from ._paths import raw_path, split_task_path
 from ._responses import error_response
-from ._schemas import MOMENT, ReasonText, or_empty
+from ._schemas import MOMENT, or_empty, reason_body
 
 __all__ = [
     "RESEND_BATCH",
@@ -84,15 +84,12 @@ class Resending(Protocol):
         ...
 
 
-class ResendRequest(BaseModel):
-    """A resend's optional body."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    reason: Annotated[
-        ReasonText,
-        Field(description="Why, kept with the new task (`retryReason` in its info)."),
-    ] = None
+ResendRequest = reason_body(
+    "ResendRequest",
+    "A resend's optional body.",
+    "Why, kept with the new task (`retryReason` in its info).",
+    __name__,
+)
 
 
 class ResendOutcome(WireModel):

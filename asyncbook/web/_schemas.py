@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 from pydantic.json_schema import SkipJsonSchema
 
 from .._audit import MAX_AUDIT_PAGE, AuditEntry
@@ -53,6 +53,7 @@ __all__ = [
     "WorkerList",
     "WorkersQuery",
     "or_empty",
+    "reason_body",
 ]
 
 _STATES: dict[str, Any] = {"enum": list(STATE_NAMES)}
@@ -158,15 +159,23 @@ ReasonText = Annotated[
 characters, or null (``cancel_reason`` reads it)."""
 
 
-class CancelRequest(BaseModel):
-    """``POST /api/tasks/<id>/cancel``'s optional body."""
+def reason_body(name: str, doc: str, why: str, module: str = __name__) -> type[BaseModel]:
+    """A change's optional body, for the API document: ``reason`` only (``ReasonText``;
+    ``why`` says what becomes of it), nothing else; its handler reads it."""
+    return create_model(
+        name,
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=doc,
+        __module__=module,
+        reason=(Annotated[ReasonText, Field(description=why)], None),
+    )
 
-    model_config = ConfigDict(extra="forbid")
 
-    reason: Annotated[
-        ReasonText,
-        Field(description="Why, kept as the task's `error` (absent, null or blank: `cancelled`)."),
-    ] = None
+CancelRequest = reason_body(
+    "CancelRequest",
+    "``POST /api/tasks/<id>/cancel``'s optional body.",
+    "Why, kept as the task's `error` (absent, null or blank: `cancelled`).",
+)
 
 
 class Extension:
