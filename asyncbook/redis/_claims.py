@@ -30,6 +30,7 @@ from typing import Any
 from .._models import AsyncTask, DeliveryResult
 from . import _operations as operations
 from ._plan import Plan, command
+from ._replies import text_of
 from ._shard import Shard
 
 __all__ = ["Claim", "claim", "deliver_known", "release"]
@@ -63,7 +64,7 @@ def claim(home: Shard, identifier: str, task_id: str) -> Plan[tuple[Claim, str]]
     found = yield command("set", home.keys.callback(identifier), _OWNER + task_id, **options)
     if found is None:
         return Claim.NEW, task_id
-    text = found.decode() if isinstance(found, bytes) else str(found)
+    text = text_of(found)
     if text == _OWNER + task_id:
         return Claim.MINE, task_id
     return Claim.TAKEN, text[len(_OWNER) :] if text.startswith(_OWNER) else ""

@@ -48,7 +48,7 @@ class TaskFacts(NamedTuple):
 
     @classmethod
     def of_fields(cls, values: Sequence[Any]) -> TaskFacts:
-        """The facts from an HMGET of FIELDS on the task's hash."""
+        """The facts from an HMGET of FIELDS on the task's hash (or a ``!facts`` answer)."""
         return cls(*(text_of(value) if value else "" for value in values))
 
 
@@ -118,7 +118,7 @@ def facts_of(reply: Any) -> TaskFacts | None:
     """The facts of a ``!facts`` answer; None for any other answer."""
     if not isinstance(reply, list) or not reply or text_of(reply[0]) != ScriptStatus.FACTS:
         return None
-    return TaskFacts(*(text_of(value) for value in reply[1:5]))
+    return TaskFacts.of_fields(reply[1:5])
 
 
 class FactBook:

@@ -1,5 +1,6 @@
 """The books' operations as one shard's plans (``_plan``): each checks its input, builds
 the script call from the ``Shard`` (its key schema and retention) and reads the reply.
+A plan without a docstring is its namespace plan's (``_reads``, ``_task_ops``) in one shard.
 """
 
 from __future__ import annotations
@@ -99,9 +100,9 @@ def before_write(shard: Shard) -> Plan[None]:
 
 
 def create(shard: Shard, spec: CreateSpec) -> Plan[AsyncTask]:
-    """create.lua for one task: the one plan that creates a task, waited on by
-    ``create`` (a publish that does not defer, the worker's create from the message) and
-    pipelined by the create sender (``_sender``), whose answer it reads later."""
+    """create.lua for one task, waited on by ``create`` (a publish that does not defer,
+    the worker's create from the message). The create sender (``_sender``) pipelines the
+    same call (``create_args``) and reads its answer later (``created_on``)."""
     task, keys, args = create_args(shard, spec)
     yield from before_write(shard)
     reply = yield ScriptCall("create", keys, args.argv())
@@ -109,7 +110,6 @@ def create(shard: Shard, spec: CreateSpec) -> Plan[AsyncTask]:
 
 
 def get(shard: Shard, id: str) -> Plan[AsyncTask | None]:
-    """The stored task with its history, or None."""
     yield SETTLE
     task_id = utf8(require_string(id, "id"), "id")
     reply = yield ScriptCall("get", [shard.keys.task(task_id), shard.keys.history(task_id)])
@@ -178,7 +178,6 @@ def cancel(
 
 
 def resume(shard: Shard, task_id: str, cursor_version: int, full_task: bool) -> Plan[ResumeResult]:
-    """What changed after ``cursor_version``: caught-up, a delta, or a snapshot."""
     yield SETTLE
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
     keys = [shard.keys.task(task_id), shard.keys.history(task_id)]
@@ -199,7 +198,6 @@ def resume(shard: Shard, task_id: str, cursor_version: int, full_task: bool) -> 
 def deliver_result(
     shard: Shard, task_id: str, idempotency_key: str, now_ms: int | float
 ) -> Plan[DeliveryResult]:
-    """Hand the result over once per idempotency key."""
     key = utf8(require_text(idempotency_key, "idempotencyKey"), "idempotencyKey")
     now = require_non_negative(now_ms, "nowMs")
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
@@ -273,7 +271,6 @@ def tasks_of(shard: Shard, ids: list[Any], full_task: bool) -> Plan[tuple[AsyncT
 
 
 def last_cursor(shard: Shard, task_id: str) -> Plan[str | None]:
-    """The cursor of the last progress the task reported (its checkpoint), or None."""
     yield SETTLE
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
     exists, cursor = yield command("hmget", shard.keys.task(task_id), "id", "cur")

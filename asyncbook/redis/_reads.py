@@ -297,27 +297,28 @@ def consume(
     each shard's stream is read (up to ``count`` in all), entry ids ``<shard>/<id>``,
     and a read blocks only when no shard had an entry, on each in turn for a slice."""
 
-    def read(shard: Shard, asked: outbox.Reading) -> Plan[list[tuple[str, Any]]]:
-        return outbox.consume(shard, groups, group, consumer, asked)
+    def read(index: int, asked: outbox.Reading) -> MergedPlan[list[tuple[str, Any]]]:
+        plan = outbox.consume(ns.shards[index], groups, group, consumer, asked)
+        found: list[tuple[str, Any]] = yield from on(index, plan)
+        if ns.count == 1:
+            return found
+        return [(f"{index}{ENTRY_SEPARATOR}{entry_id}", note) for entry_id, note in found]
 
     if ns.count == 1:
-        return (yield from on(0, read(ns.first, reading)))
+        return (yield from read(0, reading))
     limit = require_limit(reading.count, "count")
     out: list[tuple[str, Any]] = []
-    for index, shard in enumerate(ns.shards):
+    for index in range(ns.count):
         if len(out) >= limit:
             break
-        asked = reading._replace(count=limit - len(out), block_ms=None)
-        for entry_id, note in (yield from on(index, read(shard, asked))):
-            out.append((f"{index}{ENTRY_SEPARATOR}{entry_id}", note))
+        out += yield from read(index, reading._replace(count=limit - len(out), block_ms=None))
     if out or reading.block_ms is None:
         return out
     share = max(1, int(reading.block_ms) // ns.count)
-    for index, shard in enumerate(ns.shards):
-        asked = reading._replace(count=limit, block_ms=share)
-        found = yield from on(index, read(shard, asked))
+    for index in range(ns.count):
+        found = yield from read(index, reading._replace(count=limit, block_ms=share))
         if found:
-            return [(f"{index}{ENTRY_SEPARATOR}{entry_id}", note) for entry_id, note in found]
+            return found
     return out
 
 

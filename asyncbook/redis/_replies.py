@@ -80,23 +80,25 @@ def created(task_id: str, task: AsyncTask, reply: Sequence[Any]) -> AsyncTask:
     return task
 
 
-def _answered(task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None) -> str:
-    """An applied event's status, or the error it met raised."""
+def _answered(
+    task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
+) -> tuple[str, list[bool]]:
+    """An applied event's status and its flags (changed, duplicate, notify, duplicate
+    callback), or the error it met raised."""
     status = status_of(task_id, reply)
     if status == ScriptStatus.SHAPE:
         assert shape_error is not None
         raise shape_error
     if status == ScriptStatus.INVALID:
         raise invalid(text_of(reply[2]), field=text_of(reply[1]))
-    return status
+    return status, [flag == "1" for flag in text_of(reply[1])[:4]]
 
 
 def callback_result(
     task_id: str, reply: Sequence[Any], shape_error: AsyncBookError | None
 ) -> CallbackResult:
     """apply.lua's answer to one event, or the error it met raised."""
-    status = _answered(task_id, reply, shape_error)
-    changed, duplicate, notify, callback = (flag == "1" for flag in text_of(reply[1])[:4])
+    status, (changed, duplicate, notify, callback) = _answered(task_id, reply, shape_error)
     return CallbackResult(
         task=task_of_parts(reply[2:]),
         changed=changed,
@@ -112,10 +114,9 @@ def outcome(
 ) -> EventOutcome | AsyncBookError:
     """apply_event's compact answer to one event, or the error it met."""
     try:
-        status = _answered(task_id, answer, shape_error)
+        status, (changed, duplicate, notify, callback) = _answered(task_id, answer, shape_error)
     except AsyncBookError as error:
         return error
-    changed, duplicate, notify, callback = (flag == "1" for flag in text_of(answer[1])[:4])
     error_json = text_of(answer[3])
     text = json.loads(error_json) if error_json else None
     return EventOutcome(status, changed, duplicate, notify, callback, text_of(answer[2]), text)

@@ -151,18 +151,12 @@ class CountCheck:
     def _settle(self, found: int) -> None:
         """Settled on the namespace's count ``found`` (-1: a namespace of one shard that
         holds tasks), or ``conflict`` when it is not this book's."""
-        if found == -1:
-            raise AsyncBookError(
-                "conflict",
-                f"asyncbook: namespace {self.namespace!r} holds tasks in one shard; it cannot"
-                f" be opened with shards={self.shards}",
-                field="shards",
-            )
         if found != self.shards:
-            raise AsyncBookError(
-                "conflict",
-                f"asyncbook: namespace {self.namespace!r} has {found} shards; open it with"
-                f" shards={found}",
-                field="shards",
+            stored = (
+                f"holds tasks in one shard; it cannot be opened with shards={self.shards}"
+                if found == -1
+                else f"has {found} shards; open it with shards={found}"
             )
+            message = f"asyncbook: namespace {self.namespace!r} {stored}"
+            raise AsyncBookError("conflict", message, field="shards")
         self.settled = True
