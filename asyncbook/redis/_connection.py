@@ -101,16 +101,6 @@ def _keywords(*functions: Any) -> set[str]:
     }
 
 
-def _inits(*classes: type) -> list[Any]:
-    """The ``__init__`` of each class and of each class it inherits from."""
-    return [
-        vars(base)["__init__"]
-        for cls in classes
-        for base in cls.__mro__
-        if "__init__" in vars(base)
-    ]
-
-
 @dataclass(frozen=True)
 class _Clients:
     """The client classes and retry policy of one flavour of redis-py (sync, or
@@ -131,8 +121,10 @@ class _Clients:
         connection pool and connections, and the one keyword it keeps."""
         c = self.connections
         classes = (c.ConnectionPool, c.Connection, c.SSLConnection, c.UnixDomainSocketConnection)
+        # The ``__init__`` of each class and of each class it inherits from.
+        inits = [vars(base).get("__init__") for cls in classes for base in cls.__mro__]
         kept = {"single_connection_client", "auto_close_connection_pool"}
-        return frozenset(_keywords(*_inits(*classes)) | kept & _keywords(self.redis.__init__))
+        return frozenset(_keywords(*filter(None, inits)) | kept & _keywords(self.redis.__init__))
 
     @cached_property
     def cluster_settings(self) -> frozenset[str]:

@@ -61,8 +61,7 @@ def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], C
     published = _publish_fields(spec.info)
     message = _kept_message_of(spec.info)
     name, parent = published.get("name", ""), published.get("parent_id", "")
-    keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent)]
-    keys.append(k.message(id))
+    keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent), k.message(id)]
     group_json = "" if group is None else dumps(group, "groupId")
     deadline = number_text(task.expires_at_ms)
     children_keep_ms = ""

@@ -43,6 +43,7 @@ from ..errors import AsyncBookError
 from . import _operations as operations
 from ._args import utf8
 from ._audit import audit_args
+from ._console import number_of
 from ._creating import create_args, life_and_retention_ms
 from ._engine import Engine
 from ._merged import MergedPlan, spread, writing
@@ -129,11 +130,6 @@ def _read(shard: Shard, task_ids: Sequence[str]) -> Plan[list[_Read]]:
     return [_Read(task_id, *replies[3 * i : 3 * i + 3]) for i, task_id in enumerate(task_ids)]
 
 
-def _number(raw: Any) -> int | float:
-    value = float(text_of(raw))
-    return int(value) if value.is_integer() else value
-
-
 def fresh_id(_original: str) -> str:
     """A resend's new id: a random UUID, as Celery names a task."""
     return str(uuid.uuid4())
@@ -161,7 +157,7 @@ def _plan(
     except AsyncBookError as error:
         return ResendClaim(read.task_id, code=error.code, text=error.message)
     # The same life as the original's: its deadline less its creation.
-    ttl = _number(expires) - _number(created) if created is not None else 0
+    ttl = (number_of(expires) or 0) - (number_of(created) or 0) if created is not None else 0
     args, kwargs = (None if raw is None else text_of(raw) for raw in read.long)
     new_id = new_id_for(read.task_id)
     info = PublishInfo(

@@ -151,20 +151,14 @@ def _stats_of(name: str | None, window_ms: int, found: Sequence[Any]) -> TaskSta
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
     minutes = []
-    window = [0] * _WIDTH
-    empty = tuple(window[_FIRST_BUCKET:])
+    zeros = [0] * _WIDTH
+    window = zeros
     for minute in range(first_minute, last_minute + 1):
-        row = counted.get(minute)
-        # The values are the book's own: built without validating them again.
-        if row is None:
-            minutes.append(
-                MinuteStats.model_construct(
-                    minute_ms=minute * STATS_MINUTE_MS, runtime_buckets=empty
-                )
-            )
-            continue
-        window = [a + b for a, b in zip(window, row, strict=True)]
+        row = counted.get(minute, zeros)
+        if row is not zeros:
+            window = [a + b for a, b in zip(window, row, strict=True)]
         buckets = tuple(row[_FIRST_BUCKET:])
+        # The values are the book's own: built without validating them again.
         minutes.append(
             MinuteStats.model_construct(
                 minute_ms=minute * STATS_MINUTE_MS,
