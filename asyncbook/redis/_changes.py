@@ -232,16 +232,13 @@ async def changes(
     """
     backoff = Backoff(max_backoff)
     while True:
-        pubsub = None
-        node_client = None
+        pubsub = node_client = None
         try:
             if isinstance(client, AsyncRedisCluster):
                 await client.initialize()  # a cluster's pub/sub needs its slots known
-            if hasattr(client, "pubsub"):
-                pubsub = client.pubsub()
-            else:
+            if not hasattr(client, "pubsub"):
                 node_client = _node_client(client)
-                pubsub = node_client.pubsub()
+            pubsub = (client if node_client is None else node_client).pubsub()
             await pubsub.subscribe(channel)
             async with contextlib.aclosing(pubsub.listen()) as messages:
                 async for message in messages:

@@ -1,11 +1,9 @@
 """Resend: a failed, expired or cancelled task's kept message sent again as a new task,
 linked both ways (an operator's action; Celery's ``Task.retry`` is another thing).
 
-``claim_resends`` reads the tasks in one pipelined round trip, then creates each new
-task and links it in one resend.lua call per task, all pipelined in one more round trip.
-The script decides: a task resent once is never resent again, whoever asks twice at
-once. Publishing the kept message under the new id is the caller's: this layer knows no
-broker (``asyncbook.celery.Resender`` publishes through kombu).
+resend.lua decides, one call per task: a task resent once is never resent again,
+whoever asks twice at once. Publishing the kept message under the new id is the caller's:
+this layer knows no broker (``asyncbook.celery.Resender`` publishes through kombu).
 
 Given an actor, every answer for a task that exists goes on its audit trail (action
 ``resend``; entries written by older versions say ``retry``): resend.lua writes it in
@@ -16,12 +14,6 @@ The task's link fields keep their stored names (``ro``/``ra``/``rby``/``rwhy``, 
 ``retryOf``/``retriedAs``/``retriedBy``/``retryReason``), and so do the refusal codes
 (``not-retryable``, ``already-retried``): they are data older versions wrote and API
 answers clients match on.
-
-On a namespace of several shards (``claim_book_resends``) each task is resent in its
-shard, the shards at once, and the new id is drawn in the original's shard (a random UUID
-drawn again until it hashes there: S draws on average), so the decision stays one
-resend.lua call on one hash tag: two resends of a task at once still create one new task.
-One shard is the case S = 1.
 """
 
 from __future__ import annotations
@@ -300,7 +292,9 @@ def _namespace_resends(
 
 
 def _in_shard(ns: Namespace, index: int) -> Callable[[str], str]:
-    """New ids of shard ``index``."""
+    """New ids of shard ``index``, the original's (a random UUID drawn again until it
+    hashes there: S draws on average), so the decision stays one resend.lua call on one
+    hash tag: two resends of a task at once still create one new task."""
 
     def new_id(original: str) -> str:
         while True:

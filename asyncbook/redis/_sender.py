@@ -149,10 +149,6 @@ class CreateSender:
         self._unconfirmed.clear()
         self._uncovered = 0
 
-    def _outage(self, error: BaseException) -> None:
-        log.warning("asyncbook: %d create(s) unanswered: %r", len(self._unanswered), error)
-        self._drop_connection()
-
     def _send_wait(self) -> None:
         """Write ``WAIT`` behind the creates written so far (``wait_replicas``)."""
         wait = self.engine.wait
@@ -208,7 +204,8 @@ class CreateSender:
                 else:
                     self._answered(sent, reply)
         except _OUTAGE as error:
-            self._outage(error)
+            log.warning("asyncbook: %d create(s) unanswered: %r", len(self._unanswered), error)
+            self._drop_connection()
 
     def _answered(self, sent: _Sent, reply: Any) -> None:
         """Read a create's answer (``created_on``, as ``create`` reads it): a create the
