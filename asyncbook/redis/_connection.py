@@ -169,21 +169,6 @@ def book_client(url: str, options: dict[str, Any], *, asyncio: bool, where: str)
     return _connect(_ASYNC if asyncio else _SYNC, url, options, where, BOOK_SETTINGS)
 
 
-def _require_known(
-    accepted: frozenset[str], options: Iterable[str], scheme: str, where: str, own: Iterable[str]
-) -> None:
-    for name in options:
-        if name in accepted:
-            continue
-        close = difflib.get_close_matches(name, [*own, *sorted(accepted)], n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        book = "the book nor of " if own else ""
-        raise TypeError(
-            f"{where} got an unexpected keyword argument {name!r}: not a setting of "
-            f"{book}redis-py's client for {scheme}:// URLs{hint}"
-        )
-
-
 def _connect(
     clients: _Clients, url: str, options: dict[str, Any], where: str, own: Iterable[str] = ()
 ) -> Any:
@@ -194,7 +179,15 @@ def _connect(
         raise invalid(f"redis url scheme must be one of {', '.join(_SCHEMES)}", field="redis_url")
     cluster = scheme.endswith("+cluster")
     accepted = clients.cluster_settings if cluster else clients.plain_settings
-    _require_known(accepted, options, scheme, where, own)
+    for name in options:
+        if name not in accepted:
+            close = difflib.get_close_matches(name, [*own, *sorted(accepted)], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            book = "the book nor of " if own else ""
+            raise TypeError(
+                f"{where} got an unexpected keyword argument {name!r}: not a setting of "
+                f"{book}redis-py's client for {scheme}:// URLs{hint}"
+            )
     settings: dict[str, Any] = {
         "retry": clients.retry(5),
         "socket_timeout": 10.0,
