@@ -1,13 +1,11 @@
-"""Following the book's change channel: the one follower the status server and the CLI
-share, and its asyncio counterpart.
+"""Following the book's change channel: ``follow_changes`` (the status server's and the
+CLI's loop) and ``changes`` (its asyncio counterpart, an async iterator: no polling).
 
 Every script that changes a task publishes ``{taskId, version, state, progress}`` on the
 book's channel. Pub/sub forgets what was published while nobody listened, so a follower
 hears of every (re)subscribe (``on_reset``; ``None`` from ``changes``): whoever follows
-must look its tasks up again then. ``follow_changes`` is the loop; ``follow_task`` uses it
-to pass one task's messages to a watcher until the task ends; ``changes`` is the loop on
-``redis.asyncio``, an async iterator (no polling). A dropped link is reopened with
-exponential backoff (``Backoff``, shared).
+must look its tasks up again then. Both share what they decide (``Backoff``): only
+their I/O differs.
 """
 
 from __future__ import annotations
@@ -191,47 +189,33 @@ def follow_task(
     after a reconnect it resumes again, so no version is skipped or repeated. Returns
     the terminal task, or None when ``stop()`` said so. ``UnknownTaskError`` propagates.
     """
-    follower = _TaskFollower(book, task_id, on_batch, cursor)
+    fresh, ended = True, None  # ended: the terminal task, once seen
+
+    def look_up() -> None:
+        nonlocal cursor, fresh, ended
+        result = resume_light(book, task_id, cursor)
+        batch = messages_for(result, cursor, fresh)
+        fresh, cursor = False, max(cursor, result.task.version)
+        if batch:
+            on_batch(batch)
+        if result.task.terminal:
+            ended = result.task
+
+    def on_change(change: Change) -> None:
+        if change.task_id == task_id and change.version > cursor:
+            look_up()  # a newer version was announced
+
     follow_changes(
         book.client,
         book.shard_of(task_id).keys.changes_channel,
-        follower.on_change,
-        follower.look_up,
-        stop=lambda: follower.ended is not None or stop(),
+        on_change,
+        look_up,
+        stop=lambda: ended is not None or stop(),
         poll=poll,
         max_backoff=max_backoff,
         on_reconnect=on_reconnect,
     )
-    return follower.ended
-
-
-class _TaskFollower:
-    """One watcher's cursor: looks the task up when a newer version is announced."""
-
-    def __init__(
-        self,
-        book: FollowedBook,
-        task_id: str,
-        on_batch: Callable[[list[Message]], None],
-        cursor: int,
-    ) -> None:
-        self.book, self.task_id, self.on_batch = book, task_id, on_batch
-        self.cursor, self.fresh = cursor, True
-        self.ended: AsyncTask | None = None
-
-    def on_change(self, change: Change) -> None:
-        if change.task_id == self.task_id and change.version > self.cursor:
-            self.look_up()
-
-    def look_up(self) -> None:
-        result = resume_light(self.book, self.task_id, self.cursor)
-        batch = messages_for(result, self.cursor, self.fresh)
-        self.fresh = False
-        self.cursor = max(self.cursor, result.task.version)
-        if batch:
-            self.on_batch(batch)
-        if result.task.terminal:
-            self.ended = result.task
+    return ended
 
 
 async def changes(
@@ -248,16 +232,13 @@ async def changes(
     """
     backoff = Backoff(max_backoff)
     while True:
-        pubsub = None
-        node_client = None
+        pubsub = node_client = None
         try:
             if isinstance(client, AsyncRedisCluster):
                 await client.initialize()  # a cluster's pub/sub needs its slots known
-            if hasattr(client, "pubsub"):
-                pubsub = client.pubsub()
-            else:
+            if not hasattr(client, "pubsub"):
                 node_client = _node_client(client)
-                pubsub = node_client.pubsub()
+            pubsub = (client if node_client is None else node_client).pubsub()
             await pubsub.subscribe(channel)
             async with contextlib.aclosing(pubsub.listen()) as messages:
                 async for message in messages:

@@ -101,16 +101,6 @@ def _keywords(*functions: Any) -> set[str]:
     }
 
 
-def _inits(*classes: type) -> list[Any]:
-    """The ``__init__`` of each class and of each class it inherits from."""
-    return [
-        vars(base)["__init__"]
-        for cls in classes
-        for base in cls.__mro__
-        if "__init__" in vars(base)
-    ]
-
-
 @dataclass(frozen=True)
 class _Clients:
     """The client classes and retry policy of one flavour of redis-py (sync, or
@@ -131,8 +121,10 @@ class _Clients:
         connection pool and connections, and the one keyword it keeps."""
         c = self.connections
         classes = (c.ConnectionPool, c.Connection, c.SSLConnection, c.UnixDomainSocketConnection)
+        # The ``__init__`` of each class and of each class it inherits from.
+        inits = [vars(base).get("__init__") for cls in classes for base in cls.__mro__]
         kept = {"single_connection_client", "auto_close_connection_pool"}
-        return frozenset(_keywords(*_inits(*classes)) | kept & _keywords(self.redis.__init__))
+        return frozenset(_keywords(*filter(None, inits)) | kept & _keywords(self.redis.__init__))
 
     @cached_property
     def cluster_settings(self) -> frozenset[str]:
@@ -177,21 +169,6 @@ def book_client(url: str, options: dict[str, Any], *, asyncio: bool, where: str)
     return _connect(_ASYNC if asyncio else _SYNC, url, options, where, BOOK_SETTINGS)
 
 
-def _require_known(
-    accepted: frozenset[str], options: Iterable[str], scheme: str, where: str, own: Iterable[str]
-) -> None:
-    for name in options:
-        if name in accepted:
-            continue
-        close = difflib.get_close_matches(name, [*own, *sorted(accepted)], n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        book = "the book nor of " if own else ""
-        raise TypeError(
-            f"{where} got an unexpected keyword argument {name!r}: not a setting of "
-            f"{book}redis-py's client for {scheme}:// URLs{hint}"
-        )
-
-
 def _connect(
     clients: _Clients, url: str, options: dict[str, Any], where: str, own: Iterable[str] = ()
 ) -> Any:
@@ -202,7 +179,15 @@ def _connect(
         raise invalid(f"redis url scheme must be one of {', '.join(_SCHEMES)}", field="redis_url")
     cluster = scheme.endswith("+cluster")
     accepted = clients.cluster_settings if cluster else clients.plain_settings
-    _require_known(accepted, options, scheme, where, own)
+    for name in options:
+        if name not in accepted:
+            close = difflib.get_close_matches(name, [*own, *sorted(accepted)], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            book = "the book nor of " if own else ""
+            raise TypeError(
+                f"{where} got an unexpected keyword argument {name!r}: not a setting of "
+                f"{book}redis-py's client for {scheme}:// URLs{hint}"
+            )
     settings: dict[str, Any] = {
         "retry": clients.retry(5),
         "socket_timeout": 10.0,

@@ -61,25 +61,20 @@ def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], C
     published = _publish_fields(spec.info)
     message = _kept_message_of(spec.info)
     name, parent = published.get("name", ""), published.get("parent_id", "")
-    keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent)]
-    keys.append(k.message(id))
-    group_json = "" if group is None else dumps(group, "groupId")
-    deadline = number_text(task.expires_at_ms)
-    children_keep_ms = ""
-    if spec.info is not None and spec.info.parent_id is not None:
-        children_keep_ms = life_and_retention_ms(shard, spec)
+    keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent), k.message(id)]
+    children = "parent_id" in published  # its parent's children set outlives it
     args = CreateArgs(
         task_id=id,
         task_id_json=dumps(id, "id"),
-        deadline=deadline,
+        deadline=number_text(task.expires_at_ms),
         max_attempts=task.max_attempts,
         exist_ok=spec.exist_ok,
         changes_channel=k.changes_channel,
         heartbeat_timeout_ms=timeout,
         retry_on_stall=bool(spec.retry_on_stall),
-        group_id_json=group_json,
+        group_id_json="" if group is None else dumps(group, "groupId"),
         created_ms=number_text(spec.now_ms),
-        children_keep_ms=children_keep_ms,
+        children_keep_ms=life_and_retention_ms(shard, spec) if children else "",
         message=message,
         message_keep_ms=life_and_retention_ms(shard, spec) if message else "",
         **published,

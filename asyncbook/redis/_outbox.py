@@ -69,8 +69,7 @@ def consume(
     consumer = require_text(consumer, "consumer")
     limit = require_limit(reading.count, "count")
     idle = require_integer(reading.min_idle_ms, "min_idle_ms")
-    block_ms = reading.block_ms
-    block = None if block_ms is None else require_integer(block_ms, "block_ms")
+    block = None if reading.block_ms is None else require_integer(reading.block_ms, "block_ms")
     claim = command("xautoclaim", stream, group, consumer, idle, "0-0", count=limit)
     yield from _ensure_group(shard, stream, group)
     try:

@@ -24,10 +24,7 @@ def register(namespace: str, source: HeldWrites) -> None:
 
 def settle(namespace: str) -> None:
     """Wait for the writes queued for ``namespace`` in this process (none: at once)."""
-    sources = _by_namespace.get(namespace)
-    if not sources:
-        return
-    for source in list(sources):
+    for source in list(_by_namespace.get(namespace, ())):
         if source.pending():
             source.flush()
 

@@ -1,11 +1,9 @@
 """Resend: a failed, expired or cancelled task's kept message sent again as a new task,
 linked both ways (an operator's action; Celery's ``Task.retry`` is another thing).
 
-``claim_resends`` reads the tasks in one pipelined round trip, then creates each new
-task and links it in one resend.lua call per task, all pipelined in one more round trip.
-The script decides: a task resent once is never resent again, whoever asks twice at
-once. Publishing the kept message under the new id is the caller's: this layer knows no
-broker (``asyncbook.celery.Resender`` publishes through kombu).
+resend.lua decides, one call per task: a task resent once is never resent again,
+whoever asks twice at once. Publishing the kept message under the new id is the caller's:
+this layer knows no broker (``asyncbook.celery.Resender`` publishes through kombu).
 
 Given an actor, every answer for a task that exists goes on its audit trail (action
 ``resend``; entries written by older versions say ``retry``): resend.lua writes it in
@@ -16,12 +14,6 @@ The task's link fields keep their stored names (``ro``/``ra``/``rby``/``rwhy``, 
 ``retryOf``/``retriedAs``/``retriedBy``/``retryReason``), and so do the refusal codes
 (``not-retryable``, ``already-retried``): they are data older versions wrote and API
 answers clients match on.
-
-On a namespace of several shards (``claim_book_resends``) each task is resent in its
-shard, the shards at once, and the new id is drawn in the original's shard (a random UUID
-drawn again until it hashes there: S draws on average), so the decision stays one
-resend.lua call on one hash tag: two resends of a task at once still create one new task.
-One shard is the case S = 1.
 """
 
 from __future__ import annotations
@@ -43,6 +35,7 @@ from ..errors import AsyncBookError
 from . import _operations as operations
 from ._args import utf8
 from ._audit import audit_args
+from ._console import number_of
 from ._creating import create_args, life_and_retention_ms
 from ._engine import Engine
 from ._merged import MergedPlan, spread, writing
@@ -129,11 +122,6 @@ def _read(shard: Shard, task_ids: Sequence[str]) -> Plan[list[_Read]]:
     return [_Read(task_id, *replies[3 * i : 3 * i + 3]) for i, task_id in enumerate(task_ids)]
 
 
-def _number(raw: Any) -> int | float:
-    value = float(text_of(raw))
-    return int(value) if value.is_integer() else value
-
-
 def fresh_id(_original: str) -> str:
     """A resend's new id: a random UUID, as Celery names a task."""
     return str(uuid.uuid4())
@@ -161,7 +149,7 @@ def _plan(
     except AsyncBookError as error:
         return ResendClaim(read.task_id, code=error.code, text=error.message)
     # The same life as the original's: its deadline less its creation.
-    ttl = _number(expires) - _number(created) if created is not None else 0
+    ttl = (number_of(expires) or 0) - (number_of(created) or 0) if created is not None else 0
     args, kwargs = (None if raw is None else text_of(raw) for raw in read.long)
     new_id = new_id_for(read.task_id)
     info = PublishInfo(
@@ -304,7 +292,9 @@ def _namespace_resends(
 
 
 def _in_shard(ns: Namespace, index: int) -> Callable[[str], str]:
-    """New ids of shard ``index``."""
+    """New ids of shard ``index``, the original's (a random UUID drawn again until it
+    hashes there: S draws on average), so the decision stays one resend.lua call on one
+    hash tag: two resends of a task at once still create one new task."""
 
     def new_id(original: str) -> str:
         while True:

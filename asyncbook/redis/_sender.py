@@ -8,8 +8,9 @@ thread is involved.
 When the book waits for replicas (``wait_replicas``), a ``WAIT`` follows the creates on the
 same connection (one behind every ``_READ_AFTER`` creates, and one behind the last before
 ``collect`` reads): a create is acknowledged when the answer of the ``WAIT`` behind it is
-read. One that counted too few replicas leaves its creates unacknowledged: they are handed
-back by ``take_unanswered`` with those an outage left unanswered, to be sent again.
+read. One that counted too few replicas leaves its creates unacknowledged (each ran on
+the primary; a failover may lose it): ``take_unanswered`` hands them back with those an
+outage left unanswered, to be sent again.
 """
 
 from __future__ import annotations
@@ -48,9 +49,7 @@ class CreateSender:
 
     ``send`` raises ``RedisUnavailableError`` when it could not write (then the creates
     written and not yet answered are handed back by ``take_unanswered``: each may or may
-    not have run, and a create with ``exist_ok`` can be sent again safely). With
-    ``wait_replicas``, so are the creates a ``WAIT`` found on too few replicas (each
-    ran on the primary; a failover may lose it).
+    not have run, and a create with ``exist_ok`` can be sent again safely).
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -149,10 +148,6 @@ class CreateSender:
         self._unconfirmed.clear()
         self._uncovered = 0
 
-    def _outage(self, error: BaseException) -> None:
-        log.warning("asyncbook: %d create(s) unanswered: %r", len(self._unanswered), error)
-        self._drop_connection()
-
     def _send_wait(self) -> None:
         """Write ``WAIT`` behind the creates written so far (``wait_replicas``)."""
         wait = self.engine.wait
@@ -208,7 +203,8 @@ class CreateSender:
                 else:
                     self._answered(sent, reply)
         except _OUTAGE as error:
-            self._outage(error)
+            log.warning("asyncbook: %d create(s) unanswered: %r", len(self._unanswered), error)
+            self._drop_connection()
 
     def _answered(self, sent: _Sent, reply: Any) -> None:
         """Read a create's answer (``created_on``, as ``create`` reads it): a create the

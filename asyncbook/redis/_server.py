@@ -31,11 +31,6 @@ class ServerInfo:
     kind: str
     version: str
 
-    @property
-    def version_tuple(self) -> tuple[int, ...]:
-        """The version's leading numbers (``(9, 1, 2)``); ``()`` when it has none."""
-        return tuple(int(part) for part in re.findall(r"\d+", self.version)[:3])
-
     def __str__(self) -> str:
         return f"{self.kind} {self.version}"
 
@@ -63,7 +58,7 @@ def require_supported(server: ServerInfo | None, probe_error: Exception | None) 
     if server is None:
         return
     least = MINIMUM_VERSIONS.get(server.kind)
-    found = server.version_tuple
-    if least is not None and found and found[:2] < least:
+    found = tuple(int(part) for part in re.findall(r"\d+", server.version)[:2])  # major, minor
+    if least is not None and found and found < least:
         wanted = ".".join(map(str, least))
         raise UnsupportedServerError(name, f"it is older than {server.kind} {wanted}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +133,7 @@ def _stats_counts(shard: Shard, name: str | None, window_ms: int, now_ms: int | 
 def _stats_of(name: str | None, window_ms: int, found: Sequence[Any]) -> TaskStats:
     """The stats of a window from every shard's reads over it (one ``now_ms``), counted
     up minute by minute in one pass over every field."""
-    counted: dict[int, _Row] = {}
+    counted: defaultdict[int, _Row] = defaultdict(lambda: [0] * _WIDTH)
     parsed: dict[Any, tuple[int, _Field]] = {}  # every hour of every shard has these fields
     for _now, first_hour, hours in found:
         for hour, flat in enumerate(hours, start=int(first_hour)):
@@ -142,29 +143,19 @@ def _stats_of(name: str | None, window_ms: int, found: Sequence[Any]) -> TaskSta
                 if known is None:
                     of_hour, _, field = text_of(raw_field).partition(":")
                     known = parsed[raw_field] = (int(of_hour), _field(field))
-                at = hour * 60 + known[0]
-                row = counted.get(at)
-                if row is None:
-                    row = counted[at] = [0] * _WIDTH
-                _add(row, known[1], int(raw_count))
+                _add(counted[hour * 60 + known[0]], known[1], int(raw_count))
     now = int(found[0][0])
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
     minutes = []
-    window = [0] * _WIDTH
-    empty = tuple(window[_FIRST_BUCKET:])
+    zeros = [0] * _WIDTH
+    window = zeros
     for minute in range(first_minute, last_minute + 1):
-        row = counted.get(minute)
-        # The values are the book's own: built without validating them again.
-        if row is None:
-            minutes.append(
-                MinuteStats.model_construct(
-                    minute_ms=minute * STATS_MINUTE_MS, runtime_buckets=empty
-                )
-            )
-            continue
-        window = [a + b for a, b in zip(window, row, strict=True)]
+        row = counted.get(minute, zeros)
+        if row is not zeros:
+            window = [a + b for a, b in zip(window, row, strict=True)]
         buckets = tuple(row[_FIRST_BUCKET:])
+        # The values are the book's own: built without validating them again.
         minutes.append(
             MinuteStats.model_construct(
                 minute_ms=minute * STATS_MINUTE_MS,
@@ -200,14 +191,11 @@ def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
     """Running totals per task name, for Prometheus counters and histograms."""
     # Every shard's summed: starts, ends by state, runtime histogram and sum.
     found = yield every(ns.shards, _name_totals)
-    rows: dict[str, _Row] = {}
+    rows: defaultdict[str, _Row] = defaultdict(lambda: [0] * _WIDTH)
     for flat in found:
         for raw_field, raw_count in flat.items():
             name, _, field = text_of(raw_field).rpartition("|")
-            row = rows.get(name)
-            if row is None:
-                row = rows[name] = [0] * _WIDTH
-            _add(row, _field(field), int(raw_count))  # older fields add up
+            _add(rows[name], _field(field), int(raw_count))  # older fields add up
     return [
         NameTotals(
             name=name,

@@ -68,9 +68,8 @@ version it was made for), and how it answers."""
 
 def async_client_like(client: Any) -> Any | None:
     """A ``redis.asyncio`` client like ``client`` (address, db, credentials, TLS,
-    timeouts, as many retries); None when ``client`` is none of the clients a
-    ``RedisBook`` takes (a plain ``Redis``, a ``RedisCluster``, a Sentinel's master,
-    fakeredis) or is on a pool of its own making."""
+    timeouts, as many retries); None for a client of another kind, or on a pool of its
+    own making."""
     if type(client).__module__.partition(".")[0] == "fakeredis":
         return _fake_like(client)
     if type(client) is redis.cluster.RedisCluster:
