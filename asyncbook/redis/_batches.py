@@ -29,7 +29,7 @@ from ._facts import TRIES as FACT_TRIES
 from ._facts import TaskFacts, facts_of
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, Scripts, command, server_time
 from ._replies import callback_result, outcome, script_error, status_of, text_of
-from ._script_args import ApplyArgs, BatchArgs, CreateArgs, EventArgs, TaskIdsArgs
+from ._script_args import ApplyArgs, CreateArgs, EventArgs, TaskIdsArgs
 from ._scripts import BookScript, ScriptedEvents, ScriptStatus
 from ._shard import Shard
 
@@ -220,21 +220,27 @@ def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
     Each call's info block also names the workers of the starts before it in the batch
     on the same task: an end after its start needs that worker's keys, else it would be
     refused for facts (and the batch halted there). Each call of a batch of several
-    carries the batch's token (``BatchArgs``) and the halt key."""
+    names the batch's own halt key after its block, the last call twice (apply.lua)."""
     starts: dict[str, list[EventArgs]] = {}
     batch: list[ScriptCall] = []
-    token = uuid.uuid4().hex if len(calls) > 1 else ""
+    halt = [shard.keys.batch_halt(uuid.uuid4().hex)] if len(calls) > 1 else []
+    last = len(calls) - 1
     for at, (_index, keys, args, _error) in enumerate(calls):
         before = starts.setdefault(args.task_id, [])
         block, facts = shard.facts.block(args.task_id, [*before, args.event])
         if args.event.type == "start":
             before.append(args.event)
-        call_keys, argv = [*keys, *block], [*args.argv(), *facts]
-        if token:
-            call_keys.append(shard.keys.batch_halt)
-            argv += BatchArgs(token, at == len(calls) - 1).argv()
-        batch.append(ScriptCall("apply", call_keys, argv))
+        call_keys = _utf8([*keys, *block, *halt, *(halt if at == last else ())])
+        batch.append(ScriptCall("apply", call_keys, _utf8([*args.argv(), *facts])))
     return batch
+
+
+def _utf8(values: list[Any]) -> list[Any]:
+    """``values`` with each text as its UTF-8 bytes (the book's text is UTF-8, checked at
+    the edge: ``utf8``). redis-py encodes a str argument through a chain of type checks
+    that costs several times the encoding itself, and each call of a batch carries some
+    sixty arguments: most of the batch's client time."""
+    return [value.encode() if type(value) is str else value for value in values]
 
 
 def end_stalled(

@@ -147,12 +147,11 @@ class KeySchema:
         """String with a short expiry: which process sweeps the namespace this second."""
         return f"{self.tag}:sweep-lease"
 
-    @property
-    def batch_halt(self) -> str:
-        """String, only inside one MULTI/EXEC of apply calls (``apply_many``): set by a
-        call refused for facts (to the batch's token), so that the calls after it write
+    def batch_halt(self, token: str) -> str:
+        """String, only inside one MULTI/EXEC of apply calls (``apply_many``), the batch's
+        own (``token``): set by a call refused for facts, so that the calls after it write
         nothing; the batch's last call deletes it."""
-        return f"{self.tag}:batch-halt"
+        return f"{self.tag}:batch-halt:{token}"
 
     @property
     def stalls(self) -> str:
