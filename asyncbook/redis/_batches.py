@@ -29,7 +29,7 @@ from ._facts import TRIES as FACT_TRIES
 from ._facts import TaskFacts, facts_of
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, Scripts, command, server_time
 from ._replies import callback_result, outcome, script_error, status_of, text_of
-from ._script_args import ApplyArgs, BatchArgs, CreateArgs, EventArgs, TaskIdsArgs
+from ._script_args import ApplyArgs, CreateArgs, EventArgs, TaskIdsArgs
 from ._scripts import BookScript, ScriptedEvents, ScriptStatus
 from ._shard import Shard
 
@@ -40,6 +40,7 @@ __all__ = [
     "create_many",
     "end_stalled",
     "prune",
+    "utf8_args",
 ]
 
 ApplyBatchItem = tuple[Any, EventInput | None, Any]
@@ -94,16 +95,21 @@ def apply_in_script(
         group = dumps(group_id, "groupId") if isinstance(group_id, str) else ""
         facts.learn(task_id, TaskFacts(name=name, group_json=group))
     k = shard.keys
-    keys = [k.task(task_id), k.history(task_id), key, *shard.apply_keys]
-    argv = [*args, str(len(calls))]
-    for call_keys, call_args, _error in calls:
-        keys.append(call_keys[2])
-        argv.extend(call_args.argv())
+    markers = [call_keys[2] for call_keys, _args, _error in calls]
+    slots = [str(len(calls))]
+    for _keys, call_args, _error in calls:
+        slots += call_args.argv()
+    # The caller's key and ARGV go as given, the book's own as UTF-8 (``utf8_args``).
+    keys = [*utf8_args([k.task(task_id), k.history(task_id)]), key]
+    keys += utf8_args([*shard.apply_keys, *markers])
+    argv = [*args, *utf8_args(slots)]
     yield from operations.before_write(shard)
     reply = yield from facts.run(
         task_id,
         [call_args.event for _keys, call_args, _error in calls],
-        lambda block, info: ScriptCall(script.name, keys + block, argv + info, script=script),
+        lambda block, info: ScriptCall(
+            script.name, keys + utf8_args(block), argv + utf8_args(info), script=script
+        ),
     )
     status_of(task_id, reply)
     outcomes = [
@@ -220,21 +226,27 @@ def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
     Each call's info block also names the workers of the starts before it in the batch
     on the same task: an end after its start needs that worker's keys, else it would be
     refused for facts (and the batch halted there). Each call of a batch of several
-    carries the batch's token (``BatchArgs``) and the halt key."""
+    names the batch's own halt key after its block, the last call twice (apply.lua)."""
     starts: dict[str, list[EventArgs]] = {}
     batch: list[ScriptCall] = []
-    token = uuid.uuid4().hex if len(calls) > 1 else ""
+    halt = [shard.keys.batch_halt(uuid.uuid4().hex)] if len(calls) > 1 else []
+    last = len(calls) - 1
     for at, (_index, keys, args, _error) in enumerate(calls):
         before = starts.setdefault(args.task_id, [])
         block, facts = shard.facts.block(args.task_id, [*before, args.event])
         if args.event.type == "start":
             before.append(args.event)
-        call_keys, argv = [*keys, *block], [*args.argv(), *facts]
-        if token:
-            call_keys.append(shard.keys.batch_halt)
-            argv += BatchArgs(token, at == len(calls) - 1).argv()
-        batch.append(ScriptCall("apply", call_keys, argv))
+        call_keys = utf8_args([*keys, *block, *halt, *(halt if at == last else ())])
+        batch.append(ScriptCall("apply", call_keys, utf8_args([*args.argv(), *facts])))
     return batch
+
+
+def utf8_args(values: Iterable[Any]) -> list[Any]:
+    """``values`` with each text as its UTF-8 bytes (the book's text is UTF-8, checked at
+    the edge: ``_args.utf8``), for a call with many KEYS and ARGV: redis-py encodes a
+    str argument through a chain of type checks that costs several times the encoding
+    itself, and a batch's call carries some sixty arguments (most of its client time)."""
+    return [value.encode() if type(value) is str else value for value in values]
 
 
 def end_stalled(

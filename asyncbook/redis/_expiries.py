@@ -20,6 +20,7 @@ from .._models import CallbackResult
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _operations as operations
 from ._args import utf8
+from ._batches import utf8_args
 from ._facts import FactBook, TaskFacts, facts_of, hour_of, info_block
 from ._plan import SETTLE, Plan, ScriptCall
 from ._replies import callback_result, script_error
@@ -123,5 +124,6 @@ def _send(shard: Shard, ids: Sequence[str], full_task: bool) -> Plan[list[Any]]:
     # The slots apply.lua gets for an expiry at the deadline, less the task id.
     _keys, event, _error = layout.apply_call(ids[0], None, None, full_task)
     event = dataclasses.replace(event, task_id="")
-    keys = [k.callback(""), *layout.apply_keys, *block_keys, *task_keys]
-    return list((yield ScriptCall("expire_many", keys, expiry_slots(blocks, event, tasks).argv())))
+    keys = utf8_args([k.callback(""), *layout.apply_keys, *block_keys, *task_keys])
+    argv = utf8_args(expiry_slots(blocks, event, tasks).argv())
+    return list((yield ScriptCall("expire_many", keys, argv)))

@@ -138,8 +138,10 @@ class KeySchema:
     """String: when a sweep last ran (ms, the server's clock), written by the sweep."""
     sweep_lease = _Tagged("sweep-lease")
     """String with a short expiry: which process sweeps the namespace this second."""
-    batch_halt = _Tagged("batch-halt")
-    """String within one ``apply_many`` MULTI/EXEC: halts the calls after a refused one."""
+    batch_halt = _per_id("batch-halt")
+    """String, only inside one MULTI/EXEC of apply calls (``apply_many``), the batch's own
+    (its token): set by a call refused for facts, so that the calls after it write
+    nothing; the batch's last call deletes it."""
     stalls = _Tagged("stalls")
     """Sorted set of running task ids with a heartbeat timeout, by when they stall."""
     counters = _Tagged("counters")

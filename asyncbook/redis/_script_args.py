@@ -157,15 +157,6 @@ class ApplyArgs(ScriptArgs):
     failure: str = ""  # a fail's exception type and traceback (JSON), for the task's info
 
 
-class BatchArgs(ScriptArgs):
-    """apply.lua's ARGV after the info block's, for a call of a batch (one MULTI/EXEC of
-    apply calls, ``apply_many``): a call refused for facts sets the batch halt key to
-    the token, and the calls after it answer ``!after`` (writing nothing)."""
-
-    token: str  # the batch's own (random), so that no other batch's mark stops it
-    last: bool  # the batch's last call: it deletes the mark
-
-
 class InfoBlockArgs(ScriptArgs):
     """The info block's ARGV (INFO_ARGV in _info.lua), after a writing script's own."""
 

@@ -36,16 +36,6 @@ local function apply_args(ARGV, at, marker)
 end
 local APPLY_ARGC = 18  -- the slots apply_args reads
 
--- apply.lua's ARGV from ARGV[at] on for a call of a batch (BatchArgs in
--- redis/_script_args.py): the batch's token and whether the call is its last; nil for a
--- call alone.
-local function batch_args(ARGV, at)
-  if not ARGV[at] then
-    return nil
-  end
-  return {token = ARGV[at], last = ARGV[at + 1] == '1'}
-end
-
 -- apply.lua's KEYS slots; the state indexes are K_INDEX + STATE_SLOT[state].
 local K_TASK, K_HISTORY, K_MARKER, K_DEADLINES, K_OUTBOX = 1, 2, 3, 4, 5
 local K_INDEX = 5

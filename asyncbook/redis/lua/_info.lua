@@ -59,6 +59,7 @@ local function info_block(KEYS, k, ARGV, a)
       at = at + 2
     end
   end
+  c.after = at  -- the KEYS slot after the block
   return c
 end
 

@@ -4,7 +4,9 @@
 --       6..11 state indexes (queued, running, succeeded, failed, expired, cancelled),
 --       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time),
 --       14 group notifications (stream), 15.. the info block (_info.lua: the info
---       hash, the name's indexes, the stats hours, the workers, the group's keys)
+--       hash, the name's indexes, the stats hours, the workers, the group's keys); then,
+--       for a call of a batch (apply_many's MULTI/EXEC), the batch's own halt key
+--       (KeySchema.batch_halt), which the batch's last call names twice
 -- ARGV: ApplyArgs (redis/_script_args.py), in the order apply_args (_apply.lua) reads
 --       them: the task id, callback given (1/0), event shape valid (1/0), then the
 --       event: type (start | progress | succeed | fail | expire | cancel | deadline:
@@ -17,9 +19,7 @@
 --       sweep's stall fail, refused with '!fresh' when a heartbeat came in time), the
 --       progress cursor (kept as the task's checkpoint), a failure's exception type and
 --       traceback (JSON object, or ''; kept in the task's info, see _info.lua); then the
---       info block's facts (InfoBlockArgs); then, for a call of a batch (apply_many's
---       MULTI/EXEC, BatchArgs), the batch's token and whether the call is its last
---       (1/0), and the batch halt key last in KEYS
+--       info block's facts (InfoBlockArgs)
 -- Returns: {'!unknown'} | {'!damaged', why} | {'!fresh'} | {'!shape'} | {'!facts', ...}
 --          | {'!after'} (a batch's call after one refused for facts: nothing written)
 --          | {'!invalid', field, message}
@@ -29,23 +29,23 @@
 
 local event = apply_args(ARGV, 1, KEYS[K_MARKER])
 local c = info_block(KEYS, APPLY_KEYC + 1, ARGV, APPLY_ARGC + 1)
-local batch = batch_args(ARGV, APPLY_ARGC + #INFO_ARGV + 1)
-if not batch then
+local halt = KEYS[c.after]
+if not halt then
   return apply_event(KEYS, event, c)
 end
 -- A call of a batch: once a call was refused for facts (it goes again after the batch,
--- with the facts it learned), the batch's calls after it write nothing and answer
--- '!after': they go again behind it, in order. The last call deletes the mark.
-local halt = KEYS[#KEYS]
-local halted = redis.call('GET', halt) == batch.token
-if batch.last then
-  redis.call('DEL', halt)
-end
-if halted then
+-- with the facts it learned), it marks the halt key, and the batch's calls after it
+-- write nothing and answer '!after': they go again behind it, in order. The key is the
+-- batch's own (no other batch's mark stops it); the last call deletes the mark.
+local last = KEYS[c.after + 1] ~= nil
+if redis.call('EXISTS', halt) == 1 then
+  if last then
+    redis.call('DEL', halt)
+  end
   return {'!after'}
 end
 local answer = apply_event(KEYS, event, c)
-if answer[1] == '!facts' and not batch.last then
-  redis.call('SET', halt, batch.token, 'PX', 60000)
+if answer[1] == '!facts' and not last then
+  redis.call('SET', halt, '1', 'PX', 60000)
 end
 return answer
