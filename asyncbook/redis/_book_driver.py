@@ -161,9 +161,8 @@ class Driver(_Drives[Engine]):
         try:
             if not self.ns.count_check.settled:
                 self.home.run(self.ns.count_check.check())
-            if type(plan) is OneShard:
+            if isinstance(plan, OneShard):
                 return self.engines[plan.index].run(plan.plan)
-            assert not isinstance(plan, OneShard)
             return run(plan, self._step)
         except self.outages as error:
             self._outage(error)
@@ -193,9 +192,8 @@ class AsyncDriver(_Drives[AsyncEngine]):
         try:
             if not self.ns.count_check.settled:
                 await self.home.run(self.ns.count_check.check())
-            if type(plan) is OneShard:
+            if isinstance(plan, OneShard):
                 return await self.engines[plan.index].run(plan.plan)
-            assert not isinstance(plan, OneShard)
             return await run_async(plan, self._step)
         except self.outages as error:
             self._outage(error)
