@@ -80,9 +80,7 @@ class AsyncRedisBook(BookBase):
         await self.aclose()
 
     async def check_server(self, *, reading: bool = False) -> str | None:
-        """Check the book's server as ``RedisBook.check_server`` does: ``UnsupportedServerError``
-        when it cannot run the book, a warning when it may evict; returns its
-        ``maxmemory-policy``. ``reading``: the shard count is only checked, not stored."""
+        """``RedisBook.check_server``, awaited (without its log of the shards' nodes)."""
         return await self.driver.run(self._server_check(reading))
 
     # -- waiting and following ----------------------------------------------------------

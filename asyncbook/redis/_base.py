@@ -29,9 +29,6 @@ class BookBase:
 
     asyncio: ClassVar[bool] = False
     """True for a book on a ``redis.asyncio`` client."""
-    driver: Any
-    """Runs the namespace's plans on the client."""
-    engine: Any
 
     def __init__(
         self,
@@ -65,6 +62,7 @@ class BookBase:
         self.home_of = home_of
         """The rule homing callback ids in a sharded namespace (``_shards.HomeRule``)."""
         self.driver = (AsyncDriver if self.asyncio else Driver)(client, self.ns)
+        """Runs the namespace's plans on the client."""
         self.engine = self.driver.engines[0]
         """Shard 0's engine (the one shard's, when S = 1)."""
         self.layout = self.ns.first

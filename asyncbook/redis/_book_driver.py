@@ -1,20 +1,18 @@
 """The drivers: run a namespace's plans (``_merged``), ``Driver`` on a redis-py client and
 ``AsyncDriver`` on a ``redis.asyncio`` one, each with one engine per shard (``_engine``).
 
-Both answer a namespace plan's steps alike: one shard's plan on its engine; ``Sleep``;
-the shard count's check before each call (``CountCheck``); an outage (redis-py giving up)
-raised as ``RedisUnavailableError``. Several shards' plans the asyncio driver awaits at
-once (``asyncio.gather``); the sync driver runs writes a thread each, and reads together
-(``run_together``). The sync driver also reports a Cluster node refusing the slot (MOVED,
-CLUSTERDOWN) as an outage, after the Cluster's slots are read again so that the next call
-finds a promoted replica.
-"""
+Both check the shard count before each call (``CountCheck``) and raise an outage
+(redis-py giving up) as ``RedisUnavailableError``. Several shards' plans the asyncio
+driver awaits at once; the sync driver runs writes a thread each, reads together
+(``run_together``), and also reports a Cluster node refusing the slot (MOVED,
+CLUSTERDOWN) as an outage, after the slots are read again so that the next call finds a
+promoted replica."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -81,7 +79,10 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
             each.commands = commands
             by_node.setdefault(id(each.engine.slot_client()), []).append(each)
         nodes = list(by_node.values())
-        sent = _NODES().map(_send, nodes) if len(nodes) > 1 else map(_send, nodes)
+        if len(nodes) > 1:  # the nodes' pipelines at once
+            sent = threads(8, "asyncbook-nodes", os.getpid()).map(_send, nodes)
+        else:
+            sent = map(_send, nodes)
         for group, (replies, met) in zip(nodes, list(sent), strict=True):
             if met is not None:  # a lost connection: every plan of the node meets it
                 for each in group:
@@ -104,27 +105,11 @@ def _send(group: list[_Running]) -> tuple[list[Any], Exception | None]:
         return [], met
 
 
-class Threads:
-    """A pool of threads to run calls at once, per process (a fork starts its own)."""
-
-    def __init__(self, size: int, name: str) -> None:
-        self.size = size
-        self.name = name
-        self._pool: tuple[int, ThreadPoolExecutor] | None = None
-        self._lock = threading.Lock()
-
-    def __call__(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None or self._pool[0] != os.getpid():
-                self._pool = (
-                    os.getpid(),
-                    ThreadPoolExecutor(self.size, thread_name_prefix=self.name),
-                )
-            return self._pool[1]
-
-
-_NODES = Threads(8, "asyncbook-nodes")
-"""The threads that send several nodes' pipelines at once."""
+@functools.cache
+def threads(size: int, name: str, pid: int) -> ThreadPoolExecutor:
+    """A pool of ``size`` threads to run calls at once, per process (``pid``: a fork
+    starts its own)."""
+    return ThreadPoolExecutor(size, thread_name_prefix=name)
 
 
 class _Drives(Generic[_E]):
@@ -133,9 +118,11 @@ class _Drives(Generic[_E]):
     outages: ClassVar[tuple[type[Exception], ...]] = (RedisConnectionError, RedisTimeoutError)
     """What redis-py raises when it gives up on Redis (``RedisUnavailableError``)."""
 
-    def __init__(
-        self, client: Any, ns: Namespace, engine: Callable[[Any, Shard, ReplicaWait], _E]
-    ) -> None:
+    engine: Callable[[Any, Shard, ReplicaWait], _E]
+    """Makes a shard's engine (``Engine``, ``AsyncEngine``)."""
+
+    def __init__(self, client: Any, ns: Namespace) -> None:
+        engine = self.engine
         self.client = client
         self.ns = ns
         self.engines: list[_E] = [engine(client, shard, ns.wait) for shard in ns.shards]
@@ -162,10 +149,11 @@ class Driver(_Drives[Engine]):
 
     outages = (RedisConnectionError, RedisTimeoutError, MovedError, ClusterDownError)
 
-    def __init__(self, client: Any, ns: Namespace) -> None:
-        super().__init__(client, ns, Engine)
-        self.pool = Threads(min(8, ns.count), "asyncbook-shards")
+    engine = Engine
+
+    def pool(self) -> ThreadPoolExecutor:
         """The threads that run several shards' writes at once."""
+        return threads(min(8, self.ns.count), "asyncbook-shards", os.getpid())
 
     def run(self, plan: NamespaceCall[_T]) -> _T:
         """Run ``plan`` (after the namespace's shard count check); an outage raises
@@ -173,9 +161,8 @@ class Driver(_Drives[Engine]):
         try:
             if not self.ns.count_check.settled:
                 self.home.run(self.ns.count_check.check())
-            if type(plan) is OneShard:
+            if isinstance(plan, OneShard):
                 return self.engines[plan.index].run(plan.plan)
-            assert not isinstance(plan, OneShard)
             return run(plan, self._step)
         except self.outages as error:
             self._outage(error)
@@ -198,17 +185,15 @@ class Driver(_Drives[Engine]):
 class AsyncDriver(_Drives[AsyncEngine]):
     """Runs namespace plans on a ``redis.asyncio`` client (or Cluster client)."""
 
-    def __init__(self, client: Any, ns: Namespace) -> None:
-        super().__init__(client, ns, AsyncEngine)
+    engine = AsyncEngine
 
     async def run(self, plan: NamespaceCall[_T]) -> _T:
         """``Driver.run``, awaited."""
         try:
             if not self.ns.count_check.settled:
                 await self.home.run(self.ns.count_check.check())
-            if type(plan) is OneShard:
+            if isinstance(plan, OneShard):
                 return await self.engines[plan.index].run(plan.plan)
-            assert not isinstance(plan, OneShard)
             return await run_async(plan, self._step)
         except self.outages as error:
             self._outage(error)

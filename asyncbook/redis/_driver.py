@@ -1,14 +1,12 @@
 """What the two engines share: ``EngineBase`` (the client, the shard, the scripts), and
-the steps that send a plan's request: ``Engine`` (redis-py) and ``AsyncEngine``
-(``redis.asyncio``) turn a request into steps here, and differ only in how a step reaches
-Redis.
+the steps that send a plan's request, which ``Engine`` and ``AsyncEngine`` only differ in
+how they send.
 
 Here and nowhere else: a script Redis lost (NOSCRIPT: it did not run) runs again by EVAL,
 which always runs and caches it again (SCRIPT LOAD then EVALSHA could meet another
 client's ``SCRIPT FLUSH`` between them); with ``wait_replicas`` a WAIT follows the
 writing scripts in their round trip, on their connection, and its answer is checked
-(``ReplicaWait.check``).
-"""
+(``ReplicaWait.check``)."""
 
 from __future__ import annotations
 
@@ -33,9 +31,7 @@ __all__ = [
     "Steps",
     "answered",
     "queued",
-    "replica_wait",
     "steps",
-    "unwaited",
 ]
 
 _T = TypeVar("_T")
@@ -98,8 +94,12 @@ def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
         calls, transaction = list(request.calls), request.transaction
     elif engine.wait.waits_after(request.name):
         calls, transaction = [request], False
-    else:
-        return (yield from unwaited(engine, request))
+    else:  # alone: routed by its first key (one of no keys: to the book's node)
+        script = request.script or engine.script(request.name)
+        try:
+            return (yield _alone(_evalsha(script, request), request))
+        except NoScriptError:  # not run: EVAL runs it and caches it again
+            return (yield _alone(_eval(script, request), request))
     if not calls:
         return []
     replies, acknowledged = yield from _sent(engine, calls, transaction)
@@ -108,28 +108,6 @@ def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
     if acknowledged is not None:
         engine.wait.check(acknowledged)
     return replies if isinstance(request, Scripts) else replies[0]
-
-
-def unwaited(engine: EngineBase, call: ScriptCall) -> Steps[Any]:
-    """The steps of one script call with no WAIT behind it: EVALSHA, and after NOSCRIPT
-    (it did not run) EVAL. ``steps`` for a call the book does not wait after; the create
-    sender's for each create (one ``replica_wait`` goes behind many)."""
-    script = call.script or engine.script(call.name)
-    try:
-        return (yield _alone(_evalsha(script, call), call))
-    except NoScriptError:  # not run: EVAL runs it and caches it again
-        return (yield _alone(_eval(script, call), call))
-
-
-def replica_wait(engine: EngineBase) -> Steps[None]:
-    """WAIT for the book's replicas (``wait_replicas``) behind the writes sent before it
-    on the same connection, its answer checked (``ReplicaWait.check``): the create
-    sender's, one behind many pipelined creates."""
-    try:
-        acknowledged = yield command("wait", engine.wait.replicas, engine.wait.timeout_ms)
-    except ResponseError as error:  # a replica's refusal: checked as an answer
-        acknowledged = error
-    engine.wait.check(acknowledged)
 
 
 def _sent(

@@ -1,9 +1,7 @@
 """The engines, one per shard of a book's namespace (its driver holds them): ``Engine``
 runs the shard's plans on redis-py, ``AsyncEngine`` on ``redis.asyncio``, both through the
 same steps (``_driver``); only how a step reaches Redis differs. A plan takes the
-``Shard``, never its engine: the engines and ``_driver`` are the only code that knows
-NOSCRIPT, WAIT for replicas and the node of a Cluster's slot.
-"""
+``Shard``, never its engine."""
 
 from __future__ import annotations
 
@@ -34,7 +32,7 @@ class Engine(EngineBase):
     def execute(self, request: Request) -> Any:
         """One request of a plan, sent on the client."""
         if type(request) is ScriptCall and request.keys and not self.wait.replicas:
-            # The common case, sent as ``_driver.unwaited`` sends it, without its steps.
+            # The common case, sent as ``_driver.steps`` sends it, without its steps.
             script = request.script or self.script(request.name)
             keys = request.keys
             try:
@@ -74,14 +72,12 @@ class Engine(EngineBase):
 
 
 class AsyncEngine(EngineBase):
-    """A book's client, shard and scripts on ``redis.asyncio``: runs the book's plans."""
+    """A shard's engine on a ``redis.asyncio`` client."""
 
     async def run(self, plan: Plan[_T]) -> _T:
-        """Run one of the book's plans on the client."""
         return await run_async(plan, self.execute)
 
     async def execute(self, request: Request) -> Any:
-        """One request of a plan, sent on the client."""
         if isinstance(request, (Command, Pipeline)):
             return await self.send(request)
         if isinstance(request, Settle):
@@ -91,14 +87,10 @@ class AsyncEngine(EngineBase):
         return await run_async(steps(self, request), self.send)
 
     async def send(self, step: Step) -> Any:
-        """One step (``_driver``)."""
-        if isinstance(step, Pipeline):
-            return await self.batch(step)
-        return await self.command(step.command if isinstance(step, Call) else step)
-
-    async def batch(self, step: Pipeline) -> Any:
-        """Commands in one pipeline (on a Cluster, a cluster pipeline, or side by side on
-        the book's node when some name no key)."""
+        """One step (``_driver``). A pipeline on a Cluster: a cluster pipeline, or its
+        commands side by side on the book's node when some name no key."""
+        if not isinstance(step, Pipeline):
+            return await self.command(step.command if isinstance(step, Call) else step)
         if isinstance(self.client, AsyncRedisCluster):
             if any(each.name == "wait" for each in step.commands):
                 raise TypeError("wait_replicas is not supported on an asyncio Cluster client")

@@ -1,11 +1,8 @@
 """Namespace plans: an operation over the S >= 1 shards of a namespace, as a generator
-that yields ``OnShards`` (one plan per shard it asks, run together) or ``Sleep`` and is
-sent their answers. Like a shard's plan (``_plan``) it does no I/O: the sync driver
-(``_book_driver``) answers ``OnShards`` with one call, one pipeline per node for reads, or a
-thread per shard for writes; the asyncio driver (``AsyncDriver``) with
-``asyncio.gather``. Every operation of a book is one of these, so both facades and every
-shard count run the same code; one shard is the case S = 1.
-"""
+that yields ``OnShards`` (one plan per shard it asks), ``Sleep`` or ``FixCount`` and is
+sent their answers. Like a shard's plan (``_plan``) it does no I/O: the drivers
+(``_book_driver``) run it, so both facades and every shard count run the same code; one
+shard is the case S = 1."""
 
 from __future__ import annotations
 

@@ -42,17 +42,14 @@ class Namespace:
             Shard(name, retention_versions, retention, (index, total)) for index in range(total)
         ]
         """One ``Shard`` per shard, in shard order."""
+        self.first = self.shards[0]
+        """Shard 0 (the only one when S = 1)."""
         self.home = self.shards[0] if total == 1 else Shard(name, retention_versions, retention)
         """The shard on the namespace's own tag, which holds its shard count."""
         self.map = ShardMap(name, total, home_of)
         """Which shard holds a task, a callback id (``home_of``) or an idempotency key."""
         self.count_check = CountCheck(name, total)
         """The namespace's stored shard count, checked before each call."""
-
-    @property
-    def first(self) -> Shard:
-        """Shard 0 (the only one when S = 1)."""
-        return self.shards[0]
 
     def index_of(self, task_id: Any) -> int:
         """The shard holding ``task_id`` (0 for a value that is no id: the plan refuses it

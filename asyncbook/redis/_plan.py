@@ -2,14 +2,11 @@
 replies (a namespace plan, ``_merged``, asks for these shard by shard).
 
 A plan is a generator that yields requests (a script call, script calls sent together,
-a command, a pipeline of commands, or ``SETTLE``) and is sent each reply; what it returns
-is the operation's answer. It does no I/O itself, so ``Engine`` (redis-py) and
-``AsyncEngine`` (``redis.asyncio``) run the same plans and answer alike: ``run`` and
-``run_async`` are the only code that differs. An error a request meets is thrown into
-the plan, which may catch it. What a request costs beyond its commands (EVAL after
-NOSCRIPT, WAIT for replicas, the node of a Cluster's slot) is the engines' (``_driver``),
-never a plan's.
-"""
+a command, a pipeline of commands, or ``SETTLE``) and is sent each reply (an error a
+request meets is thrown into it); what it returns is the operation's answer. It does no
+I/O, so ``Engine`` and ``AsyncEngine`` run the same plans alike. What a request costs
+beyond its commands (EVAL after NOSCRIPT, WAIT for replicas, the node of a Cluster's
+slot) is the engines' (``_driver``), never a plan's."""
 
 from __future__ import annotations
 

@@ -26,9 +26,6 @@ __all__ = [
 
 FIRST_HELPER = "_task.lua"
 """The helpers in front of every script begin with this file."""
-_INFO = "_info.lua"
-_APPLY = "_apply.lua"
-_CREATE = "_create.lua"
 _CREATING = frozenset({"create.lua", "resend.lua"})
 """The scripts that create a task (``create_task``, in _create.lua)."""
 _READING = frozenset(
@@ -79,17 +76,18 @@ def _lua(name: str) -> str:
 def with_helpers(source: str) -> str:
     """``source`` with the shared helpers in front of it: the task helpers and
     ``apply_event`` (one event applied as apply.lua applies it)."""
-    return "\n".join([_lua(FIRST_HELPER), _lua(_INFO), _lua(_APPLY), source])
+    return "\n".join([_lua(FIRST_HELPER), _lua("_info.lua"), _lua("_apply.lua"), source])
 
 
+@functools.cache
 def load_source(name: str) -> str:
     """A script's source, with the shared helpers in front of it (a reading script's
     without ``apply_event``)."""
     if name in _READING:
-        return "\n".join([_lua(FIRST_HELPER), _lua(_INFO), _lua(name)])
-    if name in _CREATING:
-        return with_helpers(_lua(_CREATE) + "\n" + _lua(name))
-    return with_helpers(_lua(name))
+        return "\n".join([_lua(FIRST_HELPER), _lua("_info.lua"), _lua(name)])
+    return with_helpers(
+        _lua("_create.lua") + "\n" + _lua(name) if name in _CREATING else _lua(name)
+    )
 
 
 class EventOutcome(NamedTuple):
@@ -144,9 +142,6 @@ class BookScripts:
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:
         """Every script of the book, each called through ``run`` (no round trip until
         first use)."""
-        return cls(**{name: BookScript(_source(name), name, run) for name in SCRIPT_ARGS})
-
-
-@functools.cache
-def _source(name: str) -> str:
-    return load_source(f"{name}.lua")
+        return cls(
+            **{name: BookScript(load_source(f"{name}.lua"), name, run) for name in SCRIPT_ARGS}
+        )

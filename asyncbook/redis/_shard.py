@@ -19,13 +19,10 @@ from ._facts import FactBook
 from ._keys import KeySchema
 from ._script_args import AT_DEADLINE, NO_EVENT, TAKEN, ApplyArgs
 
-__all__ = ["AUDIT_ENTRIES", "ApplyCall", "Shard"]
+__all__ = ["AUDIT_ENTRIES", "Shard"]
 
 AUDIT_ENTRIES = 10_000
 """The default of ``Shard.audit_entries``."""
-
-ApplyCall = tuple[list[str], ApplyArgs, AsyncBookError | None]
-"""apply.lua's KEYS and ARGV for one event, and the shape error found in Python."""
 
 
 class Shard:
@@ -84,9 +81,10 @@ class Shard:
         *,
         only_if_stalled: bool = False,
         taken: bool = False,
-    ) -> ApplyCall:
-        """apply.lua's call for one event (None: expire at the deadline); ``taken``: the
-        callback id is another task's (a sharded namespace's claim)."""
+    ) -> tuple[list[str], ApplyArgs, AsyncBookError | None]:
+        """apply.lua's KEYS and ARGV for one event (None: expire at the deadline), and the
+        shape error found in Python; ``taken``: the callback id is another task's (a
+        sharded namespace's claim)."""
         task_id = utf8(require_string(task_id, "taskId"), "taskId")
         callback = require_optional_string(callback_id, "callbackId")
         k = self.keys

@@ -127,8 +127,7 @@ def sync(
 
     @functools.wraps(plan)
     def method(book: _Runs, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        answer: _T = book.driver.run(plan(book.ns, *args, **kwargs))
-        return answer
+        return book.driver.run(plan(book.ns, *args, **kwargs))
 
     return method
 
@@ -141,8 +140,7 @@ def awaited(
 
     @functools.wraps(plan)
     async def method(book: _Awaits, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        answer: _T = await book.driver.run(plan(book.ns, *args, **kwargs))
-        return answer
+        return await book.driver.run(plan(book.ns, *args, **kwargs))
 
     return method
 
