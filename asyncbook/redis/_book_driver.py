@@ -11,8 +11,8 @@ promoted replica."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -105,11 +105,18 @@ def _send(group: list[_Running]) -> tuple[list[Any], Exception | None]:
         return [], met
 
 
-@functools.cache
+_POOLS: dict[tuple[int, str, int], ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
 def threads(size: int, name: str, pid: int) -> ThreadPoolExecutor:
     """A pool of ``size`` threads to run calls at once, per process (``pid``: a fork
-    starts its own)."""
-    return ThreadPoolExecutor(size, thread_name_prefix=name)
+    starts its own), made once even when threads ask for it at the same time."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get((size, name, pid))
+        if pool is None:
+            pool = _POOLS[size, name, pid] = ThreadPoolExecutor(size, thread_name_prefix=name)
+        return pool
 
 
 class _Drives(Generic[_E]):
