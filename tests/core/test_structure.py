@@ -305,8 +305,8 @@ kept."""
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 31: redis/ is not yet 1,500 lines smaller than at b52dce1 (8,601 lines "
-    "once the console reads, resends and twins were folded; 7,581 is the goal)",
+    reason="issue 31: redis/ is not yet 1,500 lines smaller than at b52dce1 (7,833 lines "
+    "after two rounds of consolidation; 7,581 is the goal)",
 )
 def test_the_redis_layer_is_1500_lines_smaller() -> None:
     lines = sum(path.read_bytes().count(b"\n") for path in PACKAGE.joinpath("redis").rglob("*.py"))
