@@ -29,7 +29,7 @@ from .support.books import kind_client
 from .support.books import redis_client as redis_client
 from .support.cluster import local_cluster, require_binaries
 from .support.strict_keys import STRICT_PRELUDE
-from .support.worker_start import guard_worker_starts, terminate_flag_left
+from .support.worker_start import guard_worker_starts, terminate_flag_left, thread_stacks
 
 BOOK_KINDS = ["memory", "redis", "fakeredis", "cluster"]
 
@@ -62,7 +62,7 @@ def worker_shutdown_finished() -> Iterator[None]:
     if terminate_flag_left():
         pytest.fail(
             "a test worker's thread outlived its shutdown timeout (Celery's "
-            "should_terminate was left set: cleared)"
+            f"should_terminate was left set: cleared); threads:\n{thread_stacks()}"
         )
 
 

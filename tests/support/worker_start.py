@@ -8,7 +8,8 @@ test fails with the error the worker logged and every thread's stack.
 
 A test worker whose thread outlives its shutdown timeout leaves Celery's process-wide
 ``should_terminate`` set, and every later test worker of the process stops as it starts:
-``terminate_flag_left`` clears it after the test that left it, which fails instead."""
+``terminate_flag_left`` clears it after the test that left it, which fails instead,
+showing where the threads were (``thread_stacks``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from typing import Any
 from celery.contrib.testing.worker import TestWorkController
 from celery.worker import state as worker_state
 
-__all__ = ["START_TIMEOUT", "guard_worker_starts", "terminate_flag_left"]
+__all__ = ["START_TIMEOUT", "guard_worker_starts", "terminate_flag_left", "thread_stacks"]
 
 START_TIMEOUT = 60.0
 """Seconds a test worker has to be ready (Celery's own start takes well under one)."""
@@ -40,7 +41,8 @@ class _Critical(logging.Handler):
         self.records.append(self.format(record))
 
 
-def _stacks() -> str:
+def thread_stacks() -> str:
+    """Every live thread's stack, named (what a stuck worker is waiting on)."""
     names = {thread.ident: thread.name for thread in threading.enumerate()}
     return "\n".join(
         f"--- thread {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame))
@@ -61,7 +63,7 @@ def guard_worker_starts() -> Iterator[None]:
         logged = "\n".join(critical.records) or "nothing at CRITICAL"
         raise RuntimeError(
             f"the test worker was not ready within {START_TIMEOUT:.0f} s; it logged: "
-            f"{logged}\nthreads:\n{_stacks()}"
+            f"{logged}\nthreads:\n{thread_stacks()}"
         )
 
     TestWorkController.ensure_started = ensure_started  # type: ignore[method-assign]
