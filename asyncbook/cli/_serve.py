@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import click
 
@@ -29,6 +29,18 @@ _OPTION_OF_FIELD = {
 def _names(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> list[str]:
     """Each value may list several, separated by commas (as its variable does)."""
     return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+class ServerOptions(TypedDict):
+    """The server's own options, handed to ``asyncbook.web.serve`` as given."""
+
+    host: str
+    port: int
+    allowed_hosts: list[str]
+    proxy_headers: bool
+    forwarded_allow_ips: str | None
+    log_level: str
+    own_queue: str
 
 
 @click.command()
@@ -113,7 +125,7 @@ def serve(
     trusted_proxies: list[str],
     operators: list[str],
     broker_url: str | None,
-    **server: Any,  # host, port, allowed hosts, proxy headers, log level, own queue: as given
+    **server: Unpack[ServerOptions],
 ) -> None:
     """Serve the JSON API, task streams, /metrics and the status page (with --broker,
     the broker's queues on /queues, and the Resend button and routes send tasks again
