@@ -24,12 +24,12 @@ from .._checks import require_limit, require_text
 from .._jsrules import is_finite_number
 from .._models import GROUP_END_STATES, AsyncTask, GroupSummary, group_summary
 from ..errors import AsyncBookError
-from . import _operations as operations
 from ._args import number_text, utf8
-from ._merged import MergedPlan, OnShards, every, on
+from ._merged import MergedPlan, OnShards, asked, every, on
 from ._namespace import Namespace
-from ._plan import SETTLE, Plan, command, server_time
-from ._replies import text_of
+from ._plan import SETTLE, Plan, ScriptCall, command, server_time
+from ._replies import listed, text_of
+from ._script_args import GetManyArgs
 from ._shard import Shard
 
 __all__ = [
@@ -103,22 +103,20 @@ def summary_of(
     return group_summary(group_id, fields)
 
 
-def _notify_if_ended(
-    home: Shard, group_id: str, shards: Sequence[dict[str, str]], ends: Sequence[End] = ()
-) -> Plan[bool]:
-    """Write the group's notification in its home shard (``home``: that shard's layout)
-    if its members reached the declared total and none was written yet: True if this
-    call wrote it.
+def check(ns: Namespace, group_id: str, ends: Sequence[End] = ()) -> MergedPlan[bool]:
+    """The group check after members ended (``ends``, in the call's order: a batch's,
+    whose shards' parts ran at once) or a ``seal_group``: every shard's counters read
+    together, then, if the members reached the declared total and none was written yet,
+    the group's notification written in its home shard: True if this check wrote it.
 
-    ``ends``: the group's members that the call checked ended, in the call's order (a
-    batch's, whose shards' parts ran at once). The notification is that of the end that
-    reached the total, as one after another would have written it: at its time, without
-    the ends after it in its counts."""
-    home_fields = shards[home.keys.shard_index]
-    if "total" not in home_fields or "notified" in home_fields:
+    The notification is that of the end that reached the total, as one after another
+    would have written it: at its time, without the ends after it in its counts."""
+    index = ns.index_of(group_id)
+    found = yield from counters(ns, group_id)
+    if "total" not in found[index] or "notified" in found[index]:
         return False
-    total = int(home_fields["total"])
-    ended = {state: sum(int(each.get(state, "0")) for each in shards) for state in GROUP_END_STATES}
+    total = int(found[index]["total"])
+    ended = {state: sum(int(each.get(state, "0")) for each in found) for state in GROUP_END_STATES}
     reached = sum(ended.values())
     if reached < total:
         return False
@@ -128,30 +126,14 @@ def _notify_if_ended(
         for _position, _group, state, _at_ms in ends[reaching + 1 :]:
             ended[state] -= 1
         at_ms = ends[reaching][3]
-    at = (yield from server_time()) if at_ms is None else at_ms
+    at = (yield from on(index, server_time())) if at_ms is None else at_ms
     fields = ["groupId", json.dumps(group_id), "atMs", number_text(at), "total", str(total)]
     for state in GROUP_END_STATES:
         fields += [state, str(ended[state])]
-    wrote = yield command(
-        "eval",
-        _NOTIFY,
-        2,
-        home.keys.group(group_id),
-        home.keys.group_outbox,
-        json.dumps(fields),
-        home.retention_ms,
-    )
-    return bool(wrote)
-
-
-def check(ns: Namespace, group_id: str, ends: Sequence[End] = ()) -> MergedPlan[bool]:
-    """The group check after members ended (``ends``, in order) or a ``seal_group``:
-    every shard's counters read together, then the notification written in the group's
-    home shard if the group ended: True if this check wrote it."""
-    home = ns.index_of(group_id)
-    found = yield from counters(ns, group_id)
-    plan = _notify_if_ended(ns.shards[home], group_id, found, ends)
-    return bool((yield from on(home, plan)))
+    home = ns.shards[index]
+    keys = (home.keys.group(group_id), home.keys.group_outbox)
+    notify = command("eval", _NOTIFY, 2, *keys, json.dumps(fields), home.retention_ms)
+    return bool((yield from on(index, asked(notify))))
 
 
 def after_ends(
@@ -261,14 +243,16 @@ def tasks_in_order(
 ) -> MergedPlan[tuple[AsyncTask, ...]]:
     """The tasks of (score, shard, id) rows, in the rows' order: one get_many per shard
     that holds any."""
-    wanted: dict[int, list[Any]] = {}
+    keys: dict[int, list[str]] = {}
     for _score, index, raw in rows:
-        wanted.setdefault(index, []).append(raw)
-    holding = tuple(wanted)
+        k = shards[index].keys
+        keys.setdefault(index, []).extend((k.task(text_of(raw)), k.history(text_of(raw))))
+    holding = tuple(keys)
+    argv = GetManyArgs(full_task).argv()
     found = yield OnShards(
-        tuple(operations.tasks_of(shards[i], wanted[i], full_task) for i in holding), holding
+        tuple(asked(ScriptCall("get_many", keys[i], argv)) for i in holding), holding
     )
-    by_id = {task.id: task for tasks in found for task in tasks}
+    by_id = {task.id: task for reply in found for task in listed(reply)}
     return tuple(by_id[text_of(raw)] for _s, _i, raw in rows if text_of(raw) in by_id)
 
 

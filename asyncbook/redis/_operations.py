@@ -34,8 +34,8 @@ from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._args import dumps, number_text, utf8
 from ._creating import create_args, created_on
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
-from ._replies import callback_result, listed, status_of, text_of
-from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, GetManyArgs, ResumeArgs
+from ._replies import callback_result, status_of, text_of
+from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
 
@@ -54,7 +54,6 @@ __all__ = [
     "overdue",
     "record_sweep",
     "resume",
-    "tasks_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -257,17 +256,6 @@ def claim_sweep(shard: Shard, owner: str, lease_ms: int) -> Plan[bool]:
         return False
     yield command("pexpire", key, lease_ms)
     return True
-
-
-def tasks_of(shard: Shard, ids: list[Any], full_task: bool) -> Plan[tuple[AsyncTask, ...]]:
-    """The tasks of these ids (in order), read by one get_many call; none for no ids."""
-    if not ids:
-        return ()
-    keys: list[str] = []
-    for raw_id in ids:
-        keys += [shard.keys.task(text_of(raw_id)), shard.keys.history(text_of(raw_id))]
-    found = yield ScriptCall("get_many", keys, GetManyArgs(full_task).argv())
-    return tuple(listed(found))
 
 
 def last_cursor(shard: Shard, task_id: str) -> Plan[str | None]:
