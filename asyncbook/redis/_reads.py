@@ -7,8 +7,9 @@ of one.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
 
 from .._audit import AuditEntry
 from .._book import sort_notifications
@@ -56,8 +57,6 @@ __all__ = [
     "workers",
 ]
 
-_T = TypeVar("_T")
-
 ENTRY_SEPARATOR = "/"
 """A stream entry id of a namespace of several shards: ``<shard>/<entry id>``."""
 
@@ -65,25 +64,22 @@ ENTRY_SEPARATOR = "/"
 # -- a task's reads -----------------------------------------------------------------
 
 
-def _in_shard(ns: Namespace, task_id: str, read: Callable[[Shard, str], Plan[_T]]) -> OneShard[_T]:
-    index = ns.index_of(task_id)
-    return OneShard(index, read(ns.shards[index], task_id))
-
-
 def get(ns: Namespace, task_id: str) -> OneShard[AsyncTask | None]:
     """The stored task with its history, or None."""
-    return _in_shard(ns, task_id, operations.get)
+    index = ns.index_of(task_id)
+    return OneShard(index, operations.get(ns.shards[index], task_id))
 
 
 def info(ns: Namespace, task_id: str) -> OneShard[TaskInfo | None]:
-    """A task's info (Celery name, arguments, queue, worker, times, traceback), or
-    None when the book does not hold the task."""
-    return _in_shard(ns, task_id, console.info)
+    """A task's info (Celery name, arguments, queue, worker, times, traceback), or None."""
+    index = ns.index_of(task_id)
+    return OneShard(index, console.info(ns.shards[index], task_id))
 
 
 def last_cursor(ns: Namespace, task_id: str) -> OneShard[str | None]:
     """The cursor of the last progress the task reported (its checkpoint), or None."""
-    return _in_shard(ns, task_id, operations.last_cursor)
+    index = ns.index_of(task_id)
+    return OneShard(index, operations.last_cursor(ns.shards[index], task_id))
 
 
 def audit(
@@ -214,11 +210,10 @@ def count_by_state(ns: Namespace) -> MergedPlan[dict[str, int]]:
 def transition_counts(ns: Namespace) -> MergedPlan[dict[str, int]]:
     """How many times each reason was answered, by every client of this book."""
     found = yield every(ns.shards, lambda shard: asked(command("hgetall", shard.keys.counters)))
-    total: dict[str, int] = {}
+    total = Counter[str]()
     for counts in found:
-        for raw, n in counts.items():
-            total[text_of(raw)] = total.get(text_of(raw), 0) + int(n)
-    return total
+        total.update({text_of(raw): int(n) for raw, n in counts.items()})
+    return dict(total)
 
 
 # -- the console (its other reads: ``_console``, ``_stats``) ------------------------
@@ -232,10 +227,9 @@ def gauges(
     # Every shard's: stream lengths summed; each consumer group's pending and lag summed
     # (lag unknown when one shard's is); the workers seen as ``workers`` merges them.
     found = yield every(ns.shards, lambda shard: shard_gauges(shard, now_ms, within_ms))
-    lengths: dict[str, int] = {}
+    lengths = Counter[str]()
     for each in found:
-        for stream, length in each.stream_lengths.items():
-            lengths[stream] = lengths.get(stream, 0) + length
+        lengths.update(each.stream_lengths)
     # A group reads every shard's stream: where it was not created yet (it is, on each
     # shard, at its first read there) every entry is still to be delivered to it.
     names = dict.fromkeys((group.stream, group.group) for each in found for group in each.groups)
@@ -248,12 +242,12 @@ def gauges(
             pending += 0 if here is None else here.pending
             shard_lag = each.stream_lengths.get(stream, 0) if here is None else here.lag
             lag = None if lag is None or shard_lag is None else lag + shard_lag
-        groups.append(GroupBacklog(stream, name, pending, lag, lengths.get(stream, 0)))
+        groups.append(GroupBacklog(stream, name, pending, lag, lengths[stream]))
     seen: dict[str, float] = {}
     for worker, at in (row for each in found for row in each.workers_seen):
         seen[worker] = max(at, seen.get(worker, at))
     ordered = sorted(seen.items(), key=lambda row: (row[1], row[0]), reverse=True)
-    return BookGauges(lengths, tuple(groups), tuple(ordered[:GAUGE_WORKERS_LIMIT]))
+    return BookGauges(dict(lengths), tuple(groups), tuple(ordered[:GAUGE_WORKERS_LIMIT]))
 
 
 # -- the server, the sweep ----------------------------------------------------------
