@@ -47,7 +47,7 @@ def audit_args(shard: Shard, actor: Any, action: str, reason: str | None) -> Aud
 def cancel_entry(
     shard: Shard, actor: str | None, reason: str | None
 ) -> Callable[[bool], AuditArgs] | None:
-    """A cancel's audit entry (the actor, the reason, the answer) for ``operations.cancel``,
+    """A cancel's audit entry (the actor, the reason, the answer) for ``_task_ops.cancel``,
     which cancel.lua writes in the cancel's script call; None without ``actor`` (checked
     here). The reason is kept unless the cancel refuses it (the script answers '!shape',
     writing nothing)."""

@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._book import CreateSpec, EventInput, cancel_input
+from .._book import CreateSpec, EventInput
 from .._checks import (
     require_integer,
     require_limit,
@@ -33,7 +33,7 @@ from .._reasons import Reason
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._args import dumps, number_text, utf8
 from ._creating import create_args, created_on
-from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command, server_time
+from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command
 from ._replies import callback_result, status_of, text_of
 from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, ResumeArgs
 from ._server import PROBE_SCRIPT, require_supported, server_info
@@ -43,7 +43,6 @@ __all__ = [
     "apply",
     "apply_one",
     "before_write",
-    "cancel",
     "check_server",
     "claim_sweep",
     "deliver_result",
@@ -62,9 +61,7 @@ log = logging.getLogger(__name__)
 def check_server(shard: Shard) -> Plan[str | None]:
     """Check the book's server (one round trip): raise ``UnsupportedServerError`` when
     it runs no Lua scripts or is older than the tested versions, warn when it may evict
-    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused). (The
-    namespace's shard count is the drivers' ``CountCheck``, before every call.)
-    """
+    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused)."""
     checks = [
         server_command("info", "server"),
         server_command("info", "memory"),
@@ -160,22 +157,6 @@ def apply_one(
     )
 
 
-def cancel(
-    shard: Shard,
-    task_id: str,
-    reason: str | None,
-    at_ms: int | float | None,
-    callback_id: str | None,
-    *,
-    taken: bool = False,
-    audit: Callable[[bool], AuditArgs] | None = None,
-) -> Plan[CallbackResult]:
-    """``apply`` of a ``cancel`` event, at the server's clock unless ``at_ms`` is given."""
-    at = (yield from server_time()) if at_ms is None else at_ms
-    event = cancel_input(at, reason)
-    return (yield from apply(shard, task_id, event, callback_id, taken=taken, audit=audit))
-
-
 def resume(shard: Shard, task_id: str, cursor_version: int, full_task: bool) -> Plan[ResumeResult]:
     yield SETTLE
     task_id = utf8(require_string(task_id, "taskId"), "taskId")
@@ -215,13 +196,9 @@ def delivery_of(task_id: str, reply: Any) -> DeliveryResult:
     receipt = DeliveryReceipt.model_validate_json(reply[1])
     if status == Reason.DELIVERED:
         return DeliveryResult(ok=True, duplicate=False, reason=Reason.DELIVERED, receipt=receipt)
-    if receipt.task_id == task_id:
-        return DeliveryResult(
-            ok=True, duplicate=True, reason=Reason.DUPLICATE_DELIVERY, receipt=receipt
-        )
-    return DeliveryResult(
-        ok=False, duplicate=True, reason=Reason.KEY_REUSED_FOR_OTHER_TASK, receipt=receipt
-    )
+    mine = receipt.task_id == task_id
+    reason = Reason.DUPLICATE_DELIVERY if mine else Reason.KEY_REUSED_FOR_OTHER_TASK
+    return DeliveryResult(ok=mine, duplicate=True, reason=reason, receipt=receipt)
 
 
 def overdue(shard: Shard, now_ms: int | float, limit: int, scores: bool = False) -> Plan[list[Any]]:

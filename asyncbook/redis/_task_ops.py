@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._book import CreateSpec, EventInput
+from .._book import CreateSpec, EventInput, cancel_input
 from .._checks import require_integer, require_non_negative, require_text
 from .._jsrules import is_blank
 from .._models import (
@@ -30,7 +30,7 @@ from . import _operations as operations
 from ._args import dumps, number_text, utf8
 from ._merged import MergedPlan, NamespaceCall, OneShard, Sleep, asked, on, writing
 from ._namespace import Namespace
-from ._plan import Plan, ScriptCall, command, server_time
+from ._plan import ScriptCall, command, server_time
 from ._replies import text_of
 from ._script_args import SealGroupArgs
 
@@ -124,8 +124,7 @@ def _apply_across(
     ns: Namespace, task_id: str, event: EventInput | None, callback_id: str | None
 ) -> MergedPlan[CallbackResult]:
     """``apply`` in a namespace of several shards (``expire``, None, in any): the callback
-    id claimed first when it lives in another shard, the group checked after a member's
-    end."""
+    id claimed first (``_claimed``), the group checked after a member's end."""
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
 
@@ -156,9 +155,9 @@ def cancel(
 
     def run(taken: bool) -> MergedPlan[CallbackResult]:
         audit = None if taken else audits.cancel_entry(shard, actor, reason)
-        plan = operations.cancel(
-            shard, task_id, reason, at_ms, callback_id, taken=taken, audit=audit
-        )
+        at = (yield from on(index, server_time())) if at_ms is None else at_ms
+        event = cancel_input(at, reason)
+        plan = operations.apply(shard, task_id, event, callback_id, taken=taken, audit=audit)
         answer: CallbackResult = yield from on(index, plan)
         if taken and actor is not None:
             yield from on(
@@ -235,23 +234,17 @@ def seal_group(ns: Namespace, group_id: str, total: int) -> MergedPlan[GroupSumm
     group = utf8(require_text(group_id, "groupId"), "groupId")
     size = require_integer(total, "total", 1)
     home = ns.index_of(group)
-    found = [(yield from on(home, _seal(ns.shards[home], group, size, ns.count > 1)))]
+    shard = ns.shards[home]
+    now = yield from on(home, server_time())
+    argv = SealGroupArgs(dumps(group, "groupId"), size, now, shard.retention_ms, ns.count > 1)
+    keys = [shard.keys.group(group), shard.keys.group_members(group), shard.keys.group_outbox]
+    flat = yield from on(home, asked(ScriptCall("seal_group", keys, argv.argv())))
     if ns.count > 1:
         yield from groups.check(ns, group)
         found = yield from groups.counters(ns, group)
+    else:  # the one shard's counters, as seal_group.lua answered them
+        pairs = zip(map(text_of, flat[::2]), map(text_of, flat[1::2]), strict=True)
+        found = [{name: value for name, value in pairs if name in groups.GROUP_FIELDS}]
     merged = groups.summary_of(group, found[home], found)
     assert merged is not None  # the home shard holds the sealed group
     return merged
-
-
-def _seal(shard: Any, group: str, size: int, sharded: bool) -> Plan[dict[str, str]]:
-    """seal_group.lua: the home shard's counters of the group (``groups.read_counters``)."""
-    k = shard.keys
-    now = yield from server_time()
-    flat = yield ScriptCall(
-        "seal_group",
-        [k.group(group), k.group_members(group), k.group_outbox],
-        SealGroupArgs(dumps(group, "groupId"), size, now, shard.retention_ms, sharded).argv(),
-    )
-    pairs = zip(map(text_of, flat[::2]), map(text_of, flat[1::2]), strict=True)
-    return {name: value for name, value in pairs if name in groups.GROUP_FIELDS}
