@@ -91,26 +91,23 @@ def _expire_chunk(
 
 def _learned(facts: FactBook, task_id: str, answer: Any) -> bool:
     """True for a ``!facts`` answer, whose facts the book now knows."""
-    if isinstance(answer, ResponseError):
-        return False
-    learned = facts_of(answer)
-    if learned is None:
-        return False
-    facts.learn(task_id, learned)
-    return True
+    learned = None if isinstance(answer, ResponseError) else facts_of(answer)
+    if learned is not None:
+        facts.learn(task_id, learned)
+    return learned is not None
 
 
 def _send(shard: Shard, ids: Sequence[str], full_task: bool) -> Plan[list[Any]]:
     """One expire_many.lua call for these tasks: its answers, one per task."""
-    layout, k = shard, shard.keys
-    now = layout.facts.clock()
+    k = shard.keys
+    now = shard.facts.clock()
     shapes: dict[tuple[str, str, str, str], int] = {}
     blocks: list[tuple[int, Sequence[str]]] = []
     block_keys: list[str] = []
     task_keys: list[str] = []
     tasks: list[tuple[str, int]] = []
     for task_id in ids:
-        facts = layout.facts.get(task_id) or TaskFacts()
+        facts = shard.facts.get(task_id) or TaskFacts()
         hour = hour_of(float(facts.deadline)) if facts.deadline else ""
         shape = (facts.name, facts.group_json, facts.worker, hour)
         number = shapes.get(shape)
@@ -122,8 +119,8 @@ def _send(shard: Shard, ids: Sequence[str], full_task: bool) -> Plan[list[Any]]:
         tasks.append((task_id, number))
         task_keys += (k.task(task_id), k.history(task_id), k.info(task_id))
     # The slots apply.lua gets for an expiry at the deadline, less the task id.
-    _keys, event, _error = layout.apply_call(ids[0], None, None, full_task)
+    _keys, event, _error = shard.apply_call(ids[0], None, None, full_task)
     event = dataclasses.replace(event, task_id="")
-    keys = utf8_args([k.callback(""), *layout.apply_keys, *block_keys, *task_keys])
+    keys = utf8_args([k.callback(""), *shard.apply_keys, *block_keys, *task_keys])
     argv = utf8_args(expiry_slots(blocks, event, tasks).argv())
     return list((yield ScriptCall("expire_many", keys, argv)))

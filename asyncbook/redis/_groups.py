@@ -95,22 +95,18 @@ def summary_of(
     fields: dict[str, int | None] = {}
     for each in shards:
         for name, value in each.items():
-            if name in ("id", "total", "notified"):
-                continue
-            fields[name] = (fields.get(name) or 0) + int(value)
+            if name not in ("id", "total", "notified"):
+                fields[name] = (fields.get(name) or 0) + int(value)
     if "total" in home:
         fields["total"] = int(home["total"])
     return group_summary(group_id, fields)
 
 
 def check(ns: Namespace, group_id: str, ends: Sequence[End] = ()) -> MergedPlan[bool]:
-    """The group check after members ended (``ends``, in the call's order: a batch's,
-    whose shards' parts ran at once) or a ``seal_group``: every shard's counters read
-    together, then, if the members reached the declared total and none was written yet,
-    the group's notification written in its home shard: True if this check wrote it.
-
-    The notification is that of the end that reached the total, as one after another
-    would have written it: at its time, without the ends after it in its counts."""
+    """The group check (see above) after members ended (``ends``, in the call's order:
+    a batch's, whose shards' parts ran at once) or a ``seal_group``: True if it wrote the
+    notification, that of the end that reached the total as one after another would
+    have written it (at its time, without the ends after it in its counts)."""
     index = ns.index_of(group_id)
     found = yield from counters(ns, group_id)
     if "total" not in found[index] or "notified" in found[index]:

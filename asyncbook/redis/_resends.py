@@ -286,23 +286,18 @@ def _namespace_resends(
     yield from writing(ns)
 
     def make(shard: Shard, ats: list[int]) -> Plan[list[ResendClaim]]:
-        return resends(shard, [ids[at] for at in ats], audit, _in_shard(ns, shard.keys.shard_index))
+        # New ids of the originals' shard (a random UUID drawn again until it hashes
+        # there: S draws on average), so the decision stays one resend.lua call on one
+        # hash tag: two resends of a task at once still create one new task.
+        def new_id(original: str) -> str:
+            while True:
+                candidate = fresh_id(original)
+                if ns.count == 1 or ns.index_of(candidate) == shard.keys.shard_index:
+                    return candidate
+
+        return resends(shard, [ids[at] for at in ats], audit, new_id)
 
     return (yield from spread(ns.shards, ns.by_shard(ids), make, len(ids)))
-
-
-def _in_shard(ns: Namespace, index: int) -> Callable[[str], str]:
-    """New ids of shard ``index``, the original's (a random UUID drawn again until it
-    hashes there: S draws on average), so the decision stays one resend.lua call on one
-    hash tag: two resends of a task at once still create one new task."""
-
-    def new_id(original: str) -> str:
-        while True:
-            candidate = fresh_id(original)
-            if ns.count == 1 or ns.index_of(candidate) == index:
-                return candidate
-
-    return new_id
 
 
 @dataclass(frozen=True)
