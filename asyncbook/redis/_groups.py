@@ -79,11 +79,8 @@ def read_counters(shard: Shard, group_id: str) -> Plan[dict[str, str]]:
     """One shard's counters of a group (absent fields left out)."""
     yield SETTLE
     values = yield command("hmget", shard.keys.group(group_id), *GROUP_FIELDS)
-    return {
-        name: text_of(value)
-        for name, value in zip(GROUP_FIELDS, values, strict=True)
-        if value is not None
-    }
+    pairs = zip(GROUP_FIELDS, values, strict=True)
+    return {name: text_of(value) for name, value in pairs if value is not None}
 
 
 def summary_of(
@@ -174,12 +171,10 @@ def ends_of(
     for position, task_id, result, event in rows:
         if isinstance(result, AsyncBookError) or not isinstance(task_id, str):
             continue
-        if not (result.changed and result.task.terminal):
-            continue
-        group_id = group_of(shard, task_id)
+        task = result.task
+        group_id = group_of(shard, task_id) if result.changed and task.terminal else None
         if group_id is not None:
-            state = result.task.state.value
-            found.append((position, group_id, state, _end_time(result.task, event)))
+            found.append((position, group_id, task.state.value, _end_time(task, event)))
     return found
 
 
@@ -225,13 +220,12 @@ def group_members(ns: Namespace, group_id: str, limit: int = 100) -> MergedPlan[
     """The group's members in creation order (without histories), up to ``limit``."""
     group_id = utf8(require_text(group_id, "groupId"), "groupId")
     count = require_limit(limit, maximum=10_000)
-    shards = ns.shards
-    pages = yield every(shards, lambda shard: _member_rows(shard, group_id, count))
+    pages = yield every(ns.shards, lambda shard: _member_rows(shard, group_id, count))
     rows = sorted(
         ((score, index, raw) for index, page in enumerate(pages) for raw, score in page),
         key=lambda row: row[0],
     )[:count]
-    return list((yield from tasks_in_order(shards, rows, full_task=False)))
+    return list((yield from tasks_in_order(ns.shards, rows, full_task=False)))
 
 
 def tasks_in_order(
