@@ -1,5 +1,5 @@
-"""Each Lua script's ARGV as one typed record (``ScriptArgs``), and ``SCRIPT_ARGS``,
-each book script's record. What a slot means is said once, in the script's header."""
+"""Each Lua script's ARGV as one typed record (``ScriptArgs``). What a slot means is said
+once, in the script's header."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any, ClassVar, cast, dataclass_transform
 __all__ = [
     "AT_DEADLINE",
     "NO_EVENT",
-    "SCRIPT_ARGS",
     "ApplyArgs",
     "AuditArgs",
     "CancelArgs",
@@ -288,26 +287,3 @@ def expiry_slots(
     for task_id, block in tasks:
         out += (task_id, str(block))
     return ExpireManyArgs(tuple(out))
-
-
-SCRIPT_ARGS: dict[str, type[ScriptArgs]] = {
-    "create": CreateArgs,
-    "apply": ApplyArgs,
-    "cancel": CancelArgs,
-    "audit": RecordAuditArgs,
-    "get": NoArgs,
-    "get_many": GetManyArgs,
-    "resume": ResumeArgs,
-    "deliver": DeliverArgs,
-    "drain": NoArgs,
-    "prune": TaskIdsArgs,
-    "heartbeat": TaskIdsArgs,
-    "seal_group": SealGroupArgs,
-    "info": InfoArgs,
-    "search": SearchArgs,
-    "stats": StatsArgs,
-    "workers": WorkersArgs,
-    "expire_many": ExpireManyArgs,
-    "resend": ResendArgs,
-}
-"""Each book script's ARGV record (the ``BookScripts`` fields)."""
