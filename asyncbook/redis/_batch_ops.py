@@ -72,15 +72,15 @@ def apply_many(
     claimed: dict[int, claims.Claim] = {}
     ends: list[groups.End] = []
 
-    def take(shards: Iterable[int]) -> dict[int, list[int]]:
-        """The waiting parts of ``shards``, no longer waiting."""
+    def send(shards: Iterable[int]) -> MergedPlan[None]:
+        """The waiting parts of ``shards`` applied, no longer waiting."""
         part = {shard: waiting.pop(shard) for shard in sorted(shards)}
         for shard, ats in part.items():
             for earlier in ats:
                 held_id = given[earlier][2]
                 if held_id is not None and held_id in holders:
                     holders[held_id].discard(shard)
-        return part
+        yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
 
     for at, (task_id, event, callback) in enumerate(given):
         index = ns.index_of(task_id)
@@ -94,16 +94,14 @@ def apply_many(
             if not crosses:
                 before.discard(index)
             if before:
-                part = take(before)
-                yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
+                yield from send(before)
         if crosses:
             assert callback is not None
             found = yield from tasks.claim(ns, task_id, callback)
             if found == claims.Claim.TAKEN:
                 # The shard's earlier events first, in order: this one follows them.
                 if index in waiting:
-                    part = take([index])
-                    yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
+                    yield from send([index])
                 plan = operations.apply(
                     ns.shards[index], task_id, event, callback, full_task=full_task, taken=True
                 )
@@ -180,14 +178,14 @@ def apply_many_then(
     yield from writing(ns)
     given = list(items)
     indexes = {ns.index_of(item[0]) for item in given}
-    if len(indexes) > 1:  # one transaction cannot span shards
+    if len(indexes) > 1:
         raise invalid(
             "the items' tasks live in several shards: one transaction cannot span them",
             field="items",
         )
     index = indexes.pop() if indexes else 0
     call = ScriptCall(script.name, keys, args, script=script)
-    plan = batches.apply_many_then(ns.shards[index], list(given), full_task, call)
+    plan = batches.apply_many_then(ns.shards[index], given, full_task, call)
     results, reply = yield from on(index, plan)
     yield from groups.after_ends(ns, index, results, [item[0] for item in given])
     if isinstance(reply, Exception):
