@@ -84,9 +84,8 @@ def load_source(name: str) -> str:
     without ``apply_event``)."""
     if name in _READING:
         return "\n".join([_lua(FIRST_HELPER), _lua("_info.lua"), _lua(name)])
-    return with_helpers(
-        _lua("_create.lua") + "\n" + _lua(name) if name in _CREATING else _lua(name)
-    )
+    parts = ["_create.lua", name] if name in _CREATING else [name]
+    return with_helpers("\n".join(map(_lua, parts)))
 
 
 class EventOutcome(NamedTuple):
