@@ -72,6 +72,33 @@ def apply_many(
     claimed: dict[int, claims.Claim] = {}
     ends: list[groups.End] = []
 
+    def batch(shard: Any, ats: list[int]) -> Plan[list[Outcome]]:
+        results, _reply = yield from batches.apply_many_then(
+            shard, [given[at] for at in ats], full_task, None
+        )
+        return results
+
+    def apply_parts(parts: dict[int, list[int]]) -> MergedPlan[None]:
+        """The events at ``parts``' positions, each shard's in one MULTI/EXEC (the shards
+        at once): their answers go in ``out``, the members they ended in ``ends`` (checked
+        at the end: ``groups.after_batch``), and the claims of those that surely wrote
+        nothing are released."""
+        answers = yield from spread(ns.shards, parts, batch, len(given))
+        for index, ats in parts.items():
+            results = [answers[at] for at in ats]
+            ids, events = [given[at][0] for at in ats], [given[at][1] for at in ats]
+            ends.extend(groups.ends_of(ns.shards[index], results, ids, events, ats))
+            for at, result in zip(ats, results, strict=True):
+                out[at] = result
+                if (
+                    isinstance(result, AsyncBookError)
+                    and claimed.get(at) == claims.Claim.NEW
+                    and result.code in tasks.RELEASED_ON
+                ):
+                    task_id, _event, callback = given[at]
+                    assert callback is not None
+                    yield from tasks.release(ns, task_id, callback)
+
     def send(shards: Iterable[int]) -> MergedPlan[None]:
         """The waiting parts of ``shards`` applied, no longer waiting."""
         part = {shard: waiting.pop(shard) for shard in sorted(shards)}
@@ -80,7 +107,7 @@ def apply_many(
                 held_id = given[earlier][2]
                 if held_id is not None and held_id in holders:
                     holders[held_id].discard(shard)
-        yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
+        yield from apply_parts(part)
 
     for at, (task_id, event, callback) in enumerate(given):
         index = ns.index_of(task_id)
@@ -114,46 +141,9 @@ def apply_many(
         waiting.setdefault(index, []).append(at)
         if callback is not None:
             holders.setdefault(callback, set()).add(index)
-    yield from _apply_parts(ns, given, waiting, full_task, claimed, out, ends)
+    yield from apply_parts(waiting)
     yield from groups.after_batch(ns, ends)
     return [result for result in out if result is not None]
-
-
-def _apply_parts(
-    ns: Namespace,
-    given: list[ApplyItem],
-    parts: dict[int, list[int]],
-    full_task: bool,
-    claimed: dict[int, claims.Claim],
-    out: list[Outcome | None],
-    ends: list[groups.End],
-) -> MergedPlan[None]:
-    """The events at ``parts``' positions, each shard's in one MULTI/EXEC (the shards at
-    once), their answers put in ``out`` and the members they ended in ``ends`` (their
-    groups are checked once the whole batch was written: ``groups.after_batch``); the
-    claims of those that surely wrote nothing released."""
-
-    def batch(shard: Any, ats: list[int]) -> Plan[list[Outcome]]:
-        results, _reply = yield from batches.apply_many_then(
-            shard, [given[at] for at in ats], full_task, None
-        )
-        return results
-
-    answers = yield from spread(ns.shards, parts, batch, len(given))
-    for index, ats in parts.items():
-        results = [answers[at] for at in ats]
-        ids, events = [given[at][0] for at in ats], [given[at][1] for at in ats]
-        ends += groups.ends_of(ns.shards[index], results, ids, events, ats)
-        for at, result in zip(ats, results, strict=True):
-            out[at] = result
-            if (
-                isinstance(result, AsyncBookError)
-                and claimed.get(at) == claims.Claim.NEW
-                and result.code in tasks.RELEASED_ON
-            ):
-                task_id, _event, callback = given[at]
-                assert callback is not None
-                yield from tasks.release(ns, task_id, callback)
 
 
 def apply_many_then(
