@@ -134,7 +134,20 @@ def apply_many_then(
             results[index] = error
     yield from operations.before_write(shard)
     yield SETTLE
-    yield from _learn_facts(shard, calls)
+    # The facts of the tasks the shard does not know yet, read in one round trip (none
+    # when it knows them all, or the events are progress reports, which need none).
+    facts = shard.facts
+    unknown = sorted(
+        {
+            args.task_id
+            for _index, _keys, args, _error in calls
+            if args.event.type != "progress" and facts.get(args.task_id) is None
+        }
+    )
+    if unknown:
+        read = yield Pipeline([command("hmget", shard.keys.task(i), *FACT_FIELDS) for i in unknown])
+        for task_id, fields in zip(unknown, read, strict=True):
+            facts.learn(task_id, TaskFacts.of_fields(fields))
     batch = _batch_calls(shard, calls) + ([] if extra is None else [extra])
     replies = list((yield Scripts(batch, transaction=True)))
     extra_reply = replies.pop() if extra is not None else None
@@ -182,24 +195,6 @@ def _answered(
         except AsyncBookError as error:
             results[index] = error
     return again
-
-
-def _learn_facts(shard: Shard, calls: list[_Call]) -> Plan[None]:
-    """Read the facts of the batch's tasks the shard does not know yet (one round trip;
-    none when it knows them all, or the events are progress reports, which need none)."""
-    facts = shard.facts
-    unknown = sorted(
-        {
-            args.task_id
-            for _index, _keys, args, _error in calls
-            if args.event.type != "progress" and facts.get(args.task_id) is None
-        }
-    )
-    if not unknown:
-        return
-    read = yield Pipeline([command("hmget", shard.keys.task(id), *FACT_FIELDS) for id in unknown])
-    for task_id, fields in zip(unknown, read, strict=True):
-        facts.learn(task_id, TaskFacts.of_fields(fields))
 
 
 def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
