@@ -11,7 +11,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from .._book import ApplyItem, CreateSpec, EventInput
+from .._book import CreateSpec, EventInput
 from .._checks import require_limit, require_string
 from .._machine import stall_event
 from .._models import GROUP_END_STATES, AsyncTask, CallbackResult
@@ -30,6 +30,7 @@ from ._scripts import BookScript, ScriptedEvents, ScriptStatus
 from ._shard import Shard
 
 __all__ = [
+    "ApplyBatchItem",
     "apply_in_script",
     "apply_many_then",
     "create_many",
@@ -38,6 +39,8 @@ __all__ = [
     "utf8_args",
 ]
 
+ApplyBatchItem = tuple[Any, EventInput | None, Any]
+"""(task id, event or None to expire at the deadline, callback id)."""
 _Call = tuple[int, list[str], ApplyArgs, AsyncBookError | None]
 
 
@@ -113,7 +116,7 @@ def apply_in_script(
 
 def apply_many_then(
     shard: Shard,
-    items: list[ApplyItem],
+    items: list[ApplyBatchItem],
     full_task: bool,
     extra: ScriptCall | None,
 ) -> Plan[tuple[list[CallbackResult | AsyncBookError], Any]]:
