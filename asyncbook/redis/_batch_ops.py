@@ -175,7 +175,7 @@ def apply_many_then(
         )
     index = indexes.pop() if indexes else 0
     call = ScriptCall(script.name, keys, args, script=script)
-    plan = batches.apply_many_then(ns.shards[index], given, full_task, call)
+    plan = batches.apply_many_then(ns.shards[index], list(given), full_task, call)
     results, reply = yield from on(index, plan)
     yield from groups.after_ends(ns, index, results, [item[0] for item in given])
     if isinstance(reply, Exception):
@@ -282,6 +282,5 @@ def heartbeat(ns: Namespace, task_ids: Iterable[str]) -> MergedPlan[int]:
 
 def _heartbeat(shard: Any, task_ids: list[Any]) -> Plan[int]:
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    k = shard.keys
-    keys = [k.stalls, k.workers, *(k.task(task_id) for task_id in ids)]
+    keys = [shard.keys.stalls, shard.keys.workers, *map(shard.keys.task, ids)]
     return int((yield ScriptCall("heartbeat", keys, TaskIdsArgs(tuple(ids)).argv())))

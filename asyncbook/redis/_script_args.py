@@ -51,8 +51,7 @@ class ScriptArgs(metaclass=_Record):
     """One script's ARGV: the fields, in order, are the names its header binds
     (``local <field> = ARGV[<n>]``; a test holds the two together). A field that is a
     record stands for its fields; a tuple for its items (a variable tail); a flag is
-    ``1``/``0``, None ``''``, a number its decimal text and bytes go as they are. A
-    subclass is a frozen dataclass (``_Record``)."""
+    ``1``/``0``, None ``''``, a number its decimal text and bytes go as they are."""
 
     __slots__ = ()
     names: ClassVar[tuple[str, ...]] = ()  # the fields, in order

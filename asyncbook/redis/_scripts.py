@@ -138,8 +138,7 @@ class BookScripts:
 
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:
-        """Every script of the book, each called through ``run`` (no round trip until
-        first use)."""
+        """Every script of the book, each called through ``run`` (no round trip until use)."""
         return cls(
             **{name: BookScript(load_source(f"{name}.lua"), name, run) for name in SCRIPT_ARGS}
         )
