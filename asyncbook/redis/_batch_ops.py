@@ -72,15 +72,42 @@ def apply_many(
     claimed: dict[int, claims.Claim] = {}
     ends: list[groups.End] = []
 
-    def take(shards: Iterable[int]) -> dict[int, list[int]]:
-        """The waiting parts of ``shards``, no longer waiting."""
+    def batch(shard: Any, ats: list[int]) -> Plan[list[Outcome]]:
+        results, _reply = yield from batches.apply_many_then(
+            shard, [given[at] for at in ats], full_task, None
+        )
+        return results
+
+    def apply_parts(parts: dict[int, list[int]]) -> MergedPlan[None]:
+        """The events at ``parts``' positions, each shard's in one MULTI/EXEC (the shards
+        at once): their answers go in ``out``, the members they ended in ``ends`` (checked
+        at the end: ``groups.after_batch``), and the claims of those that surely wrote
+        nothing are released."""
+        answers = yield from spread(ns.shards, parts, batch, len(given))
+        for index, ats in parts.items():
+            results = [answers[at] for at in ats]
+            ids, events = [given[at][0] for at in ats], [given[at][1] for at in ats]
+            ends.extend(groups.ends_of(ns.shards[index], results, ids, events, ats))
+            for at, result in zip(ats, results, strict=True):
+                out[at] = result
+                if (
+                    isinstance(result, AsyncBookError)
+                    and claimed.get(at) == claims.Claim.NEW
+                    and result.code in tasks.RELEASED_ON
+                ):
+                    task_id, _event, callback = given[at]
+                    assert callback is not None
+                    yield from tasks.release(ns, task_id, callback)
+
+    def send(shards: Iterable[int]) -> MergedPlan[None]:
+        """The waiting parts of ``shards`` applied, no longer waiting."""
         part = {shard: waiting.pop(shard) for shard in sorted(shards)}
         for shard, ats in part.items():
             for earlier in ats:
                 held_id = given[earlier][2]
                 if held_id is not None and held_id in holders:
                     holders[held_id].discard(shard)
-        return part
+        yield from apply_parts(part)
 
     for at, (task_id, event, callback) in enumerate(given):
         index = ns.index_of(task_id)
@@ -94,16 +121,14 @@ def apply_many(
             if not crosses:
                 before.discard(index)
             if before:
-                part = take(before)
-                yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
+                yield from send(before)
         if crosses:
             assert callback is not None
             found = yield from tasks.claim(ns, task_id, callback)
             if found == claims.Claim.TAKEN:
                 # The shard's earlier events first, in order: this one follows them.
                 if index in waiting:
-                    part = take([index])
-                    yield from _apply_parts(ns, given, part, full_task, claimed, out, ends)
+                    yield from send([index])
                 plan = operations.apply(
                     ns.shards[index], task_id, event, callback, full_task=full_task, taken=True
                 )
@@ -116,46 +141,9 @@ def apply_many(
         waiting.setdefault(index, []).append(at)
         if callback is not None:
             holders.setdefault(callback, set()).add(index)
-    yield from _apply_parts(ns, given, waiting, full_task, claimed, out, ends)
+    yield from apply_parts(waiting)
     yield from groups.after_batch(ns, ends)
     return [result for result in out if result is not None]
-
-
-def _apply_parts(
-    ns: Namespace,
-    given: list[ApplyItem],
-    parts: dict[int, list[int]],
-    full_task: bool,
-    claimed: dict[int, claims.Claim],
-    out: list[Outcome | None],
-    ends: list[groups.End],
-) -> MergedPlan[None]:
-    """The events at ``parts``' positions, each shard's in one MULTI/EXEC (the shards at
-    once), their answers put in ``out`` and the members they ended in ``ends`` (their
-    groups are checked once the whole batch was written: ``groups.after_batch``); the
-    claims of those that surely wrote nothing released."""
-
-    def batch(shard: Any, ats: list[int]) -> Plan[list[Outcome]]:
-        results, _reply = yield from batches.apply_many_then(
-            shard, [given[at] for at in ats], full_task, None
-        )
-        return results
-
-    answers = yield from spread(ns.shards, parts, batch, len(given))
-    for index, ats in parts.items():
-        results = [answers[at] for at in ats]
-        ids, events = [given[at][0] for at in ats], [given[at][1] for at in ats]
-        ends += groups.ends_of(ns.shards[index], results, ids, events, ats)
-        for at, result in zip(ats, results, strict=True):
-            out[at] = result
-            if (
-                isinstance(result, AsyncBookError)
-                and claimed.get(at) == claims.Claim.NEW
-                and result.code in tasks.RELEASED_ON
-            ):
-                task_id, _event, callback = given[at]
-                assert callback is not None
-                yield from tasks.release(ns, task_id, callback)
 
 
 def apply_many_then(
@@ -180,7 +168,7 @@ def apply_many_then(
     yield from writing(ns)
     given = list(items)
     indexes = {ns.index_of(item[0]) for item in given}
-    if len(indexes) > 1:  # one transaction cannot span shards
+    if len(indexes) > 1:
         raise invalid(
             "the items' tasks live in several shards: one transaction cannot span them",
             field="items",
@@ -294,6 +282,5 @@ def heartbeat(ns: Namespace, task_ids: Iterable[str]) -> MergedPlan[int]:
 
 def _heartbeat(shard: Any, task_ids: list[Any]) -> Plan[int]:
     ids = [utf8(require_string(task_id, "taskId"), "taskId") for task_id in task_ids]
-    k = shard.keys
-    keys = [k.stalls, k.workers, *(k.task(task_id) for task_id in ids)]
+    keys = [shard.keys.stalls, shard.keys.workers, *map(shard.keys.task, ids)]
     return int((yield ScriptCall("heartbeat", keys, TaskIdsArgs(tuple(ids)).argv())))

@@ -1,10 +1,6 @@
-"""Many calls at once, as plans: pipelined creates, batches of events in one MULTI/EXEC
-(with a script of the caller's after them), events inside a script of the caller's, the
-sweep's stall fails and the index prune.
-
-Each plan takes the shard (``Shard``); either engine runs it (``Engine.run``,
-``AsyncEngine.run``), and the driver sends the script calls (``Scripts``: NOSCRIPT and
-the replica WAIT are its).
+"""One shard's plans for many calls at once: pipelined creates, batches of events in one
+MULTI/EXEC (with a script of the caller's after them), events inside a script of the
+caller's, the sweep's stall fails and the index prune.
 """
 
 from __future__ import annotations
@@ -57,10 +53,9 @@ def create_many(
     for spec in specs:
         try:
             calls.append((len(results), spec.id, *create_args(shard, spec)))
+            results.append(None)
         except AsyncBookError as error:
             results.append(error)
-            continue
-        results.append(None)
     yield from operations.before_write(shard)
     replies = yield Scripts([ScriptCall("create", keys, args.argv()) for *_, keys, args in calls])
     for (index, task_id, task, _keys, args), reply in zip(calls, replies, strict=True):
@@ -132,12 +127,7 @@ def apply_many_then(
     process started the task, or a create that stored nothing) halts the batch: the
     calls after it write nothing (``!after``, apply.lua), and from it on they go again,
     in order, in a next transaction with the facts it answered; so no call runs before
-    one the batch put ahead of it (a callback id, a task or a group they share).
-
-    After Redis lost a script (SCRIPT FLUSH, a restart, a failover) the calls from the
-    first that met NOSCRIPT on run again, in order, in a second transaction (the
-    driver's, ``Scripts``): apply.lua lost, the whole batch and the extra script (which
-    may so run twice); the extra script alone lost, it alone, after the events."""
+    one the batch put ahead of it (a callback id, a task or a group they share)."""
     results: list[CallbackResult | AsyncBookError | None] = [None] * len(items)
     calls: list[_Call] = []
     for index, (task_id, event, callback_id) in enumerate(items):
@@ -147,18 +137,27 @@ def apply_many_then(
             results[index] = error
     yield from operations.before_write(shard)
     yield SETTLE
-    yield from _learn_facts(shard, calls)
+    # The facts of the tasks the shard does not know yet, read in one round trip (none
+    # when it knows them all, or the events are progress reports, which need none).
+    facts = shard.facts
+    unknown = sorted(
+        {
+            args.task_id
+            for _index, _keys, args, _error in calls
+            if args.event.type != "progress" and facts.get(args.task_id) is None
+        }
+    )
+    if unknown:
+        read = yield Pipeline([command("hmget", shard.keys.task(i), *FACT_FIELDS) for i in unknown])
+        for task_id, fields in zip(unknown, read, strict=True):
+            facts.learn(task_id, TaskFacts.of_fields(fields))
     batch = _batch_calls(shard, calls) + ([] if extra is None else [extra])
     replies = list((yield Scripts(batch, transaction=True)))
     extra_reply = replies.pop() if extra is not None else None
     if isinstance(extra_reply, ResponseError) and not script_error(extra_reply):
         raise extra_reply  # the server refused the whole batch: retry it
     refusals: dict[int, int] = {}
-    while True:
-        again = _answered(shard, calls, replies, results, refusals)
-        if not again:
-            break
-        calls = again
+    while calls := _answered(shard, calls, replies, results, refusals):
         replies = list((yield Scripts(_batch_calls(shard, calls), transaction=True)))
     return [r for r in results if r is not None], extra_reply
 
@@ -201,24 +200,6 @@ def _answered(
     return again
 
 
-def _learn_facts(shard: Shard, calls: list[_Call]) -> Plan[None]:
-    """Read the facts of the batch's tasks the shard does not know yet (one round trip;
-    none when it knows them all, or the events are progress reports, which need none)."""
-    facts = shard.facts
-    unknown = sorted(
-        {
-            args.task_id
-            for _index, _keys, args, _error in calls
-            if args.event.type != "progress" and facts.get(args.task_id) is None
-        }
-    )
-    if not unknown:
-        return
-    read = yield Pipeline([command("hmget", shard.keys.task(id), *FACT_FIELDS) for id in unknown])
-    for task_id, fields in zip(unknown, read, strict=True):
-        facts.learn(task_id, TaskFacts.of_fields(fields))
-
-
 def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
     """The apply calls of one MULTI/EXEC: they run in order, with no script flush or
     failover between them (a plain pipeline could lose one item and run the next).
@@ -242,10 +223,8 @@ def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
 
 
 def utf8_args(values: Iterable[Any]) -> list[Any]:
-    """``values`` with each text as its UTF-8 bytes (the book's text is UTF-8, checked at
-    the edge: ``_args.utf8``), for a call with many KEYS and ARGV: redis-py encodes a
-    str argument through a chain of type checks that costs several times the encoding
-    itself, and a batch's call carries some sixty arguments (most of its client time)."""
+    """``values`` with each text as its UTF-8 bytes (checked at the edge, ``_args.utf8``):
+    redis-py's own encoding of a str costs several times the encoding itself."""
     return [value.encode() if type(value) is str else value for value in values]
 
 
@@ -319,26 +298,21 @@ def prune(shard: Shard, limit: int) -> Plan[int]:
         ids = [text_of(raw_id) for raw_id, _ in rows]
         if ids:
             dropped += yield from _prune_ids(shard, index, ids)
-    return dropped + (yield from _prune_sort_indexes(shard, count))
+    # The sort indexes hold ties (many tasks with one attempt): each is walked by rank,
+    # resuming at the rank the previous call reached.
+    for index in k.sort_indexes:
+        start = int(prune_from.get(index, "0"))
+        ids = [text_of(raw) for raw in (yield command("zrange", index, start, start + count - 1))]
+        gone = (yield from _prune_ids(shard, index, ids)) if ids else 0
+        if len(ids) < count:
+            prune_from.pop(index, None)
+        else:
+            prune_from[index] = str(start + len(ids) - gone)
+        dropped += gone
+    return dropped
 
 
 def _prune_ids(shard: Shard, index: str, ids: list[str]) -> Plan[int]:
     """prune.lua for these ids of ``index``: how many it dropped."""
     keys = [index, *(shard.keys.task(task_id) for task_id in ids)]
     return int((yield ScriptCall("prune", keys, TaskIdsArgs(tuple(ids)).argv())))
-
-
-def _prune_sort_indexes(shard: Shard, count: int) -> Plan[int]:
-    """``prune`` of the sort indexes: they hold ties (many tasks with one attempt), so
-    each is walked by rank, resuming at the rank the previous call reached."""
-    dropped = 0
-    for index in shard.keys.sort_indexes:
-        start = int(shard.prune_from.get(index, "0"))
-        ids = [text_of(raw) for raw in (yield command("zrange", index, start, start + count - 1))]
-        gone = (yield from _prune_ids(shard, index, ids)) if ids else 0
-        if len(ids) < count:
-            shard.prune_from.pop(index, None)
-        else:
-            shard.prune_from[index] = str(start + len(ids) - gone)
-        dropped += gone
-    return dropped

@@ -1,5 +1,5 @@
-"""Each Lua script's ARGV as one typed record (``ScriptArgs``), and ``SCRIPT_ARGS``,
-each book script's record. What a slot means is said once, in the script's header."""
+"""Each Lua script's ARGV as one typed record (``ScriptArgs``). What a slot means is said
+once, in the script's header."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any, ClassVar, cast, dataclass_transform
 __all__ = [
     "AT_DEADLINE",
     "NO_EVENT",
-    "SCRIPT_ARGS",
     "ApplyArgs",
     "AuditArgs",
     "CancelArgs",
@@ -52,8 +51,7 @@ class ScriptArgs(metaclass=_Record):
     """One script's ARGV: the fields, in order, are the names its header binds
     (``local <field> = ARGV[<n>]``; a test holds the two together). A field that is a
     record stands for its fields; a tuple for its items (a variable tail); a flag is
-    ``1``/``0``, None ``''``, a number its decimal text and bytes go as they are. A
-    subclass is a frozen dataclass (``_Record``)."""
+    ``1``/``0``, None ``''``, a number its decimal text and bytes go as they are."""
 
     __slots__ = ()
     names: ClassVar[tuple[str, ...]] = ()  # the fields, in order
@@ -288,26 +286,3 @@ def expiry_slots(
     for task_id, block in tasks:
         out += (task_id, str(block))
     return ExpireManyArgs(tuple(out))
-
-
-SCRIPT_ARGS: dict[str, type[ScriptArgs]] = {
-    "create": CreateArgs,
-    "apply": ApplyArgs,
-    "cancel": CancelArgs,
-    "audit": RecordAuditArgs,
-    "get": NoArgs,
-    "get_many": GetManyArgs,
-    "resume": ResumeArgs,
-    "deliver": DeliverArgs,
-    "drain": NoArgs,
-    "prune": TaskIdsArgs,
-    "heartbeat": TaskIdsArgs,
-    "seal_group": SealGroupArgs,
-    "info": InfoArgs,
-    "search": SearchArgs,
-    "stats": StatsArgs,
-    "workers": WorkersArgs,
-    "expire_many": ExpireManyArgs,
-    "resend": ResendArgs,
-}
-"""Each book script's ARGV record (the ``BookScripts`` fields)."""

@@ -1,21 +1,22 @@
 """The Lua scripts: their sources with the shared helpers, registered once per book, and
-their statuses. Each script's ARGV record lives in ``_script_args``.
+their statuses.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from importlib import resources
 from typing import Any, NamedTuple
 
+from . import _script_args as records
 from ._plan import BookScript, ScriptCall
-from ._script_args import SCRIPT_ARGS
 
 __all__ = [
     "BookScript",
+    "SCRIPT_ARGS",
     "BookScripts",
     "EventOutcome",
     "ScriptStatus",
@@ -65,8 +66,6 @@ class ScriptStatus(StrEnum):
     """create: the task was stored."""
     EXISTS = "exists"
     """create with ``exist_ok``: the id exists; the stored task follows."""
-    EXISTING = "existing"
-    """deliver: the key was used before; its receipt follows."""
 
 
 def _lua(name: str) -> str:
@@ -85,9 +84,8 @@ def load_source(name: str) -> str:
     without ``apply_event``)."""
     if name in _READING:
         return "\n".join([_lua(FIRST_HELPER), _lua("_info.lua"), _lua(name)])
-    return with_helpers(
-        _lua("_create.lua") + "\n" + _lua(name) if name in _CREATING else _lua(name)
-    )
+    parts = ["_create.lua", name] if name in _CREATING else [name]
+    return with_helpers("\n".join(map(_lua, parts)))
 
 
 class EventOutcome(NamedTuple):
@@ -117,31 +115,36 @@ class ScriptedEvents(NamedTuple):
 
 @dataclass(frozen=True)
 class BookScripts:
-    """One registered script per operation."""
+    """One registered script per operation; each field's metadata names its ARGV record."""
 
-    create: BookScript
-    apply: BookScript
-    cancel: BookScript
-    audit: BookScript
-    get: BookScript
-    get_many: BookScript
-    resume: BookScript
-    deliver: BookScript
-    drain: BookScript
-    prune: BookScript
-    heartbeat: BookScript
-    seal_group: BookScript
-    info: BookScript
-    search: BookScript
-    stats: BookScript
-    workers: BookScript
-    expire_many: BookScript
-    resend: BookScript
+    create: BookScript = field(metadata={"args": records.CreateArgs})
+    apply: BookScript = field(metadata={"args": records.ApplyArgs})
+    cancel: BookScript = field(metadata={"args": records.CancelArgs})
+    audit: BookScript = field(metadata={"args": records.RecordAuditArgs})
+    get: BookScript = field(metadata={"args": records.NoArgs})
+    get_many: BookScript = field(metadata={"args": records.GetManyArgs})
+    resume: BookScript = field(metadata={"args": records.ResumeArgs})
+    deliver: BookScript = field(metadata={"args": records.DeliverArgs})
+    drain: BookScript = field(metadata={"args": records.NoArgs})
+    prune: BookScript = field(metadata={"args": records.TaskIdsArgs})
+    heartbeat: BookScript = field(metadata={"args": records.TaskIdsArgs})
+    seal_group: BookScript = field(metadata={"args": records.SealGroupArgs})
+    info: BookScript = field(metadata={"args": records.InfoArgs})
+    search: BookScript = field(metadata={"args": records.SearchArgs})
+    stats: BookScript = field(metadata={"args": records.StatsArgs})
+    workers: BookScript = field(metadata={"args": records.WorkersArgs})
+    expire_many: BookScript = field(metadata={"args": records.ExpireManyArgs})
+    resend: BookScript = field(metadata={"args": records.ResendArgs})
 
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:
-        """Every script of the book, each called through ``run`` (no round trip until
-        first use)."""
+        """Every script of the book, each called through ``run`` (no round trip until use)."""
         return cls(
             **{name: BookScript(load_source(f"{name}.lua"), name, run) for name in SCRIPT_ARGS}
         )
+
+
+SCRIPT_ARGS: dict[str, type[records.ScriptArgs]] = {
+    each.name: each.metadata["args"] for each in fields(BookScripts)
+}
+"""Each book script's ARGV record."""

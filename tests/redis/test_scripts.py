@@ -14,7 +14,6 @@ from asyncbook.celery._execution_args import ExecutionArgs
 from asyncbook.redis._keys import KeySchema
 from asyncbook.redis._script_args import (
     AT_DEADLINE,
-    SCRIPT_ARGS,
     ApplyArgs,
     AuditArgs,
     CancelArgs,
@@ -32,7 +31,7 @@ from asyncbook.redis._script_args import (
     TaskIdsArgs,
     WorkersArgs,
 )
-from asyncbook.redis._scripts import ScriptStatus, load_source
+from asyncbook.redis._scripts import SCRIPT_ARGS, ScriptStatus, load_source
 
 SAMPLES: list[ScriptArgs] = [
     CreateArgs("t", '"t"', "10", 1, False, "ch"),
