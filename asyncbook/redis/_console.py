@@ -146,9 +146,8 @@ def info(shard: Shard, task_id: str) -> Plan[TaskInfo | None]:
 
 
 def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
-    """One page of tasks matching ``query`` in its order, and the matching tasks per state.
-    Each page it reads is every shard's page merged (``_merged_page``); a name sort
-    reads the names of every shard."""
+    """One page of tasks matching ``query`` in its order, and the matching tasks per state
+    (every shard's page merged, ``_merged_page``)."""
     query = query.checked()
     order = query.order
     page_of = functools.partial(_merged_page, ns)
@@ -196,9 +195,13 @@ def _merged_page(ns: Namespace, query: TaskQuery, unnamed: bool) -> MergedPlan[S
         kept = _kept(query, found)
     rows, next_after, complete = kept
     pages = [each.page for each in found]
-    taken = tuple(search_row(reply) for _key, _position, reply in rows)  # only the rows kept
+    taken: list[SearchRow] = []
+    for _key, _position, (task_json, fields, matched_by, _) in rows:  # only the rows kept
+        task = AsyncTask.model_validate_json(task_json)
+        info = _info(task.id, fields, (None, None, None), ())
+        taken.append(SearchRow(task=task, info=info, matched_by=text_or_none(matched_by) or None))
     return SearchPage(
-        tasks=taken,
+        tasks=tuple(taken),
         totals={state: sum(page.totals.get(state, 0) for page in pages) for state in STATE_NAMES},
         totals_exact=all(page.totals_exact for page in pages),
         next_after=next_after,
@@ -210,20 +213,12 @@ def _merged_page(ns: Namespace, query: TaskQuery, unnamed: bool) -> MergedPlan[S
 
 class PageFound(NamedTuple):
     """A page as search.lua answers it, its rows not read yet (a merge of several
-    shards' pages reads only the rows it keeps: ``search_row``)."""
+    shards' pages reads only the rows it keeps)."""
 
     rows: list[tuple[str, Any]]
     """Each row's position (the cursor of a page ending with it) and its reply."""
     page: SearchPage
     """The page without its rows (``tasks`` empty, ``matched`` None)."""
-
-
-def search_row(reply: Any) -> SearchRow:
-    """One row of search.lua's reply: the task, its info and how ``q`` matched it."""
-    task_json, fields, matched_by, _position = reply
-    task = AsyncTask.model_validate_json(task_json)
-    info = _info(task.id, fields, (None, None, None), ())
-    return SearchRow(task=task, info=info, matched_by=text_or_none(matched_by) or None)
 
 
 def search_page_at(
@@ -305,9 +300,8 @@ def _search_call(
 
 
 def _by_positions(query: TaskQuery, unnamed: bool) -> bool:
-    """Whether a shard's page walks its state indexes (of all tasks or of a name) in
-    creation order taking every entry (its record kept): where the page's rows fall
-    follows from the indexes' first entries."""
+    """Whether a shard's page walks its state indexes in creation order taking every entry:
+    where the page's rows fall follows from the indexes' first entries."""
     plain = query.q is None and query.worker is None and not unnamed
     return plain and query.order.field == "created" and query.since_ms is query.until_ms is None
 
@@ -341,11 +335,8 @@ def _shares(
     taken = Counter(shard for _order, shard, _id in entries[: query.limit + 1])
     full = [len(first) >= count and taken[shard] >= count for shard, first in enumerate(firsts)]
     limits = [query.limit if full[i] else min(query.limit, taken[i] + 1) for i in range(len(full))]
-    ahead: list[list[str]] = [[] for _ in firsts]
-    for _order, shard, task_id in entries:
-        if len(ahead[shard]) <= limits[shard]:
-            ahead[shard].append(task_id)
-    return limits, ahead
+    ahead = [[task_id for _, at, task_id in entries if at == shard] for shard in range(len(firsts))]
+    return limits, [ids[: limit + 1] for ids, limit in zip(ahead, limits, strict=True)]
 
 
 def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
