@@ -47,10 +47,9 @@ def audit_args(shard: Shard, actor: Any, action: str, reason: str | None) -> Aud
 def cancel_entry(
     shard: Shard, actor: str | None, reason: str | None
 ) -> Callable[[bool], AuditArgs] | None:
-    """A cancel's audit entry (the actor, the reason, the answer) for ``_task_ops.cancel``,
-    which cancel.lua writes in the cancel's script call; None without ``actor`` (checked
-    here). The reason is kept unless the cancel refuses it (the script answers '!shape',
-    writing nothing)."""
+    """A cancel's audit entry for ``_task_ops.cancel`` (cancel.lua writes it in the cancel's
+    call), by whether the cancel's shape was valid: the reason is kept unless the script
+    refused it ('!shape', nothing written); None without ``actor`` (checked here)."""
     if actor is None:
         return None
     checked = require_actor(actor)

@@ -1,17 +1,12 @@
 """The operator console's reads of a Redis book: info, search, names (its counts and
 workers: ``_stats``).
 
-What they read is written by the task scripts themselves (lua/_info.lua), so recording
-costs no extra round trip. A script reads only keys it is given: a read whose keys come
-from what it reads (the tasks an index lists, the workers seen) answers ``!keys`` with
-them, and is sent again with their keys (``until_given``; workers and search: two round
-trips, more for a search that walks more than one batch of each index).
-
-A task's info is its shard's plan (``_plan``). Every other read is a namespace plan
-(``_merged``): each of the S >= 1 shards read together, their answers merged into the
-one a single shard holding the same tasks gives. A search page is each shard's page of
-the same query merged by the rows' positions (``_kept``), so that the merged cursor,
-sent to every shard, never skips nor repeats a task.
+The task scripts record what they read (lua/_info.lua: no extra round trip). A script
+reads only keys it is given: a read whose keys come from what it reads answers ``!keys``
+with them, and is sent again with their keys (``until_given``). A task's info is its
+shard's plan; every other read merges the S >= 1 shards' answers into the one a single
+shard holding the same tasks gives (``_merged``; a search page by the rows' positions,
+``_kept``, so that the merged cursor never skips nor repeats a task).
 """
 
 from __future__ import annotations
@@ -76,8 +71,7 @@ def text_or_none(raw: Any) -> str | None:
 
 def until_given(call: Callable[[], ScriptCall], learn: Callable[[Any], None]) -> Plan[Any]:
     """The reply to ``call()``'s script call, after ``learn`` took in each ``!keys``
-    answer it gave (each names keys not given yet, of what the book holds: the rounds
-    end)."""
+    answer (keys not given yet, of what the book holds: the rounds end)."""
     while True:
         reply = yield call()
         if not (isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.KEYS):
@@ -101,15 +95,13 @@ def _info(
     children: Sequence[Any],
     message_kept: bool = False,
 ) -> TaskInfo:
-    created, name, queue, parent, root, group, worker, started, ended, exception, attempts = fields[
-        :11
-    ]
+    created, name, queue, parent, root, group, worker, started, ended, error, tries = fields[:11]
     retry_of, retried_as, retried_by, retry_reason = fields[12:16]
     started_ms, ended_ms = number_of(started), number_of(ended)
     runtime = None
     if started_ms is not None and ended_ms is not None and ended_ms >= started_ms:
         runtime = ended_ms - started_ms
-    tries = number_of(attempts)
+    attempts = number_of(tries)
     group_text = text_or_none(group)
     return TaskInfo(
         id=task_id,
@@ -125,8 +117,8 @@ def _info(
         started_at_ms=started_ms,
         ended_at_ms=ended_ms,
         runtime_ms=runtime,
-        retries=None if not tries else int(tries) - 1,
-        exception=text_or_none(exception),
+        retries=None if not attempts else int(attempts) - 1,
+        exception=text_or_none(error),
         traceback=text_or_none(long[2]),
         children=tuple(text for text in map(text_or_none, children) if text is not None),
         retry_of=text_or_none(retry_of),
@@ -154,9 +146,8 @@ def info(shard: Shard, task_id: str) -> Plan[TaskInfo | None]:
 
 
 def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
-    """One page of tasks matching ``query`` in its order, and the matching tasks per state.
-    Each page it reads is every shard's page merged (``_merged_page``); a name sort
-    reads the names of every shard."""
+    """One page of tasks matching ``query`` in its order, and the matching tasks per state
+    (every shard's page merged, ``_merged_page``)."""
     query = query.checked()
     order = query.order
     page_of = functools.partial(_merged_page, ns)
@@ -174,13 +165,10 @@ def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
 
 
 def _merged_page(ns: Namespace, query: TaskQuery, unnamed: bool) -> MergedPlan[SearchPage]:
-    """Each shard's page of ``query`` (True ``unnamed``: of the tasks without a name
-    only), merged (``_kept``). Of several shards each is first read for a short
-    page: in creation order with no filter but a state or a name (``_by_positions``),
-    one row past the shard's share of the merged page, from the first entries of its
-    walk; else twice the shard's even share of the page, and 2. If the merge of the short
-    pages is not a full page, the shards whose short page was cut by its length are read
-    again in full. One shard's page is the whole page."""
+    """Each shard's page of ``query`` (``unnamed``: of the tasks without a name only),
+    merged (``_kept``). Of several shards each first reads a short page: its share of the
+    first entries (``_by_positions``, ``_shares``), else twice its even share and 2; if
+    their merge is not a full page, the shards whose short page was cut read it in full."""
     shards = ns.shards
     even = min(query.limit, 2 * ns.share(query.limit) + 2)
     if ns.count > 1 and _by_positions(query, unnamed):
@@ -207,9 +195,13 @@ def _merged_page(ns: Namespace, query: TaskQuery, unnamed: bool) -> MergedPlan[S
         kept = _kept(query, found)
     rows, next_after, complete = kept
     pages = [each.page for each in found]
-    taken = tuple(search_row(reply) for _key, _position, reply in rows)  # only the rows kept
+    taken: list[SearchRow] = []
+    for _key, _position, (task_json, fields, matched_by, _) in rows:  # only the rows kept
+        task = AsyncTask.model_validate_json(task_json)
+        info = _info(task.id, fields, (None, None, None), ())
+        taken.append(SearchRow(task=task, info=info, matched_by=text_or_none(matched_by) or None))
     return SearchPage(
-        tasks=taken,
+        tasks=tuple(taken),
         totals={state: sum(page.totals.get(state, 0) for page in pages) for state in STATE_NAMES},
         totals_exact=all(page.totals_exact for page in pages),
         next_after=next_after,
@@ -221,7 +213,7 @@ def _merged_page(ns: Namespace, query: TaskQuery, unnamed: bool) -> MergedPlan[S
 
 class PageFound(NamedTuple):
     """A page as search.lua answers it, its rows not read yet (a merge of several
-    shards' pages reads only the rows it keeps: ``search_row``)."""
+    shards' pages reads only the rows it keeps)."""
 
     rows: list[tuple[str, Any]]
     """Each row's position (the cursor of a page ending with it) and its reply."""
@@ -229,21 +221,12 @@ class PageFound(NamedTuple):
     """The page without its rows (``tasks`` empty, ``matched`` None)."""
 
 
-def search_row(reply: Any) -> SearchRow:
-    """One row of search.lua's reply: the task, its info and how ``q`` matched it."""
-    task_json, fields, matched_by, _position = reply
-    task = AsyncTask.model_validate_json(task_json)
-    info = _info(task.id, fields, (None, None, None), ())
-    return SearchRow(task=task, info=info, matched_by=text_or_none(matched_by) or None)
-
-
 def search_page_at(
     shard: Shard, query: TaskQuery, unnamed: bool, ids_ahead: Sequence[str] = ()
 ) -> Plan[PageFound]:
     """A shard's page of a checked query not sorted by name (``unnamed``: of the tasks
-    without a name only), its rows not read yet, each with its position (``_kept``
-    merges by it). ``ids_ahead``: ids the walk is expected to meet, whose keys the first
-    call gives (a page read where its walk begins, ``_shares``)."""
+    without a name only), each row with its position (``_kept``), not read yet.
+    ``ids_ahead``: ids the walk is expected to meet, whose keys the first call gives."""
     yield SETTLE
     names: list[str] = []
     if query.q is not None:
@@ -255,16 +238,14 @@ def search_page_at(
     call = functools.partial(_search_call, shard, query, unnamed, ids, names, budget)
 
     def learn(reply: Any) -> None:
-        known = set(ids)
-        ids.extend(id for id in dict.fromkeys(map(text_of, reply[1:])) if id not in known)
+        ids[:] = dict.fromkeys([*ids, *map(text_of, reply[1:])])
 
     reply = yield from until_given(call, learn)
     rows, next_cursor, flat_totals, exact, scanned, complete = reply
-    pairs = iter(flat_totals)
-    counts = {text_of(state): int(count) for state, count in zip(pairs, pairs, strict=True)}
+    states, counts = flat_totals[::2], flat_totals[1::2]
     page = SearchPage(
         tasks=(),
-        totals=totals_of(counts),
+        totals=totals_of({text_of(s): int(n) for s, n in zip(states, counts, strict=True)}),
         totals_exact=text_or_none(exact) == "1",
         next_after=text_or_none(next_cursor) or None,
         scanned=int(scanned),
@@ -294,8 +275,7 @@ def _search_call(
     keyed = order.field != "created"
     if keyed:
         keys = [k.sort_index(order.field), *keys]
-    scanning = query.worker is not None or query.q is not None
-    scanning = scanning or query.since_ms is not None or query.until_ms is not None
+    filters = (query.worker, query.q, query.since_ms, query.until_ms)
     args = SearchArgs(
         json.dumps(ids, ensure_ascii=False),
         "desc" if order.descending else "asc",
@@ -307,7 +287,7 @@ def _search_call(
         query.since_ms,
         query.until_ms,
         budget,
-        "count" if scanning else "card",
+        "count" if any(each is not None for each in filters) else "card",
         json.dumps(names, ensure_ascii=False),
         query.q is not None,
         query.worker or "",
@@ -320,9 +300,8 @@ def _search_call(
 
 
 def _by_positions(query: TaskQuery, unnamed: bool) -> bool:
-    """Whether a shard's page walks its state indexes (of all tasks or of a name) in
-    creation order taking every entry (its record kept): where the page's rows fall
-    follows from the indexes' first entries."""
+    """Whether a shard's page walks its state indexes in creation order taking every entry:
+    where the page's rows fall follows from the indexes' first entries."""
     plain = query.q is None and query.worker is None and not unnamed
     return plain and query.order.field == "created" and query.since_ms is query.until_ms is None
 
@@ -346,9 +325,7 @@ def _shares(
 ) -> tuple[list[int], list[list[str]]]:
     """Each shard's page length, and the ids its walk is expected to meet, from the first
     ``count`` entries of each shard's walk: one row past its share of the merged first
-    ``limit + 1`` entries, so that every shard's page ends past the merged page. A shard
-    whose ``count`` entries all fall inside those may hold more of them: it reads a whole
-    page."""
+    ``limit + 1`` entries (a whole page if all ``count`` fall inside those)."""
     sign = -1 if query.order.descending else 1
     entries = sorted(
         (sign * order, shard, task_id)
@@ -358,20 +335,15 @@ def _shares(
     taken = Counter(shard for _order, shard, _id in entries[: query.limit + 1])
     full = [len(first) >= count and taken[shard] >= count for shard, first in enumerate(firsts)]
     limits = [query.limit if full[i] else min(query.limit, taken[i] + 1) for i in range(len(full))]
-    ahead: list[list[str]] = [[] for _ in firsts]
-    for _order, shard, task_id in entries:
-        if len(ahead[shard]) <= limits[shard]:
-            ahead[shard].append(task_id)
-    return limits, ahead
+    ahead = [[task_id for _, at, task_id in entries if at == shard] for shard in range(len(firsts))]
+    return limits, [ids[: limit + 1] for ids, limit in zip(ahead, limits, strict=True)]
 
 
 def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
     """Where a position (a cursor search.lua gives) falls in the page's order, as a key
-    that sorts ascending: by creation a creation order (exact: parsed as an integer);
-    by a field ``<value>:<id>`` by value, ties by id as Redis orders a sorted set's
-    members (bytes; descending: each byte negated, and an end that sorts after every
-    byte, so that a longer id comes first), then ``~<creation order>`` (the tasks without
-    the value) after."""
+    that sorts ascending: a creation order (an integer), or ``<value>:<id>`` by value, then
+    by id as Redis orders a sorted set's members (bytes; descending: each negated, a longer
+    id first), then ``~<creation order>`` (the tasks without the value)."""
     sign = -1 if order.descending else 1
     if order.field == "created":
         return lambda position: (sign * int(position),)
@@ -389,35 +361,23 @@ def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
 def _kept(
     query: TaskQuery, found: Sequence[PageFound]
 ) -> tuple[list[tuple[tuple[Any, ...], str, Any]], str | None, bool]:
-    """What a merged page keeps of the shards' pages of ``query``, none of it read yet:
-    the first ``query.limit`` rows in the query's order (key, position, reply), up to the
-    first position some shard cannot see past (its ``next_after``: its page was full, or
-    its walk ran out of budget); its cursor; whether its scan was complete."""
+    """What a merged page keeps of the shards' pages, none of it read yet: the first
+    ``query.limit`` rows in order (key, position, reply) up to the first position some
+    shard cannot see past (its ``next_after``); its cursor; whether its scan was complete."""
     key = _position_key(query.order)
     pages = [each.page for each in found]
     complete = all(page.scan_complete for page in pages if page.next_after is None)
-    bound = min(
-        (
-            (key(page.next_after), page.next_after, page.scan_complete)
-            for page in pages
-            if page.next_after is not None
-        ),
-        key=lambda end: end[0],
-        default=None,
-    )
-    rows: list[tuple[tuple[Any, ...], str, Any]] = list(
-        heapq.merge(
-            *([(key(at), at, reply) for at, reply in each.rows] for each in found),
-            key=lambda entry: entry[0],
-        )
-    )
+    ends = [(key(page.next_after), page) for page in pages if page.next_after is not None]
+    bound = min(ends, key=lambda end: end[0], default=None)
+    runs = ([(key(at), at, reply) for at, reply in each.rows] for each in found)
+    rows = list(heapq.merge(*runs, key=lambda entry: entry[0]))
     if bound is not None:
         rows = [row for row in rows if row[0] <= bound[0]]
     if len(rows) > query.limit:
         rows = rows[: query.limit]
         next_after: str | None = rows[-1][1]
     elif bound is not None:
-        next_after, complete = bound[1], complete and bound[2]
+        next_after, complete = bound[1].next_after, complete and bound[1].scan_complete
     else:
         next_after = None
     return rows, next_after, complete

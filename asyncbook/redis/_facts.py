@@ -1,13 +1,12 @@
 """What a task's record says that names keys, and the info block built from it.
 
 The scripts never build a key name (Redis Cluster's rule; Dragonfly refuses undeclared
-keys): the keys of a task's name, group, worker and stats hours come in KEYS, in the
-info block (_info.lua). The client builds the block from the facts it knows: the
-event's own worker and hours, and what this book learned of the task (at its create,
-from its start, or from a ``!facts`` answer). A script that finds a fact the block
-lacks writes nothing and answers ``!facts`` with the record's facts; the call is sent
-again with them. A task created or started by this book, or a task without a name
-or group, costs one round trip as before.
+keys): the keys of a task's name, group, worker and stats hours come in the info block
+(_info.lua), built from the event's worker and hours and what this book learned of the
+task (at its create, its start, or a ``!facts`` answer). A script that finds a fact the
+block lacks writes nothing and answers ``!facts`` with the record's facts; the call is
+sent again with them (a task this book created or started, or without a name or group,
+costs one round trip).
 """
 
 from __future__ import annotations
@@ -62,9 +61,7 @@ def hour_of(ms: float) -> str:
 
 
 def _start_worker(event: EventArgs) -> str | None:
-    if event.type != "start" or not event.event_json:
-        return None
-    return _worker_of(event.event_json)
+    return _worker_of(event.event_json) if event.type == "start" and event.event_json else None
 
 
 @functools.lru_cache(maxsize=64)

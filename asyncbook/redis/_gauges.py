@@ -1,7 +1,6 @@
 """``gauges``: what ``/metrics`` reads of a Redis book beyond its counts, in one pipelined
-round trip: the two notification streams' lengths (``XLEN``), their consumer groups
-(``XINFO GROUPS``: pending and lag) and the workers seen recently (``ZRANGE ... BYSCORE``
-on the workers' sorted set, newest first, bounded). A plan both books run.
+round trip: the notification streams' lengths, their consumer groups' pending and lag,
+and the workers seen recently. A plan both books run.
 """
 
 from __future__ import annotations

@@ -2,11 +2,10 @@
 creation (its per-state indexes), then the tasks without a name.
 
 Exact without an index of its own: each name is a search by that name, read in turn
-until the page is full; the page's cursor names where it stopped (``n<creation
-order>:<name>`` inside a name, ``n:<name>`` after all of it, ``~<creation order>``
-among the tasks without a name). A page reads one name after another, and stops once
-its walks examined ``budget`` entries or it read ``NAMES_PER_PAGE`` names
-(``scan_complete`` false, the cursor continues).
+until the page is full, its walks examined ``budget`` entries or it read
+``NAMES_PER_PAGE`` names (``scan_complete`` false). Its cursor names where it stopped:
+``n<creation order>:<name>`` inside a name, ``n:<name>`` after all of it, ``~<creation
+order>`` among the tasks without a name.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 totals per task name, as the task scripts count them (lua/_info.lua's count_minute), and
 the workers seen with their counts and running tasks.
 
-Each read is a namespace plan (``_merged``): every shard's counts are read together and
-added up, and the answer is built once from the sums (a percentile of a merged
-histogram, never an average of them); S = 1 is the sum of one.
+Every shard's counts are read together and added up, and the answer is built from the
+sums (a percentile of a merged histogram, never an average of them).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from .._console import (
 from .._models import GROUP_END_STATES
 from ..errors import invalid
 from ._console import number_of, text_or_none, until_given
-from ._merged import MergedPlan, every, on
+from ._merged import MergedPlan, asked, every, on
 from ._plan import Plan, ScriptCall, command, server_time
 from ._replies import text_of
 from ._script_args import StatsArgs, WorkersArgs
@@ -99,13 +98,11 @@ def stats(
         raise invalid(
             "window_ms must be a whole number of ms from 60000 to 86400000", field="window_ms"
         )
-    # Every shard's counts over the same window, summed minute by minute. The window ends
-    # at ``now_ms``, else at the server's clock: one shard's read takes it from the server
+    # The window ends at ``now_ms``, else at the server's clock: one shard's read takes it
     # itself; several shards' read it once first (one clock for all).
     if now_ms is None and ns.count > 1:
         now_ms = yield from on(0, server_time(), writes=False)
-    at = now_ms
-    found = yield every(ns.shards, lambda shard: _stats_counts(shard, name, window_ms, at))
+    found = yield every(ns.shards, lambda shard: _stats_counts(shard, name, window_ms, now_ms))
     return _stats_of(name, window_ms, found)
 
 
@@ -137,8 +134,7 @@ def _stats_of(name: str | None, window_ms: int, found: Sequence[Any]) -> TaskSta
     parsed: dict[Any, tuple[int, _Field]] = {}  # every hour of every shard has these fields
     for _now, first_hour, hours in found:
         for hour, flat in enumerate(hours, start=int(first_hour)):
-            fields = iter(flat)
-            for raw_field, raw_count in zip(fields, fields, strict=True):
+            for raw_field, raw_count in zip(flat[::2], flat[1::2], strict=True):
                 known = parsed.get(raw_field)
                 if known is None:
                     of_hour, _, field = text_of(raw_field).partition(":")
@@ -147,23 +143,19 @@ def _stats_of(name: str | None, window_ms: int, found: Sequence[Any]) -> TaskSta
     now = int(found[0][0])
     last_minute = now // STATS_MINUTE_MS
     first_minute = last_minute - window_ms // STATS_MINUTE_MS + 1
-    minutes = []
     zeros = [0] * _WIDTH
-    window = zeros
-    for minute in range(first_minute, last_minute + 1):
-        row = counted.get(minute, zeros)
-        if row is not zeros:
-            window = [a + b for a, b in zip(window, row, strict=True)]
-        buckets = tuple(row[_FIRST_BUCKET:])
-        # The values are the book's own: built without validating them again.
-        minutes.append(
-            MinuteStats.model_construct(
-                minute_ms=minute * STATS_MINUTE_MS,
-                runtime_buckets=buckets,
-                **_percentiles(buckets),
-                **_counts(row),
-            )
+    rows = {minute: counted.get(minute, zeros) for minute in range(first_minute, last_minute + 1)}
+    window = [sum(column) for column in zip(*rows.values(), strict=True)]
+    # The values are the book's own: built without validating them again.
+    minutes = tuple(
+        MinuteStats.model_construct(
+            minute_ms=minute * STATS_MINUTE_MS,
+            runtime_buckets=tuple(row[_FIRST_BUCKET:]),
+            **_percentiles(row[_FIRST_BUCKET:]),
+            **_counts(row),
         )
+        for minute, row in rows.items()
+    )
     totals = _counts(window)
     ended = sum(totals[state] for state in GROUP_END_STATES)
     buckets = tuple(window[_FIRST_BUCKET:])
@@ -171,7 +163,7 @@ def _stats_of(name: str | None, window_ms: int, found: Sequence[Any]) -> TaskSta
         name=name,
         window_ms=window_ms,
         now_ms=now,
-        minutes=tuple(minutes),
+        minutes=minutes,
         totals=totals,
         runtime_buckets=buckets,
         **_percentiles(buckets),
@@ -190,7 +182,7 @@ def _counts(row: _Row) -> dict[str, Any]:
 def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
     """Running totals per task name, for Prometheus counters and histograms."""
     # Every shard's summed: starts, ends by state, runtime histogram and sum.
-    found = yield every(ns.shards, _name_totals)
+    found = yield every(ns.shards, lambda shard: asked(command("hgetall", shard.keys.name_totals)))
     rows: defaultdict[str, _Row] = defaultdict(lambda: [0] * _WIDTH)
     for flat in found:
         for raw_field, raw_count in flat.items():
@@ -205,11 +197,6 @@ def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
         )
         for name, row in sorted(rows.items())
     ]
-
-
-def _name_totals(shard: Shard) -> Plan[dict[Any, Any]]:
-    flat: dict[Any, Any] = yield command("hgetall", shard.keys.name_totals)
-    return flat
 
 
 def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
@@ -237,11 +224,10 @@ def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[Worke
         )
         for name, ([seen, started, succeeded, failed], tasks) in merged.items()
     ]
-    summaries.sort(key=lambda w: (w.last_seen_ms, w.name), reverse=True)
-    return summaries[:WORKERS_LISTED]
+    return sorted(summaries, key=lambda w: (w.last_seen_ms, w.name), reverse=True)[:WORKERS_LISTED]
 
 
-def _workers(shard: Shard, within_ms: int) -> Plan[list[Any]]:
+def _workers(shard: Shard, within_ms: int) -> Plan[Any]:
     """workers.lua's rows of the workers a shard saw in the last ``within_ms``, most
     recently seen first: name, last seen, counts (started, succeeded, failed), running."""
     now = yield from server_time()
@@ -265,5 +251,4 @@ def _workers(shard: Shard, within_ms: int) -> Plan[list[Any]]:
         ids.extend(map(text_of, reply[1]))
         names.extend(map(text_of, reply[2]))
 
-    rows: list[Any] = yield from until_given(call, learn)
-    return rows
+    return (yield from until_given(call, learn))
