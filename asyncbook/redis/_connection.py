@@ -29,10 +29,7 @@ import redis.connection
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import (
-    RedisClusterException,
-    RedisError,
-)
+from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
@@ -195,13 +192,12 @@ def _connect(
         "health_check_interval": 30,
         **options,
     }
-    if scheme.endswith("+sentinel"):
-        return _sentinel_master(clients.sentinel, scheme, rest, settings)
+    if scheme in ("redis", "rediss", "unix"):
+        return clients.redis.from_url(url, **settings)
+    settings.pop("health_check_interval")  # a plain client's only
     if cluster:
-        plain = scheme.removesuffix("+cluster")
-        settings.pop("health_check_interval")
-        return clients.cluster.from_url(f"{plain}://{rest}", **settings)
-    return clients.redis.from_url(url, **settings)
+        return clients.cluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}", **settings)
+    return _sentinel_master(clients.sentinel, scheme, rest, settings)
 
 
 def _sentinel_master(monitor: Any, scheme: str, rest: str, settings: dict[str, Any]) -> Any:
@@ -227,7 +223,6 @@ def _sentinel_master(monitor: Any, scheme: str, rest: str, settings: dict[str, A
         "db": int(parts[1]) if len(parts) == 2 else 0,
         "ssl": scheme.startswith("rediss"),
     }
-    master_settings.pop("health_check_interval", None)
     sentinel = monitor(
         sentinels,
         socket_timeout=settings["socket_timeout"],
