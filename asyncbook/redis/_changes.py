@@ -4,8 +4,7 @@ CLI's loop) and ``changes`` (its asyncio counterpart, an async iterator: no poll
 Every script that changes a task publishes ``{taskId, version, state, progress}`` on the
 book's channel. Pub/sub forgets what was published while nobody listened, so a follower
 hears of every (re)subscribe (``on_reset``; ``None`` from ``changes``): whoever follows
-must look its tasks up again then. Both share what they decide (``Backoff``): only
-their I/O differs.
+must look its tasks up again then. Both decide alike (``Backoff``).
 """
 
 from __future__ import annotations
@@ -248,12 +247,10 @@ async def changes(
         except _DROPPED as error:
             await asyncio.sleep(backoff.lost(error, on_reconnect))
         finally:
-            if pubsub is not None:
-                with contextlib.suppress(*_DROPPED):
-                    await pubsub.aclose()
-            if node_client is not None:
-                with contextlib.suppress(*_DROPPED):
-                    await node_client.aclose()
+            for opened in (pubsub, node_client):
+                if opened is not None:
+                    with contextlib.suppress(*_DROPPED):
+                        await opened.aclose()
 
 
 def _node_client(cluster: Any) -> Any:

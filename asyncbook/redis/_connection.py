@@ -118,7 +118,6 @@ class _Clients:
         connection pool and connections, and the one keyword it keeps."""
         c = self.connections
         classes = (c.ConnectionPool, c.Connection, c.SSLConnection, c.UnixDomainSocketConnection)
-        # The ``__init__`` of each class and of each class it inherits from.
         inits = [vars(base).get("__init__") for cls in classes for base in cls.__mro__]
         kept = {"single_connection_client", "auto_close_connection_pool"}
         return frozenset(_keywords(*filter(None, inits)) | kept & _keywords(self.redis.__init__))
@@ -239,12 +238,9 @@ class RedisUnavailableError(BookUnavailableError, RedisConnectionError):
 
 
 def rediscover(book: object) -> None:
-    """After an outage of a book on a Cluster: read which node serves which slot again.
-
-    The book's pipelines go straight to the node of its slot, which redis-py's cluster
-    client never hears fail: after a failover they would go on knocking at the dead
-    master. Read again, its promoted replica serves the next call.
-    """
+    """After an outage of a book on a Cluster: read which node serves which slot again
+    (the book's pipelines go straight to its slot's node: redis-py's cluster client never
+    hears it fail, and would go on knocking at a dead master)."""
     client = getattr(book, "client", None)
     if isinstance(client, RedisCluster):
         # No node answers yet: the next outage reads them again.

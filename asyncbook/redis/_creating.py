@@ -30,8 +30,7 @@ def created_on(
 ) -> AsyncTask:
     """create.lua's answer (``created``); the spec's facts learned only if it stored the
     task: the stored task's may differ (another group, deadline), and a batch's call
-    with the spec's would be refused for facts. The create sender reads its answers
-    with it too, later: a create of that process waits for them (``Settle``)."""
+    with the spec's would be refused for facts."""
     if isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.CREATED:
         shard.facts.learn(task_id, TaskFacts(args.name, args.group_id_json, "", args.deadline))
     return created(task_id, task, reply)

@@ -53,12 +53,10 @@ def async_client_like(client: Any) -> Any | None:
     pool = client.connection_pool
     if type(pool) is redis.sentinel.SentinelConnectionPool:
         return _sentinel_master_like(pool)
-    if type(pool) is not redis.ConnectionPool:
-        return None
-    connection = _CONNECTIONS.get(pool.connection_class)
-    if connection is None:
+    if type(pool) is not redis.ConnectionPool or pool.connection_class not in _CONNECTIONS:
         return None
     settings = _settings(pool.connection_kwargs)
+    connection = _CONNECTIONS[pool.connection_class]
     twin_pool = redis.asyncio.ConnectionPool(
         connection_class=connection, max_connections=pool.max_connections, **settings
     )
