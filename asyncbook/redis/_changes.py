@@ -81,14 +81,8 @@ def parse_change(payload: bytes | str) -> Change | None:
         return None
     if isinstance(progress, bool) or not isinstance(progress, int | float):
         return None
-    group_id = data.get("groupId")
-    return Change(
-        task_id=task_id,
-        version=version,
-        state=state,
-        progress=progress,
-        group_id=group_id if isinstance(group_id, str) else None,
-    )
+    group = data.get("groupId")
+    return Change(task_id, version, state, progress, group if isinstance(group, str) else None)
 
 
 def follow_changes(

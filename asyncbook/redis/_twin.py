@@ -129,7 +129,5 @@ def _fake_like(client: Any) -> Any:
 def _retries_of(retry: Any) -> int:
     """How many times ``retry`` (a redis-py ``Retry`` or None) tries again (redis-py 5,
     beside Celery 5.5, has no ``get_retries()``)."""
-    if retry is None:
-        return 0
     get_retries = getattr(retry, "get_retries", None)
     return int(get_retries() if callable(get_retries) else getattr(retry, "_retries", 0))
