@@ -4,8 +4,7 @@ CLI's loop) and ``changes`` (its asyncio counterpart, an async iterator: no poll
 Every script that changes a task publishes ``{taskId, version, state, progress}`` on the
 book's channel. Pub/sub forgets what was published while nobody listened, so a follower
 hears of every (re)subscribe (``on_reset``; ``None`` from ``changes``): whoever follows
-must look its tasks up again then. Both share what they decide (``Backoff``): only
-their I/O differs.
+must look its tasks up again then. Both decide alike (``Backoff``).
 """
 
 from __future__ import annotations
@@ -82,14 +81,8 @@ def parse_change(payload: bytes | str) -> Change | None:
         return None
     if isinstance(progress, bool) or not isinstance(progress, int | float):
         return None
-    group_id = data.get("groupId")
-    return Change(
-        task_id=task_id,
-        version=version,
-        state=state,
-        progress=progress,
-        group_id=group_id if isinstance(group_id, str) else None,
-    )
+    group = data.get("groupId")
+    return Change(task_id, version, state, progress, group if isinstance(group, str) else None)
 
 
 def follow_changes(
@@ -248,12 +241,10 @@ async def changes(
         except _DROPPED as error:
             await asyncio.sleep(backoff.lost(error, on_reconnect))
         finally:
-            if pubsub is not None:
-                with contextlib.suppress(*_DROPPED):
-                    await pubsub.aclose()
-            if node_client is not None:
-                with contextlib.suppress(*_DROPPED):
-                    await node_client.aclose()
+            for opened in (pubsub, node_client):
+                if opened is not None:
+                    with contextlib.suppress(*_DROPPED):
+                        await opened.aclose()
 
 
 def _node_client(cluster: Any) -> Any:

@@ -29,10 +29,7 @@ import redis.connection
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import (
-    RedisClusterException,
-    RedisError,
-)
+from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
@@ -121,7 +118,6 @@ class _Clients:
         connection pool and connections, and the one keyword it keeps."""
         c = self.connections
         classes = (c.ConnectionPool, c.Connection, c.SSLConnection, c.UnixDomainSocketConnection)
-        # The ``__init__`` of each class and of each class it inherits from.
         inits = [vars(base).get("__init__") for cls in classes for base in cls.__mro__]
         kept = {"single_connection_client", "auto_close_connection_pool"}
         return frozenset(_keywords(*filter(None, inits)) | kept & _keywords(self.redis.__init__))
@@ -195,13 +191,12 @@ def _connect(
         "health_check_interval": 30,
         **options,
     }
-    if scheme.endswith("+sentinel"):
-        return _sentinel_master(clients.sentinel, scheme, rest, settings)
+    if scheme in ("redis", "rediss", "unix"):
+        return clients.redis.from_url(url, **settings)
+    settings.pop("health_check_interval")  # a plain client's only
     if cluster:
-        plain = scheme.removesuffix("+cluster")
-        settings.pop("health_check_interval")
-        return clients.cluster.from_url(f"{plain}://{rest}", **settings)
-    return clients.redis.from_url(url, **settings)
+        return clients.cluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}", **settings)
+    return _sentinel_master(clients.sentinel, scheme, rest, settings)
 
 
 def _sentinel_master(monitor: Any, scheme: str, rest: str, settings: dict[str, Any]) -> Any:
@@ -227,7 +222,6 @@ def _sentinel_master(monitor: Any, scheme: str, rest: str, settings: dict[str, A
         "db": int(parts[1]) if len(parts) == 2 else 0,
         "ssl": scheme.startswith("rediss"),
     }
-    master_settings.pop("health_check_interval", None)
     sentinel = monitor(
         sentinels,
         socket_timeout=settings["socket_timeout"],
@@ -244,12 +238,9 @@ class RedisUnavailableError(BookUnavailableError, RedisConnectionError):
 
 
 def rediscover(book: object) -> None:
-    """After an outage of a book on a Cluster: read which node serves which slot again.
-
-    The book's pipelines go straight to the node of its slot, which redis-py's cluster
-    client never hears fail: after a failover they would go on knocking at the dead
-    master. Read again, its promoted replica serves the next call.
-    """
+    """After an outage of a book on a Cluster: read which node serves which slot again
+    (the book's pipelines go straight to its slot's node: redis-py's cluster client never
+    hears it fail, and would go on knocking at a dead master)."""
     client = getattr(book, "client", None)
     if isinstance(client, RedisCluster):
         # No node answers yet: the next outage reads them again.

@@ -30,8 +30,7 @@ def created_on(
 ) -> AsyncTask:
     """create.lua's answer (``created``); the spec's facts learned only if it stored the
     task: the stored task's may differ (another group, deadline), and a batch's call
-    with the spec's would be refused for facts. The create sender reads its answers
-    with it too, later: a create of that process waits for them (``Settle``)."""
+    with the spec's would be refused for facts."""
     if isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.CREATED:
         shard.facts.learn(task_id, TaskFacts(args.name, args.group_id_json, "", args.deadline))
     return created(task_id, task, reply)
@@ -59,7 +58,6 @@ def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], C
         k.group_members(group or ""),
     ]
     published = _publish_fields(spec.info)
-    message = _kept_message_of(spec.info)
     name, parent = published.get("name", ""), published.get("parent_id", "")
     keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent), k.message(id)]
     children = "parent_id" in published  # its parent's children set outlives it
@@ -75,8 +73,7 @@ def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], C
         group_id_json="" if group is None else dumps(group, "groupId"),
         created_ms=number_text(spec.now_ms),
         children_keep_ms=life_and_retention_ms(shard, spec) if children else "",
-        message=message,
-        message_keep_ms=life_and_retention_ms(shard, spec) if message else "",
+        message_keep_ms=life_and_retention_ms(shard, spec) if published.get("message") else "",
         **published,
     )
     return task, keys, args
@@ -90,29 +87,27 @@ def life_and_retention_ms(shard: Shard, spec: CreateSpec) -> str:
 
 
 def _publish_fields(given: PublishInfo | None) -> dict[str, str]:
-    """create.lua's info ARGV for what the publisher gave (checked: text, bounded)."""
+    """create.lua's info ARGV for what the publisher gave (checked: text, bounded; the
+    kept message as ``KeptMessage.to_json`` writes it)."""
     if given is None:
         return {}
     if not isinstance(given, PublishInfo):
         raise invalid("info must be a PublishInfo", field="info")
     fields: dict[str, str] = {}
     for field, value in vars(given).items():
-        if value is None or field == "message":
+        if value is None:
             continue
-        if not isinstance(value, str) or len(value) > TEXT_LIMIT:
+        if field == "message":
+            if not isinstance(value, str) or not value.isascii():
+                raise invalid(
+                    "info.message must be KeptMessage.to_json's text", field="info.message"
+                )
+            fields[field] = value
+        elif not isinstance(value, str) or len(value) > TEXT_LIMIT:
             raise invalid(
                 f"info.{field} must be text of at most {TEXT_LIMIT} characters",
                 field=f"info.{field}",
             )
-        fields[field] = utf8(value, f"info.{field}")
+        else:
+            fields[field] = utf8(value, f"info.{field}")
     return fields
-
-
-def _kept_message_of(given: PublishInfo | None) -> str:
-    """create.lua's ``message``: the kept message of ``given`` ('' for none)."""
-    message = None if given is None else given.message
-    if message is None:
-        return ""
-    if not isinstance(message, str) or not message.isascii():
-        raise invalid("info.message must be KeptMessage.to_json's text", field="info.message")
-    return message

@@ -1,10 +1,5 @@
-"""A book's notification streams, drained or consumed at least once, as plans (they
-take the ``Shard``; either engine runs them).
-
-The scripts append a task's notification to the outbox stream and a group's to the
-group outbox stream; a reader drains a stream, or reads it through a consumer group and
-acknowledges each entry it handled.
-"""
+"""A book's notification streams (the outbox of task notifications, the group outbox of
+group ones), drained or consumed at least once, as plans (either engine runs them)."""
 
 from __future__ import annotations
 

@@ -43,8 +43,7 @@ class ReplicaWait:
     def check(self, acknowledged: Any) -> None:
         """Raise ``NotReplicatedError`` if WAIT's reply counts fewer replicas than asked;
         ``RedisUnavailableError`` if the node answered WAIT as a replica (a failover made
-        it one: the write before it did not run there, or ran on a master demoted since,
-        which drops it; not acknowledged either way, and safe to send again)."""
+        it one: the write before it is not acknowledged, and safe to send again)."""
         if isinstance(acknowledged, ResponseError) and "replica" in str(acknowledged):
             raise RedisUnavailableError(
                 f"the book's node is a replica now: {acknowledged}"

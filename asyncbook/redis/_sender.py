@@ -1,9 +1,6 @@
-"""``CreateSender``: creates sent without waiting for their answers.
-
-A publisher's create need not hold up ``apply_async``: each is written to a connection
-of the sender's own at once (Redis runs it a network hop later) and its answer is read
-later, in order, a batch at a time (``collect``). Nothing waits for a round trip, and no
-thread is involved.
+"""``CreateSender``: a publisher's creates written to a connection of the sender's own at
+once, their answers read later, in order, a batch at a time (``collect``): nothing waits
+for a round trip, and no thread is involved.
 
 When the book waits for replicas (``wait_replicas``), a ``WAIT`` follows the creates on the
 same connection (one behind every ``_READ_AFTER`` creates, and one behind the last before
@@ -47,9 +44,9 @@ _Sent = tuple[CreateSpec, AsyncTask, list[str], CreateArgs]
 class CreateSender:
     """``create`` calls written to Redis at once, their answers read later.
 
-    ``send`` raises ``RedisUnavailableError`` when it could not write (then the creates
-    written and not yet answered are handed back by ``take_unanswered``: each may or may
-    not have run, and a create with ``exist_ok`` can be sent again safely).
+    ``send`` raises ``RedisUnavailableError`` when it could not write; ``take_unanswered``
+    then hands back the creates not yet answered (each may or may not have run: one with
+    ``exist_ok`` can be sent again safely).
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -87,8 +84,7 @@ class CreateSender:
                 self._read(block=False)
 
     def pending(self) -> bool:
-        """True while creates were written and their answers (or, with
-        ``wait_replicas``, their ``WAIT``'s) not read."""
+        """True while answers (or, with ``wait_replicas``, their ``WAIT``'s) are due."""
         return bool(self._unanswered) or bool(self._unconfirmed)
 
     def collect(self) -> None:

@@ -1,12 +1,5 @@
 """``async_client_like``: an asyncio client to the server a redis-py client talks to,
-with the same connection settings (``AsyncRedisBook.twin_of`` builds on it).
-
-Every client a ``RedisBook`` can have has one: a plain ``Redis`` (TCP, TLS, unix socket),
-a ``RedisCluster`` (a ``redis.asyncio`` Cluster on the same startup nodes), a master a
-Sentinel names (a ``redis.asyncio`` Sentinel on the same sentinels, asked for the same
-service), and fakeredis (a ``FakeAsyncRedis`` on the same ``FakeServer``: both see the
-same data; fakeredis is imported only for a fakeredis client).
-"""
+with the same connection settings (``AsyncRedisBook.twin_of`` builds on it)."""
 
 from __future__ import annotations
 
@@ -30,30 +23,11 @@ _CONNECTIONS: dict[type[Any], type[Any]] = {
     redis.UnixDomainSocketConnection: redis.asyncio.UnixDomainSocketConnection,
 }
 CONNECTION_SETTINGS = (
-    "host",
-    "port",
-    "path",
-    "db",
-    "username",
-    "password",
-    "credential_provider",
-    "socket_timeout",
-    "socket_connect_timeout",
-    "socket_keepalive",
-    "encoding",
-    "encoding_errors",
-    "decode_responses",
-    "client_name",
-    "health_check_interval",
-    "protocol",
-    "ssl_keyfile",
-    "ssl_certfile",
-    "ssl_cert_reqs",
-    "ssl_ca_certs",
-    "ssl_ca_data",
-    "ssl_check_hostname",
-    "ssl_min_version",
-    "ssl_ciphers",
+    *("host", "port", "path", "db", "username", "password", "credential_provider"),
+    *("socket_timeout", "socket_connect_timeout", "socket_keepalive", "health_check_interval"),
+    *("encoding", "encoding_errors", "decode_responses", "client_name", "protocol"),
+    *("ssl_keyfile", "ssl_certfile", "ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_data"),
+    *("ssl_check_hostname", "ssl_min_version", "ssl_ciphers"),
 )
 """Connection settings that mean the same to redis-py and ``redis.asyncio``."""
 _ADDRESS = frozenset({"host", "port", "path", "db"})
@@ -67,9 +41,9 @@ version it was made for), and how it answers."""
 
 
 def async_client_like(client: Any) -> Any | None:
-    """A ``redis.asyncio`` client like ``client`` (address, db, credentials, TLS,
-    timeouts, as many retries); None for a client of another kind, or on a pool of its
-    own making."""
+    """A ``redis.asyncio`` client like ``client`` (a plain, Cluster, Sentinel or fakeredis
+    one: address, db, credentials, TLS, timeouts, as many retries); None for a client of
+    another kind, or on a pool of its own making."""
     if type(client).__module__.partition(".")[0] == "fakeredis":
         return _fake_like(client)
     if type(client) is redis.cluster.RedisCluster:
@@ -79,12 +53,10 @@ def async_client_like(client: Any) -> Any | None:
     pool = client.connection_pool
     if type(pool) is redis.sentinel.SentinelConnectionPool:
         return _sentinel_master_like(pool)
-    if type(pool) is not redis.ConnectionPool:
-        return None
-    connection = _CONNECTIONS.get(pool.connection_class)
-    if connection is None:
+    if type(pool) is not redis.ConnectionPool or pool.connection_class not in _CONNECTIONS:
         return None
     settings = _settings(pool.connection_kwargs)
+    connection = _CONNECTIONS[pool.connection_class]
     twin_pool = redis.asyncio.ConnectionPool(
         connection_class=connection, max_connections=pool.max_connections, **settings
     )
@@ -155,10 +127,7 @@ def _fake_like(client: Any) -> Any:
 
 
 def _retries_of(retry: Any) -> int:
-    """How many times ``retry`` (a redis-py ``Retry`` or None) tries again: redis-py 6
-    says so with ``get_retries()``; redis-py 5 (beside Celery 5.5) only keeps it as
-    ``_retries``."""
-    if retry is None:
-        return 0
+    """How many times ``retry`` (a redis-py ``Retry`` or None) tries again (redis-py 5,
+    beside Celery 5.5, has no ``get_retries()``)."""
     get_retries = getattr(retry, "get_retries", None)
     return int(get_retries() if callable(get_retries) else getattr(retry, "_retries", 0))
