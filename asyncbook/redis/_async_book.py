@@ -43,16 +43,7 @@ class AsyncRedisBook(BookBase):
         client = async_client_like(book.client)
         if client is None:
             return None
-        return cls(
-            client,
-            namespace=book.namespace,
-            retention_versions=book.retention_versions,
-            retention=book.retention,
-            wait_replicas=book.wait_replicas,
-            wait_timeout_ms=book.wait_timeout_ms,
-            shards=book.shards,
-            home_of=book.home_of,
-        )
+        return cls(client, **book.options)
 
     def async_twin(self) -> AsyncRedisBook:
         """Itself: it is read awaited already (the ``AsyncBook`` capability, for a caller
