@@ -35,11 +35,9 @@ class AsyncRedisBook(BookBase):
 
     @classmethod
     def twin_of(cls, book: BookBase) -> AsyncRedisBook | None:
-        """An async book of ``book``'s namespace, retention and shards, on an asyncio
-        client like ``book.client`` (same server, db, credentials, TLS, timeouts; a
-        Cluster's startup nodes, a Sentinel's service, fakeredis's ``FakeServer``); None
-        when that client is of another make (``_twin.async_client_like``). Close it when
-        done."""
+        """An async book made with ``book``'s settings, on an asyncio client like
+        ``book.client`` (same server, db, credentials, TLS, timeouts: ``_twin``); None
+        when that client is of another make. Close it when done."""
         client = async_client_like(book.client)
         if client is None:
             return None

@@ -112,8 +112,7 @@ class BookBase:
     def extra_script(self, source: str) -> BookScript:
         """A script of the caller's, registered on the book's client, for
         ``apply_many_then`` (no round trip until first use)."""
-        script: BookScript = self.engine.register(source)
-        return script
+        return self.engine.register(source)
 
     def events_script(self, source: str) -> BookScript:
         """A script of the caller's for ``apply_in_script``: ``source`` runs with the task

@@ -1,8 +1,7 @@
 """``RedisBook``: the durable book, one atomic Lua call per change, on redis-py.
 
 Follows docs/spec.md exactly as ``MemoryBook`` does (a differential test holds them to the
-same results). A thin facade: the table (``_surface``) run on the sync driver, the same
-plans ``AsyncRedisBook`` awaits, on one shard or many; and what only a sync book does.
+same results): the table (``_surface``) run on the sync driver, and what only it does.
 """
 
 from __future__ import annotations
@@ -74,8 +73,7 @@ class BesideScript:
 
 class ShardDue:
     """One shard as the sweep sees it (``RedisBook.each_shard``): its overdue tasks, and
-    the book's ``expire_many`` (which checks their groups), so that each shard is swept on
-    its own."""
+    the book's ``expire_many`` (which checks their groups)."""
 
     def __init__(self, book: RedisBook, index: int) -> None:
         self.driver = book.driver
@@ -106,10 +104,8 @@ class RedisBook(BookBase):
         return nodes
 
     def each_shard(self, call: Callable[[ShardDue], _T]) -> list[_T]:
-        """``call`` on each shard's view (its ``overdue`` and ``expire_many``): the
-        shards of one node in turn, the nodes at once (a thread each); the answers in
-        shard order. The sweep expires each shard's due tasks this way
-        (``asyncbook.sweep``)."""
+        """``call`` on each shard's ``ShardDue`` (``asyncbook.sweep``): the shards of one
+        node in turn, the nodes at once (a thread each); the answers in shard order."""
 
         def in_turn(indexes: list[int]) -> list[tuple[int, _T]]:
             return [(index, call(ShardDue(self, index))) for index in indexes]

@@ -3,17 +3,13 @@
 A task lives in shard ``crc32(task id) mod S``. A callback id or an idempotency key lives
 in the shard of its *home*: the text a ``HomeRule`` reads from it. When the home's shard is
 the task's, one script call claims and applies, as with one shard; else the id is claimed
-in its home's shard first (``_claims``).
+in its home's shard first (``_claims``). Callback ids follow the book's rule (``home_of``:
+``prefix_home`` unless the book is given another, as the Celery integration gives its
+books its own); idempotency keys, given by clients, always follow ``prefix_home``.
 
-The rule for callback ids is the book's (``home_of``, a ``HomeRule``): ``prefix_home``
-unless the book is given another. This layer knows no id format but that one: the Celery
-integration gives its books its own rule for the callback ids it makes. Idempotency keys
-are given by clients, so they always follow ``prefix_home``.
-
-The shard count is fixed when the namespace is first used and stored in Redis on the
-namespace's own tag (``KeySchema.shard_count``): a namespace without it has one shard
-(today's layout), and a book opened with another count is refused, naming ``shards``:
-its writes and its reads (``CountCheck``, before every call of a Redis book).
+The shard count is fixed at the namespace's first use, stored on its own tag
+(``KeySchema.shard_count``; none stored: one shard); ``CountCheck`` refuses a book of
+another count, its reads included.
 """
 
 from __future__ import annotations
