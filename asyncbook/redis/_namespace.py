@@ -6,9 +6,10 @@ import math
 from datetime import timedelta
 from typing import Any, TypedDict
 
+from ..errors import invalid
 from ._replicas import ReplicaWait
 from ._shard import Shard
-from ._shards import CountCheck, HomeRule, ShardMap, prefix_home, require_shards
+from ._shards import MAX_SHARDS, CountCheck, HomeRule, ShardMap, prefix_home
 
 __all__ = ["DEFAULT_RETENTION", "BookOptions", "Namespace"]
 
@@ -47,23 +48,24 @@ class Namespace:
     ) -> None:
         self.wait = ReplicaWait(wait_replicas, wait_timeout_ms)
         """How many replicas a write waits for (``wait_replicas``)."""
-        total = require_shards(shards)
+        if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+            raise invalid(f"shards must be an integer from 1 to {MAX_SHARDS}", field="shards")
         self.name = namespace
-        self.count = total
+        self.count = shards
         """How many shards the namespace has (fixed at its first use)."""
         self.retention = retention
         self.shards = [
-            Shard(namespace, retention_versions, retention, (index, total))
-            for index in range(total)
+            Shard(namespace, retention_versions, retention, (index, shards))
+            for index in range(shards)
         ]
         """One ``Shard`` per shard, in shard order."""
         self.first = self.shards[0]
         """Shard 0 (the only one when S = 1)."""
-        self.home = self.first if total == 1 else Shard(namespace, retention_versions, retention)
+        self.home = self.first if shards == 1 else Shard(namespace, retention_versions, retention)
         """The shard on the namespace's own tag, which holds its shard count."""
-        self.map = ShardMap(namespace, total, home_of)
+        self.map = ShardMap(namespace, shards, home_of)
         """Which shard holds a task, a callback id (``home_of``) or an idempotency key."""
-        self.count_check = CountCheck(namespace, total)
+        self.count_check = CountCheck(namespace, shards)
         """The namespace's stored shard count, checked before each call."""
 
     def index_of(self, task_id: Any) -> int:

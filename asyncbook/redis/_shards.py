@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from ..errors import AsyncBookError, invalid
+from ..errors import AsyncBookError
 from ._keys import KeySchema
 from ._plan import Pipeline, Plan, command
 
@@ -29,7 +29,6 @@ __all__ = [
     "HomeRule",
     "ShardMap",
     "prefix_home",
-    "require_shards",
     "stored_shards",
 ]
 
@@ -40,13 +39,6 @@ HomeRule: TypeAlias = Callable[[str], str]
 """Which text's shard holds a callback id: ``rule(callback id)`` is hashed as a task id
 is. It must be a pure function of the id, the same in every writer of a namespace, or
 one id is claimed in two shards."""
-
-
-def require_shards(value: Any) -> int:
-    """A shard count: an integer from 1 to ``MAX_SHARDS``."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHARDS:
-        raise invalid(f"shards must be an integer from 1 to {MAX_SHARDS}", field="shards")
-    return value
 
 
 def prefix_home(identifier: str) -> str:
