@@ -167,9 +167,8 @@ class RedisBook(BookBase):
                 on_cancel(change.task_id)
 
         channels = [shard.keys.cancels_channel for shard in self.ns.shards]
-        watched: str | list[str] = channels[0] if self.shards == 1 else channels
         return functools.partial(
-            follow_changes, self.client, watched, on_change, on_subscribe, stop=stop
+            follow_changes, self.client, channels, on_change, on_subscribe, stop=stop
         )
 
     def async_twin(self) -> AsyncRedisBook | None:

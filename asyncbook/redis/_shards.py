@@ -98,16 +98,13 @@ def stored_shards(client: Any, namespace: str) -> int:
 
 
 class CountCheck:
-    """A book's shard count against the namespace's, before each of the book's calls
-    (the drivers run its plans on the engine of the namespace's own tag, ``home``): a
-    count that differs from the stored one is refused, reads included (``conflict`` on
-    ``shards``, naming the stored count).
+    """A book's shard count against the namespace's, before each of the book's calls (on
+    the namespace's own tag): one that differs from the stored one is refused, reads
+    included (``conflict`` on ``shards``, naming the stored count).
 
-    One round trip (GET of the count, EXISTS of the one-shard creation counter) until
-    the namespace's count is settled: stored, or a one-shard namespace that holds tasks.
-    A namespace not used yet is read again at the next call, so a book opened before
-    the namespace's first write still sees the count that write stores. The shards of a
-    sharded book share their book's check."""
+    One round trip until the namespace's count is settled (stored, or a one-shard
+    namespace that holds tasks); a namespace not used yet is read again at the next
+    call, so a book opened before its first write still sees the count that write stores."""
 
     def __init__(self, namespace: str, shards: int) -> None:
         self.namespace = namespace
