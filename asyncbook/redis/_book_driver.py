@@ -14,7 +14,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
@@ -28,8 +28,6 @@ from ._engine import AsyncEngine, Engine
 from ._merged import FixCount, NamespaceCall, OneShard, OnShards, Sleep
 from ._namespace import Namespace
 from ._plan import Command, Pipeline, Plan, advance, run, run_async
-from ._replicas import ReplicaWait
-from ._shard import Shard
 
 __all__ = ["AsyncDriver", "Driver", "run_together"]
 
@@ -120,7 +118,7 @@ class _Drives(Generic[_E]):
     outages: ClassVar[tuple[type[Exception], ...]] = (RedisConnectionError, RedisTimeoutError)
     """What redis-py raises when it gives up on Redis (``RedisUnavailableError``)."""
 
-    engine: Callable[[Any, Shard, ReplicaWait], _E]
+    engine: type[_E]
     """Makes a shard's engine (``Engine``, ``AsyncEngine``)."""
 
     def __init__(self, client: Any, ns: Namespace) -> None:
