@@ -53,11 +53,8 @@ class BookBase:
         self.keys: KeySchema = self.layout.keys
         """Shard 0's key schema (the namespace's, when S = 1)."""
         self.shard_check = self.ns.count_check
-        """The namespace's shard count check, run before each call."""
         self.map = self.ns.map
-        """Which shard holds a task or an id."""
         self.change_channels = [shard.keys.changes_channel for shard in self.ns.shards]
-        """Every shard's changes channel, in shard order."""
 
     # -- the surface (``_surface``: one table for both facades) --------------------
 

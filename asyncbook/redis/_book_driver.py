@@ -122,12 +122,11 @@ class _Drives(Generic[_E]):
     """Makes a shard's engine (``Engine``, ``AsyncEngine``)."""
 
     def __init__(self, client: Any, ns: Namespace) -> None:
-        engine = self.engine
         self.client = client
         self.ns = ns
-        self.engines: list[_E] = [engine(client, shard, ns.wait) for shard in ns.shards]
+        self.engines: list[_E] = [self.engine(client, shard, ns.wait) for shard in ns.shards]
         """One engine per shard, in shard order."""
-        self.home: _E = self.engines[0] if ns.count == 1 else engine(client, ns.home, ns.wait)
+        self.home: _E = self.engines[0] if ns.count == 1 else self.engine(client, ns.home, ns.wait)
         """The engine on the namespace's own tag (its shard count)."""
 
     def _engines(self, step: OnShards) -> list[_E]:
