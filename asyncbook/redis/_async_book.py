@@ -39,9 +39,7 @@ class AsyncRedisBook(BookBase):
         ``book.client`` (same server, db, credentials, TLS, timeouts: ``_twin``); None
         when that client is of another make. Close it when done."""
         client = async_client_like(book.client)
-        if client is None:
-            return None
-        return cls(client, **book.options)
+        return None if client is None else cls(client, **book.options)
 
     def async_twin(self) -> AsyncRedisBook:
         """Itself: it is read awaited already (the ``AsyncBook`` capability, for a caller

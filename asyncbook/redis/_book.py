@@ -48,9 +48,7 @@ def _address(client: Any) -> tuple[Any, ...]:
 def same_server(book_client: Any, client: Any) -> bool:
     """True if both clients send their commands to one server and db (a book on a
     Cluster never: its keys spread over many)."""
-    if isinstance(book_client, RedisCluster):
-        return False
-    return _address(book_client) == _address(client)
+    return not isinstance(book_client, RedisCluster) and _address(book_client) == _address(client)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,7 @@ DEFAULT_RETENTION = timedelta(hours=24)
 
 
 class BookOptions(TypedDict, total=False):
-    """A Redis book's settings: its keywords, each ``Namespace``'s (``from_url`` says
-    what each does)."""
+    """A Redis book's settings, its keywords (``from_url`` says what each does)."""
 
     namespace: str
     retention_versions: int
