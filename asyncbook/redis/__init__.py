@@ -48,8 +48,7 @@ __all__ = [
     "BookScript",
     "EventOutcome",
     "ScriptedEvents",
-    # resends (the kept message sent again as a new task; asyncbook.celery.Resender
-    # publishes it)
+    # resends (the kept message as a new task, asyncbook.celery.Resender publishes it)
     "BROKER_SETTING",
     "RESENDABLE_STATES",
     "ResendClaim",

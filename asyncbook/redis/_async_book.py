@@ -35,24 +35,11 @@ class AsyncRedisBook(BookBase):
 
     @classmethod
     def twin_of(cls, book: BookBase) -> AsyncRedisBook | None:
-        """An async book of ``book``'s namespace, retention and shards, on an asyncio
-        client like ``book.client`` (same server, db, credentials, TLS, timeouts; a
-        Cluster's startup nodes, a Sentinel's service, fakeredis's ``FakeServer``); None
-        when that client is of another make (``_twin.async_client_like``). Close it when
-        done."""
+        """An async book made with ``book``'s settings, on an asyncio client like
+        ``book.client`` (same server, db, credentials, TLS, timeouts: ``_twin``); None
+        when that client is of another make. Close it when done."""
         client = async_client_like(book.client)
-        if client is None:
-            return None
-        return cls(
-            client,
-            namespace=book.namespace,
-            retention_versions=book.retention_versions,
-            retention=book.retention,
-            wait_replicas=book.wait_replicas,
-            wait_timeout_ms=book.wait_timeout_ms,
-            shards=book.shards,
-            home_of=book.home_of,
-        )
+        return None if client is None else cls(client, **book.options)
 
     def async_twin(self) -> AsyncRedisBook:
         """Itself: it is read awaited already (the ``AsyncBook`` capability, for a caller

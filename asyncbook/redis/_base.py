@@ -5,7 +5,7 @@ and the surface (``_surface``), one table of ``Method`` for both facades."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, Unpack
 
 from . import _reads as reads
 from . import _surface as surface
@@ -13,9 +13,8 @@ from ._book_driver import AsyncDriver, Driver
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._keys import KeySchema
 from ._merged import FIX_COUNT, MergedPlan
-from ._namespace import DEFAULT_RETENTION, Namespace
+from ._namespace import DEFAULT_RETENTION, BookOptions, Namespace
 from ._plan import BookScript
-from ._replicas import ReplicaWait
 from ._scripts import with_helpers
 from ._shard import Shard
 from ._shards import HomeRule, prefix_home
@@ -30,36 +29,20 @@ class BookBase:
     asyncio: ClassVar[bool] = False
     """True for a book on a ``redis.asyncio`` client."""
 
-    def __init__(
-        self,
-        client: Any,
-        *,
-        namespace: str = "asyncbook",
-        retention_versions: int = 8,
-        retention: timedelta | None = DEFAULT_RETENTION,
-        wait_replicas: int = 0,
-        wait_timeout_ms: int = 1000,
-        shards: int = 1,
-        home_of: HomeRule = prefix_home,
-    ) -> None:
-        self.ns = Namespace(
-            namespace,
-            shards=shards,
-            retention_versions=retention_versions,
-            retention=retention,
-            wait=ReplicaWait(wait_replicas, wait_timeout_ms),
-            home_of=home_of,
-        )
+    def __init__(self, client: Any, **options: Unpack[BookOptions]) -> None:
+        self.options = options
+        """The keywords the book was made with (its twin's, ``AsyncRedisBook.twin_of``)."""
+        self.ns = Namespace(**options)
         """The namespace: its shards, which shard holds what, its settings."""
         self.client = client
-        self.namespace = namespace
-        self.retention_versions = retention_versions
-        self.retention = retention
-        self.wait_replicas = wait_replicas
-        self.wait_timeout_ms = wait_timeout_ms
+        self.namespace = self.ns.name
+        self.retention_versions = self.ns.first.retention_versions
+        self.retention = self.ns.retention
+        self.wait_replicas = self.ns.wait.replicas
+        self.wait_timeout_ms = self.ns.wait.timeout_ms
         self.shards = self.ns.count
         """How many shards the namespace has."""
-        self.home_of = home_of
+        self.home_of = self.ns.map.home_of
         """The rule homing callback ids in a sharded namespace (``_shards.HomeRule``)."""
         self.driver = (AsyncDriver if self.asyncio else Driver)(client, self.ns)
         """Runs the namespace's plans on the client."""
@@ -70,11 +53,8 @@ class BookBase:
         self.keys: KeySchema = self.layout.keys
         """Shard 0's key schema (the namespace's, when S = 1)."""
         self.shard_check = self.ns.count_check
-        """The namespace's shard count check, run before each call."""
         self.map = self.ns.map
-        """Which shard holds a task or an id."""
         self.change_channels = [shard.keys.changes_channel for shard in self.ns.shards]
-        """Every shard's changes channel, in shard order."""
 
     # -- the surface (``_surface``: one table for both facades) --------------------
 
@@ -129,8 +109,7 @@ class BookBase:
     def extra_script(self, source: str) -> BookScript:
         """A script of the caller's, registered on the book's client, for
         ``apply_many_then`` (no round trip until first use)."""
-        script: BookScript = self.engine.register(source)
-        return script
+        return self.engine.register(source)
 
     def events_script(self, source: str) -> BookScript:
         """A script of the caller's for ``apply_in_script``: ``source`` runs with the task

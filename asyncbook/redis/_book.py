@@ -1,8 +1,7 @@
 """``RedisBook``: the durable book, one atomic Lua call per change, on redis-py.
 
 Follows docs/spec.md exactly as ``MemoryBook`` does (a differential test holds them to the
-same results). A thin facade: the table (``_surface``) run on the sync driver, the same
-plans ``AsyncRedisBook`` awaits, on one shard or many; and what only a sync book does.
+same results): the table (``_surface``) run on the sync driver, and what only it does.
 """
 
 from __future__ import annotations
@@ -49,9 +48,7 @@ def _address(client: Any) -> tuple[Any, ...]:
 def same_server(book_client: Any, client: Any) -> bool:
     """True if both clients send their commands to one server and db (a book on a
     Cluster never: its keys spread over many)."""
-    if isinstance(book_client, RedisCluster):
-        return False
-    return _address(book_client) == _address(client)
+    return not isinstance(book_client, RedisCluster) and _address(book_client) == _address(client)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +71,7 @@ class BesideScript:
 
 class ShardDue:
     """One shard as the sweep sees it (``RedisBook.each_shard``): its overdue tasks, and
-    the book's ``expire_many`` (which checks their groups), so that each shard is swept on
-    its own."""
+    the book's ``expire_many`` (which checks their groups)."""
 
     def __init__(self, book: RedisBook, index: int) -> None:
         self.driver = book.driver
@@ -106,10 +102,8 @@ class RedisBook(BookBase):
         return nodes
 
     def each_shard(self, call: Callable[[ShardDue], _T]) -> list[_T]:
-        """``call`` on each shard's view (its ``overdue`` and ``expire_many``): the
-        shards of one node in turn, the nodes at once (a thread each); the answers in
-        shard order. The sweep expires each shard's due tasks this way
-        (``asyncbook.sweep``)."""
+        """``call`` on each shard's ``ShardDue`` (``asyncbook.sweep``): the shards of one
+        node in turn, the nodes at once (a thread each); the answers in shard order."""
 
         def in_turn(indexes: list[int]) -> list[tuple[int, _T]]:
             return [(index, call(ShardDue(self, index))) for index in indexes]
@@ -171,9 +165,8 @@ class RedisBook(BookBase):
                 on_cancel(change.task_id)
 
         channels = [shard.keys.cancels_channel for shard in self.ns.shards]
-        watched: str | list[str] = channels[0] if self.shards == 1 else channels
         return functools.partial(
-            follow_changes, self.client, watched, on_change, on_subscribe, stop=stop
+            follow_changes, self.client, channels, on_change, on_subscribe, stop=stop
         )
 
     def async_twin(self) -> AsyncRedisBook | None:

@@ -14,7 +14,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
@@ -28,8 +28,6 @@ from ._engine import AsyncEngine, Engine
 from ._merged import FixCount, NamespaceCall, OneShard, OnShards, Sleep
 from ._namespace import Namespace
 from ._plan import Command, Pipeline, Plan, advance, run, run_async
-from ._replicas import ReplicaWait
-from ._shard import Shard
 
 __all__ = ["AsyncDriver", "Driver", "run_together"]
 
@@ -45,10 +43,7 @@ class _Running:
         self.plan = plan
         self.commands: list[Command] = []
         """The commands that send ``step`` in its node's pipeline."""
-        self.advance(None, None)
-
-    def advance(self, reply: Any, error: Exception | None) -> None:
-        self.done, self.step = advance(self.plan, reply, error)
+        self.done, self.step = advance(plan, None, None)
 
 
 def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_T]:
@@ -57,10 +52,8 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
     pipelines at once, so a read over S shards costs the round trips of one plan, not S
     times them. Meant for reads: a writing script's replica wait is not sent here.
 
-    A request meets what it would meet run alone (``Engine.execute``): ``queued`` says
-    which commands send it among others, ``answered`` reads their replies (a script Redis
-    lost is sent again on its own); one that goes alone (``SETTLE``, script calls
-    together, a transaction) is run by its engine."""
+    A request meets what it would meet run alone (``queued``, ``answered``); one that
+    goes alone is run by its engine."""
     running = [_Running(engine, plan) for engine, plan in zip(engines, plans, strict=True)]
     while True:
         waiting = [each for each in running if not each.done]
@@ -74,7 +67,7 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
                     reply, error = each.engine.execute(each.step), None
                 except Exception as failed:
                     reply, error = None, failed
-                each.advance(reply, error)
+                each.done, each.step = advance(each.plan, reply, error)
                 continue
             each.commands = commands
             by_node.setdefault(id(each.engine.slot_client()), []).append(each)
@@ -86,14 +79,14 @@ def run_together(engines: Sequence[Engine], plans: Sequence[Plan[_T]]) -> list[_
         for group, (replies, met) in zip(nodes, list(sent), strict=True):
             if met is not None:  # a lost connection: every plan of the node meets it
                 for each in group:
-                    each.advance(None, met)
+                    each.done, each.step = advance(each.plan, None, met)
                 continue
             at = 0
             for each in group:
                 count = len(each.commands)
                 reply, error = answered(each.engine, each.step, replies[at : at + count])
                 at += count
-                each.advance(reply, error)
+                each.done, each.step = advance(each.plan, reply, error)
 
 
 def _send(group: list[_Running]) -> tuple[list[Any], Exception | None]:
@@ -125,16 +118,15 @@ class _Drives(Generic[_E]):
     outages: ClassVar[tuple[type[Exception], ...]] = (RedisConnectionError, RedisTimeoutError)
     """What redis-py raises when it gives up on Redis (``RedisUnavailableError``)."""
 
-    engine: Callable[[Any, Shard, ReplicaWait], _E]
+    engine: type[_E]
     """Makes a shard's engine (``Engine``, ``AsyncEngine``)."""
 
     def __init__(self, client: Any, ns: Namespace) -> None:
-        engine = self.engine
         self.client = client
         self.ns = ns
-        self.engines: list[_E] = [engine(client, shard, ns.wait) for shard in ns.shards]
+        self.engines: list[_E] = [self.engine(client, shard, ns.wait) for shard in ns.shards]
         """One engine per shard, in shard order."""
-        self.home: _E = self.engines[0] if ns.count == 1 else engine(client, ns.home, ns.wait)
+        self.home: _E = self.engines[0] if ns.count == 1 else self.engine(client, ns.home, ns.wait)
         """The engine on the namespace's own tag (its shard count)."""
 
     def _engines(self, step: OnShards) -> list[_E]:

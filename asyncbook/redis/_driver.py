@@ -16,9 +16,6 @@ from typing import Any, TypeVar
 
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
-from .._book import CreateSpec
-from .._models import AsyncTask
-from ._creating import create_args
 from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
 from ._replicas import ReplicaWait
 from ._scripts import BookScripts
@@ -63,11 +60,6 @@ class EngineBase:
         """A script of the caller's, called through this engine (no round trip until
         first use)."""
         return BookScript(source, "", self.execute)
-
-    def create_call(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], list[str]]:
-        """The task create.lua would store, and the script's KEYS and ARGV."""
-        task, keys, args = create_args(self.layout, spec)
-        return task, keys, args.argv()
 
 
 @dataclass(slots=True)
@@ -114,12 +106,9 @@ def _sent(
     engine: EngineBase, calls: Sequence[ScriptCall], transaction: bool
 ) -> Steps[tuple[list[Any], Any]]:
     """The calls' replies (errors in place) and, when one of them writes and the book
-    waits for replicas, WAIT's answer (else None).
-
-    The calls that met NOSCRIPT did not run: they go again, by EVAL, in a second round
-    trip (WAIT behind it too). In a transaction the calls after the first that met it
-    ran before it: they go again with it, in order, and only the first call of each
-    script carries its source (nothing runs between them in the transaction)."""
+    waits for replicas, WAIT's answer (else None). The calls that met NOSCRIPT go again
+    by EVAL in a second round trip (WAIT behind it too; in a transaction, as ``Scripts``
+    says, with only the first call of each script carrying its source)."""
     waits = any(engine.wait.waits_after(call.name) for call in calls)
     scripts = [call.script or engine.script(call.name) for call in calls]
     replies: list[Any] = [None] * len(calls)
@@ -163,8 +152,7 @@ def _round(
 
 
 def _alone(sent: Command, call: ScriptCall) -> Step:
-    """A script call sent alone: routed by its first key; one of no keys, to the book's
-    node."""
+    """A script call sent alone (``steps``)."""
     return Call(sent) if call.keys else sent
 
 

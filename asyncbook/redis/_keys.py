@@ -12,6 +12,7 @@ slot.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -46,12 +47,8 @@ def shard_tag(namespace: str, index: int, total: int) -> str:
     (as ``redis-cli --cluster create`` splits them). Stable: a function of its arguments."""
     low = index * REDIS_CLUSTER_HASH_SLOTS // total
     high = (index + 1) * REDIS_CLUSTER_HASH_SLOTS // total
-    n = 0
-    while True:
-        tag = f"{{{namespace}{{{index}.{n}}}"
-        if low <= key_slot(tag.encode()) < high:
-            return tag
-        n += 1
+    tags = (f"{{{namespace}{{{index}.{n}}}" for n in itertools.count())
+    return next(tag for tag in tags if low <= key_slot(tag.encode()) < high)
 
 
 class _Tagged(property):

@@ -59,8 +59,6 @@ class OneShard(Generic[_T]):
 
 
 MergedPlan = Generator["OnShards | Sleep | FixCount", Any, _T]
-"""An operation over the shards: yields ``OnShards``, ``Sleep`` or ``FixCount``, returns
-its answer."""
 
 NamespaceCall = MergedPlan[_T] | OneShard[_T]
 """What a book call is: a namespace plan, or one shard's plan alone (``OneShard``)."""

@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
+from ..errors import invalid
 from ._replicas import ReplicaWait
 from ._shard import Shard
-from ._shards import CountCheck, HomeRule, ShardMap, prefix_home, require_shards
+from ._shards import MAX_SHARDS, CountCheck, HomeRule, ShardMap, prefix_home
 
-__all__ = ["DEFAULT_RETENTION", "Namespace"]
+__all__ = ["DEFAULT_RETENTION", "BookOptions", "Namespace"]
 
 DEFAULT_RETENTION = timedelta(hours=24)
+
+
+class BookOptions(TypedDict, total=False):
+    """A Redis book's settings, its keywords (``from_url`` says what each does)."""
+
+    namespace: str
+    retention_versions: int
+    retention: timedelta | None
+    wait_replicas: int
+    wait_timeout_ms: int
+    shards: int
+    home_of: HomeRule
 
 
 class Namespace:
@@ -23,32 +36,35 @@ class Namespace:
 
     def __init__(
         self,
-        name: str = "asyncbook",
+        namespace: str = "asyncbook",
         *,
         shards: int = 1,
         retention_versions: int = 8,
         retention: timedelta | None = DEFAULT_RETENTION,
-        wait: ReplicaWait | None = None,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
         home_of: HomeRule = prefix_home,
     ) -> None:
-        total = require_shards(shards)
-        self.name = name
-        self.count = total
+        self.wait = ReplicaWait(wait_replicas, wait_timeout_ms)
+        """How many replicas a write waits for (``wait_replicas``)."""
+        if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+            raise invalid(f"shards must be an integer from 1 to {MAX_SHARDS}", field="shards")
+        self.name = namespace
+        self.count = shards
         """How many shards the namespace has (fixed at its first use)."""
         self.retention = retention
-        self.wait = wait or ReplicaWait()
-        """How many replicas a write waits for (``wait_replicas``)."""
         self.shards = [
-            Shard(name, retention_versions, retention, (index, total)) for index in range(total)
+            Shard(namespace, retention_versions, retention, (index, shards))
+            for index in range(shards)
         ]
         """One ``Shard`` per shard, in shard order."""
         self.first = self.shards[0]
         """Shard 0 (the only one when S = 1)."""
-        self.home = self.shards[0] if total == 1 else Shard(name, retention_versions, retention)
+        self.home = self.first if shards == 1 else Shard(namespace, retention_versions, retention)
         """The shard on the namespace's own tag, which holds its shard count."""
-        self.map = ShardMap(name, total, home_of)
+        self.map = ShardMap(namespace, shards, home_of)
         """Which shard holds a task, a callback id (``home_of``) or an idempotency key."""
-        self.count_check = CountCheck(name, total)
+        self.count_check = CountCheck(namespace, shards)
         """The namespace's stored shard count, checked before each call."""
 
     def index_of(self, task_id: Any) -> int:

@@ -39,12 +39,8 @@ _R = TypeVar("_R")
 
 class BookScript:
     """One script: its source, the SHA1 Redis knows it by and, for one of the book's own,
-    its name (a ``BookScripts`` field; '' for a caller's script).
-
-    Calling it runs it through the engine that made it (``Engine.execute`` of a
-    ``ScriptCall``): by EVALSHA, after NOSCRIPT by EVAL (which always runs, and caches
-    it again), with WAIT behind it when the book waits for replicas (``_driver``).
-    """
+    its name (a ``BookScripts`` field; '' for a caller's script). Calling it runs it
+    through the engine that made it, as a ``ScriptCall`` (``_driver``)."""
 
     def __init__(
         self, source: str, name: str = "", run: Callable[[ScriptCall], Any] | None = None

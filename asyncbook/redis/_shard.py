@@ -26,12 +26,8 @@ AUDIT_ENTRIES = 10_000
 
 
 class Shard:
-    """What does not change (the namespace, the shard's key schema under its hash tag,
-    the retention) and what this process learned of the shard and keeps for its next
-    calls: the facts of its tasks' records (``facts``, for the scripts' info blocks),
-    whether its server was checked, the consumer groups known to exist on its streams,
-    and where the next prune resumes in each index. A namespace of S shards has S of
-    them; one shard is S = 1."""
+    """One shard of a namespace: its settings and key schema, and what this process
+    learned of it for its next calls (each attribute says what)."""
 
     def __init__(
         self,

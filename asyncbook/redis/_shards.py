@@ -3,17 +3,13 @@
 A task lives in shard ``crc32(task id) mod S``. A callback id or an idempotency key lives
 in the shard of its *home*: the text a ``HomeRule`` reads from it. When the home's shard is
 the task's, one script call claims and applies, as with one shard; else the id is claimed
-in its home's shard first (``_claims``).
+in its home's shard first (``_claims``). Callback ids follow the book's rule (``home_of``:
+``prefix_home`` unless the book is given another, as the Celery integration gives its
+books its own); idempotency keys, given by clients, always follow ``prefix_home``.
 
-The rule for callback ids is the book's (``home_of``, a ``HomeRule``): ``prefix_home``
-unless the book is given another. This layer knows no id format but that one: the Celery
-integration gives its books its own rule for the callback ids it makes. Idempotency keys
-are given by clients, so they always follow ``prefix_home``.
-
-The shard count is fixed when the namespace is first used and stored in Redis on the
-namespace's own tag (``KeySchema.shard_count``): a namespace without it has one shard
-(today's layout), and a book opened with another count is refused, naming ``shards``:
-its writes and its reads (``CountCheck``, before every call of a Redis book).
+The shard count is fixed at the namespace's first use, stored on its own tag
+(``KeySchema.shard_count``; none stored: one shard); ``CountCheck`` refuses a book of
+another count, its reads included.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from ..errors import AsyncBookError, invalid
+from ..errors import AsyncBookError
 from ._keys import KeySchema
 from ._plan import Pipeline, Plan, command
 
@@ -33,7 +29,6 @@ __all__ = [
     "HomeRule",
     "ShardMap",
     "prefix_home",
-    "require_shards",
     "stored_shards",
 ]
 
@@ -44,13 +39,6 @@ HomeRule: TypeAlias = Callable[[str], str]
 """Which text's shard holds a callback id: ``rule(callback id)`` is hashed as a task id
 is. It must be a pure function of the id, the same in every writer of a namespace, or
 one id is claimed in two shards."""
-
-
-def require_shards(value: Any) -> int:
-    """A shard count: an integer from 1 to ``MAX_SHARDS``."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHARDS:
-        raise invalid(f"shards must be an integer from 1 to {MAX_SHARDS}", field="shards")
-    return value
 
 
 def prefix_home(identifier: str) -> str:
@@ -110,16 +98,13 @@ def stored_shards(client: Any, namespace: str) -> int:
 
 
 class CountCheck:
-    """A book's shard count against the namespace's, before each of the book's calls
-    (the drivers run its plans on the engine of the namespace's own tag, ``home``): a
-    count that differs from the stored one is refused, reads included (``conflict`` on
-    ``shards``, naming the stored count).
+    """A book's shard count against the namespace's, before each of the book's calls (on
+    the namespace's own tag): one that differs from the stored one is refused, reads
+    included (``conflict`` on ``shards``, naming the stored count).
 
-    One round trip (GET of the count, EXISTS of the one-shard creation counter) until
-    the namespace's count is settled: stored, or a one-shard namespace that holds tasks.
-    A namespace not used yet is read again at the next call, so a book opened before
-    the namespace's first write still sees the count that write stores. The shards of a
-    sharded book share their book's check."""
+    One round trip until the namespace's count is settled (stored, or a one-shard
+    namespace that holds tasks); a namespace not used yet is read again at the next
+    call, so a book opened before its first write still sees the count that write stores."""
 
     def __init__(self, namespace: str, shards: int) -> None:
         self.namespace = namespace

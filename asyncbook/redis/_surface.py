@@ -104,42 +104,35 @@ SURFACE = tuple(__all__[3:])
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+_D = TypeVar("_D", Driver, AsyncDriver)
+_Plan = Callable[Concatenate[Namespace, _P], NamespaceCall[_T]]
+"""A call of the table: a function of the namespace returning its namespace plan."""
 
 
-class _Runs(Protocol):
-    """A ``RedisBook``: its namespace, and the driver that runs its plans."""
-
-    ns: Namespace
-    driver: Driver
-
-
-class _Awaits(Protocol):
-    """An ``AsyncRedisBook``: its namespace, and the driver that awaits its plans."""
+class _Book(Protocol[_D]):
+    """A facade: its namespace, and the driver that runs (``Driver``) or awaits
+    (``AsyncDriver``) its plans."""
 
     ns: Namespace
-    driver: AsyncDriver
+    driver: _D
 
 
-def sync(
-    plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
-) -> Callable[Concatenate[_Runs, _P], _T]:
+def sync(plan: _Plan[_P, _T]) -> Callable[Concatenate[_Book[Driver], _P], _T]:
     """A ``RedisBook`` method: ``plan`` of the book's namespace, run by its driver."""
 
     @functools.wraps(plan)
-    def method(book: _Runs, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    def method(book: _Book[Driver], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         return book.driver.run(plan(book.ns, *args, **kwargs))
 
     return method
 
 
-def awaited(
-    plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]],
-) -> Callable[Concatenate[_Awaits, _P], Awaitable[_T]]:
+def awaited(plan: _Plan[_P, _T]) -> Callable[Concatenate[_Book[AsyncDriver], _P], Awaitable[_T]]:
     """An ``AsyncRedisBook`` method: ``plan`` of the book's namespace, awaited on its
     driver."""
 
     @functools.wraps(plan)
-    async def method(book: _Awaits, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    async def method(book: _Book[AsyncDriver], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         return await book.driver.run(plan(book.ns, *args, **kwargs))
 
     return method
@@ -149,14 +142,14 @@ class Method(Generic[_P, _T]):
     """A call of the table on either facade (``BookBase`` lists them once): ``RedisBook``
     runs it (``sync``), ``AsyncRedisBook`` awaits it; mypy checks each facade's."""
 
-    def __init__(self, plan: Callable[Concatenate[Namespace, _P], NamespaceCall[_T]]) -> None:
+    def __init__(self, plan: _Plan[_P, _T]) -> None:
         self.sync = sync(plan)
         self.awaited = awaited(plan)
 
     @overload
-    def __get__(self, book: _Runs, owner: Any) -> Callable[_P, _T]: ...
+    def __get__(self, book: _Book[Driver], owner: Any) -> Callable[_P, _T]: ...
     @overload
-    def __get__(self, book: _Awaits, owner: Any) -> Callable[_P, Awaitable[_T]]: ...
+    def __get__(self, book: _Book[AsyncDriver], owner: Any) -> Callable[_P, Awaitable[_T]]: ...
     def __get__(self, book: object, owner: Any) -> Any:
         method = self.awaited if owner.asyncio else self.sync
         return method if book is None else types.MethodType(method, book)
