@@ -16,6 +16,9 @@ from typing import Any, TypeVar
 
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
+from .._book import CreateSpec
+from .._models import AsyncTask
+from ._creating import create_args
 from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
 from ._replicas import ReplicaWait
 from ._scripts import BookScripts
@@ -60,6 +63,11 @@ class EngineBase:
         """A script of the caller's, called through this engine (no round trip until
         first use)."""
         return BookScript(source, "", self.execute)
+
+    def create_call(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], list[str]]:
+        """The task create.lua would store, and the script's KEYS and ARGV."""
+        task, keys, args = create_args(self.layout, spec)
+        return task, keys, args.argv()
 
 
 @dataclass(slots=True)
