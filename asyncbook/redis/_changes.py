@@ -111,7 +111,7 @@ def follow_changes(
         try:
             pubsub.subscribe(*channels)
             while not stop():
-                heard = backoff.heard(pubsub.get_message(timeout=poll), channel, len(channels))
+                heard = backoff.heard(pubsub.get_message(timeout=poll), channels)
                 if heard is True:
                     on_reset()
                 elif heard:
@@ -130,18 +130,18 @@ class Backoff:
     def __init__(self, cap: float) -> None:
         self.cap, self.delay = cap, _FIRST_DELAY
 
-    def heard(self, message: Any, channel: Any, channels: int) -> Change | Literal[True] | None:
+    def heard(self, message: Any, channels: list[str]) -> Change | Literal[True] | None:
         """A message's change; True for the (re)subscribe's last confirmation (one per
         channel, with their count); else None (a malformed change is logged)."""
         kind = None if message is None else message.get("type")
-        if kind == "subscribe" and message.get("data") == channels:
+        if kind == "subscribe" and message.get("data") == len(channels):
             self.delay = _FIRST_DELAY
             return True
         if kind != "message":
             return None
         change = parse_change(message["data"])
         if change is None:
-            log.warning("ignoring a malformed change on %s", channel)
+            log.warning("ignoring a malformed change on %s", ", ".join(channels))
         return change
 
     def lost(self, error: Exception, on_reconnect: Callable[[Exception], None] | None) -> float:
@@ -235,7 +235,7 @@ async def changes(
             await pubsub.subscribe(channel)
             async with contextlib.aclosing(pubsub.listen()) as messages:
                 async for message in messages:
-                    heard = backoff.heard(message, channel, 1)
+                    heard = backoff.heard(message, [channel])
                     if heard is not None:
                         yield None if heard is True else heard
         except _DROPPED as error:
