@@ -303,11 +303,6 @@ at b52dce1 (the Python files under it, counted as ``wc -l`` counts them), every 
 kept."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 31: redis/ is not yet 1,500 lines smaller than at b52dce1 (7,833 lines "
-    "after two rounds of consolidation; 7,581 is the goal)",
-)
 def test_the_redis_layer_is_1500_lines_smaller() -> None:
     lines = sum(path.read_bytes().count(b"\n") for path in PACKAGE.joinpath("redis").rglob("*.py"))
     assert lines <= REDIS_MAX_LINES, f"asyncbook/redis/ has {lines} lines"
