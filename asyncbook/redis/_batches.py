@@ -17,7 +17,7 @@ from .._machine import stall_event
 from .._models import GROUP_END_STATES, AsyncTask, CallbackResult
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _operations as operations
-from ._args import dumps, utf8
+from ._args import dumps, utf8, utf8_args
 from ._console import WORKER_KEEP_MS
 from ._creating import create_args, created_on
 from ._facts import FIELDS as FACT_FIELDS
@@ -36,7 +36,6 @@ __all__ = [
     "create_many",
     "end_stalled",
     "prune",
-    "utf8_args",
 ]
 
 ApplyBatchItem = tuple[Any, EventInput | None, Any]
@@ -220,12 +219,6 @@ def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
         call_keys = utf8_args([*keys, *block, *halt, *(halt if at == last else ())])
         batch.append(ScriptCall("apply", call_keys, utf8_args([*args.argv(), *facts])))
     return batch
-
-
-def utf8_args(values: Iterable[Any]) -> list[Any]:
-    """``values`` with each text as its UTF-8 bytes (checked at the edge, ``_args.utf8``):
-    redis-py's own encoding of a str costs several times the encoding itself."""
-    return [value.encode() if type(value) is str else value for value in values]
 
 
 def end_stalled(

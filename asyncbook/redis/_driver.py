@@ -18,6 +18,7 @@ from redis.exceptions import MovedError, NoScriptError, ResponseError
 
 from .._book import CreateSpec
 from .._models import AsyncTask
+from ._args import utf8_args
 from ._creating import create_args
 from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
 from ._replicas import ReplicaWait
@@ -31,6 +32,7 @@ __all__ = [
     "Steps",
     "answered",
     "queued",
+    "script_texts",
     "steps",
 ]
 
@@ -164,12 +166,19 @@ def _alone(sent: Command, call: ScriptCall) -> Step:
     return Call(sent) if call.keys else sent
 
 
+def script_texts(call: ScriptCall) -> list[Any]:
+    """A call's KEYS then ARGV as sent: the book's own texts as UTF-8 bytes (redis-py sends
+    bytes cheapest, and in no encoding of its own), a caller's script's as given."""
+    texts = [*call.keys, *call.args]
+    return texts if call.script is not None else utf8_args(texts)
+
+
 def _evalsha(script: BookScript, call: ScriptCall) -> Command:
-    return command("evalsha", script.sha, len(call.keys), *call.keys, *call.args)
+    return command("evalsha", script.sha, len(call.keys), *script_texts(call))
 
 
 def _eval(script: BookScript, call: ScriptCall) -> Command:
-    return command("eval", script.source, len(call.keys), *call.keys, *call.args)
+    return command("eval", script.source, len(call.keys), *script_texts(call))
 
 
 def queued(engine: EngineBase, request: Request) -> list[Command] | None:

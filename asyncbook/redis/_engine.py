@@ -12,7 +12,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from ._driver import Call, EngineBase, Step, steps
+from ._driver import Call, EngineBase, Step, script_texts, steps
 from ._pending import pending, settle
 from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run, run_async
 
@@ -34,11 +34,11 @@ class Engine(EngineBase):
         if type(request) is ScriptCall and request.keys and not self.wait.replicas:
             # The common case, sent as ``_driver.steps`` sends it, without its steps.
             script = request.script or self.script(request.name)
-            keys = request.keys
+            texts, count = script_texts(request), len(request.keys)
             try:
-                return self.client.evalsha(script.sha, len(keys), *keys, *request.args)
+                return self.client.evalsha(script.sha_bytes, count, *texts)
             except NoScriptError:  # not run: EVAL runs it and caches it again
-                return self.client.eval(script.source, len(keys), *keys, *request.args)
+                return self.client.eval(script.source, count, *texts)
         if isinstance(request, (Command, Pipeline)):
             return self.send(request)
         if isinstance(request, Settle):

@@ -19,8 +19,7 @@ from .._checks import require_string
 from .._models import CallbackResult
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _operations as operations
-from ._args import utf8
-from ._batches import utf8_args
+from ._args import utf8, utf8_args
 from ._facts import FactBook, TaskFacts, facts_of, hour_of, info_block
 from ._plan import SETTLE, Plan, ScriptCall
 from ._replies import callback_result, script_error

@@ -47,6 +47,8 @@ class BookScript:
     ) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
+        self.sha_bytes = self.sha.encode()
+        """``sha`` as bytes, as the engine sends it."""
         self.name = name
         self.run = run
         """The engine's ``execute`` (an ``AsyncEngine``'s answers an awaitable)."""

@@ -26,6 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._book import CreateSpec
 from .._models import AsyncTask
 from ..errors import AsyncBookError, NotReplicatedError
+from ._args import utf8_args
 from ._connection import RedisUnavailableError, rediscover
 from ._creating import create_args, created_on
 from ._engine import Engine
@@ -71,8 +72,9 @@ class CreateSender:
         with self._lock:
             try:
                 connection = self._connect()
+                texts = utf8_args([*keys, *args.argv()])  # as the engines send them
                 connection.send_command(
-                    "EVALSHA", script.sha, len(keys), *keys, *args.argv(), check_health=False
+                    "EVALSHA", script.sha_bytes, len(keys), *texts, check_health=False
                 )
             except _OUTAGE as error:
                 self._drop_connection()
@@ -191,8 +193,9 @@ class CreateSender:
                     self._unanswered.append(sent)
                     _spec, _task, keys, args = sent
                     script = self.engine.scripts.create
+                    texts = utf8_args([*keys, *args.argv()])
                     connection.send_command(
-                        "EVAL", script.source, len(keys), *keys, *args.argv(), check_health=False
+                        "EVAL", script.source, len(keys), *texts, check_health=False
                     )
                     if self.engine.wait.replicas:
                         self._send_wait()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 
 from asyncbook import CreateSpec, RedisBook
 from asyncbook.redis import AsyncRedisBook, connect, connect_async, retry_policy
@@ -72,3 +74,38 @@ def test_the_book_holds_one_engine() -> None:
     task, keys, args = engine.create_call(CreateSpec("made", 0, 1000, 1))
     assert (task.id, keys[0], args[0]) == ("made", book.keys.task("made"), "made")
     assert book.get("made") is None  # building a call writes nothing
+
+
+def test_the_book_sends_its_texts_as_utf8_and_a_callers_script_as_given() -> None:
+    """The engine sends the book's own KEYS and ARGV as UTF-8 bytes (redis-py encodes
+    bytes cheapest); a caller's script gets its arguments as redis-py encodes them, in
+    the client's own encoding."""
+    client = redis.Redis.from_url(REDIS_URL, encoding="latin-1")
+    book = RedisBook(client, namespace=f"engine-{uuid.uuid4().hex}")
+    try:
+        book.create(id="tâche", now_ms=0, ttl_ms=60_000, max_attempts=1)
+        task = book.get("tâche")
+        assert task is not None
+        assert task.id == "tâche"
+        echo = book.extra_script("return ARGV[1]")
+        assert echo([book.keys.task("tâche")], ["é"]) == "é".encode("latin-1")
+    finally:
+        client.delete(book.keys.task("tâche"), book.keys.history("tâche"))
+        client.close()
+
+
+def test_the_async_book_sends_its_texts_as_utf8() -> None:
+    """As the sync engine does, on the asyncio driver's steps."""
+
+    async def scenario() -> str | None:
+        client = redis.asyncio.Redis.from_url(REDIS_URL, encoding="latin-1")
+        book = AsyncRedisBook(client, namespace=f"engine-{uuid.uuid4().hex}")
+        try:
+            await book.create(id="tâche", now_ms=0, ttl_ms=60_000, max_attempts=1)
+            task = await book.get("tâche")
+            return None if task is None else task.id
+        finally:
+            await client.delete(book.keys.task("tâche"), book.keys.history("tâche"))
+            await client.aclose()
+
+    assert asyncio.run(scenario()) == "tâche"
