@@ -335,8 +335,11 @@ def _shares(
     taken = Counter(shard for _order, shard, _id in entries[: query.limit + 1])
     full = [len(first) >= count and taken[shard] >= count for shard, first in enumerate(firsts)]
     limits = [query.limit if full[i] else min(query.limit, taken[i] + 1) for i in range(len(full))]
-    ahead = [[task_id for _, at, task_id in entries if at == shard] for shard in range(len(firsts))]
-    return limits, [ids[: limit + 1] for ids, limit in zip(ahead, limits, strict=True)]
+    ahead: list[list[str]] = [[] for _ in firsts]
+    for _order, shard, task_id in entries:  # one pass: a namespace may have 1,024 shards
+        if len(ahead[shard]) <= limits[shard]:
+            ahead[shard].append(task_id)
+    return limits, ahead
 
 
 def _position_key(order: SortOrder) -> Callable[[str], tuple[Any, ...]]:
