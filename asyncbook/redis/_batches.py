@@ -93,7 +93,8 @@ def apply_in_script(
     slots = [str(len(calls))]
     for _keys, call_args, _error in calls:
         slots += call_args.argv()
-    # The caller's key and ARGV go as given, the book's own as UTF-8 (``utf8_args``).
+    # The caller's script: its key and ARGV go as given, the book's own as the driver
+    # sends a book script's (``_driver.script_texts``: UTF-8).
     keys = [*utf8_args([k.task(task_id), k.history(task_id)]), key]
     keys += utf8_args([*shard.apply_keys, *markers])
     argv = [*args, *utf8_args(slots)]
@@ -216,8 +217,8 @@ def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
         block, facts = shard.facts.block(args.task_id, [*before, args.event])
         if args.event.type == "start":
             before.append(args.event)
-        call_keys = utf8_args([*keys, *block, *halt, *(halt if at == last else ())])
-        batch.append(ScriptCall("apply", call_keys, utf8_args([*args.argv(), *facts])))
+        call_keys = [*keys, *block, *halt, *(halt if at == last else ())]
+        batch.append(ScriptCall("apply", call_keys, [*args.argv(), *facts]))
     return batch
 
 

@@ -19,7 +19,7 @@ from .._checks import require_string
 from .._models import CallbackResult
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _operations as operations
-from ._args import utf8, utf8_args
+from ._args import utf8
 from ._facts import FactBook, TaskFacts, facts_of, hour_of, info_block
 from ._plan import SETTLE, Plan, ScriptCall
 from ._replies import callback_result, script_error
@@ -120,6 +120,6 @@ def _send(shard: Shard, ids: Sequence[str], full_task: bool) -> Plan[list[Any]]:
     # The slots apply.lua gets for an expiry at the deadline, less the task id.
     _keys, event, _error = shard.apply_call(ids[0], None, None, full_task)
     event = dataclasses.replace(event, task_id="")
-    keys = utf8_args([k.callback(""), *shard.apply_keys, *block_keys, *task_keys])
-    argv = utf8_args(expiry_slots(blocks, event, tasks).argv())
+    keys = [k.callback(""), *shard.apply_keys, *block_keys, *task_keys]
+    argv = expiry_slots(blocks, event, tasks).argv()
     return list((yield ScriptCall("expire_many", keys, argv)))

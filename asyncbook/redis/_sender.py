@@ -26,10 +26,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .._book import CreateSpec
 from .._models import AsyncTask
 from ..errors import AsyncBookError, NotReplicatedError
-from ._args import utf8_args
 from ._connection import RedisUnavailableError, rediscover
 from ._creating import create_args, created_on
+from ._driver import script_texts
 from ._engine import Engine
+from ._plan import ScriptCall
 from ._script_args import CreateArgs
 
 __all__ = ["CreateSender"]
@@ -72,7 +73,7 @@ class CreateSender:
         with self._lock:
             try:
                 connection = self._connect()
-                texts = utf8_args([*keys, *args.argv()])  # as the engines send them
+                texts = script_texts(ScriptCall("create", keys, args.argv()))
                 connection.send_command(
                     "EVALSHA", script.sha_bytes, len(keys), *texts, check_health=False
                 )
@@ -193,7 +194,7 @@ class CreateSender:
                     self._unanswered.append(sent)
                     _spec, _task, keys, args = sent
                     script = self.engine.scripts.create
-                    texts = utf8_args([*keys, *args.argv()])
+                    texts = script_texts(ScriptCall("create", keys, args.argv()))
                     connection.send_command(
                         "EVAL", script.source, len(keys), *texts, check_health=False
                     )
