@@ -48,6 +48,23 @@ def make_group(book: Any, group_id: str, count: int, *, seal: bool = True) -> li
     return ids
 
 
+def feed_caught_up(server: Running, client: httpx.Client) -> None:
+    """Return once the server's change feed has passed every change published so far.
+
+    The feed is a channel: changes arrive in order. A marker group's member is moved with
+    a stream open on it; once that change comes back, every earlier one (the creations of
+    a group a test is about to watch) has been seen, and cannot reach a later watcher.
+    """
+    (marker,) = make_group(server.book, f"feed-mark-{time.monotonic_ns()}", 1)
+    group_id = marker.rpartition("#")[0]
+    with client.stream("GET", group_path(group_id, "stream")) as response:
+        for event in sse_events(response):
+            if event["event"] == "group":
+                start(server.book, marker)
+            elif event["event"] == "member":
+                return
+
+
 def start(book: Any, task_id: str) -> None:
     book.apply(task_id, StartEvent(at_ms=NOW + 1, worker="w"))
 
@@ -239,6 +256,7 @@ def test_stream_sends_each_member_change_then_the_summary_then_end(
     """One step at a time (the next once the last was seen): the exact events, in order."""
     book = server.book
     a, b = make_group(book, "pair", 2)
+    feed_caught_up(server, client)  # the creations are not news to the stream below
     steps: list[Callable[[], None]] = [
         lambda: start(book, a),
         lambda: advance(book, a, 50),
