@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, ClassVar, Self, Unpack
 
-from . import _reads as reads
+from . import _operations as operations
 from . import _surface as surface
 from ._book_driver import AsyncDriver, Driver
 from ._connection import DEFAULT_REDIS_URL, book_client
 from ._keys import KeySchema
-from ._merged import FIX_COUNT, MergedPlan
+from ._merged import FIX_COUNT, MergedPlan, every
 from ._namespace import DEFAULT_RETENTION, BookOptions, Namespace
 from ._plan import BookScript
 from ._scripts import with_helpers
@@ -38,12 +38,8 @@ class BookBase:
         self.namespace = self.ns.name
         self.retention_versions = self.ns.first.retention_versions
         self.retention = self.ns.retention
-        self.wait_replicas = self.ns.wait.replicas
-        self.wait_timeout_ms = self.ns.wait.timeout_ms
         self.shards = self.ns.count
         """How many shards the namespace has."""
-        self.home_of = self.ns.map.home_of
-        """The rule homing callback ids in a sharded namespace (``_shards.HomeRule``)."""
         self.driver = (AsyncDriver if self.asyncio else Driver)(client, self.ns)
         """Runs the namespace's plans on the client."""
         self.engine = self.driver.engines[0]
@@ -121,7 +117,7 @@ class BookBase:
         shard count first; the shards' first eviction policy (None when INFO is refused)."""
         if self.shards > 1 and not reading:
             yield FIX_COUNT
-        found = yield from reads.check_server(self.ns)
+        found: list[str | None] = yield every(self.ns.shards, operations.check_server, writes=True)
         policies = sorted({policy for policy in found if policy is not None})
         return policies[0] if policies else None
 

@@ -34,10 +34,8 @@ from ._shard import Shard
 from ._stats import name_totals, stats, workers
 
 __all__ = [
-    "ENTRY_SEPARATOR",
     "ack",
     "audit",
-    "check_server",
     "consume",
     "count_by_state",
     "drain",
@@ -253,13 +251,6 @@ def gauges(
 # -- the server, the sweep ----------------------------------------------------------
 
 
-def check_server(ns: Namespace) -> MergedPlan[list[str | None]]:
-    """Each shard's server check (``operations.check_server``): their eviction
-    policies, in shard order."""
-    policies: list[str | None] = yield every(ns.shards, operations.check_server, writes=True)
-    return policies
-
-
 def now_ms(ns: Namespace) -> MergedPlan[int]:
     """The Redis server's clock (TIME): one clock for every worker, beat and client."""
     return (yield from on(0, server_time(), writes=False))
@@ -294,12 +285,10 @@ def consume(
     def read(index: int, asked: outbox.Reading) -> MergedPlan[list[tuple[str, Any]]]:
         plan = outbox.consume(ns.shards[index], groups, group, consumer, asked)
         found: list[tuple[str, Any]] = yield from on(index, plan)
-        if ns.count == 1:
-            return found
         return [(f"{index}{ENTRY_SEPARATOR}{entry_id}", note) for entry_id, note in found]
 
     if ns.count == 1:
-        return (yield from read(0, reading))
+        return (yield from on(0, outbox.consume(ns.first, groups, group, consumer, reading)))
     limit = require_limit(reading.count, "count")
     out: list[tuple[str, Any]] = []
     for index in range(ns.count):
