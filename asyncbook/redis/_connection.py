@@ -39,7 +39,6 @@ from ..errors import BookUnavailableError, invalid
 __all__ = [
     "DEFAULT_REDIS_URL",
     "RedisUnavailableError",
-    "BOOK_SETTINGS",
     "async_retry_policy",
     "book_client",
     "connect",

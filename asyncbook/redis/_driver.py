@@ -29,7 +29,6 @@ __all__ = [
     "Call",
     "EngineBase",
     "Step",
-    "Steps",
     "answered",
     "queued",
     "script_texts",

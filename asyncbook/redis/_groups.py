@@ -42,7 +42,6 @@ __all__ = [
     "ends_of",
     "group_of",
     "group_members",
-    "read_counters",
     "group",
     "summary_of",
     "tasks_in_order",
@@ -137,8 +136,6 @@ def after_ends(
     events: Sequence[Any] | None = None,
 ) -> MergedPlan[None]:
     """The group check after members of shard ``index`` ended (``after_batch``)."""
-    if ns.count == 1:
-        return
     yield from after_batch(ns, ends_of(ns.shards[index], results, task_ids, events))
 
 

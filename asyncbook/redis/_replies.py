@@ -25,7 +25,6 @@ __all__ = [
     "outcome",
     "script_error",
     "status_of",
-    "task_of_parts",
     "text_of",
 ]
 

@@ -57,7 +57,6 @@ __all__ = [
     "claim_book_resends",
     "claim_resends",
     "claim_sharded_resends",
-    "resends",
 ]
 
 BROKER_SETTING = "ASYNCBOOK_BROKER_URL"

@@ -19,10 +19,7 @@ from ._facts import FactBook
 from ._keys import KeySchema
 from ._script_args import AT_DEADLINE, NO_EVENT, TAKEN, ApplyArgs
 
-__all__ = ["AUDIT_ENTRIES", "Shard"]
-
-AUDIT_ENTRIES = 10_000
-"""The default of ``Shard.audit_entries``."""
+__all__ = ["Shard"]
 
 
 class Shard:
@@ -47,7 +44,7 @@ class Shard:
             "" if retention is None else str(math.ceil(retention / timedelta(milliseconds=1)))
         )
         """Whole milliseconds as script text; '' keeps ended tasks forever."""
-        self.audit_entries = AUDIT_ENTRIES
+        self.audit_entries = 10_000
         """About how many entries the namespace's audit log keeps (``_audit``)."""
         k = self.keys
         self.apply_keys = [
