@@ -68,19 +68,15 @@ class CreateSender:
 
     def send(self, spec: CreateSpec) -> None:
         """Write one create; a spec Python refuses raises its ``AsyncBookError``."""
-        task, keys, args = create_args(self.engine.layout, spec)
-        script = self.engine.scripts.create
+        sent = (spec, *create_args(self.engine.layout, spec))
         with self._lock:
             try:
-                connection = self._connect()
-                texts = script_texts(ScriptCall("create", keys, args.argv()))
-                connection.send_command(
-                    "EVALSHA", script.sha_bytes, len(keys), *texts, check_health=False
-                )
+                self._connect()
+                self._write("EVALSHA", self.engine.scripts.create.sha_bytes, sent)
             except _OUTAGE as error:
                 self._drop_connection()
                 raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
-            self._unanswered.append((spec, task, keys, args))
+            self._unanswered.append(sent)
             if self.engine.wait.replicas:
                 self._uncovered += 1
             if len(self._unanswered) >= _READ_AFTER or self._uncovered >= _READ_AFTER:
@@ -108,7 +104,7 @@ class CreateSender:
             lost, self._lost = self._lost, []
         return lost
 
-    def _connect(self) -> Any:
+    def _connect(self) -> None:
         if os.getpid() != self._pid:  # a forked child: the parent's socket is not ours
             self._pid, self._connection = os.getpid(), None
             self._unanswered.clear()
@@ -134,7 +130,6 @@ class CreateSender:
                     connection.disconnect()
                 raise
             self._connection = connection
-        return self._connection
 
     def _drop_connection(self) -> None:
         if self._connection is not None:
@@ -146,6 +141,12 @@ class CreateSender:
         self._unanswered.clear()
         self._unconfirmed.clear()
         self._uncovered = 0
+
+    def _write(self, command: str, script: bytes | str, sent: _Sent) -> None:
+        """Write a create's EVALSHA (``script``: its SHA) or EVAL (its source)."""
+        _spec, _task, keys, args = sent
+        texts = script_texts(ScriptCall("create", keys, args.argv()))
+        self._connection.send_command(command, script, len(keys), *texts, check_health=False)
 
     def _send_wait(self) -> None:
         """Write ``WAIT`` behind the creates written so far (``wait_replicas``)."""
@@ -192,12 +193,7 @@ class CreateSender:
                 elif isinstance(reply, NoScriptError):
                     # Redis lost create.lua: this create did not run; EVAL runs and caches it.
                     self._unanswered.append(sent)
-                    _spec, _task, keys, args = sent
-                    script = self.engine.scripts.create
-                    texts = script_texts(ScriptCall("create", keys, args.argv()))
-                    connection.send_command(
-                        "EVAL", script.source, len(keys), *texts, check_health=False
-                    )
+                    self._write("EVAL", self.engine.scripts.create.source, sent)
                     if self.engine.wait.replicas:
                         self._send_wait()
                 else:
