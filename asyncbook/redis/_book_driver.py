@@ -177,8 +177,7 @@ class Driver(_Drives[Engine]):
         engines = self._engines(step)
         if not step.writes:
             return run_together(engines, step.plans)
-        pairs = list(zip(engines, step.plans, strict=True))
-        return list(self.pool().map(lambda pair: pair[0].run(pair[1]), pairs))
+        return list(self.pool().map(lambda engine, plan: engine.run(plan), engines, step.plans))
 
 
 class AsyncDriver(_Drives[AsyncEngine]):

@@ -37,16 +37,14 @@ def expire_many(
 ) -> Plan[list[CallbackResult | AsyncBookError]]:
     """Each task expired at its deadline, in order; an id the book refuses, or a task it
     cannot expire, answers its error in its place."""
-    results: list[CallbackResult | AsyncBookError | None] = []
+    given = list(task_ids)
+    results: list[CallbackResult | AsyncBookError | None] = [None] * len(given)
     ids: list[tuple[int, str]] = []
-    for task_id in task_ids:
+    for index, task_id in enumerate(given):
         try:
-            checked = utf8(require_string(task_id, "taskId"), "taskId")
+            ids.append((index, utf8(require_string(task_id, "taskId"), "taskId")))
         except AsyncBookError as error:
-            results.append(error)
-            continue
-        ids.append((len(results), checked))
-        results.append(None)
+            results[index] = error
     yield from operations.before_write(shard)
     yield SETTLE
     for at in range(0, len(ids), CHUNK):
