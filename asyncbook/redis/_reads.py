@@ -23,7 +23,6 @@ from . import _batches as batches
 from . import _console as console
 from . import _operations as operations
 from . import _outbox as outbox
-from ._console import search, task_names
 from ._gauges import gauges as shard_gauges
 from ._groups import tasks_in_order
 from ._merged import MergedPlan, OneShard, OnShards, asked, every, on
@@ -31,7 +30,6 @@ from ._namespace import Namespace
 from ._plan import SETTLE, Pipeline, Plan, command, server_time
 from ._replies import text_of
 from ._shard import Shard
-from ._stats import name_totals, stats, workers
 
 __all__ = [
     "ack",
@@ -43,16 +41,11 @@ __all__ = [
     "info",
     "last_cursor",
     "list_tasks",
-    "name_totals",
     "now_ms",
     "overdue",
     "overdue_count",
     "prune",
-    "search",
-    "stats",
-    "task_names",
     "transition_counts",
-    "workers",
 ]
 
 ENTRY_SEPARATOR = "/"

@@ -15,6 +15,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpa
 from .._book import CreateOptions, CreateSpec
 from .._console import SearchPage, TaskQuery
 from .._models import AsyncTask, GroupNotification, Notification
+from . import _console as console
 from . import _operations as operations
 from . import _outbox as outbox
 from . import _reads as reads
@@ -29,6 +30,7 @@ from ._batch_ops import (
     heartbeat,
 )
 from ._book_driver import AsyncDriver, Driver
+from ._console import task_names
 from ._groups import group, group_members
 from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
@@ -39,15 +41,12 @@ from ._reads import (
     info,
     last_cursor,
     list_tasks,
-    name_totals,
     now_ms,
     overdue,
     overdue_count,
-    stats,
-    task_names,
     transition_counts,
-    workers,
 )
+from ._stats import name_totals, stats, workers
 from ._task_ops import apply, cancel, deliver_result, expire, record_audit, resume, seal_group
 
 __all__ = [
@@ -241,7 +240,7 @@ def search(
 ) -> MergedPlan[SearchPage]:
     """One page of tasks matching a ``TaskQuery`` (or its fields as keywords: name,
     state, worker, q, since_ms, until_ms, sort, limit, after), with totals per state."""
-    return reads.search(ns, TaskQuery(**filters) if query is None else query)
+    return console.search(ns, TaskQuery(**filters) if query is None else query)
 
 
 def prune(ns: Namespace, limit: int = 1000) -> MergedPlan[int]:
