@@ -1,7 +1,5 @@
-"""``gauges``: what ``/metrics`` reads of a Redis book beyond its counts, in one pipelined
-round trip: the notification streams' lengths, their consumer groups' pending and lag,
-and the workers seen recently. A plan both books run.
-"""
+"""One shard's ``gauges`` (merged by ``_reads.gauges``), in one pipelined round trip: the
+notification streams' lengths, their consumer groups' pending and lag, the workers seen."""
 
 from __future__ import annotations
 

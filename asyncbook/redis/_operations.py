@@ -59,9 +59,7 @@ log = logging.getLogger(__name__)
 
 
 def check_server(shard: Shard) -> Plan[str | None]:
-    """Check the book's server (one round trip): raise ``UnsupportedServerError`` when
-    it runs no Lua scripts or is older than the tested versions, warn when it may evict
-    the book's keys. Returns its ``maxmemory-policy`` (None when INFO is refused)."""
+    """``RedisBook.check_server`` on one shard's server (one round trip): its policy."""
     checks = [
         server_command("info", "server"),
         server_command("info", "memory"),
