@@ -14,10 +14,10 @@ from .._checks import require_heartbeat_timeout, require_text
 from .._console import TEXT_LIMIT, PublishInfo
 from .._machine import create_async_task
 from .._models import AsyncTask
-from ..errors import invalid
+from ..errors import invalid, task_exists
 from ._args import dumps, number_text, utf8
 from ._facts import TaskFacts
-from ._replies import created, text_of
+from ._replies import status_of
 from ._script_args import CreateArgs
 from ._scripts import ScriptStatus
 from ._shard import Shard
@@ -28,12 +28,17 @@ __all__ = ["create_args", "created_on", "life_and_retention_ms"]
 def created_on(
     shard: Shard, task_id: str, task: AsyncTask, reply: Sequence[Any], args: CreateArgs
 ) -> AsyncTask:
-    """create.lua's answer (``created``); the spec's facts learned only if it stored the
-    task: the stored task's may differ (another group, deadline), and a batch's call
-    with the spec's would be refused for facts."""
-    if isinstance(reply, list) and reply and text_of(reply[0]) == ScriptStatus.CREATED:
+    """create.lua's answer: the new task, or the stored one (``exist_ok``); the spec's
+    facts learned only if it stored the task: the stored task's may differ (another
+    group, deadline), and a batch's call with the spec's would be refused for facts."""
+    status = status_of(task_id, reply)
+    if status == ScriptStatus.CONFLICT:
+        raise task_exists(task_id)
+    if status == ScriptStatus.EXISTS:
+        return AsyncTask.model_validate_json(reply[1])
+    if status == ScriptStatus.CREATED:
         shard.facts.learn(task_id, TaskFacts(args.name, args.group_id_json, "", args.deadline))
-    return created(task_id, task, reply)
+    return task
 
 
 def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], CreateArgs]:

@@ -15,12 +15,11 @@ from redis.exceptions import ResponseError
 
 from .._models import AsyncTask, CallbackResult
 from .._reasons import Reason
-from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError, invalid, task_exists
+from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError, invalid
 from ._scripts import EventOutcome, ScriptStatus
 
 __all__ = [
     "callback_result",
-    "created",
     "listed",
     "outcome",
     "script_error",
@@ -67,16 +66,6 @@ def task_of_parts(parts: Sequence[Any]) -> AsyncTask:
     out.append(",".join(f'{{"version":{n},"event":{e}}}' for n, e in enumerate(entries, 1)))
     out.append("]}")
     return AsyncTask.model_validate_json("".join(out))
-
-
-def created(task_id: str, task: AsyncTask, reply: Sequence[Any]) -> AsyncTask:
-    """create.lua's answer: the new task, or the stored one (``exist_ok``)."""
-    status = status_of(task_id, reply)
-    if status == ScriptStatus.CONFLICT:
-        raise task_exists(task_id)
-    if status == ScriptStatus.EXISTS:
-        return AsyncTask.model_validate_json(reply[1])
-    return task
 
 
 def _answered(
