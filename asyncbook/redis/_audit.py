@@ -32,8 +32,7 @@ __all__ = ["audit_args", "cancel_entry", "read", "record"]
 
 
 def audit_args(shard: Shard, actor: Any, action: str, reason: str | None) -> AuditArgs:
-    """An entry's script slots: ``actor`` checked (``require_actor``), ``reason`` as given
-    (None: not said), and the layout's caps."""
+    """An entry's script slots, ``actor`` checked (``reason`` None: not said)."""
     return AuditArgs(
         actor=utf8(require_actor(actor), "actor"),
         action=action,

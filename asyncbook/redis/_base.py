@@ -39,13 +39,10 @@ class BookBase:
         self.retention_versions = self.ns.first.retention_versions
         self.retention = self.ns.retention
         self.shards = self.ns.count
-        """How many shards the namespace has."""
         self.driver = (AsyncDriver if self.asyncio else Driver)(client, self.ns)
-        """Runs the namespace's plans on the client."""
         self.engine = self.driver.engines[0]
         """Shard 0's engine (the one shard's, when S = 1)."""
         self.layout = self.ns.first
-        """Shard 0 (the one shard, when S = 1)."""
         self.keys: KeySchema = self.layout.keys
         """Shard 0's key schema (the namespace's, when S = 1)."""
         self.shard_check = self.ns.count_check

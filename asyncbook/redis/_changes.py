@@ -160,9 +160,7 @@ class FollowedBook(AsyncBook, Protocol):
 
     client: Any
 
-    def shard_of(self, task_id: Any) -> Shard:
-        """The shard holding ``task_id`` (its key schema, ``.keys``)."""
-        ...
+    def shard_of(self, task_id: Any) -> Shard: ...
 
 
 def follow_task(

@@ -45,7 +45,6 @@ class EngineBase:
     def __init__(self, client: Any, shard: Shard, wait: ReplicaWait | None = None) -> None:
         self.client = client
         self.wait = wait or ReplicaWait()
-        """How many replicas a write waits for (``wait_replicas``)."""
         self.layout = shard
         self.keys = shard.keys
         self.namespace = shard.namespace

@@ -46,7 +46,6 @@ class Namespace:
         home_of: HomeRule = prefix_home,
     ) -> None:
         self.wait = ReplicaWait(wait_replicas, wait_timeout_ms)
-        """How many replicas a write waits for (``wait_replicas``)."""
         if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
             raise invalid(f"shards must be an integer from 1 to {MAX_SHARDS}", field="shards")
         self.name = namespace

@@ -54,10 +54,8 @@ class Reading(NamedTuple):
 def consume(
     shard: Shard, groups: bool, group: Any, consumer: Any, reading: Reading
 ) -> Plan[list[tuple[str, Any]]]:
-    """Notifications (``groups``: group notifications) at least once, for ``consumer``
-    of ``group``: those another consumer left unacknowledged for ``min_idle_ms`` first,
-    then new ones (waiting up to ``block_ms`` for them: a blocking XREADGROUP). The
-    group is created on first use, and again if the stream (with its groups) went away."""
+    """``consume_notifications`` on one shard (``groups``: the group notifications'); the
+    group is also created again if the stream (with its groups) went away."""
     stream = shard.keys.group_outbox if groups else shard.keys.outbox
     parse = _group_notification if groups else _entry_notification
     group = require_text(group, "group")
