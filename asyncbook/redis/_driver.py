@@ -60,8 +60,7 @@ class EngineBase:
         return script
 
     def register(self, source: str) -> BookScript:
-        """A script of the caller's, called through this engine (no round trip until
-        first use)."""
+        """A script of the caller's, called through this engine (``BookBase.extra_script``)."""
         return BookScript(source, "", self.execute)
 
     def create_call(self, spec: CreateSpec) -> tuple[AsyncTask, list[str], list[str]]:
