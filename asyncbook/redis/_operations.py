@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 
 def check_server(shard: Shard) -> Plan[str | None]:
-    """``RedisBook.check_server`` on one shard's server (one round trip): its policy."""
+    """One shard's ``RedisBook.check_server`` (one round trip): its ``maxmemory-policy``."""
     checks = [
         server_command("info", "server"),
         server_command("info", "memory"),
