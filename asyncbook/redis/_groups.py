@@ -136,6 +136,8 @@ def after_ends(
     events: Sequence[Any] | None = None,
 ) -> MergedPlan[None]:
     """The group check after members of shard ``index`` ended (``after_batch``)."""
+    if ns.count == 1:  # no group check across shards: not even the ends looked for
+        return
     yield from after_batch(ns, ends_of(ns.shards[index], results, task_ids, events))
 
 
