@@ -13,8 +13,11 @@ from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from ._driver import Call, EngineBase, Step, script_texts, steps
+from ._lane import lane_for
 from ._pending import pending, settle
 from ._plan import Command, Pipeline, Plan, Request, ScriptCall, Settle, run, run_async
+from ._replicas import ReplicaWait
+from ._shard import Shard
 
 __all__ = ["AsyncEngine", "Engine"]
 
@@ -24,6 +27,11 @@ _T = TypeVar("_T")
 class Engine(EngineBase):
     """A shard's engine on a redis-py client: runs the shard's plans; gives the client its
     pipelines go to."""
+
+    def __init__(self, client: Any, shard: Shard, wait: ReplicaWait | None = None) -> None:
+        super().__init__(client, shard, wait)
+        self.lane = lane_for(self.client)
+        """The script calls' way to a plain client's connections (``_lane``), or None."""
 
     def run(self, plan: Plan[_T]) -> _T:
         """Run one of the book's plans on the client."""
@@ -36,6 +44,8 @@ class Engine(EngineBase):
             script = request.script or self.script(request.name)
             texts, count = script_texts(request), len(request.keys)
             try:
+                if self.lane is not None:
+                    return self.lane.evalsha(script.sha_bytes, texts, count)
                 return self.client.evalsha(script.sha_bytes, count, *texts)
             except NoScriptError:  # not run: EVAL runs it and caches it again
                 return self.client.eval(script.source, count, *texts)
