@@ -4,7 +4,7 @@
 response callbacks, OpenTelemetry timing). ``ScriptLane`` takes a connection from the
 client's pool, sends EVALSHA and reads the answer under the connection's retry policy (a
 failed attempt disconnects, as the dispatch does) and gives it back: the same bytes, the
-same answers and errors, about a fifth less client CPU a call (docs/benchmarks.md).
+same answers and errors, a sixth fewer client instructions a call (docs/benchmarks.md).
 
 Only for a ``redis.Redis`` itself (not fakeredis's, not a Cluster client) without a
 single connection or a client-side cache, on redis-py 5.3 or later. Each call, as these
