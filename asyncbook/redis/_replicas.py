@@ -13,11 +13,9 @@ from redis.exceptions import ResponseError
 
 from ..errors import NotReplicatedError, invalid
 from ._connection import RedisUnavailableError
+from ._scripts import READING_SCRIPTS
 
-__all__ = ["READING_SCRIPTS", "ReplicaWait"]
-
-READING_SCRIPTS = frozenset({"get", "get_many", "info", "resume", "search", "stats", "workers"})
-"""The book's scripts that only read: no WAIT after them."""
+__all__ = ["ReplicaWait"]
 
 
 @dataclass(frozen=True)

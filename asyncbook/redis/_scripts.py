@@ -19,6 +19,7 @@ __all__ = [
     "SCRIPT_ARGS",
     "BookScripts",
     "EventOutcome",
+    "READING_SCRIPTS",
     "ScriptStatus",
     "ScriptedEvents",
     "load_source",
@@ -29,11 +30,9 @@ FIRST_HELPER = "_task.lua"
 """The helpers in front of every script begin with this file."""
 _CREATING = frozenset({"create.lua", "resend.lua"})
 """The scripts that create a task (``create_task``, in _create.lua)."""
-_READING = frozenset(
-    {"get.lua", "get_many.lua", "info.lua", "search.lua", "stats.lua", "workers.lua"}
-)
-"""The console's and the lookups' scripts, which apply no event: _apply.lua's functions
-stay out of them (defining them cost each call 23 µs on the server)."""
+READING_SCRIPTS = frozenset({"get", "get_many", "info", "resume", "search", "stats", "workers"})
+"""The book's scripts that only read (no WAIT after them): _apply.lua's functions stay out
+of them (defining them cost each call 23 µs on the server)."""
 
 
 class ScriptStatus(StrEnum):
@@ -82,7 +81,7 @@ def with_helpers(source: str) -> str:
 def load_source(name: str) -> str:
     """A script's source, with the shared helpers in front of it (a reading script's
     without ``apply_event``)."""
-    if name in _READING:
+    if name.removesuffix(".lua") in READING_SCRIPTS:
         return "\n".join([_lua(FIRST_HELPER), _lua("_info.lua"), _lua(name)])
     parts = ["_create.lua", name] if name in _CREATING else [name]
     return with_helpers("\n".join(map(_lua, parts)))
