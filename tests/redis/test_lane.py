@@ -21,7 +21,12 @@ from asyncbook.redis._lane import ScriptLane
 
 from ..support.books import REDIS_URL
 
-pytestmark = pytest.mark.redis
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.skipif(
+        redis.VERSION < (5, 3), reason="no lane before redis-py 5.3 (get_connection() bare)"
+    ),
+]
 
 
 def impatient_client(retries: int) -> redis.Redis:
