@@ -9,12 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from asyncbook import RedisBook, StartEvent, SucceedEvent
 
-from ..support.books import delete_namespace
-from ..support.snippets import snippet
+from ..support.snippets import snippet, snippets_db
 
 FASTAPI_BLOCK, FASTAPI_PAGE = snippet('namespace="readme-api"')
 
@@ -22,10 +20,8 @@ FASTAPI_BLOCK, FASTAPI_PAGE = snippet('namespace="readme-api"')
 @pytest.fixture
 def workers() -> Iterator[RedisBook]:
     """The workers' side of the example's namespace (db 0, as the example says)."""
-    book = RedisBook(redis.Redis.from_url("redis://127.0.0.1:6379/0"), namespace="readme-api")
-    yield book
-    delete_namespace(book.client, "readme-api")
-    book.client.close()
+    with snippets_db() as client:
+        yield RedisBook(client, namespace="readme-api")
 
 
 def test_the_fastapi_example_reads_and_waits_for_a_task(workers: RedisBook) -> None:

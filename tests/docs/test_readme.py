@@ -1,8 +1,8 @@
 """Every Python snippet of the documentation runs as written: the README's and those of
 every page under docs/ (the site mkdocs builds from them).
 
-Snippets that talk to Redis use the default URL (db 0) and namespaces named
-``readme-…``; their keys are removed after each snippet.
+Snippets that talk to Redis run inside ``snippets_db()`` (one at a time on the machine,
+their keys removed after each).
 """
 
 from __future__ import annotations
@@ -11,26 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from ..support import ROOT
-from ..support.books import delete_namespace
 from ..support.celery import quick_memory_transport, shared_tasks_kept
-from ..support.snippets import README, SNIPPETS
+from ..support.snippets import README, SNIPPETS, snippets_db
 
 
 @pytest.fixture
 def readme_namespaces() -> Iterator[None]:
-    yield
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
-    namespaces = {key.decode().split("}")[0][1:] for key in client.scan_iter(match="{readme-*")}
-    for namespace in namespaces:
-        delete_namespace(client, namespace)
-    # The queues the snippets publish to (docs/queues.md): their lists and kombu's bindings.
-    for pattern in ("readme-*", "_kombu.binding.readme-*", "_kombu.binding_permanent.readme-*"):
-        for key in client.scan_iter(match=pattern):
-            client.delete(key)
-    client.close()
+    with snippets_db():
+        yield
 
 
 def _snippet_id(index: int) -> str:

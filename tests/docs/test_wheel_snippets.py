@@ -21,11 +21,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from ..support import ROOT
-from ..support.books import delete_namespace
-from ..support.snippets import README, SNIPPETS
+from ..support.snippets import README, SNIPPETS, snippets_db
 
 PAGES = [
     README,
@@ -90,13 +88,9 @@ def constraints(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def snippet_namespaces() -> Iterator[None]:
-    """The keys the snippets leave on the default Redis, removed (as tests/docs/test_readme)."""
-    yield
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
-    namespaces = {key.decode().split("}")[0][1:] for key in client.scan_iter(match="{readme-*")}
-    for namespace in namespaces:
-        delete_namespace(client, namespace)
-    client.close()
+    """The snippets' db held while they run, their keys removed after (``snippets_db``)."""
+    with snippets_db():
+        yield
 
 
 def fresh_venv(folder: Path, requirements: list[str], wheel: Path, constraints: Path) -> Path:

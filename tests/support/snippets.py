@@ -1,14 +1,23 @@
 """The documentation's Python snippets: the README's and every docs page's, in page order.
 
 Tests that run one snippet pick it by a marker it contains (``snippet('Celery("proj"')``).
+Snippets that talk to Redis use the default URL (db 0) and namespaces named ``readme-…``:
+a test runs them inside ``snippets_db()``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import redis
+
 from . import ROOT
+from .books import delete_namespace
 
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
@@ -37,3 +46,35 @@ def snippet(marker: str, page: Path | None = None) -> tuple[str, Path]:
     found = [(s, p) for p, s in SNIPPETS if marker in s and page in (None, p)]
     assert len(found) == 1, f"{len(found)} Python blocks contain {marker!r}"
     return found[0]
+
+
+SNIPPETS_DB = "redis://127.0.0.1:6379/0"
+"""Where the snippets' books and queues are, as the documentation writes it."""
+SNIPPETS_LOCK = Path(tempfile.gettempdir()) / "asyncbook-doc-snippets.lock"
+
+
+@contextmanager
+def snippets_db() -> Iterator[redis.Redis]:
+    """The snippets' db, held by this test alone and its ``readme-`` keys removed after.
+
+    Every test process of every run on the machine shares that db, and the keys are
+    removed by pattern: a file lock lets one test at a time use it.
+    """
+    with SNIPPETS_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        client = redis.Redis.from_url(SNIPPETS_DB)
+        try:
+            yield client
+        finally:
+            names = {key.decode().split("}")[0][1:] for key in client.scan_iter(match="{readme-*")}
+            for namespace in names:
+                delete_namespace(client, namespace)
+            # The queues the snippets publish to (docs/queues.md), and kombu's bindings.
+            for pattern in (
+                "readme-*",
+                "_kombu.binding.readme-*",
+                "_kombu.binding_permanent.readme-*",
+            ):
+                for key in client.scan_iter(match=pattern):
+                    client.delete(key)
+            client.close()
