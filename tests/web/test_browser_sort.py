@@ -71,3 +71,22 @@ def test_list_sorts_by_runtime_over_every_page_and_finds_names(
     assert len(videos) == 3 + TRAFFIC // 4
     wait_rows(page, videos[:50])
     shoot(page, tmp_path, "list-search.png")
+
+
+def test_a_search_typed_before_the_names_arrive_is_kept(server: Running, page: Any) -> None:
+    """The page selects the URL's name once the names arrive: before, it put the URL's whole
+    view back in the fields, and a search typed meanwhile was lost (its URL never came)."""
+    seed_console(server.book)
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route("**/api/names", hold)  # the names answer only when let through
+    page.goto(server.url + "/")
+    page.fill("#q", "Transcode")  # sent once the typing pauses (400 ms)
+    while not held:
+        page.wait_for_timeout(20)
+    held[0].continue_()  # the names arrive while the typing pauses
+    page.wait_for_url(lambda url: "q=Transcode" in url, timeout=10_000)
+    assert page.input_value("#q") == "Transcode"

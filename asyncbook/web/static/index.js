@@ -73,11 +73,7 @@ function sortSpec(sort) {
 
 function showView(view) {
   for (const key of ["q", "worker"]) document.getElementById(key).value = view.filters[key];
-  const names = document.getElementById("name");
-  if (view.filters.name && ![...names.options].some((o) => o.value === view.filters.name)) {
-    names.append(el("option", { value: view.filters.name }, view.filters.name));
-  }
-  names.value = view.filters.name;
+  showName(view);
   document.getElementById("state").value = STATES.includes(view.filters.state) ? view.filters.state : "";
   const since = document.getElementById("since");
   if (view.filters.since && ![...since.options].some((o) => o.value === view.filters.since)) {
@@ -85,6 +81,15 @@ function showView(view) {
   }
   since.value = view.filters.since;
   showSortHeaders(sortSpec(view.sort));
+}
+
+// The name chosen in the view, among the names known (an unknown one added as an option).
+function showName(view) {
+  const names = document.getElementById("name");
+  if (view.filters.name && ![...names.options].some((o) => o.value === view.filters.name)) {
+    names.append(el("option", { value: view.filters.name }, view.filters.name));
+  }
+  names.value = view.filters.name;
 }
 
 function controlsView() {
@@ -409,5 +414,7 @@ window.addEventListener("popstate", () => {
 });
 
 showView(readView());
-loadChoices().then(() => showView(readView()));
+// Once the names are known, select the view's: only that, since the text fields may hold
+// what someone has typed meanwhile (their search is sent when the typing pauses).
+loadChoices().then(() => showName(readView()));
 load(false, true).then(() => followChanges(onChange, reloadSoon));
