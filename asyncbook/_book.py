@@ -305,6 +305,11 @@ class CreateSending(Protocol):
         """Read every answer still due."""
         ...
 
+    def settle(self) -> None:
+        """Read the answers already here, without waiting (a create Redis did not run for
+        want of its script is sent again), and cover the creates with a ``WAIT`` if due."""
+        ...
+
     def close(self) -> None:
         """Read what is due, then close the connection."""
         ...

@@ -12,6 +12,11 @@ the task; if a create never lands (Redis down for longer, the publisher exited o
 killed first), the worker that runs the task creates it from the message when the book
 answers "unknown", even after the task ended there (``Recorder``).
 
+Answers left unread are read by a thread ``_SETTLE_AFTER`` after the last create (the
+next creates read them sooner): a create that Redis did not run because it lost its script
+(``SCRIPT FLUSH``, a restart on the same connection) is sent again then, even if the
+publisher publishes nothing more.
+
 An outage is logged once (a WARNING at the first failure), and once for each batch
 given up (an ERROR); the retries are at DEBUG. A process that exits waits for its
 creates at most ``exit_wait`` seconds (``asyncbook_exit_wait``), then says in one line
@@ -40,6 +45,8 @@ logger = logging.getLogger("asyncbook.celery")
 _MAX_BATCH = 500
 _GATHER = 0.002
 """Seconds the thread waits after the first queued create, for others to join it."""
+_SETTLE_AFTER = 0.05
+"""Seconds after a create that the settler reads the answers already arrived."""
 _open: weakref.WeakSet[Creates] = weakref.WeakSet()
 
 
@@ -69,6 +76,9 @@ class Creates:
         self._current: list[CreateSpec] = []
         """The batch the thread is sending."""
         self._thread: threading.Thread | None = None
+        self._due = threading.Event()
+        """Set by a create written: the settler reads its answer a moment later."""
+        self._settler: threading.Thread | None = None
 
     def _check_fork(self) -> None:
         # A forked child inherits the queue and the lock, not the thread: start afresh.
@@ -98,6 +108,30 @@ class Creates:
             lost = sender.take_unanswered()  # an outage, or too few replicas, met them
             if lost:
                 self._queue_all(lost)
+        self._due.set()
+        if self._settler is None:
+            with self._lock:
+                if self._settler is None:
+                    self._settler = threading.Thread(
+                        target=_settle,
+                        args=(weakref.ref(self), self._due),
+                        name="asyncbook-creates-settler",
+                        daemon=True,
+                    )
+                    self._settler.start()
+
+    def _settle_once(self) -> None:
+        """Read the answers already here (the settler, ``_SETTLE_AFTER`` after a create);
+        the creates an outage left unanswered go to the thread."""
+        sender = self._sender
+        if sender is None:
+            return
+        sender.settle()
+        lost = sender.take_unanswered()
+        if lost:
+            self._queue_all(lost)
+        if sender.pending():
+            self._due.set()
 
     def _queue_all(self, specs: list[CreateSpec]) -> None:
         """Hand ``specs`` to the thread, which sends them with retries."""
@@ -191,6 +225,26 @@ class Creates:
         for spec, result in zip(batch, results, strict=True):
             if isinstance(result, AsyncBookError):
                 logger.error("asyncbook: task %s could not be created: %s", spec.id, result)
+
+
+def _settle(creates: weakref.ref[Creates], due: threading.Event) -> None:
+    """The settler's loop: a moment after creates were written, read their answers (it
+    ends with its ``Creates``, or with the process: a daemon)."""
+    while True:
+        if not due.wait(timeout=60.0):
+            if creates() is None:
+                return
+            continue
+        time.sleep(_SETTLE_AFTER)
+        due.clear()
+        owner = creates()
+        if owner is None:
+            return
+        try:
+            owner._settle_once()
+        except Exception:  # the next publish or flush reads them
+            logger.debug("asyncbook: reading create answers failed", exc_info=True)
+        del owner
 
 
 def _ids(specs: list[CreateSpec]) -> str:

@@ -91,6 +91,12 @@ class CreateSender:
         with self._lock:
             self._read(block=True)
 
+    def settle(self) -> None:
+        """Read the answers already here, without waiting; a ``WAIT`` behind the creates
+        not covered by one (``wait_replicas``)."""
+        with self._lock:
+            self._read(block=False, cover=True)
+
     def close(self) -> None:
         """Read what is due, then close the connection (the next ``send`` opens one)."""
         with self._lock:
@@ -171,11 +177,12 @@ class CreateSender:
                 self._slot_moved()  # a replica now: the next connection goes elsewhere
         self._unconfirmed.clear()
 
-    def _read(self, *, block: bool) -> None:
+    def _read(self, *, block: bool, cover: bool = False) -> None:
         """Read answers in order: all of them (``block``) or those already here; first a
-        ``WAIT`` behind the creates not covered by one (before blocking, or many)."""
+        ``WAIT`` behind the creates not covered by one (before blocking or ``cover``, or
+        many)."""
         try:
-            uncovered = self._uncovered >= (1 if block else _READ_AFTER)
+            uncovered = self._uncovered >= (1 if block or cover else _READ_AFTER)
             if uncovered and self._connection is not None:
                 self._send_wait()
             while self._unanswered:
