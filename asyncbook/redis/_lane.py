@@ -6,23 +6,25 @@ client's pool, sends EVALSHA and reads the answer under the connection's retry p
 failed attempt disconnects, as the dispatch does) and gives it back: the same bytes, the
 same answers and errors, a sixth fewer client instructions a call (docs/benchmarks.md).
 
-Only for a ``redis.Redis`` itself (not fakeredis's, not a Cluster client) without a
-single connection or a client-side cache, on redis-py 5.3 or later. Each call, as these
-can change at any time, the client's own ``evalsha`` is called instead while redis-py's
-observability is on or its ``evalsha`` or ``execute_command`` is wrapped (an
-instrumentation such as OpenTelemetry's, Sentry's or ddtrace's, a test's spy).
+Only for a ``redis.Redis`` itself (not fakeredis's, not a Cluster client) without a single
+connection or a client-side cache, on redis-py 5.3 or later. Each call, as these can
+change at any time, the client's own ``evalsha`` is called instead while redis-py's
+observability is on or its ``evalsha`` or ``execute_command`` is wrapped (OpenTelemetry's,
+Sentry's or ddtrace's instrumentation, a test's spy).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from types import FunctionType
 from typing import Any
 
 import redis
+from redis._parsers.encoders import Encoder
 
-__all__ = ["ScriptLane", "lane_for"]
+__all__ = ["ScriptLane", "lane_for", "packed"]
 
 try:
     from redis.observability.recorder import is_enabled as _observed
@@ -32,6 +34,9 @@ except ImportError:  # redis-py before 8 times no command
         return False
 
 
+_hiredis_pack: Any = None
+with contextlib.suppress(ImportError):  # else redis-py packs without hiredis
+    from hiredis import pack_command as _hiredis_pack
 _REDIS_PY = os.path.dirname(redis.__file__) + os.sep
 
 
@@ -44,6 +49,16 @@ def _unwrapped(client: redis.Redis, name: str) -> bool:
         and type(method) is FunctionType
         and method.__code__.co_filename.startswith(_REDIS_PY)
     )
+
+
+def packed(connection: Any, *parts: Any) -> Any:
+    """``parts`` as ``connection`` packs them, by one hiredis call where it uses hiredis."""
+    packer = getattr(connection, "_command_packer", None)
+    encoder: Any = getattr(getattr(packer, "_encode", None), "__self__", None)
+    hiredis = type(packer).__name__ == "HiredisRespSerializer" and type(encoder) is Encoder
+    if hiredis and _hiredis_pack and encoder.encoding in ("utf-8", "utf8"):
+        return [_hiredis_pack(parts)]
+    return connection.pack_command(*parts)
 
 
 class ScriptLane:
@@ -65,9 +80,7 @@ class ScriptLane:
         connection: Any = self.pool.get_connection()
 
         def attempt() -> Any:
-            connection.send_packed_command(
-                connection.pack_command("EVALSHA", sha, key_count, *texts)
-            )
+            connection.send_packed_command(packed(connection, "EVALSHA", sha, key_count, *texts))
             return connection.read_response()
 
         try:

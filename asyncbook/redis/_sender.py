@@ -30,6 +30,7 @@ from ._connection import RedisUnavailableError, rediscover
 from ._creating import create_args, created_on
 from ._driver import script_texts
 from ._engine import Engine
+from ._lane import packed
 from ._plan import ScriptCall
 from ._script_args import CreateArgs
 
@@ -92,8 +93,7 @@ class CreateSender:
             self._read(block=True)
 
     def settle(self) -> None:
-        """Read the answers already here, without waiting; a ``WAIT`` behind the creates
-        not covered by one (``wait_replicas``)."""
+        """Read the answers already here, without waiting (a ``WAIT`` first, if due)."""
         with self._lock:
             self._read(block=False, cover=True)
 
@@ -152,7 +152,8 @@ class CreateSender:
         """Write a create's EVALSHA (``script``: its SHA) or EVAL (its source)."""
         _spec, _task, keys, args = sent
         texts = script_texts(ScriptCall("create", keys, args.argv()))
-        self._connection.send_command(command, script, len(keys), *texts, check_health=False)
+        wire = packed(self._connection, command, script, len(keys), *texts)
+        self._connection.send_packed_command(wire, check_health=False)
 
     def _send_wait(self) -> None:
         """Write ``WAIT`` behind the creates written so far (``wait_replicas``)."""
@@ -178,9 +179,7 @@ class CreateSender:
         self._unconfirmed.clear()
 
     def _read(self, *, block: bool, cover: bool = False) -> None:
-        """Read answers in order: all of them (``block``) or those already here; first a
-        ``WAIT`` behind the creates not covered by one (before blocking or ``cover``, or
-        many)."""
+        """Read answers in order, all (``block``) or those here; a ``WAIT`` first if due."""
         try:
             uncovered = self._uncovered >= (1 if block or cover else _READ_AFTER)
             if uncovered and self._connection is not None:

@@ -175,3 +175,25 @@ def test_a_wrapped_dispatch_sees_every_call(
     assert book.get("t") is None
     assert traced == ["EVALSHA"]
     client.close()
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
+def test_a_call_is_packed_as_the_connection_packs_it(
+    encoding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # hiredis packs the whole call at once; the bytes are the connection's own, and a
+    # client of another encoding keeps its own packing (it encodes text its way).
+    connection: Any = redis.Redis(encoding=encoding).connection_pool.make_connection()
+    parts = ("EVALSHA", b"ab" * 20, 2, "{ns}:t:é".encode(), b"k2", "text", 12)
+    own = b"".join(connection.pack_command(*parts))
+    assert b"".join(_lane.packed(connection, *parts)) == own
+    calls: list[tuple[Any, ...]] = []
+
+    def pack(parts: tuple[Any, ...]) -> bytes:
+        calls.append(parts)
+        return own
+
+    monkeypatch.setattr(_lane, "_hiredis_pack", pack)
+    _lane.packed(connection, *parts)
+    hiredis_packs = type(connection._command_packer).__name__ == "HiredisRespSerializer"
+    assert calls == ([parts] if hiredis_packs and encoding == "utf-8" else [])
