@@ -6,28 +6,50 @@ Here and nowhere else: a script Redis lost (NOSCRIPT: it did not run) runs again
 which always runs and caches it again (SCRIPT LOAD then EVALSHA could meet another
 client's ``SCRIPT FLUSH`` between them); with ``wait_replicas`` a WAIT follows the
 writing scripts in their round trip, on their connection, and its answer is checked
-(``ReplicaWait.check``)."""
+(``ReplicaWait.check``).
+
+A book's own script called alone goes by FCALL to its function in the book's library
+(``_scripts.library``), on a client that has not shown it cannot (``Functions``): a
+server without the library (flushed, restarted: "Function not found", nothing ran) is
+sent it by FUNCTION LOAD, and the call goes by EVALSHA; one without functions (Redis 6,
+an ACL without them) or refusing the library has EVALSHA for good; one refusing FCALL
+for maxmemory (a function without flags, where EVAL without them may free memory) has
+EVALSHA for that call. Script calls sent together, in a pipeline or a transaction, go by
+EVALSHA, as does all on a Cluster (redis-py would ask the node for FCALL's keys)."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
 from .._book import CreateSpec
 from .._models import AsyncTask
 from ._args import utf8_args
 from ._creating import create_args
-from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
+from ._plan import (
+    BookScript,
+    Command,
+    Pipeline,
+    Request,
+    ScriptCall,
+    Scripts,
+    command,
+    server_command,
+)
 from ._replicas import ReplicaWait
-from ._scripts import BookScripts
+from ._scripts import BookScripts, library
 from ._shard import Shard
 
 __all__ = [
     "Call",
     "EngineBase",
+    "Functions",
     "Step",
     "answered",
     "queued",
@@ -36,6 +58,47 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+
+class Functions:
+    """Whether a client's script calls go by FCALL (one per client, ``of``)."""
+
+    __slots__ = ("__weakref__", "on")
+    _of: weakref.WeakKeyDictionary[Any, Functions] = weakref.WeakKeyDictionary()
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    @classmethod
+    def of(cls, client: Any) -> Functions:
+        use = cls._of.get(client)
+        if use is None:
+            use = cls(not isinstance(client, (RedisCluster, AsyncRedisCluster)))
+            cls._of[client] = use
+        return use
+
+    def met(self, error: ResponseError) -> Command | None:
+        """A FCALL's ``error`` that did not run it: the call goes by EVALSHA (after the
+        FUNCTION LOAD returned, to send first); raised again if the function ran."""
+        text = str(error)
+        if "Function not found" in text:
+            return server_command("function_load", library()[1])
+        if _refuses(text):
+            self.on = False
+        elif "maxmemory" not in text:
+            raise error
+        return None
+
+    def loaded(self, error: Exception | None) -> None:
+        """FUNCTION LOAD's answer: the library is there (or will be tried again: OOM), or
+        this client goes by EVALSHA for good."""
+        if error is not None and not any(w in str(error) for w in ("already exists", "maxmemory")):
+            self.on = False
+
+
+def _refuses(text: str) -> bool:
+    lowered = text.lower()
+    return "unknown command" in lowered or "no permissions to run the 'fcall" in lowered
 
 
 class EngineBase:
@@ -49,6 +112,7 @@ class EngineBase:
         self.keys = shard.keys
         self.namespace = shard.namespace
         self.scripts = BookScripts.register(self.execute)
+        self.functions = Functions.of(client)
 
     def execute(self, request: Request) -> Any:
         """One request of a plan, sent on the client (``Engine``, ``AsyncEngine``)."""
@@ -95,6 +159,16 @@ def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
         calls, transaction = [request], False
     else:  # alone: routed by its first key (one of no keys: to the book's node)
         script = request.script or engine.script(request.name)
+        if engine.functions.on and script.function:
+            try:
+                return (yield _alone(_fcall(script, request), request))
+            except ResponseError as error:
+                load = engine.functions.met(error)
+            if load is not None:
+                try:
+                    yield load
+                except ResponseError as refused:
+                    engine.functions.loaded(refused)
         try:
             return (yield _alone(_evalsha(script, request), request))
         except NoScriptError:  # not run: EVAL runs it and caches it again
@@ -172,6 +246,10 @@ def script_texts(call: ScriptCall) -> list[Any]:
 
 def _evalsha(script: BookScript, call: ScriptCall) -> Command:
     return command("evalsha", script.sha, len(call.keys), *script_texts(call))
+
+
+def _fcall(script: BookScript, call: ScriptCall) -> Command:
+    return command(script.fcall, script.function, len(call.keys), *script_texts(call))
 
 
 def _eval(script: BookScript, call: ScriptCall) -> Command:

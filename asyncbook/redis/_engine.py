@@ -43,6 +43,18 @@ class Engine(EngineBase):
             # The common case, sent as ``_driver.steps`` sends it, without its steps.
             script = request.script or self.script(request.name)
             texts, count = script_texts(request), len(request.keys)
+            if self.functions.on and script.function:
+                try:
+                    if self.lane is not None:
+                        return self.lane.call(script.fcall, script.function, texts, count)
+                    return getattr(self.client, script.fcall)(script.function, count, *texts)
+                except ResponseError as error:
+                    load = self.functions.met(error)
+                if load is not None:
+                    try:
+                        self.send(load)
+                    except ResponseError as refused:
+                        self.functions.loaded(refused)
             try:
                 if self.lane is not None:
                     return self.lane.evalsha(script.sha_bytes, texts, count)

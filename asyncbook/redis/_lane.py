@@ -2,7 +2,7 @@
 
 ``Redis.evalsha`` passes redis-py's command dispatch (the method, ``execute_command``,
 response callbacks, OpenTelemetry timing). ``ScriptLane`` takes a connection from the
-client's pool, sends EVALSHA and reads the answer under the connection's retry policy (a
+client's pool, sends EVALSHA (or FCALL) and reads the answer under the connection's retry policy (a
 failed attempt disconnects, as the dispatch does) and gives it back: the same bytes, the
 same answers and errors, a sixth fewer client instructions a call (docs/benchmarks.md).
 
@@ -47,7 +47,7 @@ def _unwrapped(client: redis.Redis, name: str) -> bool:
 
 
 class ScriptLane:
-    """EVALSHA on one of ``client``'s pooled connections (see the module)."""
+    """EVALSHA or FCALL on one of ``client``'s pooled connections (see the module)."""
 
     __slots__ = ("client", "pool")
 
@@ -57,16 +57,21 @@ class ScriptLane:
 
     def evalsha(self, sha: bytes, texts: Sequence[Any], key_count: int) -> Any:
         """EVALSHA ``sha`` with ``texts`` (KEYS then ARGV): its answer, or its error."""
+        return self.call("evalsha", sha, texts, key_count)
+
+    def call(self, method: str, target: bytes, texts: Sequence[Any], key_count: int) -> Any:
+        """``method`` (evalsha, fcall, fcall_ro) of ``target`` (a SHA, a function) with
+        ``texts``, as ``client.<method>`` would send it: its answer, or its error."""
         client = self.client
         if _observed() or not (
-            _unwrapped(client, "evalsha") and _unwrapped(client, "execute_command")
+            _unwrapped(client, method) and _unwrapped(client, "execute_command")
         ):
-            return client.evalsha(sha, key_count, *texts)  # type: ignore[arg-type]
+            return getattr(client, method)(target, key_count, *texts)
         connection: Any = self.pool.get_connection()
 
         def attempt() -> Any:
             connection.send_packed_command(
-                connection.pack_command("EVALSHA", sha, key_count, *texts)
+                connection.pack_command(method.upper(), target, key_count, *texts)
             )
             return connection.read_response()
 

@@ -39,17 +39,24 @@ _R = TypeVar("_R")
 
 class BookScript:
     """One script: its source, the SHA1 Redis knows it by and, for one of the book's own,
-    its name (a ``BookScripts`` field; '' for a caller's script). Calling it runs it
-    through the engine that made it, as a ``ScriptCall`` (``_driver``)."""
+    its name (a ``BookScripts`` field; '' for a caller's script) and its function in the
+    book's library (``_scripts.library``), called by ``fcall`` (``fcall_ro`` for a read).
+    Calling it runs it through the engine that made it, as a ``ScriptCall`` (``_driver``)."""
 
     def __init__(
-        self, source: str, name: str = "", run: Callable[[ScriptCall], Any] | None = None
+        self,
+        source: str,
+        name: str = "",
+        run: Callable[[ScriptCall], Any] | None = None,
+        function: str = "",
+        fcall: str = "fcall",
     ) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
         self.sha_bytes = self.sha.encode()
         """``sha`` as bytes, as the engine sends it."""
         self.name = name
+        self.function, self.fcall = function.encode(), fcall
         self.run = run
         """The engine's ``execute`` (an ``AsyncEngine``'s answers an awaitable)."""
 

@@ -5,6 +5,7 @@ their statuses.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -22,6 +23,7 @@ __all__ = [
     "READING_SCRIPTS",
     "ScriptStatus",
     "ScriptedEvents",
+    "library",
     "load_source",
     "with_helpers",
 ]
@@ -87,6 +89,30 @@ def load_source(name: str) -> str:
     return with_helpers("\n".join(map(_lua, parts)))
 
 
+@functools.cache
+def library() -> tuple[str, str]:
+    """The book's scripts as one Redis Functions library: its name and its source (the
+    same .lua files: the helpers are the library's locals, each script the body of a
+    function ``<name>_<script>``, a reading one ``no-writes``). A call sets KEYS, ARGV
+    and resets HOURS (_info.lua), the helpers' only state of a call."""
+    parts = ["local KEYS, ARGV", *map(_lua, [FIRST_HELPER, "_info.lua", "_apply.lua"])]
+    parts.append(_lua("_create.lua"))
+    for name in SCRIPT_ARGS:
+        flags = "{'no-writes'}" if name in READING_SCRIPTS else "{}"
+        parts.append(
+            f"redis.register_function{{function_name='@_{name}', flags={flags},\n"
+            f"callback=function(k, a) KEYS, ARGV, HOURS = k, a, {{}}\n"
+            f"{_lua(name + '.lua')}\nend}}"
+        )
+    body = "\n".join(parts)
+    lib = "asyncbook_" + hashlib.sha1(body.encode()).hexdigest()[:12]
+    return lib, f"#!lua name={lib}\n" + body.replace("function_name='@_", f"function_name='{lib}_")
+
+
+def _ro(name: str) -> str:
+    return "fcall_ro" if name in READING_SCRIPTS else "fcall"
+
+
 class EventOutcome(NamedTuple):
     """A compact answer to one event (apply_event with ARGV[15] = 'c'): the reason and
     flags of a ``CallbackResult`` and the task's state and error, without the task."""
@@ -138,8 +164,12 @@ class BookScripts:
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:
         """Every script of the book, each called through ``run`` (no round trip until use)."""
+        lib = library()[0]
         return cls(
-            **{name: BookScript(load_source(f"{name}.lua"), name, run) for name in SCRIPT_ARGS}
+            **{
+                name: BookScript(load_source(f"{name}.lua"), name, run, f"{lib}_{name}", _ro(name))
+                for name in SCRIPT_ARGS
+            }
         )
 
 
