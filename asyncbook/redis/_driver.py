@@ -6,23 +6,18 @@ Here and nowhere else: a script Redis lost (NOSCRIPT: it did not run) runs again
 which always runs and caches it again (SCRIPT LOAD then EVALSHA could meet another
 client's ``SCRIPT FLUSH`` between them); with ``wait_replicas`` a WAIT follows the
 writing scripts in their round trip, on their connection, and its answer is checked
-(``ReplicaWait.check``).
-
-A book's own script called alone goes by FCALL to its function in the book's library
-(``_scripts.library``), on a client that has not shown it cannot (``Functions``): a
-server without the library (flushed, restarted: "Function not found", nothing ran) is
-sent it by FUNCTION LOAD, and the call goes by EVALSHA; one without functions (Redis 6,
-an ACL without them) or refusing the library has EVALSHA for good; one refusing FCALL
-for maxmemory (a function without flags, where EVAL without them may free memory) has
-EVALSHA for that call. Script calls sent together, in a pipeline or a transaction, go by
-EVALSHA, as does all on a Cluster (redis-py would ask the node for FCALL's keys)."""
+(``ReplicaWait.check``). A book's script called alone goes by FCALL to its function in
+the book's library (``_scripts.library``) while the client can (``Functions``); "Function
+not found" (nothing ran) sends FUNCTION LOAD, and the call goes by EVALSHA. Calls sent
+together (pipelines, transactions) and all on a Cluster (redis-py would ask the node for
+FCALL's keys) go by EVALSHA."""
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
@@ -32,16 +27,7 @@ from .._book import CreateSpec
 from .._models import AsyncTask
 from ._args import utf8_args
 from ._creating import create_args
-from ._plan import (
-    BookScript,
-    Command,
-    Pipeline,
-    Request,
-    ScriptCall,
-    Scripts,
-    command,
-    server_command,
-)
+from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
 from ._replicas import ReplicaWait
 from ._scripts import BookScripts, library
 from ._shard import Shard
@@ -61,44 +47,36 @@ _T = TypeVar("_T")
 
 
 class Functions:
-    """Whether a client's script calls go by FCALL (one per client, ``of``)."""
+    """Whether a client's script calls go by FCALL: not on a Cluster, nor once the server
+    showed it has no functions (Redis 6, an ACL) or refused the library (``met``, ``load``)."""
 
-    __slots__ = ("__weakref__", "on")
-    _of: weakref.WeakKeyDictionary[Any, Functions] = weakref.WeakKeyDictionary()
+    _of: ClassVar[weakref.WeakKeyDictionary[Any, Functions]] = weakref.WeakKeyDictionary()
 
-    def __init__(self, on: bool) -> None:
-        self.on = on
+    def __init__(self, client: Any) -> None:
+        self.on = not isinstance(client, (RedisCluster, AsyncRedisCluster))
 
     @classmethod
     def of(cls, client: Any) -> Functions:
-        use = cls._of.get(client)
-        if use is None:
-            use = cls(not isinstance(client, (RedisCluster, AsyncRedisCluster)))
-            cls._of[client] = use
-        return use
+        return cls._of.setdefault(client, cls(client))
 
-    def met(self, error: ResponseError) -> Command | None:
-        """A FCALL's ``error`` that did not run it: the call goes by EVALSHA (after the
-        FUNCTION LOAD returned, to send first); raised again if the function ran."""
+    def met(self, error: ResponseError) -> bool:
+        """A FCALL's ``error``: True if the library is missing (to load); raised again
+        unless the function did not run (refused, or for maxmemory: it goes by EVALSHA,
+        which may run without flags under maxmemory, as a delete-only prune does)."""
         text = str(error)
-        if "Function not found" in text:
-            return server_command("function_load", library()[1])
-        if _refuses(text):
+        if "unknown command" in text.lower() or "permissions to run the 'fcall" in text:
             self.on = False
-        elif "maxmemory" not in text:
+        elif "maxmemory" not in text and "Function not found" not in text:
             raise error
-        return None
+        return "Function not found" in text
 
-    def loaded(self, error: Exception | None) -> None:
-        """FUNCTION LOAD's answer: the library is there (or will be tried again: OOM), or
-        this client goes by EVALSHA for good."""
-        if error is not None and not any(w in str(error) for w in ("already exists", "maxmemory")):
-            self.on = False
-
-
-def _refuses(text: str) -> bool:
-    lowered = text.lower()
-    return "unknown command" in lowered or "no permissions to run the 'fcall" in lowered
+    def load(self) -> Steps[None]:
+        """FUNCTION LOAD (no REPLACE: "already exists" is another process's load); a
+        refusal other than for maxmemory leaves EVALSHA for good."""
+        try:
+            yield Command("function_load", (library()[1],), keyless=True)
+        except ResponseError as refused:
+            self.on = any(word in str(refused) for word in ("already exists", "maxmemory"))
 
 
 class EngineBase:
@@ -163,12 +141,8 @@ def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
             try:
                 return (yield _alone(_fcall(script, request), request))
             except ResponseError as error:
-                load = engine.functions.met(error)
-            if load is not None:
-                try:
-                    yield load
-                except ResponseError as refused:
-                    engine.functions.loaded(refused)
+                if engine.functions.met(error):
+                    yield from engine.functions.load()
         try:
             return (yield _alone(_evalsha(script, request), request))
         except NoScriptError:  # not run: EVAL runs it and caches it again

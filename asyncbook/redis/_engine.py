@@ -49,15 +49,11 @@ class Engine(EngineBase):
                         return self.lane.call(script.fcall, script.function, texts, count)
                     return getattr(self.client, script.fcall)(script.function, count, *texts)
                 except ResponseError as error:
-                    load = self.functions.met(error)
-                if load is not None:
-                    try:
-                        self.send(load)
-                    except ResponseError as refused:
-                        self.functions.loaded(refused)
+                    if self.functions.met(error):
+                        run(self.functions.load(), self.send)
             try:
                 if self.lane is not None:
-                    return self.lane.evalsha(script.sha_bytes, texts, count)
+                    return self.lane.call("evalsha", script.sha_bytes, texts, count)
                 return self.client.evalsha(script.sha_bytes, count, *texts)
             except NoScriptError:  # not run: EVAL runs it and caches it again
                 return self.client.eval(script.source, count, *texts)

@@ -43,20 +43,17 @@ class BookScript:
     book's library (``_scripts.library``), called by ``fcall`` (``fcall_ro`` for a read).
     Calling it runs it through the engine that made it, as a ``ScriptCall`` (``_driver``)."""
 
+    function = b""
+    fcall = "fcall"
+
     def __init__(
-        self,
-        source: str,
-        name: str = "",
-        run: Callable[[ScriptCall], Any] | None = None,
-        function: str = "",
-        fcall: str = "fcall",
+        self, source: str, name: str = "", run: Callable[[ScriptCall], Any] | None = None
     ) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
         self.sha_bytes = self.sha.encode()
         """``sha`` as bytes, as the engine sends it."""
         self.name = name
-        self.function, self.fcall = function.encode(), fcall
         self.run = run
         """The engine's ``execute`` (an ``AsyncEngine``'s answers an awaitable)."""
 

@@ -30,6 +30,7 @@ __all__ = [
 
 FIRST_HELPER = "_task.lua"
 """The helpers in front of every script begin with this file."""
+_CREATE = ["_create.lua"]
 _CREATING = frozenset({"create.lua", "resend.lua"})
 """The scripts that create a task (``create_task``, in _create.lua)."""
 READING_SCRIPTS = frozenset({"get", "get_many", "info", "resume", "search", "stats", "workers"})
@@ -85,32 +86,26 @@ def load_source(name: str) -> str:
     without ``apply_event``)."""
     if name.removesuffix(".lua") in READING_SCRIPTS:
         return "\n".join([_lua(FIRST_HELPER), _lua("_info.lua"), _lua(name)])
-    parts = ["_create.lua", name] if name in _CREATING else [name]
+    parts = [*_CREATE, name] if name in _CREATING else [name]
     return with_helpers("\n".join(map(_lua, parts)))
 
 
 @functools.cache
 def library() -> tuple[str, str]:
-    """The book's scripts as one Redis Functions library: its name and its source (the
-    same .lua files: the helpers are the library's locals, each script the body of a
-    function ``<name>_<script>``, a reading one ``no-writes``). A call sets KEYS, ARGV
-    and resets HOURS (_info.lua), the helpers' only state of a call."""
-    parts = ["local KEYS, ARGV", *map(_lua, [FIRST_HELPER, "_info.lua", "_apply.lua"])]
-    parts.append(_lua("_create.lua"))
+    """The book's scripts as one Redis Functions library, its name and source: the
+    helpers are its locals, each script the body of a function ``<name>_<script>`` (a
+    read's ``no-writes``), which sets KEYS and ARGV and resets HOURS (_info.lua's cache,
+    the helpers' only state of a call)."""
+    parts = ["local KEYS, ARGV", *map(_lua, [FIRST_HELPER, "_info.lua", "_apply.lua", *_CREATE])]
     for name in SCRIPT_ARGS:
-        flags = "{'no-writes'}" if name in READING_SCRIPTS else "{}"
-        parts.append(
-            f"redis.register_function{{function_name='@_{name}', flags={flags},\n"
-            f"callback=function(k, a) KEYS, ARGV, HOURS = k, a, {{}}\n"
-            f"{_lua(name + '.lua')}\nend}}"
+        flags = "'no-writes'" if name in READING_SCRIPTS else ""
+        parts.append(f"redis.register_function{{function_name='@_{name}', flags={{{flags}}},\n")
+        parts[-1] += (
+            f"callback=function(k, a) KEYS, ARGV, HOURS = k, a, {{}}\n{_lua(name + '.lua')}\nend}}"
         )
     body = "\n".join(parts)
     lib = "asyncbook_" + hashlib.sha1(body.encode()).hexdigest()[:12]
-    return lib, f"#!lua name={lib}\n" + body.replace("function_name='@_", f"function_name='{lib}_")
-
-
-def _ro(name: str) -> str:
-    return "fcall_ro" if name in READING_SCRIPTS else "fcall"
+    return lib, f"#!lua name={lib}\n" + body.replace("function_name='@", f"function_name='{lib}")
 
 
 class EventOutcome(NamedTuple):
@@ -164,13 +159,11 @@ class BookScripts:
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:
         """Every script of the book, each called through ``run`` (no round trip until use)."""
-        lib = library()[0]
-        return cls(
-            **{
-                name: BookScript(load_source(f"{name}.lua"), name, run, f"{lib}_{name}", _ro(name))
-                for name in SCRIPT_ARGS
-            }
-        )
+        scripts = {name: BookScript(load_source(f"{name}.lua"), name, run) for name in SCRIPT_ARGS}
+        for name, script in scripts.items():  # its function in the library (FCALL_RO: a read)
+            script.function = f"{library()[0]}_{name}".encode()
+            script.fcall = "fcall_ro" if name in READING_SCRIPTS else "fcall"
+        return cls(**scripts)
 
 
 SCRIPT_ARGS: dict[str, type[records.ScriptArgs]] = {
