@@ -32,16 +32,7 @@ from ._replicas import ReplicaWait
 from ._scripts import BookScripts, library
 from ._shard import Shard
 
-__all__ = [
-    "Call",
-    "EngineBase",
-    "Functions",
-    "Step",
-    "answered",
-    "queued",
-    "script_texts",
-    "steps",
-]
+__all__ = ["Call", "EngineBase", "Functions", "Step", "answered", "queued", "script_texts", "steps"]
 
 _T = TypeVar("_T")
 

@@ -126,9 +126,10 @@ def test_a_function_flush_mid_run_loses_nothing(book: RedisBook, client: redis.R
 def test_a_client_without_functions_keeps_evalsha(tmp_path: Path, rules: str) -> None:
     with private_server(tmp_path) as port:
         admin = redis.Redis(port=port)
-        admin.execute_command(
-            "ACL", "SETUSER", "book", "on", ">pw", "~*", "&*", "+@all", *rules.split()
-        )
+        admin.acl_setuser(
+            "book", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+            commands=["+@all", *rules.split()],
+        )  # fmt: skip
         client = redis.Redis(port=port, username="book", password="pw")
         book = RedisBook(client, namespace="nofn")
         life(book, "a")
