@@ -7,10 +7,10 @@ which always runs and caches it again (SCRIPT LOAD then EVALSHA could meet anoth
 client's ``SCRIPT FLUSH`` between them); with ``wait_replicas`` a WAIT follows the
 writing scripts in their round trip, on their connection, and its answer is checked
 (``ReplicaWait.check``). A book's script called alone goes by FCALL to its function in
-the book's library (``_scripts.library``) while the client can (``Functions``); "Function
-not found" (nothing ran) sends FUNCTION LOAD, and the call goes by EVALSHA. Calls sent
-together (pipelines, transactions) and all on a Cluster (redis-py would ask the node for
-FCALL's keys) go by EVALSHA."""
+the book's library (``_scripts.library``; an ``events_script``'s, its own) while the
+client can (``Functions``); "Function not found" (nothing ran) sends FUNCTION LOAD, and
+the call goes by EVALSHA. Calls sent together (pipelines, transactions), a caller's other
+scripts and all on a Cluster (redis-py would ask the node for FCALL's keys) go by EVALSHA."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from ._args import utf8_args
 from ._creating import create_args
 from ._plan import BookScript, Command, Pipeline, Request, ScriptCall, Scripts, command
 from ._replicas import ReplicaWait
-from ._scripts import BookScripts, library
+from ._scripts import BookScripts
 from ._shard import Shard
 
 __all__ = ["Call", "EngineBase", "Functions", "Step", "answered", "queued", "script_texts", "steps"]
@@ -61,11 +61,11 @@ class Functions:
             raise error
         return "Function not found" in text
 
-    def load(self) -> Steps[None]:
+    def load(self, library: str) -> Steps[None]:
         """FUNCTION LOAD (no REPLACE: "already exists" is another process's load); a
         refusal other than for maxmemory leaves EVALSHA for good."""
         try:
-            yield Command("function_load", (library()[1],), keyless=True)
+            yield Command("function_load", (library,), keyless=True)
         except ResponseError as refused:
             self.on = any(word in str(refused) for word in ("already exists", "maxmemory"))
 
@@ -133,7 +133,7 @@ def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
                 return (yield _alone(_fcall(script, request), request))
             except ResponseError as error:
                 if engine.functions.met(error):
-                    yield from engine.functions.load()
+                    yield from engine.functions.load(script.library)
         try:
             return (yield _alone(_evalsha(script, request), request))
         except NoScriptError:  # not run: EVAL runs it and caches it again

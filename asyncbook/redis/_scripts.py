@@ -23,6 +23,7 @@ __all__ = [
     "READING_SCRIPTS",
     "ScriptStatus",
     "ScriptedEvents",
+    "in_library",
     "library",
     "load_source",
     "with_helpers",
@@ -91,21 +92,29 @@ def load_source(name: str) -> str:
 
 
 @functools.cache
-def library() -> tuple[str, str]:
+def library(source: str = "") -> tuple[str, str]:
     """The book's scripts as one Redis Functions library, its name and source: the
     helpers are its locals, each script the body of a function ``<name>_<script>`` (a
     read's ``no-writes``), which sets KEYS and ARGV and resets HOURS (_info.lua's cache,
-    the helpers' only state of a call)."""
+    the helpers' only state of a call). An ``events_script``'s ``source`` is a library of
+    its own, with one function, ``<name>_events``."""
     parts = ["local KEYS, ARGV", *map(_lua, [FIRST_HELPER, "_info.lua", "_apply.lua", *_CREATE])]
-    for name in SCRIPT_ARGS:
+    bodies = {"events": source} if source else {name: _lua(f"{name}.lua") for name in SCRIPT_ARGS}
+    for name, body in bodies.items():
         flags = "'no-writes'" if name in READING_SCRIPTS else ""
         parts.append(f"redis.register_function{{function_name='@_{name}', flags={{{flags}}},\n")
-        parts[-1] += (
-            f"callback=function(k, a) KEYS, ARGV, HOURS = k, a, {{}}\n{_lua(name + '.lua')}\nend}}"
-        )
-    body = "\n".join(parts)
-    lib = "asyncbook_" + hashlib.sha1(body.encode()).hexdigest()[:12]
-    return lib, f"#!lua name={lib}\n" + body.replace("function_name='@", f"function_name='{lib}")
+        parts[-1] += f"callback=function(k, a) KEYS, ARGV, HOURS = k, a, {{}}\n{body}\nend}}"
+    text = "\n".join(parts)
+    lib = "asyncbook_" + hashlib.sha1(text.encode()).hexdigest()[:12]
+    return lib, f"#!lua name={lib}\n" + text.replace("function_name='@", f"function_name='{lib}")
+
+
+def in_library(script: BookScript, name: str, source: str = "") -> BookScript:
+    """``script``, called as the function ``name`` of ``library(source)``."""
+    lib, script.library = library(source)
+    script.function = f"{lib}_{name}".encode()
+    script.fcall = "fcall_ro" if name in READING_SCRIPTS else "fcall"
+    return script
 
 
 class EventOutcome(NamedTuple):
@@ -159,11 +168,12 @@ class BookScripts:
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:
         """Every script of the book, each called through ``run`` (no round trip until use)."""
-        scripts = {name: BookScript(load_source(f"{name}.lua"), name, run) for name in SCRIPT_ARGS}
-        for name, script in scripts.items():  # its function in the library (FCALL_RO: a read)
-            script.function = f"{library()[0]}_{name}".encode()
-            script.fcall = "fcall_ro" if name in READING_SCRIPTS else "fcall"
-        return cls(**scripts)
+        return cls(
+            **{
+                name: in_library(BookScript(load_source(f"{name}.lua"), name, run), name)
+                for name in SCRIPT_ARGS
+            }
+        )
 
 
 SCRIPT_ARGS: dict[str, type[records.ScriptArgs]] = {
