@@ -61,13 +61,18 @@ class Functions:
             raise error
         return "Function not found" in text
 
-    def load(self, library: str) -> Steps[None]:
-        """FUNCTION LOAD (no REPLACE: "already exists" is another process's load); a
-        refusal other than for maxmemory leaves EVALSHA for good."""
+    def load(self, script: BookScript) -> Steps[None]:
+        """FUNCTION LOAD of ``script``'s library (no REPLACE: "already exists" is another
+        process's load). Refused for rights: EVALSHA for good; for maxmemory: tried again
+        later; else (a library this server cannot run): EVALSHA for ``script``."""
         try:
-            yield Command("function_load", (library,), keyless=True)
+            yield Command("function_load", (script.library,), keyless=True)
         except ResponseError as refused:
-            self.on = any(word in str(refused) for word in ("already exists", "maxmemory"))
+            text = str(refused)
+            if "unknown command" in text.lower() or "permission" in text:
+                self.on = False
+            elif "already exists" not in text and "maxmemory" not in text:
+                script.function = b""
 
 
 class EngineBase:
@@ -133,7 +138,7 @@ def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
                 return (yield _alone(_fcall(script, request), request))
             except ResponseError as error:
                 if engine.functions.met(error):
-                    yield from engine.functions.load(script.library)
+                    yield from engine.functions.load(script)
         try:
             return (yield _alone(_evalsha(script, request), request))
         except NoScriptError:  # not run: EVAL runs it and caches it again

@@ -50,7 +50,7 @@ class Engine(EngineBase):
                     return getattr(self.client, script.fcall)(script.function, count, *texts)
                 except ResponseError as error:
                     if self.functions.met(error):
-                        run(self.functions.load(script.library), self.send)
+                        run(self.functions.load(script), self.send)
             try:
                 if self.lane is not None:
                     return self.lane.call("evalsha", script.sha_bytes, texts, count)

@@ -142,6 +142,22 @@ def test_a_client_without_functions_keeps_evalsha(tmp_path: Path, rules: str) ->
         client.close()
 
 
+def test_a_library_the_server_refuses_leaves_its_script_to_evalsha(
+    book: RedisBook, client: redis.Redis
+) -> None:
+    """``...`` is a chunk's arguments in EVAL, and no function's: FUNCTION LOAD refuses
+    that events script's library; it runs by EVALSHA, the book's own by FCALL still."""
+    source = "local unused = ...\nlocal answers = apply_events(KEYS, ARGV, 2)\n"
+    source += "return {ARGV[1], redis.call('HGET', KEYS[1], 'st') or '', answers}"
+    script = book.events_script(source)
+    book.create(id="t", now_ms=0, ttl_ms=60_000, max_attempts=1)
+    start = StartEvent(at_ms=1, worker="w")
+    assert book.apply_in_script("t", [(start, "s")], script, "unused", ["x"]).state == "running"
+    assert script.function == b""
+    assert Functions.of(client).on
+    assert book.engine.scripts.get.function
+
+
 def test_under_maxmemory_prune_and_create_run_as_by_evalsha(tmp_path: Path) -> None:
     """A function without flags is refused under maxmemory even to delete; EVALSHA of a
     script without flags may run until its first write that would grow memory, so the
