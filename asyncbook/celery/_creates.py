@@ -40,6 +40,8 @@ logger = logging.getLogger("asyncbook.celery")
 _MAX_BATCH = 500
 _GATHER = 0.002
 """Seconds the thread waits after the first queued create, for others to join it."""
+_IDLE = 0.05
+"""Seconds without a create after which the answers still due are read (``_answers``)."""
 _open: weakref.WeakSet[Creates] = weakref.WeakSet()
 
 
@@ -69,6 +71,9 @@ class Creates:
         self._current: list[CreateSpec] = []
         """The batch the thread is sending."""
         self._thread: threading.Thread | None = None
+        self._reader: threading.Thread | None = None
+        """Reads the answers a publisher that stopped publishing left unread (``_answers``)."""
+        self._last_add = 0.0
 
     def _check_fork(self) -> None:
         # A forked child inherits the queue and the lock, not the thread: start afresh.
@@ -98,6 +103,31 @@ class Creates:
             lost = sender.take_unanswered()  # an outage, or too few replicas, met them
             if lost:
                 self._queue_all(lost)
+            self._last_add = time.monotonic()
+            with self._lock:
+                if self._reader is None:
+                    self._reader = threading.Thread(
+                        target=self._answers, args=(sender,), name="asyncbook-answers", daemon=True
+                    )
+                    self._reader.start()
+
+    def _answers(self, sender: CreateSending) -> None:
+        """Once no create came for ``_IDLE``, read the answers still due: a create Redis did
+        not run (NOSCRIPT after a SCRIPT FLUSH on the open connection) is sent again then,
+        not only at the next batch of creates or at the exit. Ends when none is due."""
+        while True:
+            time.sleep(_IDLE)
+            if time.monotonic() - self._last_add < _IDLE:
+                continue
+            if sender.pending():
+                sender.collect()
+                lost = sender.take_unanswered()
+                if lost:
+                    self._queue_all(lost)
+            with self._lock:
+                if not sender.pending() and time.monotonic() - self._last_add >= _IDLE:
+                    self._reader = None
+                    return
 
     def _queue_all(self, specs: list[CreateSpec]) -> None:
         """Hand ``specs`` to the thread, which sends them with retries."""
