@@ -6,11 +6,11 @@ Here and nowhere else: a script Redis lost (NOSCRIPT: it did not run) runs again
 which always runs and caches it again (SCRIPT LOAD then EVALSHA could meet another
 client's ``SCRIPT FLUSH`` between them); with ``wait_replicas`` a WAIT follows the
 writing scripts in their round trip, on their connection, and its answer is checked
-(``ReplicaWait.check``). A book's script called alone goes by FCALL to its function in
-the book's library (``_scripts.library``; an ``events_script``'s, its own) while the
-client can (``Functions``); "Function not found" (nothing ran) sends FUNCTION LOAD, and
-the call goes by EVALSHA. Calls sent together (pipelines, transactions), a caller's other
-scripts and all on a Cluster (redis-py would ask the node for FCALL's keys) go by EVALSHA."""
+(``ReplicaWait.check``). A book's script goes by FCALL to its function in the book's
+library (``_scripts.library``; an ``events_script``'s, its own) while the client can
+(``Functions``); "Function not found" (nothing ran) sends FUNCTION LOAD, and the call
+goes by EVAL(SHA). A caller's other scripts and all on a Cluster (redis-py would ask the
+node for FCALL's keys) go by EVALSHA."""
 
 from __future__ import annotations
 
@@ -50,16 +50,14 @@ class Functions:
     def of(cls, client: Any) -> Functions:
         return cls._of.setdefault(client, cls(client))
 
-    def met(self, error: ResponseError) -> bool:
-        """A FCALL's ``error``: True if the library is missing (to load); raised again
-        unless the function did not run (refused, or for maxmemory: it goes by EVALSHA,
-        which may run without flags under maxmemory, as a delete-only prune does)."""
-        text = str(error)
-        if "unknown command" in text.lower() or "permissions to run the 'fcall" in text:
-            self.on = False
-        elif "maxmemory" not in text and "Function not found" not in text:
-            raise error
-        return "Function not found" in text
+    def missed(self, reply: Any) -> bool:
+        """Whether a FCALL's reply is an error met before the function ran, so that the
+        call goes by EVAL(SHA): the library missing, no functions (EVALSHA for good from
+        then on), or maxmemory (EVAL without flags may run under it, as a prune)."""
+        text = str(reply) if isinstance(reply, ResponseError) else ""
+        refused = "unknown command" in text.lower() or "permissions to run the 'fcall" in text
+        self.on = self.on and not refused
+        return refused or "Function not found" in text or "maxmemory" in text
 
     def load(self, script: BookScript) -> Steps[None]:
         """FUNCTION LOAD of ``script``'s library (no REPLACE: "already exists" is another
@@ -137,7 +135,9 @@ def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
             try:
                 return (yield _alone(_fcall(script, request), request))
             except ResponseError as error:
-                if engine.functions.met(error):
+                if not engine.functions.missed(error):
+                    raise
+                if "Function not found" in str(error):
                     yield from engine.functions.load(script)
         try:
             return (yield _alone(_evalsha(script, request), request))
@@ -157,13 +157,16 @@ def _sent(
     engine: EngineBase, calls: Sequence[ScriptCall], transaction: bool
 ) -> Steps[tuple[list[Any], Any]]:
     """The calls' replies (errors in place) and, when one of them writes and the book
-    waits for replicas, WAIT's answer (else None). The calls that met NOSCRIPT go again
-    by EVAL in a second round trip (WAIT behind it too; in a transaction, as ``Scripts``
-    says, with only the first call of each script carrying its source)."""
+    waits for replicas, WAIT's answer (else None). The book's scripts go by FCALL where
+    the client can; the calls that did not run (NOSCRIPT, the library missing, refused
+    for maxmemory; in a transaction, all of a transaction refused) go again by EVAL in a
+    second round trip (WAIT behind it too; in a transaction, as ``Scripts`` says, with
+    only the first call of each script carrying its source)."""
     waits = any(engine.wait.waits_after(call.name) for call in calls)
     scripts = [call.script or engine.script(call.name) for call in calls]
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
+    by_function = [engine.functions.on and bool(script.function) for script in scripts]
     again = False
     while True:
         commands: list[Command] = []
@@ -172,15 +175,35 @@ def _sent(
             script, call = scripts[at], calls[at]
             by_source = again and not (transaction and script.sha in loaded)
             loaded.add(script.sha)
-            commands.append(_eval(script, call) if by_source else _evalsha(script, call))
-        got, acknowledged = yield from _round(engine, commands, transaction, waits)
+            if again or not by_function[at]:
+                commands.append(_eval(script, call) if by_source else _evalsha(script, call))
+            else:
+                commands.append(_fcall(script, call))
+        try:
+            got, acknowledged = yield from _round(engine, commands, transaction, waits)
+            missed = [
+                at
+                for at, reply in zip(todo, got, strict=True)
+                if _missed(engine, reply, by_function[at] and not again)
+            ]
+        except ResponseError as refused:  # a transaction refused before it ran: all again
+            if again or not (any(by_function) and engine.functions.missed(refused)):
+                raise
+            got, acknowledged, missed = [refused] * len(todo), None, list(todo)
         for at, reply in zip(todo, got, strict=True):
             replies[at] = reply
-        missed = [at for at in todo if isinstance(replies[at], NoScriptError)]
         if again or not missed:
             return replies, acknowledged
+        lost = [scripts[at] for at in missed if "Function not found" in str(replies[at])]
+        for script in {script.library: script for script in lost}.values():
+            yield from engine.functions.load(script)
         again = True
         todo = todo[todo.index(missed[0]) :] if transaction else missed
+
+
+def _missed(engine: EngineBase, reply: Any, by_function: bool) -> bool:
+    """Whether a call of a round did not run, and goes again by EVAL."""
+    return isinstance(reply, NoScriptError) or (by_function and engine.functions.missed(reply))
 
 
 def _round(
@@ -197,8 +220,11 @@ def _round(
     # pipeline can put nothing behind its EXEC).
     *queued, executed, acknowledged = yield Pipeline([_MULTI, *commands, _EXEC, wait], True)
     if isinstance(executed, Exception):
-        # EXECABORT: say why (a Cluster node's MOVED after a failover, as redis-py does).
-        raise next((reply for reply in queued if isinstance(reply, MovedError)), executed)
+        # EXECABORT: say why (a Cluster node's MOVED after a failover, else the first
+        # refusal, as redis-py does).
+        refusals = [reply for reply in queued if isinstance(reply, ResponseError)]
+        moved = [reply for reply in refusals if isinstance(reply, MovedError)]
+        raise (moved or refusals or [executed])[0]
     return list(executed), acknowledged
 
 
@@ -231,7 +257,9 @@ def queued(engine: EngineBase, request: Request) -> list[Command] | None:
     (``run_together``); None for one that goes alone (script calls together, a
     transaction, ``SETTLE``)."""
     if isinstance(request, ScriptCall):
-        return [_evalsha(request.script or engine.script(request.name), request)]
+        script = request.script or engine.script(request.name)
+        by_function = engine.functions.on and script.function
+        return [_fcall(script, request) if by_function else _evalsha(script, request)]
     if isinstance(request, Command):
         return [request]
     if isinstance(request, Pipeline) and not request.transaction:
@@ -250,7 +278,7 @@ def answered(
             return None, errors[0]
         return replies, None
     reply = replies[0]
-    if isinstance(reply, NoScriptError):
+    if _missed(engine, reply, True):  # not run: alone, it runs as ``steps`` sends it
         try:
             return engine.execute(request), None
         except Exception as met:  # thrown into the plan, as run alone

@@ -49,7 +49,9 @@ class Engine(EngineBase):
                         return self.lane.call(script.fcall, script.function, texts, count)
                     return getattr(self.client, script.fcall)(script.function, count, *texts)
                 except ResponseError as error:
-                    if self.functions.met(error):
+                    if not self.functions.missed(error):
+                        raise
+                    if "Function not found" in str(error):
                         run(self.functions.load(script), self.send)
             try:
                 if self.lane is not None:

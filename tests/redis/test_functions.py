@@ -95,6 +95,13 @@ def test_lives_go_by_fcall_once_the_library_is_loaded(tmp_path: Path) -> None:
         life(RedisBook(redis.Redis(port=port), namespace="fn2"), "c")  # another client
         stats = calls(client)  # the new book's shard count check is a small EVAL
         assert (stats["fcall"], stats["fcall_ro"], "evalsha" in stats) == ((6, 0), (2, 0), False)
+        client.config_resetstat()  # calls sent together: a pipeline, a transaction
+        book.create_many([CreateSpec(f"m{n}", 0, 60_000, 1) for n in range(3)])
+        started = book.apply_many(
+            [(f"m{n}", StartEvent(at_ms=1, worker="w"), None) for n in range(3)]
+        )
+        assert [getattr(result, "reason", result) for result in started] == ["started"] * 3
+        assert set(calls(client)) == {"fcall"}
         client.close()
 
 
@@ -158,7 +165,7 @@ def test_a_library_the_server_refuses_leaves_its_script_to_evalsha(
     assert book.engine.scripts.get.function
 
 
-def test_under_maxmemory_prune_and_create_run_as_by_evalsha(tmp_path: Path) -> None:
+def test_under_maxmemory_prune_and_creates_run_as_by_evalsha(tmp_path: Path) -> None:
     """A function without flags is refused under maxmemory even to delete; EVALSHA of a
     script without flags may run until its first write that would grow memory, so the
     call goes by EVALSHA: prune frees memory, as it did before functions."""
@@ -172,6 +179,8 @@ def test_under_maxmemory_prune_and_create_run_as_by_evalsha(tmp_path: Path) -> N
         try:
             assert book.prune() >= 10
             assert client.zcard(book.keys.state_index("expired")) == 0
+            created = book.create_many([CreateSpec("late", 0, 60_000, 1)])  # as by EVALSHA
+            assert [type(task).__name__ for task in created] == ["AsyncTask"]
             assert book.get("t15") is not None  # a read: no-writes runs under maxmemory
         finally:
             client.config_set("maxmemory", 0)
