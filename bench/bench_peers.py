@@ -138,13 +138,13 @@ class AsyncbookSide:
             book.client.close()
 
     def capture(self, book: RedisBook, progress: bool) -> None:
-        """One lifecycle (the round's warm-up), its EVALSHAs kept."""
+        """One lifecycle (the round's warm-up), its script calls kept (EVALSHA, FCALL)."""
         client: Any = book.client
         execute = client.execute_command
         calls: list[Call] = []
 
         def recorded(*args: Any, **options: Any) -> Any:
-            if args and args[0] == "EVALSHA":
+            if args and args[0] in ("EVALSHA", "FCALL", "FCALL_RO"):
                 calls.append((int(args[2]), list(args[3:])))
             return execute(*args, **options)
 

@@ -15,7 +15,7 @@ from ._keys import KeySchema
 from ._merged import FIX_COUNT, MergedPlan, every
 from ._namespace import DEFAULT_RETENTION, BookOptions, Namespace
 from ._plan import BookScript
-from ._scripts import with_helpers
+from ._scripts import in_library, with_helpers
 from ._shard import Shard
 from ._shards import HomeRule, prefix_home
 from ._surface import Method
@@ -106,8 +106,9 @@ class BookBase:
 
     def events_script(self, source: str) -> BookScript:
         """A script of the caller's for ``apply_in_script``: ``source`` runs with the task
-        helpers and ``apply_event`` (apply.lua's body) in front of it."""
-        return self.extra_script(with_helpers(source))
+        helpers and ``apply_event`` (apply.lua's body) in front of it (a library of its
+        own, called by FCALL where the book's is)."""
+        return in_library(self.extra_script(with_helpers(source)), "events", source)
 
     def _server_check(self, reading: bool) -> MergedPlan[str | None]:
         """``check_server``'s plan: a sharded book about to write fixes the namespace's

@@ -6,14 +6,21 @@ Here and nowhere else: a script Redis lost (NOSCRIPT: it did not run) runs again
 which always runs and caches it again (SCRIPT LOAD then EVALSHA could meet another
 client's ``SCRIPT FLUSH`` between them); with ``wait_replicas`` a WAIT follows the
 writing scripts in their round trip, on their connection, and its answer is checked
-(``ReplicaWait.check``)."""
+(``ReplicaWait.check``). A book's script goes by FCALL to its function in the book's
+library (``_scripts.library``; an ``events_script``'s, its own) while the client can
+(``Functions``); "Function not found" (nothing ran) sends FUNCTION LOAD, and the call
+goes by EVAL(SHA). A caller's other scripts and all on a Cluster (redis-py would ask the
+node for FCALL's keys) go by EVALSHA."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import RedisCluster
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
 from .._book import CreateSpec
@@ -25,17 +32,45 @@ from ._replicas import ReplicaWait
 from ._scripts import BookScripts
 from ._shard import Shard
 
-__all__ = [
-    "Call",
-    "EngineBase",
-    "Step",
-    "answered",
-    "queued",
-    "script_texts",
-    "steps",
-]
+__all__ = ["Call", "EngineBase", "Functions", "Step", "answered", "queued", "script_texts", "steps"]
 
 _T = TypeVar("_T")
+
+
+class Functions:
+    """Whether a client's script calls go by FCALL: not on a Cluster, nor once the server
+    showed it has no functions (Redis 6, an ACL) or refused the library (``met``, ``load``)."""
+
+    _of: ClassVar[weakref.WeakKeyDictionary[Any, Functions]] = weakref.WeakKeyDictionary()
+
+    def __init__(self, client: Any) -> None:
+        self.on = not isinstance(client, (RedisCluster, AsyncRedisCluster))
+
+    @classmethod
+    def of(cls, client: Any) -> Functions:
+        return cls._of.setdefault(client, cls(client))
+
+    def missed(self, reply: Any) -> bool:
+        """Whether a FCALL's reply is an error met before the function ran, so that the
+        call goes by EVAL(SHA): the library missing, no functions (EVALSHA for good from
+        then on), or maxmemory (EVAL without flags may run under it, as a prune)."""
+        text = str(reply) if isinstance(reply, ResponseError) else ""
+        refused = "unknown command" in text.lower() or "permissions to run the 'fcall" in text
+        self.on = self.on and not refused
+        return refused or "Function not found" in text or "maxmemory" in text
+
+    def load(self, script: BookScript) -> Steps[None]:
+        """FUNCTION LOAD of ``script``'s library (no REPLACE: "already exists" is another
+        process's load). Refused for rights: EVALSHA for good; for maxmemory: tried again
+        later; else (a library this server cannot run): EVALSHA for ``script``."""
+        try:
+            yield Command("function_load", (script.library,), keyless=True)
+        except ResponseError as refused:
+            text = str(refused)
+            if "unknown command" in text.lower() or "permission" in text:
+                self.on = False
+            elif "already exists" not in text and "maxmemory" not in text:
+                script.function = b""
 
 
 class EngineBase:
@@ -49,6 +84,7 @@ class EngineBase:
         self.keys = shard.keys
         self.namespace = shard.namespace
         self.scripts = BookScripts.register(self.execute)
+        self.functions = Functions.of(client)
 
     def execute(self, request: Request) -> Any:
         """One request of a plan, sent on the client (``Engine``, ``AsyncEngine``)."""
@@ -95,6 +131,14 @@ def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
         calls, transaction = [request], False
     else:  # alone: routed by its first key (one of no keys: to the book's node)
         script = request.script or engine.script(request.name)
+        if engine.functions.on and script.function:
+            try:
+                return (yield _alone(_fcall(script, request), request))
+            except ResponseError as error:
+                if not engine.functions.missed(error):
+                    raise
+                if "Function not found" in str(error):
+                    yield from engine.functions.load(script)
         try:
             return (yield _alone(_evalsha(script, request), request))
         except NoScriptError:  # not run: EVAL runs it and caches it again
@@ -113,13 +157,16 @@ def _sent(
     engine: EngineBase, calls: Sequence[ScriptCall], transaction: bool
 ) -> Steps[tuple[list[Any], Any]]:
     """The calls' replies (errors in place) and, when one of them writes and the book
-    waits for replicas, WAIT's answer (else None). The calls that met NOSCRIPT go again
-    by EVAL in a second round trip (WAIT behind it too; in a transaction, as ``Scripts``
-    says, with only the first call of each script carrying its source)."""
+    waits for replicas, WAIT's answer (else None). The book's scripts go by FCALL where
+    the client can; the calls that did not run (NOSCRIPT, the library missing, refused
+    for maxmemory; in a transaction, all of a transaction refused) go again by EVAL in a
+    second round trip (WAIT behind it too; in a transaction, as ``Scripts`` says, with
+    only the first call of each script carrying its source)."""
     waits = any(engine.wait.waits_after(call.name) for call in calls)
     scripts = [call.script or engine.script(call.name) for call in calls]
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
+    by_function = [engine.functions.on and bool(script.function) for script in scripts]
     again = False
     while True:
         commands: list[Command] = []
@@ -128,15 +175,35 @@ def _sent(
             script, call = scripts[at], calls[at]
             by_source = again and not (transaction and script.sha in loaded)
             loaded.add(script.sha)
-            commands.append(_eval(script, call) if by_source else _evalsha(script, call))
-        got, acknowledged = yield from _round(engine, commands, transaction, waits)
+            if again or not by_function[at]:
+                commands.append(_eval(script, call) if by_source else _evalsha(script, call))
+            else:
+                commands.append(_fcall(script, call))
+        try:
+            got, acknowledged = yield from _round(engine, commands, transaction, waits)
+            missed = [
+                at
+                for at, reply in zip(todo, got, strict=True)
+                if _missed(engine, reply, by_function[at] and not again)
+            ]
+        except ResponseError as refused:  # a transaction refused before it ran: all again
+            if again or not (any(by_function) and engine.functions.missed(refused)):
+                raise
+            got, acknowledged, missed = [refused] * len(todo), None, list(todo)
         for at, reply in zip(todo, got, strict=True):
             replies[at] = reply
-        missed = [at for at in todo if isinstance(replies[at], NoScriptError)]
         if again or not missed:
             return replies, acknowledged
+        lost = [scripts[at] for at in missed if "Function not found" in str(replies[at])]
+        for script in {script.library: script for script in lost}.values():
+            yield from engine.functions.load(script)
         again = True
         todo = todo[todo.index(missed[0]) :] if transaction else missed
+
+
+def _missed(engine: EngineBase, reply: Any, by_function: bool) -> bool:
+    """Whether a call of a round did not run, and goes again by EVAL."""
+    return isinstance(reply, NoScriptError) or (by_function and engine.functions.missed(reply))
 
 
 def _round(
@@ -153,8 +220,11 @@ def _round(
     # pipeline can put nothing behind its EXEC).
     *queued, executed, acknowledged = yield Pipeline([_MULTI, *commands, _EXEC, wait], True)
     if isinstance(executed, Exception):
-        # EXECABORT: say why (a Cluster node's MOVED after a failover, as redis-py does).
-        raise next((reply for reply in queued if isinstance(reply, MovedError)), executed)
+        # EXECABORT: say why (a Cluster node's MOVED after a failover, else the first
+        # refusal, as redis-py does).
+        refusals = [reply for reply in queued if isinstance(reply, ResponseError)]
+        moved = [reply for reply in refusals if isinstance(reply, MovedError)]
+        raise (moved or refusals or [executed])[0]
     return list(executed), acknowledged
 
 
@@ -174,6 +244,10 @@ def _evalsha(script: BookScript, call: ScriptCall) -> Command:
     return command("evalsha", script.sha, len(call.keys), *script_texts(call))
 
 
+def _fcall(script: BookScript, call: ScriptCall) -> Command:
+    return command(script.fcall, script.function, len(call.keys), *script_texts(call))
+
+
 def _eval(script: BookScript, call: ScriptCall) -> Command:
     return command("eval", script.source, len(call.keys), *script_texts(call))
 
@@ -183,7 +257,9 @@ def queued(engine: EngineBase, request: Request) -> list[Command] | None:
     (``run_together``); None for one that goes alone (script calls together, a
     transaction, ``SETTLE``)."""
     if isinstance(request, ScriptCall):
-        return [_evalsha(request.script or engine.script(request.name), request)]
+        script = request.script or engine.script(request.name)
+        by_function = engine.functions.on and script.function
+        return [_fcall(script, request) if by_function else _evalsha(script, request)]
     if isinstance(request, Command):
         return [request]
     if isinstance(request, Pipeline) and not request.transaction:
@@ -202,7 +278,7 @@ def answered(
             return None, errors[0]
         return replies, None
     reply = replies[0]
-    if isinstance(reply, NoScriptError):
+    if _missed(engine, reply, True):  # not run: alone, it runs as ``steps`` sends it
         try:
             return engine.execute(request), None
         except Exception as met:  # thrown into the plan, as run alone

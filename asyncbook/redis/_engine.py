@@ -43,9 +43,19 @@ class Engine(EngineBase):
             # The common case, sent as ``_driver.steps`` sends it, without its steps.
             script = request.script or self.script(request.name)
             texts, count = script_texts(request), len(request.keys)
+            if self.functions.on and script.function:
+                try:
+                    if self.lane is not None:
+                        return self.lane.call(script.fcall, script.function, texts, count)
+                    return getattr(self.client, script.fcall)(script.function, count, *texts)
+                except ResponseError as error:
+                    if not self.functions.missed(error):
+                        raise
+                    if "Function not found" in str(error):
+                        run(self.functions.load(script), self.send)
             try:
                 if self.lane is not None:
-                    return self.lane.evalsha(script.sha_bytes, texts, count)
+                    return self.lane.call("evalsha", script.sha_bytes, texts, count)
                 return self.client.evalsha(script.sha_bytes, count, *texts)
             except NoScriptError:  # not run: EVAL runs it and caches it again
                 return self.client.eval(script.source, count, *texts)

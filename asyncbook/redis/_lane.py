@@ -2,15 +2,16 @@
 
 ``Redis.evalsha`` passes redis-py's command dispatch (the method, ``execute_command``,
 response callbacks, OpenTelemetry timing). ``ScriptLane`` takes a connection from the
-client's pool, sends EVALSHA and reads the answer under the connection's retry policy (a
-failed attempt disconnects, as the dispatch does) and gives it back: the same bytes, the
-same answers and errors, a sixth fewer client instructions a call (docs/benchmarks.md).
+client's pool, sends EVALSHA (or FCALL) and reads the answer under the connection's retry
+policy (a failed attempt disconnects, as the dispatch does) and gives it back: the same
+bytes, the same answers and errors, a sixth fewer client instructions a call
+(docs/benchmarks.md).
 
-Only for a ``redis.Redis`` itself (not fakeredis's, not a Cluster client) without a single
-connection or a client-side cache, on redis-py 5.3 or later. Each call, as these can
-change at any time, the client's own ``evalsha`` is called instead while redis-py's
-observability is on or its ``evalsha`` or ``execute_command`` is wrapped (OpenTelemetry's,
-Sentry's or ddtrace's instrumentation, a test's spy).
+Only for a ``redis.Redis`` itself (not fakeredis's, not a Cluster client) without a
+single connection or a client-side cache, on redis-py 5.3 or later. Each call, as these
+can change at any time, the client's own method is called instead while redis-py's
+observability is on or that method or ``execute_command`` is wrapped (an
+instrumentation such as OpenTelemetry's, Sentry's or ddtrace's, a test's spy).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def packed(connection: Any, *parts: Any) -> Any:
 
 
 class ScriptLane:
-    """EVALSHA on one of ``client``'s pooled connections (see the module)."""
+    """EVALSHA or FCALL on one of ``client``'s pooled connections (see the module)."""
 
     __slots__ = ("client", "pool")
 
@@ -70,17 +71,20 @@ class ScriptLane:
         self.client = client
         self.pool = client.connection_pool
 
-    def evalsha(self, sha: bytes, texts: Sequence[Any], key_count: int) -> Any:
-        """EVALSHA ``sha`` with ``texts`` (KEYS then ARGV): its answer, or its error."""
+    def call(self, method: str, target: bytes, texts: Sequence[Any], key_count: int) -> Any:
+        """``method`` (evalsha, fcall, fcall_ro) of ``target`` (a SHA, a function) with
+        ``texts`` (KEYS then ARGV), as the client's would: its answer, or its error."""
         client = self.client
         if _observed() or not (
-            _unwrapped(client, "evalsha") and _unwrapped(client, "execute_command")
+            _unwrapped(client, method) and _unwrapped(client, "execute_command")
         ):
-            return client.evalsha(sha, key_count, *texts)  # type: ignore[arg-type]
+            return getattr(client, method)(target, key_count, *texts)
         connection: Any = self.pool.get_connection()
 
         def attempt() -> Any:
-            connection.send_packed_command(packed(connection, "EVALSHA", sha, key_count, *texts))
+            connection.send_packed_command(
+                packed(connection, method.upper(), target, key_count, *texts)
+            )
             return connection.read_response()
 
         try:

@@ -39,8 +39,12 @@ _R = TypeVar("_R")
 
 class BookScript:
     """One script: its source, the SHA1 Redis knows it by and, for one of the book's own,
-    its name (a ``BookScripts`` field; '' for a caller's script). Calling it runs it
-    through the engine that made it, as a ``ScriptCall`` (``_driver``)."""
+    its name (a ``BookScripts`` field; '' for a caller's script) and its function in a
+    library, if any. Calling it runs it through the engine that made it, as a
+    ``ScriptCall`` (``_driver``)."""
+
+    function, fcall, library = b"", "fcall", ""
+    """Its function, how it is called and the library's source (``_scripts.in_library``)."""
 
     def __init__(
         self, source: str, name: str = "", run: Callable[[ScriptCall], Any] | None = None

@@ -113,7 +113,7 @@ def outcome(
 def script_error(error: ResponseError) -> bool:
     """True for an error raised while a script ran (one item), not a refusal of the call."""
     text = str(error)
-    return "user_script" in text or "Error running script" in text
+    return any(word in text for word in ("user_script", "user_function", "Error running script"))
 
 
 def listed(found: Sequence[Any]) -> Iterable[AsyncTask]:

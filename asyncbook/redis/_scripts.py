@@ -5,6 +5,7 @@ their statuses.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -22,12 +23,15 @@ __all__ = [
     "READING_SCRIPTS",
     "ScriptStatus",
     "ScriptedEvents",
+    "in_library",
+    "library",
     "load_source",
     "with_helpers",
 ]
 
 FIRST_HELPER = "_task.lua"
 """The helpers in front of every script begin with this file."""
+_CREATE = ["_create.lua"]
 _CREATING = frozenset({"create.lua", "resend.lua"})
 """The scripts that create a task (``create_task``, in _create.lua)."""
 READING_SCRIPTS = frozenset({"get", "get_many", "info", "resume", "search", "stats", "workers"})
@@ -83,8 +87,34 @@ def load_source(name: str) -> str:
     without ``apply_event``)."""
     if name.removesuffix(".lua") in READING_SCRIPTS:
         return "\n".join([_lua(FIRST_HELPER), _lua("_info.lua"), _lua(name)])
-    parts = ["_create.lua", name] if name in _CREATING else [name]
+    parts = [*_CREATE, name] if name in _CREATING else [name]
     return with_helpers("\n".join(map(_lua, parts)))
+
+
+@functools.cache
+def library(source: str = "") -> tuple[str, str]:
+    """The book's scripts as one Redis Functions library, its name and source: the
+    helpers are its locals, each script the body of a function ``<name>_<script>`` (a
+    read's ``no-writes``), which sets KEYS and ARGV and resets HOURS (_info.lua's cache,
+    the helpers' only state of a call). An ``events_script``'s ``source`` is a library of
+    its own, with one function, ``<name>_events``."""
+    parts = ["local KEYS, ARGV", *map(_lua, [FIRST_HELPER, "_info.lua", "_apply.lua", *_CREATE])]
+    bodies = {"events": source} if source else {name: _lua(f"{name}.lua") for name in SCRIPT_ARGS}
+    for name, body in bodies.items():
+        flags = "'no-writes'" if name in READING_SCRIPTS else ""
+        parts.append(f"redis.register_function{{function_name='@_{name}', flags={{{flags}}},\n")
+        parts[-1] += f"callback=function(k, a) KEYS, ARGV, HOURS = k, a, {{}}\n{body}\nend}}"
+    text = "\n".join(parts)
+    lib = "asyncbook_" + hashlib.sha1(text.encode()).hexdigest()[:12]
+    return lib, f"#!lua name={lib}\n" + text.replace("function_name='@", f"function_name='{lib}")
+
+
+def in_library(script: BookScript, name: str, source: str = "") -> BookScript:
+    """``script``, called as the function ``name`` of ``library(source)``."""
+    lib, script.library = library(source)
+    script.function = f"{lib}_{name}".encode()
+    script.fcall = "fcall_ro" if name in READING_SCRIPTS else "fcall"
+    return script
 
 
 class EventOutcome(NamedTuple):
@@ -139,7 +169,10 @@ class BookScripts:
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:
         """Every script of the book, each called through ``run`` (no round trip until use)."""
         return cls(
-            **{name: BookScript(load_source(f"{name}.lua"), name, run) for name in SCRIPT_ARGS}
+            **{
+                name: in_library(BookScript(load_source(f"{name}.lua"), name, run), name)
+                for name in SCRIPT_ARGS
+            }
         )
 
 

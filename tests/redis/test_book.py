@@ -110,18 +110,24 @@ def test_eight_processes_apply_each_event_once(client: redis.Redis, namespace: s
         delete_namespace(client, namespace)
 
 
-def test_script_flush_mid_run(book: RedisBook, client: redis.Redis) -> None:
+@pytest.mark.parametrize("functions_too", [False, True])
+def test_script_flush_mid_run(book: RedisBook, client: redis.Redis, functions_too: bool) -> None:
+    def flush() -> None:
+        client.script_flush()
+        if functions_too:
+            client.function_flush()
+
     book.create(id="a", now_ms=0, ttl_ms=100, max_attempts=1)
     book.create(id="b", now_ms=0, ttl_ms=100, max_attempts=1)
     book.apply("a", start())
-    client.script_flush()
+    flush()
     assert book.apply("a", progress(10)).reason == "progress"
-    client.script_flush()
+    flush()
     results = book.apply_many([("a", progress(20), None), ("b", start(), None)])
     assert [getattr(r, "reason", r) for r in results] == ["progress", "started"]
-    client.script_flush()
+    flush()
     assert [getattr(r, "reason", r) for r in book.expire_many(["b"])] == ["expired"]
-    client.script_flush()
+    flush()
     assert book.get("a") is not None
     assert book.resume("a", 1).mode == "delta"
 

@@ -83,18 +83,24 @@ def test_a_thousand_expiries_per_script_call(
     for at in range(0, count, 500):
         book.create_many([CreateSpec(f"t{n}", T0, 1, 1) for n in range(at, min(count, at + 500))])
     calls: list[int] = []
-    real_evalsha = redis.Redis.evalsha
     real_execute = redis.client.Pipeline.execute
 
-    def evalsha(self: Any, *args: Any) -> Any:
-        calls.append(1)
-        return real_evalsha(self, *args)
+    def counted(method: str) -> Any:  # a script call: EVALSHA, or FCALL to the library
+        real = getattr(redis.Redis, method)
+
+        def call(self: Any, *args: Any) -> Any:
+            calls.append(1)
+            return real(self, *args)
+
+        return call
 
     def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
-        calls.extend(1 for command in self.command_stack if command[0][0] == "EVALSHA")
+        scripts = ("EVALSHA", "FCALL")
+        calls.extend(1 for command in self.command_stack if command[0][0] in scripts)
         return real_execute(self, *args, **kwargs)
 
-    monkeypatch.setattr(redis.Redis, "evalsha", evalsha)
+    for method in ("evalsha", "fcall"):
+        monkeypatch.setattr(redis.Redis, method, counted(method))
     monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
     results = book.expire_many([f"t{n}" for n in range(count)], full_task=False)
     assert [getattr(r, "reason", r) for r in results] == ["expired"] * count

@@ -115,9 +115,11 @@ def test_script_errors_and_a_flushed_cache_answer_as_on_the_client(namespace: st
         boom([book.keys.task("t")], [])
     book.create(id="t", now_ms=0, ttl_ms=60_000, max_attempts=1)
     client.script_flush()
-    task = book.get("t")  # NOSCRIPT: the engine's EVAL ran it and cached it again
+    client.function_flush()
+    task = book.get("t")  # "Function not found", NOSCRIPT: the engine's EVAL ran it
     assert task is not None
     assert task.id == "t"
+    assert book.get("t") == task  # by FCALL_RO: the library loaded again
     client.close()
 
 
@@ -147,7 +149,7 @@ def test_with_redis_py_observability_on_the_client_sends_it(
     assert seen == []
     monkeypatch.setattr(_lane, "_observed", lambda: True)
     assert book.get("t") is None
-    assert seen == ["EVALSHA"]
+    assert seen == ["FCALL_RO"]  # get.lua, in the book's library
     client.close()
 
 
@@ -170,10 +172,10 @@ def test_a_wrapped_dispatch_sees_every_call(
 
     monkeypatch.setattr(redis.Redis, "execute_command", traced_execute)
     assert book.get("t") is None
-    assert traced == ["EVALSHA"]
+    assert traced == ["FCALL_RO"]  # get.lua, in the book's library
     monkeypatch.undo()
     assert book.get("t") is None
-    assert traced == ["EVALSHA"]
+    assert traced == ["FCALL_RO"]
     client.close()
 
 

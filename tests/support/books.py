@@ -72,13 +72,15 @@ def delete_namespace(client: Any, namespace: str) -> None:
 
 @contextmanager
 def scripts_flushed() -> Iterator[None]:
-    """Meanwhile another client flushes the test Redis's scripts, again and again."""
+    """Meanwhile another client flushes the test Redis's scripts and functions, again and
+    again."""
     stop = threading.Event()
 
     def flush() -> None:
         flusher = redis_client()
         while not stop.is_set():
             flusher.script_flush()
+            flusher.function_flush()
         flusher.close()
 
     flusher = threading.Thread(target=flush)

@@ -63,13 +63,14 @@ def ended_task(
 @contextlib.contextmanager
 def script_calls() -> Iterator[list[str]]:
     """The SHA of every script a pipeline runs meanwhile (``EVALSHA``; ``EVAL``: its
-    source's SHA), in order, in any thread of this process."""
+    source's SHA; ``FCALL``: the function's name), in order, in any thread of this
+    process."""
     shas: list[str] = []
     queue = redis.client.Pipeline.pipeline_execute_command
 
     def spy(pipe: redis.client.Pipeline, *args: Any, **options: Any) -> Any:
-        if args and str(args[0]).upper() == "EVALSHA":
-            shas.append(str(args[1]))
+        if args and str(args[0]).upper() in ("EVALSHA", "FCALL"):
+            shas.append(args[1].decode() if isinstance(args[1], bytes) else str(args[1]))
         elif args and str(args[0]).upper() == "EVAL":
             shas.append(hashlib.sha1(str(args[1]).encode()).hexdigest())
         return queue(pipe, *args, **options)

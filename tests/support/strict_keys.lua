@@ -1,4 +1,8 @@
 local function __check(command, ...)
+  if __of ~= KEYS then
+    __of, __declared = KEYS, {}
+    for _, key in ipairs(KEYS) do __declared[key] = true end
+  end
   local args = {...}
   local name = string.upper(command)
   local keys
@@ -19,8 +23,13 @@ local function __check(command, ...)
     end
   end
 end
-local __redis = redis
-local redis = setmetatable({
-  call = function(...) __check(...); return __redis.call(...) end,
-  pcall = function(...) __check(...); return __redis.pcall(...) end,
-}, {__index = __redis})
+local redis = {
+  call = function(...) __check(...); return __redis().call(...) end,
+  pcall = function(...) __check(...); return __redis().pcall(...) end,
+}
+local __forwarded = {'error_reply', 'status_reply', 'sha1hex', 'log', 'setresp',
+  'register_function', 'set_repl', 'replicate_commands', 'breakpoint', 'debug'}
+for i = 1, #__forwarded do
+  local name = __forwarded[i]
+  redis[name] = function(...) return __redis()[name](...) end
+end

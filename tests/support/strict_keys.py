@@ -1,8 +1,10 @@
 """Scripts run strict in the tests: a command whose key is not among KEYS raises.
 
-``STRICT_PRELUDE`` goes in front of every script the book registers (conftest's autouse
-fixture): it shadows ``redis`` with a table whose ``call`` and ``pcall`` check each
-command's keys against KEYS first, as Redis Cluster's rule and Dragonfly's default
+``STRICT_PRELUDE`` goes in front of every script the book registers, and of the helpers
+of its Functions library (conftest's autouse fixture): it shadows ``redis`` with a table
+whose ``call`` and ``pcall`` check each command's keys against KEYS first (the KEYS of
+the call: a library's top level runs once, at FUNCTION LOAD, where only ``redis`` is
+there: no ``ipairs``, no ``setmetatable``), as Redis Cluster's rule and Dragonfly's default
 (no undeclared keys) require. The key positions come from a table of the commands the
 scripts use; a command missing from it raises too, so a new one must be placed there.
 """
@@ -35,8 +37,8 @@ def _lua_set(name: str, commands: tuple[str, ...]) -> str:
 STRICT_PRELUDE = "\n".join(
     [
         "-- strict keys (tests): every key a command touches must be among KEYS",
-        "local __declared = {}",
-        "for _, key in ipairs(KEYS) do __declared[key] = true end",
+        "local __declared, __of = {}, nil  -- KEYS as a set, made again for each call's KEYS",
+        "local function __redis() return redis end  -- the global, as when it is called",
         _lua_set("__keyless", KEYLESS),
         _lua_set("__every", EVERY_ARGUMENT),
         _lua_set("__second", SECOND_ARGUMENT),
