@@ -4,8 +4,9 @@
 -- ver, seq (creation order), err (JSON string, when set), and for the extensions hbt
 -- (heartbeat timeout ms), rdl (1: a stalled attempt is retried), cur (the last progress
 -- cursor, a checkpoint), gk and gid (its group's hash key and id as JSON, in a group),
--- and the console's info fields (_info.lua). Its history list holds, at
--- index N-1, the JSON of the event that produced version N. resultRef and resultHash
+-- the console's info fields (_info.lua), and the markers of callback ids derived from
+-- its id (Shard.marker). Its history list holds, at index N-1, the JSON of the
+-- event that produced version N, packed (pack_entry). resultRef and resultHash
 -- are not stored twice: a succeeded task's last event is its succeed event.
 
 -- A record of names in ARGV from ARGV[first] on (names: its fields in order, as the
@@ -16,6 +17,65 @@ local function fields_at(ARGV, first, names)
     out[name] = ARGV[first + i - 1]
   end
   return out
+end
+
+-- A history entry is stored packed (pack_entry): the JSON fragments of its type's fields
+-- each replaced by one control byte, which JSON text never holds raw (it escapes them);
+-- every read unpacks it (unpack_entry; an entry stored unpacked before reads as it is).
+local PACKS = {start = {{'\1', '{"type":"start","atMs":'}, {'\7', ',"worker":"'}},
+  progress = {{'\2', '{"type":"progress","atMs":'}, {'\8', ',"progress":'},
+    {'\11', ',"cursor":"'}},
+  succeed = {{'\3', '{"type":"succeed","atMs":'}, {'\14', ',"resultRef":"'},
+    {'\15', ',"resultHash":"sha256:'}, {'\16', ',"resultHash":"'}},
+  fail = {{'\4', '{"type":"fail","atMs":'}, {'\17', ',"error":"'},
+    {'\18', ',"retryable":true}'}, {'\19', ',"retryable":false}'}},
+  expire = {{'\5', '{"type":"expire","atMs":'}},
+  cancel = {{'\6', '{"type":"cancel","atMs":'}, {'\20', ',"reason":'}}}
+local UNPACKED = {}
+for _, fragments in pairs(PACKS) do
+  for _, pair in ipairs(fragments) do
+    UNPACKED[pair[1]] = pair[2]
+    pair[2] = string.gsub(pair[2], '[%^%$%(%)%%%.%[%]%*%+%-%?]', '%%%0')  -- a pattern now
+  end
+end
+
+-- Two more: '\22' stands for the first 6 characters of the task's deadline (t.exp,
+-- fixed for its life) where the event's atMs starts with them, and in a succeed entry
+-- '\21' for the task's id (t.id's text inside its quotes), which a resultRef often names.
+local function pack_entry(entry, t)
+  local kind = string.match(entry, '^{"type":"(%a+)","atMs":')
+  for _, pair in ipairs(PACKS[kind] or {}) do
+    entry = string.gsub(entry, pair[2], pair[1])
+  end
+  local epoch = string.sub(t.exp, 1, 6)
+  if PACKS[kind] and #epoch == 6 and string.sub(entry, 2, 7) == epoch then
+    entry = string.sub(entry, 1, 1) .. '\22' .. string.sub(entry, 8)
+  end
+  local id = string.sub(t.id, 2, -2)
+  if kind == 'succeed' and #id > 7 then
+    local at, parts = 1, {}
+    while true do
+      local from, to = string.find(entry, id, at, true)
+      if not from then break end
+      parts[#parts + 1] = string.sub(entry, at, from - 1)
+      at = to + 1
+    end
+    parts[#parts + 1] = string.sub(entry, at)
+    entry = table.concat(parts, '\21')
+  end
+  return entry
+end
+
+local function unpack_entry(entry, t)
+  UNPACKED['\21'], UNPACKED['\22'] = string.sub(t.id, 2, -2), string.sub(t.exp, 1, 6)
+  return (string.gsub(entry, '[\1-\8\11\14-\22]', UNPACKED))
+end
+
+local function unpack_entries(entries, t)
+  for i = 1, #entries do
+    entries[i] = unpack_entry(entries[i], t)
+  end
+  return entries
 end
 
 local TERMINAL = {succeeded = true, failed = true, expired = true, cancelled = true}
@@ -72,7 +132,7 @@ local function load_full(key, history_key)
   if t and t.damaged then
     return t
   elseif t and t.ver > 0 then
-    t.events = redis.call('LRANGE', history_key, 0, -1)
+    t.events = unpack_entries(redis.call('LRANGE', history_key, 0, -1), t)
   elseif t then
     t.events = {}
   end
@@ -82,7 +142,7 @@ end
 -- The decoded succeed event of a succeeded task (its last history entry): from t.events
 -- when loaded, else with one LINDEX.
 local function result_of(t, history_key)
-  local last = t.events and t.events[t.ver] or redis.call('LINDEX', history_key, -1)
+  local last = t.events and t.events[t.ver] or unpack_entry(redis.call('LINDEX', history_key, -1), t)
   return cjson.decode(last)
 end
 
@@ -108,7 +168,7 @@ local function render_task(t, history_key, with_history)
   if t.err then parts[#parts + 1] = ',"error":'; parts[#parts + 1] = t.err end
   parts[#parts + 1] = ',"history":['
   if with_history and t.ver > 0 then
-    local events = t.events or redis.call('LRANGE', history_key, 0, -1)
+    local events = t.events or unpack_entries(redis.call('LRANGE', history_key, 0, -1), t)
     parts[#parts + 1] = table.concat(entries_json(events, 1), ',')
   end
   parts[#parts + 1] = ']}'
@@ -126,12 +186,12 @@ local function task_parts(reply, t, history_key, with_history)
   reply[n + 4], reply[n + 5], reply[n + 6], reply[n + 7] = t.att, t.max, t.prog, t.ver
   reply[n + 8], reply[n + 9] = t.err or '', ''
   if with_history and t.ver > 0 then
-    local events = t.events or redis.call('LRANGE', history_key, 0, -1)
+    local events = t.events or unpack_entries(redis.call('LRANGE', history_key, 0, -1), t)
     for i = 1, #events do
       reply[n + 9 + i] = events[i]
     end
   elseif t.st == 'succeeded' then
-    reply[n + 9] = t.events and t.events[t.ver] or redis.call('LINDEX', history_key, -1)
+    reply[n + 9] = t.events and t.events[t.ver] or unpack_entry(redis.call('LINDEX', history_key, -1), t)
   end
   return reply
 end

@@ -20,7 +20,7 @@ if t.ver - cursor > retention_versions then
   return {'snapshot', render_task(t, KEYS[2], true)}
 end
 local reply = {'delta', render_task(t, KEYS[2], with_full_task)}
-local missing = redis.call('LRANGE', KEYS[2], cursor - t.ver, -1)
+local missing = unpack_entries(redis.call('LRANGE', KEYS[2], cursor - t.ver, -1), t)
 for _, entry in ipairs(entries_json(missing, cursor + 1)) do
   reply[#reply + 1] = entry
 end
