@@ -22,51 +22,63 @@ end
 -- A history entry is stored packed (pack_entry): the JSON fragments of its type's fields
 -- each replaced by one control byte, which JSON text never holds raw (it escapes them);
 -- every read unpacks it (unpack_entry; an entry stored unpacked before reads as it is).
-local PACKS = {start = {{'\1', '{"type":"start","atMs":'}, {'\7', ',"worker":"'}},
-  progress = {{'\2', '{"type":"progress","atMs":'}, {'\8', ',"progress":'},
-    {'\11', ',"cursor":"'}},
-  succeed = {{'\3', '{"type":"succeed","atMs":'}, {'\14', ',"resultRef":"'},
-    {'\15', ',"resultHash":"sha256:'}, {'\16', ',"resultHash":"'}},
-  fail = {{'\4', '{"type":"fail","atMs":'}, {'\17', ',"error":"'},
-    {'\18', ',"retryable":true}'}, {'\19', ',"retryable":false}'}},
-  expire = {{'\5', '{"type":"expire","atMs":'}},
-  cancel = {{'\6', '{"type":"cancel","atMs":'}, {'\20', ',"reason":'}}}
-local UNPACKED = {}
-for _, fragments in pairs(PACKS) do
-  for _, pair in ipairs(fragments) do
-    UNPACKED[pair[1]] = pair[2]
-    pair[2] = string.gsub(pair[2], '[%^%$%(%)%%%.%[%]%*%+%-%?]', '%%%0')  -- a pattern now
-  end
-end
+local PACKS = {start = {'\1', '{"type":"start","atMs":', '\7', ',"worker":"'},
+  progress = {'\2', '{"type":"progress","atMs":', '\8', ',"progress":', '\11', ',"cursor":"'},
+  succeed = {'\3', '{"type":"succeed","atMs":', '\14', ',"resultRef":"',
+    '\15', ',"resultHash":"sha256:', '\16', ',"resultHash":"'},
+  fail = {'\4', '{"type":"fail","atMs":', '\17', ',"error":"', '\18', ',"retryable":true}',
+    '\19', ',"retryable":false}'},
+  expire = {'\5', '{"type":"expire","atMs":'},
+  cancel = {'\6', '{"type":"cancel","atMs":', '\20', ',"reason":'}}
+local UNPACKED = {}  -- filled by unpack_entry from PACKS on its first call
 
 -- Two more: '\22' stands for the first 6 characters of the task's deadline (t.exp,
 -- fixed for its life) where the event's atMs starts with them, and in a succeed entry
 -- '\21' for the task's id (t.id's text inside its quotes), which a resultRef often names.
 local function pack_entry(entry, t)
   local kind = string.match(entry, '^{"type":"(%a+)","atMs":')
-  for _, pair in ipairs(PACKS[kind] or {}) do
-    entry = string.gsub(entry, pair[2], pair[1])
+  local pairs_of = PACKS[kind]
+  if not pairs_of then
+    return entry
   end
+  -- Each fragment once, in its place (the JSON's keys come in the model's order): plain
+  -- finds, no patterns.
+  local out, at = {pairs_of[1]}, #pairs_of[2] + 1
   local epoch = string.sub(t.exp, 1, 6)
-  if PACKS[kind] and #epoch == 6 and string.sub(entry, 2, 7) == epoch then
-    entry = string.sub(entry, 1, 1) .. '\22' .. string.sub(entry, 8)
+  if #epoch == 6 and string.sub(entry, at, at + 5) == epoch then
+    out[2], at = '\22', at + 6
   end
-  local id = string.sub(t.id, 2, -2)
-  if kind == 'succeed' and #id > 7 then
-    local at, parts = 1, {}
-    while true do
-      local from, to = string.find(entry, id, at, true)
-      if not from then break end
-      parts[#parts + 1] = string.sub(entry, at, from - 1)
+  for i = 3, #pairs_of, 2 do
+    local from, to = string.find(entry, pairs_of[i + 1], at, true)
+    if from then
+      out[#out + 1] = string.sub(entry, at, from - 1)
+      out[#out + 1] = pairs_of[i]
       at = to + 1
     end
-    parts[#parts + 1] = string.sub(entry, at)
-    entry = table.concat(parts, '\21')
+  end
+  out[#out + 1] = string.sub(entry, at)
+  entry = table.concat(out)
+  local id = string.sub(t.id, 2, -2)
+  if kind == 'succeed' and #id > 7 then
+    local from, to = string.find(entry, id, 1, true)
+    if from then
+      entry = string.sub(entry, 1, from - 1) .. '\21' .. string.sub(entry, to + 1)
+    end
   end
   return entry
 end
 
 local function unpack_entry(entry, t)
+  if not string.find(entry, '^[\1-\6]') then
+    return entry  -- stored unpacked by an earlier version
+  end
+  if not UNPACKED['\1'] then
+    for _, fragments in pairs(PACKS) do
+      for i = 1, #fragments, 2 do
+        UNPACKED[fragments[i]] = fragments[i + 1]
+      end
+    end
+  end
   UNPACKED['\21'], UNPACKED['\22'] = string.sub(t.id, 2, -2), string.sub(t.exp, 1, 6)
   return (string.gsub(entry, '[\1-\8\11\14-\22]', UNPACKED))
 end
