@@ -179,3 +179,34 @@ def test_a_history_stored_unpacked_before_the_upgrade_reads_the_same(
         entry.event for entry in task.history[1:]
     ]
     assert book.apply(task_id, done, None).reason == "duplicate-result"
+
+
+def test_packed_histories_read_exactly_whatever_the_texts(book: RedisBook) -> None:
+    """Texts that look like the packed fragments, quotes, backslashes, control and
+    non-ASCII characters, the task's id and deadline digits, in every event's fields:
+    every history reads back as the memory book holds it."""
+    memory = MemoryBook()
+    rng = random.Random(7)
+    bits = ['"', "\\", ',"worker":"', ',"retryable":true}', "\x01", "\x15", "\u00e9", "}", "170"]
+    for n in range(40):
+        task_id = f"{rng.choice(['', 'celery-'])}id-{n}{rng.choice(bits)}"
+        at = rng.choice([0, 1_700_000_000_000, 1.5])
+
+        def text(palette: list[str] = [*bits, task_id, "x"]) -> str:  # noqa: B006
+            return "".join(rng.choice(palette) for _ in range(rng.randrange(4)))
+
+        life: list[AsyncEvent] = [
+            start(at=at + 1, worker=text()),
+            progress(10, at=at + 2, cursor=text()),
+            fail(at=at + 3, error=text(), retryable=True),
+            start(at=at + 4, worker=text()),
+            succeed(
+                at=at + 5, ref=text() or "r", digest=rng.choice(["sha256:", ""]) + text() + "h"
+            ),
+        ]
+        for target in (book, memory):
+            target.create(id=task_id, now_ms=at, ttl_ms=10**6, max_attempts=2)
+            for event in life:
+                target.apply(task_id, event, None)
+        assert book.get(task_id) == memory.get(task_id), task_id
+        assert book.resume(task_id, 2) == memory.resume(task_id, 2), task_id
