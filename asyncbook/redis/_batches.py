@@ -90,6 +90,7 @@ def apply_in_script(
         facts.learn(task_id, TaskFacts(name=name, group_json=group))
     k = shard.keys
     markers = [call_keys[2] for call_keys, _args, _error in calls]
+    also = [key for _keys, call, _error in calls for key in call.marker_hash]
     slots = [str(len(calls))]
     for _keys, call_args, _error in calls:
         slots += call_args.argv()
@@ -103,7 +104,7 @@ def apply_in_script(
         task_id,
         [call_args.event for _keys, call_args, _error in calls],
         lambda block, info: ScriptCall(
-            script.name, keys + utf8_args(block), argv + utf8_args(info), script=script
+            script.name, keys + utf8_args(block + also), argv + utf8_args(info), script=script
         ),
     )
     status_of(task_id, reply)
@@ -217,7 +218,7 @@ def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
         block, facts = shard.facts.block(args.task_id, [*before, args.event])
         if args.event.type == "start":
             before.append(args.event)
-        call_keys = [*keys, *block, *halt, *(halt if at == last else ())]
+        call_keys = [*keys, *block, *args.marker_hash, *halt, *(halt if at == last else ())]
         batch.append(ScriptCall("apply", call_keys, [*args.argv(), *facts]))
     return batch
 

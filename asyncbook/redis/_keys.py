@@ -116,7 +116,8 @@ class KeySchema:
     history = _per_id("h")
     """List of a task's recorded events (JSON); index N-1 produced version N."""
     callback = _per_id("c")
-    """Marker that a callback id was applied."""
+    """Marker that a callback id was applied (but see ``Shard.marker``)."""
+
     delivery = _per_id("d")
     """A delivery receipt (JSON) under its idempotency key."""
     group = _per_id("g")

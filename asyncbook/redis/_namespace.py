@@ -53,7 +53,7 @@ class Namespace:
         """How many shards the namespace has (fixed at its first use)."""
         self.retention = retention
         self.shards = [
-            Shard(namespace, retention_versions, retention, (index, shards))
+            Shard(namespace, retention_versions, retention, (index, shards), home_of)
             for index in range(shards)
         ]
         """One ``Shard`` per shard, in shard order."""

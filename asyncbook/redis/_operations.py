@@ -142,7 +142,7 @@ def apply_one(
 ) -> Plan[Any]:
     """apply.lua's reply to one call, sent with the task's info block (``_facts``); with
     ``audit``, cancel.lua's (the task's audit list and the log after its keys)."""
-    name, argv = "apply", args.argv()
+    name, argv, also = "apply", args.argv(), args.marker_hash
     if audit is not None:
         keys = [*keys, shard.keys.task_audit(args.task_id), shard.keys.audit_log]
         name, argv = "cancel", CancelArgs(args, audit).argv()
@@ -150,7 +150,7 @@ def apply_one(
         yield from shard.facts.run(
             args.task_id,
             [args.event],
-            lambda block, facts: ScriptCall(name, keys + block, argv + facts),
+            lambda block, facts: ScriptCall(name, keys + block + also, argv + facts),
         )
     )
 

@@ -154,6 +154,10 @@ class ApplyArgs(ScriptArgs):
     cursor: str = ""  # a progress event's cursor: the task's checkpoint
     failure: str = ""  # a fail's exception type and traceback (JSON), for the task's info
 
+    @property
+    def marker_hash(self) -> list[str]:  # the other task's hash an x marker reads: in KEYS
+        return [g[3 + int(g[1:3]) :]] if (g := str(self.callback_given))[:1] == "x" else []
+
 
 class InfoBlockArgs(ScriptArgs):
     """The info block's ARGV (INFO_ARGV in _info.lua), after a writing script's own."""

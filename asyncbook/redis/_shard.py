@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -32,8 +32,10 @@ class Shard:
         retention_versions: int,
         retention: timedelta | None,
         shard: tuple[int, int] = (0, 1),
+        home_of: Callable[[str], str] = str,
     ) -> None:
         self.keys = KeySchema(namespace, *shard)
+        self.home_of = home_of  # whose id a callback id derives from: ``marker``
         self.namespace = namespace
         self.retention_versions = require_integer(retention_versions, "retention_versions")
         if retention is not None and (
@@ -64,6 +66,16 @@ class Shard:
         """(stream, consumer group) pairs known to exist (``_outbox``)."""
         self.prune_from: dict[str, str] = {}
         """Where the next prune resumes, per index (``_batches.prune``)."""
+
+    def marker(self, task_id: str, callback: str) -> str:
+        """apply.lua's ``callback_given`` for ``callback`` on ``task_id`` (docs/redis.md)."""
+        home = self.home_of(callback)  # <home>:<r> -> :<r>, <x>:<home>:<r> -> <x>::<r>
+        at = callback.find(home + ":")
+        field = callback[:at] + callback[at + len(home) :]
+        own, size = at == 0 or 1 < at == callback.find(":") + 1, len(field)
+        if self.keys.shard_total > 1 or not own or size > 64 or not field.isascii():
+            return "1"
+        return "h" + field if home == task_id else f"x{size:02d}{field}{self.keys.task(home)}"
 
     def apply_call(
         self,
@@ -109,7 +121,8 @@ class Shard:
         args = ApplyArgs(
             task_id=task_id,
             failure=failure,
-            callback_given=TAKEN if taken and callback is not None else callback is not None,
+            callback_given=callback is not None
+            and (TAKEN if taken else self.marker(task_id, callback)),
             event_valid=shape_error is None,
             event=slots,
             retention_ms=self.retention_ms,

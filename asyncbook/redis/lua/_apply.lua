@@ -42,6 +42,24 @@ local K_INDEX = 5
 local K_COUNTERS, K_STALLS, K_GROUP_OUTBOX = 12, 13, 14
 local APPLY_KEYC = 14
 
+-- Whether event e's callback id was applied (e.callback_given: Shard.marker's
+-- form, '0' none, 'taken'): its key e.marker, else its field of a task hash ('h': this
+-- task's, task_key; 'x': the hash of the task its id derives from, named in the slot).
+local function marker_seen(task_key, e)
+  local g = e.callback_given
+  if g == '0' or g == 'taken' then
+    return g == 'taken'
+  elseif redis.call('EXISTS', e.marker) == 1 then
+    return true  -- also a marker written as a key before markers went into task hashes
+  elseif string.sub(g, 1, 1) == 'h' then
+    return redis.call('HEXISTS', task_key, string.sub(g, 2)) == 1
+  elseif string.sub(g, 1, 1) == 'x' then
+    local n = tonumber(string.sub(g, 2, 3))
+    return redis.call('HEXISTS', string.sub(g, 4 + n), string.sub(g, 4, 3 + n)) == 1
+  end
+  return false
+end
+
 -- A task that just ended: off the deadlines, and its record kept for retention ms
 -- (retention: its text, as the caller sent it; nil keeps it).
 local function ended(KEYS, task_id, retention)
@@ -247,7 +265,10 @@ local function commit(KEYS, c, t, steps)
     end
   end
   for _, s in ipairs(steps) do
-    if s.e.callback_given == '1' then
+    local given = s.e.callback_given
+    if string.sub(given, 1, 1) == 'h' then
+      redis.call('HSET', KEYS[K_TASK], string.sub(given, 2), '1')  -- goes with the record
+    elseif given ~= '0' and given ~= 'taken' then
       if retention then
         -- Kept until the task's record goes: it ends by its deadline at the latest,
         -- which is (exp - at) from now on the task's own clock.
@@ -288,8 +309,7 @@ local function apply_event(KEYS, e, c)
     return missing
   end
   -- 'taken': a sharded namespace's other task holds the id (_claims.py)
-  if e.callback_given == 'taken'
-      or (e.callback_given == '1' and redis.call('EXISTS', KEYS[K_MARKER]) == 1) then
+  if marker_seen(KEYS[K_TASK], e) then
     redis.call('HINCRBY', KEYS[K_COUNTERS], 'duplicate-callback', '1')
     if compact then
       return {'duplicate-callback', '0101', t.st, t.err or ''}
@@ -337,7 +357,8 @@ local function start_and_end(KEYS, A, B, c, t)
   if A.type ~= 'start' or (B.type ~= 'succeed' and B.type ~= 'fail') then
     return nil
   end
-  local given = A.callback_given == '1' and B.callback_given == '1' and A.marker ~= B.marker
+  local given = A.callback_given ~= '0' and A.callback_given ~= 'taken' and A.marker ~= B.marker
+    and B.callback_given ~= '0' and B.callback_given ~= 'taken'
     and A.event_valid == '1' and B.event_valid == '1'
   if not given or A.only_if_stalled ~= '0' or B.only_if_stalled ~= '0' then
     return nil
@@ -352,7 +373,7 @@ local function start_and_end(KEYS, A, B, c, t)
   if not at1 or not at2 or at1 < 0 or at2 < 0 or at1 >= exp or at2 >= exp then
     return nil
   end
-  if redis.call('EXISTS', A.marker, B.marker) > 0 or damage(t, KEYS[K_HISTORY]) then
+  if marker_seen(KEYS[K_TASK], A) or marker_seen(KEYS[K_TASK], B) or damage(t, KEYS[K_HISTORY]) then
     return nil
   end
   local started = transition(t, A, A.type, A.at_ms, at1, KEYS[K_HISTORY])

@@ -4,8 +4,9 @@
 -- ver, seq (creation order), err (JSON string, when set), and for the extensions hbt
 -- (heartbeat timeout ms), rdl (1: a stalled attempt is retried), cur (the last progress
 -- cursor, a checkpoint), gk and gid (its group's hash key and id as JSON, in a group),
--- and the console's info fields (_info.lua). Its history list holds, at
--- index N-1, the JSON of the event that produced version N. resultRef and resultHash
+-- the console's info fields (_info.lua), and the markers of callback ids derived from
+-- its id (Shard.marker). Its history list holds, at index N-1, the JSON of the
+-- event that produced version N. resultRef and resultHash
 -- are not stored twice: a succeeded task's last event is its succeed event.
 
 -- A record of names in ARGV from ARGV[first] on (names: its fields in order, as the

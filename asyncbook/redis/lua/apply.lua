@@ -4,11 +4,13 @@
 --       6..11 state indexes (queued, running, succeeded, failed, expired, cancelled),
 --       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time),
 --       14 group notifications (stream), 15.. the info block (_info.lua: the info
---       hash, the name's indexes, the stats hours, the workers, the group's keys); then,
+--       hash, the name's indexes, the stats hours, the workers, the group's keys); then
+--       the hash of the task an 'x' callback marker names (Shard.marker); then,
 --       for a call of a batch (apply_many's MULTI/EXEC), the batch's own halt key
 --       (KeySchema.batch_halt), which the batch's last call names twice
 -- ARGV: ApplyArgs (redis/_script_args.py), in the order apply_args (_apply.lua) reads
---       them: the task id, callback given (1/0), event shape valid (1/0), then the
+--       them: the task id, callback given (0/1, taken, h..., x...: Shard.marker), event
+--       shape valid (1/0), then the
 --       event: type (start | progress | succeed | fail | expire | cancel | deadline:
 --       expire at the deadline),
 --       atMs (JSON number text; '' when not a finite number), event JSON, progress (''
@@ -29,7 +31,8 @@
 
 local event = apply_args(ARGV, 1, KEYS[K_MARKER])
 local c = info_block(KEYS, APPLY_KEYC + 1, ARGV, APPLY_ARGC + 1)
-local halt = KEYS[c.after]
+local after = c.after + (string.sub(event.callback_given, 1, 1) == 'x' and 1 or 0)
+local halt = KEYS[after]
 if not halt then
   return apply_event(KEYS, event, c)
 end
@@ -37,7 +40,7 @@ end
 -- with the facts it learned), it marks the halt key, and the batch's calls after it
 -- write nothing and answer '!after': they go again behind it, in order. The key is the
 -- batch's own (no other batch's mark stops it); the last call deletes the mark.
-local last = KEYS[c.after + 1] ~= nil
+local last = KEYS[after + 1] ~= nil
 if redis.call('EXISTS', halt) == 1 then
   if last then
     redis.call('DEL', halt)
