@@ -23,6 +23,7 @@ from ._creating import create_args, created_on
 from ._facts import FIELDS as FACT_FIELDS
 from ._facts import TRIES as FACT_TRIES
 from ._facts import TaskFacts, facts_of
+from ._indexer import catch_up
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, Scripts, command, server_time
 from ._replies import callback_result, outcome, script_error, status_of, text_of
 from ._script_args import ApplyArgs, CreateArgs, EventArgs, TaskIdsArgs
@@ -257,6 +258,7 @@ def end_stalled(
 def prune(shard: Shard, limit: int) -> Plan[int]:
     """``RedisBook.prune`` (for a book with a retention)."""
     count = require_limit(limit, maximum=1_000_000)
+    yield from catch_up(shard)  # the changes of tasks gone are indexed, then pruned
     k = shard.keys
     indexes = [k.state_index(state) for state in GROUP_END_STATES]
     names = [text_of(raw) for raw in (yield command("zrange", k.names, 0, -1))]

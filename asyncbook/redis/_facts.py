@@ -95,8 +95,6 @@ def info_block(
         keys.workers,
         keys.group(group),
         keys.group_members(group),
-        *keys.name_indexes(facts.name),
-        *keys.sort_indexes,
     ]
     for hour in sorted(hours):
         block += [keys.stats(int(hour), None), keys.stats(int(hour), facts.name)]

@@ -18,6 +18,7 @@ __all__ = [
     "EventArgs",
     "ExpireManyArgs",
     "GetManyArgs",
+    "IndexArgs",
     "InfoArgs",
     "InfoBlockArgs",
     "NoArgs",
@@ -205,6 +206,12 @@ class DeliverArgs(ScriptArgs):
 
 class InfoArgs(ScriptArgs):
     children_listed: int  # how many of the ids of the task's children to list
+
+
+class IndexArgs(ScriptArgs):
+    first_id: str  # the batch's first entry id on the index's change stream
+    last_id: str  # its last
+    names_json: str  # the names its entries carry (JSON array), in the order of their KEYS
 
 
 class NoArgs(ScriptArgs):

@@ -57,6 +57,9 @@ class ScriptStatus(StrEnum):
     AT = "!at"
     """search, asked to peek: the first entries of its walk follow, each an id and its
     position (a sharded page's shares)."""
+    MOVED = "!moved"
+    """index: the change stream's head is not the batch read (another indexer took it):
+    nothing was written."""
     FRESH = "!fresh"
     """apply, for the sweep's stall fail: a heartbeat came in time; nothing changed."""
     CONFLICT = "!conflict"
@@ -134,6 +137,7 @@ class BookScripts:
     workers: BookScript = field(metadata={"args": records.WorkersArgs})
     expire_many: BookScript = field(metadata={"args": records.ExpireManyArgs})
     resend: BookScript = field(metadata={"args": records.ResendArgs})
+    index: BookScript = field(metadata={"args": records.IndexArgs})
 
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:

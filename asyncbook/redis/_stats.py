@@ -27,6 +27,7 @@ from .._console import (
 from .._models import GROUP_END_STATES
 from ..errors import invalid
 from ._console import number_of, text_or_none, until_given
+from ._indexer import caught_up
 from ._merged import MergedPlan, asked, every, on
 from ._plan import Plan, ScriptCall, command, server_time
 from ._replies import text_of
@@ -205,6 +206,7 @@ def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[Worke
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
     # Each worker's rows of every shard as one: counts summed, last seen the latest,
     # running tasks together; ties by name, last first, as one shard's sorted set answers.
+    yield from caught_up(ns.shards)  # the running index
     found = yield every(ns.shards, lambda shard: _workers(shard, within_ms))
     merged: dict[str, tuple[list[Any], set[str]]] = {}
     for name, seen, counts, running in (row for rows in found for row in rows):

@@ -6,13 +6,12 @@
 -- Long ones (a args, k kwargs, tb traceback) live in a companion hash <tag>:i:<id>
 -- that ends with the task. Every key below shares the task's hash tag (one slot), and
 -- is named by KeySchema in _keys.py.
--- Indexes: <tag>:n:<state>:<name> (a name's tasks in one state, by creation order),
--- <tag>:names (name -> last created ms), <tag>:w:<worker> (a worker's latest tasks),
+-- Indexes: <tag>:names (name -> last created ms), <tag>:w:<worker> (a worker's latest tasks),
 -- <tag>:wc:<worker> (its counts), <tag>:workers (worker -> last seen ms: its latest
 -- start or heartbeat); prune forgets a worker unseen for a week, with its keys.
--- Sort indexes <tag>:by:<field> (the search's sort over all tasks): started (the last
--- attempt's start ms) and attempts, written at a start; ended (ms) and runtime (ms, a
--- run that went from running to succeeded or failed), written at an end.
+-- The state indexes (<tag>:idx:<state>, <tag>:n:<state>:<name>) and the sort indexes
+-- (<tag>:by:<field>) are not written here: each write appends one entry to the index's
+-- change stream (index_change), which index.lua applies later, in batches.
 -- Stats: <tag>:s:<hour>:<name> and <tag>:sa:<hour> (every name): per minute of the
 -- hour, '<minute>:<code>' counts (S started, succeeded, failed, expired, cancelled),
 -- and '<minute>:r<i>' the ends with a runtime in bucket i, succeeded and failed in one
@@ -34,9 +33,7 @@ local RUNTIME_BOUNDS = {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 12
 -- caller did not send, the script writes nothing and answers {'!facts', ...}; the
 -- caller sends the block again with those facts (see info_missing).
 -- The block: KEYS (from k) info hash, names, name totals, workers, group hash, group
--- members, the name's six state indexes (STATE_SLOT order), the four sort indexes
--- (started, ended, runtime, attempts: KeySchema.sort_indexes), then per hour its two
--- stats hashes (every name's, the name's), then per worker its tasks and counts;
+-- members, then per hour its two stats hashes (every name's, the name's), then per worker its tasks and counts;
 -- ARGV (from a) the name ('' none), the group id as JSON ('' none), the hours and the
 -- workers (the hours as integers joined by ',', the workers as a JSON array of strings).
 -- The block's ARGV fields (InfoBlockArgs in redis/_script_args.py), in order.
@@ -46,9 +43,8 @@ local function info_block(KEYS, k, ARGV, a)
   local f = fields_at(ARGV, a, INFO_ARGV)
   local c = {info = KEYS[k], names = KEYS[k + 1], totals = KEYS[k + 2], workers = KEYS[k + 3],
     group = KEYS[k + 4], members = KEYS[k + 5], name = f.name, gid = f.group_id_json,
-    keys = KEYS, by_state = k + 5, by_started = KEYS[k + 12], by_ended = KEYS[k + 13],
-    by_runtime = KEYS[k + 14], by_attempts = KEYS[k + 15], hours = {}, of_worker = {}}
-  local at = k + 16
+    hours = {}, of_worker = {}}
+  local at = k + 6
   for hour in string.gmatch(f.hours, '[^,]+') do
     c.hours[hour] = {KEYS[at], KEYS[at + 1]}
     at = at + 2
@@ -145,7 +141,8 @@ end
 
 -- create: the info the publisher gave (given: c, n, q, pid, rid, a, k as create.lua's
 -- ARGV has them, '' where not given; KEYS from 8 on: see create.lua). Its short fields
--- are appended to fields, which the caller writes into the task's hash.
+-- are appended to fields, which the caller writes into the task's hash (and its index
+-- change: create_task).
 local function info_created(KEYS, task_id, seq, given, children_keep_ms, fields)
   fields[#fields + 1] = 'c'
   fields[#fields + 1] = given.c
@@ -167,27 +164,33 @@ local function info_created(KEYS, task_id, seq, given, children_keep_ms, fields)
     fields[#fields + 1] = '1'
   end
   if given.n ~= '' then
-    redis.call('ZADD', KEYS[10], seq, task_id)
     redis.call('ZADD', KEYS[9], given.c, given.n)
   end
   if #long > 0 then
     redis.call('HSET', KEYS[8], unpack(long))
   end
   if given.pid ~= '' then
-    redis.call('ZADD', KEYS[11], seq, task_id)
+    redis.call('ZADD', KEYS[10], seq, task_id)
     local keep = tonumber(children_keep_ms)
     if keep then
-      redis.call('PEXPIRE', KEYS[11], keep)
+      redis.call('PEXPIRE', KEYS[10], keep)
     end
   end
 end
 
--- A task whose state changed from old to new: its name's indexes follow.
-local function info_moved(c, t, old, new, task_id)
-  if t.n and old ~= new then
-    redis.call('ZREM', c.keys[c.by_state + STATE_SLOT[old]], task_id)
-    redis.call('ZADD', c.keys[c.by_state + STATE_SLOT[new]], t.seq, task_id)
+-- One entry on the index's change stream (KeySchema.index_changes) for task t:
+-- change holds 'i' id, 'q' creation order, then what moved: 'f' the state before (none
+-- at a create), 't' the state after, 's' and 'a' a start's ms and the attempt count,
+-- 'e' the end ms, 'r' the runtime (ms); 'n' (the task's name) is added here. Nothing is
+-- written when nothing moved (a progress report). index.lua applies the entries.
+local function index_change(stream, t, change)
+  if #change <= 4 then
+    return
   end
+  if t.n then
+    change[#change + 1] = 'n'; change[#change + 1] = t.n
+  end
+  redis.call('XADD', stream, '*', unpack(change))
 end
 
 -- The hash fields of a start (at_text, on worker), for the caller's HSET of the task.
@@ -205,8 +208,6 @@ end
 local function info_started(c, t, task_id, at_text, worker)
   t.s, t.w = at_text, worker
   local at = tonumber(at_text)
-  redis.call('ZADD', c.by_started, at_text, task_id)
-  redis.call('ZADD', c.by_attempts, t.att, task_id)
   if worker then
     local keys = c.of_worker[worker]
     redis.call('ZADD', keys.tasks, t.seq, task_id)
@@ -220,22 +221,22 @@ local function info_started(c, t, task_id, at_text, worker)
 end
 
 -- The task reached a terminal state at at_text (an attempt's end, or expire/cancel):
--- the worker's counts, the minute's count and runtime (the caller wrote 'e').
+-- the worker's counts, the minute's count and runtime (the caller wrote 'e'). Returns
+-- the runtime (ms) of a run that went from running to succeeded or failed, else nil.
 local function info_ended(c, t, task_id, old, at_text, retention)
   local at = tonumber(at_text)
   local runtime
   if t.s and old == 'running' and (t.st == 'succeeded' or t.st == 'failed') then
     runtime = math.max(0, math.floor(at - tonumber(t.s)))
-    redis.call('ZADD', c.by_runtime, runtime, task_id)
     if t.w then
       redis.call('HINCRBY', c.of_worker[t.w].counts, t.st, '1')
     end
   end
-  redis.call('ZADD', c.by_ended, at_text, task_id)
   count_minute(c, t.n, at, t.st, runtime)
   if retention and t.i then
     redis.call('PEXPIRE', c.info, retention)
   end
+  return runtime
 end
 
 -- What the worker said of a failure (apply.lua's failure: '' or a JSON object with
