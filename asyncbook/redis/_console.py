@@ -396,6 +396,7 @@ def _kept(
 
 def task_names(ns: Namespace, within_ms: int | None = None) -> MergedPlan[list[str]]:
     """Task names the book has seen (created within ``within_ms``), sorted."""
+    yield from caught_up(ns.shards)
     found = yield every(ns.shards, lambda shard: _names(shard, within_ms))
     return sorted({name for names in found for name in names})
 

@@ -64,7 +64,7 @@ def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], C
     ]
     published = _publish_fields(spec.info)
     parent = published.get("parent_id", "")
-    keys += [k.info(id), k.names, k.children(parent), k.message(id)]
+    keys += [k.info(id), k.children(parent), k.message(id)]
     children = "parent_id" in published  # its parent's children set outlives it
     args = CreateArgs(
         task_id=id,

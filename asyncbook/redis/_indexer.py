@@ -11,7 +11,9 @@ of batches, and says how far behind they stayed (``IndexLag``).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
+from typing import Any
 
 from .._console import IndexLag
 from ._merged import MergedPlan, every
@@ -29,6 +31,11 @@ READ_BATCHES = 20
 """How many batches a read of the indexes applies, at most, before it answers."""
 
 
+def hour_of(ms: float) -> str:
+    """The hour a time falls in, as the stats keys spell it (index.lua's hour_of)."""
+    return str(math.floor(ms / 3_600_000))
+
+
 def index_batch(shard: Shard, size: int = BATCH) -> Plan[int]:
     """One batch of at most ``size`` entries indexed: how many (-1: another indexer took
     the batch read)."""
@@ -36,11 +43,29 @@ def index_batch(shard: Shard, size: int = BATCH) -> Plan[int]:
     rows = yield command("xrange", k.index_changes, "-", "+", count=size)
     if not rows:
         return 0
-    names = [text_of(v) for _, f in rows for key, v in f.items() if text_of(key) == "n"]
-    names = list(dict.fromkeys(names))
-    keys = [k.index_changes, *k.state_indexes, *k.sort_indexes]
-    keys += [key for name in names for key in k.name_indexes(name)]
-    args = IndexArgs(text_of(rows[0][0]), text_of(rows[-1][0]), json.dumps(names))
+    keys = [k.index_changes, *k.state_indexes, *k.sort_indexes, k.names, k.name_totals, k.workers]
+    slots: dict[str, dict[str, Any]] = {"n": {}, "h": {}, "s": {}, "w": {}}
+
+    def slot(at: dict[str, Any], what: str, *named: str) -> None:
+        if what not in at:
+            at[what] = len(keys) + 1
+            keys.extend(named)
+
+    for _, raw in rows:
+        f = {text_of(key): text_of(value) for key, value in raw.items()}
+        name = f.get("n")
+        if name is not None:
+            slot(slots["n"], name, *k.name_indexes(name))
+        if "w" in f:
+            slot(slots["w"], f["w"], k.worker_tasks(f["w"]), k.worker_counts(f["w"]))
+        for at in (f[field] for field in ("s", "e") if field in f):
+            hour = hour_of(float(at))
+            slot(slots["h"], hour, k.stats(int(hour), None))
+            if name is not None:
+                slot(slots["s"].setdefault(hour, {}), name, k.stats(int(hour), name))
+    args = IndexArgs(
+        text_of(rows[0][0]), text_of(rows[-1][0]), json.dumps(slots, ensure_ascii=False)
+    )
     reply = yield ScriptCall("index", keys, args.argv())
     return -1 if text_of(reply[0]) == ScriptStatus.MOVED else int(reply[1])
 

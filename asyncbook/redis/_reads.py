@@ -220,6 +220,7 @@ def gauges(
     consumer groups and the workers seen (``_gauges``), in one round trip."""
     # Every shard's: stream lengths summed; each consumer group's pending and lag summed
     # (lag unknown when one shard's is); the workers seen as ``workers`` merges them.
+    yield from caught_up(ns.shards)  # the workers seen
     found = yield every(ns.shards, lambda shard: shard_gauges(shard, now_ms, within_ms))
     lengths = Counter[str]()
     for each in found:

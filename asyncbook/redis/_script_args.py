@@ -159,10 +159,7 @@ class ApplyArgs(ScriptArgs):
 class InfoBlockArgs(ScriptArgs):
     """The info block's ARGV (INFO_ARGV in _info.lua), after a writing script's own."""
 
-    name: str  # the task's name ('' for none)
-    group_id_json: str  # its group's id as JSON ('' for none)
-    hours: str  # the hours whose stats keys the block holds (integers joined by ',')
-    workers_json: str  # the workers whose keys the block holds (JSON array of strings)
+    group_id_json: str  # the task's group's id as JSON ('' for none)
 
 
 class AuditArgs(ScriptArgs):
@@ -211,7 +208,7 @@ class InfoArgs(ScriptArgs):
 class IndexArgs(ScriptArgs):
     first_id: str  # the batch's first entry id on the index's change stream
     last_id: str  # its last
-    names_json: str  # the names its entries carry (JSON array), in the order of their KEYS
+    slots_json: str  # where its keys are in KEYS, by name, hour and worker (JSON: index.lua)
 
 
 class NoArgs(ScriptArgs):

@@ -20,7 +20,7 @@ from asyncbook._models import STATE_NAMES
 from asyncbook.redis import _indexer as indexer
 from asyncbook.redis._keys import SORT_INDEXED
 
-from ..support.books import REDIS_URL
+from ..support.books import REDIS_URL, delete_namespace
 from ..support.events import fail, start, succeed
 
 NAMES = ("gen", "talk", "ü x", "")
@@ -104,6 +104,26 @@ def indexes(client: Any, book: RedisBook) -> dict[str, Any]:
     return out
 
 
+CONSOLE_KEYS = (":idx:", ":n:", ":by:", ":names", ":nt", ":workers", ":w:", ":wc:", ":s:", ":sa:")
+"""The keys the indexer keeps (after the namespace's tag)."""
+
+
+def console_state(client: Any, book: RedisBook) -> dict[str, Any]:
+    """Every key the indexer keeps, by its name after the tag: a sorted set's members and
+    scores, a hash's fields."""
+    tag = book.keys.tag
+    out: dict[str, Any] = {}
+    for raw in client.scan_iter(match=f"{tag}:*", count=1000):
+        key = raw.decode()[len(tag) :]
+        if not key.startswith(CONSOLE_KEYS):
+            continue
+        if client.type(raw) == b"zset":
+            out[key] = client.zrange(raw, 0, -1, withscores=True)
+        else:
+            out[key] = client.hgetall(raw)
+    return out
+
+
 def test_the_indexes_equal_a_rebuild_from_the_records(client: redis.Redis, book: RedisBook) -> None:
     workload(book, 60)
     assert client.xlen(book.keys.index_changes) > 60
@@ -156,7 +176,11 @@ def test_an_indexer_killed_mid_run_and_a_second_one_count_nothing_twice(
     client: redis.Redis, book: RedisBook
 ) -> None:
     """A backlog indexed by a process killed (SIGKILL) mid-run, then by two indexers at
-    once: the indexes equal a rebuild from the records."""
+    once: the indexes equal a rebuild from the records, and every index, count and stat
+    equals the same workload's on a namespace indexed once, in one go."""
+    twin = RedisBook(client, namespace=book.namespace + "-twin")
+    workload(twin, 600)
+    twin.catch_up_index(batches=1_000)
     workload(book, 600)
     backlog = client.xlen(book.keys.index_changes)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
@@ -188,3 +212,8 @@ def test_an_indexer_killed_mid_run_and_a_second_one_count_nothing_twice(
         if second.stdout is not None:
             second.stdout.close()
     assert indexes(client, book) == rebuilt(client, book)
+    try:
+        assert console_state(client, book) == console_state(client, twin)
+        assert console_state(client, book)[":nt"][b"gen|S"] == b"100"  # each start once
+    finally:
+        delete_namespace(client, twin.namespace)

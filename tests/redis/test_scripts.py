@@ -20,6 +20,7 @@ from asyncbook.redis._script_args import (
     CreateArgs,
     DeliverArgs,
     GetManyArgs,
+    IndexArgs,
     InfoArgs,
     InfoBlockArgs,
     RecordAuditArgs,
@@ -49,7 +50,8 @@ SAMPLES: list[ScriptArgs] = [
     SearchArgs("[]", "desc", 50, "", "", "", "", None, 5, 10_000, "card"),
     StatsArgs(60_000, None, 7),
     WorkersArgs(0, 500, 10_000, "[]", "[]"),
-    InfoBlockArgs("", "", "", "[]"),
+    InfoBlockArgs(""),
+    IndexArgs("1-0", "1-0", "{}"),
     ExecutionArgs("{}", 0, "json", "|expired|"),
 ]
 

@@ -206,9 +206,10 @@ local function commit(KEYS, c, t, steps)
     if t.st ~= first.before then
       change[5], change[6], change[7], change[8] = 'f', first.before, 't', t.st
     end
+    local worked = false  -- the change names the worker (a start, a run's end)
     for _, s in ipairs(steps) do
       if s.reason == 'started' then
-        info_started(c, t, id, s.at_text, s.worker)
+        t.s, t.w, worked = s.at_text, s.worker, true
         change[#change + 1] = 's'; change[#change + 1] = s.at_text
         change[#change + 1] = 'a'; change[#change + 1] = tostring(t.att)
       elseif s.kind == 'fail' and s.changed then
@@ -217,11 +218,15 @@ local function commit(KEYS, c, t, steps)
     end
     if TERMINAL[t.st] then
       ended(KEYS, id, retention and first.e.retention_ms)
-      local runtime = info_ended(c, t, id, last.before, ended_at, retention and first.e.retention_ms)
+      local runtime = info_ended(c, t, last.before, ended_at, retention and first.e.retention_ms)
       change[#change + 1] = 'e'; change[#change + 1] = ended_at
       if runtime then
         change[#change + 1] = 'r'; change[#change + 1] = tostring(runtime)
+        worked = true
       end
+    end
+    if worked and t.w then
+      change[#change + 1] = 'w'; change[#change + 1] = t.w
     end
     index_change(KEYS[K_CHANGES], t, change)
     for _, s in ipairs(steps) do
