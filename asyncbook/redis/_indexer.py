@@ -53,12 +53,12 @@ def index_batch(shard: Shard, size: int = BATCH) -> Plan[int]:
 
     for _, raw in rows:
         f = {text_of(key): text_of(value) for key, value in raw.items()}
-        name = f.get("n")
+        name, packed = f.get("n"), f["m"].split("|")  # _info.lua's CHANGE: q f t c s a e r
         if name is not None:
             slot(slots["n"], name, *k.name_indexes(name))
         if "w" in f:
             slot(slots["w"], f["w"], k.worker_tasks(f["w"]), k.worker_counts(f["w"]))
-        for at in (f[field] for field in ("s", "e") if field in f):
+        for at in filter(None, (packed[4], packed[6])):  # the start's and the end's ms
             hour = hour_of(float(at))
             slot(slots["h"], hour, k.stats(int(hour), None))
             if name is not None:

@@ -202,16 +202,15 @@ local function commit(KEYS, c, t, steps)
     end
     redis.call('RPUSH', KEYS[K_HISTORY], unpack(entries))
     -- The indexes' change (index_change, _info.lua): applied later by index.lua.
-    local change = {'i', id, 'q', t.seq}
+    local ch = {q = t.seq}
     if t.st ~= first.before then
-      change[5], change[6], change[7], change[8] = 'f', first.before, 't', t.st
+      ch.f, ch.t = first.before, t.st
     end
     local worked = false  -- the change names the worker (a start, a run's end)
     for _, s in ipairs(steps) do
       if s.reason == 'started' then
         t.s, t.w, worked = s.at_text, s.worker, true
-        change[#change + 1] = 's'; change[#change + 1] = s.at_text
-        change[#change + 1] = 'a'; change[#change + 1] = tostring(t.att)
+        ch.s, ch.a = s.at_text, tostring(t.att)
       elseif s.kind == 'fail' and s.changed then
         info_failure(c, KEYS[K_TASK], t, s.e.failure)
       end
@@ -219,16 +218,13 @@ local function commit(KEYS, c, t, steps)
     if TERMINAL[t.st] then
       ended(KEYS, id, retention and first.e.retention_ms)
       local runtime = info_ended(c, t, last.before, ended_at, retention and first.e.retention_ms)
-      change[#change + 1] = 'e'; change[#change + 1] = ended_at
+      ch.e = ended_at
       if runtime then
-        change[#change + 1] = 'r'; change[#change + 1] = tostring(runtime)
-        worked = true
+        ch.r, worked = tostring(runtime), true
       end
     end
-    if worked and t.w then
-      change[#change + 1] = 'w'; change[#change + 1] = t.w
-    end
-    index_change(KEYS[K_CHANGES], t, change)
+    ch.w = worked and t.w or nil
+    index_change(KEYS[K_CHANGES], t, id, ch)
     for _, s in ipairs(steps) do
       if s.changed then
         local seen = s == last and t

@@ -58,8 +58,8 @@ local function create_task(KEYS, a)
     fields[#fields + 1] = extra
   end
   redis.call('HSET', KEYS[1], unpack(fields))
-  index_change(KEYS[3], {n = a.name ~= '' and a.name or nil},
-    {'i', a.task_id, 'q', seq, 't', 'queued', 'c', a.created_ms})
+  index_change(KEYS[3], {n = a.name ~= '' and a.name or nil}, a.task_id,
+    {q = seq, t = 'queued', c = a.created_ms})
   redis.call('ZADD', KEYS[4], a.deadline, a.task_id)
   if a.message ~= '' then
     local keep = tonumber(a.message_keep_ms)

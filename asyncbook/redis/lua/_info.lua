@@ -72,20 +72,32 @@ local function info_created(KEYS, task_id, seq, given, children_keep_ms, fields)
   end
 end
 
--- One entry on the index's change stream (KeySchema.index_changes) for task t:
--- change holds 'i' id, 'q' creation order, then what moved: 'f' the state before (none
--- at a create), 't' the state after, 'c' the created ms (a create), 's' and 'a' a
--- start's ms and the attempt count, 'e' the end ms, 'r' the runtime (ms), 'w' the
--- worker (of a start, or of the run that ended); 'n' (the task's name) is added here.
--- Nothing is written when nothing moved (a progress report). index.lua applies them.
-local function index_change(stream, t, change)
-  if #change <= 4 then
+-- One entry on the index's change stream (KeySchema.index_changes) for task t (task_id)
+-- of what moved (ch, a table): its fields 'i' the id, 'm' the numbers and states joined by
+-- '|' in CHANGE order (empty where absent: q the creation order, f the state before (none
+-- at a create), t the state after, c the created ms (a create), s and a a start's ms and
+-- the attempt count, e the end ms, r the runtime (ms)), then 'n' the task's name and 'w'
+-- the worker (of a start, or of the run that ended) when known. One packed field keeps
+-- the entry small to write and to read back. Nothing is written when nothing moved (a
+-- progress report). index.lua applies them.
+local CHANGE = {'q', 'f', 't', 'c', 's', 'a', 'e', 'r'}
+
+local function index_change(stream, t, task_id, ch)
+  if not (ch.t or ch.s or ch.e) then
     return
   end
-  if t.n then
-    change[#change + 1] = 'n'; change[#change + 1] = t.n
+  local m = {}
+  for i, field in ipairs(CHANGE) do
+    m[i] = ch[field] or ''
   end
-  redis.call('XADD', stream, '*', unpack(change))
+  local entry = {'i', task_id, 'm', table.concat(m, '|')}
+  if t.n then
+    entry[5], entry[6] = 'n', t.n
+  end
+  if ch.w then
+    entry[#entry + 1], entry[#entry + 2] = 'w', ch.w
+  end
+  redis.call('XADD', stream, '*', unpack(entry))
 end
 
 -- The hash fields of a start (at_text, on worker), for the caller's HSET of the task.

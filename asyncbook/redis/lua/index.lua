@@ -88,23 +88,47 @@ local function count_minute(name, at, code, runtime)
   end
 end
 
+-- A task's moves between states in the batch, applied as one (its first state out, its
+-- last one in): chains by task id, in the order their tasks first moved.
+local chains, order = {}, {}
+
+local function moved(chain)
+  if chain.f then
+    redis.call('ZREM', KEYS[1 + STATE_SLOT[chain.f]], chain.i)
+    if chain.named then
+      redis.call('ZREM', KEYS[chain.named + STATE_SLOT[chain.f] - 1], chain.i)
+    end
+  end
+  redis.call('ZADD', KEYS[1 + STATE_SLOT[chain.t]], chain.q, chain.i)
+  if chain.named then
+    redis.call('ZADD', KEYS[chain.named + STATE_SLOT[chain.t] - 1], chain.q, chain.i)
+  end
+end
+
 local entries = redis.call('XRANGE', stream, first_id, last_id)
 for _, entry in ipairs(entries) do
   local f, kv = {}, entry[2]
   for i = 1, #kv, 2 do
     f[kv[i]] = kv[i + 1]
   end
-  local named = f.n and slots.n[f.n]
-  if f.t then
-    if f.f then
-      redis.call('ZREM', KEYS[1 + STATE_SLOT[f.f]], f.i)
-      if named then
-        redis.call('ZREM', KEYS[named + STATE_SLOT[f.f] - 1], f.i)
-      end
+  local at = 1  -- f.m: CHANGE's fields (_info.lua), each followed by '|'
+  for value in string.gmatch(f.m .. '|', '([^|]*)|') do
+    if value ~= '' then
+      f[CHANGE[at]] = value
     end
-    redis.call('ZADD', KEYS[1 + STATE_SLOT[f.t]], f.q, f.i)
-    if named then
-      redis.call('ZADD', KEYS[named + STATE_SLOT[f.t] - 1], f.q, f.i)
+    at = at + 1
+  end
+  if f.t then
+    local chain = chains[f.i]
+    if chain and f.f then
+      chain.t = f.t  -- the task moved on: only where it ends up is written
+    else
+      if chain then
+        moved(chain)  -- a create of an id whose earlier task's moves are in the batch
+      else
+        order[#order + 1] = f.i
+      end
+      chains[f.i] = {i = f.i, q = f.q, f = f.f, t = f.t, named = f.n and slots.n[f.n]}
     end
   end
   if f.c and f.n then
@@ -134,6 +158,9 @@ for _, entry in ipairs(entries) do
     end
     count_minute(f.n, tonumber(f.e), f.t, runtime)
   end
+end
+for _, task_id in ipairs(order) do
+  moved(chains[task_id])
 end
 -- Trimmed up to the batch's last entry (MINID keeps ids at or above the next id).
 local ms, seq = string.match(last_id, '^(%d+)-(%d+)$')
