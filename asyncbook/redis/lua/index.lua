@@ -17,7 +17,7 @@
 -- and '<minute>:r<i>' the ends with a runtime in bucket i, succeeded and failed in one
 -- number (STATS_FAILED_UNIT), kept a day and an hour; <tag>:nt holds running totals per
 -- name ('<name>|<code>', '<name>|<code>:<i>' for an end with a runtime in bucket i, plus
--- '<name>|sum' of runtimes) for Prometheus counters. One HINCRBY per hash and event;
+-- '<name>|sum' of runtimes) for Prometheus counters. One HINCRBY per hash and field;
 -- a code's count is the sum over its fields (readers: _console.py, _stats.py).
 -- KEYS: 1 the change stream, 2..7 the state indexes (STATE_SLOT order), 8..11 the sort
 --       indexes (started, ended, runtime, attempts), 12 names, 13 name totals,
@@ -60,6 +60,23 @@ local function runtime_bucket(ms)
   return #RUNTIME_BOUNDS
 end
 
+-- The batch's counts, summed before they are written: one HINCRBY per hash and field
+-- (sums[key][field]; keys and fields in first-seen order), the stats' hashes given their
+-- expiry when the batch made a field of theirs (as one HINCRBY per event would have).
+local sums, summed, expiring = {}, {}, {}
+
+local function add(key, field, by, expires)
+  local of = sums[key]
+  if not of then
+    of = {fields = {}, by = {}}
+    sums[key], summed[#summed + 1], expiring[key] = of, key, expires
+  end
+  if not of.by[field] then
+    of.fields[#of.fields + 1], of.by[field] = field, 0
+  end
+  of.by[field] = of.by[field] + by
+end
+
 -- One count (and a runtime) of one minute, for the task's name and for every name.
 local function count_minute(name, at, code, runtime)
   local field, minute_code, by = code, code, 1
@@ -70,20 +87,12 @@ local function count_minute(name, at, code, runtime)
   end
   local minute_field = (math.floor(at / 60000) % 60) .. ':' .. minute_code
   local hour = hour_of(at)
-  local keys = {KEYS[slots.h[hour]]}
+  add(KEYS[slots.h[hour]], minute_field, by, true)
   if name then
-    keys[2] = KEYS[slots.s[hour][name]]
-  end
-  for _, key in ipairs(keys) do
-    -- A new field (the minute's first of its kind) sets the hour's expiry: few calls.
-    if redis.call('HINCRBY', key, minute_field, by) == by then
-      redis.call('PEXPIRE', key, STATS_TTL)
-    end
-  end
-  if name then
-    redis.call('HINCRBY', TOTALS, name .. '|' .. field, 1)
+    add(KEYS[slots.s[hour][name]], minute_field, by, true)
+    add(TOTALS, name .. '|' .. field, 1, false)
     if runtime then
-      redis.call('HINCRBY', TOTALS, name .. '|sum', runtime)
+      add(TOTALS, name .. '|sum', runtime, false)
     end
   end
 end
@@ -154,13 +163,23 @@ for _, entry in ipairs(entries) do
   if f.e then
     local runtime = tonumber(f.r)
     if runtime and worker then
-      redis.call('HINCRBY', KEYS[worker + 1], f.t, '1')
+      add(KEYS[worker + 1], f.t, 1, false)
     end
     count_minute(f.n, tonumber(f.e), f.t, runtime)
   end
 end
 for _, task_id in ipairs(order) do
   moved(chains[task_id])
+end
+for _, key in ipairs(summed) do
+  local of = sums[key]
+  for _, field in ipairs(of.fields) do
+    local by = of.by[field]
+    -- A new field (the minute's first of its kind) sets the hour's expiry: few calls.
+    if redis.call('HINCRBY', key, field, string.format('%.0f', by)) == by and expiring[key] then
+      redis.call('PEXPIRE', key, STATS_TTL)
+    end
+  end
 end
 -- Trimmed up to the batch's last entry (MINID keeps ids at or above the next id).
 local ms, seq = string.match(last_id, '^(%d+)-(%d+)$')
