@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import Field, StrictInt, StrictStr
 
@@ -29,6 +29,8 @@ __all__ = [
     "STATS_MINUTE_MS",
     "STATS_WINDOW_MS",
     "TEXT_LIMIT",
+    "IndexLag",
+    "IndexedBook",
     "MinuteStats",
     "NameTotals",
     "PublishInfo",
@@ -255,6 +257,27 @@ class TaskQuery(NamedTuple):
         return self
 
 
+class IndexLag(WireModel):
+    """How far behind the console's indexes are (the state, name and sort indexes are
+    built from the writes' change stream, off the write path): the changes not yet
+    applied, and the age (ms, the server's clock) of the oldest; 0 and None when caught
+    up."""
+
+    entries: StrictInt = 0
+    oldest_age_ms: StrictInt | None = None
+
+
+@runtime_checkable
+class IndexedBook(Protocol):
+    """A book whose console indexes are built off the write path (``RedisBook``): who
+    keeps them calls this now and then (the worker's service thread)."""
+
+    def catch_up_index(self, batches: int = ...) -> IndexLag:
+        """Apply waiting changes to the indexes (up to ``batches`` batches a shard); how
+        far behind they stayed."""
+        ...
+
+
 class SearchPage(WireModel):
     """One page of a search, and the number of matching tasks per state.
 
@@ -273,6 +296,8 @@ class SearchPage(WireModel):
     scan_complete: bool = True
     matched: dict[str, int] | None = None
     """With ``q``: how many of the page's tasks it matched by id, by name, by text."""
+    index_lag: IndexLag = IndexLag()
+    """How far behind the indexes the page was read from stayed (after its catch-up)."""
 
 
 def matched_counts(rows: Sequence[SearchRow]) -> dict[str, int]:

@@ -48,13 +48,13 @@ def free_port() -> int:
 class Callgrind:
     """A redis-server under callgrind; ``count(run)`` is the instructions ``run`` cost it."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, extra: tuple[str, ...] = ()) -> None:
         self.folder, self.port = folder, free_port()
         self.server = subprocess.Popen(
             [
                 *("valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p"),
                 *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
-                *("--save", "", "--appendonly", "no", "--dir", folder),
+                *("--save", "", "--appendonly", "no", "--dir", folder, *extra),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

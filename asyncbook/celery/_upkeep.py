@@ -1,4 +1,5 @@
-"""The sweep and delivery in a worker's main process, and a warning while the sweep stops.
+"""The sweep, delivery and indexer in a worker's main process, and a warning while the
+sweep stops.
 
 Every worker (and beat) of an installed app runs them in daemon threads of its main
 process, not in the pool: no ``-Q``, route, busy pool or prefetch can hold them up. Each
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .._book import AsyncBook
+from .._console import IndexedBook
 from .._health import sweep_health
 from .._sweep import SweepLease
 
@@ -130,6 +132,8 @@ class Upkeep:
                 Every("asyncbook-sweep", interval, self.sweep),
                 Every("asyncbook-deliver", interval, self.deliver),
             ]
+            if isinstance(integration.book, IndexedBook):
+                self.threads.append(Every("asyncbook-index", interval / 4, self.index))
 
     def start(self) -> None:
         """Start every thread."""
@@ -148,6 +152,13 @@ class Upkeep:
             return
         self.integration.sweep()
         self.sweeps += 1
+
+    def index(self) -> None:
+        """Build the console's indexes from the writes' changes (every process may: two
+        indexers never apply a change twice)."""
+        book = self.integration.book
+        if isinstance(book, IndexedBook):
+            book.catch_up_index()
 
     def deliver(self) -> None:
         """Hand pending notifications to the sinks (nothing to do without sinks)."""

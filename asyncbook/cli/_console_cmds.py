@@ -190,6 +190,10 @@ def list_tasks(
     if ids_cut:
         console.print("ids cut to fit (…): --json or --jsonl prints them whole")
     console.print(_totals_line(page.totals, page.totals_exact))
+    lag = page.index_lag
+    if lag.entries:  # the read could not catch the index up in full (docs/console.md)
+        age = "" if lag.oldest_age_ms is None else f", the oldest {lag.oldest_age_ms // 1000} s ago"
+        console.print(f"the index is {lag.entries} changes behind{age}")
     if page.next_after is not None:
         console.print(f"more: --after {page.next_after}")
 

@@ -94,6 +94,7 @@ class BookBase:
     count_by_state = Method(surface.count_by_state)
     transition_counts = Method(surface.transition_counts)
     prune = Method(surface.prune)
+    catch_up_index = Method(surface.catch_up_index)
 
     def shard_of(self, task_id: Any) -> Shard:
         """The shard holding ``task_id``: its key schema (``.keys``) and retention."""

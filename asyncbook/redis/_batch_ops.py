@@ -197,7 +197,7 @@ def apply_in_script(
     """Events of one task and the caller's own Lua around them, in one script call.
 
     ``script`` (from ``events_script``) gets KEYS: the task's hash, its history,
-    ``key``, apply.lua's KEYS 4..14, then one callback marker per event; ARGV:
+    ``key``, apply.lua's KEYS 4..9, then one callback marker per event; ARGV:
     ``args``, the number of events, then apply.lua's ARGV per event (ApplyArgs). It
     applies them with ``apply_events(KEYS, ARGV, len(args) + 1)`` (_apply.lua) and
     answers ``{'!unknown'}`` (raised as ``UnknownTaskError``) or

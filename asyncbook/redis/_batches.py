@@ -23,9 +23,10 @@ from ._creating import create_args, created_on
 from ._facts import FIELDS as FACT_FIELDS
 from ._facts import TRIES as FACT_TRIES
 from ._facts import TaskFacts, facts_of
+from ._indexer import catch_up
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, Scripts, command, server_time
 from ._replies import callback_result, outcome, script_error, status_of, text_of
-from ._script_args import ApplyArgs, CreateArgs, EventArgs, TaskIdsArgs
+from ._script_args import ApplyArgs, CreateArgs, TaskIdsArgs
 from ._scripts import BookScript, ScriptedEvents, ScriptStatus
 from ._shard import Shard
 
@@ -102,7 +103,6 @@ def apply_in_script(
     yield from operations.before_write(shard)
     reply = yield from facts.run(
         task_id,
-        [call_args.event for _keys, call_args, _error in calls],
         lambda block, info: ScriptCall(
             script.name, keys + utf8_args(block + also), argv + utf8_args(info), script=script
         ),
@@ -190,10 +190,9 @@ def _answered(
             if refusals[index] < FACT_TRIES:
                 again.append(call)
             else:
-                why = "its name, group or worker changed at every try"
+                why = "its group changed at every try"
                 results[index] = DamagedRecordError(args.task_id, why)
             continue
-        shard.facts.started(args.task_id, [args.event])
         try:
             results[index] = callback_result(args.task_id, reply, shape_error)
         except AsyncBookError as error:
@@ -204,20 +203,13 @@ def _answered(
 def _batch_calls(shard: Shard, calls: list[_Call]) -> list[ScriptCall]:
     """The apply calls of one MULTI/EXEC: they run in order, with no script flush or
     failover between them (a plain pipeline could lose one item and run the next).
-
-    Each call's info block also names the workers of the starts before it in the batch
-    on the same task: an end after its start needs that worker's keys, else it would be
-    refused for facts (and the batch halted there). Each call of a batch of several
-    names the batch's own halt key after its block, the last call twice (apply.lua)."""
-    starts: dict[str, list[EventArgs]] = {}
+    Each call of a batch of several names the batch's own halt key after its block, the
+    last call twice (apply.lua)."""
     batch: list[ScriptCall] = []
     halt = [shard.keys.batch_halt(uuid.uuid4().hex)] if len(calls) > 1 else []
     last = len(calls) - 1
     for at, (_index, keys, args, _error) in enumerate(calls):
-        before = starts.setdefault(args.task_id, [])
-        block, facts = shard.facts.block(args.task_id, [*before, args.event])
-        if args.event.type == "start":
-            before.append(args.event)
+        block, facts = shard.facts.block(args.task_id)
         call_keys = [*keys, *block, *args.marker_hash, *halt, *(halt if at == last else ())]
         batch.append(ScriptCall("apply", call_keys, [*args.argv(), *facts]))
     return batch
@@ -258,6 +250,7 @@ def end_stalled(
 def prune(shard: Shard, limit: int) -> Plan[int]:
     """``RedisBook.prune`` (for a book with a retention)."""
     count = require_limit(limit, maximum=1_000_000)
+    yield from catch_up(shard)  # the changes of tasks gone are indexed, then pruned
     k = shard.keys
     indexes = [k.state_index(state) for state in GROUP_END_STATES]
     names = [text_of(raw) for raw in (yield command("zrange", k.names, 0, -1))]

@@ -30,6 +30,7 @@ from .._console import (
 )
 from .._models import GROUP_END_STATES, STATE_NAMES, AsyncTask
 from ._args import utf8
+from ._indexer import caught_up
 from ._merged import MergedPlan, OnShards, every
 from ._name_sort import search_by_name
 from ._plan import SETTLE, Plan, ScriptCall, command, server_time
@@ -147,8 +148,15 @@ def info(shard: Shard, task_id: str) -> Plan[TaskInfo | None]:
 
 def search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
     """One page of tasks matching ``query`` in its order, and the matching tasks per state
-    (every shard's page merged, ``_merged_page``)."""
+    (every shard's page merged, ``_merged_page``), read once the indexes caught up (a
+    bounded number of batches: the page says how far behind they stayed)."""
     query = query.checked()
+    lag = yield from caught_up(ns.shards)
+    page = yield from _search(ns, query)
+    return page.model_copy(update={"index_lag": lag})
+
+
+def _search(ns: Namespace, query: TaskQuery) -> MergedPlan[SearchPage]:
     order = query.order
     page_of = functools.partial(_merged_page, ns)
     if query.state is not None and query.state not in STATES_WITH.get(order.field, STATE_NAMES):
@@ -388,6 +396,7 @@ def _kept(
 
 def task_names(ns: Namespace, within_ms: int | None = None) -> MergedPlan[list[str]]:
     """Task names the book has seen (created within ``within_ms``), sorted."""
+    yield from caught_up(ns.shards)
     found = yield every(ns.shards, lambda shard: _names(shard, within_ms))
     return sorted({name for names in found for name in names})
 

@@ -56,15 +56,15 @@ def create_args(shard: Shard, spec: CreateSpec) -> tuple[AsyncTask, list[str], C
     keys = [
         k.task(id),
         k.history(id),
-        k.state_index("queued"),
+        k.index_changes,
         k.deadlines,
         k.sequence,
         k.group(group or ""),
         k.group_members(group or ""),
     ]
     published = _publish_fields(spec.info)
-    name, parent = published.get("name", ""), published.get("parent_id", "")
-    keys += [k.info(id), k.names, k.name_index("queued", name), k.children(parent), k.message(id)]
+    parent = published.get("parent_id", "")
+    keys += [k.info(id), k.children(parent), k.message(id)]
     children = "parent_id" in published  # its parent's children set outlives it
     args = CreateArgs(
         task_id=id,

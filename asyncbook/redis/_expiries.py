@@ -20,10 +20,10 @@ from .._models import CallbackResult
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _operations as operations
 from ._args import utf8
-from ._facts import FactBook, TaskFacts, facts_of, hour_of, info_block
+from ._facts import FactBook, TaskFacts, facts_of, info_block
 from ._plan import SETTLE, Plan, ScriptCall
 from ._replies import callback_result, script_error
-from ._script_args import AT_DEADLINE, expiry_slots
+from ._script_args import expiry_slots
 from ._shard import Shard
 
 __all__ = ["CHUNK", "expire_many"]
@@ -97,20 +97,17 @@ def _learned(facts: FactBook, task_id: str, answer: Any) -> bool:
 def _send(shard: Shard, ids: Sequence[str], full_task: bool) -> Plan[list[Any]]:
     """One expire_many.lua call for these tasks: its answers, one per task."""
     k = shard.keys
-    now = shard.facts.clock()
-    shapes: dict[tuple[str, str, str, str], int] = {}
+    shapes: dict[str, int] = {}
     blocks: list[tuple[int, Sequence[str]]] = []
     block_keys: list[str] = []
     task_keys: list[str] = []
     tasks: list[tuple[str, int]] = []
     for task_id in ids:
         facts = shard.facts.get(task_id) or TaskFacts()
-        hour = hour_of(float(facts.deadline)) if facts.deadline else ""
-        shape = (facts.name, facts.group_json, facts.worker, hour)
-        number = shapes.get(shape)
+        number = shapes.get(facts.group_json)
         if number is None:
-            keys, argv = info_block(k, task_id, facts, [AT_DEADLINE], now)
-            number = shapes[shape] = len(blocks) + 1
+            keys, argv = info_block(k, task_id, facts)
+            number = shapes[facts.group_json] = len(blocks) + 1
             blocks.append((len(keys), argv))
             block_keys += keys
         tasks.append((task_id, number))

@@ -151,6 +151,11 @@ class KeySchema:
     cancels_channel = _Tagged("changes:cancelled")
     """Pub/sub channel of the cancels only (as on ``changes_channel``): what workers follow."""
 
+    index_changes = _Tagged("ix")
+    """Stream of the changes the state and sort indexes have yet to take (one entry per
+    write that moves a task: _info.lua's index_change); ``_indexer`` applies them in
+    batches and trims them, so every entry in it is still to be indexed."""
+
     state_index = _per_id("idx")
     """Sorted set of the task ids in one state, scored by creation order."""
 

@@ -148,9 +148,7 @@ def apply_one(
         name, argv = "cancel", CancelArgs(args, audit).argv()
     return (
         yield from shard.facts.run(
-            args.task_id,
-            [args.event],
-            lambda block, facts: ScriptCall(name, keys + block + also, argv + facts),
+            args.task_id, lambda block, facts: ScriptCall(name, keys + block + also, argv + facts)
         )
     )
 

@@ -25,6 +25,7 @@ from . import _operations as operations
 from . import _outbox as outbox
 from ._gauges import gauges as shard_gauges
 from ._groups import tasks_in_order
+from ._indexer import caught_up
 from ._merged import MergedPlan, OneShard, OnShards, asked, every, on
 from ._namespace import Namespace
 from ._plan import SETTLE, Pipeline, Plan, command, server_time
@@ -116,6 +117,7 @@ def list_tasks(
     states = STATE_NAMES if wanted is None else (wanted,)
     top = "+inf" if cursor is None else f"({cursor}"
     first = min(count + 1, 2 * ns.share(count + 1) + 2)
+    yield from caught_up(ns.shards)
     pages: list[_Rows] = yield every(
         ns.shards, lambda shard: _newest_rows(shard, states, top, first)
     )
@@ -190,7 +192,8 @@ def overdue_count(ns: Namespace, now_ms: int | float) -> MergedPlan[int]:
 
 
 def count_by_state(ns: Namespace) -> MergedPlan[dict[str, int]]:
-    """How many tasks each state index holds (one pipelined round trip)."""
+    """How many tasks each state index holds (once caught up: ``_indexer``)."""
+    yield from caught_up(ns.shards)
     found = yield every(
         ns.shards,
         lambda shard: asked(Pipeline([command("zcard", key) for key in shard.keys.state_indexes])),
@@ -217,6 +220,7 @@ def gauges(
     consumer groups and the workers seen (``_gauges``), in one round trip."""
     # Every shard's: stream lengths summed; each consumer group's pending and lag summed
     # (lag unknown when one shard's is); the workers seen as ``workers`` merges them.
+    yield from caught_up(ns.shards)  # the workers seen
     found = yield every(ns.shards, lambda shard: shard_gauges(shard, now_ms, within_ms))
     lengths = Counter[str]()
     for each in found:

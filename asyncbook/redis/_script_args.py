@@ -18,6 +18,7 @@ __all__ = [
     "EventArgs",
     "ExpireManyArgs",
     "GetManyArgs",
+    "IndexArgs",
     "InfoArgs",
     "InfoBlockArgs",
     "NoArgs",
@@ -162,10 +163,7 @@ class ApplyArgs(ScriptArgs):
 class InfoBlockArgs(ScriptArgs):
     """The info block's ARGV (INFO_ARGV in _info.lua), after a writing script's own."""
 
-    name: str  # the task's name ('' for none)
-    group_id_json: str  # its group's id as JSON ('' for none)
-    hours: str  # the hours whose stats keys the block holds (integers joined by ',')
-    workers_json: str  # the workers whose keys the block holds (JSON array of strings)
+    group_id_json: str  # the task's group's id as JSON ('' for none)
 
 
 class AuditArgs(ScriptArgs):
@@ -209,6 +207,12 @@ class DeliverArgs(ScriptArgs):
 
 class InfoArgs(ScriptArgs):
     children_listed: int  # how many of the ids of the task's children to list
+
+
+class IndexArgs(ScriptArgs):
+    first_id: str  # the batch's first entry id on the index's change stream
+    last_id: str  # its last
+    slots_json: str  # where its keys are in KEYS, by name, hour and worker (JSON: index.lua)
 
 
 class NoArgs(ScriptArgs):

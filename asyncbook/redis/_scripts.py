@@ -61,6 +61,9 @@ class ScriptStatus(StrEnum):
     AT = "!at"
     """search, asked to peek: the first entries of its walk follow, each an id and its
     position (a sharded page's shares)."""
+    MOVED = "!moved"
+    """index: the change stream's head is not the batch read (another indexer took it):
+    nothing was written."""
     FRESH = "!fresh"
     """apply, for the sweep's stall fail: a heartbeat came in time; nothing changed."""
     CONFLICT = "!conflict"
@@ -95,15 +98,15 @@ def load_source(name: str) -> str:
 def library(source: str = "") -> tuple[str, str]:
     """The book's scripts as one Redis Functions library, its name and source: the
     helpers are its locals, each script the body of a function ``<name>_<script>`` (a
-    read's ``no-writes``), which sets KEYS and ARGV and resets HOURS (_info.lua's cache,
-    the helpers' only state of a call). An ``events_script``'s ``source`` is a library of
+    read's ``no-writes``), which sets KEYS and ARGV (the helpers keep no state of a
+    call). An ``events_script``'s ``source`` is a library of
     its own, with one function, ``<name>_events``."""
     parts = ["local KEYS, ARGV", *map(_lua, [FIRST_HELPER, "_info.lua", "_apply.lua", *_CREATE])]
     bodies = {"events": source} if source else {name: _lua(f"{name}.lua") for name in SCRIPT_ARGS}
     for name, body in bodies.items():
         flags = "'no-writes'" if name in READING_SCRIPTS else ""
         parts.append(f"redis.register_function{{function_name='@_{name}', flags={{{flags}}},\n")
-        parts[-1] += f"callback=function(k, a) KEYS, ARGV, HOURS = k, a, {{}}\n{body}\nend}}"
+        parts[-1] += f"callback=function(k, a) KEYS, ARGV = k, a\n{body}\nend}}"
     text = "\n".join(parts)
     lib = "asyncbook_" + hashlib.sha1(text.encode()).hexdigest()[:12]
     return lib, f"#!lua name={lib}\n" + text.replace("function_name='@", f"function_name='{lib}")
@@ -164,6 +167,7 @@ class BookScripts:
     workers: BookScript = field(metadata={"args": records.WorkersArgs})
     expire_many: BookScript = field(metadata={"args": records.ExpireManyArgs})
     resend: BookScript = field(metadata={"args": records.ResendArgs})
+    index: BookScript = field(metadata={"args": records.IndexArgs})
 
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:

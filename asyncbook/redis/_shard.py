@@ -52,12 +52,12 @@ class Shard:
         self.apply_keys = [
             k.deadlines,
             k.outbox,
-            *k.state_indexes,
+            k.index_changes,
             k.counters,
             k.stalls,
             k.group_outbox,
         ]
-        """apply.lua's KEYS 4..14: the book-wide keys every event may touch."""
+        """apply.lua's KEYS 4..9: the book-wide keys every event may touch."""
         self.facts = FactBook(self.keys, lambda: time.time() * 1000)
         """What the book learned of its tasks' records, for the scripts' info blocks."""
         self.server_checked = False

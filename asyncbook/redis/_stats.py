@@ -27,6 +27,7 @@ from .._console import (
 from .._models import GROUP_END_STATES
 from ..errors import invalid
 from ._console import number_of, text_or_none, until_given
+from ._indexer import caught_up
 from ._merged import MergedPlan, asked, every, on
 from ._plan import Plan, ScriptCall, command, server_time
 from ._replies import text_of
@@ -102,6 +103,7 @@ def stats(
     # itself; several shards' read it once first (one clock for all).
     if now_ms is None and ns.count > 1:
         now_ms = yield from on(0, server_time(), writes=False)
+    yield from caught_up(ns.shards)
     found = yield every(ns.shards, lambda shard: _stats_counts(shard, name, window_ms, now_ms))
     return _stats_of(name, window_ms, found)
 
@@ -182,6 +184,7 @@ def _counts(row: _Row) -> dict[str, Any]:
 def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
     """Running totals per task name, for Prometheus counters and histograms."""
     # Every shard's summed: starts, ends by state, runtime histogram and sum.
+    yield from caught_up(ns.shards)
     found = yield every(ns.shards, lambda shard: asked(command("hgetall", shard.keys.name_totals)))
     rows: defaultdict[str, _Row] = defaultdict(lambda: [0] * _WIDTH)
     for flat in found:
@@ -205,6 +208,7 @@ def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[Worke
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
     # Each worker's rows of every shard as one: counts summed, last seen the latest,
     # running tasks together; ties by name, last first, as one shard's sorted set answers.
+    yield from caught_up(ns.shards)
     found = yield every(ns.shards, lambda shard: _workers(shard, within_ms))
     merged: dict[str, tuple[list[Any], set[str]]] = {}
     for name, seen, counts, running in (row for rows in found for row in rows):

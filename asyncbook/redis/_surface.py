@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
 from .._book import CreateOptions, CreateSpec
-from .._console import SearchPage, TaskQuery
+from .._console import IndexLag, SearchPage, TaskQuery
 from .._models import AsyncTask, GroupNotification, Notification
 from . import _console as console
+from . import _indexer as indexer
 from . import _operations as operations
 from . import _outbox as outbox
 from . import _reads as reads
@@ -96,6 +97,7 @@ __all__ = [
     "count_by_state",
     "transition_counts",
     "prune",
+    "catch_up_index",
 ]
 
 SURFACE = tuple(__all__[3:])
@@ -253,3 +255,11 @@ def prune(ns: Namespace, limit: int = 1000) -> MergedPlan[int]:
     if ns.retention is None:
         return 0
     return (yield from reads.prune(ns, limit))
+
+
+def catch_up_index(ns: Namespace, batches: int = indexer.READ_BATCHES) -> MergedPlan[IndexLag]:
+    """Apply the waiting changes to the state, name and sort indexes, up to ``batches``
+    batches of ``indexer.BATCH`` per shard (the worker's service thread calls this; every
+    read of the indexes does it first); returns how far behind they stayed (with
+    ``batches=0``: how far behind they are)."""
+    return (yield from indexer.caught_up(ns.shards, batches))

@@ -166,7 +166,7 @@ def listing_answer(page: SearchPage) -> dict[str, Any]:
     """``/api/tasks``'s answer from a search: its tasks as ever (without history), each
     with an ``info`` key (and ``matchedBy`` with ``q``), then ``totals``,
     ``totalsExact``, ``scanned`` and ``scanComplete`` (``matched`` with ``q``; and
-    ``nextAfter``)."""
+    ``nextAfter``), and ``indexLag``."""
     body: dict[str, Any] = {"tasks": []}
     for row in page.tasks:
         task = to_wire(row.task)
@@ -183,6 +183,7 @@ def listing_answer(page: SearchPage) -> dict[str, Any]:
     body["scanComplete"] = page.scan_complete
     if page.matched is not None:
         body["matched"] = page.matched
+    body["indexLag"] = to_wire(page.index_lag)
     return body
 
 

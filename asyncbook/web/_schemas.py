@@ -15,7 +15,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from .._audit import MAX_AUDIT_PAGE, AuditEntry
 from .._checks import MAX_PAGE
-from .._console import TaskInfo, WorkerSummary
+from .._console import IndexLag, TaskInfo, WorkerSummary
 from .._models import STATE_NAMES, AsyncTask, GroupSummary, WireModel
 from .._queues import MAX_NAMED_QUEUES, MAX_QUEUE_NAME, MAX_QUEUES
 from .._reasons import Reason
@@ -206,6 +206,13 @@ class TaskList(WireModel):
 
     tasks: list[AsyncTask]
     next_after: str | Absent = Field(None, description="Pass as ``after`` for the next page.")
+    index_lag: IndexLag | Absent = Field(
+        None,
+        description=(
+            "With a console: how far behind the index the page was read from stayed "
+            "(changes not applied yet, the oldest's age in ms; `entries` 0 alone when caught up)."
+        ),
+    )
 
 
 class WorkerList(BaseModel):

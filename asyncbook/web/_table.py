@@ -62,7 +62,9 @@ _LISTING = "List tasks, newest first"
 _SEARCH_HELP = (
     "The search's filters and sort (as `/api/search`); each task also carries its "
     "`info` (and `matchedBy` with `q`), and the answer `totals` per state for the "
-    "filter, `totalsExact`, `scanned` and `scanComplete` (and `matched` with `q`)."
+    "filter, `totalsExact`, `scanned` and `scanComplete` (and `matched` with `q`), and "
+    "`indexLag`: how far behind the index the page was read from stayed (`entries` not "
+    "applied yet, `oldestAgeMs` the oldest's age; `entries` 0 alone when caught up)."
 )
 
 _STREAM_HELP = (
@@ -97,13 +99,15 @@ _GROUP_STREAM_HELP = (
 _SEARCH_PAGE_HELP = (
     "Filters combine (AND); empty values are ignored. Each row is the task "
     "(without history) and its info. `sort` orders every match (kept exact by "
-    "sort indexes the task scripts maintain), `nextAfter` continues it without "
+    "sort indexes the indexer maintains), `nextAfter` continues it without "
     "skipping or repeating a task. `totals` counts every match per state; "
     "`totalsExact` is false when they were counted over the first candidates "
     "only (a worker, `q` or time filter over many tasks). `scanned` counts the "
     "index entries the page's walk examined (at most 10,000; 5,000 with `q`); "
     "`scanComplete` is false when the walk stopped there (a short page, "
-    "`nextAfter` continues)."
+    "`nextAfter` continues). The indexes are built from the writes' changes, off the "
+    "write path; each search first applies the waiting ones (a bounded number) and "
+    "`indexLag` says how far behind it stayed (`entries`, `oldestAgeMs` of the oldest)."
 )
 _SEARCH_CSV_HELP = (
     "The search's filters and sort (as `/api/search`); `limit` bounds the download "

@@ -19,6 +19,7 @@ import redis.asyncio
 from asyncbook import AsyncBookError, CreateSpec, RedisBook
 from asyncbook.redis import _batches as batches
 from asyncbook.redis import _expiries as expiries
+from asyncbook.redis import _indexer as indexer
 from asyncbook.redis import _outbox as outbox
 from asyncbook.redis._driver import EngineBase
 from asyncbook.redis._engine import AsyncEngine, Engine
@@ -102,6 +103,8 @@ def scenario(
     call("apply_many_then", batches.apply_many_then(shard, [("a", progress(40), None)], True, then))
     call("end_stalled", batches.end_stalled(shard, LATER, 10))
     call("expire_many", expiries.expire_many(shard, ["b", "nobody", ""], True))
+    lag = call("index", indexer.catch_up(shard, 2, 3))  # two batches of three, then the lag
+    answers["index"] = lag.entries  # its age differs between two runs
     client.delete(k.task("old"))  # as if its retention had ended
     call("prune", batches.prune(shard, 100))
     reading = outbox.Reading(10, None, 60_000)
@@ -167,6 +170,7 @@ def test_both_drivers_answer_alike(namespaces: tuple[str, str]) -> None:
     assert by_sync["apply_many_then"][1] == [b"seen", b"running"]
     assert [(r.task.id, r.reason) for r in by_sync["end_stalled"]] == [("h", "requeued")]
     assert by_sync["expire_many"][0].reason == "expired"
+    assert by_sync["index"] > 0  # the lag after two batches
     assert by_sync["prune"] > 0
     assert by_sync["ack"] == 2
     assert by_sync["consume_blocking"] == []
@@ -182,7 +186,7 @@ def test_both_drivers_wait_for_the_replica(tmp_path: Path, namespaces: tuple[str
         port = primary.connection_pool.connection_kwargs["port"]
         url = f"redis://127.0.0.1:{port}"
         writes = {"create_many", "apply_many", "apply_many_then", "end_stalled"}
-        writes |= {"expire_many", "prune", "drain"}
+        writes |= {"expire_many", "index", "prune", "drain"}
         seen: list[tuple[str, int]] = [("", 0)]
 
         def between(name: str) -> None:

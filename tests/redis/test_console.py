@@ -227,6 +227,7 @@ def test_name_totals_and_names(book: RedisBook) -> None:
 
 def test_every_console_key_shares_the_books_slot(book: RedisBook) -> None:
     fill(book)
+    book.catch_up_index()  # the name indexes are the indexer's
     client: Any = book.engine.slot_client()
     keys = [key.decode() for key in client.scan_iter(match="*", count=1000)]
     mine = [key for key in keys if key.startswith(book.keys.tag)]
@@ -259,7 +260,8 @@ def test_stats_over_a_day_is_one_round_trip(
 
     monkeypatch.setattr(client, "execute_command", counting)
     stats = book.stats("gen", window_ms=24 * HOUR)  # now: the server's clock
-    assert len(calls) == 1
+    # One script call, after the catch-up's read of the change stream (nothing waiting).
+    assert [call for call in calls if str(call).upper() != "XRANGE"] in (["EVALSHA"], ["FCALL_RO"])
     assert stats.window_ms == 24 * HOUR
     assert len(stats.minutes) == 1440
 

@@ -118,7 +118,9 @@ class Seconds:
 
 
 def raw_state(client: Any, book: RedisBook) -> dict[str, Any]:
-    """Everything the book keeps about task "t", read straight from Redis."""
+    """Everything the book keeps about task "t", read straight from Redis (its indexes
+    once caught up)."""
+    book.catch_up_index()
     k = book.keys
     state: dict[str, Any] = {
         "hash": client.hgetall(k.task("t")),

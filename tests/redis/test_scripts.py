@@ -20,6 +20,7 @@ from asyncbook.redis._script_args import (
     CreateArgs,
     DeliverArgs,
     GetManyArgs,
+    IndexArgs,
     InfoArgs,
     InfoBlockArgs,
     RecordAuditArgs,
@@ -49,7 +50,8 @@ SAMPLES: list[ScriptArgs] = [
     SearchArgs("[]", "desc", 50, "", "", "", "", None, 5, 10_000, "card"),
     StatsArgs(60_000, None, 7),
     WorkersArgs(0, 500, 10_000, "[]", "[]"),
-    InfoBlockArgs("", "", "", "[]"),
+    InfoBlockArgs(""),
+    IndexArgs("1-0", "1-0", "{}"),
     ExecutionArgs("{}", 0, "json", "|expired|"),
 ]
 
@@ -132,7 +134,7 @@ def _apply_args() -> list[str]:
 def test_every_script_has_a_record() -> None:
     scripts = {path.rsplit("/", 1)[-1] for path in _scripts()}
     assert {name for name in scripts if not name.startswith("_")} == set(_records())
-    assert len(_records()) == 19
+    assert len(_records()) == 20
 
 
 @pytest.mark.parametrize("name", sorted(_records()))
@@ -187,7 +189,7 @@ def test_every_status_a_script_answers_is_known() -> None:
         load_source(name)
         for name in (
             "create.lua", "apply.lua", "deliver.lua", "resume.lua", "search.lua", "stats.lua",
-            "workers.lua",
+            "workers.lua", "index.lua",
         )
     )  # fmt: skip
     bang = set(re.findall(r"'(![a-z]+)'", source))

@@ -17,6 +17,7 @@ from asyncbook._console import RUNTIME_BUCKETS_MS, PublishInfo
 from asyncbook._models import STATE_NAMES, to_wire
 from asyncbook._times import parse_duration, parse_moment
 from asyncbook.errors import AsyncBookError
+from asyncbook.redis import _indexer as indexer
 from asyncbook.web import BackgroundServer
 from asyncbook.web._paths import task_path
 
@@ -251,7 +252,10 @@ def test_the_listing_takes_the_filters_and_adds_info_and_totals(
     """``/api/tasks`` keeps its shape (tasks without history, ``nextAfter``) and takes the
     search's filters; each task gains an ``info`` key, the answer ``totals``."""
     body = client.get("/api/tasks", params={"limit": "2", "name": "app.add"}).json()
-    assert set(body) == {"tasks", "nextAfter", "totals", "totalsExact", "scanned", "scanComplete"}
+    assert set(body) == {
+        "tasks", "nextAfter", "totals", "totalsExact", "scanned", "scanComplete", "indexLag",
+    }  # fmt: skip
+    assert body["indexLag"] == {"entries": 0}  # caught up
     search = client.get("/api/search", params={"limit": "2", "name": "app.add"}).json()
     assert body["totals"] == search["totals"]
     assert body["nextAfter"] == search["nextAfter"]
@@ -492,3 +496,24 @@ def test_parse_duration_and_time() -> None:
         with pytest.raises(AsyncBookError) as caught:
             parse_moment(bad, "since", now)
         assert caught.value.field == "since"
+
+
+def test_the_listing_says_how_far_behind_the_index_is(
+    server: Running, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The indexes are built from the writes' changes: a read that could not catch up (here
+    it may apply no batch at all) answers all the same and says how far behind it is."""
+    now = now_ms()
+    for n in range(3):
+        add(server.book, f"lag-{n}", now, "app.add", "w1", "succeeded")  # 3 changes each
+    monkeypatch.setattr(indexer.caught_up, "__defaults__", (0,))
+    body = client.get("/api/tasks").json()
+    assert body["tasks"] == []  # not indexed yet
+    assert body["indexLag"]["entries"] == 9
+    assert 0 <= body["indexLag"]["oldestAgeMs"] < 60_000
+    assert client.get("/api/search").json()["indexLag"]["entries"] == 9
+    monkeypatch.undo()
+    body = client.get("/api/tasks").json()
+    assert body["indexLag"] == {"entries": 0}
+    assert [task["id"] for task in body["tasks"]] == ["lag-2", "lag-1", "lag-0"]
+    assert body["totals"]["succeeded"] == 3

@@ -3,8 +3,8 @@
 -- Celery's result meta (RedisBackend.set: SET with expiry, PUBLISH) with Celery's SUCCESS
 -- guard run here, after the events, so that the meta and the book agree.
 -- KEYS: 1 task hash, 2 history list, 3 the meta key (celery-task-meta-<id>),
---       4..14 apply.lua's KEYS 4..14 (deadlines ... group notifications),
---       15.. one callback marker per event, then the info block (_info.lua)
+--       4..9 apply.lua's KEYS 4..9 (deadlines ... group notifications),
+--       10.. one callback marker per event, then the info block (_info.lua)
 -- ARGV: ExecutionArgs (celery/_execution_args.py), then from events_at on
 --       RedisBook.apply_in_script's: the number of events N, each event's apply.lua ARGV
 --       (apply_args, _apply.lua), in order, then the info block's facts

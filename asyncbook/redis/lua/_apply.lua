@@ -36,11 +36,10 @@ local function apply_args(ARGV, at, marker)
 end
 local APPLY_ARGC = 18  -- the slots apply_args reads
 
--- apply.lua's KEYS slots; the state indexes are K_INDEX + STATE_SLOT[state].
+-- apply.lua's KEYS slots (K_CHANGES: the index's change stream, index.lua).
 local K_TASK, K_HISTORY, K_MARKER, K_DEADLINES, K_OUTBOX = 1, 2, 3, 4, 5
-local K_INDEX = 5
-local K_COUNTERS, K_STALLS, K_GROUP_OUTBOX = 12, 13, 14
-local APPLY_KEYC = 14
+local K_CHANGES, K_COUNTERS, K_STALLS, K_GROUP_OUTBOX = 6, 7, 8, 9
+local APPLY_KEYC = 9
 
 -- Whether event e's callback id was applied (e.callback_given: Shard.marker's
 -- form, '0' none, 'taken'): its key e.marker, else its field of a task hash ('h': this
@@ -220,22 +219,30 @@ local function commit(KEYS, c, t, steps)
       redis.call('HDEL', KEYS[K_TASK], 'w')  -- the last attempt names no worker
     end
     redis.call('RPUSH', KEYS[K_HISTORY], unpack(entries))
+    -- The indexes' change (index_change, _info.lua): applied later by index.lua.
+    local ch = {q = t.seq}
     if t.st ~= first.before then
-      redis.call('ZREM', KEYS[K_INDEX + STATE_SLOT[first.before]], id)
-      redis.call('ZADD', KEYS[K_INDEX + STATE_SLOT[t.st]], t.seq, id)
+      ch.f, ch.t = first.before, t.st
     end
-    info_moved(c, t, first.before, t.st, id)
+    local worked = false  -- the change names the worker (a start, a run's end)
     for _, s in ipairs(steps) do
       if s.reason == 'started' then
-        info_started(c, t, id, s.at_text, s.worker)
+        t.s, t.w, worked = s.at_text, s.worker, true
+        ch.s, ch.a = s.at_text, tostring(t.att)
       elseif s.kind == 'fail' and s.changed then
         info_failure(c, KEYS[K_TASK], t, s.e.failure)
       end
     end
     if TERMINAL[t.st] then
       ended(KEYS, id, retention and first.e.retention_ms)
-      info_ended(c, t, id, last.before, ended_at, retention and first.e.retention_ms)
+      local runtime = info_ended(c, t, last.before, ended_at, retention and first.e.retention_ms)
+      ch.e = ended_at
+      if runtime then
+        ch.r, worked = tostring(runtime), true
+      end
     end
+    ch.w = worked and t.w or nil
+    index_change(KEYS[K_CHANGES], t, id, ch)
     for _, s in ipairs(steps) do
       if s.changed then
         local seen = s == last and t
@@ -383,7 +390,7 @@ local function start_and_end(KEYS, A, B, c, t)
 end
 
 -- apply_events(KEYS, ARGV, at): the events of a script that RedisBook.apply_in_script
--- calls (KEYS: task hash, history, the caller's key, apply.lua's KEYS 4..14, one
+-- calls (KEYS: task hash, history, the caller's key, apply.lua's KEYS 4..9, one
 -- callback marker per event, then the info block; ARGV[at]: the number of events,
 -- apply.lua's ARGV (apply_args) per event, then the info block's), each applied by
 -- apply_event, in order. Returns their compact answers, or nil when the book does not

@@ -1,5 +1,5 @@
 -- create_task(KEYS, a): store a new queued task, unless the id exists (create.lua's
--- KEYS 1-12; a: create.lua's ARGV by name, CreateArgs in redis/_script_args.py). Shared by
+-- KEYS 1-10; a: create.lua's ARGV by name, CreateArgs in redis/_script_args.py). Shared by
 -- create.lua and resend.lua.
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 
@@ -58,14 +58,15 @@ local function create_task(KEYS, a)
     fields[#fields + 1] = extra
   end
   redis.call('HSET', KEYS[1], unpack(fields))
-  redis.call('ZADD', KEYS[3], seq, a.task_id)
+  index_change(KEYS[3], {n = a.name ~= '' and a.name or nil}, a.task_id,
+    {q = seq, t = 'queued', c = a.created_ms})
   redis.call('ZADD', KEYS[4], a.deadline, a.task_id)
   if a.message ~= '' then
     local keep = tonumber(a.message_keep_ms)
     if keep then
-      redis.call('SET', KEYS[12], a.message, 'PX', keep)
+      redis.call('SET', KEYS[10], a.message, 'PX', keep)
     else
-      redis.call('SET', KEYS[12], a.message)
+      redis.call('SET', KEYS[10], a.message)
     end
   end
   announce(a.changes_channel, {id = a.task_id_json, st = 'queued', prog = 0, ver = 0,

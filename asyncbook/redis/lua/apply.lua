@@ -1,9 +1,9 @@
 -- apply: one event on one task, atomically: callback de-duplication, the transition,
--- history, indexes, retention, the outbox and the change feed (apply_event, _apply.lua).
+-- history, the index's change, retention, the outbox and the change feed (apply_event, _apply.lua).
 -- KEYS: 1 task hash, 2 history list, 3 callback marker, 4 deadlines, 5 outbox,
---       6..11 state indexes (queued, running, succeeded, failed, expired, cancelled),
---       12 counters (hash: answers by reason), 13 stalls (running tasks by stall time),
---       14 group notifications (stream), 15.. the info block (_info.lua: the info
+--       6 the index's change stream (index.lua applies it to the state and sort
+--       indexes), 7 counters (hash: answers by reason), 8 stalls (running tasks by stall
+--       time), 9 group notifications (stream), 10.. the info block (_info.lua: the info
 --       hash, the name's indexes, the stats hours, the workers, the group's keys); then
 --       the hash of the task an 'x' callback marker names (Shard.marker); then,
 --       for a call of a batch (apply_many's MULTI/EXEC), the batch's own halt key

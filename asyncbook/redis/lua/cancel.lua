@@ -2,8 +2,8 @@
 -- who asked, why, and the book's answer (write_audit, _task.lua). The answer is
 -- apply.lua's; an entry is written only when the task exists and the call was not
 -- refused ('!...': unknown, damaged, a missing fact, a bad event).
--- KEYS: 1..14 as apply.lua's, 15 the task's audit list, 16 the namespace's audit log
---       (stream), 17.. the info block (_info.lua)
+-- KEYS: 1..9 as apply.lua's, 10 the task's audit list, 11 the namespace's audit log
+--       (stream), 12.. the info block (_info.lua)
 -- ARGV: CancelArgs (redis/_script_args.py): apply.lua's slots (apply_args, _apply.lua), then the
 --       audit's (AuditArgs), then the info block's facts (InfoBlockArgs)
 -- Returns: as apply.lua

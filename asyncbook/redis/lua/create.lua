@@ -1,9 +1,8 @@
 -- create: store a new queued task, unless the id exists (create_task, _create.lua).
--- KEYS: 1 task hash, 2 history list, 3 queued index, 4 deadlines, 5 sequence,
---       6 its group's hash, 7 its group's members (both unused without a group),
---       8 its info hash, 9 task names, 10 its name's queued index (unused without a
---       name), 11 its parent's children (unused without a parent): see _info.lua,
---       12 its kept message (unused without one)
+-- KEYS: 1 task hash, 2 history list, 3 the index's change stream, 4 deadlines,
+--       5 sequence, 6 its group's hash, 7 its group's members (both unused without a
+--       group), 8 its info hash, 9 its parent's children (unused without a parent):
+--       see _info.lua, 10 its kept message (unused without one)
 -- Returns: {'created'} | {'exists', taskJSON} | {'!conflict'} | {'!damaged', why}
 
 -- ARGV: CreateArgs (redis/_script_args.py)

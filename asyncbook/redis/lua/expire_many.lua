@@ -1,8 +1,8 @@
 -- expire_many: many tasks expired at their deadlines in one call (the sweep's batches),
 -- each by apply_event (_apply.lua) exactly as apply.lua expires one task: the same
 -- answer, writes, notification, indexes and counts per task, in the order given.
--- KEYS: 1 the callback marker of a call without one (never touched), 2..12 apply.lua's
---       KEYS 4..14 (deadlines, outbox, the six state indexes, counters, stalls, group
+-- KEYS: 1 the callback marker of a call without one (never touched), 2..7 apply.lua's
+--       KEYS 4..9 (deadlines, outbox, the index's change stream, counters, stalls, group
 --       notifications), then each info block's keys (_info.lua; its first slot, the
 --       info hash, stands for the info hash of each task that uses the block), then per
 --       task its hash, its history and its info hash
@@ -15,7 +15,7 @@
 
 local slots = ARGV  -- all of it: ExpireManyArgs, read in order below
 
-local SHARED = 1 + APPLY_KEYC - K_DEADLINES + 1  -- KEYS 1..SHARED: the marker, 4..14
+local SHARED = 1 + APPLY_KEYC - K_DEADLINES + 1  -- KEYS 1..SHARED: the marker, 4..9
 local block_count = tonumber(slots[1])
 local blocks = {}
 local k, a = SHARED + 1, 2

@@ -5,9 +5,9 @@
 -- audit trail in the same call (write_audit, _task.lua): action resend, outcome 'retried'
 -- or the refusal's code, and retriedAs the new task (or the earlier resend's); none for an
 -- unknown task or a create that failed.
--- KEYS: 1-12 the new task's, as create.lua's; 13 the original's task hash,
---       14 the original's kept message (copied to the new task's, KEYS[12]),
---       15 the original's audit list, 16 the namespace's audit log (stream)
+-- KEYS: 1-10 the new task's, as create.lua's; 11 the original's task hash,
+--       12 the original's kept message (copied to the new task's, KEYS[10]),
+--       13 the original's audit list, 14 the namespace's audit log (stream)
 -- Returns: {'created'} | {'refused', code, detail}: code not-found, not-retryable
 --          (detail: the state), already-retried (detail: the earlier new task), no-message;
 --          or create_task's other answers
@@ -44,11 +44,11 @@ local function audited(outcome, retried_as)
   if actor ~= '' then
     local a = {actor = actor, action = action, reason_given = reason_given, reason = reason,
       log_cap = log_cap, task_cap = task_cap}
-    write_audit(KEYS[13], KEYS[15], KEYS[16], original_id, a, outcome, retried_as)
+    write_audit(KEYS[11], KEYS[13], KEYS[14], original_id, a, outcome, retried_as)
   end
 end
 
-local st = redis.call('HGET', KEYS[13], 'st')
+local st = redis.call('HGET', KEYS[11], 'st')
 if not st then
   return {'refused', 'not-found', ''}
 end
@@ -56,12 +56,12 @@ if st ~= 'failed' and st ~= 'expired' and st ~= 'cancelled' then
   audited('not-retryable', nil)
   return {'refused', 'not-retryable', st}
 end
-local retried = redis.call('HGET', KEYS[13], 'ra')
+local retried = redis.call('HGET', KEYS[11], 'ra')
 if retried then
   audited('already-retried', retried)
   return {'refused', 'already-retried', retried}
 end
-local kept = redis.call('GET', KEYS[14])
+local kept = redis.call('GET', KEYS[12])
 if not kept then
   audited('no-message', nil)
   return {'refused', 'no-message', ''}
@@ -83,6 +83,6 @@ local answer = create_task(KEYS, {task_id = task_id, task_id_json = task_id_json
 if answer[1] ~= 'created' then
   return answer
 end
-redis.call('HSET', KEYS[13], 'ra', task_id)
+redis.call('HSET', KEYS[11], 'ra', task_id)
 audited('retried', task_id)
 return answer

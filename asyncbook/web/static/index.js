@@ -316,6 +316,12 @@ async function load(append, speak) {
   if (append) wanted = data.length;
   scanNote = page.scanComplete === false
     ? "The search stopped after looking at " + page.scanned + " tasks: more below may match." : "";
+  const lag = page.indexLag || {};
+  if (lag.entries > 0) {
+    // The index is built from the writes' changes; this read could not catch up in full.
+    scanNote += (scanNote ? " " : "") + "The index is " + lag.entries + " changes behind" +
+      (lag.oldestAgeMs != null ? " (the oldest " + Math.round(lag.oldestAgeMs / 1000) + " s ago)." : ".");
+  }
   showRows();
   if (!plain) {
     showTotals(page.totals || {}, page.totalsExact !== false, view.filters.state);
