@@ -10,7 +10,6 @@ of batches, and says how far behind they stayed (``IndexLag``).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -33,43 +32,146 @@ READ_BATCHES = 20
 """How many batches a read of the indexes applies, at most, before it answers."""
 
 
+RUNTIME_BOUNDS = (
+    *(100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000),
+    *(300000, 600000, 1800000, 3600000),
+)
+"""A run's runtime bucket i: the first bound it is within (the last bucket: above all)."""
+FAILED_UNIT = 2**31
+"""'<minute>:r<i>' counts a failed run as 2^31, a succeeded one as 1 (_stats.py splits)."""
+
+
 def hour_of(ms: float) -> str:
-    """The hour a time falls in, as the stats keys spell it (index.lua's hour_of)."""
+    """The hour a time falls in, as the stats keys spell it."""
     return str(math.floor(ms / 3_600_000))
+
+
+def _number(text: str) -> str:
+    """A sum's text as HINCRBY takes it (Lua's '%.0f')."""
+    return text if text.isdigit() else f"{float(text):.0f}"
+
+
+class _Batch:
+    """The writes of one batch, summed and in order: every key in KEYS once (the ops name
+    its slot), a task's state moves as one, one HINCRBY per hash and field."""
+
+    def __init__(self, shard: Shard) -> None:
+        self.k = shard.keys
+        self.keys: list[str] = [self.k.index_changes]
+        self.slots: dict[str, str] = {}
+        self.moves: list[str] = []
+        self.chains: dict[str, dict[str, Any]] = {}
+        self.last: dict[tuple[str, str], str] = {}  # (key, member) -> score: last wins
+        self.gt: dict[tuple[str, str], str] = {}  # (key, member) -> the highest score
+        self.started: dict[str, int] = {}  # worker -> starts
+        self.sums: dict[tuple[str, str], list[Any]] = {}  # (key, field) -> [by, expires]
+
+    def slot(self, key: str) -> str:
+        at = self.slots.get(key)
+        if at is None:
+            self.keys.append(key)
+            at = self.slots[key] = str(len(self.keys))
+        return at
+
+    def add(self, key: str, field: str, by: float, expires: bool = False) -> None:
+        summed = self.sums.setdefault((key, field), [0, expires])
+        summed[0] += by
+
+    def move(self, chain: dict[str, Any]) -> None:
+        """A task's moves in the batch as one: its first state out, its last one in."""
+        index, named = self.k.state_index, chain["n"]
+        if chain["f"]:
+            self.moves += ["r", self.slot(index(chain["f"])), chain["i"]]
+            if named is not None:
+                self.moves += ["r", self.slot(self.k.name_index(chain["f"], named)), chain["i"]]
+        self.moves += ["z", self.slot(index(chain["t"])), chain["q"], chain["i"]]
+        if named is not None:
+            self.moves += [
+                "z",
+                self.slot(self.k.name_index(chain["t"], named)),
+                chain["q"],
+                chain["i"],
+            ]
+
+    def minute(self, name: str | None, at: float, code: str, runtime: float | None) -> None:
+        """One count (and a runtime) of one minute, for the task's name and every name."""
+        field = minute_code = code
+        by = 1
+        if runtime is not None:
+            bucket = next((i for i, b in enumerate(RUNTIME_BOUNDS) if runtime <= b), 14)
+            field, minute_code = f"{code}:{bucket}", f"r{bucket}"
+            by = FAILED_UNIT if code == "failed" else 1
+        minute_field, hour = f"{math.floor(at / 60000) % 60}:{minute_code}", hour_of(at)
+        self.add(self.k.stats(int(hour), None), minute_field, by, True)
+        if name is not None:
+            self.add(self.k.stats(int(hour), name), minute_field, by, True)
+            self.add(self.k.name_totals, f"{name}|{field}", 1)
+            if runtime is not None:
+                self.add(self.k.name_totals, f"{name}|sum", runtime)
+
+    def entry(self, f: dict[str, str]) -> None:
+        """One change (_info.lua's index_change), as index.lua applied it one by one."""
+        i, name, worker = f["i"], f.get("n"), f.get("w")
+        packed = f["m"].split("|")  # _info.lua's CHANGE: q f t c s a e r
+        q, before, after, created, start, attempts, end, runtime = packed
+        if after:
+            chain = self.chains.get(i)
+            if chain is not None and before:
+                chain["t"] = after  # the task moved on: only where it ends up is written
+            else:
+                if chain is not None:
+                    self.move(chain)  # a create of an id whose earlier task moved in the batch
+                self.chains[i] = {"i": i, "q": q, "f": before, "t": after, "n": name}
+        if created and name is not None:
+            self.last[(self.k.names, name)] = created
+        for value, index in zip((start, end, runtime, attempts), self.k.sort_indexes, strict=True):
+            if value:
+                self.last[(index, i)] = value
+        if start:
+            if worker is not None:
+                self.last[(self.k.worker_tasks(worker), i)] = q
+                self.started[worker] = self.started.get(worker, 0) + 1
+                best = self.gt.get((self.k.workers, worker))
+                if best is None or float(start) > float(best):
+                    self.gt[(self.k.workers, worker)] = start
+            self.minute(name, float(start), "S", None)
+        if end:
+            ran = float(runtime) if runtime else None
+            if ran is not None and worker is not None:
+                self.add(self.k.worker_counts(worker), after, 1)
+            self.minute(name, float(end), after, ran)
+
+    def ops(self) -> list[str]:
+        """index.lua's ARGV after the batch's ids (see index.lua)."""
+        for chain in self.chains.values():
+            self.move(chain)
+        ops = self.moves
+        for (key, member), score in self.last.items():
+            ops += ["z", self.slot(key), score, member]
+        for (key, member), score in self.gt.items():
+            ops += ["g", self.slot(key), score, member]
+        for worker, starts in self.started.items():
+            tasks = self.slot(self.k.worker_tasks(worker))
+            ops += ["w", self.slot(self.k.worker_counts(worker)), tasks, str(starts)]
+        for (key, field), (by, expires) in self.sums.items():
+            ops += ["x" if expires else "h", self.slot(key), field, _number(str(by))]
+        return ops
 
 
 def index_batch(shard: Shard, size: int = BATCH) -> Plan[int]:
     """One batch of at most ``size`` entries indexed: how many (-1: another indexer took
-    the batch read)."""
-    k = shard.keys
-    rows = yield command("xrange", k.index_changes, "-", "+", count=size)
+    the batch read). The writes are worked out here, summed (``_Batch``); index.lua checks
+    the batch is still the stream's head, applies them and trims the batch."""
+    rows = yield command("xrange", shard.keys.index_changes, "-", "+", count=size)
     if not rows:
         return 0
-    keys = [k.index_changes, *k.state_indexes, *k.sort_indexes, k.names, k.name_totals, k.workers]
-    slots: dict[str, dict[str, Any]] = {"n": {}, "h": {}, "s": {}, "w": {}}
-
-    def slot(at: dict[str, Any], what: str, *named: str) -> None:
-        if what not in at:
-            at[what] = len(keys) + 1
-            keys.extend(named)
-
+    batch = _Batch(shard)
     for _, raw in rows:
-        f = {text_of(key): text_of(value) for key, value in raw.items()}
-        name, packed = f.get("n"), f["m"].split("|")  # _info.lua's CHANGE: q f t c s a e r
-        if name is not None:
-            slot(slots["n"], name, *k.name_indexes(name))
-        if "w" in f:
-            slot(slots["w"], f["w"], k.worker_tasks(f["w"]), k.worker_counts(f["w"]))
-        for at in filter(None, (packed[4], packed[6])):  # the start's and the end's ms
-            hour = hour_of(float(at))
-            slot(slots["h"], hour, k.stats(int(hour), None))
-            if name is not None:
-                slot(slots["s"].setdefault(hour, {}), name, k.stats(int(hour), name))
-    args = IndexArgs(
-        text_of(rows[0][0]), text_of(rows[-1][0]), json.dumps(slots, ensure_ascii=False)
-    )
-    reply = yield ScriptCall("index", keys, args.argv())
-    return -1 if text_of(reply[0]) == ScriptStatus.MOVED else int(reply[1])
+        batch.entry({text_of(key): text_of(value) for key, value in raw.items()})
+    ops = batch.ops()
+    args = IndexArgs(text_of(rows[0][0]), text_of(rows[-1][0])).argv()
+    reply = yield ScriptCall("index", batch.keys, [*args, *ops])
+    return -1 if text_of(reply[0]) == ScriptStatus.MOVED else len(rows)
 
 
 def catch_up(shard: Shard, batches: int = READ_BATCHES, size: int = BATCH) -> Plan[IndexLag]:

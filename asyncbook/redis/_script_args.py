@@ -211,8 +211,7 @@ class InfoArgs(ScriptArgs):
 
 class IndexArgs(ScriptArgs):
     first_id: str  # the batch's first entry id on the index's change stream
-    last_id: str  # its last
-    slots_json: str  # where its keys are in KEYS, by name, hour and worker (JSON: index.lua)
+    last_id: str  # its last; then the batch's writes (index.lua's ops)
 
 
 class NoArgs(ScriptArgs):

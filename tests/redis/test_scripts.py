@@ -51,7 +51,7 @@ SAMPLES: list[ScriptArgs] = [
     StatsArgs(60_000, None, 7),
     WorkersArgs(0, 500, 10_000, "[]", "[]"),
     InfoBlockArgs(""),
-    IndexArgs("1-0", "1-0", "{}"),
+    IndexArgs("1-0", "1-0"),
     ExecutionArgs("{}", 0, "json", "|expired|"),
 ]
 
