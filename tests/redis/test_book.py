@@ -360,10 +360,12 @@ def test_retention_removes_everything(tmp_path: Path) -> None:
         # worker, last seen in 1970, is forgotten with its index and counts.
         assert book.prune(limit=20_000) == 60_000
         leftover = list(client.scan_iter(match=book.keys.tag + ":*", count=5000))
-        # Only the book-wide counters, the (trimmed-by-age) outbox stream and what the
-        # console keeps per name and per hour (not per task) may remain.
+        # Only the book-wide counters, the (trimmed-by-age) outbox stream, the index's
+        # change stream (empty once indexed) and what the console keeps per name and per
+        # hour (not per task) may remain.
         names = sorted({key.decode().split(":", 1)[1] for key in leftover})
-        per_name_and_hour = ["names", "nt", "s:0:gen", "sa:0"]
+        assert client.xlen(book.keys.index_changes) == 0
+        per_name_and_hour = ["ix", "names", "nt", "s:0:gen", "sa:0"]
         assert names in (
             sorted(["counters", "outbox", "seq", *per_name_and_hour]),
             sorted(["counters", "seq", *per_name_and_hour]),
