@@ -37,9 +37,18 @@ __all__ = ["Call", "EngineBase", "Functions", "Step", "answered", "queued", "scr
 _T = TypeVar("_T")
 
 
+_SAID = (
+    ("Function not found", "missing"),  # the library: a flush, a restart
+    ("unknown command", "unsupported"),  # Redis 6
+    ("permissions to run the 'f", "unsupported"),  # ACL: 'fcall', 'fcall_ro', 'function|load'
+    ("maxmemory", "maxmemory"),
+    ("already exists", "exists"),  # another process loaded the library
+)
+
+
 class Functions:
     """Whether a client's script calls go by FCALL: not on a Cluster, nor once the server
-    showed it has no functions (Redis 6, an ACL) or refused the library (``met``, ``load``)."""
+    showed it has no functions (Redis 6, an ACL) or refused the library (``missed``, ``load``)."""
 
     _of: ClassVar[weakref.WeakKeyDictionary[Any, Functions]] = weakref.WeakKeyDictionary()
 
@@ -50,26 +59,31 @@ class Functions:
     def of(cls, client: Any) -> Functions:
         return cls._of.setdefault(client, cls(client))
 
-    def missed(self, reply: Any) -> bool:
-        """Whether a FCALL's reply is an error met before the function ran, so that the
-        call goes by EVAL(SHA): the library missing, no functions (EVALSHA for good from
-        then on), or maxmemory (EVAL without flags may run under it, as a prune)."""
+    @staticmethod
+    def refusal(reply: Any) -> str:
+        """What an error reply to FCALL or FUNCTION LOAD says before anything ran (``_SAID``),
+        or "" (anything else, such as an error the function raised)."""
         text = str(reply) if isinstance(reply, ResponseError) else ""
-        refused = "unknown command" in text.lower() or "permissions to run the 'fcall" in text
-        self.on = self.on and not refused
-        return refused or "Function not found" in text or "maxmemory" in text
+        return next((said for part, said in _SAID if part in text), "")
+
+    def missed(self, reply: Any) -> bool:
+        """Whether a FCALL did not run and goes by EVAL(SHA): the library missing, no
+        functions (EVALSHA for good), or maxmemory (EVAL without flags may run under it)."""
+        said = self.refusal(reply)
+        self.on = self.on and said != "unsupported"
+        return said in ("missing", "unsupported", "maxmemory")
 
     def load(self, script: BookScript) -> Steps[None]:
-        """FUNCTION LOAD of ``script``'s library (no REPLACE: "already exists" is another
-        process's load). Refused for rights: EVALSHA for good; for maxmemory: tried again
-        later; else (a library this server cannot run): EVALSHA for ``script``."""
+        """FUNCTION LOAD of ``script``'s library, without REPLACE. Refused as "unsupported":
+        EVALSHA for good; "exists", "maxmemory": loaded or tried later; anything else (a
+        library this server cannot run): EVALSHA for ``script``."""
         try:
             yield Command("function_load", (script.library,), keyless=True)
         except ResponseError as refused:
-            text = str(refused)
-            if "unknown command" in text.lower() or "permission" in text:
+            said = self.refusal(refused)
+            if said == "unsupported":
                 self.on = False
-            elif "already exists" not in text and "maxmemory" not in text:
+            elif said not in ("exists", "maxmemory"):
                 script.function = b""
 
 
@@ -137,7 +151,7 @@ def steps(engine: EngineBase, request: ScriptCall | Scripts) -> Steps[Any]:
             except ResponseError as error:
                 if not engine.functions.missed(error):
                     raise
-                if "Function not found" in str(error):
+                if Functions.refusal(error) == "missing":
                     yield from engine.functions.load(script)
         try:
             return (yield _alone(_evalsha(script, request), request))
@@ -194,7 +208,7 @@ def _sent(
             replies[at] = reply
         if again or not missed:
             return replies, acknowledged
-        lost = [scripts[at] for at in missed if "Function not found" in str(replies[at])]
+        lost = [scripts[at] for at in missed if Functions.refusal(replies[at]) == "missing"]
         for script in {script.library: script for script in lost}.values():
             yield from engine.functions.load(script)
         again = True

@@ -51,7 +51,7 @@ class Engine(EngineBase):
                 except ResponseError as error:
                     if not self.functions.missed(error):
                         raise
-                    if "Function not found" in str(error):
+                    if self.functions.refusal(error) == "missing":
                         run(self.functions.load(script), self.send)
             try:
                 if self.lane is not None:

@@ -207,3 +207,24 @@ def test_valkey_runs_the_library(tmp_path: Path, name: str) -> None:
         life(book, "c")
         assert set(calls(client)) == {"fcall", "fcall_ro"}
         client.close()
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (redis.ResponseError("Function not found"), "missing"),
+        (redis.ResponseError("unknown command 'FCALL', with args beginning with: "), "unsupported"),
+        (redis.ResponseError("User u has no permissions to run the 'fcall' command"),
+         "unsupported"),
+        (redis.ResponseError("User u has no permissions to run the 'function|load' command"),
+         "unsupported"),
+        (redis.ResponseError("command not allowed when used memory > 'maxmemory'."), "maxmemory"),
+        (redis.ResponseError("Library 'asyncbook_1' already exists"), "exists"),
+        # Raised inside a running function: it ran, so it is not sent again.
+        (redis.ResponseError("User u has no permissions to run the 'hset' command"), ""),
+        (redis.ResponseError("ERR Error running script: boom"), ""),
+        ("Function not found", ""),  # not an error reply
+    ],
+)  # fmt: skip
+def test_what_a_refused_call_says_is_read_in_one_place(reply: object, said: str) -> None:
+    assert Functions.refusal(reply) == said
