@@ -1,7 +1,8 @@
 """``asyncbook doctor``: check a deployment, name each problem with its fix.
 
-The checks read, never write (``CONFIG GET``, ``INFO``, ``TIME``, ``EXISTS``): the
-server (kind, version, scripting), what it does when memory runs out, whether it keeps
+The checks read, never write (``CONFIG GET``, ``INFO``, ``TIME``, ``EXISTS``,
+``FUNCTION LIST``): the server (kind, version, scripting, the book's Functions libraries
+of other versions), what it does when memory runs out, whether it keeps
 anything across a restart, this host's clock against the server's, whether the
 namespace was ever written, whether the sweep runs; with a Celery app (``-A proj``) also
 whether its ``asyncbook_*`` settings read, whether a worker consumes asyncbook's queue,
@@ -23,6 +24,7 @@ from .._health import sweep_health
 from .._sinks import resolve_sink, shown_webhook_url
 from ..errors import AsyncBookError
 from ..redis import DEFAULT_REDIS_URL, RedisBook
+from ..redis._scripts import library
 
 __all__ = ["Check", "app_book", "app_checks", "book_checks", "load_app"]
 
@@ -82,6 +84,46 @@ def scripting_check(client: redis.Redis) -> Check:
             "use a server built with scripting, and an ACL user allowed EVAL/EVALSHA",
         )
     return Check("scripting", "ok", "Lua scripts run")
+
+
+def functions_check(client: Any) -> Check:
+    """The book's Redis Functions libraries of other asyncbook versions than this one
+    (``asyncbook_<sha>`` with an ``_apply`` function): each stays loaded, in the server's
+    Lua memory, until deleted."""
+    if isinstance(client, redis.RedisCluster):
+        return Check("functions", "skipped", "a Cluster: the book calls its scripts by EVALSHA")
+    try:
+        listed = client.function_list(library="asyncbook_*")
+    except redis.ResponseError:
+        return Check("functions", "skipped", "no Redis Functions here: scripts go by EVALSHA")
+    current, others = library()[0], []
+    for entry in map(_fields, listed):
+        name = _text(entry["library_name"])
+        if name != current and f"{name}_apply" in {
+            _text(_fields(function)["name"]) for function in entry["functions"]
+        }:
+            others.append(name)
+    if not others:
+        return Check("functions", "ok", f"the book's library of this version: {current}")
+    return Check(
+        "functions",
+        "warning",
+        f"{len(others)} library(ies) of other asyncbook versions loaded, in the server's Lua"
+        " memory",
+        "once no process of those versions runs: "
+        + "; ".join(f"FUNCTION DELETE {name}" for name in others)
+        + " (a process that still calls one loads it again)",
+    )
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def _fields(reply: Any) -> dict[str, Any]:
+    """A reply's map (RESP3) or flat list of names and values (RESP2), by name."""
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+    return {_text(key): value for key, value in pairs}
 
 
 def _config(client: redis.Redis, name: str) -> str | None:
@@ -223,6 +265,7 @@ def book_checks(book: RedisBook) -> Iterator[Check]:
         return
     yield server_check(info)
     yield scripting_check(client)
+    yield functions_check(client)
     yield eviction_check(client)
     yield persistence_check(client)
     yield clock_check(client)

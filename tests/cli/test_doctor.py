@@ -98,6 +98,39 @@ def test_doctor_names_each_problem_with_its_fix(throwaway: str) -> None:
     client.close()
 
 
+def test_doctor_names_the_libraries_other_versions_left_loaded(throwaway: str) -> None:
+    client = redis.Redis.from_url(throwaway)
+    book = RedisBook(client, namespace="upgraded")
+    book.create(id="t", now_ms=0, ttl_ms=60_000, max_attempts=1)  # loads this version's
+    _, answer = doctor(throwaway, "upgraded")
+    assert by_name(answer)["functions"]["status"] == "ok"
+    # An earlier version's book library, and a caller's events script (not the book's).
+    for name, function in (
+        ("asyncbook_0123456789ab", "apply"),
+        ("asyncbook_ba9876543210", "events"),
+    ):
+        client.function_load(
+            f"#!lua name={name}\n"
+            f"redis.register_function('{name}_{function}', function() return 1 end)"
+        )
+    _, answer = doctor(throwaway, "upgraded")
+    check = by_name(answer)["functions"]
+    assert check["status"] == "warning"
+    assert check["detail"].startswith("1 library(ies) of other asyncbook versions loaded")
+    assert check["fix"].startswith(
+        "once no process of those versions runs: FUNCTION DELETE asyncbook_0123456789ab ("
+    )
+    client.function_delete("asyncbook_0123456789ab")
+    _, answer = doctor(throwaway, "upgraded")
+    assert by_name(answer)["functions"]["status"] == "ok"
+    # A process that still calls a deleted library loads it again.
+    client.function_flush()
+    assert book.get("t") is not None
+    client.function_flush()
+    client.flushall()
+    client.close()
+
+
 def test_doctor_prints_a_line_per_check(throwaway: str) -> None:
     result = CliRunner().invoke(cli, ["--redis-url", throwaway, "--namespace", "x", "doctor"])
     assert result.exit_code == 1
