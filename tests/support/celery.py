@@ -31,7 +31,6 @@ from asyncbook.redis._sender import CreateSender
 
 from .books import delete_namespace
 
-
 CELERY_URL = os.environ.get("ASYNCBOOK_CELERY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 """The Redis the Celery tests use as broker, result backend and book (db 12)."""
 
