@@ -34,12 +34,12 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_console import (  # noqa: E402  (a script beside this one)
+from _servers import redis_at  # noqa: E402  (scripts beside this one)
+from bench_console import (  # noqa: E402
     CountingConnection,
     fill,
     per_call_ms,
     ratio_rows,
-    server_at,
     wipe,
 )
 
@@ -139,7 +139,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     assert args.large >= CSV_ROWS, "--large must hold a whole CSV download"
-    with server_at(args.url) as url:
+    with redis_at(args.url) as url:
         started = time.perf_counter()
         small = book_of(url, args.small, busy=False)
         large = book_of(url, args.large, busy=True)
