@@ -1,5 +1,5 @@
 """Console sort and search benchmarks (issue 19), beside ``bench_console.py`` (whose
-book, fill and throwaway server they reuse).
+book and fill they reuse).
 
 Run:  .venv/bin/python bench/bench_console_sort.py [--large 100000] [--rounds 7]
       [--baseline-src DIR] [--lifecycles 3000]

@@ -3,7 +3,7 @@
 Run:  .venv/bin/python bench/bench_monitoring.py [--url redis://127.0.0.1:6379/11]
       [--small 1000] [--large 20000] [--rounds 5]
 
-Without ``--url`` it starts a throwaway ``redis-server`` (``bench_console.py``'s), so the
+Without ``--url`` it starts a throwaway ``redis-server`` (``_servers.py``'s), so the
 round trips counted see nothing else. Prints a markdown table:
 
 a. the gauges read (streams, consumer groups, workers) alone: Redis round trips (counted
