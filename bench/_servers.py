@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 def free_port() -> int:
@@ -57,9 +59,15 @@ def start_redis(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    client = redis.Redis(port=port)
+    client = redis.Redis(port=port, retry=Retry(NoBackoff(), 0))  # wait_until does the retrying
+
+    def answers() -> object:
+        if process.poll() is not None:
+            raise RuntimeError(f"redis-server exited with {process.returncode}: {config}")
+        return client.ping()
+
     try:
-        wait_until(client.ping, seconds, "redis-server")
+        wait_until(answers, seconds, "redis-server")
     except BaseException:
         stop_process(process, seconds)
         raise
