@@ -22,19 +22,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import shutil
-import socket
 import statistics
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
-from pathlib import Path
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import redis
+from _servers import redis_at
 
 from asyncbook import AsyncRedisBook, RedisBook
 from asyncbook._watch import Message
@@ -44,41 +40,6 @@ _T = TypeVar("_T")
 ROUNDS = 9
 CONCURRENCY = 32
 NOW = 1_700_000_000_000
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def private_redis() -> Iterator[str]:
-    """A throwaway redis-server on a free loopback port; its URL."""
-    if shutil.which("redis-server") is None:
-        raise SystemExit("no redis-server on PATH: pass --url")
-    port = free_port()
-    with tempfile.TemporaryDirectory() as folder:
-        server = subprocess.Popen(
-            [
-                *("redis-server", "--port", str(port), "--bind", "127.0.0.1"),
-                *("--save", "", "--appendonly", "no", "--dir", str(Path(folder))),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            client = redis.Redis(port=port)
-            for _ in range(200):
-                with contextlib.suppress(redis.ConnectionError):
-                    client.ping()
-                    break
-                time.sleep(0.02)
-            client.close()
-            yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            server.terminate()
-            server.wait(10)
 
 
 def task_with_history(book: RedisBook, task_id: str) -> None:
@@ -279,8 +240,7 @@ def main() -> None:
     parser.add_argument("--versions", type=int, default=99, choices=range(1, 100), metavar="1-99")
     options = parser.parse_args()
     namespace = f"bench-async-{uuid.uuid4().hex[:8]}"
-    with contextlib.ExitStack() as stack:
-        url = options.url or stack.enter_context(private_redis())
+    with redis_at(options.url) as url:
         bench_get(url, namespace, options.gets)
         bench_follow(url, namespace, options.versions)
         if options.url:

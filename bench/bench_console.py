@@ -29,16 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -48,7 +44,8 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_celery import timed_worker  # noqa: E402  (a script beside this one)
+from _servers import redis_at, throwaway_redis  # noqa: E402  (scripts beside this one)
+from bench_celery import timed_worker  # noqa: E402
 
 DAY_MS = 86_400_000
 PARTS = "abcde"
@@ -66,38 +63,6 @@ class CountingConnection(redis.Connection):
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         CountingConnection.sent += 1
         super().send_packed_command(command, check_health)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextmanager
-def redis_server() -> Iterator[str]:
-    """A throwaway redis-server on a free port: its URL."""
-    port = free_port()
-    folder = Path(tempfile.mkdtemp(prefix="asyncbook-bench-console-"))
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        client = redis.Redis(port=port)
-        for _ in range(200):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        client.close()
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        server.terminate()
-        server.wait(10)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def wipe(client: redis.Redis, namespace: str) -> None:
@@ -237,8 +202,8 @@ def memory_per_task(variant: str, tasks: int) -> float:
     plain, info (name and queue: args off) or args (info with a 512-char args repr)."""
     from asyncbook import RedisBook
 
-    with redis_server() as url:
-        client = redis.Redis.from_url(url)
+    with throwaway_redis() as server:
+        client = redis.Redis.from_url(server.url)
         book = RedisBook(client, namespace="memory", retention=timedelta(hours=24))
         client.memory_purge()
         before = client.info("memory")["used_memory"]
@@ -495,7 +460,7 @@ def main() -> None:
         print(json.dumps({"perTask": memory_per_task(args.memory_variant, args.tasks)}))
         return
     rows: list[str] = []
-    with server_at(args.url) as url:
+    with redis_at(args.url) as url:
         if "a" in args.parts or "b" in args.parts:
             rows += bench_filters_and_stats(url, args.small, args.large, args.rounds)
         if "d" in args.parts:
@@ -510,15 +475,6 @@ def main() -> None:
     print("|---|---|---|---|")
     for row in rows:
         print(row)
-
-
-@contextmanager
-def server_at(url: str | None) -> Iterator[str]:
-    if url is not None:
-        yield url
-        return
-    with redis_server() as started:
-        yield started
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Console sort and search benchmarks (issue 19), beside ``bench_console.py`` (whose
-book, fill and throwaway server they reuse).
+book and fill they reuse).
 
 Run:  .venv/bin/python bench/bench_console_sort.py [--large 100000] [--rounds 7]
       [--baseline-src DIR] [--lifecycles 3000]
@@ -41,7 +41,8 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_console import fill, per_call_ms, redis_server, wipe  # noqa: E402
+from _servers import throwaway_redis  # noqa: E402
+from bench_console import fill, per_call_ms, wipe  # noqa: E402
 
 
 def interleaved(work: dict[str, Any], rounds: int, calls: int) -> dict[str, float]:
@@ -206,10 +207,10 @@ def main() -> None:
     if args.lifecycle_of:  # one side of part h (run with that side's PYTHONPATH)
         print(json.dumps(lifecycle_cost(args.lifecycle_of, args.lifecycles)))
         return
-    with redis_server() as url:
-        rows = bench_sort_and_search(url, args.large, args.rounds)
+    with throwaway_redis() as server:
+        rows = bench_sort_and_search(server.url, args.large, args.rounds)
         if args.baseline_src:
-            rows += bench_lifecycle(url, args.lifecycles, args.rounds, args.baseline_src)
+            rows += bench_lifecycle(server.url, args.lifecycles, args.rounds, args.baseline_src)
     print(f"{args.large:,} tasks, {args.rounds} rounds, medians")
     print()
     print("| measure | result | target | |")

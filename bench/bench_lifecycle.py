@@ -26,7 +26,6 @@ import multiprocessing.synchronize
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -39,6 +38,8 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _servers import redis_at  # noqa: E402  (a script beside this one)
+
 from asyncbook import ProgressEvent, RedisBook, StartEvent  # noqa: E402
 from asyncbook.celery._lifecycle import (  # noqa: E402
     CancelledRing,
@@ -48,31 +49,6 @@ from asyncbook.celery._lifecycle import (  # noqa: E402
 )
 
 TTL_MS = 3_600_000
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def private_redis() -> tuple[str, subprocess.Popen[bytes]]:
-    port = free_port()
-    command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1"]
-    command += ["--save", "", "--appendonly", "no"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            redis.Redis.from_url(url).ping()
-            return url, process
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    process.kill()
-    raise SystemExit("redis-server did not start")
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -363,10 +339,11 @@ def main() -> None:
     parser.add_argument("--load", type=int, default=1000, help="Changes/s in the loaded run.")
     options = parser.parse_args()
 
-    server = None
-    url = options.redis_url
-    if url is None:
-        url, server = private_redis()
+    with redis_at(options.redis_url) as url:
+        run(options, url)
+
+
+def run(options: argparse.Namespace, url: str) -> None:
     client = redis.Redis.from_url(url)
     namespace = f"bench-lifecycle-{uuid.uuid4().hex[:8]}"
     try:
@@ -389,9 +366,6 @@ def main() -> None:
         keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
         for start in range(0, len(keys), 500):
             client.delete(*keys[start : start + 500])
-        if server is not None:
-            server.terminate()
-            server.wait(10)
 
 
 if __name__ == "__main__":

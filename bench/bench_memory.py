@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
-import subprocess
-import tempfile
-import time
 import uuid
 from collections import defaultdict
 from datetime import timedelta
-from pathlib import Path
 
 import redis
-from bench_redis_book import celery_life, free_port
+from _servers import throwaway_redis
+from bench_redis_book import celery_life
 
 from asyncbook import RedisBook
 from asyncbook._console import PublishInfo
@@ -53,23 +49,6 @@ KINDS = [
 
 def kind_of(suffix: str) -> str:
     return next(label for label, pattern in KINDS if re.match(pattern, suffix))
-
-
-def start_server(port: int) -> tuple[subprocess.Popen[bytes], Path, redis.Redis]:
-    folder = Path(tempfile.mkdtemp(prefix="asyncbook-bench-"))
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    return server, folder, client
 
 
 def measure(client: redis.Redis, tasks: int, info: bool) -> tuple[float, dict[str, int]]:
@@ -104,8 +83,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--info", action="store_true")
     args = parser.parse_args()
-    server, folder, client = start_server(args.port or free_port())
-    try:
+    with throwaway_redis(port=args.port) as server:
+        client = redis.Redis(port=server.port)
         per_task, kinds = measure(client, args.tasks, args.info)
         print(f"used_memory per finished 5-event task: {per_task:,.0f} B over {args.tasks:,}")
         print("| key kind | B per task (MEMORY USAGE) |\n|---|---|")
@@ -114,10 +93,6 @@ def main() -> None:
                 print(f"| {label} | {kinds[label] / args.tasks:,.0f} |")
         print(f"| all keys | {sum(kinds.values()) / args.tasks:,.0f} |")
         client.close()
-    finally:
-        server.terminate()
-        server.wait(10)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

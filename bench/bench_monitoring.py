@@ -3,7 +3,7 @@
 Run:  .venv/bin/python bench/bench_monitoring.py [--url redis://127.0.0.1:6379/11]
       [--small 1000] [--large 20000] [--rounds 5]
 
-Without ``--url`` it starts a throwaway ``redis-server`` (``bench_console.py``'s), so the
+Without ``--url`` it starts a throwaway ``redis-server`` (``_servers.py``'s), so the
 round trips counted see nothing else. Prints a markdown table:
 
 a. the gauges read (streams, consumer groups, workers) alone: Redis round trips (counted
@@ -34,12 +34,12 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_console import (  # noqa: E402  (a script beside this one)
+from _servers import redis_at  # noqa: E402  (scripts beside this one)
+from bench_console import (  # noqa: E402
     CountingConnection,
     fill,
     per_call_ms,
     ratio_rows,
-    server_at,
     wipe,
 )
 
@@ -139,7 +139,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     assert args.large >= CSV_ROWS, "--large must hold a whole CSV download"
-    with server_at(args.url) as url:
+    with redis_at(args.url) as url:
         started = time.perf_counter()
         small = book_of(url, args.small, busy=False)
         large = book_of(url, args.large, busy=True)

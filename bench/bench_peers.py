@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from bench_async_book import private_redis  # scripts beside this one
+from _servers import throwaway_redis  # scripts beside this one
 from bench_script_keys import Counter
 
 from asyncbook import ProgressEvent, PublishInfo, RedisBook, StartEvent, SucceedEvent
@@ -280,9 +280,9 @@ def main() -> None:
     scenarios = ["plain", "progress"] if options.scenario == "both" else [options.scenario]
     version = bullmq_folder(options.bullmq_dir)
     node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
-    with private_redis() as url:
+    with throwaway_redis() as server:
+        url, port = server.url, server.port
         stats = redis.Redis.from_url(url)
-        port = int(url.rsplit(":", 1)[1].split("/")[0])
         print(
             f"Redis {stats.info('server')['redis_version']} (private, port {port}), "
             f"BullMQ {version} on node {node}; {options.rounds} rounds of {options.n} "

@@ -23,7 +23,6 @@ import glob
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,58 +32,42 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import redis
+from _servers import Server, throwaway_redis
 from bench_peers import DEFAULT_DIR, AsyncbookSide, BullmqSide, FloorSide, bullmq_folder
 from bench_script_keys import Counter
 
 from asyncbook.redis._scripts import with_helpers
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class Callgrind:
     """A redis-server under callgrind; ``count(run)`` is the instructions ``run`` cost it."""
 
-    def __init__(self, folder: str, extra: tuple[str, ...] = ()) -> None:
-        self.folder, self.port = folder, free_port()
-        self.server = subprocess.Popen(
-            [
-                *("valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/cg.%p"),
-                *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
-                *("--save", "", "--appendonly", "no", "--dir", folder, *extra),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis(port=self.port)
-        for _ in range(600):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        client.close()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+    def __init__(self, server: Server, dumps: str) -> None:
+        self.server, self.dumps = server, dumps
+        self.port, self.url = server.port, server.url
 
     def control(self, flag: str) -> None:
-        subprocess.run(["callgrind_control", flag, str(self.server.pid)], capture_output=True)
+        pid = str(self.server.process.pid)
+        subprocess.run(["callgrind_control", flag, pid], capture_output=True)
 
     def count(self, run: Callable[[], object]) -> int:
         self.control("-z")
         run()
         self.control("-d")
         time.sleep(0.3)
-        dump = max(glob.glob(f"{self.folder}/cg.*.*"), key=os.path.getmtime)
+        dump = max(glob.glob(f"{self.dumps}/cg.*.*"), key=os.path.getmtime)
         found = re.search(r"^(?:summary|totals): (\d+)", Path(dump).read_text(), re.M)
         assert found is not None, dump
         return int(found.group(1))
 
-    def close(self) -> None:
-        self.server.terminate()
-        self.server.wait(30)
+
+@contextmanager
+def callgrind(*config: str) -> Iterator[Callgrind]:
+    """A throwaway redis-server with ``config`` under ``valgrind --tool=callgrind``."""
+    with tempfile.TemporaryDirectory() as dumps:
+        wrapper = ("valgrind", "--tool=callgrind", f"--callgrind-out-file={dumps}/cg.%p")
+        with throwaway_redis(*config, wrapper=wrapper, seconds=30) as server:
+            yield Callgrind(server, dumps)
 
 
 def measured(grind: Callgrind, side: object, progress: bool, n: int) -> float:
@@ -118,8 +101,7 @@ def main() -> None:
         print(f"bench_peers_instructions needs {', '.join(missing)} on PATH", file=sys.stderr)
         raise SystemExit(2)
     version = bullmq_folder(options.bullmq_dir)
-    with tempfile.TemporaryDirectory() as folder:
-        grind = Callgrind(folder)
+    with callgrind() as grind:
         bull = BullmqSide(options.bullmq_dir, grind.port)
         try:
             trips = Counter()
@@ -143,7 +125,6 @@ def main() -> None:
                 )
         finally:
             bull.close()
-            grind.close()
 
 
 if __name__ == "__main__":

@@ -9,18 +9,14 @@ ratio; absolute numbers on a shared machine are noise.
 from __future__ import annotations
 
 import argparse
-import shutil
-import socket
 import statistics
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 
 import redis
+from _servers import throwaway_redis
 
 from asyncbook import AsyncEvent, FailEvent, ProgressEvent, RedisBook, StartEvent, SucceedEvent
 
@@ -173,21 +169,8 @@ def bench_resume(client: redis.Redis, book: RedisBook) -> None:
 
 def bench_memory(tasks: int, config: list[str]) -> None:
     """Memory per finished task on a throwaway redis-server (so INFO sees only this)."""
-    port = free_port()
-    folder = Path(tempfile.mkdtemp(prefix="asyncbook-bench-"))
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(folder), *config],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        client = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+    with throwaway_redis(*config) as server:
+        client = redis.Redis(port=server.port)
         book = RedisBook(client, namespace="memory", retention=timedelta(hours=24))
         client.memory_purge()
         before = client.info("memory")["used_memory"]
@@ -210,16 +193,6 @@ def bench_memory(tasks: int, config: list[str]) -> None:
             f"own keys {own} B (bench_memory.py breaks it down)"
         )
         client.close()
-    finally:
-        server.terminate()
-        server.wait(10)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def main() -> None:

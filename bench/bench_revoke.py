@@ -35,7 +35,8 @@ from celery.app.control import Control
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_lifecycle import private_redis, summary  # noqa: E402
+from _servers import redis_at  # noqa: E402  (scripts beside this one)
+from bench_lifecycle import summary  # noqa: E402
 
 from asyncbook import RedisBook  # noqa: E402
 from asyncbook.celery import cancel, install, uninstall  # noqa: E402
@@ -69,10 +70,11 @@ def main() -> None:
     parser.add_argument("--redis-url", default=None)
     parser.add_argument("--tasks", type=int, default=600)
     options = parser.parse_args()
-    process = None
-    url = options.redis_url
-    if url is None:
-        url, process = private_redis()
+    with redis_at(options.redis_url) as url:
+        run(options.tasks, url)
+
+
+def run(tasks: int, url: str) -> None:
     namespace = f"bench-revoke-{uuid.uuid4().hex[:8]}"
     queue = f"nobody-{uuid.uuid4().hex[:8]}"
     app = Celery("bench_revoke", broker=url, backend=None, set_as_current=False)
@@ -99,7 +101,7 @@ def main() -> None:
     never: dict[str, int] = dict.fromkeys(ways, 0)
     names = list(ways)
     try:
-        for index in range(options.tasks):
+        for index in range(tasks):
             name = names[index % len(names)]
             task_id = job.delay().id
             started = time.perf_counter()
@@ -114,7 +116,7 @@ def main() -> None:
         report = {
             "machine": f"{platform.node()} Python {platform.python_version()}",
             "redis": redis.Redis.from_url(url).info("server")["redis_version"],
-            "tasks_per_way": options.tasks // len(names),
+            "tasks_per_way": tasks // len(names),
             "ways": {
                 name: {
                     "call": summary(calls[name]),
@@ -134,9 +136,6 @@ def main() -> None:
             client.delete(key)
         client.delete(queue)
         client.close()
-        if process is not None:
-            process.terminate()
-            process.wait()
 
 
 if __name__ == "__main__":

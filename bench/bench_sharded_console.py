@@ -27,7 +27,8 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_console import fill, per_call_ms, redis_server  # noqa: E402
+from _servers import throwaway_redis  # noqa: E402
+from bench_console import fill, per_call_ms  # noqa: E402
 
 
 def reads() -> dict[str, Callable[[Any], object]]:
@@ -98,8 +99,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=20)
     options = parser.parse_args()
-    with redis_server() as url:
-        print("\n".join(bench(url, options.tasks, options.rounds, options.calls)))
+    with throwaway_redis() as server:
+        print("\n".join(bench(server.url, options.tasks, options.rounds, options.calls)))
 
 
 if __name__ == "__main__":

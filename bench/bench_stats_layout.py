@@ -32,7 +32,8 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_console import NAMES, fill, redis_server, wipe  # noqa: E402  (a script beside)
+from _servers import throwaway_redis  # noqa: E402  (scripts beside this one)
+from bench_console import NAMES, fill, wipe  # noqa: E402
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -107,9 +108,8 @@ def main() -> None:
     if args.url:
         run(args, args.url, own_server=False)
     else:
-        with redis_server() as url:
-            redis.Redis.from_url(url).config_set("slowlog-log-slower-than", 0)
-            run(args, url, own_server=True)
+        with throwaway_redis("--slowlog-log-slower-than", "0") as server:
+            run(args, server.url, own_server=True)
 
 
 def run(args: argparse.Namespace, url: str, own_server: bool) -> None:

@@ -11,56 +11,28 @@ median of the per-round ratios (waiting / not waiting).
 from __future__ import annotations
 
 import argparse
-import shutil
-import socket
 import statistics
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis
+from _servers import throwaway_redis, wait_until
 
 from asyncbook import ProgressEvent, RedisBook, StartEvent
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
 def primary_and_replica() -> Iterator[int]:
     """The primary's port, once its replica is linked; both stopped (by PID) after."""
-    folder = tempfile.mkdtemp(prefix="bench-wait-")
-    primary, replica = free_port(), free_port()
-    common = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", folder]
-    processes = [
-        subprocess.Popen(
-            ["redis-server", "--port", str(primary), *common], stdout=subprocess.DEVNULL
-        ),
-        subprocess.Popen(
-            ["redis-server", "--port", str(replica), "--replicaof", "127.0.0.1", str(primary),
-             *common], stdout=subprocess.DEVNULL,
-        ),
-    ]  # fmt: skip
-    try:
-        client = redis.Redis(port=replica)
-        for _ in range(200):
-            try:
-                if client.info("replication")["master_link_status"] == "up":
-                    break
-            except redis.RedisError:
-                pass
-            time.sleep(0.05)
-        yield primary
-    finally:
-        for process in processes:
-            process.terminate()
-            process.wait(10)
-        shutil.rmtree(folder, ignore_errors=True)
+    with (
+        throwaway_redis() as primary,
+        throwaway_redis("--replicaof", "127.0.0.1", str(primary.port)) as replica,
+    ):
+        client = redis.Redis(port=replica.port)
+        wait_until(lambda: client.info("replication")["master_link_status"] == "up", 20)
+        client.close()
+        yield primary.port
 
 
 def applies_per_second(port: int, replicas: int, namespace: str, count: int) -> float:

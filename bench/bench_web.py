@@ -27,7 +27,6 @@ import asyncio
 import json
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,17 +37,12 @@ from typing import Any
 
 import httpx
 import redis
+from _servers import free_port, redis_at, stop_process
 
 from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook.web._paths import task_path
 
 NOW = 1_000_000
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -253,23 +247,6 @@ def hub_watchers(port: int) -> int:
     return int(text.split("\nasyncbook_stream_watchers ")[1].split()[0])
 
 
-def private_redis() -> tuple[str, subprocess.Popen[bytes]]:
-    port = free_port()
-    command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1"]
-    command += ["--save", "", "--appendonly", "no"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            redis.Redis.from_url(url).ping()
-            return url, process
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    process.kill()
-    raise SystemExit("redis-server did not start")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--redis-url", default=None, help="Default: a private redis-server.")
@@ -280,29 +257,27 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=5.0)
     parser.add_argument("--lookup-seconds", type=float, default=5.0)
     args = parser.parse_args()
+    with redis_at(args.redis_url) as url:
+        run(args, url)
+
+
+def run(args: argparse.Namespace, url: str) -> None:
     namespace = f"bench-web-{uuid.uuid4().hex[:8]}"
-    own_redis = None
-    if args.redis_url is None:
-        args.redis_url, own_redis = private_redis()
     port = free_port()
-    server = start_server(args.redis_url, namespace, port)
+    server = start_server(url, namespace, port)
     try:
-        report = {"fan_out": asyncio.run(fan_out(port, args.redis_url, namespace, args))}
+        report = {"fan_out": asyncio.run(fan_out(port, url, namespace, args))}
         report["lookups"] = [
             asyncio.run(lookups(port, "bench-0", n, args.lookup_seconds)) for n in (1, 50)
         ]
         print(json.dumps(report, indent=2))
     finally:
-        server.terminate()
-        server.wait(10)
-        admin = redis.Redis.from_url(args.redis_url)
+        stop_process(server)
+        admin = redis.Redis.from_url(url)
         keys = list(admin.scan_iter(match="{" + namespace + "}:*"))
         if keys:
             admin.delete(*keys)
         admin.close()
-        if own_redis is not None:
-            own_redis.terminate()
-            own_redis.wait(10)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import struct
-import tempfile
 import time
 import uuid
 
 import redis
-from bench_peers_instructions import Callgrind
+from bench_peers_instructions import Callgrind, callgrind
 
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -108,8 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=300, help="calls (lives) per measure")
     options = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        grind = Callgrind(folder)
+    with callgrind() as grind:
         client = redis.Redis.from_url(grind.url)
         try:
             print("| measure | instructions in Redis |\n|---|---|")
@@ -117,7 +115,6 @@ def main() -> None:
             contract_life(grind, client, options.n)
         finally:
             client.close()
-            grind.close()
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
+from _servers import stop_process  # noqa: E402
 from failover_app import BROKER, make_app  # noqa: E402
 
 from tests.support.cluster import LocalCluster, local_cluster  # noqa: E402
@@ -152,12 +153,7 @@ def worker(
             time.sleep(0.1)
         yield log
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_process(process, 30)
 
 
 class Publisher:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from _servers import free_port, start_redis, stop_process
 from celery import Celery
 from celery.result import AsyncResult
 
@@ -58,7 +59,7 @@ class BookServer:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -66,29 +67,14 @@ class BookServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-             "--dir", str(self.folder)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        self.process = start_redis(
+            self.port, self.folder, "--appendonly", "yes", "--appendfsync", "always",
+            "--save", "", seconds=20,
         )  # fmt: skip
-        client = redis.Redis(port=self.port)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.RedisError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        client.close()
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(20)
+            stop_process(self.process, 20)
             self.process = None
 
     def pause(self, seconds: float) -> None:
@@ -97,14 +83,6 @@ class BookServer:
         self.process.send_signal(signal.SIGSTOP)
         time.sleep(seconds)
         self.process.send_signal(signal.SIGCONT)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -215,12 +193,7 @@ def run(
             seconds=round(time.monotonic() - started, 1),
         )
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(10)
+        stop_process(worker, 30)
         server.stop()
 
 

@@ -1,0 +1,121 @@
+"""Throwaway redis-server processes on loopback ports for the benches, stopped by PID."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until(check: Callable[[], object], seconds: float = 10.0, what: str = "server") -> None:
+    """Poll ``check`` until it returns truthy; Redis errors count as not yet."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if check():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the {what} did not come up")
+        time.sleep(0.05)
+
+
+def stop_process(process: subprocess.Popen[bytes], seconds: float = 10.0) -> None:
+    """SIGTERM ``process`` and wait for it; SIGKILL it if it outlives ``seconds``."""
+    process.terminate()
+    try:
+        process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(seconds)
+
+
+def start_redis(
+    port: int, folder: Path, *config: str, wrapper: Sequence[str] = (), seconds: float = 10.0
+) -> subprocess.Popen[bytes]:
+    """``redis-server`` with ``config`` on loopback ``port`` in ``folder`` (run under
+    ``wrapper``, an argv prefix such as valgrind's, if given), once it answers PING."""
+    process = subprocess.Popen(
+        [*wrapper, "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+         "--dir", str(folder), *config],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = redis.Redis(port=port, retry=Retry(NoBackoff(), 0))  # wait_until does the retrying
+
+    def answers() -> object:
+        if process.poll() is not None:
+            raise RuntimeError(f"redis-server exited with {process.returncode}: {config}")
+        return client.ping()
+
+    try:
+        wait_until(answers, seconds, "redis-server")
+    except BaseException:
+        stop_process(process, seconds)
+        raise
+    finally:
+        client.close()
+    return process
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running throwaway redis-server: its port and process."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+@contextmanager
+def throwaway_redis(
+    *config: str, port: int = 0, wrapper: Sequence[str] = (), seconds: float = 10.0
+) -> Iterator[Server]:
+    """A redis-server with ``config`` (nothing on disk) on loopback ``port`` (0: a free
+    one) in a folder of its own; stopped by PID and its folder removed after."""
+    port = port or free_port()
+    folder = Path(tempfile.mkdtemp(prefix="asyncbook-bench-"))
+    try:
+        nothing_on_disk = ("--save", "", "--appendonly", "no")
+        process = start_redis(
+            port, folder, *nothing_on_disk, *config, wrapper=wrapper, seconds=seconds
+        )
+        try:
+            yield Server(port, process)
+        finally:
+            stop_process(process, seconds)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def redis_at(url: str | None) -> Iterator[str]:
+    """``url``, or without one a throwaway redis-server's."""
+    if url is not None:
+        yield url
+        return
+    if shutil.which("redis-server") is None:
+        raise SystemExit("no redis-server on PATH: pass a Redis URL")
+    with throwaway_redis() as server:
+        yield server.url
