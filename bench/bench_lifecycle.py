@@ -234,7 +234,9 @@ def watch_process(
 
     watch = ReadyWatch(book, revoke)
     watch.ready = ready
-    watch.start()
+    follow = watch.follower()
+    assert follow is not None  # a RedisBook publishes its cancels
+    watch.start(follow)
     stop.wait()
     watch.stop()
     results.put(seen)

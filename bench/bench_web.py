@@ -244,7 +244,7 @@ async def lookups(port: int, task: str, concurrency: int, seconds: float) -> dic
 def hub_watchers(port: int) -> int:
     """Open task streams, as the server's /metrics reports them."""
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    return int(text.split("\nasyncbook_stream_watchers ")[1].split()[0])
+    return int(float(text.split("\nasyncbook_stream_watchers ")[1].split()[0]))  # "10.0"
 
 
 def main() -> None:
