@@ -54,12 +54,14 @@ SAMPLE_EVERY = 0.05
 
 @dataclass
 class Sample:
-    """One reading: when (seconds since publishing began), the lag, the broker's queue."""
+    """One reading: when (seconds since publishing began), the lag, the broker's queue,
+    the tasks published by then."""
 
     at: float
     entries: int
     age_ms: int
     queued: int
+    published: int
 
 
 @dataclass
@@ -71,6 +73,8 @@ class Sampler:
     queue: str
     began: float
     page_every: float = 0.0
+    published: int = 0
+    """Tasks published so far (the publisher counts)."""
     samples: list[Sample] = field(default_factory=list)
     pages: list[tuple[float, int, int, float]] = field(default_factory=list)
     """Console pages read: (at, entries, age_ms, ms the read took)."""
@@ -92,9 +96,10 @@ class Sampler:
                 self.pages.append((now - self.began, lag.entries, lag.oldest_age_ms or 0, took))
                 next_page += self.page_every
             lag = book.catch_up_index(batches=0)
+            published = self.published
             queued = int(client.llen(self.queue))
             at = time.perf_counter() - self.began
-            self.samples.append(Sample(at, lag.entries, lag.oldest_age_ms or 0, queued))
+            self.samples.append(Sample(at, lag.entries, lag.oldest_age_ms or 0, queued, published))
             due = max(due + SAMPLE_EVERY, time.perf_counter())
         client.close()
 
@@ -188,6 +193,7 @@ def run(args: argparse.Namespace, url: str) -> None:
             else:
                 late = max(late, -wait)
             ids.append(task.apply_async(queue=queue).id)
+            sampler.published = i + 1
         window = time.perf_counter() - began
         worker_cpu = process_cpu(process.pid) - cpu
         load_after = os.getloadavg()
@@ -229,15 +235,16 @@ def report(
     after = [s for s in sampler.samples if s.at > window]
     ages = [s.age_ms / 1000 for s in inside]
     steady = [s for s in inside if s.at >= min(5.0, window / 4)]
-    taken = (steady[-1].at - steady[0].at) or 1.0
-    # taken by the worker = published by then - still queued (publish is steady)
-    took = (steady[-1].at - steady[0].at) * args.rate - (steady[-1].queued - steady[0].queued)
+    first, last = steady[0], steady[-1]
+    # taken by the worker = published - still queued
+    took = (last.published - first.published) - (last.queued - first.queued)
+    taken = (last.at - first.at) or 1.0
     print(f"rate {args.rate:g}/s for {args.seconds:g} s, {args.pool} worker"
           + (f" x{args.concurrency}" if args.pool == "prefork" else ""))  # fmt: skip
     print(f"published {total:,} in {window:.2f} s: {total / window:.0f} tasks/s "
           f"(latest publish {late * 1000:.0f} ms behind schedule)")  # fmt: skip
     print(f"finished within the window: {done_in_window:,} ({done_in_window / window:.0f}/s); "
-          f"taken by the worker after {steady[0].at:.0f} s: {took / taken:.0f}/s; "
+          f"taken by the worker after {first.at:.0f} s: {took / taken:.0f}/s; "
           f"queue at the window's end: {inside[-1].queued:,}; all finished after "
           f"{drained:.1f} s ({total / drained:.0f}/s end to end)")  # fmt: skip
     print(f"worker CPU in the window: {worker_cpu / window * 100:.0f} % of one core")
