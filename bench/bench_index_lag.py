@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_console import redis_server  # noqa: E402  (a script beside this one)
+from _servers import redis_at  # noqa: E402  (a module beside this one)
 
 SAMPLE_EVERY = 0.05
 """Seconds between two samples of the lag."""
@@ -274,10 +274,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="prefork's processes")
     parser.add_argument("--page-every", type=float, default=0.0, help="a console page every S s")
     args = parser.parse_args()
-    if args.url:
-        run(args, args.url)
-        return
-    with redis_server() as url:
+    with redis_at(args.url) as url:
         run(args, url)
 
 
