@@ -129,6 +129,9 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._written: OrderedDict[str, None] = OrderedDict()
         self._outage_since: float | None = None
+        self._answering: set[str] = set()
+        """The tasks of the batch the writer is answering: out of the queue, and those
+        that met "unknown" go back to it once their task is created (``take`` waits)."""
 
     def _check_fork(self) -> None:
         # A forked pool child inherits locks and a queue, but not the writer thread.
@@ -202,6 +205,7 @@ class Recorder:
         """
         self._check_fork()
         with self._lock:
+            self._lock.wait_for(lambda: task_id not in self._answering, self.retry_for)
             if not self._queue:
                 return []
             taken = [entry for entry in self._queue if entry.item[0] == task_id]
@@ -359,7 +363,13 @@ class Recorder:
             # Not always the queue's head (events that may ride stay), and the overflow
             # rule may have dropped some of it.
             self._queue = deque(entry for entry in self._queue if id(entry) not in sent)
-        self._answer(batch, results)
+            self._answering = {entry.item[0] for entry in batch}
+        try:
+            self._answer(batch, results)
+        finally:
+            with self._lock:
+                self._answering = set()
+                self._lock.notify_all()
 
     def _answer(self, batch: list[_Queued], results: Sequence[Any]) -> None:
         again: list[_Queued] = []

@@ -124,6 +124,41 @@ def test_events_of_a_task_created_late_are_sent_again_first_in_order() -> None:
     recorder.close()
 
 
+def test_a_result_taking_the_events_of_a_task_being_created_waits_for_them() -> None:
+    """The writer met "unknown" and creates the task; the execution's result, seeing the
+    task exist, takes its events: it gets the start, to send before its end (found by
+    make test: the end went alone, was refused as not running, and Celery said SUCCESS
+    while the book said running)."""
+    book = FlakyBook(0)
+    created, go_on = threading.Event(), threading.Event()
+
+    def create() -> bool:
+        book.create(id="t", now_ms=0, ttl_ms=10_000, max_attempts=1)
+        created.set()  # the task body sees it and returns: its result takes the events
+        go_on.wait(5)
+        return True
+
+    recorder = Recorder(lambda: book, flush_delay=0.0, retry_for=3.0, creator_of=lambda _: create)
+    recorder.buffer(start("t"))
+    assert created.wait(5)
+    taken: list[tuple[list[str | None], str]] = []
+
+    def take() -> None:
+        entries = [entry.item[2] for entry in recorder.take("t")]
+        task = book.get("t")
+        assert task is not None
+        taken.append((entries, task.state.value))
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    time.sleep(0.2)
+    go_on.set()
+    taker.join(5)
+    # The start is taken, or the writer sent it first: the end never goes before it.
+    assert taken in ([(["t:start"], "queued")], [([], "running")]), taken
+    recorder.close()
+
+
 def test_events_of_a_task_nobody_creates_are_let_go(caplog: pytest.LogCaptureFixture) -> None:
     book = FlakyBook(0)
     recorder = Recorder(
