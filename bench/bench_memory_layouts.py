@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import string
-import subprocess
-import tempfile
-import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import redis
-from bench_redis_book import celery_life, free_port
+from _servers import throwaway_redis
+from bench_redis_book import celery_life
 
 from asyncbook import RedisBook
 
@@ -108,36 +105,21 @@ LAYOUTS = [
 ]  # fmt: skip
 
 
-class Server:
-    """A throwaway loopback redis-server on a free port, in a directory of its own."""
+@contextmanager
+def text_server(*config: str) -> Iterator[redis.Redis]:
+    """A throwaway redis-server (``_servers.throwaway_redis``), a client that decodes."""
+    with throwaway_redis(*config) as server:
+        client = redis.Redis(port=server.port, decode_responses=True)
+        try:
+            yield client
+        finally:
+            client.close()
 
-    def __init__(self, extra: list[str]) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="asyncbook-layouts-"))
-        self.port = port = free_port()
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.folder), *extra],
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        self.client = redis.Redis(port=port, decode_responses=True)
-        for _ in range(200):
-            try:
-                self.client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
 
-    def used_memory(self) -> int:
-        self.client.memory_purge()
-        self.client.config_resetstat()
-        return int(self.client.info("memory")["used_memory"])
-
-    def stop(self) -> None:
-        self.client.close()
-        self.process.terminate()
-        self.process.wait(10)
-        shutil.rmtree(self.folder, ignore_errors=True)
+def used_memory(client: redis.Redis) -> int:
+    client.memory_purge()
+    client.config_resetstat()
+    return int(client.info("memory")["used_memory"])
 
 
 def fresh_ids(tasks: int) -> list[str]:
@@ -146,11 +128,10 @@ def fresh_ids(tasks: int) -> list[str]:
 
 def real_book(tasks: int) -> tuple[float, Template]:
     """The real book's used_memory per task (indexes caught up), and its first task."""
-    server = Server([])
-    try:
-        client = redis.Redis(port=server.port)  # the book's own client: bytes replies
+    with text_server() as text:
+        client = redis.Redis(port=text.connection_pool.connection_kwargs["port"])  # bytes
         book = RedisBook(client, namespace="memory", retention=timedelta(hours=24))
-        before = server.used_memory()
+        before = used_memory(text)
         ids = fresh_ids(tasks)
         for task_id in ids:
             book.create(id=task_id, now_ms=T0, ttl_ms=1_800_000, max_attempts=2)
@@ -158,11 +139,9 @@ def real_book(tasks: int) -> tuple[float, Template]:
         for start in range(0, len(items), BATCH):
             book.apply_many(items[start : start + BATCH])
         book.catch_up_index(batches=10**9)
-        per_task = (server.used_memory() - before) / tasks
+        per_task = (used_memory(text) - before) / tasks
         client.close()
-        return per_task, template_of(server.client, ids[0])
-    finally:
-        server.stop()
+        return per_task, template_of(text, ids[0])
 
 
 def template_of(client: redis.Redis, task_id: str) -> Template:
@@ -232,10 +211,8 @@ def task_writes(
 def measure(layout: Layout, template: Template, tasks: int) -> tuple[float, dict[str, str]]:
     """used_memory growth per task of ``tasks`` copies of ``template`` in ``layout``, and
     the encodings of its first task's keys."""
-    server = Server(layout.server_args)
-    try:
-        client = server.client
-        before = server.used_memory()
+    with text_server(*layout.server_args) as client:
+        before = used_memory(client)
         ids = fresh_ids(tasks)
         for start in range(0, tasks, BATCH):
             pipe = client.pipeline(transaction=False)
@@ -243,10 +220,8 @@ def measure(layout: Layout, template: Template, tasks: int) -> tuple[float, dict
                 task_writes(pipe, layout, template, position, ids[position], tasks)
             pipe.execute()
         client.set(f"{TAG}:seq", tasks)
-        per_task = (server.used_memory() - before) / tasks
+        per_task = (used_memory(client) - before) / tasks
         return per_task, encodings(client, ids[0])
-    finally:
-        server.stop()
 
 
 def encodings(client: redis.Redis, task_id: str) -> dict[str, str]:
