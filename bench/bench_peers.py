@@ -98,15 +98,20 @@ class AsyncbookSide:
         self.calls: list[Call] = []  # one lifecycle's EVALSHAs, for the floor
 
     @staticmethod
-    def lifecycle(book: RedisBook, progress: bool) -> None:
+    def created(book: RedisBook) -> tuple[str, int, str, StartEvent]:
+        """A life's create, as a publisher sends it: the task's id, the time, a nonce for
+        the callback ids, and its start."""
         task_id = str(uuid.uuid4())
         now = int(time.time() * 1000)
         book.create(
             id=task_id, now_ms=now, ttl_ms=3_600_000, max_attempts=4, exist_ok=True,
             heartbeat_timeout_ms=60_000, info=INFO,
         )  # fmt: skip
-        nonce = uuid.uuid4().hex[:8]
-        start = StartEvent(at_ms=now + 1, worker="celery@bench")
+        return task_id, now, uuid.uuid4().hex[:8], StartEvent(at_ms=now + 1, worker="celery@bench")
+
+    @staticmethod
+    def lifecycle(book: RedisBook, progress: bool) -> None:
+        task_id, now, nonce, start = AsyncbookSide.created(book)
         book.apply(task_id, start, f"celery:{task_id}:start:0:{nonce}")
         if progress:
             event = ProgressEvent(at_ms=now + 2, progress=50, cursor="chunk-5")

@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
-from bench_peers import HASH, INFO, AsyncbookSide
+from bench_peers import HASH, AsyncbookSide
 from bench_peers_instructions import callgrind
 
-from asyncbook import RedisBook, StartEvent, SucceedEvent
+from asyncbook import RedisBook, SucceedEvent
 from asyncbook.celery._backend import _execution_source
 from asyncbook.celery._execution_args import ExecutionArgs
 
@@ -42,14 +41,7 @@ def celery_life(book: RedisBook, fused: bool) -> None:
     """A life as the Celery integration writes it: the publisher's create, then the
     worker's start and end with compact answers (``fused``: with the meta, in one call of
     the result backend's script; else two ``apply_many`` calls, as the recorder sends)."""
-    task_id = str(uuid.uuid4())
-    now = int(time.time() * 1000)
-    book.create(
-        id=task_id, now_ms=now, ttl_ms=3_600_000, max_attempts=4, exist_ok=True,
-        heartbeat_timeout_ms=60_000, info=INFO,
-    )  # fmt: skip
-    nonce = uuid.uuid4().hex[:8]
-    start = StartEvent(at_ms=now + 1, worker="celery@bench")
+    task_id, now, nonce, start = AsyncbookSide.created(book)
     meta_key = f"celery-task-meta-{task_id}"
     done = SucceedEvent(at_ms=now + 3, result_ref=meta_key, result_hash=HASH)
     start_id, done_id = f"celery:{task_id}:start:0:{nonce}", f"celery:{task_id}:success:0"
