@@ -168,29 +168,20 @@ def bench_resume(client: redis.Redis, book: RedisBook) -> None:
 
 
 def bench_memory(tasks: int, config: list[str]) -> None:
-    """Memory per finished task on a throwaway redis-server (so INFO sees only this)."""
+    """Memory per finished task on a throwaway redis-server (so INFO sees only this),
+    measured as ``bench_memory.py`` measures it (the indexes caught up)."""
+    from bench_memory import measure  # a script beside this one, which imports this one
+
     with throwaway_redis(*config) as server:
         client = redis.Redis(port=server.port)
-        book = RedisBook(client, namespace="memory", retention=timedelta(hours=24))
-        client.memory_purge()
-        before = client.info("memory")["used_memory"]
-        ids = [f"celery-{uuid.uuid4()}" for _ in range(tasks)]
-        for task_id in ids:
-            book.create(id=task_id, now_ms=1_700_000_000_000, ttl_ms=1_800_000, max_attempts=2)
-        items = [item for task_id in ids for item in celery_life(task_id)]
-        for start in range(0, len(items), 500):
-            book.apply_many(items[start : start + 500])
-        client.memory_purge()
-        after = client.info("memory")["used_memory"]
-        sample = ids[0]
-        keys = [book.keys.task(sample), book.keys.history(sample)]  # markers: in the hash
-        own = sum(client.memory_usage(key) or 0 for key in keys)
+        per_task, kinds = measure(client, tasks, info=False)
+        own = (kinds["task hash (t:)"] + kinds["history list (h:)"]) / tasks
         label = " ".join(config) or "default config"
         print(
-            f"memory per finished task with 5 events ({label}): {(after - before) / tasks:,.0f} B "
+            f"memory per finished task with 5 events ({label}): {per_task:,.0f} B "
             f"by INFO over {tasks:,} tasks (Celery-style 43-char id; its record with its 5 "
             f"callback markers, history, indexes, outbox entry); MEMORY USAGE of the task's "
-            f"own keys {own} B (bench_memory.py breaks it down)"
+            f"own keys {own:,.0f} B (bench_memory.py breaks it down)"
         )
         client.close()
 
