@@ -24,6 +24,7 @@ from .._health import sweep_health
 from .._sinks import resolve_sink, shown_webhook_url
 from ..errors import AsyncBookError
 from ..redis import DEFAULT_REDIS_URL, RedisBook
+from ..redis._replies import text_of
 from ..redis._scripts import library
 
 __all__ = ["Check", "app_book", "app_checks", "book_checks", "load_app"]
@@ -98,9 +99,9 @@ def functions_check(client: Any) -> Check:
         return Check("functions", "skipped", "no Redis Functions here: scripts go by EVALSHA")
     current, others = library()[0], []
     for entry in map(_fields, listed):
-        name = _text(entry["library_name"])
+        name = text_of(entry["library_name"])
         if name != current and f"{name}_apply" in {
-            _text(_fields(function)["name"]) for function in entry["functions"]
+            text_of(_fields(function)["name"]) for function in entry["functions"]
         }:
             others.append(name)
     if not others:
@@ -116,14 +117,10 @@ def functions_check(client: Any) -> Check:
     )
 
 
-def _text(raw: Any) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
-
-
 def _fields(reply: Any) -> dict[str, Any]:
     """A reply's map (RESP3) or flat list of names and values (RESP2), by name."""
     pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
-    return {_text(key): value for key, value in pairs}
+    return {text_of(key): value for key, value in pairs}
 
 
 def _config(client: redis.Redis, name: str) -> str | None:
