@@ -112,7 +112,7 @@ class _Batch:
     def entry(self, f: dict[str, str]) -> None:
         """One change (_info.lua's index_change), as index.lua applied it one by one."""
         i, name, worker = f["i"], f.get("n"), f.get("w")
-        packed = f["m"].split("|")  # _info.lua's CHANGE: q f t c s a e r
+        packed = f["m"].split("|")  # _info.lua's index_change: q f t c s a e r
         q, before, after, created, start, attempts, end, runtime = packed
         if after:
             chain = self.chains.get(i)
