@@ -30,6 +30,8 @@ BATCH = 500
 """Entries applied per script call."""
 READ_BATCHES = 20
 """How many batches a read of the indexes applies, at most, before it answers."""
+OPERANDS_PER_CALL = 512
+"""Operands (members, or scores and members) of one ZADD or ZREM of index.lua, at most."""
 
 
 RUNTIME_BOUNDS = (
@@ -59,10 +61,8 @@ class _Batch:
         self.k = shard.keys
         self.keys: list[str] = [self.k.index_changes]
         self.slots: dict[str, str] = {}
-        self.moves: list[str] = []
+        self.groups: dict[str, dict[str, dict[str, str]]] = {"r": {}, "z": {}, "g": {}}
         self.chains: dict[str, dict[str, Any]] = {}
-        self.last: dict[tuple[str, str], str] = {}  # (key, member) -> score: last wins
-        self.gt: dict[tuple[str, str], str] = {}  # (key, member) -> the highest score
         self.started: dict[str, int] = {}  # worker -> starts
         self.sums: dict[tuple[str, str], list[Any]] = {}  # (key, field) -> [by, expires]
 
@@ -77,21 +77,21 @@ class _Batch:
         summed = self.sums.setdefault((key, field), [0, expires])
         summed[0] += by
 
+    def put(self, op: str, key: str, member: str, score: str = "") -> None:
+        """A member of a key's one ZREM ('r'), ZADD ('z': last wins) or ZADD GT ('g')."""
+        members = self.groups[op].setdefault(self.slot(key), {})
+        if op != "g" or float(score) > float(members.get(member, "-inf")):
+            members[member] = score
+
     def move(self, chain: dict[str, Any]) -> None:
-        """A task's moves in the batch as one: its first state out, its last one in."""
-        index, named = self.k.state_index, chain["n"]
-        if chain["f"]:
-            self.moves += ["r", self.slot(index(chain["f"])), chain["i"]]
-            if named is not None:
-                self.moves += ["r", self.slot(self.k.name_index(chain["f"], named)), chain["i"]]
-        self.moves += ["z", self.slot(index(chain["t"])), chain["q"], chain["i"]]
-        if named is not None:
-            self.moves += [
-                "z",
-                self.slot(self.k.name_index(chain["t"], named)),
-                chain["q"],
-                chain["i"],
-            ]
+        """A task's moves in the batch as one: its first state out, its last one in. (Only
+        a task's first chain in a batch has a state out: removals may go first.)"""
+        index, named, member = self.k.state_index, chain["n"], chain["i"]
+        for state, op in (chain["f"], "r"), (chain["t"], "z"):
+            if state:
+                self.put(op, index(state), member, chain["q"])
+                if named is not None:
+                    self.put(op, self.k.name_index(state, named), member, chain["q"])
 
     def minute(self, name: str | None, at: float, code: str, runtime: float | None) -> None:
         """One count (and a runtime) of one minute, for the task's name and every name."""
@@ -123,17 +123,15 @@ class _Batch:
                     self.move(chain)  # a create of an id whose earlier task moved in the batch
                 self.chains[i] = {"i": i, "q": q, "f": before, "t": after, "n": name}
         if created and name is not None:
-            self.last[(self.k.names, name)] = created
+            self.put("z", self.k.names, name, created)
         for value, index in zip((start, end, runtime, attempts), self.k.sort_indexes, strict=True):
             if value:
-                self.last[(index, i)] = value
+                self.put("z", index, i, value)
         if start:
             if worker is not None:
-                self.last[(self.k.worker_tasks(worker), i)] = q
+                self.put("z", self.k.worker_tasks(worker), i, q)
                 self.started[worker] = self.started.get(worker, 0) + 1
-                best = self.gt.get((self.k.workers, worker))
-                if best is None or float(start) > float(best):
-                    self.gt[(self.k.workers, worker)] = start
+                self.put("g", self.k.workers, worker, start)
             self.minute(name, float(start), "S", None)
         if end:
             ran = float(runtime) if runtime else None
@@ -145,11 +143,13 @@ class _Batch:
         """index.lua's ARGV after the batch's ids (see index.lua)."""
         for chain in self.chains.values():
             self.move(chain)
-        ops = self.moves
-        for (key, member), score in self.last.items():
-            ops += ["z", self.slot(key), score, member]
-        for (key, member), score in self.gt.items():
-            ops += ["g", self.slot(key), score, member]
+        ops: list[str] = []
+        for op, groups in self.groups.items():
+            for slot, members in groups.items():
+                flat = [*members] if op == "r" else [x for m in members for x in (members[m], m)]
+                for at in range(0, len(flat), OPERANDS_PER_CALL):
+                    part = flat[at : at + OPERANDS_PER_CALL]
+                    ops += [op, slot, str(len(part)), *part]
         for worker, starts in self.started.items():
             tasks = self.slot(self.k.worker_tasks(worker))
             ops += ["w", self.slot(self.k.worker_counts(worker)), tasks, str(starts)]

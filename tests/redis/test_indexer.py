@@ -133,6 +133,19 @@ def test_the_indexes_equal_a_rebuild_from_the_records(client: redis.Redis, book:
     assert set(SORT_INDEXED) == {"started", "ended", "runtime", "attempts"}
 
 
+def test_a_key_written_in_several_commands_gives_the_same_indexes(
+    client: redis.Redis, book: RedisBook, monkeypatch: Any
+) -> None:
+    """A batch writes each key's members in one ZADD or ZREM of at most OPERANDS_PER_CALL
+    operands; split into many (here 4 operands a command), the indexes are the same."""
+    monkeypatch.setattr(indexer, "OPERANDS_PER_CALL", 4)
+    workload(book, 60)
+    assert book.catch_up_index() == IndexLag()
+    assert indexes(client, book) == rebuilt(client, book)
+    workers = client.zrange(book.keys.workers, 0, -1, withscores=True)
+    assert workers == [(b"w0", 2057.0), (b"w1", 2058.0), (b"w2", 2059.0)]  # latest starts
+
+
 def test_a_read_catches_up_first(book: RedisBook) -> None:
     workload(book, 12)
     counts = book.count_by_state()  # no indexer ran: the read caught up

@@ -22,9 +22,10 @@
 -- KEYS: 1 the change stream, then every key the batch writes (the ops name their slots)
 -- ARGV: IndexArgs (redis/_script_args.py): the batch's first and last entry ids; then its
 --       writes, worked out and summed by the caller (_indexer.py's _Batch: a task's moves
---       between states as one, one HINCRBY per hash and field), each an op and its
---       operands: 'z' slot score member (ZADD) | 'r' slot member (ZREM) | 'g' slot score
---       member (ZADD GT) | 'h' slot field by (HINCRBY) | 'x' slot field by (HINCRBY of a
+--       between states as one, a key's members in one command, one HINCRBY per hash and
+--       field), each an op and its operands: 'r' slot n member... (ZREM of n members) |
+--       'z' slot n score member... (ZADD of n/2 pairs) | 'g' slot n score member... (ZADD
+--       GT) | 'h' slot field by (HINCRBY) | 'x' slot field by (HINCRBY of a
 --       stats hash, which expires a day and an hour after a field is new) | 'w' counts
 --       tasks by (a worker's starts: its index trimmed to its latest tasks whenever the
 --       count passes a multiple of 64, so at most 64 over WORKER_TASKS)
@@ -36,15 +37,18 @@ local STATS_TTL = 25 * 3600000
 local function apply_ops(keys, argv, at)
   while at <= #argv do
     local op, key = argv[at], keys[tonumber(argv[at + 1])]
-    if op == 'r' then
-      redis.call('ZREM', key, argv[at + 2])
-      at = at + 3
+    if op == 'r' or op == 'z' or op == 'g' then
+      local last = at + 2 + tonumber(argv[at + 2])
+      if op == 'r' then
+        redis.call('ZREM', key, unpack(argv, at + 3, last))
+      elseif op == 'z' then
+        redis.call('ZADD', key, unpack(argv, at + 3, last))
+      else
+        redis.call('ZADD', key, 'GT', unpack(argv, at + 3, last))
+      end
+      at = last + 1
     else
-      if op == 'z' then
-        redis.call('ZADD', key, argv[at + 2], argv[at + 3])
-      elseif op == 'g' then
-        redis.call('ZADD', key, 'GT', argv[at + 2], argv[at + 3])
-      elseif op == 'w' then
+      if op == 'w' then
         local by = tonumber(argv[at + 3])
         local count = redis.call('HINCRBY', key, 'started', by)
         if math.floor(count / 64) > math.floor((count - by) / 64) then
