@@ -81,8 +81,7 @@ end
 -- the entry small to write and to read back. Nothing is written when nothing moved (a
 -- progress report). index.lua applies them. The fields are written out, not looped over:
 -- one concatenation and one XADD of literal fields cost Redis about 12 k instructions
--- less a write than a table of them (docs/benchmarks.md, "Where an apply's
--- instructions go").
+-- less a write than a table of them (docs/benchmarks.md, "Two levers of this stop").
 local function index_change(stream, t, task_id, ch)
   if not (ch.t or ch.s or ch.e) then
     return
