@@ -70,12 +70,13 @@ def callgrind(*config: str) -> Iterator[Callgrind]:
             yield Callgrind(server, dumps)
 
 
-def measured(grind: Callgrind, side: object, progress: bool, n: int) -> float:
-    """Instructions per lifecycle of ``side`` (a ``bench_peers`` driver)."""
+def measured(grind: Callgrind, side: object, progress: bool, n: int, warm: int = 1) -> float:
+    """Instructions per lifecycle of ``side`` (a ``bench_peers`` driver), after ``warm``
+    lifecycles (scripts loaded, queues made; more: its keys grown past a listpack's size)."""
     rounds: Callable[[bool], AbstractContextManager[Callable[[int], int]]]
     rounds = side.round  # type: ignore[attr-defined]
     with rounds(progress) as run:
-        run(1)  # warm: scripts loaded, queues made
+        run(warm)
         return grind.count(lambda: run(n)) / n
 
 
@@ -94,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=200, help="lifecycles per side and scenario")
     parser.add_argument("--bullmq-dir", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--warm", type=int, default=1, help="lifecycles before the count")
     options = parser.parse_args()
     tools = ("node", "npm", "valgrind", "callgrind_control", "redis-server")
     missing = [tool for tool in tools if shutil.which(tool) is None]
@@ -111,8 +113,8 @@ def main() -> None:
             print("\n| scenario | asyncbook | BullMQ | ratio | floor | floor + helpers |")
             print("|---|---|---|---|---|---|")
             for progress in (False, True):
-                ours = measured(grind, book, progress, options.n)
-                theirs = measured(grind, bull, progress, options.n)
+                ours = measured(grind, book, progress, options.n, options.warm)
+                theirs = measured(grind, bull, progress, options.n, options.warm)
                 bare = measured(grind, floor, progress, options.n)
                 with helpers_floor(grind.url, book.calls) as call:
                     call()
