@@ -1,16 +1,21 @@
-"""Where an apply's instructions go: a start and a succeed of the plain life, replayed
-through copies of the book's library that return early at marked points of apply_event
-and commit (_apply.lua), each counted by callgrind on a private ``redis-server``.
+"""Where a write's instructions go: one kind of book call, replayed through copies of the
+book's library that return early at marked points, each counted by callgrind on a
+private ``redis-server``.
 
 Run (needs valgrind and redis-server)::
 
-    .venv/bin/python bench/bench_apply_parts.py [-n 200]
+    .venv/bin/python bench/bench_apply_parts.py [-n 200] [--call apply|create|execution]
+        [--warm 300]
 
-Each row is the instructions in Redis per call up to that point (the call's own answer
-included from ``hset`` on, where only commit returns early); a row minus the one above
-is what that part costs. The calls are the ones ``book.apply`` sends (captured once, then
-sent again for fresh tasks with their ids in place), so the figures are the real
-scripts' up to the cut.
+``--call apply`` (the default): the start and the succeed of the plain life, as
+``book.apply`` sends them, cut in ``apply_event`` and ``commit`` (_apply.lua);
+``create``: a create as the publisher sends it, cut in ``create_task`` (_create.lua);
+``execution``: the Celery result backend's one call for a start and a succeed with
+Celery's meta (``execution.lua`` by ``apply_in_script``), cut in ``start_and_end`` and
+``commit``. Each row is the instructions in Redis per call up to and including that part;
+a row minus the one above is what the part costs. The calls are the ones the book sends
+(captured once, then sent again for fresh tasks with their ids in place); ``--warm`` lives
+are written first, so the namespace's sorted sets are past a listpack's size.
 """
 
 from __future__ import annotations
@@ -24,36 +29,84 @@ from typing import Any
 
 from bench_peers import HASH, AsyncbookSide
 from bench_peers_instructions import callgrind
+from bench_visibility import celery_life
 
 from asyncbook import RedisBook, SucceedEvent
+from asyncbook.celery._backend import _execution_source
 from asyncbook.redis import _lane, _scripts
 
-CUTS: list[tuple[str, str, str]] = [
-    # (name, the text it goes before, how it returns)
-    ("the call and its arguments", "  local with_history = e.with_history == '1'\n", "{'!cut'}"),
-    ("the record read", "  local missing = info_missing(c, t, {event_facts(e)})\n", "{'!cut'}"),
-    ("its facts and callback marker checked", "  if e.event_valid ~= '1' then\n", "{'!cut'}"),
-    ("the transition", "  commit(KEYS, c, t, {s})\n", "{'!cut'}"),
-    ("the record's HSET (and the answer)", "    if unnamed then\n", ""),
-    ("the history's RPUSH", "    -- The indexes' change (index_change", ""),
-    ("the index's change", "    for _, s in ipairs(steps) do\n      if s.changed then\n", ""),
-    ("the change feed (PUBLISH)", "  if t.gk and changed then\n", ""),
-    ("the group and the stall clock", "  for _, s in ipairs(steps) do\n    local given", ""),
-    ("the marker, outbox and counters (all of it)", "", ""),
+Cut = tuple[str, str, str, str]
+"""A point: its name, the file, the text it goes before, what the cut returns."""
+
+APPLY: list[Cut] = [
+    ("the call and its arguments", "_apply.lua", "  local with_history = e.with_history", "{}"),
+    (
+        "the record read",
+        "_apply.lua",
+        "  local missing = info_missing(c, t, {event_facts(e)})\n",
+        "{}",
+    ),
+    (
+        "its facts and callback marker checked",
+        "_apply.lua",
+        "  if e.event_valid ~= '1' then\n",
+        "{}",
+    ),
+    ("the transition", "_apply.lua", "  commit(KEYS, c, t, {s})\n", "{}"),
 ]
+EACH_STEP = "  for _, s in ipairs(steps) do\n"
+COMMIT: list[Cut] = [
+    ("the record's HSET (and the answer)", "_apply.lua", "    if unnamed then\n", ""),
+    ("the history's RPUSH", "_apply.lua", "    -- The indexes' change (index_change", ""),
+    ("the end's retention and the change entry", "_apply.lua",
+     "    for _, s in ipairs(steps) do\n      if s.changed then\n", ""),
+    ("the change feed (PUBLISH)", "_apply.lua", "  if t.gk and changed then\n", ""),
+    ("the group and the stall clock", "_apply.lua", f"{EACH_STEP}    local given", ""),
+    ("the callback markers", "_apply.lua", f"{EACH_STEP}    if s.notify then", ""),
+    ("the outbox", "_apply.lua", f"{EACH_STEP}    redis.call('HINCRBY'", ""),
+]  # fmt: skip
+EXECUTION: list[Cut] = [
+    ("the call and both events' arguments", "_apply.lua",
+     "  local c = info_block(KEYS, APPLY_KEYC + 1 + count", "nil, {'!cut'}"),
+    ("the record read and its facts", "_apply.lua", "  if count == 2 then\n", "nil, {'!cut'}"),
+    ("the checks of start_and_end", "_apply.lua",
+     "  local exp, at1, at2 = tonumber(t.exp), tonumber(A.at_ms)", "{}"),
+    ("both callback markers checked", "_apply.lua",
+     "  local started = transition(t, A, A.type", "{}"),
+    ("both transitions", "_apply.lua", "  commit(KEYS, c, t, {started, ending})\n", "{}"),
+    *COMMIT,
+    ("the counters", "execution.lua", "-- The task's state: the last compact answer",
+     "{'written', '', answers}"),
+]  # fmt: skip
+CREATE: list[Cut] = [
+    ("the call and its arguments", "_create.lua", "  local existing = ", "{'created'}"),
+    ("the record read (a new id's)", "_create.lua", "  -- A history left behind", "{'created'}"),
+    ("the stray history's DEL", "_create.lua", "  local seq = next_seq(KEYS[5])\n", "{'created'}"),
+    ("the creation order", "_create.lua", "  if a.heartbeat_timeout_ms ~= ''", "{'created'}"),
+    ("the record's fields", "_create.lua", "  info_created(KEYS, a.task_id, seq,", "{'created'}"),
+    ("the info's companion hash", "_create.lua", "  for _, extra in ipairs(a.extra", "{'created'}"),
+    ("the record's HSET", "_create.lua", "  index_change(KEYS[3], {n = a.name", "{'created'}"),
+    ("the change entry", "_create.lua", "  redis.call('ZADD', KEYS[4], a.deadline", "{'created'}"),
+    ("the deadline", "_create.lua", "  if a.message ~= '' then\n", "{'created'}"),
+    ("the kept message", "_create.lua", "  announce(a.changes_channel", "{'created'}"),
+]  # fmt: skip
+CUTS = {"apply": APPLY + COMMIT, "create": CREATE, "execution": EXECUTION}
+LAST = ("the whole call", "", "", "")
 
 
-def library_cut_at(point: int) -> tuple[str, str]:
-    """The book's library with apply_event or commit returning at CUTS[point]."""
-    source = _scripts._lua("_apply.lua")
-    name, before, answer = CUTS[point]
-    if before:
-        assert source.count(before) >= 1, f"{name}: {before!r} is not in _apply.lua"
-        source = source.replace(before, f"  do return {answer} end\n{before}", 1)
+def library_cut_at(cut: Cut, execution: str) -> tuple[str, str]:
+    """The book's library (with ``execution``: the events library of that script) with
+    the cut's early return in place: its name and source."""
+    name, file, before, answer = cut
+    sources = {"execution.lua": execution}
+    if file:
+        text = sources.get(file) or _scripts._lua(file)
+        assert before in text, f"{name}: {before!r} is not in {file}"
+        sources[file] = text.replace(before, f"  do return {answer} end\n{before}", 1)
     original = _scripts._lua
-    _scripts._lua = lambda file: source if file == "_apply.lua" else original(file)
+    _scripts._lua = lambda each: sources.get(each) or original(each)
     try:
-        return _scripts.library.__wrapped__()  # type: ignore[attr-defined,no-any-return]
+        return _scripts.library.__wrapped__(sources["execution.lua"] if execution else "")  # type: ignore[attr-defined,no-any-return]
     finally:
         _scripts._lua = original
 
@@ -61,15 +114,17 @@ def library_cut_at(point: int) -> tuple[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=200, help="calls per point")
-    n = parser.parse_args().n
-    sent: list[tuple[bytes, list[Any], int]] = []
+    parser.add_argument("--call", choices=sorted(CUTS), default="apply")
+    parser.add_argument("--warm", type=int, default=1, help="lives written before")
+    options = parser.parse_args()
+    n, kind = options.n, options.call
+    sent: list[tuple[list[str], int]] = []
     call = _lane.ScriptLane.call
 
     def recorded(lane: Any, method: str, target: bytes, texts: Any, key_count: int) -> Any:
-        sent.append((target, list(texts), key_count))
+        sent.append(([t.decode() if isinstance(t, bytes) else str(t) for t in texts], key_count))
         return call(lane, method, target, texts, key_count)
 
-    _lane.ScriptLane.call = recorded  # type: ignore[method-assign]
     with callgrind("--hz", "1") as grind:
         book = RedisBook.from_url(
             grind.url,
@@ -77,42 +132,63 @@ def main() -> None:
             retention=timedelta(hours=24),
         )
         book.check_server()
+        for _ in range(options.warm):
+            celery_life(book, True) if kind == "execution" else AsyncbookSide.lifecycle(book, False)
+        book.catch_up_index(batches=1_000)
         task_id, now, nonce, start = AsyncbookSide.created(book)
-        sent.clear()
-        book.apply(task_id, start, f"celery:{task_id}:start:0:{nonce}")
-        done = SucceedEvent(
-            at_ms=now + 3, result_ref=f"celery-task-meta-{task_id}", result_hash=HASH
-        )
-        book.apply(task_id, done, f"celery:{task_id}:success:0")
-        (real, start_texts, keys), (_, succeed_texts, _) = sent[:2]
+        _lane.ScriptLane.call = recorded  # type: ignore[method-assign]
+        if kind == "create":
+            task_id, calls = AsyncbookSide.created(book)[0], sent[-1:]
+        elif kind == "execution":
+            created, made = AsyncbookSide.created, []
+
+            def kept(b: RedisBook) -> Any:
+                made.append(created(b))
+                return made[-1]
+
+            AsyncbookSide.created = kept  # type: ignore[method-assign]
+            celery_life(book, True)
+            AsyncbookSide.created = created  # type: ignore[method-assign]
+            (task_id, _, nonce, _), calls = made[-1], sent[-1:]
+        else:
+            book.apply(task_id, start, f"celery:{task_id}:start:0:{nonce}")
+            ref = f"celery-task-meta-{task_id}"
+            done = SucceedEvent(at_ms=now + 3, result_ref=ref, result_hash=HASH)
+            book.apply(task_id, done, f"celery:{task_id}:success:0")
+            calls = sent[:2]
         _lane.ScriptLane.call = call  # type: ignore[method-assign]
+        execution = _execution_source() if kind == "execution" else ""
 
         def again(
-            texts: list[Any], function: bytes, tasks: list[tuple[str, str]]
+            texts: list[str], keys: int, function: str, tasks: list[tuple[str, str]]
         ) -> Callable[[], None]:
             def run() -> None:
                 for other, other_nonce in tasks:
-                    mine = [t.decode() if isinstance(t, bytes) else str(t) for t in texts]
-                    mine = [t.replace(task_id, other).replace(nonce, other_nonce) for t in mine]
+                    mine = [t.replace(task_id, other).replace(nonce, other_nonce) for t in texts]
                     with contextlib.suppress(Exception):  # a cut answer may not parse
                         book.client.execute_command("FCALL", function, keys, *mine)
 
             return run
 
-        print(f"{n} calls per point; instructions in Redis per call, up to and including")
-        print("\n| point | start | succeed |")
-        print("|---|---|---|")
-        for point, (name, _, _) in enumerate(CUTS):
-            lib, text = library_cut_at(point)
+        names = ["start", "succeed"] if kind == "apply" else [kind]
+        print(f"{n} calls per point after {options.warm} lives; instructions in Redis per call")
+        print(f"\n| up to and including | {' | '.join(names)} |")
+        print("|---|" + "---|" * len(names))
+        for cut in [*CUTS[kind], LAST]:
+            lib, text = library_cut_at(cut, execution)
             book.client.execute_command("FUNCTION", "LOAD", "REPLACE", text)
-            function = f"{lib}_apply".encode()
-            tasks = [AsyncbookSide.created(book)[::2] for _ in range(n)]
-            pairs = [(str(t), str(x)) for t, x in tasks]
-            started = grind.count(again(start_texts, function, pairs)) / n
-            again(start_texts, real, pairs)()  # started for real, for the succeed
-            ended = grind.count(again(succeed_texts, function, pairs)) / n
+            function = f"{lib}_{'events' if execution else kind if kind == 'create' else 'apply'}"
+            tasks = [(str(uuid.uuid4()), uuid.uuid4().hex[:8]) for _ in range(n)]
+            if kind != "create":
+                tasks = [AsyncbookSide.created(book)[::2] for _ in range(n)]  # type: ignore[misc]
+            counts = []
+            for at, (texts, keys) in enumerate(calls):
+                counts.append(grind.count(again(texts, keys, function, tasks)) / n)
+                real = f"{_scripts.library()[0]}_apply"
+                if at + 1 < len(calls):
+                    again(texts, keys, real, tasks)()  # done for real, for the next call
             book.catch_up_index(batches=1_000)
-            print(f"| {name} | {started:,.0f} | {ended:,.0f} |", flush=True)
+            print(f"| {cut[0]} | {' | '.join(f'{c:,.0f}' for c in counts)} |", flush=True)
         book.client.close()
 
 
