@@ -18,8 +18,8 @@ from ._models import AsyncTransition
 from .errors import AsyncBookError
 
 __all__ = [
-    "DueTasks",
     "CountedExpiries",
+    "DueTasks",
     "Expiry",
     "Prunable",
     "Sharded",
