@@ -17,7 +17,16 @@ from ._book import AsyncBook
 from ._models import AsyncTransition
 from .errors import AsyncBookError
 
-__all__ = ["DueTasks", "Prunable", "Sharded", "SweepLease", "SweepReport", "sweep"]
+__all__ = [
+    "CountedExpiries",
+    "DueTasks",
+    "Expiry",
+    "Prunable",
+    "Sharded",
+    "SweepLease",
+    "SweepReport",
+    "sweep",
+]
 
 _T = TypeVar("_T")
 
@@ -52,6 +61,26 @@ class DueTasks(Protocol):
         self, task_ids: Iterable[str], *, full_task: bool = True
     ) -> Sequence[AsyncTransition | AsyncBookError]:
         """Expire these tasks at their deadlines."""
+        ...
+
+
+class Expiry(Protocol):
+    """What the sweep reads of one expiry."""
+
+    @property
+    def changed(self) -> bool:
+        """True if it expired the task (False: it had ended already)."""
+        ...
+
+
+@runtime_checkable
+class CountedExpiries(Protocol):
+    """Due tasks whose expiries can answer only what the sweep reads (``RedisBook``'s
+    shards): no task built for each."""
+
+    def expire_counted(self, task_ids: list[str]) -> Sequence[Expiry | AsyncBookError]:
+        """``expire_many``'s expiries (the same writes and answers), each answered as
+        whether it changed the task, or its error."""
         ...
 
 
@@ -130,7 +159,11 @@ def _expire_due(
         if not due:
             break
         # The sweep reads only whether each expiry changed anything: no histories.
-        results = book.expire_many(due, full_task=False)
+        results: Sequence[Expiry | AsyncBookError]
+        if isinstance(book, CountedExpiries):
+            results = book.expire_counted(due)
+        else:
+            results = book.expire_many(due, full_task=False)
         batches += 1
         changed = 0
         for result in results:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from redis.cluster import RedisCluster
 
 from .._book import HeldWrites, ScriptedWrite
+from . import _expiries as expiries
 from . import _operations as operations
 from ._async_book import AsyncRedisBook
 from ._base import BookBase
@@ -83,6 +84,14 @@ class ShardDue:
         """The shard's live tasks due at ``now_ms``, earliest first."""
         plan = operations.overdue(self.driver.ns.shards[self.index], now_ms, limit)
         return self.driver.run(on(self.index, plan, writes=False))
+
+    def expire_counted(self, task_ids: list[str]) -> list[Any]:
+        """``expire_many`` as the sweep reads it: compact answers (``EventOutcome``: no
+        task built) on one shard; on several, a group check over shards needs each task."""
+        if self.driver.ns.count > 1:
+            return self.expire_many(task_ids, full_task=False)
+        plan = expiries.expire_many(self.driver.ns.first, task_ids, expiries.COMPACT)
+        return self.driver.run(on(0, plan))
 
 
 class RedisBook(BookBase):

@@ -22,23 +22,26 @@ from . import _operations as operations
 from ._args import utf8
 from ._facts import FactBook, TaskFacts, facts_of, info_block
 from ._plan import SETTLE, Plan, ScriptCall
-from ._replies import callback_result, script_error
+from ._replies import callback_result, outcome, script_error
 from ._script_args import expiry_slots
+from ._scripts import EventOutcome
 from ._shard import Shard
 
-__all__ = ["CHUNK", "expire_many"]
+__all__ = ["CHUNK", "COMPACT", "expire_many"]
 
 CHUNK = 1000
 """Tasks per script call (a script holds the server while it runs)."""
+COMPACT = "c"
+"""``full_task`` for apply_event's compact answers, read by ``outcome``: no task built."""
 
 
 def expire_many(
-    shard: Shard, task_ids: Iterable[Any], full_task: bool
-) -> Plan[list[CallbackResult | AsyncBookError]]:
+    shard: Shard, task_ids: Iterable[Any], full_task: bool | str
+) -> Plan[list[CallbackResult | EventOutcome | AsyncBookError]]:
     """Each task expired at its deadline, in order; an id the book refuses, or a task it
     cannot expire, answers its error in its place."""
     given = list(task_ids)
-    results: list[CallbackResult | AsyncBookError | None] = [None] * len(given)
+    results: list[CallbackResult | EventOutcome | AsyncBookError | None] = [None] * len(given)
     ids: list[tuple[int, str]] = []
     for index, task_id in enumerate(given):
         try:
@@ -56,8 +59,8 @@ def expire_many(
 
 
 def _expire_chunk(
-    shard: Shard, ids: Sequence[str], full_task: bool
-) -> Plan[list[CallbackResult | AsyncBookError]]:
+    shard: Shard, ids: Sequence[str], full_task: bool | str
+) -> Plan[list[CallbackResult | EventOutcome | AsyncBookError]]:
     """expire_many.lua's answers for these tasks, read. A task whose facts the book does
     not know goes with a block of none (a task without a name, group or worker, due in
     the last hour, needs none); the script answers ``!facts`` for those it lacks, having
@@ -68,7 +71,8 @@ def _expire_chunk(
         sent = yield from _send(shard, [ids[n] for n in again], full_task)
         for n, answer in zip(again, sent, strict=True):
             answers[n] = answer
-    results: list[CallbackResult | AsyncBookError] = []
+    results: list[CallbackResult | EventOutcome | AsyncBookError] = []
+    read = outcome if full_task == COMPACT else callback_result
     for task_id, answer in zip(ids, answers, strict=True):
         if isinstance(answer, ResponseError):
             if not script_error(answer):
@@ -80,7 +84,7 @@ def _expire_chunk(
                 # Its record changed since the last answer: this task again, alone.
                 one_keys, one_args, _ = shard.apply_call(task_id, None, None, full_task)
                 answer = yield from operations.apply_one(shard, one_keys, one_args)
-            results.append(callback_result(task_id, answer, None))
+            results.append(read(task_id, answer, None))
         except AsyncBookError as error:
             results.append(error)
     return results
@@ -94,7 +98,7 @@ def _learned(facts: FactBook, task_id: str, answer: Any) -> bool:
     return learned is not None
 
 
-def _send(shard: Shard, ids: Sequence[str], full_task: bool) -> Plan[list[Any]]:
+def _send(shard: Shard, ids: Sequence[str], full_task: bool | str) -> Plan[list[Any]]:
     """One expire_many.lua call for these tasks: its answers, one per task."""
     k = shard.keys
     shapes: dict[str, int] = {}

@@ -150,7 +150,7 @@ class ApplyArgs(ScriptArgs):
     event: EventArgs
     retention_ms: str  # whole milliseconds; '' keeps ended tasks forever
     changes_channel: str
-    with_history: bool
+    with_history: bool | str  # or "c": a compact answer (_apply.lua)
     only_if_stalled: bool = False
     cursor: str = ""  # a progress event's cursor: the task's checkpoint
     failure: str = ""  # a fail's exception type and traceback (JSON), for the task's info

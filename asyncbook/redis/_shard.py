@@ -82,7 +82,7 @@ class Shard:
         task_id: Any,
         event: EventInput | None,
         callback_id: Any,
-        full_task: bool = True,
+        full_task: bool | str = True,
         *,
         only_if_stalled: bool = False,
         taken: bool = False,

@@ -4,6 +4,8 @@ knows of the tasks beforehand."""
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -35,27 +37,44 @@ def _fill(book: RedisBook, count: int) -> list[str]:
 
 
 def _wire(result: Any) -> Any:
-    return type(result).__name__ if isinstance(result, AsyncBookError) else to_wire(result)
+    if isinstance(result, AsyncBookError):
+        return type(result).__name__
+    return result if isinstance(result, bool) else to_wire(result)
 
 
-@pytest.mark.parametrize("full_task", [True, False])
+def _changed(book: RedisBook, ids: list[str]) -> list[Any]:
+    """The sweep's expiries (``ShardDue.expire_counted``) of a book of one shard: whether
+    each changed its task, or its error."""
+    (answers,) = book.each_shard(lambda part: part.expire_counted(ids))
+    return [a if isinstance(a, AsyncBookError) else a.changed for a in answers]
+
+
+@pytest.mark.parametrize("full_task", [True, False, None], ids=["full", "bare", "changed"])
 def test_expire_many_answers_and_writes_what_expire_does(
-    client: redis.Redis, namespace: str, full_task: bool
+    client: redis.Redis, namespace: str, full_task: bool | None
 ) -> None:
+    """(None: the sweep's expiries, which answer only whether each changed its task.)"""
     twin = f"{namespace}-one-by-one"
     try:
         writer, single = RedisBook(client, namespace=namespace), RedisBook(client, namespace=twin)
         ids = [*_fill(writer, 60), "ghost", "t3"]
         _fill(single, 60)
         # A fresh book knows no task's facts: it learns them from the script's answers.
-        batched = RedisBook(client, namespace=namespace).expire_many(ids, full_task=full_task)
+        fresh = RedisBook(client, namespace=namespace)
+        batched = (
+            _changed(fresh, ids)
+            if full_task is None
+            else fresh.expire_many(ids, full_task=full_task)
+        )
         one_by_one: list[Any] = []
         for task_id in ids:
             try:
                 one_by_one.append(single.expire(task_id))
             except AsyncBookError as error:
                 one_by_one.append(error)
-        if not full_task:
+        if full_task is None:
+            one_by_one = [r if isinstance(r, AsyncBookError) else r.changed for r in one_by_one]
+        elif not full_task:
             one_by_one = [
                 r
                 if isinstance(r, AsyncBookError)
@@ -68,10 +87,46 @@ def test_expire_many_answers_and_writes_what_expire_does(
         assert [n.group_id for n in a.drain_group_notifications()] == [
             n.group_id for n in b.drain_group_notifications()
         ]
-        assert a.transition_counts() == b.transition_counts()
+        assert list(a.transition_counts().items()) == list(b.transition_counts().items())
+        assert a.overdue(T0 + 10**9) == b.overdue(T0 + 10**9)
         assert a.count_by_state() == b.count_by_state()
         assert a.name_totals() == b.name_totals()
         assert a.search(limit=100).totals == b.search(limit=100).totals
+    finally:
+        delete_namespace(client, twin)
+
+
+@pytest.mark.parametrize("pending", [True, False])
+def test_the_outbox_is_trimmed_as_one_by_one_around_its_consumer_groups(
+    client: redis.Redis, namespace: str, pending: bool
+) -> None:
+    """A batch trims the outbox once, after its last task (``write_later``): what expiring
+    the tasks one by one trims (up to a group's first pending entry, else the entry after
+    the last one it acknowledged)."""
+    twin = f"{namespace}-one-by-one"
+    try:
+        kept: list[list[Any]] = []
+        for name in (namespace, twin):
+            book = RedisBook(client, namespace=name, retention=timedelta(milliseconds=1))
+            book.create_many([CreateSpec(f"t{n:02d}", T0, 1, 1) for n in range(30)])
+            for group in ("late", "done"):  # made before the entries: they read them all
+                assert book.consume_notifications(group, "c") == []
+            for n in range(10):
+                book.expire(f"t{n:02d}")
+            read = book.consume_notifications("late", "c", count=6)
+            book.ack("late", *[entry for entry, _note in read[: 2 if pending else 6]])
+            done = book.consume_notifications("done", "c", count=10)
+            book.ack("done", *[entry for entry, _note in done])
+            time.sleep(0.01)  # the entries above are older than the retention now
+            ids = [f"t{n:02d}" for n in range(10, 30)]
+            if name == namespace:
+                assert _changed(book, ids) == [True] * 20
+            else:
+                assert all(book.expire(task_id).changed for task_id in ids)
+            entries: Any = client.xrange(book.keys.outbox)
+            kept.append([fields[b"taskId"] for _entry, fields in entries])
+        assert kept[0] == kept[1]
+        assert kept[0][0] == (b"t02" if pending else b"t06")
     finally:
         delete_namespace(client, twin)
 

@@ -59,24 +59,72 @@ local function marker_seen(task_key, e)
   return false
 end
 
--- A task that just ended: off the deadlines, and its record kept for retention ms
--- (retention: its text, as the caller sent it; nil keeps it).
-local function ended(KEYS, task_id, retention)
-  redis.call('ZREM', KEYS[K_DEADLINES], task_id)
+-- A script that applies one event record e to many tasks (expire_many) sets e.later
+-- (later_writes): the writes below that only add up over its tasks (off the deadlines,
+-- the counters, the outbox's trim) are made once, after the last task, by
+-- write_later; the same keys and values once the script returns (the outbox's cut only
+-- moves forward), fewer commands.
+local function later_writes()
+  return {ended = {}, reasons = {}, counts = {}, trim_id = false}
+end
+
+-- One more answer of reason (a count of the counters hash), now or later (e.later).
+local function count_reason(KEYS, e, reason)
+  local later = e.later
+  if not later then
+    redis.call('HINCRBY', KEYS[K_COUNTERS], reason, '1')
+  elseif later.counts[reason] then
+    later.counts[reason] = later.counts[reason] + 1
+  else
+    later.reasons[#later.reasons + 1], later.counts[reason] = reason, 1
+  end
+end
+
+-- A task that just ended: off the deadlines (now, or later: e.later), and its record
+-- kept for retention ms (retention: its text, as the caller sent it; nil keeps it).
+local function ended(KEYS, e, task_id, retention)
+  if e.later then
+    e.later.ended[#e.later.ended + 1] = task_id
+  else
+    redis.call('ZREM', KEYS[K_DEADLINES], task_id)
+  end
   if retention then
     redis.call('PEXPIRE', KEYS[K_TASK], retention)
     redis.call('PEXPIRE', KEYS[K_HISTORY], retention)
   end
 end
 
--- One notification (its task, state, time and version) in the outbox, then the outbox trimmed to retention (outbox_cut):
--- the new entry's id is the server's clock, and never older than the cut.
-local function notify_outbox(outbox, task_id, st, at_text, ver, retention)
+-- The outbox trimmed to retention (ms) before the entry id (outbox_cut).
+local function trim_outbox(outbox, id, retention)
+  local now = tonumber(string.match(id, '^(%d+)'))
+  redis.call('XTRIM', outbox, 'MINID', outbox_cut(outbox, math.max(now - retention, 0), true))
+end
+
+-- One notification (its task, state, time and version) in the outbox, then the outbox
+-- trimmed (now, or after the last task of e.later): the new entry's id is the server's
+-- clock, and never older than the cut.
+local function notify_outbox(outbox, task_id, st, at_text, ver, retention, e)
   local id = redis.call('XADD', outbox, '*', 'taskId', task_id, 'state', st, 'atMs', at_text,
     'version', ver)
-  if retention then
-    local now = tonumber(string.match(id, '^(%d+)'))
-    redis.call('XTRIM', outbox, 'MINID', outbox_cut(outbox, math.max(now - retention, 0), true))
+  if retention and e.later then
+    e.later.trim_id = id  -- the last entry's cut is the furthest
+  elseif retention then
+    trim_outbox(outbox, id, retention)
+  end
+end
+
+-- e.later's writes (later_writes), made once after the last task of e (KEYS: apply.lua's).
+local function write_later(KEYS, e)
+  local later = e.later
+  for at = 1, #later.ended, 1000 do  -- unpack's stack holds a thousand
+    local upto = math.min(at + 999, #later.ended)
+    redis.call('ZREM', KEYS[K_DEADLINES], unpack(later.ended, at, upto))
+  end
+  for _, reason in ipairs(later.reasons) do
+    redis.call('HINCRBY', KEYS[K_COUNTERS], reason, tostring(later.counts[reason]))
+  end
+  if later.trim_id then
+    trim_outbox(KEYS[K_OUTBOX], later.trim_id, tonumber(e.retention_ms))
   end
 end
 
@@ -234,7 +282,7 @@ local function commit(KEYS, c, t, steps)
       end
     end
     if TERMINAL[t.st] then
-      ended(KEYS, id, retention and first.e.retention_ms)
+      ended(KEYS, first.e, id, retention and first.e.retention_ms)
       local runtime = info_ended(c, t, last.before, ended_at, retention and first.e.retention_ms)
       ch.e = ended_at
       if runtime then
@@ -287,11 +335,11 @@ local function commit(KEYS, c, t, steps)
   end
   for _, s in ipairs(steps) do
     if s.notify then
-      notify_outbox(KEYS[K_OUTBOX], id, s.st, s.at_text, s.ver, retention)
+      notify_outbox(KEYS[K_OUTBOX], id, s.st, s.at_text, s.ver, retention, s.e)
     end
   end
   for _, s in ipairs(steps) do
-    redis.call('HINCRBY', KEYS[K_COUNTERS], s.reason, '1')
+    count_reason(KEYS, s.e, s.reason)
   end
 end
 

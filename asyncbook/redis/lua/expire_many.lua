@@ -25,10 +25,15 @@ for b = 1, block_count do
   for i = 1, key_count do
     block_keys[i] = KEYS[k + i - 1]
   end
-  blocks[b] = {keys = block_keys, at = a + 1}
+  -- One record per block (info_block): each task's own info hash goes in it.
+  blocks[b] = info_block(block_keys, 1, slots, a + 1)
   k, a = k + key_count, a + 1 + #INFO_ARGV
 end
-local event_at = a
+-- One event record for every task (apply_event sets only its worker, for each event):
+-- each task's own id goes in it. The writes that add up over the tasks are made once,
+-- after the last (e.later, _apply.lua).
+local e = apply_args(slots, a, KEYS[1])
+e.later = later_writes()
 a = a + APPLY_ARGC
 
 local keys = {'', '', KEYS[1]}
@@ -37,12 +42,11 @@ for i = K_DEADLINES, APPLY_KEYC do
 end
 local answers = {}
 while a <= #slots do
-  local task_id, block = slots[a], blocks[tonumber(slots[a + 1])]
+  local block = blocks[tonumber(slots[a + 1])]
   keys[K_TASK], keys[K_HISTORY] = KEYS[k], KEYS[k + 1]
-  block.keys[1] = KEYS[k + 2]
-  local e = apply_args(slots, event_at, KEYS[1])
-  e.task_id = task_id
-  local ok, answer = pcall(apply_event, keys, e, info_block(block.keys, 1, slots, block.at))
+  block.info = KEYS[k + 2]
+  e.task_id = slots[a]
+  local ok, answer = pcall(apply_event, keys, e, block)
   if not ok then
     local why = type(answer) == 'table' and answer.err or tostring(answer)
     answer = {err = 'ERR Error running script expire_many: ' .. tostring(why)}
@@ -50,4 +54,5 @@ while a <= #slots do
   answers[#answers + 1] = answer
   k, a = k + 3, a + 2
 end
+write_later(keys, e)
 return answers
