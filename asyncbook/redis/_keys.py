@@ -93,8 +93,7 @@ class KeySchema:
 
     @cached_property
     def tag(self) -> str:
-        """The hash tag shared by every key of the namespace (of the shard); worked out
-        once (every key of an id starts with it)."""
+        """The hash tag shared by every key of the namespace (of the shard), worked out once."""
         if self.shard_total == 1:
             return "{" + self.namespace + "}"
         return shard_tag(self.namespace, self.shard_index, self.shard_total)
