@@ -199,6 +199,7 @@ class Recorder:
             last = self._queue[-1] if self._queue else None
             if last is not None and last.done is None:
                 last.done = threading.Event()
+            self._lock.notify()  # a writer that would look again later looks now
         self._urgent.set()
         if last is not None and last.done is not None:
             last.done.wait(self.retry_for)

@@ -133,6 +133,23 @@ def test_a_busy_writer_is_not_woken_per_event_yet_each_waits_only_its_delay() ->
     recorder.close()
 
 
+def test_flush_wakes_a_writer_that_would_look_again_later() -> None:
+    book = FlakyBook(0)
+    for task_id in ("a", "b"):
+        book.create(id=task_id, now_ms=0, ttl_ms=10_000, max_attempts=1)
+    recorder = make(book, flush_delay=5.0)
+    recorder.buffer(start("a"))
+    recorder.flush()
+    # The queue is empty and an event came lately: the writer looks again in 5 s.
+    wait_until(lambda: 0 < recorder._idle_until < float("inf"))
+    recorder.buffer(start("b"))  # due in 5 s: not woken for it
+    began = time.monotonic()
+    recorder.flush()
+    assert time.monotonic() - began < 2.0
+    assert book.get("b").state == "running"  # type: ignore[union-attr]
+    recorder.close()
+
+
 def test_an_idle_writer_sleeps_until_woken() -> None:
     book = FlakyBook(0)
     book.create(id="t", now_ms=0, ttl_ms=10_000, max_attempts=1)
