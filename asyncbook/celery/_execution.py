@@ -6,8 +6,8 @@ its message when the book does not hold it."""
 from __future__ import annotations
 
 import functools
+import os
 import socket
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +67,7 @@ class Executions:
             task_id=task_id,
             name=task.name,
             retries=retries,
-            nonce=uuid.uuid4().hex[:12],
+            nonce=os.urandom(6).hex(),  # 12 hex digits, as uuid4().hex[:12] without the UUID
             deadline_ms=deadline if isinstance(deadline, int) else None,
             create=functools.partial(self.publishing.create_late, task, task_id, request),
         )

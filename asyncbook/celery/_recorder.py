@@ -25,6 +25,7 @@ those tasks end by their deadline (docs/faults.md).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -48,6 +49,8 @@ _REMEMBERED = 4096
 _MAX_BATCH = 500
 _DEADLINE_GRACE_MS = 60_000
 """How long past its deadline (by this host's clock) an event is still held: clocks differ."""
+_IDLE_AFTER = 1.0
+"""Seconds without an event queued after which the idle writer sleeps until woken."""
 
 
 def _apply_many(book: AsyncBook, batch: Sequence[ApplyItem]) -> list[Any]:
@@ -132,6 +135,11 @@ class Recorder:
         self._answering: set[str] = set()
         """The tasks of the batch the writer is answering: out of the queue, and those
         that met "unknown" go back to it once their task is created (``take`` waits)."""
+        self._last_queued = 0.0
+        self._idle_until = 0.0
+        """While the writer waits for an empty queue to fill: when it looks again by
+        itself (``inf``: only when woken); 0 otherwise. An event due after that needs
+        no wake-up (``_enqueue``)."""
 
     def _check_fork(self) -> None:
         # A forked pool child inherits locks and a queue, but not the writer thread.
@@ -191,6 +199,7 @@ class Recorder:
             last = self._queue[-1] if self._queue else None
             if last is not None and last.done is None:
                 last.done = threading.Event()
+            self._lock.notify()  # a writer that would look again later looks now
         self._urgent.set()
         if last is not None and last.done is not None:
             last.done.wait(self.retry_for)
@@ -275,7 +284,12 @@ class Recorder:
                     target=self._run, name="asyncbook-recorder", daemon=True
                 )
                 self._thread.start()
-            self._lock.notify()
+            if entries:
+                # A writer that looks again by itself before the first of these is due
+                # need not be woken (one wake-up per event costs more than the event).
+                queued_at = self._last_queued = entries[0].queued_at
+                if urgent or self._idle_until > queued_at + self.flush_delay:
+                    self._lock.notify()
         if urgent:
             self._urgent.set()
         if dropped:
@@ -286,7 +300,7 @@ class Recorder:
         while True:
             with self._lock:
                 while not self._queue and not self._stopping:
-                    self._lock.wait()
+                    self._wait_for_events()
                 if not self._queue:
                     return
                 due_at = self._queue[0].queued_at + self.flush_delay
@@ -326,6 +340,19 @@ class Recorder:
                 )
                 self._outage_since = None
             self._settle(batch, results)
+
+    def _wait_for_events(self) -> None:
+        """Wait (holding ``_lock``) for events in an empty queue. While events keep coming
+        the writer looks again every ``flush_delay`` by itself, so ``_enqueue`` need not
+        wake it for an event that can wait that long; idle, it sleeps until woken."""
+        now = time.monotonic()
+        delay = self.flush_delay
+        busy = delay > 0 and now - self._last_queued < _IDLE_AFTER
+        self._idle_until = now + delay if busy else math.inf
+        try:
+            self._lock.wait(delay if busy else None)
+        finally:
+            self._idle_until = 0.0
 
     def _without_expired(self, batch: list[_Queued]) -> list[_Queued]:
         """``batch`` less the events whose task's deadline is well past (they are let go)."""

@@ -102,7 +102,7 @@ _CALLBACK_PREFIX = "celery:"
 
 def callback_id(task_id: str, signal: str, retries: int | str, *extra: object) -> str:
     """The callback id of one signal of one execution: a redelivery repeats it."""
-    return ":".join(["celery", task_id, signal, str(retries), *(str(part) for part in extra)])
+    return ":".join(["celery", task_id, signal, str(retries), *map(str, extra)])
 
 
 def celery_home(identifier: str) -> str:

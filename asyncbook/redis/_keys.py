@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, overload
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
@@ -91,9 +91,9 @@ class KeySchema:
         if not isinstance(ns, str) or not ns or any(c in ns for c in "{}") or ns.isspace():
             raise invalid("namespace must be a non-empty string without braces", field="namespace")
 
-    @property
+    @cached_property
     def tag(self) -> str:
-        """The hash tag shared by every key of the namespace (of the shard)."""
+        """The hash tag shared by every key of the namespace (of the shard), worked out once."""
         if self.shard_total == 1:
             return "{" + self.namespace + "}"
         return shard_tag(self.namespace, self.shard_index, self.shard_total)

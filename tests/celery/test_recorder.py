@@ -97,6 +97,78 @@ def test_an_event_that_may_ride_waits_its_own_delay() -> None:
     recorder.close()
 
 
+def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def test_a_busy_writer_is_not_woken_per_event_yet_each_waits_only_its_delay() -> None:
+    """While events keep coming, the writer with an empty queue looks again every
+    ``flush_delay`` by itself (no wake-up per event); an event is still sent once its own
+    delay is over, and a delay lowered meanwhile wakes it."""
+    book = FlakyBook(0)
+    for task_id in ("a", "b", "c"):
+        book.create(id=task_id, now_ms=0, ttl_ms=10_000, max_attempts=1)
+    recorder = make(book, flush_delay=0.3)
+    recorder.buffer(start("a"), rides=True)
+    assert [entry.item[0] for entry in recorder.take("a")] == ["a"]  # rode with its result
+    # The writer finds the queue empty: it looks again by itself.
+    wait_until(lambda: 0 < recorder._idle_until < float("inf"))
+    began = time.monotonic()
+    recorder.buffer(start("b"), rides=True)
+    while book.get("b").state != "running":  # type: ignore[union-attr]
+        assert time.monotonic() - began < 5
+        time.sleep(0.005)
+    assert 0.25 <= time.monotonic() - began < 1.5  # its own delay
+    recorder.flush_delay = 5.0
+    time.sleep(0.35)  # the writer waits 5 s now, with an empty queue
+    recorder.flush_delay = 0.01
+    began = time.monotonic()
+    recorder.buffer(start("c"), rides=True)  # due before the writer would look: woken
+    while book.get("c").state != "running":  # type: ignore[union-attr]
+        assert time.monotonic() - began < 2
+        time.sleep(0.005)
+    recorder.close()
+
+
+def test_flush_wakes_a_writer_that_would_look_again_later() -> None:
+    book = FlakyBook(0)
+    for task_id in ("a", "b"):
+        book.create(id=task_id, now_ms=0, ttl_ms=10_000, max_attempts=1)
+    recorder = make(book, flush_delay=5.0)
+    recorder.buffer(start("a"))
+    recorder.flush()
+    # The queue is empty and an event came lately: the writer looks again in 5 s.
+    wait_until(lambda: 0 < recorder._idle_until < float("inf"))
+    recorder.buffer(start("b"))  # due in 5 s: not woken for it
+    began = time.monotonic()
+    recorder.flush()
+    assert time.monotonic() - began < 2.0
+    assert book.get("b").state == "running"  # type: ignore[union-attr]
+    recorder.close()
+
+
+def test_an_idle_writer_sleeps_until_woken() -> None:
+    book = FlakyBook(0)
+    book.create(id="t", now_ms=0, ttl_ms=10_000, max_attempts=1)
+    recorder = make(book, flush_delay=0.01)
+    recorder._last_queued = time.monotonic() - 2.0  # nothing queued for a while
+    recorder.flush()  # starts nothing: the writer is not running yet
+    recorder.buffer(start("t"))
+    deadline = time.monotonic() + 5
+    while book.get("t").state != "running":  # type: ignore[union-attr]
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    recorder._last_queued = time.monotonic() - 2.0  # nothing came for a while
+    wait_until(lambda: recorder._idle_until == float("inf"))
+    recorder.buffer(start("t", at=3))  # woken: written within its delay
+    time.sleep(0.5)
+    assert recorder.held == 0
+    recorder.close()
+
+
 def test_events_of_a_task_created_late_are_sent_again_first_in_order() -> None:
     book = FlakyBook(0)
     created: list[str] = []
