@@ -63,7 +63,7 @@ COMMIT: list[Cut] = [
     ("the change feed (PUBLISH)", "_apply.lua", "  if t.gk and changed then\n", ""),
     ("the group and the stall clock", "_apply.lua", f"{EACH_STEP}    local given", ""),
     ("the callback markers", "_apply.lua", f"{EACH_STEP}    if s.notify then", ""),
-    ("the outbox", "_apply.lua", f"{EACH_STEP}    redis.call('HINCRBY'", ""),
+    ("the outbox", "_apply.lua", f"{EACH_STEP}    count_reason(", ""),
 ]  # fmt: skip
 EXECUTION: list[Cut] = [
     ("the call and both events' arguments", "_apply.lua",
@@ -91,6 +91,8 @@ CREATE: list[Cut] = [
     ("the kept message", "_create.lua", "  announce(a.changes_channel", "{'created'}"),
 ]  # fmt: skip
 CUTS = {"apply": APPLY + COMMIT, "create": CREATE, "execution": EXECUTION}
+FUNCTION = {"apply": "apply", "create": "create", "execution": "events"}
+"""The library function each kind of call goes to."""
 LAST = ("the whole call", "", "", "")
 
 
@@ -133,24 +135,20 @@ def main() -> None:
         )
         book.check_server()
         for _ in range(options.warm):
-            celery_life(book, True) if kind == "execution" else AsyncbookSide.lifecycle(book, False)
+            if kind == "execution":
+                celery_life(book, True)
+            else:
+                AsyncbookSide.lifecycle(book, False)
         book.catch_up_index(batches=1_000)
-        task_id, now, nonce, start = AsyncbookSide.created(book)
         _lane.ScriptLane.call = recorded  # type: ignore[method-assign]
         if kind == "create":
-            task_id, calls = AsyncbookSide.created(book)[0], sent[-1:]
+            task_id, nonce = AsyncbookSide.created(book)[0], ""
+            calls = sent[-1:]
         elif kind == "execution":
-            created, made = AsyncbookSide.created, []
-
-            def kept(b: RedisBook) -> Any:
-                made.append(created(b))
-                return made[-1]
-
-            AsyncbookSide.created = kept  # type: ignore[method-assign]
-            celery_life(book, True)
-            AsyncbookSide.created = created  # type: ignore[method-assign]
-            (task_id, _, nonce, _), calls = made[-1], sent[-1:]
+            (task_id, nonce), calls = celery_life(book, True), sent[-1:]
         else:
+            task_id, now, nonce, start = AsyncbookSide.created(book)
+            sent.clear()
             book.apply(task_id, start, f"celery:{task_id}:start:0:{nonce}")
             ref = f"celery-task-meta-{task_id}"
             done = SucceedEvent(at_ms=now + 3, result_ref=ref, result_hash=HASH)
@@ -158,13 +156,16 @@ def main() -> None:
             calls = sent[:2]
         _lane.ScriptLane.call = call  # type: ignore[method-assign]
         execution = _execution_source() if kind == "execution" else ""
+        real = f"{_scripts.library()[0]}_apply"  # the book's own apply
 
         def again(
             texts: list[str], keys: int, function: str, tasks: list[tuple[str, str]]
         ) -> Callable[[], None]:
             def run() -> None:
                 for other, other_nonce in tasks:
-                    mine = [t.replace(task_id, other).replace(nonce, other_nonce) for t in texts]
+                    mine = [t.replace(task_id, other) for t in texts]
+                    if nonce:  # a create's call has no callback id
+                        mine = [t.replace(nonce, other_nonce) for t in mine]
                     with contextlib.suppress(Exception):  # a cut answer may not parse
                         book.client.execute_command("FCALL", function, keys, *mine)
 
@@ -177,14 +178,13 @@ def main() -> None:
         for cut in [*CUTS[kind], LAST]:
             lib, text = library_cut_at(cut, execution)
             book.client.execute_command("FUNCTION", "LOAD", "REPLACE", text)
-            function = f"{lib}_{'events' if execution else kind if kind == 'create' else 'apply'}"
+            function = f"{lib}_{FUNCTION[kind]}"
             tasks = [(str(uuid.uuid4()), uuid.uuid4().hex[:8]) for _ in range(n)]
             if kind != "create":
                 tasks = [AsyncbookSide.created(book)[::2] for _ in range(n)]  # type: ignore[misc]
             counts = []
             for at, (texts, keys) in enumerate(calls):
                 counts.append(grind.count(again(texts, keys, function, tasks)) / n)
-                real = f"{_scripts.library()[0]}_apply"
                 if at + 1 < len(calls):
                     again(texts, keys, real, tasks)()  # done for real, for the next call
             book.catch_up_index(batches=1_000)

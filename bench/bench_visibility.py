@@ -42,10 +42,11 @@ from asyncbook.celery._backend import _execution_source
 from asyncbook.celery._execution_args import ExecutionArgs
 
 
-def celery_life(book: RedisBook, fused: bool) -> None:
+def celery_life(book: RedisBook, fused: bool) -> tuple[str, str]:
     """A life as the Celery integration writes it: the publisher's create, then the
     worker's start and end with compact answers (``fused``: with the meta, in one call of
-    the result backend's script; else two ``apply_many`` calls, as the recorder sends)."""
+    the result backend's script; else two ``apply_many`` calls, as the recorder sends).
+    Returns the task's id and the nonce of its callback ids."""
     task_id, now, nonce, start = AsyncbookSide.created(book)
     meta_key = f"celery-task-meta-{task_id}"
     done = SucceedEvent(at_ms=now + 3, result_ref=meta_key, result_hash=HASH)
@@ -53,7 +54,7 @@ def celery_life(book: RedisBook, fused: bool) -> None:
     if not fused:
         book.apply_many([(task_id, start, start_id)], full_task=False)
         book.apply_many([(task_id, done, done_id)], full_task=False)
-        return
+        return task_id, nonce
     meta = {"status": "SUCCESS", "result": 42, "traceback": None, "children": [],
             "date_done": "2026-12-07T12:00:00.000000", "task_id": task_id}  # fmt: skip
     args = ExecutionArgs(json.dumps(meta), 86_400, "json", "|expired|cancelled|").argv()
@@ -61,6 +62,7 @@ def celery_life(book: RedisBook, fused: bool) -> None:
     book.apply_in_script(
         task_id, [(start, start_id), (done, done_id)], script, book.keys.task(meta_key), args
     )
+    return task_id, nonce
 
 
 def main() -> None:

@@ -74,14 +74,15 @@ end
 
 -- One entry on the index's change stream (KeySchema.index_changes) for task t (task_id)
 -- of what moved (ch, a table): its fields 'i' the id, 'm' the numbers and states joined by
--- '|' in this order, q f t c s a e r (empty where absent: q the creation order, f the state before (none
--- at a create), t the state after, c the created ms (a create), s and a a start's ms and
--- the attempt count, e the end ms, r the runtime (ms)), then 'n' the task's name and 'w'
--- the worker (of a start, or of the run that ended) when known. One packed field keeps
--- the entry small to write and to read back. Nothing is written when nothing moved (a
--- progress report). index.lua applies them. The fields are written out, not looped over:
--- one concatenation and one XADD of literal fields cost Redis about 12 k instructions
--- less a write than a table of them (docs/benchmarks.md, "Two levers of this stop").
+-- '|' in this order, q f t c s a e r (empty where absent: q the creation order, f the
+-- state before (none at a create), t the state after, c the created ms (a create), s and
+-- a a start's ms and the attempt count, e the end ms, r the runtime (ms)), then 'n' the
+-- task's name and 'w' the worker (of a start, or of the run that ended) when known. One
+-- packed field keeps the entry small to write and to read back. Nothing is written when
+-- nothing moved (a progress report). index.lua applies them. The fields are written out,
+-- not looped over: one concatenation and one XADD of literal fields cost Redis about
+-- 12 k instructions less a write than a table of them (docs/benchmarks.md, "Two levers
+-- of this stop").
 local function index_change(stream, t, task_id, ch)
   if not (ch.t or ch.s or ch.e) then
     return
