@@ -120,7 +120,8 @@ def test_a_function_flush_mid_run_loses_nothing(book: RedisBook, client: redis.R
     task = book.get("a")
     assert task is not None
     assert [entry.event.type for entry in task.history] == ["start", "progress"]
-    assert library()[0].encode() in client.function_list()[0]
+    # Other tests' events libraries may share the server: the book's is one of them.
+    assert library()[0].encode() in [entry[1] for entry in client.function_list()]
 
 
 @pytest.mark.parametrize(
