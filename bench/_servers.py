@@ -1,4 +1,5 @@
-"""Throwaway redis-server processes on loopback ports for the benches, stopped by PID."""
+"""Throwaway redis-server processes on loopback ports for the benches, stopped by PID,
+and the one way a bench removes the keys it wrote (``drop_keys``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -119,3 +121,14 @@ def redis_at(url: str | None) -> Iterator[str]:
         raise SystemExit("no redis-server on PATH: pass a Redis URL")
     with throwaway_redis() as server:
         yield server.url
+
+
+def drop_keys(client: Any, *patterns: str) -> int:
+    """Delete every key matching one of ``patterns`` (``SCAN``, then ``DEL`` in chunks of
+    500); returns how many went. A namespace's keys: ``"{" + namespace + "}:*"``."""
+    dropped = 0
+    for pattern in patterns:
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        for at in range(0, len(keys), 500):
+            dropped += client.delete(*keys[at : at + 500])
+    return dropped

@@ -30,7 +30,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import redis
-from _servers import redis_at
+from _servers import drop_keys, redis_at
 
 from asyncbook import AsyncRedisBook, RedisBook
 from asyncbook._watch import Message
@@ -245,8 +245,7 @@ def main() -> None:
         bench_follow(url, namespace, options.versions)
         if options.url:
             client = redis.Redis.from_url(url)
-            for key in client.scan_iter(match="{" + namespace + "}:*"):
-                client.delete(key)
+            drop_keys(client, "{" + namespace + "}:*")
             client.close()
 
 

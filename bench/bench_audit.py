@@ -17,6 +17,7 @@ import time
 import uuid
 
 import redis
+from _servers import drop_keys
 
 from asyncbook import RedisBook
 
@@ -76,8 +77,7 @@ def main() -> None:
         print(f"round trips per cancel, audited: {_round_trips(book, 'ops', 200):.2f}")
         print(f"audit log length: {book.client.xlen(book.keys.audit_log)} (capped near 10,000)")
     finally:
-        for key in client.scan_iter(match=book.keys.tag + "*", count=1000):
-            client.delete(key)
+        drop_keys(client, book.keys.tag + "*")
         client.close()
 
 

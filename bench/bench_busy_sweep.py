@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+from _servers import drop_keys
 
 from asyncbook import RedisBook
 
@@ -128,8 +129,7 @@ def run(scenario: Scenario, url: str, before: Path | None, rounds: int) -> str:
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
-            for key in book.client.scan_iter(match=f"*{tag}*", count=1000):
-                book.client.delete(key)
+            drop_keys(book.client, f"*{tag}*")
             bench_app.app.close()
     parts = []
     for label, group in (("behind the backlog", ids), ("on a queue nobody consumes", orphans)):

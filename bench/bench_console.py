@@ -44,7 +44,7 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _servers import redis_at, throwaway_redis  # noqa: E402  (scripts beside this one)
+from _servers import drop_keys, redis_at, throwaway_redis  # noqa: E402  (scripts beside this one)
 from bench_celery import timed_worker  # noqa: E402
 
 DAY_MS = 86_400_000
@@ -63,12 +63,6 @@ class CountingConnection(redis.Connection):
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         CountingConnection.sent += 1
         super().send_packed_command(command, check_health)
-
-
-def wipe(client: redis.Redis, namespace: str) -> None:
-    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=5000))
-    for start in range(0, len(keys), 1000):
-        client.delete(*keys[start : start + 1000])
 
 
 def fill(book: Any, tasks: int, now_ms: int, batch: int = 2000) -> None:
@@ -185,8 +179,8 @@ def bench_filters_and_stats(url: str, small_n: int, large_n: int, rounds: int) -
                 f"independent of tasks | {verdict} |"
             )
     finally:
-        wipe(client, small.namespace)
-        wipe(client, large.namespace)
+        drop_keys(client, "{" + small.namespace + "}:*")
+        drop_keys(client, "{" + large.namespace + "}:*")
         client.close()
     return rows
 
@@ -298,9 +292,9 @@ def bench_throughput(url: str, tasks: int, rounds: int) -> list[str]:
         for round_ in range(rounds):
             for variant in names[round_ % 3 :] + names[: round_ % 3]:
                 rates[variant].append(run(infos[variant]))
-            wipe(client, book.namespace)
+            drop_keys(client, "{" + book.namespace + "}:*")
     finally:
-        wipe(client, book.namespace)
+        drop_keys(client, "{" + book.namespace + "}:*")
         client.close()
     rows = []
     for variant, label in (("info", "name and queue"), ("args", "and a 512-char args repr")):
@@ -398,9 +392,7 @@ def celery_once(
     keys = [f"celery-task-meta-{task_id}" for task_id in ids]
     for start in range(0, len(keys), 1000):
         client.delete(*keys[start : start + 1000])
-    for key in client.scan_iter(match=f"*{queue}*"):
-        client.delete(key)
-    wipe(client, namespace)
+    drop_keys(client, f"*{queue}*", "{" + namespace + "}:*")
     client.close()
     return throughput
 

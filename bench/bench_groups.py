@@ -14,6 +14,8 @@ import statistics
 import time
 import uuid
 
+from _servers import drop_keys
+
 from asyncbook import RedisBook
 
 FAR = 10**15
@@ -55,9 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"group of 10,000: {g * 1e6:7.1f} µs per summary")
         print(f"ratio large/small: {g / s:.2f} (target <= 1.5)")
     finally:
-        keys = list(book.client.scan_iter(match="{" + namespace + "}:*", count=1000))
-        for start in range(0, len(keys), 500):
-            book.client.delete(*keys[start : start + 500])
+        drop_keys(book.client, "{" + namespace + "}:*")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _servers import redis_at  # noqa: E402  (a script beside this one)
+from _servers import drop_keys, redis_at  # noqa: E402  (a script beside this one)
 
 from asyncbook import ProgressEvent, RedisBook, StartEvent  # noqa: E402
 from asyncbook.celery._lifecycle import (  # noqa: E402
@@ -365,9 +365,7 @@ def run(options: argparse.Namespace, url: str) -> None:
                 print(f"  {key}: {value}")
         print(f"# load average {os.getloadavg()[0]:.2f} at the end")
     finally:
-        keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start : start + 500])
+        drop_keys(client, "{" + namespace + "}:*")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _servers import throwaway_redis  # scripts beside this one
+from _servers import drop_keys, throwaway_redis  # scripts beside this one
 from bench_script_keys import Counter
 
 from asyncbook import ProgressEvent, PublishInfo, RedisBook, StartEvent, SucceedEvent
@@ -137,9 +137,7 @@ class AsyncbookSide:
         try:
             yield run
         finally:
-            keys = list(book.client.scan_iter(match=book.keys.tag + ":*", count=5000))
-            for start in range(0, len(keys), 1000):
-                book.client.delete(*keys[start : start + 1000])
+            drop_keys(book.client, book.keys.tag + ":*")
             book.client.close()
 
     def capture(self, book: RedisBook, progress: bool) -> None:
@@ -174,7 +172,7 @@ class FloorSide:
         book = RedisBook(client, namespace="bench-peers-floor")
         self.source.capture(book, progress)
         calls = self.source.calls
-        client.delete(*client.scan_iter(match=book.keys.tag + ":*"))
+        drop_keys(client, book.keys.tag + ":*")
 
         def run(n: int) -> int:
             before = self.trips.trips

@@ -16,17 +16,11 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import redis
-from _servers import throwaway_redis
+from _servers import drop_keys, throwaway_redis
 
 from asyncbook import AsyncEvent, FailEvent, ProgressEvent, RedisBook, StartEvent, SucceedEvent
 
 ROUNDS = 5
-
-
-def wipe(client: redis.Redis, book: RedisBook) -> None:
-    keys = list(client.scan_iter(match=book.keys.tag + ":*", count=5000))
-    for start in range(0, len(keys), 1000):
-        client.delete(*keys[start : start + 1000])
 
 
 def celery_life(task_id: str) -> list[tuple[str, AsyncEvent, str]]:
@@ -92,7 +86,7 @@ def bench_apply_vs_evalsha(client: redis.Redis, book: RedisBook, n: int) -> None
         ids = fresh_tasks()
         bare_rates.append(timed(evalshas))
         book_rates.append(timed(lambda ids=ids: applies(ids)))  # type: ignore[misc]
-        wipe(client, book)
+        drop_keys(client, book.keys.tag + ":*")
     ratio = statistics.median(b / e for b, e in zip(book_rates, bare_rates, strict=True))
     print(
         f"apply (sequential, one client): {statistics.median(book_rates):,.0f}/s; "
@@ -119,7 +113,7 @@ def bench_apply_many(client: redis.Redis, book: RedisBook, tasks: int) -> None:
                 return sum(len(batch) for batch in batches)
 
             rates[full_task].append(timed(run))
-            wipe(client, book)
+            drop_keys(client, book.keys.tag + ":*")
     for full_task, label in ((True, "full tasks"), (False, "full_task=False")):
         print(
             f"apply_many, batches of 100, answers with {label}: median "
@@ -164,7 +158,7 @@ def bench_resume(client: redis.Redis, book: RedisBook) -> None:
             f"1000 entries {statistics.median(large):,.0f}/s, time ratio {ratio:.2f}"
             + (" (target <= 1.5)" if not full else "")
         )
-    wipe(client, book)
+    drop_keys(client, book.keys.tag + ":*")
 
 
 def bench_memory(tasks: int, config: list[str]) -> None:
@@ -201,7 +195,7 @@ def main() -> None:
         bench_resume(client, book)
         bench_memory(10_000, [])
     finally:
-        wipe(client, book)
+        drop_keys(client, book.keys.tag + ":*")
 
 
 if __name__ == "__main__":

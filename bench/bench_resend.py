@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 import redis
+from _servers import drop_keys
 from celery import Celery
 
 from asyncbook import RedisBook
@@ -97,12 +98,6 @@ def publish_interleaved(
     return {keep: (wall, cpu) for keep, (wall, cpu) in spent.items()}
 
 
-def drop(client: redis.Redis, pattern: str) -> None:
-    keys = list(client.scan_iter(match=pattern, count=1000))
-    for start in range(0, len(keys), 1000):
-        client.delete(*keys[start : start + 1000])
-
-
 def failed_with_messages(
     book: RedisBook, app: Celery, integration: Integration, n: int, queue: str
 ) -> list[str]:
@@ -142,7 +137,7 @@ def main() -> None:
             publish(apps[keep], integrations[keep], 200, queue)
         for round_ in range(1, args.rounds + 1):
             spent = publish_interleaved(apps, integrations, args.n, queue)
-            drop(client, f"{queue}*")
+            drop_keys(client, f"{queue}*")
             for keep, (seconds, cpu) in spent.items():
                 rates[keep].append(args.n / seconds)
                 cpu_rates[keep].append(args.n / cpu)
@@ -158,7 +153,7 @@ def main() -> None:
         warm = failed_with_messages(book, apps[True], integrations[True], 10, queue)
         Resender(book, args.url).resend(warm)  # resend.lua loaded, kombu imported
         ids = failed_with_messages(book, apps[True], integrations[True], args.bulk, queue)
-        drop(client, f"{queue}*")
+        drop_keys(client, f"{queue}*")
         with (
             BackgroundServer(book, feed_for(book), resender=Resender(book, args.url)) as server,
             httpx.Client(base_url=server.url, timeout=60) as http,
@@ -170,7 +165,7 @@ def main() -> None:
         assert answer["retried"] == args.bulk, answer["results"][:3]
         sent = sum(client.llen(key) for key in client.scan_iter(match=f"{queue}*"))
         assert sent == args.bulk, sent
-        drop(client, f"{queue}*")
+        drop_keys(client, f"{queue}*")
         again = failed_with_messages(book, apps[True], integrations[True], args.bulk, queue)
         started = time.perf_counter()
         results = Resender(book, args.url).resend(again)
@@ -180,8 +175,7 @@ def main() -> None:
     finally:
         for app in apps.values():
             uninstall(app)
-        drop(client, "{" + namespace + "}*")
-        drop(client, f"{queue}*")
+        drop_keys(client, "{" + namespace + "}*", f"{queue}*")
         client.close()
     print()
     print(f"tracked publish, {args.n} tasks a run, {args.rounds} rounds, Redis broker and book")

@@ -35,7 +35,7 @@ from celery.app.control import Control
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _servers import redis_at  # noqa: E402  (scripts beside this one)
+from _servers import drop_keys, redis_at  # noqa: E402  (scripts beside this one)
 from bench_lifecycle import summary  # noqa: E402
 
 from asyncbook import RedisBook  # noqa: E402
@@ -132,8 +132,7 @@ def run(tasks: int, url: str) -> None:
     finally:
         uninstall(app)
         client = redis.Redis.from_url(url)
-        for key in client.scan_iter(match=f"{{{namespace}}}*"):
-            client.delete(key)
+        drop_keys(client, f"{{{namespace}}}*")
         client.delete(queue)
         client.close()
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from _servers import drop_keys
 from redis.connection import Connection
 
 from asyncbook import PublishInfo, RedisBook
@@ -110,9 +111,7 @@ def main() -> None:
         trips = statistics.median(r[0] for r in rows)
         cmds = statistics.median(r[1] for r in rows)
         print(f"| {label} | {trips:g} | {cmds:g} |")
-    keys = list(client.scan_iter(match="{" + namespace + "}:*"))
-    for start_at in range(0, len(keys), 500):
-        client.delete(*keys[start_at : start_at + 500])
+    drop_keys(client, "{" + namespace + "}:*")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_celery  # noqa: E402
+from _servers import drop_keys  # noqa: E402
 
 KINDS = {"untracked": ("untracked", 1), "tracked_1": ("tracked", 1), "tracked_4": ("tracked", 4)}
 """kind -> (task, shards)"""
@@ -67,8 +68,7 @@ def run(url: str, task_name: str, shards: int, n: int, namespace: str) -> tuple[
     keys = [f"celery-task-meta-{task_id}" for task_id in ids]
     for start in range(0, len(keys), 1000):
         client.delete(*keys[start : start + 1000])
-    for key in client.scan_iter(match=f"*{queue}*"):
-        client.delete(key)
+    drop_keys(client, f"*{queue}*")
     client.close()
     return publish, n / seconds
 
@@ -143,10 +143,8 @@ def store_rounds(url: str, n: int, rounds: int) -> None:
     finally:
         for app, _integration, namespace in made.values():
             uninstall(app)
-            for key in client.scan_iter(match="{" + namespace + "*", count=1000):
-                client.delete(key)
-        for key in client.scan_iter(match="celery-task-meta-*", count=1000):
-            client.delete(key)
+            drop_keys(client, "{" + namespace + "*")
+        drop_keys(client, "celery-task-meta-*")
         client.close()
     print(f"\nthe backend's end of an execution, in process ({n} per run, {rounds} rounds)")
     for kind in names:
@@ -190,9 +188,7 @@ def main() -> None:
             print(f"round {round_ + 1}: {line}", flush=True)
     finally:
         client = redis.Redis.from_url(args.url)
-        for pattern in ("{" + base + "*", f"{base}*"):
-            for key in client.scan_iter(match=pattern, count=1000):
-                client.delete(key)
+        drop_keys(client, "{" + base + "*", f"{base}*")
         client.close()
     print(f"\ntasks per run: {args.n}, rounds: {args.rounds}, solo worker, Redis broker")
     for kind in names:

@@ -45,6 +45,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _servers import drop_keys
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ("lifecycle", "batch", "fused", "reads", "sweep")
 FUSED_SOURCE = """
@@ -102,9 +104,7 @@ def sweep_child(url: str, n: int) -> dict[str, float]:
     report = sweep(book, now, batch=1000)
     figures = meter.stop(report.expired)
     assert report.expired == n, report
-    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
-    for at in range(0, len(keys), 500):
-        client.delete(*keys[at : at + 500])
+    drop_keys(client, "{" + namespace + "}:*")
     return figures
 
 
@@ -168,9 +168,7 @@ def child(workload: str, url: str, n: int) -> dict[str, float]:
     meter.start()
     count = work()
     figures = meter.stop(count)
-    keys = list(client.scan_iter(match="{" + namespace + "}:*", count=1000))
-    for at in range(0, len(keys), 500):
-        client.delete(*keys[at : at + 500])
+    drop_keys(client, "{" + namespace + "}:*")
     return figures
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 import redis
-from _servers import free_port, redis_at, stop_process
+from _servers import drop_keys, free_port, redis_at, stop_process
 
 from asyncbook import ProgressEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook.web._paths import task_path
@@ -274,9 +274,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     finally:
         stop_process(server)
         admin = redis.Redis.from_url(url)
-        keys = list(admin.scan_iter(match="{" + namespace + "}:*"))
-        if keys:
-            admin.delete(*keys)
+        drop_keys(admin, "{" + namespace + "}:*")
         admin.close()
 
 

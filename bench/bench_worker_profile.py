@@ -26,6 +26,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _servers import drop_keys
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -144,9 +146,7 @@ def main() -> None:
     import redis
 
     client = redis.Redis.from_url(args.url)
-    for pattern in ("{" + namespace + "}:*", f"*{queue}*"):
-        for key in client.scan_iter(match=pattern, count=1000):
-            client.delete(key)
+    drop_keys(client, "{" + namespace + "}:*", f"*{queue}*")
     client.close()
 
 

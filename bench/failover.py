@@ -61,7 +61,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
-from _servers import stop_process  # noqa: E402
+from _servers import drop_keys, stop_process  # noqa: E402
 from failover_app import BROKER, make_app  # noqa: E402
 
 from tests.support.cluster import LocalCluster, local_cluster  # noqa: E402
@@ -396,8 +396,7 @@ def cleanup(app: Celery, queue: str, ids: list[str]) -> None:
     client = redis.Redis.from_url(BROKER)
     for start in range(0, len(ids), 500):
         client.delete(*(f"celery-task-meta-{i}" for i in ids[start : start + 500]))
-    for key in client.scan_iter(match=f"*{queue}*"):
-        client.delete(key)
+    drop_keys(client, f"*{queue}*")
     client.close()
     app.close()
 
