@@ -4,11 +4,10 @@ and the one way a bench removes the keys it wrote (``drop_keys``)."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,26 +17,19 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+# The benches share the tests' port and readiness helpers (tests/support/servers.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support.servers import free_port, wait_until
 
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_until(check: Callable[[], object], seconds: float = 10.0, what: str = "server") -> None:
-    """Poll ``check`` until it returns truthy; Redis errors count as not yet."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if check():
-                return
-        except (redis.RedisError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the {what} did not come up")
-        time.sleep(0.05)
+__all__ = [
+    "drop_keys",
+    "free_port",
+    "redis_at",
+    "start_redis",
+    "stop_process",
+    "throwaway_redis",
+    "wait_until",
+]
 
 
 def stop_process(process: subprocess.Popen[bytes], seconds: float = 10.0) -> None:
