@@ -16,6 +16,13 @@ Celery's meta (``execution.lua`` by ``apply_in_script``), cut in ``start_and_end
 a row minus the one above is what the part costs. The calls are the ones the book sends
 (captured once, then sent again for fresh tasks with their ids in place); ``--warm`` lives
 are written first, so the namespace's sorted sets are past a listpack's size.
+
+``--known-record`` (with ``--call apply``) weighs issue 32's lever "the transition where
+it is cheapest": the start and the succeed through a copy of the library whose
+``apply_event`` does not read the record but takes it as the caller would send it (eight
+more ARGV, then an ``HMGET`` of the version and the creation order, the version check such
+a call needs), against the library as it is; the rest of the call (the checks, the
+transition, every write, the answer) unchanged.
 """
 
 from __future__ import annotations
@@ -90,17 +97,42 @@ CREATE: list[Cut] = [
     ("the deadline", "_create.lua", "  if a.message ~= '' then\n", "{'created'}"),
     ("the kept message", "_create.lua", "  announce(a.changes_channel", "{'created'}"),
 ]  # fmt: skip
+KNOWN_READ = (
+    "  local loaded = with_history and load_full(KEYS[K_TASK], KEYS[K_HISTORY]) "
+    "or load_task(KEYS[K_TASK])\n"
+    "  local t, refused = usable(loaded, KEYS[K_HISTORY])\n"
+    "  if refused then\n    return refused\n  end\n"
+)
+KNOWN_RECORD = """  -- The record as the caller holds it (the bench's tasks: created, or started
+  -- once), checked by its version; its numbers would come in the ARGV the call carries.
+  local v = redis.call('HMGET', KEYS[K_TASK], 'ver', 'seq')
+  local ver = tonumber(v[1])
+  local t = {id = cjson.encode(e.task_id), st = ver == 0 and 'queued' or 'running',
+    exp = '99999999999999', att = ver, max = 4, prog = 0, ver = ver, seq = v[2],
+    hbt = 60000, rdl = '0', n = 'resize', i = '1', s = ver == 1 and e.at_ms or nil,
+    w = ver == 1 and 'celery@bench' or nil}
+  if with_history then
+    t.events = ver > 0 and redis.call('LRANGE', KEYS[K_HISTORY], 0, -1) or {}
+  end
+"""
+KNOWN_ARGV = ["queued", "1796665460317", "0", "4", "0", "0", "1", "60000"]
+"""What the caller would add: the record's state, deadline and numbers."""
 CUTS = {"apply": APPLY + COMMIT, "create": CREATE, "execution": EXECUTION}
 FUNCTION = {"apply": "apply", "create": "create", "execution": "events"}
 """The library function each kind of call goes to."""
 LAST = ("the whole call", "", "", "")
 
 
-def library_cut_at(cut: Cut, execution: str) -> tuple[str, str]:
+def library_cut_at(cut: Cut, execution: str, known: bool = False) -> tuple[str, str]:
     """The book's library (with ``execution``: the events library of that script) with
-    the cut's early return in place: its name and source."""
+    the cut's early return in place (``known``: and the record taken from the caller,
+    ``KNOWN_RECORD``): its name and source."""
     name, file, before, answer = cut
     sources = {"execution.lua": execution}
+    if known:
+        text = _scripts._lua("_apply.lua")
+        assert KNOWN_READ in text, "the record read moved in _apply.lua"
+        sources["_apply.lua"] = text.replace(KNOWN_READ, KNOWN_RECORD, 1)
     if file:
         text = sources.get(file) or _scripts._lua(file)
         assert before in text, f"{name}: {before!r} is not in {file}"
@@ -118,7 +150,12 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=200, help="calls per point")
     parser.add_argument("--call", choices=sorted(CUTS), default="apply")
     parser.add_argument("--warm", type=int, default=1, help="lives written before")
+    parser.add_argument(
+        "--known-record", action="store_true", help="the record read against it sent (apply)"
+    )
     options = parser.parse_args()
+    if options.known_record and options.call != "apply":
+        parser.error("--known-record weighs --call apply")
     n, kind = options.n, options.call
     sent: list[tuple[list[str], int]] = []
     call = _lane.ScriptLane.call
@@ -159,11 +196,15 @@ def main() -> None:
         real = f"{_scripts.library()[0]}_apply"  # the book's own apply
 
         def again(
-            texts: list[str], keys: int, function: str, tasks: list[tuple[str, str]]
+            texts: list[str],
+            keys: int,
+            function: str,
+            tasks: list[tuple[str, str]],
+            extra: list[str] | None = None,
         ) -> Callable[[], None]:
             def run() -> None:
                 for other, other_nonce in tasks:
-                    mine = [t.replace(task_id, other) for t in texts]
+                    mine = [t.replace(task_id, other) for t in texts] + (extra or [])
                     if nonce:  # a create's call has no callback id
                         mine = [t.replace(nonce, other_nonce) for t in mine]
                     with contextlib.suppress(Exception):  # a cut answer may not parse
@@ -175,8 +216,12 @@ def main() -> None:
         print(f"{n} calls per point after {options.warm} lives; instructions in Redis per call")
         print(f"\n| up to and including | {' | '.join(names)} |")
         print("|---|" + "---|" * len(names))
-        for cut in [*CUTS[kind], LAST]:
-            lib, text = library_cut_at(cut, execution)
+        points = [(cut, False) for cut in [*CUTS[kind], LAST]]
+        if options.known_record:
+            known = ("the record sent by the caller: the whole call", "", "", "")
+            points = [(LAST, False), (known, True)] * 2  # each twice, alternately
+        for cut, is_known in points:
+            lib, text = library_cut_at(cut, execution, is_known)
             book.client.execute_command("FUNCTION", "LOAD", "REPLACE", text)
             function = f"{lib}_{FUNCTION[kind]}"
             tasks = [(str(uuid.uuid4()), uuid.uuid4().hex[:8]) for _ in range(n)]
@@ -184,7 +229,8 @@ def main() -> None:
                 tasks = [AsyncbookSide.created(book)[::2] for _ in range(n)]  # type: ignore[misc]
             counts = []
             for at, (texts, keys) in enumerate(calls):
-                counts.append(grind.count(again(texts, keys, function, tasks)) / n)
+                extra = KNOWN_ARGV if is_known else None
+                counts.append(grind.count(again(texts, keys, function, tasks, extra)) / n)
                 if at + 1 < len(calls):
                     again(texts, keys, real, tasks)()  # done for real, for the next call
             book.catch_up_index(batches=1_000)
