@@ -238,6 +238,20 @@ def client_kills(times: int, every: float) -> Callable[[BookServer, list[Any]], 
     return inject
 
 
+def flushes(times: int, every: float) -> Callable[[BookServer, list[Any]], None]:
+    """``FUNCTION FLUSH`` and ``SCRIPT FLUSH`` of the book's Redis, ``times`` times."""
+
+    def inject(server: BookServer, results: list[Any]) -> None:
+        admin = redis.Redis(port=server.port)
+        for _ in range(times):
+            time.sleep(every)
+            admin.function_flush()
+            admin.script_flush()
+        admin.close()
+
+    return inject
+
+
 Inject = Callable[[BookServer, list[Any]], None]
 SCENARIOS: dict[str, tuple[str, Inject, Shape]] = {
     "stop-3s-mid-run": ("book Redis stopped 3 s, 1.5 s into the run", stop_for(3, 1.5), SHORT),
@@ -245,6 +259,8 @@ SCENARIOS: dict[str, tuple[str, Inject, Shape]] = {
     "stop-12s-long-tasks": ("the same, tasks of 15 s", stop_for(12, 0.0), LONG),
     "client-kill": ("CLIENT KILL of the book's clients, 6 times", client_kills(6, 0.5), SHORT),
     "hang-3s-mid-run": ("book Redis hung (SIGSTOP) 3 s, 1.5 s in", pause_for(3, 1.5), SHORT),
+    "flush-scripts": ("FUNCTION FLUSH and SCRIPT FLUSH, 12 times, 0.25 s apart",
+                      flushes(12, 0.25), SHORT),
     "stop-at-publish": ("book Redis stopped before the publish, started 15 s after it",
                         start_after(15), SHORT),
 }  # fmt: skip
