@@ -240,18 +240,41 @@ def memory(tasks: int, prototype: bool) -> float:
 
 
 def check(client: redis.Redis, tasks: int, prototype: bool) -> None:
-    """Every task once in its indexes: today's or G's."""
+    """Every task once in its indexes, today's or G's; G's sort buckets, read in their
+    directory's order, in order by (value, member bytes), each at or above its bound, no
+    bucket over the fill, every one a listpack, and holding each task's value as its hash
+    has it (the runtime: ``e - s``)."""
     if not prototype:
         assert client.zcard("{memory}:idx:succeeded") == tasks
         return
     assert int(client.hget("{memory}:ic", "succeeded") or 0) == tasks
-    for field in ("started", "ended", "runtime", "attempts"):
-        buckets = [b.decode() for b in client.zrange(f"{{memory}}:bd:{field}", 0, -1)]
-        sizes = [client.zcard(f"{{memory}}:bb:{field}:{b}") for b in buckets]
-        assert sum(sizes) == tasks, (field, sizes)
-        assert max(sizes) <= SORT_FILL, (field, sizes)
-        encodings = {client.object("encoding", f"{{memory}}:bb:{field}:{b}") for b in buckets}
-        assert encodings <= {b"listpack"}, encodings
+    keys = list(client.scan_iter(match="{memory}:t:*", count=1000))
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.hmget(key, "seq", "s", "e", "att")
+    hashes = [[int(v) for v in values] for values in pipe.execute()]
+    expected = {
+        "started": {(base36(q), s) for q, s, _, _ in hashes},
+        "ended": {(base36(q), e) for q, _, e, _ in hashes},
+        "runtime": {(base36(q), e - s) for q, s, e, _ in hashes},
+        "attempts": {(base36(q), a) for q, _, _, a in hashes},
+    }
+    for field, wanted in expected.items():
+        bounds = [b.decode() for b in client.zrange(f"{{memory}}:bd:{field}", 0, -1)]
+        rows: list[tuple[int, bytes]] = []
+        for bound in bounds:
+            key = f"{{memory}}:bb:{field}:{bound}"
+            part = [
+                (int(score), member) for member, score in client.zrange(key, 0, -1, withscores=True)
+            ]
+            assert len(part) <= SORT_FILL, (field, bound, len(part))
+            assert client.object("encoding", key) in (b"listpack", None), key
+            if part and bound != "0":
+                assert f"{part[0][0]:014x}:{part[0][1].decode()}" >= bound, (field, bound)
+            rows += part
+        assert rows == sorted(rows), field
+        assert {(m.decode(), v) for v, m in rows} == wanted, field
+        assert len(rows) == tasks, field
 
 
 def counted(grind: Any, n: int, prototype: bool) -> tuple[float, float]:
