@@ -78,6 +78,8 @@ class Layout:
     short_sort: bool = False  # only the sort indexes' members short; the state index (ids,
     # by creation order) then serves as the seq -> id map: no map of its own
     fill: int = 0  # > 0: each index split into sorted sets of `fill` members (listpack)
+    sort_fill: int = 0  # > 0: the sort indexes' buckets hold this many instead of fill
+    built: bool = False  # G's keys as a build would name them (see task_writes)
     bucket_state: bool = True  # with fill: the state index in buckets too
     history_in_hash: bool = False  # the history as one field (a JSON array) of the hash
     server_args: list[str] = field(default_factory=list)
@@ -100,6 +102,13 @@ LAYOUTS = [
     Layout("F. buckets half full (64)", short_sort=True, fill=64, bucket_state=False),
     Layout("G. C + short members in the sort indexes (no seq->id map)",
            short_sort=True, fill=128),
+    Layout("G. sort buckets half full (64: after splits), state buckets full (128)",
+           short_sort=True, fill=128, sort_fill=64),
+    Layout("G as built: sort buckets named by their lower bound (score, seq), a lex "
+           "directory; state buckets seq // 128 by arithmetic; a counts hash",
+           short_sort=True, fill=128, built=True),
+    Layout("G as built, sort buckets half full (64)", short_sort=True, fill=128, sort_fill=64,
+           built=True),
     Layout("C + E'", fill=128, history_in_hash=True, server_args=LONG_VALUES),
     Layout("D + E'", short=True, fill=128, history_in_hash=True, server_args=LONG_VALUES),
 ]  # fmt: skip
@@ -190,12 +199,15 @@ def task_writes(
     scores = {STATE_INDEX: float(seq), **template.sort_scores}
     for index, score in scores.items():
         key = f"{TAG}:{index}"
-        if layout.fill and (layout.bucket_state or index != STATE_INDEX):
-            bucket = base36(position // layout.fill)
-            if position % layout.fill == 0:  # the index's directory of buckets, by lower bound
+        in_index = short if layout.short_sort and index != STATE_INDEX else member
+        if layout.built:
+            key = built_key(pipe, index, score, in_index, position, layout)
+        elif layout.fill and (layout.bucket_state or index != STATE_INDEX):
+            fill = layout.sort_fill if layout.sort_fill and index != STATE_INDEX else layout.fill
+            bucket = base36(position // fill)
+            if position % fill == 0:  # the index's directory of buckets, by lower bound
                 pipe.zadd(f"{key}:dir", {bucket: score})
             key = f"{key}:{bucket}"
-        in_index = short if layout.short_sort and index != STATE_INDEX else member
         pipe.zadd(key, {in_index: score_text(score)})
     if layout.short:  # seq -> id, in hashes of 128 fields (listpack), expiring with the tasks
         mapping = f"{TAG}:sid:{base36(position // 128)}"
@@ -206,6 +218,25 @@ def task_writes(
         for worker in template.workers:
             pipe.zadd(f"{TAG}:{worker}", {member: seq})
     pipe.xadd(f"{TAG}:outbox", {**template.outbox, "taskId": task_id})
+
+
+def built_key(
+    pipe: Any, index: str, score: float, member: str, position: int, layout: Layout
+) -> str:
+    """The bucket of ``index`` a build of G writes ``member`` to. A state index's bucket is
+    its creation order // 128 (``ib:<state>:<n>``: no directory; a counts hash ``ic`` keeps
+    its size); a sort index's is found in its directory (``bd:<field>``, members the
+    buckets' lower bounds, all of score 0 so that they sort by bytes: the score as 14 hex
+    digits, ':' and the member, so ties split), and named by its lower bound."""
+    if index == STATE_INDEX:
+        pipe.hincrby(f"{TAG}:ic", "succeeded", 1)
+        return f"{TAG}:ib:succeeded:{base36(position // layout.fill)}"
+    fill = layout.sort_fill or layout.fill
+    field, first = index.removeprefix("by:"), position - position % fill
+    bound = f"{int(score):014x}:{base36(first + 1)}" if first else "0"
+    if position == first:
+        pipe.zadd(f"{TAG}:bd:{field}", {bound: 0})
+    return f"{TAG}:bb:{field}:{bound}"
 
 
 def measure(layout: Layout, template: Template, tasks: int) -> tuple[float, dict[str, str]]:
@@ -237,6 +268,8 @@ def rows(args: argparse.Namespace) -> Iterator[tuple[str, float, dict[str, str]]
     real, template = real_book(args.tasks)
     yield "real book (bench_memory.py's run, indexes caught up)", real, {}
     for layout in LAYOUTS:
+        if args.only and not layout.label.startswith(tuple(args.only)):
+            continue
         per_task, kinds = measure(layout, template, args.tasks)
         yield layout.label, per_task, kinds
 
@@ -244,6 +277,7 @@ def rows(args: argparse.Namespace) -> Iterator[tuple[str, float, dict[str, str]]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--only", nargs="*", help="the layouts whose label starts so")
     parser.add_argument("--encodings", action="store_true", help="print each key kind's encoding")
     args = parser.parse_args()
     print(f"| layout | B per task (INFO used_memory, {args.tasks:,} tasks) |\n|---|---|")
