@@ -28,6 +28,7 @@ from . import _operations as operations
 from ._args import utf8
 from ._driver import answered, queued
 from ._facts import FactBook, TaskFacts, facts_of, info_block
+from ._keys import escape_id
 from ._lane import packed
 from ._plan import SETTLE, Plan, ScriptCall
 from ._replies import callback_result, outcome, script_error, text_of
@@ -86,7 +87,8 @@ def _expire_chunk(
 def read_chunk(
     shard: Shard, ids: Sequence[str], answers: list[Any], full_task: bool | str
 ) -> Plan[list[CallbackResult | EventOutcome | AsyncBookError]]:
-    """The answers of an expire_many.lua call for these tasks, read (``_expire_chunk``)."""
+    """The answers of an expire_many.lua call for these tasks, read (``_expire_chunk``).
+    Compact answers alike (the same reason, flags and state, no error) are read once."""
     again = [n for n, answer in enumerate(answers) if _learned(shard.facts, ids[n], answer)]
     if again:
         sent = yield expire_call(shard, [ids[n] for n in again], full_task)
@@ -94,18 +96,27 @@ def read_chunk(
             answers[n] = answer
     results: list[CallbackResult | EventOutcome | AsyncBookError] = []
     read = outcome if full_task == COMPACT else callback_result
-    for task_id, answer in zip(ids, answers, strict=True):
+    alike: dict[tuple[Any, ...], EventOutcome] = {}
+    for n, (task_id, answer) in enumerate(zip(ids, answers, strict=True)):
         if isinstance(answer, ResponseError):
             if not script_error(answer):
                 raise answer  # the server refused the call (OOM, READONLY): retry it
             results.append(DamagedRecordError(task_id, str(answer)))
             continue
         try:
-            if _learned(shard.facts, task_id, answer):
+            if again and n in again and _learned(shard.facts, task_id, answer):
                 # Its record changed since the last answer: this task again, alone.
                 one_keys, one_args, _ = shard.apply_call(task_id, None, None, full_task)
                 answer = yield from operations.apply_one(shard, one_keys, one_args)
-            results.append(read(task_id, answer, None))
+            shape = tuple(answer) if read is outcome and len(answer) == 4 else None
+            result: CallbackResult | EventOutcome | AsyncBookError | None = None
+            if shape:
+                result = alike.get(shape)
+            if result is None:
+                result = read(task_id, answer, None)
+                if shape and not answer[3] and isinstance(result, EventOutcome):
+                    alike[shape] = result
+            results.append(result)
         except AsyncBookError as error:
             results.append(error)
     return results
@@ -126,6 +137,8 @@ def expire_call(shard: Shard, ids: Sequence[str], full_task: bool | str) -> Scri
     blocks: list[tuple[int, Sequence[str]]] = []
     block_keys: list[str] = []
     task_keys: list[str] = []
+    # Each task's keys: the kinds' prefixes (``_per_id``) and its id escaped, once.
+    task, history, info = k.task(""), k.history(""), k.info("")
     tasks: list[tuple[str, int]] = []
     for task_id in ids:
         facts = shard.facts.get(task_id) or TaskFacts()
@@ -136,7 +149,8 @@ def expire_call(shard: Shard, ids: Sequence[str], full_task: bool | str) -> Scri
             blocks.append((len(keys), argv))
             block_keys += keys
         tasks.append((task_id, number))
-        task_keys += (k.task(task_id), k.history(task_id), k.info(task_id))
+        escaped = escape_id(task_id)
+        task_keys += (task + escaped, history + escaped, info + escaped)
     # The slots apply.lua gets for an expiry at the deadline, less the task id.
     _keys, event, _error = shard.apply_call(ids[0], None, None, full_task)
     event = dataclasses.replace(event, task_id="")

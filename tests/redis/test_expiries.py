@@ -114,11 +114,13 @@ def test_the_sweep_writes_what_expire_does(client: redis.Redis, namespace: str) 
     twin = f"{namespace}-one-by-one"
     try:
         writer, single = RedisBook(client, namespace=namespace), RedisBook(client, namespace=twin)
-        ids = _fill(writer, 60)
+        ids = [*_fill(writer, 60), "odd{%}"]  # an id its keys spell escaped
         _fill(single, 60)
+        for book in (writer, single):
+            book.create(id="odd{%}", now_ms=T0, ttl_ms=70_000, max_attempts=1)
         due = single.overdue(T0 + 10**9, limit=100)
         report = sweep(RedisBook(client, namespace=namespace), T0 + 10**9, batch=7)
-        assert (report.expired, report.batches, report.errors) == (60, 9, 0)
+        assert (report.expired, report.batches, report.errors) == (61, 9, 0)
         assert sorted(due) == sorted(ids)
         assert all(single.expire(task_id).changed for task_id in due)
         _same_writes(writer, single)
