@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -31,7 +31,6 @@ from ._sender import CreateSender
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-Tally = Callable[[int, Sequence[Any]], bool]
 
 __all__ = ["BesideScript", "RedisBook", "ShardDue", "same_server"]
 
@@ -95,7 +94,7 @@ class ShardDue:
         return self.driver.run(on(0, plan))
 
     def expire_overlapped(
-        self, now_ms: int | float, batch: int, max_batches: int, tally: Tally
+        self, now_ms: int | float, batch: int, max_batches: int, tally: expiries.Tally
     ) -> bool:
         """The sweep's expiries with one call in flight while the client reads the last
         (``_expiries.overlapped``): on one shard of a plain client; False where it cannot

@@ -17,9 +17,7 @@ from types import FunctionType
 from typing import Any
 
 import redis
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._checks import require_string
 from .._models import CallbackResult
@@ -46,6 +44,8 @@ _REDIS_PY = os.path.dirname(redis.__file__) + os.sep
 
 CHUNK = 1000
 """Tasks per script call (a script holds the server while it runs)."""
+Tally = Callable[[int, Sequence[Any]], bool]
+"""Counts a batch of the sweep (its size, its results); False: send no more."""
 COMPACT = "c"
 """``full_task`` for apply_event's compact answers, read by ``outcome``: no task built."""
 
@@ -181,12 +181,7 @@ def overlaps(engine: Any) -> bool:
 
 
 def overlapped(
-    engine: Any,
-    due: list[str],
-    now_ms: int | float,
-    batch: int,
-    max_batches: int,
-    tally: Callable[[int, Sequence[Any]], bool],
+    engine: Any, due: list[str], now_ms: int | float, batch: int, most: int, tally: Tally
 ) -> bool:
     """The sweep's expiries on one shard (``due``: its first ``2 * batch`` due ids), each
     call sent before the last one's answer is read: Redis runs one batch while the
@@ -205,7 +200,7 @@ def overlapped(
 
     def send(ids: list[str]) -> None:
         call = expire_call(shard, ids, COMPACT)
-        read_ahead = len(ids) == batch and sent + 1 < max_batches
+        read_ahead = len(ids) == batch and sent + 1 < most
         sent_as = (queued(engine, call) or [])[0]
         parts = packed(connection, sent_as.name.upper(), *sent_as.args)
         if read_ahead:
@@ -222,7 +217,7 @@ def overlapped(
     sent, going, ran = 0, True, True
     try:
         for ids in (due[:batch], due[batch : 2 * batch]):
-            if ids and going and sent < max_batches:
+            if ids and going and sent < most:
                 send(ids)
                 sent, going = sent + 1, len(ids) == batch
         while flight:
@@ -233,7 +228,7 @@ def overlapped(
             if isinstance(rows, ResponseError):
                 raise rows
             fresh = [raw for raw in rows if raw not in taken][:batch]
-            if fresh and going and ran and sent < max_batches:
+            if fresh and going and ran and sent < most:
                 taken.update(fresh)
                 send([text_of(raw) for raw in fresh])
                 sent, going = sent + 1, len(fresh) == batch
@@ -241,7 +236,7 @@ def overlapped(
             if error is not None:
                 raise error
             going = tally(len(ids), engine.run(read_chunk(shard, ids, answer, COMPACT))) and going
-    except (RedisConnectionError, RedisTimeoutError):
+    except (redis.ConnectionError, redis.TimeoutError):
         connection.disconnect()
         return False
     finally:
