@@ -122,7 +122,7 @@ class SweepReport:
     expired: int = 0
     """Tasks this sweep expired (a task another sweep expired first is not counted)."""
     batches: int = 0
-    """Round trips of ``expire_many``."""
+    """Calls of ``expire_many`` (a batch each; on a plain client, sent before the last is read)."""
     errors: int = 0
     """Tasks the book refused to expire."""
     pruned: int = 0
