@@ -194,7 +194,10 @@ def overlapped(
     stale): the rest goes batch by batch."""
     shard = engine.layout
     ahead = (shard.keys.deadlines, "-inf", now_ms, "LIMIT", 0, 3 * batch)
-    connection = engine.lane.pool.get_connection()
+    try:
+        connection = engine.lane.pool.get_connection()
+    except (redis.ConnectionError, redis.TimeoutError):
+        return False  # the rest goes batch by batch, as the driver runs it (an outage)
     flight: deque[tuple[list[str], ScriptCall, bool]] = deque()
     taken = {task_id.encode() for task_id in due[: 2 * batch]}
 

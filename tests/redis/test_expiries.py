@@ -4,6 +4,7 @@ knows of the tasks beforehand."""
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import timedelta
 from typing import Any
@@ -204,6 +205,28 @@ def test_a_lost_connection_leaves_the_rest_to_batch_by_batch(
     assert 1000 <= report.expired <= 3500
     assert sweep(book, T0 + 10, batch=1000).errors == 0
     assert not book.overdue(T0 + 10)
+    assert sorted(n.task_id for n in book.drain_notifications()) == ids
+
+
+def test_no_connection_for_the_overlapped_calls_leaves_them_to_batch_by_batch(
+    book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool gives no connection (Redis went away just then): the sweep goes batch by
+    batch, through the driver, which reports an outage as such."""
+    ids = _due(book, 1500)
+    pool: Any = book.client.connection_pool
+    real_get = pool.get_connection
+    refused: list[int] = []
+
+    def get_connection(*args: Any, **kwargs: Any) -> Any:
+        if not refused and sys._getframe(1).f_code.co_name == "overlapped":
+            refused.append(1)
+            raise redis.ConnectionError("refused")
+        return real_get(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "get_connection", get_connection)
+    assert sweep(book, T0 + 10, batch=1000).expired == 1500
+    assert refused == [1]
     assert sorted(n.task_id for n in book.drain_notifications()) == ids
 
 
