@@ -96,7 +96,8 @@ def read_chunk(
             answers[n] = answer
     results: list[CallbackResult | EventOutcome | AsyncBookError] = []
     read = outcome if full_task == COMPACT else callback_result
-    alike: dict[tuple[Any, ...], EventOutcome] = {}
+    alike: dict[tuple[Any, ...] | None, EventOutcome] = {}
+    sent_again = set(again)
     for n, (task_id, answer) in enumerate(zip(ids, answers, strict=True)):
         if isinstance(answer, ResponseError):
             if not script_error(answer):
@@ -104,14 +105,12 @@ def read_chunk(
             results.append(DamagedRecordError(task_id, str(answer)))
             continue
         try:
-            if again and n in again and _learned(shard.facts, task_id, answer):
+            if n in sent_again and _learned(shard.facts, task_id, answer):
                 # Its record changed since the last answer: this task again, alone.
                 one_keys, one_args, _ = shard.apply_call(task_id, None, None, full_task)
                 answer = yield from operations.apply_one(shard, one_keys, one_args)
             shape = tuple(answer) if read is outcome and len(answer) == 4 else None
-            result: CallbackResult | EventOutcome | AsyncBookError | None = None
-            if shape:
-                result = alike.get(shape)
+            result: CallbackResult | EventOutcome | AsyncBookError | None = alike.get(shape)
             if result is None:
                 result = read(task_id, answer, None)
                 if shape and not answer[3] and isinstance(result, EventOutcome):
