@@ -21,6 +21,7 @@ __all__ = [
     "CountedExpiries",
     "DueTasks",
     "Expiry",
+    "OverlappedExpiries",
     "Prunable",
     "Sharded",
     "SweepLease",
@@ -85,6 +86,25 @@ class CountedExpiries(Protocol):
 
 
 @runtime_checkable
+class OverlappedExpiries(Protocol):
+    """Due tasks expired with the next call sent before the last one's answer is read
+    (``RedisBook``'s shards on a plain client): Redis runs one batch while the client
+    reads the last."""
+
+    def expire_overlapped(
+        self,
+        now_ms: int | float,
+        batch: int,
+        max_batches: int,
+        tally: Callable[[int, Sequence[Expiry | AsyncBookError]], bool],
+    ) -> bool:
+        """Expire what is due, ``batch`` per call, at most ``max_batches`` calls; each
+        batch's size and results go to ``tally``, which says whether to send more.
+        False if it could not (then or from some batch on): the rest goes batch by batch."""
+        ...
+
+
+@runtime_checkable
 class Sharded(Protocol):
     """A book whose shards each keep their own deadlines (``RedisBook``): the sweep
     expires each shard's due tasks on its own, the shards at once, instead of merging
@@ -102,7 +122,7 @@ class SweepReport:
     expired: int = 0
     """Tasks this sweep expired (a task another sweep expired first is not counted)."""
     batches: int = 0
-    """Round trips of ``expire_many``."""
+    """Calls of ``expire_many`` (a batch each; on a plain client, sent before the last is read)."""
     errors: int = 0
     """Tasks the book refused to expire."""
     pruned: int = 0
@@ -149,12 +169,40 @@ def sweep(
     )
 
 
+class _Tally:
+    """The counts of one shard's expiries, batch by batch, and whether to go on."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self.expired = self.batches = self.errors = 0
+        self.going = True
+
+    def __call__(self, due: int, results: Sequence[Expiry | AsyncBookError]) -> bool:
+        """Count one batch of ``due`` tasks; False once no more is to be sent."""
+        self.batches += 1
+        changed = 0
+        for result in results:
+            if isinstance(result, AsyncBookError):
+                self.errors += 1
+            elif result.changed:
+                changed += 1
+        self.expired += changed
+        # Nothing changed: another sweep got there first, or the book keeps refusing.
+        if due < self.batch or changed == 0:
+            self.going = False
+        return self.going
+
+
 def _expire_due(
     book: DueTasks, now_ms: int | float, batch: int, max_batches: int
 ) -> tuple[int, int, int]:
     """Expire what is due in ``book``, ``batch`` per call: (expired, calls, errors)."""
-    expired = batches = errors = 0
-    while batches < max_batches:
+    tally = _Tally(batch)
+    if isinstance(book, OverlappedExpiries) and book.expire_overlapped(
+        now_ms, batch, max_batches, tally
+    ):
+        return tally.expired, tally.batches, tally.errors
+    while tally.going and tally.batches < max_batches:
         due = book.overdue(now_ms, limit=batch)
         if not due:
             break
@@ -164,15 +212,5 @@ def _expire_due(
             results = book.expire_counted(due)
         else:
             results = book.expire_many(due, full_task=False)
-        batches += 1
-        changed = 0
-        for result in results:
-            if isinstance(result, AsyncBookError):
-                errors += 1
-            elif result.changed:
-                changed += 1
-        expired += changed
-        # Nothing changed: another sweep got there first, or the book keeps refusing.
-        if len(due) < batch or changed == 0:
-            break
-    return expired, batches, errors
+        tally(len(due), results)
+    return tally.expired, tally.batches, tally.errors

@@ -93,6 +93,18 @@ class ShardDue:
         plan = expiries.expire_many(self.driver.ns.first, task_ids, expiries.COMPACT)
         return self.driver.run(on(0, plan))
 
+    def expire_overlapped(
+        self, now_ms: int | float, batch: int, max_batches: int, tally: expiries.Tally
+    ) -> bool:
+        """The sweep's expiries with one call in flight while the client reads the last
+        (``_expiries.overlapped``): on one shard of a plain client; False where it cannot
+        (or its connection failed), and the sweep goes batch by batch."""
+        engine = self.driver.engines[0]
+        if self.driver.ns.count > 1 or not expiries.overlaps(engine):
+            return False
+        due = self.driver.run(on(0, expiries.first_due(engine.layout, now_ms, 2 * batch)))
+        return expiries.overlapped(engine, due, now_ms, batch, max_batches, tally)
+
 
 class RedisBook(BookBase):
     """A book in Redis: durable, shared by workers, beat and the status server."""

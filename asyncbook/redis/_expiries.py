@@ -10,9 +10,13 @@ distinct set of facts (name, group, worker, deadline hour) instead of one per ta
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from types import FunctionType
 from typing import Any
 
+import redis
 from redis.exceptions import ResponseError
 
 from .._checks import require_string
@@ -20,17 +24,28 @@ from .._models import CallbackResult
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _operations as operations
 from ._args import utf8
+from ._driver import answered, queued
 from ._facts import FactBook, TaskFacts, facts_of, info_block
+from ._keys import escape_id
+from ._lane import packed
 from ._plan import SETTLE, Plan, ScriptCall
-from ._replies import callback_result, outcome, script_error
+from ._replies import callback_result, outcome, script_error, text_of
 from ._script_args import expiry_slots
 from ._scripts import EventOutcome
 from ._shard import Shard
 
-__all__ = ["CHUNK", "COMPACT", "expire_many"]
+__all__ = ["CHUNK", "COMPACT", "expire_call", "expire_many", "overlapped", "overlaps", "read_chunk"]
+
+try:
+    from redis.observability.recorder import is_enabled as _observed
+except ImportError:  # redis-py before 8 times no command
+    _observed = bool
+_REDIS_PY = os.path.dirname(redis.__file__) + os.sep
 
 CHUNK = 1000
 """Tasks per script call (a script holds the server while it runs)."""
+Tally = Callable[[int, Sequence[Any]], bool]
+"""Counts a batch of the sweep (its size, its results); False: send no more."""
 COMPACT = "c"
 """``full_task`` for apply_event's compact answers, read by ``outcome``: no task built."""
 
@@ -65,26 +80,42 @@ def _expire_chunk(
     not know goes with a block of none (a task without a name, group or worker, due in
     the last hour, needs none); the script answers ``!facts`` for those it lacks, having
     written nothing for them, and they go again, together, with the facts it gave."""
-    answers = yield from _send(shard, ids, full_task)
+    answers = list((yield expire_call(shard, ids, full_task)))
+    return (yield from read_chunk(shard, ids, answers, full_task))
+
+
+def read_chunk(
+    shard: Shard, ids: Sequence[str], answers: list[Any], full_task: bool | str
+) -> Plan[list[CallbackResult | EventOutcome | AsyncBookError]]:
+    """The answers of an expire_many.lua call for these tasks, read (``_expire_chunk``).
+    Compact answers alike (the same reason, flags and state, no error) are read once."""
     again = [n for n, answer in enumerate(answers) if _learned(shard.facts, ids[n], answer)]
     if again:
-        sent = yield from _send(shard, [ids[n] for n in again], full_task)
+        sent = yield expire_call(shard, [ids[n] for n in again], full_task)
         for n, answer in zip(again, sent, strict=True):
             answers[n] = answer
     results: list[CallbackResult | EventOutcome | AsyncBookError] = []
     read = outcome if full_task == COMPACT else callback_result
-    for task_id, answer in zip(ids, answers, strict=True):
+    alike: dict[tuple[Any, ...] | None, EventOutcome] = {}
+    sent_again = set(again)
+    for n, (task_id, answer) in enumerate(zip(ids, answers, strict=True)):
         if isinstance(answer, ResponseError):
             if not script_error(answer):
                 raise answer  # the server refused the call (OOM, READONLY): retry it
             results.append(DamagedRecordError(task_id, str(answer)))
             continue
         try:
-            if _learned(shard.facts, task_id, answer):
+            if n in sent_again and _learned(shard.facts, task_id, answer):
                 # Its record changed since the last answer: this task again, alone.
                 one_keys, one_args, _ = shard.apply_call(task_id, None, None, full_task)
                 answer = yield from operations.apply_one(shard, one_keys, one_args)
-            results.append(read(task_id, answer, None))
+            shape = tuple(answer) if read is outcome and len(answer) == 4 else None
+            result: CallbackResult | EventOutcome | AsyncBookError | None = alike.get(shape)
+            if result is None:
+                result = read(task_id, answer, None)
+                if shape and not answer[3] and isinstance(result, EventOutcome):
+                    alike[shape] = result
+            results.append(result)
         except AsyncBookError as error:
             results.append(error)
     return results
@@ -98,13 +129,15 @@ def _learned(facts: FactBook, task_id: str, answer: Any) -> bool:
     return learned is not None
 
 
-def _send(shard: Shard, ids: Sequence[str], full_task: bool | str) -> Plan[list[Any]]:
-    """One expire_many.lua call for these tasks: its answers, one per task."""
+def expire_call(shard: Shard, ids: Sequence[str], full_task: bool | str) -> ScriptCall:
+    """One expire_many.lua call for these tasks (it answers one reply per task)."""
     k = shard.keys
     shapes: dict[str, int] = {}
     blocks: list[tuple[int, Sequence[str]]] = []
     block_keys: list[str] = []
     task_keys: list[str] = []
+    # Each task's keys: the kinds' prefixes (``_per_id``) and its id escaped, once.
+    task, history, info = k.task(""), k.history(""), k.info("")
     tasks: list[tuple[str, int]] = []
     for task_id in ids:
         facts = shard.facts.get(task_id) or TaskFacts()
@@ -115,10 +148,101 @@ def _send(shard: Shard, ids: Sequence[str], full_task: bool | str) -> Plan[list[
             blocks.append((len(keys), argv))
             block_keys += keys
         tasks.append((task_id, number))
-        task_keys += (k.task(task_id), k.history(task_id), k.info(task_id))
+        escaped = escape_id(task_id)
+        task_keys += (task + escaped, history + escaped, info + escaped)
     # The slots apply.lua gets for an expiry at the deadline, less the task id.
     _keys, event, _error = shard.apply_call(ids[0], None, None, full_task)
     event = dataclasses.replace(event, task_id="")
     keys = [k.callback(""), *shard.apply_keys, *block_keys, *task_keys]
     argv = expiry_slots(blocks, event, tasks).argv()
-    return list((yield ScriptCall("expire_many", keys, argv)))
+    return ScriptCall("expire_many", keys, argv)
+
+
+def first_due(shard: Shard, now_ms: int | float, limit: int) -> Plan[list[str]]:
+    """What runs before the sweep's first expiry (``expire_many``'s), then the due ids."""
+    yield from operations.before_write(shard)
+    yield SETTLE
+    return (yield from operations.overdue(shard, now_ms, limit))
+
+
+def overlaps(engine: Any) -> bool:
+    """Whether ``overlapped`` can run on this shard's engine: a lane (``_lane``) whose
+    client's FCALL, EVALSHA and dispatch are redis-py's own, unobserved (as the lane
+    checks per call), and no replica wait."""
+    lane = engine.lane
+    if lane is None or engine.wait.replicas or _observed():
+        return False
+    methods = [getattr(type(lane.client), name) for name in ("execute_command", "fcall", "evalsha")]
+    return not {"execute_command", "fcall", "evalsha"} & set(vars(lane.client)) and all(
+        type(method) is FunctionType and method.__code__.co_filename.startswith(_REDIS_PY)
+        for method in methods
+    )
+
+
+def overlapped(
+    engine: Any, due: list[str], now_ms: int | float, batch: int, most: int, tally: Tally
+) -> bool:
+    """The sweep's expiries on one shard (``due``: its first ``2 * batch`` due ids), each
+    call sent before the last one's answer is read: Redis runs one batch while the
+    client reads the one before and builds the next. Each call goes with a read of the
+    due ids as they stand after it runs, and before the next runs: the next batch is the
+    first of those this sweep has not sent (a task answered ``!facts`` goes again in
+    ``read_chunk``). ``tally`` counts each batch's answers (its size, its results) and
+    says whether to go on. A call is answered as one sent alone (``answered``). False
+    when the connection failed, or a call did not run (the due ids read after it are
+    stale): the rest goes batch by batch."""
+    shard = engine.layout
+    ahead = (shard.keys.deadlines, "-inf", now_ms, "LIMIT", 0, 3 * batch)
+    try:
+        connection = engine.lane.pool.get_connection()
+    except (redis.ConnectionError, redis.TimeoutError):
+        return False  # the rest goes batch by batch, as the driver runs it (an outage)
+    flight: deque[tuple[list[str], ScriptCall, bool]] = deque()
+    taken = {task_id.encode() for task_id in due[: 2 * batch]}
+
+    def send(ids: list[str]) -> None:
+        call = expire_call(shard, ids, COMPACT)
+        read_ahead = len(ids) == batch and sent + 1 < most
+        sent_as = (queued(engine, call) or [])[0]
+        parts = packed(connection, sent_as.name.upper(), *sent_as.args)
+        if read_ahead:
+            parts += packed(connection, "ZRANGEBYSCORE", *ahead)
+        connection.send_packed_command(parts)
+        flight.append((ids, call, read_ahead))
+
+    def reply(**options: Any) -> Any:
+        try:
+            return connection.read_response(**options)
+        except ResponseError as error:  # the call's own refusal: ``answered`` reads it
+            return error
+
+    sent, going, ran = 0, True, True
+    try:
+        for ids in (due[:batch], due[batch : 2 * batch]):
+            if ids and going and sent < most:
+                send(ids)
+                sent, going = sent + 1, len(ids) == batch
+        while flight:
+            ids, call, read_ahead = flight.popleft()
+            answer = reply()
+            ran = ran and not isinstance(answer, ResponseError)
+            rows = reply(disable_decoding=True) if read_ahead else []
+            if isinstance(rows, ResponseError):
+                raise rows
+            fresh = [raw for raw in rows if raw not in taken][:batch]
+            if fresh and going and ran and sent < most:
+                taken.update(fresh)
+                send([text_of(raw) for raw in fresh])
+                sent, going = sent + 1, len(fresh) == batch
+            answer, error = answered(engine, call, [answer])
+            if error is not None:
+                raise error
+            going = tally(len(ids), engine.run(read_chunk(shard, ids, answer, COMPACT))) and going
+    except (redis.ConnectionError, redis.TimeoutError):
+        connection.disconnect()
+        return False
+    finally:
+        if flight:
+            connection.disconnect()  # replies unread: never handed on
+        engine.lane.pool.release(connection)
+    return ran

@@ -231,7 +231,8 @@ local function commit(KEYS, c, t, steps)
   local first, last = steps[1], steps[#steps]
   local id, retention = first.e.task_id, tonumber(first.e.retention_ms)
   local changed, was_running, beat = false, false, false
-  for _, s in ipairs(steps) do
+  for n = 1, #steps do
+    local s = steps[n]
     changed = changed or s.changed
     was_running = was_running or s.before == 'running'
     beat = beat or s.kind == 'start' or s.kind == 'progress'
@@ -251,7 +252,8 @@ local function commit(KEYS, c, t, steps)
       fields[#fields + 1] = 'err'; fields[#fields + 1] = t.err
     end
     local entries, cursor, unnamed = {}, nil, false
-    for _, s in ipairs(steps) do
+    for n = 1, #steps do
+      local s = steps[n]
       if s.changed then entries[#entries + 1] = s.entry end
       if s.changed and s.kind == 'progress' then cursor = s.e.cursor end
       if s.reason == 'started' then
@@ -273,7 +275,8 @@ local function commit(KEYS, c, t, steps)
       ch.f, ch.t = first.before, t.st
     end
     local worked = false  -- the change names the worker (a start, a run's end)
-    for _, s in ipairs(steps) do
+    for n = 1, #steps do
+      local s = steps[n]
       if s.reason == 'started' then
         t.s, t.w, worked = s.at_text, s.worker, true
         ch.s, ch.a = s.at_text, tostring(t.att)
@@ -291,7 +294,8 @@ local function commit(KEYS, c, t, steps)
     end
     ch.w = worked and t.w or nil
     index_change(KEYS[K_CHANGES], t, id, ch)
-    for _, s in ipairs(steps) do
+    for n = 1, #steps do
+      local s = steps[n]
       if s.changed then
         local seen = s == last and t
           or {id = t.id, gid = t.gid, st = s.st, prog = s.prog, ver = s.ver}
@@ -319,7 +323,8 @@ local function commit(KEYS, c, t, steps)
       redis.call('ZREM', KEYS[K_STALLS], id)
     end
   end
-  for _, s in ipairs(steps) do
+  for n = 1, #steps do
+    local s = steps[n]
     local given = s.e.callback_given
     if string.sub(given, 1, 1) == 'h' then
       redis.call('HSET', KEYS[K_TASK], string.sub(given, 2), '1')  -- goes with the record
@@ -333,12 +338,15 @@ local function commit(KEYS, c, t, steps)
       end
     end
   end
-  for _, s in ipairs(steps) do
+  for n = 1, #steps do
+    local s = steps[n]
     if s.notify then
-      notify_outbox(KEYS[K_OUTBOX], id, s.st, s.at_text, s.ver, retention, s.e)
+      local ver = s == last and t.ver_text or s.ver  -- text: not formatted again
+      notify_outbox(KEYS[K_OUTBOX], id, s.st, s.at_text, ver, retention, s.e)
     end
   end
-  for _, s in ipairs(steps) do
+  for n = 1, #steps do
+    local s = steps[n]
     count_reason(KEYS, s.e, s.reason)
   end
 end
