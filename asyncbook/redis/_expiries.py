@@ -10,10 +10,8 @@ distinct set of facts (name, group, worker, deadline hour) instead of one per ta
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from types import FunctionType
 from typing import Any
 
 import redis
@@ -36,11 +34,6 @@ from ._shard import Shard
 
 __all__ = ["CHUNK", "COMPACT", "expire_call", "expire_many", "overlapped", "overlaps", "read_chunk"]
 
-try:
-    from redis.observability.recorder import is_enabled as _observed
-except ImportError:  # redis-py before 8 times no command
-    _observed = bool
-_REDIS_PY = os.path.dirname(redis.__file__) + os.sep
 
 CHUNK = 1000
 """Tasks per script call (a script holds the server while it runs)."""
@@ -166,17 +159,10 @@ def first_due(shard: Shard, now_ms: int | float, limit: int) -> Plan[list[str]]:
 
 
 def overlaps(engine: Any) -> bool:
-    """Whether ``overlapped`` can run on this shard's engine: a lane (``_lane``) whose
-    client's FCALL, EVALSHA and dispatch are redis-py's own, unobserved (as the lane
-    checks per call), and no replica wait."""
+    """Whether ``overlapped`` can run on this shard's engine: a lane (``_lane``) that
+    goes straight to a connection for FCALL and EVALSHA, and no replica wait."""
     lane = engine.lane
-    if lane is None or engine.wait.replicas or _observed():
-        return False
-    methods = [getattr(type(lane.client), name) for name in ("execute_command", "fcall", "evalsha")]
-    return not {"execute_command", "fcall", "evalsha"} & set(vars(lane.client)) and all(
-        type(method) is FunctionType and method.__code__.co_filename.startswith(_REDIS_PY)
-        for method in methods
-    )
+    return lane is not None and not engine.wait.replicas and lane.direct("fcall", "evalsha")
 
 
 def overlapped(

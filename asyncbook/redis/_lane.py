@@ -71,14 +71,20 @@ class ScriptLane:
         self.client = client
         self.pool = client.connection_pool
 
+    def direct(self, *methods: str) -> bool:
+        """Whether a call may go straight to a connection now: redis-py's observability
+        is off and ``methods`` and ``execute_command`` are the client's own (see the
+        module)."""
+        client = self.client
+        return not _observed() and all(
+            _unwrapped(client, name) for name in ("execute_command", *methods)
+        )
+
     def call(self, method: str, target: bytes, texts: Sequence[Any], key_count: int) -> Any:
         """``method`` (evalsha, fcall, fcall_ro) of ``target`` (a SHA, a function) with
         ``texts`` (KEYS then ARGV), as the client's would: its answer, or its error."""
-        client = self.client
-        if _observed() or not (
-            _unwrapped(client, method) and _unwrapped(client, "execute_command")
-        ):
-            return getattr(client, method)(target, key_count, *texts)
+        if not self.direct(method):
+            return getattr(self.client, method)(target, key_count, *texts)
         connection: Any = self.pool.get_connection()
 
         def attempt() -> Any:

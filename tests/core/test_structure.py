@@ -297,7 +297,7 @@ def test_no_type_ignore_override() -> None:
     assert _IGNORE_OVERRIDE.search(f"def f(self): ...  # type: ignore[misc, {code}]")
 
 
-REDIS_MAX_LINES = 9_081 - 1_500 + 312 + 14 + 13 + 136
+REDIS_MAX_LINES = 9_081 - 1_500 + 312 + 14 + 13 + 128
 """Issue 31's acceptance: ``asyncbook/redis/`` at least 1,500 lines smaller than its 9,081
 at b52dce1 (the Python files under it, counted as ``wc -l`` counts them), every feature
 kept; plus 312 for what issue 32 added that b52dce1 did not have: the Redis Functions
@@ -309,10 +309,11 @@ index.lua parsed them in Lua), which the info block's removal from the write pat
 part; plus 14 for one table of what a refused FCALL or FUNCTION LOAD says
 (``Functions.refusal``), where five places each matched the error's text; plus 13 for
 the sweep's compact expiries (``ShardDue.expire_counted``, ``_expiries.COMPACT``), which
-build no task per expired task; plus 136 for the sweep's overlapped calls (each call sent
+build no task per expired task; plus 128 for the sweep's overlapped calls (each call sent
 before the last one's answer is read, on one pooled connection: ``_expiries.overlapped``,
 ``overlaps``, ``first_due``, ``ShardDue.expire_overlapped``), whose gain is the client's
-share of the sweep's wall clock (docs/benchmarks.md, "The sweep")."""
+share of the sweep's wall clock (docs/benchmarks.md, "The sweep"); the lane says whether a
+call may go straight to a connection (``ScriptLane.direct``) for both."""
 
 
 def test_the_redis_layer_is_1500_lines_smaller() -> None:
