@@ -399,7 +399,3 @@ class ScriptedSending(Protocol):
         """(token, answer) in order: a ``ScriptedAnswer``, the error met, or an error
         saying the connection lost it (to write again)."""
         ...
-
-    def close(self) -> None:
-        """Close its connection."""
-        ...

@@ -315,12 +315,12 @@ class AsyncBookBackend(MetaCapture):
         create = integration.running.creator_of(task_id)
         sent = Write(integration, fused, item, write, taken, meta, create, request)
         sent.result, sent.state, sent.traceback = result, state, traceback
-        late = self._late
-        if late is None and self._defers(integration, request):
+        defers, late = self._defers(integration, request), self._late
+        if late is None and defers:
             with self._lock:
                 late = self._late = self._late or LateWrites(self._answered)
         if late is not None:
-            if not self._defers(integration, request):
+            if not defers:
                 late.settle()  # answers already here first, in order
             elif late.send(fused, write, sent):
                 return meta.encoded

@@ -52,8 +52,9 @@ class DeferredWrites:
         return len(self._unread)
 
     def send(self, write: ScriptedWrite, token: Any) -> bool:
-        """Write ``write``'s call; False when it was not (an outage: the caller writes it
-        and waits). What the plan needs before the call (the server check) runs first."""
+        """Write ``write``'s call; False when it was not (an outage, an event refused in
+        Python: the caller writes it and waits). What the plan needs before the call (the
+        server check) runs first."""
         task_id, items, key, args, name, group_id = write
         call = (self.script, key, args)
         plan = batches.apply_in_script(self.engine.layout, task_id, items, call, name, group_id)
@@ -73,6 +74,8 @@ class DeferredWrites:
         except _OUTAGE:
             self._drop()
             return False
+        except Exception:  # refused before the call (an event Python refuses): the
+            return False  # caller's write meets it again, and handles it as it does
         self._unread.append((token, plan, step))
         return True
 
@@ -138,10 +141,6 @@ class DeferredWrites:
             self._connection = self.engine.slot_client().connection_pool.make_connection()
             self._connection.connect()
         return self._connection
-
-    def close(self) -> None:
-        """Close the connection (the caller read what it needs first)."""
-        self._drop()
 
     def _drop(self) -> None:
         if self._connection is not None:
