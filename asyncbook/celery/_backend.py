@@ -7,7 +7,9 @@ When an execution of a tracked task ends (SUCCESS, FAILURE, RETRY), its events (
 buffered start and progress, then the end) and Celery's result meta (same key, same
 encoding, same expiry, same PUBLISH) go to Redis in one script call
 (``lua/execution.lua``): one round trip, atomic. Celery's SUCCESS guard (a stored SUCCESS
-is never overwritten) runs inside the script, after the book's events.
+is never overwritten) runs inside the script, after the book's events. For an
+early-acked execution outside a chord the call is sent and not waited for: its answer
+is read later and handled as here (``_late``).
 
 The book and Celery never disagree. When the book refuses the end (past the deadline, or
 cancelled meanwhile), Celery's meta reads what the book says:
