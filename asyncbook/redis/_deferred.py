@@ -85,8 +85,7 @@ class DeferredWrites:
         (``ScriptedEvents``), the error it raised, or ``LOST``."""
         answered: list[tuple[Any, Any]] = []
         if self._connection is None:  # dropped (an outage while sending): all lost
-            self._unread, unread = deque(), self._unread
-            return [(token, plan if step is plan else LOST) for token, plan, step in unread]
+            return self._lost()
         try:
             while len(self._unread) > keep:
                 token, plan, step = self._unread[0]
@@ -104,9 +103,14 @@ class DeferredWrites:
                 self._unread.popleft()  # once read: an outage before hands it back
                 answered.append((token, self._finish(plan, step, reply, error)))
         except _OUTAGE:
-            answered += [(token, LOST) for token, _plan, _step in self._unread]
             self._drop()
+            answered += self._lost()
         return answered
+
+    def _lost(self) -> list[tuple[Any, Any]]:
+        """The calls not read, each ``LOST`` (once: they are forgotten here)."""
+        self._unread, unread = deque(), self._unread
+        return [(token, plan if step is plan else LOST) for token, plan, step in unread]
 
     def _finish(self, plan: Any, step: Any, reply: Any, error: Exception | None) -> Any:
         """The plan's answer, given the call's reply: a call Redis did not run goes again

@@ -931,6 +931,14 @@ def test_a_connection_lost_with_answers_unread_loses_nothing(
     killed before they ran: each is written again, and the book and the metas agree."""
     monkeypatch.setattr(_late, "READ_AFTER", 0.5)
     sends = Sends(monkeypatch)
+    handled: list[str] = []  # each write's answer is handled once (written again once)
+    original = LateWrites._handle
+
+    def handle(late: LateWrites, answered: list[tuple[Any, Any]]) -> None:
+        handled.extend(token.item[0] for token, _answer in answered)
+        original(late, answered)
+
+    monkeypatch.setattr(LateWrites, "_handle", handle)
     ok = app.tasks["b.ok"]
     with start_worker(app, perform_ping_check=False):
         assert ok.delay(0).get(timeout=10) == 0  # the sender's connection open
@@ -948,6 +956,8 @@ def test_a_connection_lost_with_answers_unread_loses_nothing(
             client.client_unpause()
         assert [result.get(timeout=10) for result in results] == [1, 2]
     assert sends.deferred[1:] == [results[0].id, results[1].id]
+    late_of(app).settle(block=True)
+    assert handled[1:] == [results[0].id, results[1].id]
     for result in results:
         task = assert_agree(app, book, result.id)
         assert history(task) == ["start", "progress", "succeed"]
