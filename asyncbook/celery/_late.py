@@ -86,7 +86,8 @@ class LateWrites:
 
     def pending(self) -> bool:
         """True while answers are unread."""
-        return any(sender is not None and len(sender) for _, sender in self._senders.values())
+        senders = list(self._senders.values())  # another thread may add one meanwhile
+        return any(sender is not None and len(sender) for _, sender in senders)
 
     def settle(self, *, block: bool = False) -> None:
         """Handle the answers already here (``block``: all of them, waiting)."""
