@@ -155,6 +155,23 @@ class AsyncBookBackend(MetaCapture):
         self._late: LateWrites | None = None
         """This backend's writes sent and not yet answered (made on the first)."""
 
+    # -- reading -------------------------------------------------------------------------
+
+    def get(self, key: Any) -> Any:
+        """Celery's ``get``, after this backend's writes not yet answered (``_late``):
+        a read here sees what it wrote (``AsyncResult`` in the worker process, a
+        ``task_success`` handler). Not while a meta is captured without reading it."""
+        late = self._late
+        if late is not None and (self._taking.suffix is None or self._taking.read_stored):
+            late.settle(block=True)
+        return super().get(key)
+
+    def mget(self, keys: Any) -> Any:
+        """Celery's ``mget``, after this backend's writes not yet answered."""
+        if self._late is not None:
+            self._late.settle(block=True)
+        return super().mget(keys)
+
     # -- writing -------------------------------------------------------------------------
 
     def store_result(

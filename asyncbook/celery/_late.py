@@ -4,22 +4,23 @@ asyncbook's result backend writes an early-acked execution's events and meta in 
 script call that it does not wait for (``EventsScript.sender``): the call is written to a
 connection of its own at once, in order, and its answer is read later: before the next
 such write is sent (those already here; the oldest waited for once ``MAX_UNREAD`` wait),
-by a thread ``READ_AFTER`` seconds after a write, and when the worker (or the process)
-stops (``flush_all``). Each answer is handed to the backend's handler as the synchronous
-write's would be; one a lost connection took is handed over as that outage, and the
-handler writes it again (callback ids make the events' resend safe; the meta is the
-same meta).
+by a thread ``READ_AFTER`` seconds after a write, when the worker (or the process) stops
+(``flush_all``), and before the backend reads a key (read-your-writes). Each answer is
+handed to the backend's handler as the synchronous write's would be; one a lost
+connection took is handed over as that outage, and the handler writes it again (callback
+ids make the events' resend safe; the meta is the same meta).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._book import EventsScript, ScriptedSending, ScriptedWrite
@@ -50,6 +51,8 @@ class LateWrites:
         self._senders: dict[int, tuple[EventsScript, ScriptedSending | None]] = {}
         self._due = threading.Event()
         self._reader: threading.Thread | None = None
+        self._owner = 0
+        """The thread holding ``_lock`` (its handler's reads must not settle again)."""
 
     def send(self, fused: EventsScript, write: ScriptedWrite, token: Any) -> bool:
         """Send ``write`` without waiting; False when it was not (no sender for ``fused``,
@@ -57,7 +60,7 @@ class LateWrites:
         first, and the oldest waited for when ``MAX_UNREAD`` are unread."""
         if os.getpid() != self._pid:  # a forked child: the parent's connection is not ours
             self._reset()
-        with self._lock:
+        with self._lock, self._held():
             known = self._senders.get(id(fused))
             if known is None or known[0] is not fused:
                 known = self._senders[id(fused)] = (fused, fused.sender())
@@ -90,13 +93,24 @@ class LateWrites:
         return any(sender is not None and len(sender) for _, sender in senders)
 
     def settle(self, *, block: bool = False) -> None:
-        """Handle the answers already here (``block``: all of them, waiting)."""
+        """Handle the answers already here (``block``: all of them, waiting); nothing
+        when called from a handler (its thread holds them)."""
         if os.getpid() != self._pid or not self.pending():
             return
-        with self._lock:
+        if self._owner == threading.get_ident():
+            return
+        with self._lock, self._held():
             for _fused, sender in list(self._senders.values()):
                 if sender is not None and len(sender):
                     self._handle(sender.read(block=block))
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        self._owner = threading.get_ident()
+        try:
+            yield
+        finally:
+            self._owner = 0
 
     def _handle(self, answered: list[tuple[Any, Any]]) -> None:
         for token, answer in answered:

@@ -975,7 +975,8 @@ def test_the_answers_left_are_read_when_the_worker_stops(
         revoked = cancelled.delay()
         wait_for(lambda: (task := book.get(revoked.id)) and task.state is AsyncState.CANCELLED)
         wait_for(lambda: late_of(app).pending(), timeout=10, interval=0.005)
-        assert stored_meta(app, revoked.id)["status"] == "PENDING"
+        backend: Any = app.backend
+        assert backend.client.get(backend.get_key_for_task(revoked.id)) is None  # no meta
     assert late_of(app).pending()
     signals.worker_shutdown.send(sender=worker)
     assert not late_of(app).pending()
@@ -1028,3 +1029,25 @@ def test_acks_late_and_chord_members_wait_for_their_write(
     parent: Any = chorded.parent
     for member in parent.results:
         assert assert_agree(app, book, member.id).state is AsyncState.SUCCEEDED
+
+
+def test_the_worker_process_reads_its_own_writes(
+    app: Celery, book: RedisBook, client: redis.Redis
+) -> None:
+    """A ``task_success`` handler reading the meta (through the backend) finds the
+    SUCCESS its write sent, even while Redis holds the write (CLIENT PAUSE WRITE)."""
+    ok = app.tasks["b.ok"]
+    seen: list[str] = []
+
+    def on_success(sender: Any = None, **_: Any) -> None:
+        seen.append(stored_meta(app, str(sender.request.id))["status"])
+
+    signals.task_success.connect(on_success, weak=False)
+    try:
+        with start_worker(app, perform_ping_check=False):
+            assert ok.delay(0).get(timeout=10) == 0
+            client.client_pause(300, all=False)  # the next write waits in Redis
+            assert ok.delay(1).get(timeout=10) == 1
+    finally:
+        signals.task_success.disconnect(on_success)
+    assert seen == ["SUCCESS", "SUCCESS"]
