@@ -377,3 +377,25 @@ class EventsScript(Protocol):
     def apply(self, write: ScriptedWrite) -> ScriptedAnswer:
         """The write's events and the script, in one call."""
         ...
+
+    def sender(self) -> ScriptedSending | None:
+        """Its calls written without waiting for their answers (None: each waits)."""
+        ...
+
+
+class ScriptedSending(Protocol):
+    """An ``EventsScript``'s calls written at once, answered later (``EventsScript.sender``);
+    its owner holds a lock around it."""
+
+    def __len__(self) -> int:
+        """How many answers are not yet read."""
+        ...
+
+    def send(self, write: ScriptedWrite, token: Any) -> bool:
+        """Write ``write``'s call; False when it could not (an outage)."""
+        ...
+
+    def read(self, *, block: bool, keep: int = 0) -> list[tuple[Any, Any]]:
+        """(token, answer) in order: a ``ScriptedAnswer``, the error met, or an error
+        saying the connection lost it (to write again)."""
+        ...

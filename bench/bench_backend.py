@@ -145,7 +145,14 @@ def main() -> None:
     parser.add_argument("--url", default="redis://127.0.0.1:6379/13")
     parser.add_argument("-n", type=int, default=2000, help="tasks per run")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--broker",
+        help="the broker's URL (default: --url); on another Redis server, a worker's next "
+        "fetch does not queue behind its result write in the one Redis thread",
+    )
     args = parser.parse_args()
+    if args.broker:
+        os.environ["BENCH_BROKER_URL"] = args.broker
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     rest = args.url.split("://", 1)[1]
     os.environ["BENCH_REDIS_URL"] = args.url

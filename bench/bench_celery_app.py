@@ -3,7 +3,8 @@
 Configured from the environment by ``bench_celery.py``: ``BENCH_REDIS_URL`` (broker,
 results and book), ``BENCH_NAMESPACE``, ``BENCH_READY_FILE`` (touched when the worker
 is ready to consume); ``BENCH_BACKEND_URL`` (set by ``bench_backend.py``) overrides the
-result backend, ``asyncbook+redis://...`` for asyncbook's own; ``BENCH_SHARDS`` is
+result backend, ``asyncbook+redis://...`` for asyncbook's own; ``BENCH_BROKER_URL`` (set by
+``bench_backend.py --broker``) the broker (default: ``BENCH_REDIS_URL``); ``BENCH_SHARDS`` is
 ``asyncbook_shards`` (set by ``bench_shards.py``).
 """
 
@@ -21,7 +22,7 @@ URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 app = Celery("bench_celery_app")
 app.conf.update(
-    broker_url=URL,
+    broker_url=os.environ.get("BENCH_BROKER_URL") or URL,
     result_backend=os.environ.get("BENCH_BACKEND_URL") or URL,
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,

@@ -7,7 +7,9 @@ When an execution of a tracked task ends (SUCCESS, FAILURE, RETRY), its events (
 buffered start and progress, then the end) and Celery's result meta (same key, same
 encoding, same expiry, same PUBLISH) go to Redis in one script call
 (``lua/execution.lua``): one round trip, atomic. Celery's SUCCESS guard (a stored SUCCESS
-is never overwritten) runs inside the script, after the book's events.
+is never overwritten) runs inside the script, after the book's events. For an
+early-acked execution outside a chord the call is sent and not waited for: its answer
+is read later and handled as here (``_late``).
 
 The book and Celery never disagree. When the book refuses the end (past the deadline, or
 cancelled meanwhile), Celery's meta reads what the book says:
@@ -37,10 +39,8 @@ import functools
 import logging
 import math
 import threading
-import time
-from collections.abc import Callable
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 
 from celery import states
 from celery.backends.redis import SentinelBackend
@@ -55,22 +55,24 @@ from .._book import (
     ScriptedAnswer,
     ScriptedWrite,
 )
-from .._limits import TASK_ID_LIMIT, bounded_error
+from .._limits import TASK_ID_LIMIT
 from .._models import (
     AsyncState,
     AsyncTransition,
     CallbackResult,
     CancelEvent,
     FailEvent,
-    SucceedEvent,
 )
-from ..errors import AsyncBookError, NotReplicatedError, UnknownTaskError
-from ..redis import EventOutcome
+from ..errors import AsyncBookError, UnknownTaskError
 from ._celery_seam import MetaCapture, MetaWrite
+from ._end_write import Write, end_event, error_of, log_refusal, until_replicated
 from ._execution_args import ExecutionArgs
 from ._integration import Integration
+from ._late import LateWrites
+from ._recorder import Taken
 from ._registry import installed
-from ._tracking import callback_id, describe_error, is_tracked, now_ms, result_hash
+from ._retrying import OUTAGE
+from ._tracking import callback_id, is_tracked, now_ms
 
 __all__ = [
     "AsyncBookBackend",
@@ -129,6 +131,9 @@ class AsyncBookBackend(MetaCapture):
 
     takes_buffered_events = True
     """An execution's buffered start and progress ride with its result (``Recorder.take``)."""
+    defers_writes = True
+    """An early-acked execution's write is not waited for (``_late``); False on a
+    subclass waits for every write."""
     stores_book_verdicts = True
     """A REVOKED it stores carries the book's cancel reason: a worker stores REVOKED
     through it for a task it holds once the book cancels it (``Controls``)."""
@@ -147,6 +152,25 @@ class AsyncBookBackend(MetaCapture):
         self._verdicts: dict[str, tuple[str, BaseException]] = {}
         self._lock = threading.Lock()
         self._warned: set[str] = set()
+        self._late: LateWrites | None = None
+        """This backend's writes sent and not yet answered (made on the first)."""
+
+    # -- reading -------------------------------------------------------------------------
+
+    def get(self, key: Any) -> Any:
+        """Celery's ``get``, after this backend's writes not yet answered (``_late``):
+        a read here sees what it wrote (``AsyncResult`` in the worker process, a
+        ``task_success`` handler). Not while a meta is captured without reading it."""
+        late = self._late
+        if late is not None and (self._taking.suffix is None or self._taking.read_stored):
+            late.settle(block=True)
+        return super().get(key)
+
+    def mget(self, keys: Any) -> Any:
+        """Celery's ``mget``, after this backend's writes not yet answered."""
+        if self._late is not None:
+            self._late.settle(block=True)
+        return super().mget(keys)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -193,7 +217,7 @@ class AsyncBookBackend(MetaCapture):
             reason = "terminated" if str(result) == "terminated" else "revoked"
             event = CancelEvent(at_ms=now_ms(), reason=reason)
         else:
-            event = _end_event(integration, task, task_id, result, state)
+            event = end_event(integration, task, task_id, result, state)
             if isinstance(event, FailEvent) and state == states.FAILURE:
                 event = integration.info_policy.failure_event(event, result, traceback)
         item: Any = (
@@ -291,50 +315,105 @@ class AsyncBookBackend(MetaCapture):
         """The buffered events, the end and the meta: one script call. Celery's guard (a
         stored SUCCESS is kept) runs in the script for a JSON meta; for a meta the script
         cannot read (pickle, msgpack, compressed), Celery's own guard reads it first.
-        Returns the result as Celery encoded it."""
+        Returns the result as Celery encoded it.
+
+        The call of an early-acked task outside a chord is not waited for (``_late``):
+        its answer is read later and handled as here (``_answered``)."""
         task_id = item[0]
         meta = self.capture(
             task_id, result, state, traceback, request, read_stored=not self._json_meta
         )
         guard = "json" if self._json_meta else "keep" if meta.value is None else "none"
-        meta_key = bytes_to_str(meta.key)
         args = ExecutionArgs(meta.value or "", self._expires(meta, fused), guard, refused).argv()
         recorder = integration.recorder
         taken = recorder.take(task_id)
         events = [(entry.item[1], entry.item[2]) for entry in taken] + [(item[1], item[2])]
-
         name, group = getattr(request, "task", None), getattr(request, "group", None)
+        write = ScriptedWrite(task_id, events, bytes_to_str(meta.key), args, name, group)
+        # Kept with the write: the execution may be over when its answer is read.
+        create = integration.running.creator_of(task_id)
+        sent = Write(integration, fused, item, write, taken, meta, create, request)
+        sent.result, sent.state, sent.traceback = result, state, traceback
+        defers, late = self._defers(integration, request), self._late
+        if late is None and defers:
+            with self._lock:
+                late = self._late = self._late or LateWrites(self._answered)
+        if late is not None:
+            if not defers:
+                late.settle()  # answers already here first, in order
+            elif late.send(fused, write, sent):
+                return meta.encoded
+        return self._answered(sent, None)
+
+    def _defers(self, integration: Integration, request: Any) -> bool:
+        """Whether an execution's write need not be waited for: its message was acked
+        before it ran (not ``acks_late``: its ack must follow the write), it is no chord
+        member (``on_chord_part_return`` needs the book's verdict at once), and the book
+        waits for no replicas (``EventsScript.sender``)."""
+        task = self.app.tasks.get(getattr(request, "task", None))
+        return (
+            self.defers_writes
+            and task is not None
+            and not task.acks_late
+            and not getattr(request, "chord", None)
+        )
+
+    def _answered(self, sent: Write, answer: Any) -> Any:
+        """Handle ``sent``'s answer: written now and waited for (``answer`` None, or one a
+        lost connection took: sent again), or read later. Returns the encoded result."""
+        integration, fused, item, write = sent.integration, sent.fused, sent.item, sent.write
+        task_id, taken, recorder = item[0], sent.taken, integration.recorder
+        late = answer is not None
 
         def write_once() -> ScriptedAnswer:
-            return self.ensure(  # type: ignore[no-any-return]
-                lambda: fused.apply(ScriptedWrite(task_id, events, meta_key, args, name, group)),
-                (),
-            )
+            return self.ensure(lambda: fused.apply(write), ())  # type: ignore[no-any-return]
 
-        def write() -> ScriptedAnswer:
-            return _until_replicated(write_once, integration.settings.retry_for)
+        def write_now() -> ScriptedAnswer:
+            return until_replicated(write_once, integration.settings.retry_for)
+
+        def create() -> bool:
+            if sent.create is not None:
+                return sent.create()
+            return integration.create_missing(task_id)
 
         try:
             try:
-                answer = write()
+                if answer is None or isinstance(answer, OUTAGE):
+                    answer = write_now()
+                elif isinstance(answer, BaseException):
+                    raise answer
             except UnknownTaskError:
                 # The publisher's create has not landed (or was lost): create it from
                 # this execution's message, then write again.
-                if not integration.create_missing(task_id):
+                if not create():
                     raise
-                answer = write()
+                answer = write_now()
         except UnknownTaskError as error:
             logger.error("asyncbook: task %s is not in the book: %s", task_id, error)
             recorder.answer(taken, [error] * len(taken))
-            return super().store_result(task_id, result, state, traceback, request)
+            return super().store_result(
+                task_id, sent.result, sent.state, sent.traceback, sent.request
+            )
         except BaseException:
-            recorder.answer(taken, [None] * len(taken))  # the writer sends them later
-            raise
+            if not late:
+                recorder.answer(taken, [None] * len(taken))  # the writer sends them later
+                raise
+            # Read late: the end goes to the writer with the events (held and sent again
+            # until the book answers); Celery's meta is not written.
+            logger.exception("asyncbook: task %s: its result could not be written", task_id)
+            end = Taken(item, None, create=sent.create)
+            recorder.answer([*taken, end], [None] * (len(taken) + 1))
+            return sent.meta.encoded
         recorder.answer(taken, answer.outcomes[:-1])
-        _log_refusal(item, answer.outcomes[-1])
+        log_refusal(item, answer.outcomes[-1])
         if answer.status == "refused":
-            self._write_verdict(fused, task_id, answer.state, request, answer.outcomes[-1])
-        return meta.encoded
+            self._write_verdict(fused, task_id, answer.state, sent.request, answer.outcomes[-1])
+        return sent.meta.encoded
+
+    def flush_writes(self) -> None:
+        """Read and handle the answers of this process's writes not yet read."""
+        if self._late is not None:
+            self._late.settle(block=True)
 
     def _write_verdict(
         self,
@@ -352,10 +431,10 @@ class AsyncBookBackend(MetaCapture):
             error = _expired(task_id)
         elif book_state == "cancelled":
             state = states.REVOKED
-            error = TaskRevokedError(_error_of(answer) or "cancelled")
+            error = TaskRevokedError(error_of(answer) or "cancelled")
         else:
             state = states.FAILURE
-            why = _error_of(answer)
+            why = error_of(answer)
             error = TaskEndedInBook(
                 f"task {task_id} had already ended {book_state}" + (f": {why}" if why else "")
             )
@@ -388,67 +467,8 @@ class AsyncBookBackend(MetaCapture):
             logger.warning(message, *args)
 
 
-_T = TypeVar("_T")
-
-
-def _until_replicated(call: Callable[[], _T], retry_for: float) -> _T:
-    """``call()``, sent again with backoff while it reaches too few replicas
-    (``asyncbook_wait_replicas``: it ran on the primary, and callback ids make the resend
-    safe), for at most ``retry_for`` seconds; then its ``NotReplicatedError``."""
-    deadline = time.monotonic() + retry_for
-    delay = 0.05
-    while True:
-        try:
-            return call()
-        except NotReplicatedError as error:
-            if time.monotonic() + delay > deadline:
-                raise
-            logger.warning("asyncbook: %s; sending it again in %.2f s", error, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-
-
 def _expired(task_id: str) -> TaskExpired:
     return TaskExpired(f"task {task_id} ended after its deadline: it expired")
-
-
-def _end_event(
-    integration: Integration, task: Any, task_id: str, result: Any, state: str
-) -> SucceedEvent | FailEvent:
-    at = now_ms()
-    if state == states.SUCCESS:
-        ref = integration.result_ref(task, task_id, result)
-        digest = result_hash(result)
-        if type(ref) is not str:  # the user's hook: validated (and refused) as before
-            return SucceedEvent(at_ms=at, result_ref=ref, result_hash=digest)
-        return SucceedEvent.model_construct(at_ms=at, result_ref=ref, result_hash=digest)
-    error = result if isinstance(result, BaseException) else None
-    text = describe_error(error) if error is not None else bounded_error(str(result or "error"))
-    return FailEvent(at_ms=at, error=text, retryable=state == states.RETRY)
-
-
-def _error_of(answer: Any) -> str | None:
-    if isinstance(answer, CallbackResult | AsyncTransition):
-        return answer.task.error
-    return answer.error if isinstance(answer, EventOutcome) else None
-
-
-def _log_refusal(item: ApplyItem, answer: Any) -> None:
-    if isinstance(answer, AsyncBookError):
-        logger.error("asyncbook: task %s refused an event: %s", item[0], answer)
-    elif isinstance(answer, EventOutcome) and not answer.changed and not answer.duplicate_callback:
-        if answer.reason == "duplicate-cancel":
-            # A revoke of a task cancelled before (by the revoke's own broadcast, or a
-            # cancel): nothing was refused that anyone asked for.
-            logger.debug("asyncbook: task %s was cancelled already", item[0])
-            return
-        logger.warning(
-            "asyncbook: task %s refused its %s (%s, state %s)",
-            item[0],
-            getattr(item[1], "type", "event"),
-            answer.reason,
-            answer.state,
-        )
 
 
 _SentinelBackend: Any = SentinelBackend

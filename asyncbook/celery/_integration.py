@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from celery import Celery, Task
+from celery import Celery, Task, signals
 
 from .._book import AsyncBook
 from .._delivery import DeliveryReport
@@ -43,6 +43,7 @@ from ._beat import BeatRouter, add_schedule, is_configured, listed_routes, remov
 from ._cancels import Controls
 from ._execution import Executions
 from ._info import InfoPolicy
+from ._late import flush_all
 from ._lifecycle import Heartbeats
 from ._outcomes import Outcomes
 from ._publishing import CREATED_HEADER, DEADLINE_HEADER, Publishing
@@ -192,6 +193,10 @@ class Integration:
             *self.executions.handlers(),
             *self.outcomes.handlers(),
             *self.controls.handlers(),
+            # Before the service's (which flush the recorder): a late answer may hand
+            # events back to the recorder.
+            (signals.worker_process_shutdown, self.on_shutdown),
+            (signals.worker_shutdown, self.on_shutdown),
             *self.service.handlers(),
             (self.app.on_after_configure, self.on_after_configure),
         ]
@@ -222,9 +227,15 @@ class Integration:
         uninstall_control(self.app)
         self.service.stop_upkeep()
         self.publishing.close()
+        flush_all()
         recorder = self._recorder.built()
         if recorder is not None:
             recorder.close()
+
+    def on_shutdown(self, **_: Any) -> None:
+        """The worker (or a pool process) stops: read the result writes not yet answered
+        (``_late``)."""
+        flush_all()
 
     def _add_route(self, conf: Any) -> None:
         # After the app's own routes: a route of the user's for the beat tasks wins.

@@ -22,6 +22,7 @@ from ._async_book import AsyncRedisBook
 from ._base import BookBase
 from ._book_driver import Driver
 from ._changes import Change, follow_changes
+from ._deferred import DeferredWrites
 from ._engine import Engine
 from ._merged import on
 from ._pending import register
@@ -61,6 +62,14 @@ class BesideScript:
     script: BookScript
     retention: timedelta | None
     """The book's retention of ended tasks."""
+    engine: Engine
+    """Its one shard's engine (``sender``)."""
+
+    def sender(self) -> DeferredWrites | None:
+        """Its calls written at once, their answers read later (``_deferred``); None when
+        each write waits for its replicas."""
+        engine = self.engine
+        return None if engine.wait.replicas else DeferredWrites(engine, self.script)
 
     def apply(self, write: ScriptedWrite) -> ScriptedEvents:
         """The write's events and the script, in one call."""
@@ -201,4 +210,5 @@ class RedisBook(BookBase):
         writes Celery's meta so, atomically with the book's events)."""
         if self.shards > 1 or not same_server(self.client, client):
             return None
-        return BesideScript(self.apply_in_script, self.events_script(source), self.retention)
+        script, engine = self.events_script(source), self.engine
+        return BesideScript(self.apply_in_script, script, self.retention, engine)

@@ -34,11 +34,13 @@ from asyncbook.celery import (
     AsyncBookBackend,
     AsyncBookSentinelBackend,
     TaskExpired,
+    _late,
     install,
     installed,
     report_progress,
     uninstall,
 )
+from asyncbook.celery._late import LateWrites
 from asyncbook.celery._urls import sentinel_book_url
 
 from ..support import ROOT
@@ -829,3 +831,223 @@ def test_a_lost_create_keeps_every_event_sent_before_it(
     task = assert_agree(app, book, result.id)
     assert history(task) == ["start", "progress", "succeed"]
     assert book.last_cursor(result.id) == "a third"
+
+
+# -- writes not waited for: an early-acked execution's call of execution.lua goes out at
+# once and its answer is read later (``_late``), handled as a synchronous write's.
+
+
+class Sends:
+    """The task ids whose writes ``LateWrites.send`` sent without waiting, and those it
+    handed back to be waited for."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.deferred: list[str] = []
+        self.waited: list[str] = []
+        original = LateWrites.send
+
+        def send(late: LateWrites, fused: Any, write: Any, token: Any) -> bool:
+            sent = original(late, fused, write, token)
+            (self.deferred if sent else self.waited).append(write.task_id)
+            return sent
+
+        monkeypatch.setattr(LateWrites, "send", send)
+
+
+def late_of(app: Celery) -> LateWrites:
+    backend: Any = app.backend
+    late: LateWrites | None = backend._late
+    assert late is not None
+    return late
+
+
+def the_sender(app: Celery) -> Any:
+    (sender,) = [sender for _fused, sender in late_of(app)._senders.values()]
+    assert sender is not None
+    return sender
+
+
+def test_an_early_acked_execution_does_not_wait(
+    app: Celery, book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sends = Sends(monkeypatch)
+    ok, boom, flaky = app.tasks["b.ok"], app.tasks["b.boom"], app.tasks["b.flaky"]
+    with start_worker(app, perform_ping_check=False):
+        done, failed, retried = ok.delay(3), boom.delay(), flaky.delay(6)
+        assert done.get(timeout=10) == 3
+        with pytest.raises(ValueError, match="no luck"):
+            failed.get(timeout=10)
+        assert retried.get(timeout=10) == 6
+    assert set(sends.deferred) == {done.id, failed.id, retried.id}
+    assert sends.deferred.count(retried.id) == 2  # its RETRY, then its SUCCESS
+    assert not late_of(app).pending()
+    assert history(assert_agree(app, book, done.id)) == ["start", "progress", "succeed"]
+    assert assert_agree(app, book, failed.id).state is AsyncState.FAILED
+    assert assert_agree(app, book, retried.id).state is AsyncState.SUCCEEDED
+
+
+def test_a_refused_end_read_late_stores_the_books_verdict(
+    app: Celery, book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """execution.lua writes no meta for an end the book refuses: the verdict is written
+    when the answer is read (here by the reader thread: nothing else is written)."""
+    sends = Sends(monkeypatch)
+    cancelled, late = app.tasks["b.cancelled"], app.tasks["b.late"]
+    with start_worker(app, perform_ping_check=False):
+        revoked = cancelled.delay()
+        with pytest.raises(TaskRevokedError, match="not needed"):
+            revoked.get(timeout=10)
+        expired = late.delay()
+        with pytest.raises(TaskExpired):
+            expired.get(timeout=10)
+    assert sends.deferred == [revoked.id, expired.id]
+    assert assert_agree(app, book, revoked.id).state is AsyncState.CANCELLED
+    assert assert_agree(app, book, expired.id).state is AsyncState.EXPIRED
+
+
+def test_an_unknown_task_read_late_is_created_from_its_message(
+    app: Celery, book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The publisher's create never landed: the late answer says "unknown" once the
+    execution is over, and the task is created from the message the write kept."""
+    app.conf.asyncbook_flush_delay = 1.0  # the start rides with the result, unsent before
+    lose_creates(app, monkeypatch)
+    sends = Sends(monkeypatch)
+    integration = installed(app)
+    assert integration is not None
+    # Only the creator the write kept can create it (the execution is over).
+    monkeypatch.setattr(integration, "create_missing", lambda task_id: False)
+    with start_worker(app, perform_ping_check=False):
+        result = app.tasks["b.ok"].delay(8)
+        assert result.get(timeout=10) == 8
+    assert sends.deferred == [result.id]
+    assert history(assert_agree(app, book, result.id)) == ["start", "progress", "succeed"]
+
+
+def test_a_connection_lost_with_answers_unread_loses_nothing(
+    app: Celery, book: RedisBook, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes sent while the server holds them (CLIENT PAUSE), then their connection
+    killed before they ran: each is written again, and the book and the metas agree."""
+    monkeypatch.setattr(_late, "READ_AFTER", 0.5)
+    sends = Sends(monkeypatch)
+    handled: list[str] = []  # each write's answer is handled once (written again once)
+    original = LateWrites._handle
+
+    def handle(late: LateWrites, answered: list[tuple[Any, Any]]) -> None:
+        handled.extend(token.item[0] for token, _answer in answered)
+        original(late, answered)
+
+    monkeypatch.setattr(LateWrites, "_handle", handle)
+    ok = app.tasks["b.ok"]
+    with start_worker(app, perform_ping_check=False):
+        assert ok.delay(0).get(timeout=10) == 0  # the sender's connection open
+        late_of(app).settle(block=True)
+        sender = the_sender(app)
+        connection = sender._connection
+        connection.send_command("CLIENT", "ID")
+        connection_id = connection.read_response()
+        client.client_pause(5000, all=False)  # writes wait
+        try:
+            results = [ok.delay(n) for n in (1, 2)]
+            wait_for(lambda: len(sender) == 2, timeout=10, interval=0.005)
+            client.client_kill_filter(_id=connection_id)
+        finally:
+            client.client_unpause()
+        assert [result.get(timeout=10) for result in results] == [1, 2]
+    assert sends.deferred[1:] == [results[0].id, results[1].id]
+    late_of(app).settle(block=True)
+    assert handled[1:] == [results[0].id, results[1].id]
+    for result in results:
+        task = assert_agree(app, book, result.id)
+        assert history(task) == ["start", "progress", "succeed"]
+
+
+def test_the_answers_left_are_read_when_the_worker_stops(
+    app: Celery, book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No reader thread in time and no next write: the worker's shutdown (a warm one
+    sends ``worker_shutdown``; the test worker does not) reads the answer and writes
+    the book's verdict."""
+    monkeypatch.setattr(_late, "READ_AFTER", 60.0)
+    cancelled = app.tasks["b.cancelled"]
+    with start_worker(app, perform_ping_check=False) as worker:
+        revoked = cancelled.delay()
+        wait_for(lambda: (task := book.get(revoked.id)) and task.state is AsyncState.CANCELLED)
+        wait_for(lambda: late_of(app).pending(), timeout=10, interval=0.005)
+        backend: Any = app.backend
+        assert backend.client.get(backend.get_key_for_task(revoked.id)) is None  # no meta
+    assert late_of(app).pending()
+    signals.worker_shutdown.send(sender=worker)
+    assert not late_of(app).pending()
+    meta = stored_meta(app, revoked.id)
+    assert meta["status"] == "REVOKED"
+    assert str(meta["result"]) == "not needed"
+
+
+def test_unread_answers_are_bounded(
+    app: Celery, book: RedisBook, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``MAX_UNREAD`` answers unread, a write waits for the oldest first."""
+    monkeypatch.setattr(_late, "MAX_UNREAD", 2)
+    monkeypatch.setattr(_late, "READ_AFTER", 60.0)
+    ok = app.tasks["b.ok"]
+    unread: list[int] = []
+    original = LateWrites._handle
+
+    def handle(late: LateWrites, answered: list[tuple[Any, Any]]) -> None:
+        unread.append(len(the_sender(app)))
+        original(late, answered)
+
+    monkeypatch.setattr(LateWrites, "_handle", handle)
+    with start_worker(app, perform_ping_check=False):
+        assert ok.delay(0).get(timeout=10) == 0
+        client.client_pause(300, all=False)  # no answer arrives
+        results = [ok.delay(n) for n in range(1, 6)]
+        assert [result.get(timeout=10) for result in results] == [1, 2, 3, 4, 5]
+    assert max(unread) <= 2
+    for result in results:
+        assert assert_agree(app, book, result.id).state is AsyncState.SUCCEEDED
+
+
+def test_acks_late_and_chord_members_wait_for_their_write(
+    app: Celery, book: RedisBook, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sends = Sends(monkeypatch)
+
+    @app.task(shared=False, tracked=True, ttl=60, acks_late=True, name="b.acked_late")
+    def acked_late(n: int) -> int:
+        return n
+
+    ok, total = app.tasks["b.ok"], app.tasks["b.total"]
+    with start_worker(app, perform_ping_check=False):
+        assert acked_late.delay(7).get(timeout=10) == 7
+        chorded = chord([ok.s(n) for n in range(3)], total.s()).apply_async()
+        wait_for(chorded.ready, timeout=30)
+        assert chorded.get(timeout=5) == 3
+    assert sends.deferred == []
+    parent: Any = chorded.parent
+    for member in parent.results:
+        assert assert_agree(app, book, member.id).state is AsyncState.SUCCEEDED
+
+
+def test_the_worker_process_reads_its_own_writes(
+    app: Celery, book: RedisBook, client: redis.Redis
+) -> None:
+    """A ``task_success`` handler reading the meta (through the backend) finds the
+    SUCCESS its write sent, even while Redis holds the write (CLIENT PAUSE WRITE)."""
+    ok = app.tasks["b.ok"]
+    seen: list[str] = []
+
+    def on_success(sender: Any = None, **_: Any) -> None:
+        seen.append(stored_meta(app, str(sender.request.id))["status"])
+
+    signals.task_success.connect(on_success, weak=False)
+    try:
+        with start_worker(app, perform_ping_check=False):
+            assert ok.delay(0).get(timeout=10) == 0
+            client.client_pause(300, all=False)  # the next write waits in Redis
+            assert ok.delay(1).get(timeout=10) == 1
+    finally:
+        signals.task_success.disconnect(on_success)
+    assert seen == ["SUCCESS", "SUCCESS"]

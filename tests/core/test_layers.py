@@ -152,11 +152,14 @@ def test_the_redis_layer_holds_no_celery_knowledge(path: Path) -> None:
         assert not imported & {"celery", "kombu"}, path
 
 
-DRIVERS = {"_driver.py", "_engine.py", "_async_engine.py", "_sender.py"}
+DRIVERS = {"_driver.py", "_engine.py", "_async_engine.py", "_sender.py", "_deferred.py"}
 """The Redis layer's drivers: the only modules that know NOSCRIPT and the replica WAIT.
 ``_sender.py`` (the publisher's create sender, a protocol of its own on a raw connection)
 is one for now: its port onto the drivers' steps hung publishes on redis-py 5 (Celery
-5.5's), and was taken back (issue 31, open)."""
+5.5's), and was taken back (issue 31, open). ``_deferred.py`` (the result backend's
+execution writes, sent on a raw connection, answered later) reads a NOSCRIPT answer to
+send the call again through ``Engine.execute``; it sends no WAIT (it makes no sender for
+a book that waits for replicas)."""
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,153 @@
+"""``DeferredWrites``: an events script's calls (``BesideScript``) written to a connection
+of their own at once, in order, their answers read later (as ``CreateSender`` sends
+creates): the caller does not wait for Redis to run them.
+
+A call goes by FCALL (EVALSHA where the client calls no functions) on the connection;
+its answer, read later, goes into the same plan ``apply_in_script`` runs, and what the
+plan asks for after it (the record's facts, a call Redis did not run for want of its
+script or library: sent again by ``Engine.execute``, which loads them) is sent and
+waited for then. A lost connection loses the answers not yet read: ``read`` hands
+those calls back as ``LOST`` (each may or may not have run: the caller writes it again).
+One slot, no ``wait_replicas`` (``BesideScript.sender`` makes none otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import deque
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .._book import ScriptedWrite
+from . import _batches as batches
+from ._driver import script_texts
+from ._engine import Engine
+from ._lane import packed
+from ._plan import BookScript, ScriptCall, advance
+
+__all__ = ["LOST", "DeferredWrites"]
+
+_OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
+LOST = ConnectionError("the connection was lost before the answer was read")
+"""``read``'s answer for a call whose answer a lost connection took (it may have run)."""
+
+
+class DeferredWrites:
+    """Script calls with a task's events, written at once, answered later (``read``).
+    Not thread-safe: its owner holds a lock around it."""
+
+    def __init__(self, engine: Engine, script: BookScript) -> None:
+        self.engine = engine
+        self.script = script
+        self._pid = os.getpid()
+        self._connection: Any = None
+        self._unread: deque[tuple[Any, Any, ScriptCall]] = deque()
+        """(the caller's token, the plan waiting for the answer, the call), in order."""
+
+    def __len__(self) -> int:
+        return len(self._unread)
+
+    def send(self, write: ScriptedWrite, token: Any) -> bool:
+        """Write ``write``'s call; False when it was not (an outage, an event refused in
+        Python: the caller writes it and waits). What the plan needs before the call (the
+        server check) runs first."""
+        task_id, items, key, args, name, group_id = write
+        call = (self.script, key, args)
+        plan = batches.apply_in_script(self.engine.layout, task_id, items, call, name, group_id)
+        try:
+            done, step = advance(plan, None, None)
+            while not done and not (type(step) is ScriptCall and step.script is self.script):
+                done, step = self._step(plan, step)
+            if done:  # answered without the call (nothing Redis must run)
+                self._unread.append((token, step, step))
+                return True
+            connection = self._connect()
+            script, texts = self.script, script_texts(step)
+            functions = self.engine.functions.on and script.function
+            words = (script.fcall, script.function) if functions else ("EVALSHA", script.sha_bytes)
+            wire = packed(connection, words[0].upper(), words[1], len(step.keys), *texts)
+            connection.send_packed_command(wire, check_health=False)
+        except _OUTAGE:
+            self._drop()
+            return False
+        except Exception:  # refused before the call (an event Python refuses): the
+            return False  # caller's write meets it again, and handles it as it does
+        self._unread.append((token, plan, step))
+        return True
+
+    def read(self, *, block: bool, keep: int = 0) -> list[tuple[Any, Any]]:
+        """(token, answer) of the calls answered, in order: all but the last ``keep``
+        (``block``: waits for them) or those already here. An answer is the plan's
+        (``ScriptedEvents``), the error it raised, or ``LOST``."""
+        answered: list[tuple[Any, Any]] = []
+        if self._connection is None:  # dropped (an outage while sending): all lost
+            return self._lost()
+        try:
+            while len(self._unread) > keep:
+                token, plan, step = self._unread[0]
+                if step is plan:  # answered when sent
+                    self._unread.popleft()
+                    answered.append((token, plan))
+                    continue
+                connection = self._connection
+                if not block and not connection.can_read(timeout=0):
+                    break
+                try:
+                    reply, error = connection.read_response(), None
+                except ResponseError as refused:
+                    reply, error = None, refused
+                self._unread.popleft()  # once read: an outage before hands it back
+                answered.append((token, self._finish(plan, step, reply, error)))
+        except _OUTAGE:
+            self._drop()
+            answered += self._lost()
+        return answered
+
+    def _lost(self) -> list[tuple[Any, Any]]:
+        """The calls not read, each ``LOST`` (once: they are forgotten here)."""
+        self._unread, unread = deque(), self._unread
+        return [(token, plan if step is plan else LOST) for token, plan, step in unread]
+
+    def _finish(self, plan: Any, step: Any, reply: Any, error: Exception | None) -> Any:
+        """The plan's answer, given the call's reply: a call Redis did not run goes again
+        (``Engine.execute``: EVAL, FUNCTION LOAD), and the plan's next steps are waited on."""
+        functions = self.engine.functions
+        try:
+            if isinstance(error, NoScriptError) or (error is not None and functions.missed(error)):
+                done, step = self._step(plan, step)
+            else:
+                done, step = advance(plan, reply, error)
+            while not done:
+                done, step = self._step(plan, step)
+        except Exception as met:  # an outage meanwhile, the plan's own error
+            return met
+        return step
+
+    def _step(self, plan: Any, step: Any) -> tuple[bool, Any]:
+        """Run ``step`` on the engine, waiting for it; the plan's next (raises an outage)."""
+        try:
+            reply, error = self.engine.execute(step), None
+        except _OUTAGE:
+            raise
+        except Exception as met:
+            reply, error = None, met
+        return advance(plan, reply, error)
+
+    def _connect(self) -> Any:
+        if os.getpid() != self._pid:  # a forked child: the parent's socket is not ours
+            self._pid, self._connection = os.getpid(), None
+            self._unread.clear()
+        if self._connection is None:
+            self._connection = self.engine.slot_client().connection_pool.make_connection()
+            self._connection.connect()
+        return self._connection
+
+    def _drop(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(*_OUTAGE):
+                self._connection.disconnect()
+        self._connection = None
