@@ -37,6 +37,7 @@ from collections.abc import Callable
 from .._book import AsyncBook, CreateSending, CreateSpec
 from ..errors import AsyncBookError, BookUnavailableError
 from ._retrying import retrying
+from ._settler import Settler
 
 __all__ = ["Creates"]
 
@@ -76,9 +77,10 @@ class Creates:
         self._current: list[CreateSpec] = []
         """The batch the thread is sending."""
         self._thread: threading.Thread | None = None
-        self._due = threading.Event()
-        """Set by a create written: the settler reads its answer a moment later."""
-        self._settler: threading.Thread | None = None
+        self._settler = Settler(
+            self, Creates._settle_once, lambda: _SETTLE_AFTER, "asyncbook-creates-settler"
+        )
+        """Woken by a create written: it reads the answer a moment later."""
 
     def _check_fork(self) -> None:
         # A forked child inherits the queue and the lock, not the thread: start afresh.
@@ -108,30 +110,19 @@ class Creates:
             lost = sender.take_unanswered()  # an outage, or too few replicas, met them
             if lost:
                 self._queue_all(lost)
-        self._due.set()
-        if self._settler is None:
-            with self._lock:
-                if self._settler is None:
-                    self._settler = threading.Thread(
-                        target=_settle,
-                        args=(weakref.ref(self), self._due),
-                        name="asyncbook-creates-settler",
-                        daemon=True,
-                    )
-                    self._settler.start()
+        self._settler.soon()
 
-    def _settle_once(self) -> None:
+    def _settle_once(self) -> bool:
         """Read the answers already here (the settler, ``_SETTLE_AFTER`` after a create);
-        the creates an outage left unanswered go to the thread."""
+        the creates an outage left unanswered go to the thread. True while answers are due."""
         sender = self._sender
         if sender is None:
-            return
+            return False
         sender.settle()
         lost = sender.take_unanswered()
         if lost:
             self._queue_all(lost)
-        if sender.pending():
-            self._due.set()
+        return sender.pending()
 
     def _queue_all(self, specs: list[CreateSpec]) -> None:
         """Hand ``specs`` to the thread, which sends them with retries."""
@@ -225,26 +216,6 @@ class Creates:
         for spec, result in zip(batch, results, strict=True):
             if isinstance(result, AsyncBookError):
                 logger.error("asyncbook: task %s could not be created: %s", spec.id, result)
-
-
-def _settle(creates: weakref.ref[Creates], due: threading.Event) -> None:
-    """The settler's loop: a moment after creates were written, read their answers (it
-    ends with its ``Creates``, or with the process: a daemon)."""
-    while True:
-        if not due.wait(timeout=60.0):
-            if creates() is None:
-                return
-            continue
-        time.sleep(_SETTLE_AFTER)
-        due.clear()
-        owner = creates()
-        if owner is None:
-            return
-        try:
-            owner._settle_once()
-        except Exception:  # the next publish or flush reads them
-            logger.debug("asyncbook: reading create answers failed", exc_info=True)
-        del owner
 
 
 def _ids(specs: list[CreateSpec]) -> str:

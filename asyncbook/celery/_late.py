@@ -18,12 +18,12 @@ import contextlib
 import logging
 import os
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._book import EventsScript, ScriptedSending, ScriptedWrite
+from ._settler import Settler
 
 __all__ = ["MAX_UNREAD", "READ_AFTER", "LateWrites", "flush_all"]
 
@@ -49,8 +49,9 @@ class LateWrites:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._senders: dict[int, tuple[EventsScript, ScriptedSending | None]] = {}
-        self._due = threading.Event()
-        self._reader: threading.Thread | None = None
+        self._reader = Settler(
+            self, LateWrites._read_due, lambda: READ_AFTER, "asyncbook-late-writes"
+        )
         self._owner = 0
         """The thread holding ``_lock`` (its handler's reads must not settle again)."""
 
@@ -74,17 +75,7 @@ class LateWrites:
             if not sender.send(write, token):
                 self._handle(sender.read(block=False))  # lost: written again, in order
                 return False
-        self._due.set()
-        if self._reader is None:
-            with self._lock:
-                if self._reader is None:
-                    self._reader = threading.Thread(
-                        target=_read_later,
-                        args=(weakref.ref(self), self._due),
-                        name="asyncbook-late-writes",
-                        daemon=True,
-                    )
-                    self._reader.start()
+        self._reader.soon()
         return True
 
     def pending(self) -> bool:
@@ -104,6 +95,12 @@ class LateWrites:
                 if sender is not None and len(sender):
                     self._handle(sender.read(block=block))
 
+    def _read_due(self) -> bool:
+        """The reader's turn (``READ_AFTER`` after a write): the answers already here;
+        True while more are due."""
+        self.settle()
+        return self.pending()
+
     @contextlib.contextmanager
     def _held(self) -> Iterator[None]:
         self._owner = threading.get_ident()
@@ -118,25 +115,6 @@ class LateWrites:
                 self.handle(token, answer)
             except Exception:  # its task's own write failed: the others are still handled
                 logger.exception("asyncbook: handling a result write's answer failed")
-
-
-def _read_later(late: weakref.ref[LateWrites], due: threading.Event) -> None:
-    """The reader's loop: a moment after writes were sent, handle the answers already
-    here (it ends with its ``LateWrites``, or with the process: a daemon)."""
-    while True:
-        if not due.wait(timeout=60.0):
-            if late() is None:
-                return
-            continue
-        time.sleep(READ_AFTER)
-        due.clear()
-        owner = late()
-        if owner is None:
-            return
-        owner.settle()
-        if owner.pending():
-            due.set()
-        del owner
 
 
 def flush_all() -> None:
