@@ -19,12 +19,12 @@ from collections import deque
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import ScriptedWrite
 from . import _batches as batches
-from ._driver import script_texts
+from ._driver import answered, queued
 from ._engine import Engine
 from ._lane import packed
 from ._plan import BookScript, ScriptCall, advance
@@ -66,10 +66,8 @@ class DeferredWrites:
                 self._unread.append((token, step, step))
                 return True
             connection = self._connect()
-            script, texts = self.script, script_texts(step)
-            functions = self.engine.functions.on and script.function
-            words = (script.fcall, script.function) if functions else ("EVALSHA", script.sha_bytes)
-            wire = packed(connection, words[0].upper(), words[1], len(step.keys), *texts)
+            sent_as = (queued(self.engine, step) or [])[0]  # FCALL, or EVALSHA without functions
+            wire = packed(connection, sent_as.name.upper(), *sent_as.args)
             connection.send_packed_command(wire, check_health=False)
         except _OUTAGE:
             self._drop()
@@ -113,14 +111,12 @@ class DeferredWrites:
         return [(token, plan if step is plan else LOST) for token, plan, step in unread]
 
     def _finish(self, plan: Any, step: Any, reply: Any, error: Exception | None) -> Any:
-        """The plan's answer, given the call's reply: a call Redis did not run goes again
-        (``Engine.execute``: EVAL, FUNCTION LOAD), and the plan's next steps are waited on."""
-        functions = self.engine.functions
+        """The plan's answer, given the call's reply: read as a call sent alone
+        (``_driver.answered``: one Redis did not run goes again, EVAL or FUNCTION LOAD),
+        and the plan's next steps are waited on."""
         try:
-            if isinstance(error, NoScriptError) or (error is not None and functions.missed(error)):
-                done, step = self._step(plan, step)
-            else:
-                done, step = advance(plan, reply, error)
+            reply, error = answered(self.engine, step, [reply if error is None else error])
+            done, step = advance(plan, reply, error)
             while not done:
                 done, step = self._step(plan, step)
         except Exception as met:  # an outage meanwhile, the plan's own error

@@ -526,6 +526,20 @@ def test_a_lost_script_is_loaded_again(app: Celery, book: RedisBook) -> None:
     assert assert_agree(app, book, result.id).state is AsyncState.SUCCEEDED
 
 
+def test_a_lost_library_is_loaded_again(app: Celery, book: RedisBook) -> None:
+    """An early-acked execution's write, not waited for, meets no library (FUNCTION
+    FLUSH): read late, it runs again as a call sent alone would."""
+    ok = app.tasks["b.ok"]
+    with start_worker(app, perform_ping_check=False):
+        assert ok.delay(1).get(timeout=10) == 1
+        client = redis.Redis.from_url(URL)
+        client.function_flush()
+        client.script_flush()
+        result = ok.delay(2)
+        assert result.get(timeout=10) == 2
+    assert assert_agree(app, book, result.id).state is AsyncState.SUCCEEDED
+
+
 def test_async_result_of_a_running_task(app: Celery, book: RedisBook) -> None:
     ok = app.tasks["b.ok"]
     result: AsyncResult[Any] = AsyncResult("never-sent", app=app)
