@@ -13,25 +13,22 @@ One slot, no ``wait_replicas`` (``BesideScript.sender`` makes none otherwise).
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections import deque
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import ScriptedWrite
 from . import _batches as batches
 from ._driver import answered, queued
 from ._engine import Engine
 from ._lane import packed
+from ._pipe import OUTAGE, Pipe
 from ._plan import BookScript, ScriptCall, advance
 
 __all__ = ["LOST", "DeferredWrites"]
 
-_OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
+_Due = tuple[Any, Any, ScriptCall]
+"""(the caller's token, the plan waiting for the answer, the call)."""
 LOST = ConnectionError("the connection was lost before the answer was read")
 """``read``'s answer for a call whose answer a lost connection took (it may have run)."""
 
@@ -43,13 +40,10 @@ class DeferredWrites:
     def __init__(self, engine: Engine, script: BookScript) -> None:
         self.engine = engine
         self.script = script
-        self._pid = os.getpid()
-        self._connection: Any = None
-        self._unread: deque[tuple[Any, Any, ScriptCall]] = deque()
-        """(the caller's token, the plan waiting for the answer, the call), in order."""
+        self._pipe: Pipe[_Due] = Pipe(self._connect)
 
     def __len__(self) -> int:
-        return len(self._unread)
+        return len(self._pipe)
 
     def send(self, write: ScriptedWrite, token: Any) -> bool:
         """Write ``write``'s call; False when it was not (an outage, an event refused in
@@ -63,18 +57,18 @@ class DeferredWrites:
             while not done and not (type(step) is ScriptCall and step.script is self.script):
                 done, step = self._step(plan, step)
             if done:  # answered without the call (nothing Redis must run)
-                self._unread.append((token, step, step))
+                self._pipe.settled((token, step, step))
                 return True
-            connection = self._connect()
+            connection = self._pipe.connection()
             sent_as = (queued(self.engine, step) or [])[0]  # FCALL, or EVALSHA without functions
             wire = packed(connection, sent_as.name.upper(), *sent_as.args)
             connection.send_packed_command(wire, check_health=False)
-        except _OUTAGE:
-            self._drop()
+        except OUTAGE:
+            self._pipe.close()  # what is due is read back as lost
             return False
         except Exception:  # refused before the call (an event Python refuses): the
             return False  # caller's write meets it again, and handles it as it does
-        self._unread.append((token, plan, step))
+        self._pipe.sent((token, plan, step))
         return True
 
     def read(self, *, block: bool, keep: int = 0) -> list[tuple[Any, Any]]:
@@ -82,33 +76,21 @@ class DeferredWrites:
         (``block``: waits for them) or those already here. An answer is the plan's
         (``ScriptedEvents``), the error it raised, or ``LOST``."""
         answered: list[tuple[Any, Any]] = []
-        if self._connection is None:  # dropped (an outage while sending): all lost
-            return self._lost()
+        self._pipe.forked()
         try:
-            while len(self._unread) > keep:
-                token, plan, step = self._unread[0]
+            for (token, plan, step), reply in self._pipe.replies(block=block, keep=keep):
                 if step is plan:  # answered when sent
-                    self._unread.popleft()
                     answered.append((token, plan))
                     continue
-                connection = self._connection
-                if not block and not connection.can_read(timeout=0):
-                    break
-                try:
-                    reply, error = connection.read_response(), None
-                except ResponseError as refused:
-                    reply, error = None, refused
-                self._unread.popleft()  # once read: an outage before hands it back
+                error = reply if isinstance(reply, ResponseError) else None
                 answered.append((token, self._finish(plan, step, reply, error)))
-        except _OUTAGE:
-            self._drop()
-            answered += self._lost()
+        except OUTAGE:
+            self._pipe.close()
+        if not self._pipe.open:  # lost, now or while sending: what is due went with it
+            answered += [
+                (token, plan if step is plan else LOST) for token, plan, step in self._pipe.drop()
+            ]
         return answered
-
-    def _lost(self) -> list[tuple[Any, Any]]:
-        """The calls not read, each ``LOST`` (once: they are forgotten here)."""
-        self._unread, unread = deque(), self._unread
-        return [(token, plan if step is plan else LOST) for token, plan, step in unread]
 
     def _finish(self, plan: Any, step: Any, reply: Any, error: Exception | None) -> Any:
         """The plan's answer, given the call's reply: read as a call sent alone
@@ -127,23 +109,13 @@ class DeferredWrites:
         """Run ``step`` on the engine, waiting for it; the plan's next (raises an outage)."""
         try:
             reply, error = self.engine.execute(step), None
-        except _OUTAGE:
+        except OUTAGE:
             raise
         except Exception as met:
             reply, error = None, met
         return advance(plan, reply, error)
 
     def _connect(self) -> Any:
-        if os.getpid() != self._pid:  # a forked child: the parent's socket is not ours
-            self._pid, self._connection = os.getpid(), None
-            self._unread.clear()
-        if self._connection is None:
-            self._connection = self.engine.slot_client().connection_pool.make_connection()
-            self._connection.connect()
-        return self._connection
-
-    def _drop(self) -> None:
-        if self._connection is not None:
-            with contextlib.suppress(*_OUTAGE):
-                self._connection.disconnect()
-        self._connection = None
+        connection = self.engine.slot_client().connection_pool.make_connection()
+        connection.connect()
+        return connection

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
-from collections import deque
 from typing import Any
 
 from redis.exceptions import ClusterDownError, MovedError, NoScriptError, ResponseError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._book import CreateSpec
 from .._models import AsyncTask
@@ -31,6 +27,7 @@ from ._creating import create_args, created_on
 from ._driver import script_texts
 from ._engine import Engine
 from ._lane import packed
+from ._pipe import OUTAGE, Pipe
 from ._plan import ScriptCall
 from ._script_args import CreateArgs
 
@@ -40,7 +37,6 @@ log = logging.getLogger(__name__)
 
 _READ_AFTER = 64
 """Answers left unread before ``send`` reads those that have arrived."""
-_OUTAGE = (RedisConnectionError, RedisTimeoutError, OSError)
 _Sent = tuple[CreateSpec, AsyncTask, list[str], CreateArgs]
 
 
@@ -55,9 +51,7 @@ class CreateSender:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._lock = threading.Lock()
-        self._pid = os.getpid()
-        self._connection: Any = None
-        self._unanswered: deque[_Sent | None] = deque()
+        self._pipe: Pipe[_Sent | None] = Pipe(self._new_connection)
         """What was written and not answered: creates, and None for a ``WAIT``."""
         self._unconfirmed: list[CreateSpec] = []
         """Creates answered, the ``WAIT`` behind them not yet (``wait_replicas``)."""
@@ -74,18 +68,18 @@ class CreateSender:
             try:
                 self._connect()
                 self._write("EVALSHA", self.engine.scripts.create.sha_bytes, sent)
-            except _OUTAGE as error:
+                self._pipe.sent(sent)
+            except OUTAGE as error:
                 self._drop_connection()
                 raise RedisUnavailableError(f"the book's Redis did not answer: {error}") from error
-            self._unanswered.append(sent)
             if self.engine.wait.replicas:
                 self._uncovered += 1
-            if len(self._unanswered) >= _READ_AFTER or self._uncovered >= _READ_AFTER:
+            if len(self._pipe) >= _READ_AFTER or self._uncovered >= _READ_AFTER:
                 self._read(block=False)
 
     def pending(self) -> bool:
         """True while answers (or, with ``wait_replicas``, their ``WAIT``'s) are due."""
-        return bool(self._unanswered) or bool(self._unconfirmed)
+        return bool(len(self._pipe)) or bool(self._unconfirmed)
 
     def collect(self) -> None:
         """Read every answer still due (waits for them); errors are logged."""
@@ -100,7 +94,7 @@ class CreateSender:
     def close(self) -> None:
         """Read what is due, then close the connection (the next ``send`` opens one)."""
         with self._lock:
-            if self._connection is not None:
+            if self._pipe.open:
                 self._read(block=True)
                 self._drop_connection()
 
@@ -111,40 +105,34 @@ class CreateSender:
         return lost
 
     def _connect(self) -> None:
-        if os.getpid() != self._pid:  # a forked child: the parent's socket is not ours
-            self._pid, self._connection = os.getpid(), None
-            self._unanswered.clear()
+        if self._pipe.forked():  # a forked child: the parent's socket and creates are not ours
             self._unconfirmed.clear()
             self._uncovered = 0
-        if self._moved and not self._unanswered and not self._unconfirmed:
+        if self._moved and not len(self._pipe) and not self._unconfirmed:
             self._moved = False
             self._drop_connection()
-        if self._connection is None:
-            pool = self.engine.slot_client().connection_pool
-            connection = pool.make_connection()
-            # A fresh server, or one restarted since the last connection, may lack
-            # create.lua: its EVALSHA would answer NOSCRIPT, and run again by EVAL only
-            # when that answer is read (creates later): load it first, one round trip.
-            script = self.engine.scripts.create
-            try:
-                connection.send_command("SCRIPT", "LOAD", script.source, check_health=False)
-                connection.read_response()
-            except ResponseError:
-                pass  # refused (a restricted user): NOSCRIPT answers are still sent again
-            except BaseException:
-                with contextlib.suppress(*_OUTAGE):
-                    connection.disconnect()
-                raise
-            self._connection = connection
+
+    def _new_connection(self) -> Any:
+        """A new connection to the slot's node, ``create.lua`` loaded on it."""
+        connection = self.engine.slot_client().connection_pool.make_connection()
+        # A fresh server, or one restarted since the last connection, may lack
+        # create.lua: its EVALSHA would answer NOSCRIPT, and run again by EVAL only
+        # when that answer is read (creates later): load it first, one round trip.
+        script = self.engine.scripts.create
+        try:
+            connection.send_command("SCRIPT", "LOAD", script.source, check_health=False)
+            connection.read_response()
+        except ResponseError:
+            pass  # refused (a restricted user): NOSCRIPT answers are still sent again
+        except BaseException:
+            with contextlib.suppress(*OUTAGE):
+                connection.disconnect()
+            raise
+        return connection
 
     def _drop_connection(self) -> None:
-        if self._connection is not None:
-            with contextlib.suppress(*_OUTAGE):
-                self._connection.disconnect()
-        self._connection = None
         self._lost.extend(self._unconfirmed)
-        self._lost.extend(sent[0] for sent in self._unanswered if sent is not None)
-        self._unanswered.clear()
+        self._lost.extend(sent[0] for sent in self._pipe.drop() if sent is not None)
         self._unconfirmed.clear()
         self._uncovered = 0
 
@@ -152,14 +140,17 @@ class CreateSender:
         """Write a create's EVALSHA (``script``: its SHA) or EVAL (its source)."""
         _spec, _task, keys, args = sent
         texts = script_texts(ScriptCall("create", keys, args.argv()))
-        wire = packed(self._connection, command, script, len(keys), *texts)
-        self._connection.send_packed_command(wire, check_health=False)
+        connection = self._pipe.connection()
+        wire = packed(connection, command, script, len(keys), *texts)
+        connection.send_packed_command(wire, check_health=False)
 
     def _send_wait(self) -> None:
         """Write ``WAIT`` behind the creates written so far (``wait_replicas``)."""
         wait = self.engine.wait
-        self._connection.send_command("WAIT", wait.replicas, wait.timeout_ms, check_health=False)
-        self._unanswered.append(None)
+        self._pipe.connection().send_command(
+            "WAIT", wait.replicas, wait.timeout_ms, check_health=False
+        )
+        self._pipe.sent(None)
         self._uncovered = 0
 
     def _confirm(self, acknowledged: Any) -> None:
@@ -182,30 +173,22 @@ class CreateSender:
         """Read answers in order, all (``block``) or those here; a ``WAIT`` first if due."""
         try:
             uncovered = self._uncovered >= (1 if block or cover else _READ_AFTER)
-            if uncovered and self._connection is not None:
+            if uncovered and self._pipe.open:
                 self._send_wait()
-            while self._unanswered:
-                connection = self._connection
-                if not block and not connection.can_read(timeout=0):
-                    return
-                sent = self._unanswered[0]
-                try:
-                    reply = connection.read_response(disable_decoding=sent is not None)
-                except ResponseError as error:
-                    reply = error
-                self._unanswered.popleft()  # once read: an outage before hands it back
+            # Creates are read undecoded (their answers hold the record); a WAIT's too.
+            for sent, reply in self._pipe.replies(block=block, disable_decoding=True):
                 if sent is None:
                     self._confirm(reply)
                 elif isinstance(reply, NoScriptError):
                     # Redis lost create.lua: this create did not run; EVAL runs and caches it.
-                    self._unanswered.append(sent)
+                    self._pipe.sent(sent)  # due first: an outage hands it back
                     self._write("EVAL", self.engine.scripts.create.source, sent)
                     if self.engine.wait.replicas:
                         self._send_wait()
                 else:
                     self._answered(sent, reply)
-        except _OUTAGE as error:
-            log.warning("asyncbook: %d create(s) unanswered: %r", len(self._unanswered), error)
+        except OUTAGE as error:
+            log.warning("asyncbook: %d create(s) unanswered: %r", len(self._pipe), error)
             self._drop_connection()
 
     def _answered(self, sent: _Sent, reply: Any) -> None:

@@ -958,7 +958,7 @@ def test_a_connection_lost_with_answers_unread_loses_nothing(
         assert ok.delay(0).get(timeout=10) == 0  # the sender's connection open
         late_of(app).settle(block=True)
         sender = the_sender(app)
-        connection = sender._connection
+        connection = sender._pipe.connection()
         connection.send_command("CLIENT", "ID")
         connection_id = connection.read_response()
         client.client_pause(5000, all=False)  # writes wait

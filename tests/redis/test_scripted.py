@@ -326,7 +326,7 @@ def test_a_create_sender_hands_back_what_a_lost_connection_left_unanswered(
     sender = book.create_sender()
     assert sender is not None  # one shard: its creates are pipelined
     sender.send(CreateSpec("a", 0, 1_000, 1, exist_ok=True))
-    connection: Any = sender._connection
+    connection: Any = sender._pipe.connection()
     connection.disconnect()  # as if Redis went away before the answer was read
     sender.collect()
     assert sender.take_unanswered() == [CreateSpec("a", 0, 1_000, 1, exist_ok=True)]
