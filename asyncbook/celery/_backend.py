@@ -338,6 +338,7 @@ class AsyncBookBackend(MetaCapture):
         if late is None and defers:
             with self._lock:
                 late = self._late = self._late or LateWrites(self._answered)
+            integration.book.wait_for_writes(late)  # the worker's book reads its own writes
         if late is not None:
             if not defers:
                 late.settle()  # answers already here first, in order

@@ -5,7 +5,8 @@ script call that it does not wait for (``EventsScript.sender``): the call is wri
 connection of its own at once, in order, and its answer is read later: before the next
 such write is sent (those already here; the oldest waited for once ``MAX_UNREAD`` wait),
 by a thread ``READ_AFTER`` seconds after a write, when the worker (or the process) stops
-(``flush_all``), and before the backend reads a key (read-your-writes). Each answer is
+(``flush_all``), and before the backend reads a key or a book of the namespace in the
+process reads or writes (read-your-writes: ``AsyncBook.wait_for_writes``). Each answer is
 handed to the backend's handler as the synchronous write's would be; one a lost
 connection took is handed over as that outage, and the handler writes it again (callback
 ids make the events' resend safe; the meta is the same meta).
@@ -94,6 +95,13 @@ class LateWrites:
             for _fused, sender in list(self._senders.values()):
                 if sender is not None and len(sender):
                     self._handle(sender.read(block=block))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """``settle(block=True)`` (``HeldWrites``: a book of the namespace reads after it);
+        True once nothing is unread. ``timeout`` is the connection's own: an answer is
+        waited for as a synchronous write's would be."""
+        self.settle(block=True)
+        return not self.pending()
 
     def _read_due(self) -> bool:
         """The reader's turn (``READ_AFTER`` after a write): the answers already here;
