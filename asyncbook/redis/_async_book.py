@@ -13,10 +13,12 @@ from types import TracebackType
 
 from .._jsrules import is_finite_number
 from .._models import AsyncTask, ResumeResult
+from .._output import OutputChunk
 from ..errors import UnknownTaskError, invalid
 from ._base import BookBase
 from ._book_driver import AsyncDriver
 from ._changes import changes
+from ._output import wait_output
 from ._twin import async_client_like
 
 __all__ = ["AsyncRedisBook"]
@@ -94,6 +96,24 @@ class AsyncRedisBook(BookBase):
                     yield result
                 if result.task.terminal:
                     return
+
+    async def follow_output(
+        self, task_id: str, cursor: int | str = 0, *, wait_ms: int = 1000
+    ) -> AsyncGenerator[OutputChunk, None]:
+        """The task's output chunks after ``cursor`` as they are appended, until the task
+        has ended and its last chunk was yielded. Between reads a blocking XREAD of the
+        task's stream waits for the next chunk (up to ``wait_ms``, then the task's state
+        is read again). Resume with the last chunk's ``seq``: no gap, no repeat."""
+        seen = cursor
+        while True:
+            page = await self.output(task_id, seen)
+            for chunk in page.chunks:
+                yield chunk
+            if page.done:
+                return
+            seen = page.cursor
+            if not page.chunks:
+                await self.driver.run(wait_output(self.ns, task_id, seen, wait_ms))
 
     async def wait(self, task_id: str, timeout: float) -> AsyncTask:
         """The task (with its history) once it is terminal; ``TimeoutError`` naming the

@@ -95,6 +95,8 @@ class BookBase:
     transition_counts = Method(surface.transition_counts)
     prune = Method(surface.prune)
     catch_up_index = Method(surface.catch_up_index)
+    append_output = Method(surface.append_output)
+    output = Method(surface.output)
 
     def shard_of(self, task_id: Any) -> Shard:
         """The shard holding ``task_id``: its key schema (``.keys``) and retention."""
