@@ -113,7 +113,11 @@ class AsyncRedisBook(BookBase):
                 return
             seen = page.cursor
             if not page.chunks:
-                await self.driver.run(wait_output(self.ns, task_id, seen, wait_ms))
+                await self.wait_output(task_id, seen, wait_ms)
+
+    async def wait_output(self, task_id: str, cursor: int, wait_ms: int) -> bool:
+        """Wait up to ``wait_ms`` for a chunk after ``cursor``: True if one is there."""
+        return await self.driver.run(wait_output(self.ns, task_id, cursor, wait_ms))
 
     async def wait(self, task_id: str, timeout: float) -> AsyncTask:
         """The task (with its history) once it is terminal; ``TimeoutError`` naming the

@@ -100,6 +100,7 @@ class InPlaceReader:
     now_ms = _awaited(AsyncBook.now_ms)
     count_by_state = _awaited(AsyncBook.count_by_state)
     transition_counts = _awaited(AsyncBook.transition_counts)
+    output = _awaited(AsyncBook.output)
     info = _awaited(ConsoleBook.info)
     search = _awaited(ConsoleBook.search)
     workers = _awaited(ConsoleBook.workers)

@@ -136,6 +136,7 @@ EXPORTS = {
         "install",
         "installed",
         "last_cursor",
+        "report_output",
         "report_progress",
         "tracked",
         "uninstall",
