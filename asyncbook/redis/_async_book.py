@@ -18,7 +18,6 @@ from ..errors import UnknownTaskError, invalid
 from ._base import BookBase
 from ._book_driver import AsyncDriver
 from ._changes import changes
-from ._output import wait_output
 from ._twin import async_client_like
 
 __all__ = ["AsyncRedisBook"]
@@ -114,10 +113,6 @@ class AsyncRedisBook(BookBase):
             seen = page.cursor
             if not page.chunks:
                 await self.wait_output(task_id, seen, wait_ms)
-
-    async def wait_output(self, task_id: str, cursor: int, wait_ms: int) -> bool:
-        """Wait up to ``wait_ms`` for a chunk after ``cursor``: True if one is there."""
-        return await self.driver.run(wait_output(self.ns, task_id, cursor, wait_ms))
 
     async def wait(self, task_id: str, timeout: float) -> AsyncTask:
         """The task (with its history) once it is terminal; ``TimeoutError`` naming the

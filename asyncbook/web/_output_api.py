@@ -4,14 +4,12 @@ cursor, JSON) and ``GET /api/tasks/<id>/output-stream`` (server-sent events: one
 has ended and its last chunk went out). A client that reconnects sends the last id it
 saw as ``Last-Event-ID`` (or ``?cursor=``) and gets every chunk after it, once.
 
-Between reads, a Redis book's follower waits on the task's stream (a blocking XREAD of
-at most the keepalive interval); a book with no twin is read again every
-``POLL_SECONDS``.
+Between reads a follower waits on the task's stream (``wait_output``: a blocking XREAD
+of at most a second; a book with no twin pauses briefly).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -23,17 +21,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from .._checks import MAX_PAGE, require_limit
 from .._models import to_wire
 from .._output import OutputPage
-from ..redis import AsyncRedisBook
 from ._paths import TASKS, raw_path, split_task_path
 from ._reader import Reader
 from ._routes import ERROR, SSE, Operation, json_answer
 from ._schemas import Absent, Error, StreamHeaders, TaskIdPath
 from ._sse import MAX_CURSOR, format_comment, format_event, parse_count, parse_cursor
 
-__all__ = ["POLL_SECONDS", "STREAM_PAGE", "OutputApi", "output_operations"]
+__all__ = ["STREAM_PAGE", "OutputApi", "output_operations"]
 
-POLL_SECONDS = 0.05
-"""How often a follower reads a book with no twin (a ``MemoryBook``) again."""
 STREAM_PAGE = 500
 """How many chunks a stream reads at a time."""
 
@@ -134,8 +129,5 @@ class OutputApi:
             page = await self.reader.output(task_id, page.cursor, STREAM_PAGE)
 
     async def _wait(self, task_id: str, cursor: int) -> None:
-        if isinstance(self.reader, AsyncRedisBook):
-            wait_ms = max(1, min(1000, int(self.keepalive * 1000)))
-            await self.reader.wait_output(task_id, cursor, wait_ms)
-        else:
-            await asyncio.sleep(POLL_SECONDS)
+        wait_ms = max(1, min(1000, int(self.keepalive * 1000)))
+        await self.reader.wait_output(task_id, cursor, wait_ms)

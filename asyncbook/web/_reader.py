@@ -9,6 +9,7 @@ with no twin (a ``MemoryBook``: it does no I/O) is called in place, through
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast, runtime_checkable
 
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+POLL_MS = 50
+"""How long a follower of a book with no twin pauses before reading its output again."""
 _P = ParamSpec("_P")
 
 
@@ -109,6 +112,12 @@ class InPlaceReader:
     name_totals = _awaited(ConsoleBook.name_totals)
     audit = _awaited(AuditedBook.audit)
     record_audit = _awaited(AuditedBook.record_audit)
+
+    async def wait_output(self, task_id: str, cursor: int, wait_ms: int) -> bool:
+        """A pause of at most ``POLL_MS`` (a book with no twin has nothing to wait on):
+        False, read again."""
+        await asyncio.sleep(min(wait_ms, POLL_MS) / 1000)
+        return False
 
     async def gauges(
         self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS
