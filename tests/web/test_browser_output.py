@@ -18,7 +18,22 @@ __all__ = ["page"]  # the fixture, shared with test_browser
 
 pytestmark = pytest.mark.redis
 
-WORDS = "The quick brown fox jumps over the lazy dog while the model keeps writing".split()
+WORDS = [
+    "The",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "while",
+    "the",
+    "model",
+    "keeps",
+    "writing",
+]
 
 
 def generate(book: RedisBook, task_id: str, go: threading.Event, now: int) -> None:
@@ -34,7 +49,9 @@ def generate(book: RedisBook, task_id: str, go: threading.Event, now: int) -> No
     for word in WORDS:
         book.append_output(task_id, word + " ")
         time.sleep(0.03)
-    book.apply(task_id, SucceedEvent(at_ms=now + 4200, result_ref="s3://story.txt", result_hash="h"))
+    book.apply(
+        task_id, SucceedEvent(at_ms=now + 4200, result_ref="s3://story.txt", result_hash="h")
+    )
 
 
 def test_the_task_page_shows_its_output_live(server: Running, page: Any, tmp_path: Path) -> None:
