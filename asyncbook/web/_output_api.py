@@ -4,13 +4,13 @@ cursor, JSON) and ``GET /api/tasks/<id>/output-stream`` (server-sent events: one
 has ended and its last chunk went out). A client that reconnects sends the last id it
 saw as ``Last-Event-ID`` (or ``?cursor=``) and gets every chunk after it, once.
 
-Between reads a follower waits on the task's stream (``wait_output``: a blocking XREAD
-of at most a second; a book with no twin pauses briefly).
+The streams of one task share one reader (``follow_output``, ``OutputFeeds``), which
+waits on the task's stream between reads.
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .._checks import MAX_PAGE, require_limit
 from .._models import to_wire
-from .._output import OutputPage
+from .._output import OutputChunk, OutputPage
 from ._paths import TASKS, raw_path, split_task_path
 from ._reader import Reader
 from ._routes import ERROR, SSE, Operation, json_answer
@@ -30,7 +30,7 @@ from ._sse import MAX_CURSOR, format_comment, format_event, parse_count, parse_c
 __all__ = ["STREAM_PAGE", "OutputApi", "output_operations"]
 
 STREAM_PAGE = 500
-"""How many chunks a stream reads at a time."""
+"""How many chunks a stream holds for a slow client before its follower waits."""
 
 
 _STREAM_HELP = (
@@ -104,30 +104,45 @@ class OutputApi:
         header = request.headers.get("last-event-id")
         if header is not None:
             cursor = parse_cursor(header, "Last-Event-ID")
-        first = await self.reader.output(task_id, cursor, STREAM_PAGE)  # 404 / 400 here
+        await self.reader.output(task_id, cursor, 1)  # an unknown task: 404 before the stream
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-        body = self._events(task_id, first)
+        body = self._events(task_id, cursor)
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
-    async def _events(self, task_id: str, page: OutputPage) -> AsyncIterator[bytes]:
-        yield b"retry: 1000\n\n"
-        quiet_since = time.monotonic()
-        while True:
-            for chunk in page.chunks:
-                yield format_event("output", to_wire(chunk), id=chunk.seq)
-            if page.done:
-                end = {"taskId": task_id, "state": page.state, "cursor": page.cursor}
-                yield format_event("end", end, id=page.cursor)
-                return
-            if page.chunks:
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since >= self.keepalive:
-                yield format_comment("keepalive")
-                quiet_since = time.monotonic()
-            else:
-                await self._wait(task_id, page.cursor)
-            page = await self.reader.output(task_id, page.cursor, STREAM_PAGE)
+    async def _events(self, task_id: str, cursor: int) -> AsyncIterator[bytes]:
+        """The follower's chunks as events (through a queue, so that a quiet stream gets
+        its keepalive comment), then ``end``."""
+        queue: asyncio.Queue[OutputChunk | BaseException | None] = asyncio.Queue(STREAM_PAGE)
 
-    async def _wait(self, task_id: str, cursor: int) -> None:
-        wait_ms = max(1, min(1000, int(self.keepalive * 1000)))
-        await self.reader.wait_output(task_id, cursor, wait_ms)
+        async def pump() -> None:
+            try:
+                async for chunk in self.reader.follow_output(task_id, cursor):
+                    await queue.put(chunk)
+                await queue.put(None)
+            except Exception as error:  # the book failed: the stream says so and ends
+                await queue.put(error)
+
+        pumping = asyncio.get_running_loop().create_task(pump())
+        try:
+            yield b"retry: 1000\n\n"
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), self.keepalive)
+                except TimeoutError:
+                    yield format_comment("keepalive")
+                    continue
+                if isinstance(item, OutputChunk):
+                    cursor = item.seq
+                    yield format_event("output", to_wire(item), id=item.seq)
+                elif item is None:
+                    page = await self.reader.output(task_id, cursor, 1)
+                    end = {"taskId": task_id, "state": page.state, "cursor": page.cursor}
+                    yield format_event("end", end, id=page.cursor)
+                    return
+                else:
+                    yield format_event(
+                        "stream-error", {"code": "stream-ended", "message": str(item)}
+                    )
+                    return
+        finally:
+            pumping.cancel()

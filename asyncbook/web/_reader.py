@@ -10,13 +10,15 @@ with no twin (a ``MemoryBook``: it does no I/O) is called in place, through
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast, runtime_checkable
 
 from .._audit import AuditedBook
 from .._book import AsyncBook
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
+from .._output import OutputChunk
+from .._output_feed import OutputFeeds
 from ..redis import AsyncRedisBook, KeySchema
 
 __all__ = [
@@ -85,6 +87,7 @@ class InPlaceReader:
     def __init__(self, book: Any) -> None:
         self.book = book
         self.retention_versions: int = book.retention_versions
+        self._feeds: OutputFeeds | None = None
 
     async def call(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
         """``fn(*args, **kwargs)``, answered in place."""
@@ -112,6 +115,15 @@ class InPlaceReader:
     name_totals = _awaited(ConsoleBook.name_totals)
     audit = _awaited(AuditedBook.audit)
     record_audit = _awaited(AuditedBook.record_audit)
+
+    def follow_output(self, task_id: str, cursor: int | str = 0) -> AsyncIterator[OutputChunk]:
+        """``AsyncRedisBook.follow_output``, its reader pausing between reads."""
+        if self._feeds is None:
+            self._feeds = OutputFeeds(
+                lambda task, at: self.output(task, at),
+                lambda task, at: self.wait_output(task, at, POLL_MS),
+            )
+        return self._feeds.follow(task_id, cursor)
 
     async def wait_output(self, task_id: str, cursor: int, wait_ms: int) -> bool:
         """A pause of at most ``POLL_MS`` (a book with no twin has nothing to wait on):

@@ -32,15 +32,16 @@ def test_a_follower_sees_every_chunk_once_then_the_end(store: Store, namespace: 
     sync.apply("f", start(at=NOW))
 
     async def follow(book: AsyncRedisBook) -> tuple[list[OutputChunk], list[OutputChunk]]:
+        book.output_wait_ms = 50
         writing = asyncio.create_task(_writer(book))
         first: list[OutputChunk] = []
-        feed = book.follow_output("f", 0, wait_ms=50)
+        feed = book.follow_output("f", 0)
         async with contextlib.aclosing(feed):
             async for chunk in feed:
                 first.append(chunk)
                 if len(first) == 3:
                     break  # a disconnect: come back with the cursor
-        rest = [chunk async for chunk in book.follow_output("f", first[-1].seq, wait_ms=50)]
+        rest = [chunk async for chunk in book.follow_output("f", first[-1].seq)]
         await writing
         return first, rest
 
