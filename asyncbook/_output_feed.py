@@ -8,7 +8,7 @@ A feed ends once its task's output is done, or no follower is left (after one wa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from ._output import OutputChunk, OutputPage, require_output_cursor
 
@@ -47,7 +47,9 @@ class OutputFeeds:
         self._wait = wait
         self._feeds: dict[str, _Feed] = {}
 
-    async def follow(self, task_id: str, cursor: int | str = 0) -> AsyncIterator[OutputChunk]:
+    async def follow(
+        self, task_id: str, cursor: int | str = 0
+    ) -> AsyncGenerator[OutputChunk, None]:
         """The task's chunks after ``cursor`` as they come, until its output is done."""
         at = require_output_cursor(cursor)
         page = await self._read(task_id, at)  # an unknown task or a bad cursor: raised here

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from types import TracebackType
 
 from .._jsrules import is_finite_number
@@ -101,7 +101,9 @@ class AsyncRedisBook(BookBase):
     output_wait_ms = 1000
     """How long an output follower's wait blocks before the task's state is read again."""
 
-    def follow_output(self, task_id: str, cursor: int | str = 0) -> AsyncIterator[OutputChunk]:
+    def follow_output(
+        self, task_id: str, cursor: int | str = 0
+    ) -> AsyncGenerator[OutputChunk, None]:
         """The task's output chunks after ``cursor`` as they are appended, until the task
         has ended and its last chunk was yielded; resume with the last chunk's ``seq``
         (no gap, no repeat). The followers of a task in this book share one reader

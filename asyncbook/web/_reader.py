@@ -10,7 +10,7 @@ with no twin (a ``MemoryBook``: it does no I/O) is called in place, through
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast, runtime_checkable
 
 from .._audit import AuditedBook
@@ -116,7 +116,9 @@ class InPlaceReader:
     audit = _awaited(AuditedBook.audit)
     record_audit = _awaited(AuditedBook.record_audit)
 
-    def follow_output(self, task_id: str, cursor: int | str = 0) -> AsyncIterator[OutputChunk]:
+    def follow_output(
+        self, task_id: str, cursor: int | str = 0
+    ) -> AsyncGenerator[OutputChunk, None]:
         """``AsyncRedisBook.follow_output``, its reader pausing between reads."""
         if self._feeds is None:
             self._feeds = OutputFeeds(
