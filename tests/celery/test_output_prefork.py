@@ -6,7 +6,6 @@ output over SSE (the status server's ``output-stream``), hangs up and reconnects
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
@@ -16,13 +15,12 @@ from celery import Celery
 from asyncbook import RedisBook
 from asyncbook.celery import install, uninstall
 from asyncbook.web import BackgroundServer, feed_for
-from asyncbook.web._paths import task_path
 
 from ..support import ROOT
 from ..support.books import delete_namespace
 from ..support.celery import CELERY_URL as URL
 from ..support.celery import CeleryWorker, close_result_backend, unique, wait_terminal
-from ..support.web_server import sse_events
+from ..support.web_server import output_events
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
@@ -55,18 +53,6 @@ def app(worker: CeleryWorker) -> Iterator[Celery]:
     close_result_backend(app)
 
 
-def _events(client: httpx.Client, task_id: str, cursor: int, take: int) -> list[dict[str, Any]]:
-    got: list[dict[str, Any]] = []
-    headers = {"Last-Event-ID": str(cursor)}
-    with client.stream("GET", task_path(task_id, "output-stream"), headers=headers) as response:
-        assert response.status_code == 200
-        for event in sse_events(response):
-            got.append(event)
-            if event["event"] == "end" or len(got) == take:
-                break
-    return got
-
-
 def test_an_output_stream_is_followed_over_sse_through_a_reconnect(
     worker: CeleryWorker, app: Celery
 ) -> None:
@@ -79,8 +65,8 @@ def test_an_output_stream_is_followed_over_sse_through_a_reconnect(
             task_id=unique("tokens"),
         )
         with httpx.Client(base_url=server.url.rstrip("/"), timeout=30) as client:
-            first = _events(client, result.id, 0, 5)  # then hang up
-            rest = _events(client, result.id, first[-1]["id"], 10**6)
+            first = output_events(client, result.id, 0, 5)  # then hang up
+            rest = output_events(client, result.id, first[-1]["id"], 10**6)
     assert wait_terminal(book, result.id).state == "succeeded"
     got = first + rest
     assert got[-1]["event"] == "end"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from asyncbook import FailEvent, RedisBook, StartEvent, SucceedEvent
 from asyncbook.web._paths import task_path
 
-from ..support.web_server import Running, assert_error, running_server, sse_events
+from ..support.web_server import Running, assert_error, output_events, running_server
 
 NOW = 1_000_000
 
@@ -44,19 +44,6 @@ def test_the_page_and_its_errors(server: Running, client: httpx.Client) -> None:
     assert_error(client.get(task_path("nope", "output-stream")), 404, "invalid-request")
 
 
-def _read(client: httpx.Client, task_id: str, cursor: int, take: int) -> list[dict[str, Any]]:
-    """Up to ``take`` events of the stream from ``cursor``, then hang up."""
-    seen: list[dict[str, Any]] = []
-    headers = {"Last-Event-ID": str(cursor)}
-    with client.stream("GET", task_path(task_id, "output-stream"), headers=headers) as response:
-        assert response.status_code == 200
-        for event in sse_events(response):
-            seen.append(event)
-            if event["event"] == "end" or len(seen) >= take:
-                break
-    return seen
-
-
 def _writer(book: RedisBook, task_id: str, chunks: int) -> None:
     for n in range(chunks):
         if n == chunks // 2:  # a retry halfway: the second attempt writes the rest
@@ -82,7 +69,7 @@ def test_random_disconnects_lose_and_repeat_nothing(takes: list[int]) -> None:
         while not got or got[-1]["event"] != "end":
             take = takes[turn % len(takes)]
             turn += 1
-            events = _read(client, "live", cursor, take)
+            events = output_events(client, "live", cursor, take)
             got += events
             cursor = events[-1]["id"] if events else cursor
         writer.join()
