@@ -55,6 +55,8 @@ GROUPS = ["g1", "g2", "ü"]
 OWN_CALLBACK_IDS = ["c1", "c2", "c3", ""]
 KEYS = ["k1", "k2", " ", "a:k", "b:k", "c:k", "x:{y}:k"]
 ACTORS = ["ops", "cli:ann"]
+CHUNKS = ["tok ", "ü\n", "", "\U0001f600", "x" * 70_000]
+"""Output chunks: text, an empty chunk and one over the bound (both refused)."""
 STATES = [None, "queued", "running", "succeeded", "failed", "cancelled", "expired"]
 
 SURFACE = (
@@ -82,6 +84,8 @@ SURFACE = (
     "list_tasks",
     "count_by_state",
     "transition_counts",
+    "append_output",
+    "output",
 )
 """Every method a sequence calls."""
 
@@ -117,6 +121,8 @@ WEIGHTS = {
     "list_tasks": 1,
     "count_by_state": 1,
     "transition_counts": 1,
+    "append_output": 3,
+    "output": 2,
 }
 
 
@@ -227,6 +233,11 @@ class _Draft:
             return ("heartbeat", ([self.task() for _ in range(rng.randint(1, 3))],), {})
         if kind == "list_tasks":
             return ("list_tasks", (rng.choice(STATES), rng.randint(1, 6)), {"full_task": False})
+        if kind == "append_output":
+            chunks = [rng.choice(CHUNKS) for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+            return ("append_output", (self.task(), *chunks), {})
+        if kind == "output":
+            return ("output", (self.task(), rng.randint(0, 4), rng.randint(1, 3)), {})
         return (kind, (), {})
 
 
