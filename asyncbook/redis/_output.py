@@ -26,7 +26,7 @@ from ._merged import MergedPlan, OneShard, on, writing
 from ._namespace import Namespace
 from ._operations import before_write
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command
-from ._replies import text_of
+from ._replies import status_of, text_of
 from ._script_args import OutputArgs
 
 __all__ = ["append_output", "output", "wait_output"]
@@ -49,9 +49,7 @@ def _append(ns: Namespace, index: int, task_id: str, values: list[str]) -> Plan[
     argv = OutputArgs(shard.retention_ms, OUTPUT_TASK_MAX_CHUNKS, OUTPUT_TASK_MAX_BYTES).argv()
     keys = [shard.keys.task(task_id), shard.keys.output(task_id)]
     reply = yield ScriptCall("output", keys, argv + values)
-    status = text_of(reply[0]) if isinstance(reply[0], bytes | str) else ""
-    if status == "!unknown":
-        raise UnknownTaskError(task_id)
+    status = status_of(task_id, reply) if isinstance(reply[0], bytes | str) else ""
     if status in ("!state", "!full"):
         state = text_of(reply[1]) if status == "!state" else "running"
         held = (0, 0) if status == "!state" else (int(reply[1]), int(reply[2]))

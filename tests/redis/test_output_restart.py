@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from asyncbook import RedisBook, StartEvent
+from asyncbook import DamagedRecordError, RedisBook, StartEvent
 
+from ..support.books import delete_namespace, redis_client
 from ..support.servers import free_port, wait_until
 
 pytestmark = pytest.mark.redis
@@ -59,3 +60,18 @@ def test_a_cursor_resumes_exactly_after_a_crash(tmp_path: Path) -> None:
         assert again.append_output("t", "c5").cursor == 6
         assert [c.chunk for c in again.output("t", 5).chunks] == ["c5"]
         again.client.close()
+
+
+def test_a_damaged_record_is_told_and_nothing_written(namespace: str) -> None:
+    client = redis_client()
+    book = RedisBook(client, namespace=namespace)
+    try:
+        book.create(id="d", now_ms=book.now_ms(), ttl_ms=10**9, max_attempts=1)
+        book.apply("d", StartEvent(at_ms=book.now_ms(), worker="w"))
+        client.hdel(book.keys.task("d"), "att")  # a field lost behind the book's back
+        with pytest.raises(DamagedRecordError):
+            book.append_output("d", "x")
+        assert not client.exists(book.keys.output("d"))
+    finally:
+        delete_namespace(client, namespace)
+        client.close()

@@ -4,7 +4,7 @@
 -- each entry holds a (attempt), c (chunk), t (stored at, ms), b (bytes so far) and s (the
 -- task's creation order: a stream left by an expired task of the same id is dropped).
 -- The stream expires at the task's deadline (or now, if later) plus retention.
--- Returns: {'!unknown'}, {'!state', st} (not running), {'!full', chunks, bytes} (a bound
+-- Returns: {'!unknown'}, {'!damaged', why}, {'!state', st} (not running), {'!full', chunks, bytes} (a bound
 --   would be passed: nothing was written), or {last chunk's number, attempt, bytes}
 
 -- ARGV: OutputArgs (redis/_script_args.py)
@@ -16,6 +16,8 @@ local values = {unpack(ARGV, 4)}  -- the chunks
 local f = redis.call('HMGET', KEYS[1], 'id', 'st', 'att', 'seq', 'exp')
 if not f[1] then
   return {'!unknown'}
+elseif not (f[2] and f[3] and f[4]) then
+  return {'!damaged', 'its hash lacks fields'}
 elseif f[2] ~= 'running' then
   return {'!state', f[2]}
 end
