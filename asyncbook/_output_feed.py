@@ -30,6 +30,8 @@ class _Feed:
         self.error: BaseException | None = None
         self.followers = 0
         self.moved = asyncio.Event()
+        self.reader: asyncio.Task[None] | None = None
+        """The task reading for the followers (held: a task nobody holds may vanish)."""
 
     def ended(self) -> bool:
         return self.done or self.error is not None
@@ -80,7 +82,7 @@ class OutputFeeds:
         feed.done = page.done
         if not feed.done:
             self._feeds[task_id] = feed
-            asyncio.get_running_loop().create_task(self._run(feed, page.cursor))
+            feed.reader = asyncio.get_running_loop().create_task(self._run(feed, page.cursor))
         return feed
 
     async def _run(self, feed: _Feed, cursor: int) -> None:

@@ -20,7 +20,7 @@ from .._output import (
     require_chunks,
     require_output_cursor,
 )
-from ..errors import UnknownTaskError
+from ..errors import DamagedRecordError, UnknownTaskError
 from ._args import utf8
 from ._merged import MergedPlan, OneShard, on, writing
 from ._namespace import Namespace
@@ -82,6 +82,8 @@ def _read(ns: Namespace, index: int, task_id: str, cursor: Any, limit: Any) -> P
     )
     if found[0] is None:
         raise UnknownTaskError(task_id)
+    if found[1] is None or found[2] is None:
+        raise DamagedRecordError(task_id, "its hash lacks fields")
     state, attempt, order = text_of(found[1]), int(found[2]), found[3]
     chunks = []
     for entry_id, fields in entries:

@@ -11,6 +11,7 @@ waits on the task's stream between reads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -116,8 +117,9 @@ class OutputApi:
 
         async def pump() -> None:
             try:
-                async for chunk in self.reader.follow_output(task_id, cursor):
-                    await queue.put(chunk)
+                async with contextlib.aclosing(self.reader.follow_output(task_id, cursor)) as feed:
+                    async for chunk in feed:
+                        await queue.put(chunk)
                 await queue.put(None)
             except Exception as error:  # the book failed: the stream says so and ends
                 await queue.put(error)

@@ -71,6 +71,8 @@ def test_a_damaged_record_is_told_and_nothing_written(namespace: str) -> None:
         client.hdel(book.keys.task("d"), "att")  # a field lost behind the book's back
         with pytest.raises(DamagedRecordError):
             book.append_output("d", "x")
+        with pytest.raises(DamagedRecordError):
+            book.output("d")
         assert not client.exists(book.keys.output("d"))
     finally:
         delete_namespace(client, namespace)
