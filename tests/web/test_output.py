@@ -11,9 +11,11 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asyncbook import FailEvent, RedisBook, StartEvent, SucceedEvent
+from asyncbook import FailEvent, MemoryBook, RedisBook, StartEvent, SucceedEvent
+from asyncbook.web import create_app
 from asyncbook.web._paths import task_path
 
+from ..support.asgi import serving
 from ..support.web_server import Running, assert_error, output_events, running_server
 
 NOW = 1_000_000
@@ -78,3 +80,20 @@ def test_random_disconnects_lose_and_repeat_nothing(takes: list[int]) -> None:
     assert [e["id"] for e in outputs] == list(range(1, chunks + 1))
     assert [e["data"]["attempt"] for e in outputs] == [1] * (chunks // 2) + [2] * (chunks // 2)
     assert got[-1]["data"] == {"taskId": "live", "state": "succeeded", "cursor": chunks}
+
+
+def test_a_book_with_no_twin_streams_its_output_too() -> None:
+    """Over a MemoryBook the server's streams read in place, pausing between reads."""
+    book = MemoryBook()
+    book.create(id="m", now_ms=NOW, ttl_ms=10**9, max_attempts=1)
+    book.apply("m", StartEvent(at_ms=NOW + 1, worker="w"))
+    book.append_output("m", "a")
+
+    def finish() -> None:
+        book.append_output("m", "b")
+        book.apply("m", SucceedEvent(at_ms=NOW + 2, result_ref="r", result_hash="h"))
+
+    with serving(create_app(book)) as url, httpx.Client(base_url=url, timeout=10) as client:
+        threading.Timer(0.2, finish).start()
+        events = output_events(client, "m", 0, 100)
+    assert [(e["event"], e["id"]) for e in events] == [("output", 1), ("output", 2), ("end", 2)]
