@@ -43,6 +43,7 @@ from ._models import (
     parse_task,
     to_wire,
 )
+from ._output import OutputAppend, OutputChunk, OutputPage
 from ._reasons import Reason
 from ._sinks import Sink, SinkError, WebhookSink
 from ._sweep import SweepReport, sweep
@@ -78,6 +79,9 @@ __all__ = [
     "ResumeMode",
     "Reason",
     "ResumeResult",
+    "OutputAppend",
+    "OutputChunk",
+    "OutputPage",
     "StartEvent",
     "SucceedEvent",
     "TaskPage",

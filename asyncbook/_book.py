@@ -20,6 +20,7 @@ from ._models import (
     ResumeResult,
     TaskPage,
 )
+from ._output import OutputAppend, OutputPage
 from .errors import AsyncBookError
 
 __all__ = [
@@ -217,6 +218,15 @@ class AsyncBook(Protocol):
 
     def last_cursor(self, task_id: str) -> str | None:
         """The cursor of the last progress the task reported (a checkpoint), or None."""
+        ...
+
+    def append_output(self, task_id: str, *chunks: str) -> OutputAppend:
+        """Append chunks to a running task's output stream, each labelled with the task's
+        attempt (``asyncbook._output`` has the bounds); a refused append writes nothing."""
+        ...
+
+    def output(self, task_id: str, cursor: int | str = 0, limit: int = 1000) -> OutputPage:
+        """Up to ``limit`` chunks of the task's output after ``cursor`` (0: from the first)."""
         ...
 
     def seal_group(self, group_id: str, total: int) -> GroupSummary:

@@ -59,6 +59,7 @@ from ._models import (
     StartEvent,
     TaskPage,
 )
+from ._output import MemoryOutputs, OutputAppend, OutputPage
 from ._reasons import Reason
 from .errors import AsyncBookError, UnknownTaskError, task_exists
 
@@ -110,6 +111,7 @@ class MemoryBook:
         self._groups = MemoryGroups()
         self._last_sweep_ms: int | None = None
         self._audit = AuditLog()
+        self._outputs = MemoryOutputs()
 
     def _task(self, task_id: object) -> AsyncTask:
         task = self._tasks.get(require_string(task_id, "taskId"))
@@ -253,6 +255,17 @@ class MemoryBook:
         """The cursor of the last progress the task reported, or None."""
         self._task(task_id)
         return self._cursors.get(task_id) or None
+
+    def append_output(self, task_id: str, *chunks: str) -> OutputAppend:
+        """Append chunks to a running task's output, labelled with its attempt."""
+        with self._lock:
+            task = self._tasks.get(require_string(task_id, "taskId"))
+            return self._outputs.append(task, task_id, chunks, self.now_ms())
+
+    def output(self, task_id: str, cursor: int | str = 0, limit: int = 1000) -> OutputPage:
+        """The task's output chunks after ``cursor`` (a chunk's ``seq``; 0: from the start)."""
+        with self._lock:
+            return self._outputs.read(self._task(task_id), cursor, limit)
 
     def expire(self, task_id: str) -> AsyncTransition:
         """Expire the task at its deadline, as the sweep does (notified at the deadline)."""

@@ -1,7 +1,7 @@
 """The lifecycle tests' tracked tasks, beside the demo's four (``asyncbook.cli._demo_tasks``,
 on this app in ``.main``: one succeeds with progress, one retries, one fails, one is late):
-three show the lifecycle controls (cancel, heartbeats, checkpoints), and one fails with an
-error of asyncbook's own."""
+three show the lifecycle controls (cancel, heartbeats, checkpoints), one fails with an
+error of asyncbook's own, and one streams its output (``stream_tokens``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 from celery import Task
 from celery.backends.redis import RedisBackend
 
-from asyncbook.celery import last_cursor, report_progress
+from asyncbook.celery import last_cursor, report_output, report_progress
 
 from .main import app, flaky_fetch, generate, outlive, reject_input
 
@@ -25,6 +25,7 @@ __all__ = [
     "overreport",
     "reject_input",
     "run_twice",
+    "stream_tokens",
     "touch",
     "transcribe",
 ]
@@ -94,3 +95,20 @@ def run_twice(self: Task[Any, Any], log_key: str, *args: Any, **kwargs: Any) -> 
     if isinstance(backend, RedisBackend) and backend.client.llen(log_key) == 1:
         raise ValueError("the first run fails")
     return len(args)
+
+
+@app.task(bind=True, tracked=True, ttl=timedelta(minutes=5), max_retries=1)
+def stream_tokens(
+    self: Task[Any, Any], tokens: int = 40, delay: float = 0.02, retry_after: int = 0
+) -> int:
+    """Streams ``tokens`` tokens (``report_output``), one every ``delay`` seconds, as a
+    model generating text would; with ``retry_after``, its first attempt asks for a retry
+    after that many tokens and the second streams all of them (each chunk names its
+    attempt)."""
+    attempt = int(self.request.retries or 0)
+    for n in range(tokens):
+        if retry_after and attempt == 0 and n == retry_after:
+            raise self.retry(countdown=0.2)
+        report_output(self, f"{attempt}:{n} ")
+        time.sleep(delay)
+    return tokens

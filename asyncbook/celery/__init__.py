@@ -18,7 +18,7 @@ from ._backend import AsyncBookBackend, AsyncBookSentinelBackend, TaskEndedInBoo
 from ._controls import apply_group, cancel, last_cursor
 from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration
 from ._lifecycle import TaskCancelled
-from ._progress import report_progress
+from ._progress import report_output, report_progress
 from ._redis_broker import RedisBroker
 from ._registry import async_book_of, book_of, install, installed, uninstall
 from ._resender import Resender, Retrier
@@ -37,6 +37,7 @@ __all__ = [
     "tracked",
     "TrackTasks",
     "report_progress",
+    "report_output",
     "cancel",
     "last_cursor",
     "apply_group",

@@ -16,7 +16,8 @@ from celery import Celery, Task, signals
 from .._book import AsyncBook
 from .._limits import TASK_ID_LIMIT
 from .._models import ProgressEvent, StartEvent
-from ..errors import invalid
+from .._output import OutputAppend
+from ..errors import AsyncBookError, invalid
 from ._lifecycle import Heartbeats, TaskCancelled
 from ._publishing import CREATED_HEADER, DEADLINE_HEADER, Publishing
 from ._recorder import Recorder
@@ -144,17 +145,11 @@ class Executions:
         self, task: Task[Any, Any], percent: int, cursor: str, task_id: str | None = None
     ) -> None:
         """Record progress of the running attempt of ``task`` (buffered)."""
-        found = self._running(task, task_id)
+        found = self._live(task, task_id)
         if found is None:
             return
         running_id, retries = found
         process = self.running.process
-        if running_id in process.cancelled:
-            raise TaskCancelled(running_id, process.cancelled[running_id])
-        ring = self.running.ring
-        if ring is not None and running_id in ring:
-            # Cancelled in the book since it started: the main process's watch said so.
-            raise TaskCancelled(running_id, None)
         own = process.executions.get(running_id)
         nonce = "" if own is None else own.nonce
         event = ProgressEvent(at_ms=now_ms(), progress=percent, cursor=cursor)
@@ -164,6 +159,39 @@ class Executions:
             deadline_ms=self.running.deadline_of(running_id),
             rides=self.results_ride(),
         )
+
+    def _live(self, task: Task[Any, Any], task_id: str | None) -> tuple[str, int] | None:
+        """``_running``, raising ``TaskCancelled`` for an execution cancelled since."""
+        found = self._running(task, task_id)
+        if found is None:
+            return None
+        running_id = found[0]
+        process = self.running.process
+        if running_id in process.cancelled:
+            raise TaskCancelled(running_id, process.cancelled[running_id])
+        ring = self.running.ring
+        if ring is not None and running_id in ring:
+            # Cancelled in the book since it started: the main process's watch said so.
+            raise TaskCancelled(running_id, None)
+        return found
+
+    def output(
+        self, task: Task[Any, Any], chunks: tuple[str, ...], task_id: str | None = None
+    ) -> OutputAppend | None:
+        """Append ``chunks`` to the running attempt's output now (one script call). The
+        attempt's start may still be buffered: a first append the book refuses for the
+        task's state writes what is buffered, then goes again."""
+        found = self._live(task, task_id)
+        if found is None:
+            return None
+        book = self.recorder.get().book
+        try:
+            return book.append_output(found[0], *chunks)
+        except AsyncBookError as error:
+            if error.field != "taskId":
+                raise
+        self.recorder.get().flush()
+        return book.append_output(found[0], *chunks)
 
     def handlers(self) -> list[Handler]:
         """Its signals: an attempt starts, an attempt is over."""

@@ -36,6 +36,7 @@ from celery import Celery, Task, signals
 from .._book import AsyncBook
 from .._delivery import DeliveryReport
 from .._models import AsyncTransition
+from .._output import OutputAppend
 from .._sinks import GroupSink, Sink
 from .._sweep import SweepReport
 from . import _configured
@@ -171,6 +172,12 @@ class Integration:
     ) -> None:
         """Record progress of the running attempt of ``task`` (buffered)."""
         self.executions.progress(task, percent, cursor, task_id)
+
+    def output(
+        self, task: Task[Any, Any], chunks: tuple[str, ...], task_id: str | None = None
+    ) -> OutputAppend | None:
+        """Append to the output of the running attempt of ``task`` (one script call)."""
+        return self.executions.output(task, chunks, task_id)
 
     def create_missing(self, task_id: str) -> bool:
         """Create ``task_id``, running in this process, from its message; True if it did."""

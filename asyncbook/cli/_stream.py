@@ -34,15 +34,17 @@ def follow_stream(
     max_backoff: float = 2.0,
     on_reconnect: Callable[[Exception], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
+    stream: str = "stream",
 ) -> dict[str, Any] | None:
     """Follow a task through a status server's stream, as a browser's ``EventSource`` does.
 
     Sends ``Last-Event-ID`` with the last version seen, so a dropped connection (or a
     restarted server) resumes exactly. Returns the ``end`` event's data, or None when
     ``stop()`` said so. An unknown task raises ``UnknownTaskError``; a refused request
-    (bad cursor, wrong token) ``AsyncBookError``.
+    (bad cursor, wrong token) ``AsyncBookError``. ``stream="output-stream"`` follows the
+    task's output instead (ids: chunk numbers).
     """
-    url = base_url.rstrip("/") + "/api/tasks/" + quote(task_id, safe="") + "/stream"
+    url = base_url.rstrip("/") + "/api/tasks/" + quote(task_id, safe="") + "/" + stream
     delay = 0.05
     while not stop():
         headers = {"Accept": "text/event-stream", "Last-Event-ID": str(cursor)}

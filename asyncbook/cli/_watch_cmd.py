@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from .._watch import Message
 from ..redis import follow_task
 from ._context import GroupOptions, book_errors, emit_json, json_option, rich_console, task_or_exit
+from ._output_watch import OutputPrinter, follow_api_output, follow_book_output
 from ._stream import follow_stream
 from ._terminal import TerminalConsole, echo, shown
 
@@ -22,7 +23,13 @@ __all__ = ["COMMANDS"]
 
 @click.command()
 @click.argument("task_id")
-@click.option("--cursor", type=click.IntRange(0), default=0, help="The last version you saw.")
+@click.option(
+    "--cursor",
+    type=click.IntRange(0),
+    default=0,
+    help="The last version you saw (with --output: the last chunk).",
+)
+@click.option("--output", "output", is_flag=True, help="Print the task's output stream instead.")
 @click.option(
     "--api",
     envvar="ASYNCBOOK_API_URL",
@@ -40,6 +47,7 @@ def watch(
     cursor: int,
     api: str | None,
     token: str | None,
+    output: bool,
     as_json: bool,
 ) -> None:
     """Follow a task until it ends: a live progress bar (or JSON lines with --json).
@@ -50,10 +58,22 @@ def watch(
     (a progress report with its percent) and per new state, version or percent. Exits 0
     once the task has ended, whatever its state; 1 before printing anything when the
     task is unknown.
+
+    With --output it prints the task's output as it is written (chunk text on stdout,
+    each new attempt announced on stderr; JSON lines with --json) until the task ends.
     """
 
     def reconnecting(error: Exception) -> None:
         echo(f"connection lost ({error}); reconnecting", err=True)
+
+    if output:
+        printer = OutputPrinter(as_json)
+        with book_errors():
+            if api is not None:
+                follow_api_output(api, task_id, cursor, printer, token, reconnecting)
+            else:
+                follow_book_output(settings.book, task_id, cursor, printer)
+        return
 
     def follow(on_batch: Callable[[list[Message]], None]) -> None:
         with book_errors():

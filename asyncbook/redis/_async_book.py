@@ -13,6 +13,8 @@ from types import TracebackType
 
 from .._jsrules import is_finite_number
 from .._models import AsyncTask, ResumeResult
+from .._output import OutputChunk
+from .._output_feed import OutputFeeds
 from ..errors import UnknownTaskError, invalid
 from ._base import BookBase
 from ._book_driver import AsyncDriver
@@ -32,6 +34,7 @@ class AsyncRedisBook(BookBase):
 
     asyncio = True
     driver: AsyncDriver
+    _output_feeds: OutputFeeds | None = None
 
     @classmethod
     def twin_of(cls, book: BookBase) -> AsyncRedisBook | None:
@@ -94,6 +97,24 @@ class AsyncRedisBook(BookBase):
                     yield result
                 if result.task.terminal:
                     return
+
+    output_wait_ms = 1000
+    """How long an output follower's wait blocks before the task's state is read again."""
+
+    def follow_output(
+        self, task_id: str, cursor: int | str = 0
+    ) -> AsyncGenerator[OutputChunk, None]:
+        """The task's output chunks after ``cursor`` as they are appended, until the task
+        has ended and its last chunk was yielded; resume with the last chunk's ``seq``
+        (no gap, no repeat). The followers of a task in this book share one reader
+        (``OutputFeeds``), which waits on the task's stream between reads (a blocking
+        XREAD of ``output_wait_ms``)."""
+        if self._output_feeds is None:
+            self._output_feeds = OutputFeeds(
+                lambda task, at: self.output(task, at),
+                lambda task, at: self.wait_output(task, at, self.output_wait_ms),
+            )
+        return self._output_feeds.follow(task_id, cursor)
 
     async def wait(self, task_id: str, timeout: float) -> AsyncTask:
         """The task (with its history) once it is terminal; ``TimeoutError`` naming the

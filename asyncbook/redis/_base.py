@@ -95,6 +95,9 @@ class BookBase:
     transition_counts = Method(surface.transition_counts)
     prune = Method(surface.prune)
     catch_up_index = Method(surface.catch_up_index)
+    append_output = Method(surface.append_output)
+    output = Method(surface.output)
+    wait_output = Method(surface.wait_output)
 
     def shard_of(self, task_id: Any) -> Shard:
         """The shard holding ``task_id``: its key schema (``.keys``) and retention."""

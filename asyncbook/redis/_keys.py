@@ -115,6 +115,8 @@ class KeySchema:
     """Hash with a task's short fields."""
     history = _per_id("h")
     """List of a task's recorded events (JSON); index N-1 produced version N."""
+    output = _per_id("o")
+    """Stream of a task's output chunks (extension, lua/output.lua): entry 0-<n> is chunk n."""
     callback = _per_id("c")
     """Marker that a callback id was applied (but see ``Shard.marker``)."""
 

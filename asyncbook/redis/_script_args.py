@@ -22,6 +22,7 @@ __all__ = [
     "InfoArgs",
     "InfoBlockArgs",
     "NoArgs",
+    "OutputArgs",
     "RecordAuditArgs",
     "ResumeArgs",
     "ResendArgs",
@@ -212,6 +213,14 @@ class InfoArgs(ScriptArgs):
 class IndexArgs(ScriptArgs):
     first_id: str  # the batch's first entry id on the index's change stream
     last_id: str  # its last; then the batch's writes (index.lua's ops)
+
+
+class OutputArgs(ScriptArgs):
+    """ARGV of output.lua; the chunks follow its slots."""
+
+    retention_ms: str  # '' keeps the stream
+    max_chunks: int  # the most chunks the task's output may hold
+    max_bytes: int  # the most bytes it may hold
 
 
 class NoArgs(ScriptArgs):

@@ -168,6 +168,7 @@ class BookScripts:
     expire_many: BookScript = field(metadata={"args": records.ExpireManyArgs})
     resend: BookScript = field(metadata={"args": records.ResendArgs})
     index: BookScript = field(metadata={"args": records.IndexArgs})
+    output: BookScript = field(metadata={"args": records.OutputArgs})
 
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:

@@ -35,6 +35,7 @@ from ._console import task_names
 from ._groups import group, group_members
 from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
+from ._output import append_output, output, wait_output
 from ._reads import (
     audit,
     count_by_state,
@@ -98,6 +99,9 @@ __all__ = [
     "transition_counts",
     "prune",
     "catch_up_index",
+    "append_output",
+    "output",
+    "wait_output",
 ]
 
 SURFACE = tuple(__all__[3:])

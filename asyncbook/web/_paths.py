@@ -1,5 +1,6 @@
 """Task URLs: ``/api/tasks/<id>[/events|/stream|/delivery|/cancel|/resend|/audit]`` (and
-``/retry``, resend's old name), matched and split on the raw path.
+``/retry``, resend's old name; ``/output`` and ``/output-stream``), matched and split on
+the raw path.
 
 A task id may hold ``/``, ``%``, spaces, newlines or any Unicode, so it travels
 percent-encoded (``encodeURIComponent``). Routing on the decoded path would confuse the id
@@ -52,7 +53,19 @@ __all__ = [
 ]
 
 TASKS_PREFIX = "/api/tasks/"
-SUFFIXES = frozenset({"events", "stream", "delivery", "cancel", "resend", "retry", "audit"})
+SUFFIXES = frozenset(
+    {
+        "events",
+        "stream",
+        "delivery",
+        "cancel",
+        "resend",
+        "retry",
+        "audit",
+        "output",
+        "output-stream",
+    }
+)
 GROUPS_PREFIX = "/api/groups/"
 GROUP_SUFFIXES = frozenset({"stream"})
 GROUP_PAGE_PREFIX = "/groups/"

@@ -9,13 +9,16 @@ with no twin (a ``MemoryBook``: it does no I/O) is called in place, through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast, runtime_checkable
 
 from .._audit import AuditedBook
 from .._book import AsyncBook
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
+from .._output import OutputChunk
+from .._output_feed import OutputFeeds
 from ..redis import AsyncRedisBook, KeySchema
 
 __all__ = [
@@ -28,6 +31,8 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+POLL_MS = 50
+"""How long a follower of a book with no twin pauses before reading its output again."""
 _P = ParamSpec("_P")
 
 
@@ -82,6 +87,7 @@ class InPlaceReader:
     def __init__(self, book: Any) -> None:
         self.book = book
         self.retention_versions: int = book.retention_versions
+        self._feeds: OutputFeeds | None = None
 
     async def call(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
         """``fn(*args, **kwargs)``, answered in place."""
@@ -100,6 +106,7 @@ class InPlaceReader:
     now_ms = _awaited(AsyncBook.now_ms)
     count_by_state = _awaited(AsyncBook.count_by_state)
     transition_counts = _awaited(AsyncBook.transition_counts)
+    output = _awaited(AsyncBook.output)
     info = _awaited(ConsoleBook.info)
     search = _awaited(ConsoleBook.search)
     workers = _awaited(ConsoleBook.workers)
@@ -108,6 +115,23 @@ class InPlaceReader:
     name_totals = _awaited(ConsoleBook.name_totals)
     audit = _awaited(AuditedBook.audit)
     record_audit = _awaited(AuditedBook.record_audit)
+
+    def follow_output(
+        self, task_id: str, cursor: int | str = 0
+    ) -> AsyncGenerator[OutputChunk, None]:
+        """``AsyncRedisBook.follow_output``, its reader pausing between reads."""
+        if self._feeds is None:
+            self._feeds = OutputFeeds(
+                lambda task, at: self.output(task, at),
+                lambda task, at: self.wait_output(task, at, POLL_MS),
+            )
+        return self._feeds.follow(task_id, cursor)
+
+    async def wait_output(self, task_id: str, cursor: int, wait_ms: int) -> bool:
+        """A pause of at most ``POLL_MS`` (a book with no twin has nothing to wait on):
+        False, read again."""
+        await asyncio.sleep(min(wait_ms, POLL_MS) / 1000)
+        return False
 
     async def gauges(
         self, now_ms: int, within_ms: int = GAUGE_WORKERS_WITHIN_MS

@@ -25,6 +25,7 @@ from ._health import HEALTH_PATH, health_handler
 from ._login import LOGIN_BODY_LIMIT, Login
 from ._openapi import openapi_document
 from ._operator_table import audit_operations, resend_operations
+from ._output_api import output_operations
 from ._paths import GROUP_PAGES, GROUPS, TASKS
 from ._queues import REUSE_SECONDS, QueuesApi
 from ._resend import ResendApi
@@ -382,6 +383,7 @@ def route_table(status: StatusApp, login: Login, queues: QueuesApi, resend: Rese
         Page("/task", status.page("task.html")),
         Page("/groups/{id}", status.page("group.html"), raw=GROUP_PAGES),
         *_task_operations(status),
+        *output_operations(status.reader, status.keepalive),
         *_group_operations(status),
         Operation.at(
             "GET /api/changes",

@@ -55,6 +55,13 @@ GROUPS = ["g1", "g2", "ü"]
 OWN_CALLBACK_IDS = ["c1", "c2", "c3", ""]
 KEYS = ["k1", "k2", " ", "a:k", "b:k", "c:k", "x:{y}:k"]
 ACTORS = ["ops", "cli:ann"]
+OUTPUT_TASK = "out"
+OUTPUT_START: list[Step] = [
+    ("create", (), {"id": OUTPUT_TASK, "now_ms": 0, "ttl_ms": 10**6, "max_attempts": 2}),
+    ("apply", (OUTPUT_TASK, {"type": "start", "atMs": 1, "worker": "w"}), {}),
+]
+CHUNKS = ["tok ", "ü\n", "\U0001f600", "", "x" * 70_000]
+"""Output chunks: text, then an empty one and one over the bound (both refused)."""
 STATES = [None, "queued", "running", "succeeded", "failed", "cancelled", "expired"]
 
 SURFACE = (
@@ -82,6 +89,8 @@ SURFACE = (
     "list_tasks",
     "count_by_state",
     "transition_counts",
+    "append_output",
+    "output",
 )
 """Every method a sequence calls."""
 
@@ -117,6 +126,8 @@ WEIGHTS = {
     "list_tasks": 1,
     "count_by_state": 1,
     "transition_counts": 1,
+    "append_output": 3,
+    "output": 2,
 }
 
 
@@ -227,6 +238,15 @@ class _Draft:
             return ("heartbeat", ([self.task() for _ in range(rng.randint(1, 3))],), {})
         if kind == "list_tasks":
             return ("list_tasks", (rng.choice(STATES), rng.randint(1, 6)), {"full_task": False})
+        if kind == "append_output":
+            chunks = rng.sample(CHUNKS[:3], rng.randint(1, 3))
+            if rng.random() < 0.1:  # none, or a refused one: nothing is written
+                chunks = rng.choice([[], [*chunks, rng.choice(CHUNKS[3:])]])
+            task_id = OUTPUT_TASK if rng.random() < 0.7 else self.task()
+            return ("append_output", (task_id, *chunks), {})
+        if kind == "output":
+            task_id = OUTPUT_TASK if rng.random() < 0.7 else self.task()
+            return ("output", (task_id, rng.randint(0, 6), rng.randint(1, 3)), {})
         return (kind, (), {})
 
 
@@ -235,6 +255,7 @@ def parity_sequence(rng: random.Random, length: int) -> list[Step]:
     notification drained, the whole audit and the counts."""
     draft = _Draft(rng)
     steps = [draft.step("create") for _ in range(rng.randint(2, 4))]
+    steps += OUTPUT_START  # a task that runs long enough to write output
     kinds, weights = list(WEIGHTS), list(WEIGHTS.values())
     steps += [draft.step(rng.choices(kinds, weights)[0]) for _ in range(length)]
     steps += [

@@ -25,7 +25,7 @@ FIRST_ARGUMENT = (
     "LLEN", "LRANGE", "LINDEX", "RPUSH", "LTRIM", "PTTL", "PERSIST",
     "ZADD", "ZREM", "ZRANGE", "ZRANGEBYSCORE", "ZREVRANGEBYSCORE", "ZSCORE", "ZCARD",
     "ZREMRANGEBYRANK", "ZREVRANGE", "ZRANK", "ZREVRANK", "ZCOUNT", "ZMSCORE",
-    "XADD", "XRANGE", "XTRIM", "XPENDING",
+    "XADD", "XRANGE", "XTRIM", "XPENDING", "XREVRANGE", "PEXPIREAT",
 )  # fmt: skip
 """Commands whose first argument is their one key."""
 

@@ -19,6 +19,7 @@ from asyncbook import RedisBook
 from asyncbook.celery import Resender
 from asyncbook.redis import ShardedRedisBook
 from asyncbook.web import BackgroundServer, feed_for
+from asyncbook.web._paths import task_path
 
 from .books import delete_namespace
 
@@ -128,3 +129,19 @@ def get_raw(client: httpx.Client, base: str, raw_path: str) -> httpx.Response:
     finally:
         response.close()
     return response
+
+
+def output_events(
+    client: httpx.Client, task_id: str, cursor: int, take: int
+) -> list[dict[str, Any]]:
+    """Up to ``take`` events of the task's ``output-stream`` after ``cursor`` (sent as
+    ``Last-Event-ID``), up to its ``end``; then hang up."""
+    seen: list[dict[str, Any]] = []
+    headers = {"Last-Event-ID": str(cursor)}
+    with client.stream("GET", task_path(task_id, "output-stream"), headers=headers) as response:
+        assert response.status_code == 200
+        for event in sse_events(response):
+            seen.append(event)
+            if event["event"] == "end" or len(seen) >= take:
+                break
+    return seen

@@ -307,4 +307,34 @@ function follow() {
   });
 }
 
+// The task's output stream: one event per chunk (its id the chunk's number, so the
+// browser's reconnect resumes after the last one shown), each attempt under a label.
+function followOutput() {
+  const box = document.getElementById("output");
+  let attempt = 0;
+  let count = 0;
+  const source = new EventSource(taskUrl(taskId, "output-stream"));
+  source.addEventListener("output", (e) => {
+    const chunk = JSON.parse(e.data);
+    const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+    if (chunk.attempt !== attempt) {
+      attempt = chunk.attempt;
+      const label = document.createElement("span");
+      label.className = "output-attempt";
+      label.textContent = (box.childNodes.length ? "\n" : "") + `attempt ${attempt}\n`;
+      box.append(label);
+    }
+    box.append(document.createTextNode(chunk.chunk));
+    count = chunk.seq;
+    document.getElementById("output-count").textContent = String(count);
+    document.getElementById("output-section").hidden = false;
+    if (atEnd) box.scrollTop = box.scrollHeight;
+  });
+  source.addEventListener("end", () => source.close());
+  source.addEventListener("error", () => {
+    if (source.readyState === EventSource.CLOSED) source.close();
+  });
+}
+
 follow();
+followOutput();
