@@ -49,7 +49,7 @@ Read = tuple[BrokerSnapshot | None, BrokerState]
 def queues_params(params: QueryParams) -> tuple[list[str], int]:
     """The queues a request names (``queue=``, repeatable) and its ``limit``; a bad value
     is a 400 naming its parameter."""
-    given = [value for value in params.getlist("queue") if value]
+    given = params.getlist("queue")
     if len(given) > MAX_NAMED_QUEUES:
         raise invalid(f"queue may be given at most {MAX_NAMED_QUEUES} times", field="queue")
     named = [checked_queue_name(value) for value in given]

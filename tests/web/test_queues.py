@@ -127,6 +127,7 @@ def test_named_queues_and_a_limit(client: httpx.Client, busy: BusyBroker, own: s
         ({"queue": "x" * 201}, "queue"),
         ({"queue": "bad\nname"}, "queue"),
         ({"queue": [f"q{n}" for n in range(51)]}, "queue"),
+        ({"queue": ["", ""]}, "queue"),  # the schema's minLength: an empty name is refused
     ],
 )
 def test_a_bad_parameter_is_a_400_naming_it(
