@@ -41,6 +41,7 @@ class ServerOptions(TypedDict):
     forwarded_allow_ips: str | None
     log_level: str
     own_queue: str
+    max_streams: int
 
 
 @click.command()
@@ -111,6 +112,15 @@ class ServerOptions(TypedDict):
     "(default: env FORWARDED_ALLOW_IPS, or 127.0.0.1).",
 )
 @click.option("--log-level", default="info", show_default=True)
+@click.option(
+    "--max-streams",
+    type=click.IntRange(min=1),
+    default=1_000,
+    show_default=True,
+    envvar="ASYNCBOOK_MAX_STREAMS",
+    help="Event streams (a task's, its output's, a group's) open at once; one more is "
+    "answered 503 with Retry-After (env ASYNCBOOK_MAX_STREAMS).",
+)
 @broker_options(
     "its queues are shown (/queues, /api/queues) and resends are sent to it (without it, a "
     "resend answers 503 no-broker)"

@@ -32,7 +32,7 @@ from ._login import Login, Sessions
 from ._queues import QueuesApi
 from ._reader import Reader, close_reader, reader_for
 from ._resend import ResendApi, Resending, resender_of
-from ._responses import error_response
+from ._responses import MAX_STREAMS, StreamSlots, error_response
 from ._routes import open_paths, page_paths, starlette_routes
 from ._session_store import session_store_for
 from ._table import route_table
@@ -105,6 +105,7 @@ def create_app(
     own_queue: str = DEFAULT_OWN_QUEUE,
     resender: Resending | None = None,
     retrier: Resending | None = None,
+    max_streams: int = MAX_STREAMS,
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
@@ -125,6 +126,9 @@ def create_app(
     ``resender`` sends tasks again through the broker (``asyncbook.celery.Resender``);
     without one, a resend is refused (503, ``no-broker``). ``retrier`` is its old name
     (deprecated; gone in 0.3.0).
+
+    At most ``max_streams`` event streams (a task's, its output's, a group's) are open at
+    once; one more is answered 503 with ``Retry-After``.
     """
     rules = _rules(token, access)
     hosts = allowed_host_names(allowed_hosts)
@@ -133,7 +137,10 @@ def create_app(
     reader = reader_for(book)
     hub = Hub(reader)
     groups = GroupHub(reader)
-    status = StatusApp(book, reader, hub, keepalive, signin=rules.signin, groups=groups)
+    streams = StreamSlots(max_streams)
+    status = StatusApp(
+        book, reader, hub, keepalive, signin=rules.signin, groups=groups, streams=streams
+    )
 
     def on_change(change: Change) -> None:
         hub.on_change(change)
@@ -175,6 +182,7 @@ def create_app(
     app.state.book = book
     app.state.hub = hub
     app.state.groups = groups
+    app.state.streams = streams
     app.state.feed = feed
     app.state.allowed_hosts = hosts
     app.state.login_throttle = throttle

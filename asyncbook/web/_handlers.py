@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from .._audit import AuditedBook
 from .._book import AsyncBook
@@ -32,7 +32,7 @@ from ._metrics import CONTENT_TYPE_LATEST, render_metrics, sweep_lateness
 from ._pages import read_page
 from ._paths import raw_path, split_group_path, split_task_path
 from ._reader import Reader
-from ._responses import error_response
+from ._responses import StreamSlots, error_response
 from ._sse import format_comment, format_event, parse_count, parse_cursor
 
 __all__ = ["StatusApp", "book_error"]
@@ -74,6 +74,7 @@ class StatusApp:
         keepalive: float,
         signin: bool = False,
         groups: GroupHub | None = None,
+        streams: StreamSlots | None = None,
     ):
         self.book = book
         self.reader = reader
@@ -81,6 +82,8 @@ class StatusApp:
         self.hub = hub
         self.groups = groups if groups is not None else GroupHub(reader)
         self.keepalive = keepalive
+        self.streams = streams if streams is not None else StreamSlots()
+        """The event streams open, bounded (every stream of this server takes a slot)."""
         self.signin = signin
         self.console = isinstance(book, ConsoleBook)
         """True when the book keeps task info (the console's API is served then)."""
@@ -200,7 +203,7 @@ class StatusApp:
             if isinstance(first, AsyncBookError):
                 return book_error(first)
             return error_response(503, "unavailable", f"the book is unreachable: {first}")
-        return _sse(self._pump(first, watcher))
+        return self.streams.response(self._pump(first, watcher))
 
     def _unwatch(self, watcher: Watcher | GroupWatcher) -> None:
         if isinstance(watcher, GroupWatcher):
@@ -248,7 +251,7 @@ class StatusApp:
             finally:
                 self.hub.unfollow(queue)
 
-        return _sse(body())
+        return self.streams.response(body())
 
     async def metrics(self, request: Request) -> Response:
         states = await self.reader.count_by_state()
@@ -322,8 +325,3 @@ def _utf8_header(request: Request, name: bytes, field: str) -> str | None:
             except UnicodeDecodeError:
                 raise invalid(f"{field} must be UTF-8", field=field) from None
     return None
-
-
-def _sse(body: AsyncIterator[bytes]) -> StreamingResponse:
-    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)

@@ -17,13 +17,14 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from .._checks import MAX_PAGE, require_limit
 from .._models import to_wire
 from .._output import OutputChunk, OutputPage
 from ._paths import TASKS, raw_path, split_task_path
 from ._reader import Reader
+from ._responses import StreamSlots
 from ._routes import ERROR, SSE, Operation, json_answer
 from ._schemas import Absent, Error, StreamHeaders, TaskIdPath
 from ._sse import MAX_CURSOR, format_comment, format_event, parse_count, parse_cursor
@@ -53,9 +54,9 @@ class OutputStreamQuery(BaseModel):
     cursor: int = Field(0, ge=0, le=MAX_CURSOR, description="The last chunk seen (0: none).")
 
 
-def output_operations(reader: Reader, keepalive: float) -> list[Operation]:
-    """The output routes (the read role, as every read)."""
-    api = OutputApi(reader, keepalive)
+def output_operations(reader: Reader, keepalive: float, streams: StreamSlots) -> list[Operation]:
+    """The output routes (the read role, as every read); each stream takes one of ``streams``."""
+    api = OutputApi(reader, keepalive, streams)
     no_task = json_answer(Error, "No such task; code `invalid-request`, field `taskId`")
     ids: dict[str, Any] = {"path_params": TaskIdPath, "raw": TASKS}
     return [
@@ -87,9 +88,10 @@ def _task_id(request: Request) -> str:
 class OutputApi:
     """The two output handlers over the server's reader."""
 
-    def __init__(self, reader: Reader, keepalive: float) -> None:
+    def __init__(self, reader: Reader, keepalive: float, streams: StreamSlots) -> None:
         self.reader = reader
         self.keepalive = keepalive
+        self.streams = streams
 
     async def page(self, request: Request) -> Response:
         params = request.query_params
@@ -106,9 +108,7 @@ class OutputApi:
         if header is not None:
             cursor = parse_cursor(header, "Last-Event-ID")
         await self.reader.output(task_id, cursor, 1)  # an unknown task: 404 before the stream
-        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-        body = self._events(task_id, cursor)
-        return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+        return self.streams.response(self._events(task_id, cursor))
 
     async def _events(self, task_id: str, cursor: int) -> AsyncIterator[bytes]:
         """The follower's chunks as events (through a queue, so that a quiet stream gets

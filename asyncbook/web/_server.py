@@ -19,6 +19,7 @@ from ._auth import check_bind
 from ._feed import BookChangeFeed, ChangeFeed
 from ._reader import Reader
 from ._resend import Resending, resender_of
+from ._responses import MAX_STREAMS
 
 __all__ = ["BackgroundServer", "feed_for", "serve"]
 
@@ -116,6 +117,7 @@ def serve(
     resender: Resending | None = None,
     retrier: Resending | None = None,
     access: AccessRules | None = None,
+    max_streams: int = MAX_STREAMS,
 ) -> None:
     """Serve until interrupted; without ``token`` (or ``access``) only a loopback
     ``host`` is allowed.
@@ -124,8 +126,8 @@ def serve(
     ``host`` itself); ``proxy_headers`` trusts ``X-Forwarded-For``/``-Proto`` from
     ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS).
     ``access``: roles instead of the one ``token``; ``broker``, ``own_queue`` (the queues
-    page) and ``resender`` (sends tasks again through the broker; ``retrier``: its old
-    name) are ``create_app``'s.
+    page), ``resender`` (sends tasks again through the broker; ``retrier``: its old
+    name) and ``max_streams`` (event streams open at once) are ``create_app``'s.
     """
     rules = _checked(host, token, access, proxy_headers)
     names = _with_bind_name(host, allowed_hosts)
@@ -137,6 +139,7 @@ def serve(
         broker=broker,
         own_queue=own_queue,
         resender=resender_of(resender, retrier),
+        max_streams=max_streams,
     )
     server = _server(app, host, port, log_level, proxy_headers, forwarded_allow_ips)
     if on_ready is not None:
@@ -169,6 +172,7 @@ class BackgroundServer:
         resender: Resending | None = None,
         retrier: Resending | None = None,
         access: AccessRules | None = None,
+        max_streams: int = MAX_STREAMS,
     ) -> None:
         rules = _checked(host, token, access, proxy_headers)
         names = _with_bind_name(host, allowed_hosts)
@@ -181,6 +185,7 @@ class BackgroundServer:
             broker=broker,
             own_queue=own_queue,
             resender=resender_of(resender, retrier),
+            max_streams=max_streams,
         )
         self._server = _server(self.app, host, port, log_level, proxy_headers, forwarded_allow_ips)
         self._host = host

@@ -383,7 +383,7 @@ def route_table(status: StatusApp, login: Login, queues: QueuesApi, resend: Rese
         Page("/task", status.page("task.html")),
         Page("/groups/{id}", status.page("group.html"), raw=GROUP_PAGES),
         *_task_operations(status),
-        *output_operations(status.reader, status.keepalive),
+        *output_operations(status.reader, status.keepalive, status.streams),
         *_group_operations(status),
         Operation.at(
             "GET /api/changes",

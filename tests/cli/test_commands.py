@@ -84,6 +84,7 @@ def test_ls_pages_and_filters(book: RedisBook) -> None:
         ["watch", "t", "--cursor", "-1"],
         ["no-such-command"],
         ["serve", "--host", "0.0.0.0"],
+        ["serve", "--max-streams", "0"],
     ],
 )
 def test_usage_errors_exit_2(book: RedisBook, args: list[str]) -> None:

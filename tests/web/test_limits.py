@@ -14,7 +14,7 @@ import pytest
 from asyncbook.web._login import LOGIN_BODY_LIMIT
 from asyncbook.web._server import MAX_HEAD_BYTES
 
-from ..support.web_server import Running, running_server
+from ..support.web_server import Running, assert_error, running_server
 
 pytestmark = pytest.mark.redis
 
@@ -135,3 +135,29 @@ def test_a_client_that_leaves_mid_body_is_no_error(server: Running) -> None:
     finally:
         logger.removeHandler(records)
     assert [r.getMessage() for r in records.records if r.levelno >= logging.WARNING] == []
+
+
+def test_event_streams_are_bounded_and_a_closed_one_gives_its_slot_back() -> None:
+    """Clients holding streams open cannot exhaust the server: past ``max_streams`` a
+    stream is answered 503 with ``Retry-After``, and one that closes frees its slot."""
+    with (
+        running_server(max_streams=2, keepalive=0.1) as server,
+        httpx.Client(base_url=server.url, timeout=10) as client,
+    ):
+        server.book.create(id="t", now_ms=time.time() * 1000, ttl_ms=600_000, max_attempts=1)
+        with (
+            client.stream("GET", "/api/tasks/t/stream") as first,
+            client.stream("GET", "/api/tasks/t/output-stream") as second,
+        ):
+            assert (first.status_code, second.status_code) == (200, 200)
+            third = client.get("/api/tasks/t/stream")
+            body = assert_error(third, 503, "unavailable")
+            assert "2 event streams are open" in body["message"]
+            assert third.headers["retry-after"] == "5"
+        streams = server.app.state.streams
+        deadline = time.monotonic() + 10
+        while streams.open and time.monotonic() < deadline:  # the server sees them close
+            time.sleep(0.02)
+        assert streams.open == 0
+        with client.stream("GET", "/api/tasks/t/stream") as again:
+            assert again.status_code == 200
