@@ -25,7 +25,7 @@ from .._output import OutputChunk, OutputPage
 from ._paths import TASKS, raw_path, split_task_path
 from ._reader import Reader
 from ._responses import StreamSlots
-from ._routes import ERROR, SSE, Operation, json_answer
+from ._routes import ERROR, SSE, STREAMS_FULL, Operation, json_answer
 from ._schemas import Absent, Error, StreamHeaders, TaskIdPath
 from ._sse import MAX_CURSOR, format_comment, format_event, parse_count, parse_cursor
 
@@ -72,7 +72,7 @@ def output_operations(reader: Reader, keepalive: float, streams: StreamSlots) ->
             "GET /api/tasks/{id}/output-stream",
             api.stream,
             "Server-sent events: the task's output as it is written, then end",
-            {200: SSE, 400: ERROR, 404: no_task},
+            {200: SSE, 400: ERROR, 404: no_task, 503: STREAMS_FULL},
             description=_STREAM_HELP,
             headers=StreamHeaders,
             query=OutputStreamQuery,

@@ -65,6 +65,11 @@ def read_answers(model: type[BaseModel], ok: str, bad: str) -> dict[int, Answer]
 
 ERROR = Answer("An error", Error)
 SSE = Answer("Server-sent events", media="text/event-stream")
+STREAMS_FULL = Answer(
+    "Unavailable: the most event streams this server holds are open (Retry-After), or the "
+    "book is unreachable",
+    Error,
+)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from ._output_api import output_operations
 from ._paths import GROUP_PAGES, GROUPS, TASKS
 from ._queues import REUSE_SECONDS, QueuesApi
 from ._resend import ResendApi
-from ._routes import ERROR, SSE, Answer, Operation, Page, json_answer, read_answers
+from ._routes import ERROR, SSE, STREAMS_FULL, Answer, Operation, Page, json_answer, read_answers
 from ._schemas import (
     CancelRefusal,
     CancelRequest,
@@ -183,7 +183,7 @@ def _task_operations(status: StatusApp) -> Table:
             "GET /api/tasks/{id}/stream",
             status.stream,
             "Server-sent events: snapshot, change, task and end",
-            {200: SSE, 400: ERROR, 404: _NO_TASK},
+            {200: SSE, 400: ERROR, 404: _NO_TASK, 503: STREAMS_FULL},
             description=_STREAM_HELP,
             headers=StreamHeaders,
             query=CursorQuery,
@@ -255,7 +255,7 @@ def _group_operations(status: StatusApp) -> Table:
             "GET /api/groups/{id}/stream",
             status.group_stream,
             "Server-sent events: group, member, resync and end",
-            {200: SSE, 400: ERROR, 404: no_group},
+            {200: SSE, 400: ERROR, 404: no_group, 503: STREAMS_FULL},
             **ids,
             description=_GROUP_STREAM_HELP,
         ),
@@ -389,7 +389,7 @@ def route_table(status: StatusApp, login: Login, queues: QueuesApi, resend: Rese
             "GET /api/changes",
             status.changes,
             "Server-sent events: every change as published",
-            {200: SSE},
+            {200: SSE, 503: STREAMS_FULL},
         ),
         Operation.at(
             "GET /metrics",
