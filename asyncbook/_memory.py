@@ -10,6 +10,7 @@ task's own state lives beside it in objects the book locks for: the groups
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from collections import Counter
@@ -59,6 +60,7 @@ from ._models import (
     StartEvent,
     TaskPage,
 )
+from ._one_run import HELD, SUPPRESS, held_reason, require_worker, start_input
 from ._reasons import Reason
 from .errors import AsyncBookError, UnknownTaskError, task_exists
 
@@ -280,6 +282,34 @@ class MemoryBook:
             with self._lock:
                 self._audit.add(self.now_ms(), task_id, "cancel", who, given, result.reason)
         return result
+
+    def claim_run(
+        self,
+        task_id: str,
+        worker: str,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+    ) -> CallbackResult | None:
+        """Start the task unless a live attempt holds it (``AsyncBook.claim_run``)."""
+        who = require_worker(worker)
+        event = start_input(self.now_ms() if at_ms is None else at_ms, who)
+        with self._lock:
+            task = self._task(task_id)
+            callback = require_optional_string(callback_id, "callbackId")
+            if callback is None or callback not in self._callbacks:
+                at = coerce_event(event).at_ms  # a bad shape raises as apply's would
+                stall = self._stalls.get(task_id)
+                timed = math.isfinite(at) and 0 <= at < task.expires_at_ms
+                if task.state is AsyncState.RUNNING and stall is not None and timed:
+                    now = self.now_ms()
+                    if stall > now:
+                        reason = held_reason(task.attempts)
+                        self._audit.add(now, task_id, SUPPRESS, who, reason, HELD)
+                        return None
+                    ended = stall_event(now, *self._liveness[task_id])
+                    self._apply(task_id, ended, f"stalled:{task_id}:{stall}")
+            return self._apply(task_id, event, callback_id)
 
     def audit(
         self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100
