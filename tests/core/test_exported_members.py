@@ -114,6 +114,7 @@ EXPORTS = {
         "AsyncBookSentinelBackend",
         "CREATED_HEADER",
         "DEADLINE_HEADER",
+        "DuplicateRun",
         "Integration",
         "RedisBroker",
         "Resender",
