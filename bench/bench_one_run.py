@@ -1,0 +1,82 @@
+"""One run per task: what the start's claim costs the Celery path (issue 33).
+
+Run:  .venv/bin/python bench/bench_one_run.py --base BASE [--url redis://127.0.0.1:6379/13]
+      [-n 2000] [--rounds 5]
+
+``BASE`` is a tree without the feature (``git archive main | tar -x -C BASE``). Reuses
+``bench_celery.run_once`` (publish ``n`` tasks to a fresh queue, then a solo worker on it,
+timed from ready to the last result), with asyncbook's result backend, for two tasks on
+workers of two trees, interleaved round by round (the order rotates each round):
+
+- ``tracked``: acknowledged when it starts, started at once: no claim (this tree checks
+  the rules and calls the ``before_start`` hook);
+- ``tracked_late``: ``acks_late``: this tree claims its run at every start (a round trip
+  before the body), where the base tree's start rides with the result's write.
+
+Reported: each kind's worker throughput and CPU per task on both trees, and the median of
+the per-round ratios, this tree ÷ the base.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import uuid
+from pathlib import Path
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import bench_celery  # noqa: E402
+
+TASKS = ("tracked", "tracked_late")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--base", required=True, type=Path, help="a tree without the feature")
+    parser.add_argument("--url", default="redis://127.0.0.1:6379/13")
+    parser.add_argument("-n", type=int, default=2000, help="tasks per run")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    trees = {"base": args.base.resolve(), "this": HERE.parent}
+    rest = args.url.split("://", 1)[1]
+    os.environ["BENCH_BACKEND_URL"] = f"asyncbook+redis://{rest}"
+    runs = [(tree, task) for task in TASKS for tree in trees]
+    rates: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+    cpu: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+    namespaces = {tree: f"bench-{uuid.uuid4().hex[:8]}" for tree in trees}
+    try:
+        for round_ in range(args.rounds):
+            for tree, task in runs[round_ % len(runs) :] + runs[: round_ % len(runs)]:
+                bench_celery.ROOT, bench_celery.HERE = trees[tree], trees[tree] / "bench"
+                _, done, cpu_ms = bench_celery.run_once(args.url, task, args.n, namespaces[tree])
+                rates[tree, task].append(done)
+                cpu[tree, task].append(cpu_ms)
+            line = "  ".join(f"{t}/{k} {rates[t, k][-1]:5.0f}/s" for t, k in runs)
+            print(f"round {round_ + 1}: {line}", flush=True)
+    finally:
+        client = redis.Redis.from_url(args.url)
+        for namespace in namespaces.values():
+            for key in client.scan_iter(match="{" + namespace + "}:*", count=1000):
+                client.delete(key)
+        client.close()
+    print()
+    print(f"tasks per run: {args.n}, rounds: {args.rounds}, solo worker, asyncbook's backend")
+    for tree, task in runs:
+        print(
+            f"  {tree:<4} {task:<12} worker {statistics.median(rates[tree, task]):6.0f} tasks/s"
+            f"   worker CPU {statistics.median(cpu[tree, task]):.3f} ms/task (medians)"
+        )
+    for task in TASKS:
+        ratio = [a / b for a, b in zip(rates["this", task], rates["base", task], strict=True)]
+        rounds = ", ".join(f"{value:.3f}" for value in ratio)
+        print(f"  {task}: this ÷ base throughput median {statistics.median(ratio):.3f} ({rounds})")
+
+
+if __name__ == "__main__":
+    main()
