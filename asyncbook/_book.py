@@ -228,8 +228,9 @@ class AsyncBook(Protocol):
         None when it is running and its heartbeat is not overdue: nothing changes, and
         the audit gets an entry (action ``suppress``, outcome ``held``, actor
         ``worker``). A running attempt whose heartbeat is overdue is first ended as
-        ``end_stalled`` would end it. Otherwise exactly ``apply`` of ``{type: "start",
-        atMs, worker}`` with ``callback_id``; ``at_ms`` defaults to the book's clock.
+        ``end_stalled`` would end it, retryable (this claim is its redelivery).
+        Otherwise exactly ``apply`` of ``{type: "start", atMs, worker}`` with
+        ``callback_id``; ``at_ms`` defaults to the book's clock.
         """
         ...
 

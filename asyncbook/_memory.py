@@ -307,7 +307,7 @@ class MemoryBook:
                         reason = held_reason(task.attempts)
                         self._audit.add(now, task_id, SUPPRESS, who, reason, HELD)
                         return None
-                    ended = stall_event(now, *self._liveness[task_id])
+                    ended = stall_event(now, self._liveness[task_id][0], True)
                     self._apply(task_id, ended, f"stalled:{task_id}:{stall}")
             return self._apply(task_id, event, callback_id)
 

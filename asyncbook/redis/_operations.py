@@ -146,7 +146,6 @@ class Stale(NamedTuple):
     stall_at: int
     now: int
     timeout_ms: int
-    retryable: bool
 
 
 def claim_run(
@@ -162,8 +161,7 @@ def claim_run(
     if status == ScriptStatus.HELD:
         return None
     if status == ScriptStatus.STALE:
-        stall_at, now, timeout, retry = (text_of(part) for part in reply[1:5])
-        return Stale(int(stall_at), int(now), int(timeout), retry == "1")
+        return Stale(*(int(text_of(part)) for part in reply[1:4]))
     return callback_result(args.task_id, reply, shape_error)
 
 

@@ -70,7 +70,7 @@ class ScriptStatus(StrEnum):
     """claim_run: a live attempt holds the task (its attempts follow); nothing changed."""
     STALE = "!stale"
     """claim_run: the attempt holding the task is overdue (its stall time, the server's
-    now, the heartbeat timeout and retry-on-stall follow); nothing written."""
+    now and the heartbeat timeout follow); nothing written."""
     CONFLICT = "!conflict"
     """create: the id exists (and ``exist_ok`` was not given)."""
     CREATED = "created"

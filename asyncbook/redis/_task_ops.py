@@ -217,7 +217,7 @@ def claim_run(
             )
             if not isinstance(found, operations.Stale):
                 return found
-            stall = stall_event(found.now, found.timeout_ms, found.retryable)
+            stall = stall_event(found.now, found.timeout_ms, True)  # this is its redelivery
             callback = f"stalled:{task_id}:{found.stall_at}"
             keys, args, _ = shard.apply_call(task_id, stall, callback, only_if_stalled=True)
             reply = yield from on(index, operations.apply_one(shard, keys, args))

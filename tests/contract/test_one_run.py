@@ -70,10 +70,11 @@ def test_a_repeated_callback_id_is_a_duplicate_callback_even_while_held(book: As
     assert (again.reason, again.duplicate_callback) == ("duplicate-callback", True)
 
 
+@pytest.mark.parametrize("retry_on_stall", [True, False])
 def test_a_claim_over_an_overdue_run_ends_it_as_the_sweep_would_and_starts(
-    book: AsyncBook,
+    book: AsyncBook, retry_on_stall: bool
 ) -> None:
-    watched(book, timeout=1)
+    watched(book, timeout=1, retry=retry_on_stall)  # retryable either way: this is its redelivery
     book.claim_run("r", "w1", callback_id="r:start:1")
     time.sleep(0.01)  # the first run's heartbeat is overdue now (1 ms timeout)
     result = book.claim_run("r", "w2", callback_id="r:start:2")

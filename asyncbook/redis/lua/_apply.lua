@@ -406,7 +406,7 @@ local function apply_event(KEYS, e, c)
       if tonumber(stall_at) > now then
         return {'!held', string.format('%d', t.att)}
       end
-      return {'!stale', stall_at, string.format('%d', now), string.format('%d', t.hbt), t.rdl or '0'}
+      return {'!stale', stall_at, string.format('%d', now), string.format('%d', t.hbt)}
     end
   end
   local s, invalid = transition(t, e, kind, at_text, at, KEYS[K_HISTORY])

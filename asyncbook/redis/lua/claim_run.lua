@@ -8,8 +8,8 @@
 -- ARGV: CancelArgs (redis/_script_args.py): apply.lua's slots (apply_args, _apply.lua), then the
 --       audit's (AuditArgs; its reason is written here), then the info block's facts
 -- Returns: as apply.lua, or {'!held', attempts} (nothing changed, the entry written), or
---          {'!stale', stall time, server now, heartbeat timeout, retry on stall (1/0)}
---          (a stale holder: nothing written; the caller ends it as end_stalled would)
+--          {'!stale', stall time, server now, heartbeat timeout} (a stale holder: nothing
+--          written; the caller ends it with a retryable stall fail, then claims again)
 
 local event = apply_args(ARGV, 1, KEYS[K_MARKER])
 local actor = ARGV[19]
