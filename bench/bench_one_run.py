@@ -11,10 +11,11 @@ workers of two trees, interleaved round by round (the order rotates each round):
 - ``tracked``: acknowledged when it starts, started at once: no claim (this tree checks
   the rules and calls the ``before_start`` hook);
 - ``tracked_late``: ``acks_late``: this tree claims its run at every start (a round trip
-  before the body), where the base tree's start rides with the result's write.
+  before the body), where the base tree's start rides with the result's write; also run
+  on this tree with ``asyncbook_one_run = False`` (``off``).
 
-Reported: each kind's worker throughput and CPU per task on both trees, and the median of
-the per-round ratios, this tree ÷ the base.
+Reported: each run's worker throughput and CPU per task, and the medians of the per-round
+ratios (this ÷ base, this ÷ off: the claim alone, off ÷ base).
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=2000, help="tasks per run")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    trees = {"base": args.base.resolve(), "this": HERE.parent}
+    trees = {"base": args.base.resolve(), "this": HERE.parent, "off": HERE.parent}
     rest = args.url.split("://", 1)[1]
     os.environ["BENCH_BACKEND_URL"] = f"asyncbook+redis://{rest}"
-    runs = [(tree, task) for task in TASKS for tree in trees]
+    runs = [("base", "tracked"), ("this", "tracked")]
+    runs += [("base", "tracked_late"), ("this", "tracked_late"), ("off", "tracked_late")]
     rates: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
     cpu: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
     namespaces = {tree: f"bench-{uuid.uuid4().hex[:8]}" for tree in trees}
@@ -54,6 +56,7 @@ def main() -> None:
         for round_ in range(args.rounds):
             for tree, task in runs[round_ % len(runs) :] + runs[: round_ % len(runs)]:
                 bench_celery.ROOT, bench_celery.HERE = trees[tree], trees[tree] / "bench"
+                os.environ["BENCH_ONE_RUN"] = "0" if tree == "off" else "1"
                 _, done, cpu_ms = bench_celery.run_once(args.url, task, args.n, namespaces[tree])
                 rates[tree, task].append(done)
                 cpu[tree, task].append(cpu_ms)
@@ -72,10 +75,14 @@ def main() -> None:
             f"  {tree:<4} {task:<12} worker {statistics.median(rates[tree, task]):6.0f} tasks/s"
             f"   worker CPU {statistics.median(cpu[tree, task]):.3f} ms/task (medians)"
         )
-    for task in TASKS:
-        ratio = [a / b for a, b in zip(rates["this", task], rates["base", task], strict=True)]
-        rounds = ", ".join(f"{value:.3f}" for value in ratio)
-        print(f"  {task}: this ÷ base throughput median {statistics.median(ratio):.3f} ({rounds})")
+    pairs = [("this", "base", "tracked"), ("this", "base", "tracked_late")]
+    pairs += [("this", "off", "tracked_late"), ("off", "base", "tracked_late")]
+    for a, b, task in pairs:
+        for label, values in (("throughput", rates), ("CPU per task", cpu)):
+            ratio = [x / y for x, y in zip(values[a, task], values[b, task], strict=True)]
+            rounds = ", ".join(f"{value:.2f}" for value in ratio)
+            median = statistics.median(ratio)
+            print(f"  {task} {label}: {a} ÷ {b} median {median:.3f} ({rounds})")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from .._limits import TASK_ID_LIMIT
 from .._models import ProgressEvent, StartEvent
 from ..errors import invalid
 from ._lifecycle import Heartbeats, TaskCancelled
-from ._one_run import DuplicateRun, OneRun
+from ._one_run import DuplicateRun, OneRun, forget_skip
 from ._publishing import CREATED_HEADER, DEADLINE_HEADER, Publishing
 from ._recorder import Recorder
 from ._settings import Settings
@@ -108,6 +108,7 @@ class Executions:
         """The attempt is over: it no longer takes progress from other threads."""
         if task_id is None or not is_mine(self.app, task) or isinstance(retval, DuplicateRun):
             return  # a skipped delivery was never registered (the live one may run here)
+        forget_skip()
         assert isinstance(task, Task)
         process = self.running.process
         with process.lock:

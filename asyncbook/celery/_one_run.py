@@ -37,6 +37,7 @@ and stores no result, so the first run's result stays as it is.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -58,7 +59,7 @@ from ._startup import SettingsError
 from ._state import Handler, Lazy
 from ._tracking import is_tracked, now_ms, ttl_ms
 
-__all__ = ["DuplicateRun", "OneRun", "one_run_option"]
+__all__ = ["DuplicateRun", "OneRun", "forget_skip", "one_run_option"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -120,6 +121,11 @@ def _hook(cls: type[Task[Any, Any]]) -> None:
     setattr(cls, _HOOKED, True)
 
 
+def forget_skip() -> None:
+    """Drop a skip no ``before_start`` took (a task traced without the hook, eagerly)."""
+    _SKIP.skip = None
+
+
 @dataclass(eq=False)
 class OneRun:
     """The claim of a tracked task's run at its start, and the hooks that skip a body."""
@@ -161,9 +167,11 @@ class OneRun:
         if not isinstance(deadline, int | float) or isinstance(deadline, bool):
             return True
         published = deadline - ttl_ms(task, settings.default_ttl_ms)
-        return now_ms() - published >= self.visibility_timeout_ms() / 2
+        return now_ms() - published >= self.visibility_timeout_ms / 2
 
+    @functools.cached_property
     def visibility_timeout_ms(self) -> float:
+        """The broker's ``visibility_timeout`` (read once: a worker's broker is fixed)."""
         options = self.app.conf.broker_transport_options or {}
         seconds = options.get("visibility_timeout") if isinstance(options, dict) else None
         if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
