@@ -54,6 +54,7 @@ from .._one_run import SUPPRESS
 from .._reasons import Reason
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ._configured import retried
+from ._publishing import DEADLINE_HEADER
 from ._settings import Settings
 from ._startup import SettingsError
 from ._state import Handler, Lazy
@@ -163,7 +164,7 @@ class OneRun:
             return True
         if (request.delivery_info or {}).get("redelivered"):
             return True
-        deadline = request.get("asyncbook_deadline_ms")
+        deadline = request.get(DEADLINE_HEADER)
         if not isinstance(deadline, int | float) or isinstance(deadline, bool):
             return True
         published = deadline - ttl_ms(task, settings.default_ttl_ms)
