@@ -27,10 +27,11 @@ __all__ = [
     "require_audit_reason",
 ]
 
-AUDIT_ACTIONS = frozenset({"cancel", "resend", "retry"})
+AUDIT_ACTIONS = frozenset({"cancel", "resend", "retry", "suppress"})
 """The changes an audit entry may record. ``resend``: a task's kept message sent again as
 a new task; ``retry`` is its old name, still accepted until 0.3.0 (entries
-written with it read back as written)."""
+written with it read back as written); ``suppress``: a delivery not run because a live
+attempt held the task (``claim_run``, one run per task)."""
 MAX_ACTOR = 200
 """Longest actor name, in characters."""
 MAX_AUDIT_REASON = 1000

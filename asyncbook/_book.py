@@ -216,6 +216,25 @@ class AsyncBook(Protocol):
         clock by default); each with a callback id, so two sweeps fail it once."""
         ...
 
+    def claim_run(
+        self,
+        task_id: str,
+        worker: str,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+    ) -> CallbackResult | None:
+        """Start the task unless a live attempt holds it (one run per task, extension).
+
+        None when it is running and its heartbeat is not overdue: nothing changes, and
+        the audit gets an entry (action ``suppress``, outcome ``held``, actor
+        ``worker``). A running attempt whose heartbeat is overdue is first ended as
+        ``end_stalled`` would end it, retryable (this claim is its redelivery).
+        Otherwise exactly ``apply`` of ``{type: "start", atMs, worker}`` with
+        ``callback_id``; ``at_ms`` defaults to the book's clock.
+        """
+        ...
+
     def last_cursor(self, task_id: str) -> str | None:
         """The cursor of the last progress the task reported (a checkpoint), or None."""
         ...

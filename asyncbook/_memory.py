@@ -40,10 +40,10 @@ from ._checks import (
     require_string,
     require_text,
 )
-from ._machine import apply_async_event, coerce_event, create_async_task, stall_event
+from ._machine import apply_async_event, coerce_event, create_async_task
 from ._memory_groups import MemoryGroups
+from ._memory_stalls import MemoryStalls
 from ._models import (
-    AsyncEvent,
     AsyncState,
     AsyncTask,
     AsyncTransition,
@@ -56,9 +56,9 @@ from ._models import (
     Notification,
     ProgressEvent,
     ResumeResult,
-    StartEvent,
     TaskPage,
 )
+from ._one_run import HELD, SUPPRESS, held_reason, require_worker, start_input
 from ._output import MemoryOutputs, OutputAppend, OutputPage
 from ._reasons import Reason
 from .errors import AsyncBookError, UnknownTaskError, task_exists
@@ -103,10 +103,7 @@ class MemoryBook:
         self._created: dict[str, int] = {}
         self._reasons: Counter[str] = Counter()
         self._sequence = itertools.count(1)
-        self._liveness: dict[str, tuple[int, bool]] = {}
-        """Heartbeat timeout (ms) and retry-on-stall, of tasks created with a timeout."""
-        self._stalls: dict[str, int] = {}
-        """Running tasks with a timeout: when they stall, by this process's clock."""
+        self._stalls = MemoryStalls()
         self._cursors: dict[str, str] = {}
         self._groups = MemoryGroups()
         self._last_sweep_ms: int | None = None
@@ -139,7 +136,7 @@ class MemoryBook:
             self._tasks[id] = task
             self._created[id] = next(self._sequence)
             if timeout is not None:
-                self._liveness[id] = (timeout, bool(spec.retry_on_stall))
+                self._stalls.timed(id, timeout, bool(spec.retry_on_stall))
             if group is not None:
                 self._groups.join(id, group)
             return task
@@ -184,20 +181,11 @@ class MemoryBook:
                     at_ms=parsed.at_ms,
                     version=result.task.version,
                 )
-        self._note_liveness(task_id, parsed, result)
+        if isinstance(parsed, ProgressEvent) and result.changed:
+            self._cursors[task_id] = parsed.cursor
+        self._stalls.note(task_id, parsed, result, self.now_ms())
         self._groups.note(task_id, task, parsed, result)
         return CallbackResult(**dict(result), duplicate_callback=False)
-
-    def _note_liveness(self, task_id: str, event: AsyncEvent, result: AsyncTransition) -> None:
-        if isinstance(event, ProgressEvent) and result.changed:
-            self._cursors[task_id] = event.cursor
-        liveness = self._liveness.get(task_id)
-        if liveness is None:
-            return
-        if result.task.state is not AsyncState.RUNNING:
-            self._stalls.pop(task_id, None)
-        elif result.changed or isinstance(event, StartEvent | ProgressEvent):
-            self._stalls[task_id] = self.now_ms() + liveness[0]
 
     def seal_group(self, group_id: str, total: int) -> GroupSummary:
         """Declare the group's size: once that many members ended, one group notification."""
@@ -230,10 +218,7 @@ class MemoryBook:
         ids = [require_string(task_id, "taskId") for task_id in task_ids]
         now = self.now_ms()
         with self._lock:
-            alive = [task_id for task_id in ids if task_id in self._stalls]
-            for task_id in alive:
-                self._stalls[task_id] = max(self._stalls[task_id], now + self._liveness[task_id][0])
-        return len(alive)
+            return self._stalls.beat(ids, now)
 
     def end_stalled(
         self, now_ms: int | float | None = None, limit: int = 1000
@@ -242,14 +227,8 @@ class MemoryBook:
         now = self.now_ms() if now_ms is None else require_non_negative(now_ms, "nowMs")
         count = require_limit(limit, maximum=1_000_000)
         with self._lock:
-            due = sorted((deadline, task_id) for task_id, deadline in self._stalls.items())
-            due = [(deadline, task_id) for deadline, task_id in due if deadline <= now][:count]
-            results: list[CallbackResult | AsyncBookError] = []
-            for deadline, task_id in due:
-                timeout, retryable = self._liveness[task_id]
-                event = stall_event(now, timeout, retryable)
-                results.append(self._apply(task_id, event, f"stalled:{task_id}:{deadline}"))
-            return results
+            due = self._stalls.due(now, count)
+            return [self._apply(task_id, event, callback) for task_id, event, callback in due]
 
     def last_cursor(self, task_id: str) -> str | None:
         """The cursor of the last progress the task reported, or None."""
@@ -293,6 +272,32 @@ class MemoryBook:
             with self._lock:
                 self._audit.add(self.now_ms(), task_id, "cancel", who, given, result.reason)
         return result
+
+    def claim_run(
+        self,
+        task_id: str,
+        worker: str,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+    ) -> CallbackResult | None:
+        """Start the task unless a live attempt holds it (``AsyncBook.claim_run``)."""
+        who = require_worker(worker)
+        event = start_input(self.now_ms() if at_ms is None else at_ms, who)
+        with self._lock:
+            task = self._task(task_id)
+            callback = require_optional_string(callback_id, "callbackId")
+            if callback is None or callback not in self._callbacks:
+                at = coerce_event(event).at_ms  # a bad shape raises as apply's would
+                now = self.now_ms()
+                holder = self._stalls.holder(task, at, now)
+                if holder is True:
+                    reason = held_reason(task.attempts)
+                    self._audit.add(now, task_id, SUPPRESS, who, reason, HELD)
+                    return None
+                if holder is not False:
+                    self._apply(task_id, *holder)
+            return self._apply(task_id, event, callback_id)
 
     def audit(
         self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100

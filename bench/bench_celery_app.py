@@ -31,6 +31,8 @@ app.conf.update(
 )
 if os.environ.get("BENCH_SHARDS"):
     app.conf.asyncbook_shards = int(os.environ["BENCH_SHARDS"])
+if os.environ.get("BENCH_ONE_RUN"):  # bench_one_run.py: the claim on ("1") or off ("0")
+    app.conf.asyncbook_one_run = os.environ["BENCH_ONE_RUN"] == "1"
 if os.environ.get("BENCH_FLUSH_DELAY"):
     app.conf.asyncbook_flush_delay = float(os.environ["BENCH_FLUSH_DELAY"])
 install(app)

@@ -18,6 +18,7 @@ from ._backend import AsyncBookBackend, AsyncBookSentinelBackend, TaskEndedInBoo
 from ._controls import apply_group, cancel, last_cursor
 from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration
 from ._lifecycle import TaskCancelled
+from ._one_run import DuplicateRun
 from ._progress import report_output, report_progress
 from ._redis_broker import RedisBroker
 from ._registry import async_book_of, book_of, install, installed, uninstall
@@ -42,6 +43,7 @@ __all__ = [
     "last_cursor",
     "apply_group",
     "TaskCancelled",
+    "DuplicateRun",
     "AsyncBookBackend",
     "AsyncBookSentinelBackend",
     "TaskExpired",

@@ -1,5 +1,6 @@
 """An execution of a tracked task in a worker: ``task_prerun`` starts it (buffered, with
-a nonce of the execution in its callback id), ``report_progress`` reports on it, and
+a nonce of the execution in its callback id; claimed at once where a second delivery
+may run beside it, ``_one_run``), ``report_progress`` reports on it, and
 ``task_postrun`` lets it go. Its record (``Execution``) says how to create its task from
 its message when the book does not hold it."""
 
@@ -19,6 +20,7 @@ from .._models import ProgressEvent, StartEvent
 from .._output import OutputAppend
 from ..errors import AsyncBookError, invalid
 from ._lifecycle import Heartbeats, TaskCancelled
+from ._one_run import DuplicateRun, OneRun, forget_skip
 from ._publishing import CREATED_HEADER, DEADLINE_HEADER, Publishing
 from ._recorder import Recorder
 from ._settings import Settings
@@ -46,6 +48,7 @@ class Executions:
     recorder: Lazy[Recorder]
     running: Running
     publishing: Publishing
+    one_run: OneRun
 
     def heartbeats(self) -> Heartbeats:
         """This process's running tracked executions, beating every interval (built on
@@ -64,6 +67,9 @@ class Executions:
         request = task.request
         retries = int(request.retries or 0)
         deadline = request.get(DEADLINE_HEADER)
+        settings = self.settings.get()
+        timeout = heartbeat_timeout_ms(task, settings.heartbeat_timeout_ms)
+        claims = timeout is not None and self.one_run.needs_claim(task, request, settings)
         execution = Execution(
             task_id=task_id,
             name=task.name,
@@ -72,30 +78,38 @@ class Executions:
             deadline_ms=deadline if isinstance(deadline, int) else None,
             create=functools.partial(self.publishing.create_late, task, task_id, request),
         )
-        process = self.running.process
-        with process.lock:
-            process.running.setdefault(task.name, []).append(execution)
         if retries == 0 and not request.get(CREATED_HEADER):
             # Tried once: while the book is down the task runs at once, and its start,
             # held with how to create it, creates it when the book is back.
             self.publishing.create_late(task, task_id, request, once=True)
-        with process.lock:
-            process.executions[task_id] = execution
-        if heartbeat_timeout_ms(task, self.settings.get().heartbeat_timeout_ms) is not None:
-            self.heartbeats().add(task_id)
         worker = str(request.hostname or socket.gethostname())
         # Both values are this worker's own (an int, a str): no validation to run.
         start = StartEvent.model_construct(at_ms=now_ms(), worker=worker)
-        self.recorder.get().buffer(
-            (task_id, start, callback_id(task_id, "start", retries, execution.nonce)),
-            deadline_ms=execution.deadline_ms,
-            rides=self.results_ride(),
-        )
+        callback = callback_id(task_id, "start", retries, execution.nonce)
+        if claims and not self.one_run.claim(
+            task_id, worker, start.at_ms, callback, execution.create
+        ):
+            return  # another live attempt holds the task: this delivery's body is skipped
+        process = self.running.process
+        with process.lock:
+            process.running.setdefault(task.name, []).append(execution)
+            process.executions[task_id] = execution
+        if timeout is not None:
+            self.heartbeats().add(task_id)
+        if not claims:  # else the claim wrote it
+            self.recorder.get().buffer(
+                (task_id, start, callback),
+                deadline_ms=execution.deadline_ms,
+                rides=self.results_ride(),
+            )
 
-    def on_task_postrun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
+    def on_task_postrun(
+        self, task_id: str | None = None, task: object = None, retval: object = None, **_: Any
+    ) -> None:
         """The attempt is over: it no longer takes progress from other threads."""
-        if task_id is None or not is_mine(self.app, task):
-            return
+        if task_id is None or not is_mine(self.app, task) or isinstance(retval, DuplicateRun):
+            return  # a skipped delivery was never registered (the live one may run here)
+        forget_skip()
         assert isinstance(task, Task)
         process = self.running.process
         with process.lock:

@@ -3,7 +3,7 @@
 | Celery | book |
 |---|---|
 | publish (client side) | create if absent (deferred), deadline = now + ttl or ``expires`` |
-| ``task_prerun`` | start (worker = hostname), buffered; created here if not yet |
+| ``task_prerun`` | start (worker = hostname), buffered (claimed now: ``_one_run``) |
 | ``report_progress`` | progress, buffered |
 | ``task_success`` | succeed (resultRef, resultHash), in the book before the ack |
 | ``task_retry`` | fail, retryable (written before the retry is republished) |
@@ -46,6 +46,7 @@ from ._execution import Executions
 from ._info import InfoPolicy
 from ._late import flush_all
 from ._lifecycle import Heartbeats
+from ._one_run import OneRun
 from ._outcomes import Outcomes
 from ._publishing import CREATED_HEADER, DEADLINE_HEADER, Publishing
 from ._recorder import Recorder
@@ -94,7 +95,8 @@ class Integration:
         self._settings, self._book, self._recorder = conf, books, recorder
         self._info_policy, self._result_ref = info, result_ref
         self.publishing = publishing = Publishing(app, conf, books, recorder, info)
-        self.executions = Executions(app, conf, books, recorder, running, publishing)
+        self.one_run = one_run = OneRun(app, conf, books)
+        self.executions = Executions(app, conf, books, recorder, running, publishing, one_run)
         self.outcomes = Outcomes(app, conf, books, recorder, running, info, result_ref)
         self.controls = Controls(app, books, recorder, running, publishing.flush_creates)
         self.delivery = delivery = Delivery(conf, books)
@@ -198,6 +200,7 @@ class Integration:
             *self.startup.handlers(),  # first: a worker whose settings do not read stops
             *self.publishing.handlers(),
             *self.executions.handlers(),
+            *self.one_run.handlers(),
             *self.outcomes.handlers(),
             *self.controls.handlers(),
             # Before the service's (which flush the recorder): a late answer may hand

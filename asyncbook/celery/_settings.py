@@ -31,7 +31,7 @@ KNOWN_SETTINGS = tuple(
         "consumer_group", "redelivery_idle", "queue", "worker_sweep", "heartbeat_interval",
         "heartbeat_timeout", "record_info", "record_args", "info_limit", "redact",
         "keep_messages", "keep_message_limit", "wait_replicas", "wait_timeout_ms", "exit_wait",
-        "keep_redacted_messages",
+        "keep_redacted_messages", "one_run",
     )
 )  # fmt: skip
 """Every ``asyncbook_*`` setting the integration reads."""
@@ -62,6 +62,12 @@ def duration_ms(value: Any, name: str) -> int:
 
 def _seconds(value: Any, name: str) -> float:
     return duration_ms(value, name) / 1000
+
+
+def _switch(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise invalid(f"{name} must be True or False", field=name)
+    return value
 
 
 def _wait(value: Any, name: str) -> float:
@@ -174,6 +180,9 @@ class Settings:
     heartbeat_timeout_ms: int = 60_000
     """How long a running attempt may stay silent before the sweep fails it as stalled
     (``asyncbook_heartbeat_timeout``; a task's own ``heartbeat_timeout`` option wins)."""
+    one_run: bool = True
+    """One run per task: a delivery of a tracked task whose running attempt is alive is
+    not run (docs/one-run.md); a task's own ``one_run`` option wins."""
     record_info: bool = True
     """Record each tracked task's info for the console (name, queue, worker, times...)."""
     record_args: bool = True
@@ -246,6 +255,7 @@ class Settings:
             "heartbeat_timeout_ms": duration_ms(
                 values.pop("heartbeat_timeout", timedelta(minutes=1)), "asyncbook_heartbeat_timeout"
             ),
+            "one_run": _switch(values.pop("one_run", cls.one_run), "asyncbook_one_run"),
             "record_info": bool(values.pop("record_info", cls.record_info)),
             "record_args": bool(values.pop("record_args", cls.record_args)),
             "info_limit": _info_limit(values.pop("info_limit", cls.info_limit)),

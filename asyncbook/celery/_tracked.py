@@ -2,7 +2,7 @@
 object, ``TrackTasks(pattern, ...)`` for Celery's ``task_annotations``.
 
 Both set the options ``@app.task(tracked=True, ...)`` would (``tracked``, ``ttl``,
-``max_retries``, ``max_attempts``, ``heartbeat_timeout``) on the task, which is where
+``max_retries``, ``max_attempts``, ``heartbeat_timeout``, ``one_run``) on the task, which is where
 the integration reads them. Apply them where both the publisher and the worker import
 them (the module that makes the app, for instance).
 """
@@ -36,6 +36,7 @@ class TrackOptions(TypedDict, total=False):
     max_retries: int | None
     max_attempts: int | None
     heartbeat_timeout: Duration | bool | None
+    one_run: bool | None
 
 
 def _options(
@@ -43,6 +44,7 @@ def _options(
     max_retries: int | None,
     max_attempts: int | None,
     heartbeat_timeout: Duration | bool | None,
+    one_run: bool | None = None,
 ) -> dict[str, Any]:
     """The task options to set, checked (a bad one names its field)."""
     options: dict[str, Any] = {"tracked": True}
@@ -59,6 +61,10 @@ def _options(
         if heartbeat_timeout is not False and heartbeat_timeout != 0:
             duration_ms(heartbeat_timeout, "heartbeat_timeout")
         options["heartbeat_timeout"] = heartbeat_timeout
+    if one_run is not None:
+        if not isinstance(one_run, bool):
+            raise invalid("one_run must be True or False", field="one_run")
+        options["one_run"] = one_run
     return options
 
 
@@ -94,6 +100,7 @@ def tracked(
     max_retries: int | None = _UNSET,
     max_attempts: int | None = None,
     heartbeat_timeout: Duration | bool | None = None,
+    one_run: bool | None = None,
 ) -> _T: ...
 @overload
 def tracked(task: None = None, /, **options: Unpack[TrackOptions]) -> Callable[[_T], _T]: ...
@@ -105,15 +112,17 @@ def tracked(
     max_retries: int | None = _UNSET,
     max_attempts: int | None = None,
     heartbeat_timeout: Duration | bool | None = None,
+    one_run: bool | None = None,
 ) -> Any:
     """Track an existing task, as ``@app.task(tracked=True, ...)`` would; returns it.
 
     Stacked above ``@app.task`` (``@tracked`` or ``@tracked(ttl=...)``), or called on a
     task of another package: ``tracked(thirdparty.tasks.resize, ttl=600)``. Options left
     out keep the task's own (``max_retries`` included); ``ttl`` and ``heartbeat_timeout``
-    take a ``timedelta`` or seconds.
+    take a ``timedelta`` or seconds; ``one_run=False`` lets a second delivery run beside
+    a live one (docs/one-run.md).
     """
-    options = _options(ttl, max_retries, max_attempts, heartbeat_timeout)
+    options = _options(ttl, max_retries, max_attempts, heartbeat_timeout, one_run)
     if task is None:
         return lambda given: _track(given, options)
     return _track(task, options)
@@ -135,11 +144,12 @@ class TrackTasks:
         max_retries: int | None = _UNSET,
         max_attempts: int | None = None,
         heartbeat_timeout: Duration | bool | None = None,
+        one_run: bool | None = None,
     ) -> None:
         if not patterns or not all(isinstance(p, str) and p for p in patterns):
             raise invalid("TrackTasks takes one or more task name patterns", field="patterns")
         self.patterns = patterns
-        self.options = _options(ttl, max_retries, max_attempts, heartbeat_timeout)
+        self.options = _options(ttl, max_retries, max_attempts, heartbeat_timeout, one_run)
 
     def annotate(self, task: Any) -> dict[str, Any] | None:
         """The options for ``task`` when its name matches (Celery's annotation hook)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -36,6 +36,7 @@ from ._creating import create_args, created_on
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command
 from ._replies import callback_result, status_of, text_of
 from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, ResumeArgs
+from ._scripts import ScriptStatus
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
 
@@ -43,7 +44,9 @@ __all__ = [
     "apply",
     "apply_one",
     "before_write",
+    "Stale",
     "check_server",
+    "claim_run",
     "claim_sweep",
     "deliver_result",
     "delivery_of",
@@ -137,15 +140,45 @@ def apply(
     return callback_result(args.task_id, reply, shape_error)
 
 
+class Stale(NamedTuple):
+    """claim_run.lua's answer for a task whose running attempt is overdue."""
+
+    stall_at: int
+    now: int
+    timeout_ms: int
+
+
+def claim_run(
+    shard: Shard, task_id: str, event: EventInput, callback_id: str | None, audit: AuditArgs
+) -> Plan[CallbackResult | Stale | None]:
+    """A start unless a live attempt holds the task (claim_run.lua): None when one does
+    (its audit entry written), ``Stale`` when the holder is overdue (nothing written)."""
+    yield SETTLE
+    keys, args, shape_error = shard.apply_call(task_id, event, callback_id, only_if_stalled="u")
+    yield from before_write(shard)
+    reply = yield from apply_one(shard, keys, args, audit, "claim_run")
+    status = text_of(reply[0])
+    if status == ScriptStatus.HELD:
+        return None
+    if status == ScriptStatus.STALE:
+        return Stale(*(int(text_of(part)) for part in reply[1:4]))
+    return callback_result(args.task_id, reply, shape_error)
+
+
 def apply_one(
-    shard: Shard, keys: list[str], args: ApplyArgs, audit: AuditArgs | None = None
+    shard: Shard,
+    keys: list[str],
+    args: ApplyArgs,
+    audit: AuditArgs | None = None,
+    script: str = "cancel",
 ) -> Plan[Any]:
     """apply.lua's reply to one call, sent with the task's info block (``_facts``); with
-    ``audit``, cancel.lua's (the task's audit list and the log after its keys)."""
+    ``audit``, ``script``'s (cancel.lua or claim_run.lua: the task's audit list and the
+    log after its keys)."""
     name, argv, also = "apply", args.argv(), args.marker_hash
     if audit is not None:
         keys = [*keys, shard.keys.task_audit(args.task_id), shard.keys.audit_log]
-        name, argv = "cancel", CancelArgs(args, audit).argv()
+        name, argv = script, CancelArgs(args, audit).argv()
     return (
         yield from shard.facts.run(
             args.task_id, lambda block, facts: ScriptCall(name, keys + block + also, argv + facts)

@@ -152,7 +152,7 @@ class ApplyArgs(ScriptArgs):
     retention_ms: str  # whole milliseconds; '' keeps ended tasks forever
     changes_channel: str
     with_history: bool | str  # or "c": a compact answer (_apply.lua)
-    only_if_stalled: bool = False
+    only_if_stalled: bool | str = False  # or "u": a start unless a live run holds the task
     cursor: str = ""  # a progress event's cursor: the task's checkpoint
     failure: str = ""  # a fail's exception type and traceback (JSON), for the task's info
 
@@ -179,7 +179,8 @@ class AuditArgs(ScriptArgs):
 
 
 class CancelArgs(ScriptArgs):
-    """ARGV of cancel.lua: apply.lua's slots, then the audit's (the info block's follow)."""
+    """ARGV of cancel.lua and claim_run.lua: apply.lua's slots, then the audit's (the
+    info block's follow)."""
 
     apply: ApplyArgs
     audit: AuditArgs

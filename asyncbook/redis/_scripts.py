@@ -66,6 +66,11 @@ class ScriptStatus(StrEnum):
     nothing was written."""
     FRESH = "!fresh"
     """apply, for the sweep's stall fail: a heartbeat came in time; nothing changed."""
+    HELD = "!held"
+    """claim_run: a live attempt holds the task (its attempts follow); nothing changed."""
+    STALE = "!stale"
+    """claim_run: the attempt holding the task is overdue (its stall time, the server's
+    now and the heartbeat timeout follow); nothing written."""
     CONFLICT = "!conflict"
     """create: the id exists (and ``exist_ok`` was not given)."""
     CREATED = "created"
@@ -152,6 +157,7 @@ class BookScripts:
     create: BookScript = field(metadata={"args": records.CreateArgs})
     apply: BookScript = field(metadata={"args": records.ApplyArgs})
     cancel: BookScript = field(metadata={"args": records.CancelArgs})
+    claim_run: BookScript = field(metadata={"args": records.CancelArgs})
     audit: BookScript = field(metadata={"args": records.RecordAuditArgs})
     get: BookScript = field(metadata={"args": records.NoArgs})
     get_many: BookScript = field(metadata={"args": records.GetManyArgs})

@@ -84,7 +84,7 @@ class Shard:
         callback_id: Any,
         full_task: bool | str = True,
         *,
-        only_if_stalled: bool = False,
+        only_if_stalled: bool | str = False,
         taken: bool = False,
     ) -> tuple[list[str], ApplyArgs, AsyncBookError | None]:
         """apply.lua's KEYS and ARGV for one event (None: expire at the deadline), and the

@@ -49,7 +49,16 @@ from ._reads import (
     transition_counts,
 )
 from ._stats import name_totals, stats, workers
-from ._task_ops import apply, cancel, deliver_result, expire, record_audit, resume, seal_group
+from ._task_ops import (
+    apply,
+    cancel,
+    claim_run,
+    deliver_result,
+    expire,
+    record_audit,
+    resume,
+    seal_group,
+)
 
 __all__ = [
     "SURFACE",
@@ -83,6 +92,7 @@ __all__ = [
     "list_tasks",
     "heartbeat",
     "end_stalled",
+    "claim_run",
     "last_cursor",
     "seal_group",
     "group",

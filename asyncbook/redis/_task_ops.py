@@ -14,6 +14,7 @@ from typing import Any
 from .._book import CreateSpec, EventInput, cancel_input
 from .._checks import require_integer, require_non_negative, require_text
 from .._jsrules import is_blank
+from .._machine import stall_event
 from .._models import (
     AsyncTask,
     AsyncTransition,
@@ -22,6 +23,7 @@ from .._models import (
     GroupSummary,
     ResumeResult,
 )
+from .._one_run import SUPPRESS, require_worker, start_input
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _audit as audits
 from . import _claims as claims
@@ -31,8 +33,9 @@ from ._args import dumps, number_text, utf8
 from ._merged import MergedPlan, NamespaceCall, OneShard, Sleep, asked, on, writing
 from ._namespace import Namespace
 from ._plan import ScriptCall, command, server_time
-from ._replies import text_of
+from ._replies import callback_result, text_of
 from ._script_args import SealGroupArgs
+from ._scripts import ScriptStatus
 
 __all__ = [
     "RELEASED_ON",
@@ -40,6 +43,7 @@ __all__ = [
     "apply",
     "cancel",
     "claim",
+    "claim_run",
     "create",
     "deliver_result",
     "expire",
@@ -169,6 +173,60 @@ def cancel(
     # At the cancel's time (a late cancel expires the task: not at the deadline).
     events = None if at_ms is None else [{"atMs": at_ms}]
     yield from groups.after_ends(ns, index, [result], [task_id], events)
+    return result
+
+
+_STALE_TRIES = 3
+"""How often ``claim_run`` ends an overdue holder and claims again (another worker may
+take the run meanwhile; then it is held)."""
+
+
+def claim_run(
+    ns: Namespace,
+    task_id: str,
+    worker: str,
+    *,
+    at_ms: int | float | None = None,
+    callback_id: str | None = None,
+) -> MergedPlan[CallbackResult | None]:
+    """Start the task unless a live attempt holds it (one run per task, extension).
+
+    None when the task is running and its heartbeat is not overdue: nothing changed, and
+    the refused delivery's audit entry (``suppress``, outcome ``held``) is written in the
+    same call. A running attempt whose heartbeat is overdue is first ended as
+    ``end_stalled`` would end it; otherwise this is ``apply`` of ``{type: start, atMs,
+    worker}`` (``at_ms`` defaults to the server's clock). One round trip.
+    """
+    who = require_worker(worker)
+    index = yield from writing(ns, task_id)
+    shard = ns.shards[index]
+    entry = audits.audit_args(shard, who, SUPPRESS, "")
+
+    def run(taken: bool) -> MergedPlan[CallbackResult | None]:
+        at = (yield from on(index, server_time())) if at_ms is None else at_ms
+        event = start_input(at, who)
+        if taken:  # another task's id: a duplicate-callback, whoever holds the run
+            return (
+                yield from on(
+                    index, operations.apply(shard, task_id, event, callback_id, taken=True)
+                )
+            )
+        for _ in range(_STALE_TRIES):
+            found = yield from on(
+                index, operations.claim_run(shard, task_id, event, callback_id, entry)
+            )
+            if not isinstance(found, operations.Stale):
+                return found
+            stall = stall_event(found.now, found.timeout_ms, True)  # this is its redelivery
+            callback = f"stalled:{task_id}:{found.stall_at}"
+            keys, args, _ = shard.apply_call(task_id, stall, callback, only_if_stalled=True)
+            reply = yield from on(index, operations.apply_one(shard, keys, args))
+            if text_of(reply[0]) != ScriptStatus.FRESH:
+                ended = callback_result(task_id, reply, None)
+                yield from groups.after_ends(ns, index, [ended], [task_id])
+        return None  # overdue holders kept coming back: a live one holds it now
+
+    result: CallbackResult | None = yield from _claimed(ns, task_id, callback_id, run)
     return result
 
 

@@ -26,7 +26,13 @@ from asyncbook import (
 )
 from asyncbook._queues import BrokerUnreadableError
 from asyncbook._sinks import PermanentSinkError, SinkError
-from asyncbook.celery import SettingsError, TaskCancelled, TaskEndedInBook, TaskExpired
+from asyncbook.celery import (
+    DuplicateRun,
+    SettingsError,
+    TaskCancelled,
+    TaskEndedInBook,
+    TaskExpired,
+)
 from asyncbook.celery._celery_seam import CelerySeamError
 from asyncbook.cli._demo_app import TransientError
 from asyncbook.errors import invalid, task_exists
@@ -94,6 +100,7 @@ SAMPLES: list[BaseException] = [
     RedisUnavailableError("the book's Redis did not answer"),
     UnknownGroupError("g-1"),
     TaskCancelled("t-1", "user left"),
+    DuplicateRun("t-1", "a live attempt holds it"),
     TaskExpired("task t-1 ended after its deadline: it expired"),
     TaskEndedInBook("task t-1 had already ended failed"),
     SettingsError("asyncbook: asyncbook_shards must be ... (fix asyncbook_shards)"),

@@ -117,6 +117,7 @@ EXPORTS = {
         "AsyncBookSentinelBackend",
         "CREATED_HEADER",
         "DEADLINE_HEADER",
+        "DuplicateRun",
         "Integration",
         "RedisBroker",
         "Resender",

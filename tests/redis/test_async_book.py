@@ -433,3 +433,26 @@ def test_followers_close_their_subscription(namespace: str) -> None:
     channels = client.pubsub_channels(f"*{namespace}*")
     client.close()
     assert channels == []
+
+
+def test_claim_run_holds_a_live_run_on_the_asyncio_book_too(namespace: str) -> None:
+    sync_book = RedisBook.from_url(REDIS_URL, namespace=namespace)
+    sync_book.create(
+        id="r",
+        now_ms=sync_book.now_ms(),
+        ttl_ms=60_000,
+        max_attempts=2,
+        heartbeat_timeout_ms=60_000,
+    )
+
+    async def claims() -> Any:
+        async with AsyncRedisBook.from_url(REDIS_URL, namespace=namespace) as book:
+            first = await book.claim_run("r", "w1", callback_id="r:1")
+            return first.reason if first else None, await book.claim_run("r", "w2")
+
+    try:
+        assert asyncio.run(claims()) == ("started", None)
+        assert [entry.outcome for entry in sync_book.audit("r")] == ["held"]
+    finally:
+        delete_namespace(sync_book.client, namespace)
+        sync_book.client.close()

@@ -397,6 +397,17 @@ local function apply_event(KEYS, e, c)
     if t.st ~= 'running' or not stall_at or tonumber(stall_at) > at then
       return {'!fresh'}
     end
+  elseif e.only_if_stalled == 'u' and t.st == 'running' and at < tonumber(t.exp) then
+    -- claim_run.lua's start: not while a live run holds the task (its stall time, by
+    -- the server's clock, is still ahead); a stale holder is ended first, by the caller.
+    local stall_at = redis.call('ZSCORE', KEYS[K_STALLS], e.task_id)
+    if stall_at and t.hbt then
+      local now = server_ms()
+      if tonumber(stall_at) > now then
+        return {'!held', string.format('%d', t.att)}
+      end
+      return {'!stale', stall_at, string.format('%d', now), string.format('%d', t.hbt)}
+    end
   end
   local s, invalid = transition(t, e, kind, at_text, at, KEYS[K_HISTORY])
   if not s then

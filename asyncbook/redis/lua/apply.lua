@@ -18,7 +18,8 @@
 --       blank (1/0), resultHash blank (1/0), error JSON (fail: its error; cancel: its
 --       reason); then retention ms ('' keeps forever), changes channel, answer with the
 --       task's history (1/0; c: compact, see _apply.lua), only if stalled (1/0: the
---       sweep's stall fail, refused with '!fresh' when a heartbeat came in time), the
+--       sweep's stall fail, refused with '!fresh' when a heartbeat came in time; u: a
+--       start unless a live run holds the task, claim_run.lua), the
 --       progress cursor (kept as the task's checkpoint), a failure's exception type and
 --       traceback (JSON object, or ''; kept in the task's info, see _info.lua); then the
 --       info block's facts (InfoBlockArgs)
