@@ -48,6 +48,7 @@ from ._sinks import Sink, SinkError, WebhookSink
 from ._sweep import SweepReport, sweep
 from ._version import __version__
 from .errors import (
+    ArtifactError,
     AsyncBookError,
     BookUnavailableError,
     DamagedRecordError,
@@ -122,6 +123,7 @@ __all__ = [
     "sweep",
     "sweep_health",
     # errors
+    "ArtifactError",
     "AsyncBookError",
     "BookUnavailableError",
     "NotReplicatedError",

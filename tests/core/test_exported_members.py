@@ -10,6 +10,7 @@ import pytest
 EXPORTS = {
     "asyncbook": [
         "ApplyItem",
+        "ArtifactError",
         "AsyncBook",
         "AsyncBookError",
         "AsyncEvent",

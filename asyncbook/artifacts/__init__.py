@@ -1,0 +1,68 @@
+"""Results by reference: a result too large for Redis is written to an artifact store,
+and the book records its URL (``resultRef``) and the ``sha256:`` of its bytes
+(``resultHash``). Two stores behind one interface (``ArtifactStore``): a local
+directory (``file://``, the default kind) and S3-compatible storage (``s3://``, the
+``asyncbook[s3]`` extra). ``read`` fetches a result and checks it against its hash.
+
+This layer does I/O and knows neither Redis nor Celery: the result backend
+(``asyncbook.celery``), the console and the CLI use it (docs/artifacts.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from ..errors import ArtifactError
+from ._local import LocalStore
+from ._s3 import S3Store
+from ._store import ArtifactStore, Stored, checked, digest_of, key_for, task_of_key
+from ._sweep import OrphanReport, sweep_orphans
+
+__all__ = [
+    "ArtifactStore",
+    "LocalStore",
+    "OrphanReport",
+    "S3Store",
+    "Stored",
+    "aread",
+    "checked",
+    "digest_of",
+    "key_for",
+    "open_store",
+    "read",
+    "sweep_orphans",
+    "task_of_key",
+]
+
+
+def open_store(url: str, options: Mapping[str, Any] | None = None) -> ArtifactStore:
+    """The store at ``url``: ``file:///dir`` (or a plain path) or ``s3://bucket[/prefix]``
+    (``options`` go to boto3's client: ``endpoint_url``, ``region_name``...)."""
+    if not isinstance(url, str) or not url.strip():
+        raise ArtifactError(
+            str(url), "a store's URL is file:///dir or s3://bucket", "invalid-request"
+        )
+    parts = urlsplit(url)
+    if parts.scheme == "s3":
+        return S3Store(url, options)
+    if parts.scheme == "file":
+        return LocalStore(unquote(parts.path))
+    if parts.scheme == "":
+        return LocalStore(url)
+    raise ArtifactError(
+        url, f"no artifact store speaks {parts.scheme}:// (file:// or s3://)", "invalid-request"
+    )
+
+
+def read(store: ArtifactStore, ref: str, digest: str) -> bytes:
+    """The bytes at ``ref``, checked against ``digest`` (``ArtifactError`` naming the ref
+    when they do not match, are missing, or are not in ``store``)."""
+    return checked(ref, store.get(ref), digest)
+
+
+async def aread(store: ArtifactStore, ref: str, digest: str) -> bytes:
+    """``read`` from asyncio, in a thread: the event loop is never blocked."""
+    return await asyncio.to_thread(read, store, ref, digest)
