@@ -86,9 +86,14 @@ class S3Store:
             raise self._error(ref, error) from error
 
     def delete(self, keys: list[str]) -> int:
-        for start in range(0, len(keys), _BATCH):
-            batch = [{"Key": self._full(key)} for key in keys[start : start + _BATCH]]
-            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+        try:
+            for start in range(0, len(keys), _BATCH):
+                batch = [{"Key": self._full(key)} for key in keys[start : start + _BATCH]]
+                self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                )
+        except Exception as error:
+            raise self._error(self.url, error) from error
         return len(keys)
 
     def list(self, prefix: str) -> Iterator[Stored]:
@@ -96,11 +101,14 @@ class S3Store:
             Bucket=self.bucket, Prefix=self._full(prefix)
         )
         cut = len(self.prefix) + 1 if self.prefix else 0
-        for page in pages:
-            for item in page.get("Contents", ()):
-                key = item["Key"]
-                ref = f"s3://{self.bucket}/{key}"
-                yield Stored(key[cut:], ref, int(item["Size"]), item["LastModified"].timestamp())
+        try:
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    key, modified = item["Key"], item["LastModified"].timestamp()
+                    ref = f"s3://{self.bucket}/{key}"
+                    yield Stored(key[cut:], ref, int(item["Size"]), modified)
+        except Exception as error:
+            raise self._error(self.url, error) from error
 
     def presign(self, ref: str, expires_s: int) -> str | None:
         key = self._full(self.key_of(ref))

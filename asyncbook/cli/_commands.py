@@ -18,6 +18,7 @@ from .._reasons import Reason
 from .._sweep import sweep as run_sweep
 from .._watch import task_summary
 from ..redis import DEFAULT_REDIS_URL
+from ._artifact_cmds import COMMANDS as ARTIFACT_COMMANDS
 from ._audit_cmd import COMMANDS as AUDIT_COMMANDS
 from ._audit_cmd import actor_option
 from ._console_cmds import COMMANDS as TASK_COMMANDS
@@ -364,6 +365,7 @@ _COMMANDS = (
     *RESEND_COMMANDS,
     *AUDIT_COMMANDS,
     *WATCH_COMMANDS,
+    *ARTIFACT_COMMANDS,
 )
 for _command in (*_COMMANDS, monitoring, serve):
     cli.add_command(_command)
