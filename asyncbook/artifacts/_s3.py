@@ -112,7 +112,10 @@ class S3Store:
 
     def presign(self, ref: str, expires_s: int) -> str | None:
         key = self._full(self.key_of(ref))
-        url: str = self.client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_s
-        )
+        try:
+            url: str = self.client.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_s
+            )
+        except Exception as error:
+            raise self._error(ref, error) from error
         return url

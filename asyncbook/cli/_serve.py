@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import click
 
+from ..artifacts import open_store
 from ..errors import AsyncBookError
+from ._artifact_cmds import artifacts_option
 from ._context import GroupOptions
 from ._queues import broker_for, broker_options
 
@@ -23,6 +25,7 @@ _OPTION_OF_FIELD = {
     "trusted_header": "--trusted-header",
     "trusted_proxy": "--trusted-proxy",
     "allowedHosts": "--allowed-host",
+    "resultRef": "--artifacts",
 }
 
 
@@ -111,6 +114,7 @@ class ServerOptions(TypedDict):
     "(default: env FORWARDED_ALLOW_IPS, or 127.0.0.1).",
 )
 @click.option("--log-level", default="info", show_default=True)
+@artifacts_option
 @broker_options(
     "its queues are shown (/queues, /api/queues) and resends are sent to it (without it, a "
     "resend answers 503 no-broker)"
@@ -125,6 +129,7 @@ def serve(
     trusted_proxies: list[str],
     operators: list[str],
     broker_url: str | None,
+    artifacts_url: str | None,
     **server: Unpack[ServerOptions],
 ) -> None:
     """Serve the JSON API, task streams, /metrics and the status page (with --broker,
@@ -143,6 +148,7 @@ def serve(
         book = settings.book
         served = book.async_twin() or book
         broker = broker_for(broker_url)
+        artifacts = open_store(artifacts_url) if artifacts_url else None
     except AsyncBookError as error:
         hint = _OPTION_OF_FIELD.get(error.field or "", "--host")
         raise click.BadParameter(error.message, param_hint=hint) from None
@@ -154,6 +160,7 @@ def serve(
             access=access,
             broker=broker,
             resender=_resender(settings.book, broker_url),
+            artifacts=artifacts,
             **server,
         )
     except AsyncBookError as error:

@@ -1,4 +1,4 @@
-"""Task URLs: ``/api/tasks/<id>[/events|/stream|/delivery|/cancel|/resend|/audit]`` (and
+"""Task URLs: ``/api/tasks/<id>[/events|/stream|/delivery|/cancel|/resend|/audit|/result]`` (and
 ``/retry``, resend's old name), matched and split on the raw path.
 
 A task id may hold ``/``, ``%``, spaces, newlines or any Unicode, so it travels
@@ -52,7 +52,9 @@ __all__ = [
 ]
 
 TASKS_PREFIX = "/api/tasks/"
-SUFFIXES = frozenset({"events", "stream", "delivery", "cancel", "resend", "retry", "audit"})
+SUFFIXES = frozenset(
+    {"events", "stream", "delivery", "cancel", "resend", "retry", "audit", "result"}
+)
 GROUPS_PREFIX = "/api/groups/"
 GROUP_SUFFIXES = frozenset({"stream"})
 GROUP_PAGE_PREFIX = "/groups/"

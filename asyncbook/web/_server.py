@@ -11,6 +11,7 @@ import uvicorn
 
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
+from ..artifacts import ArtifactStore
 from ..errors import invalid
 from ..redis import RedisBook
 from ._access import AccessRules
@@ -116,6 +117,7 @@ def serve(
     resender: Resending | None = None,
     retrier: Resending | None = None,
     access: AccessRules | None = None,
+    artifacts: ArtifactStore | None = None,
 ) -> None:
     """Serve until interrupted; without ``token`` (or ``access``) only a loopback
     ``host`` is allowed.
@@ -124,8 +126,8 @@ def serve(
     ``host`` itself); ``proxy_headers`` trusts ``X-Forwarded-For``/``-Proto`` from
     ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS).
     ``access``: roles instead of the one ``token``; ``broker``, ``own_queue`` (the queues
-    page) and ``resender`` (sends tasks again through the broker; ``retrier``: its old
-    name) are ``create_app``'s.
+    page), ``resender`` (sends tasks again through the broker; ``retrier``: its old
+    name) and ``artifacts`` (results stored by reference) are ``create_app``'s.
     """
     rules = _checked(host, token, access, proxy_headers)
     names = _with_bind_name(host, allowed_hosts)
@@ -137,6 +139,7 @@ def serve(
         broker=broker,
         own_queue=own_queue,
         resender=resender_of(resender, retrier),
+        artifacts=artifacts,
     )
     server = _server(app, host, port, log_level, proxy_headers, forwarded_allow_ips)
     if on_ready is not None:
@@ -169,6 +172,7 @@ class BackgroundServer:
         resender: Resending | None = None,
         retrier: Resending | None = None,
         access: AccessRules | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         rules = _checked(host, token, access, proxy_headers)
         names = _with_bind_name(host, allowed_hosts)
@@ -181,6 +185,7 @@ class BackgroundServer:
             broker=broker,
             own_queue=own_queue,
             resender=resender_of(resender, retrier),
+            artifacts=artifacts,
         )
         self._server = _server(self.app, host, port, log_level, proxy_headers, forwarded_allow_ips)
         self._host = host

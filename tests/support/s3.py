@@ -49,11 +49,11 @@ class S3Server:
             "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         }
 
-    def bucket(self) -> str:
-        """A new bucket on it."""
+    def bucket(self, name: str | None = None) -> str:
+        """A new bucket on it (a fresh name unless ``name``)."""
         import boto3
 
-        name = f"ab-{uuid.uuid4().hex[:12]}"
+        name = name or f"ab-{uuid.uuid4().hex[:12]}"
         boto3.client("s3", **self.options).create_bucket(Bucket=name)
         return name
 
