@@ -11,7 +11,9 @@ This layer does I/O and knows neither Redis nor Celery: the result backend
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -23,6 +25,7 @@ from ._sweep import OrphanReport, sweep_orphans
 
 __all__ = [
     "ArtifactStore",
+    "Download",
     "LocalStore",
     "OrphanReport",
     "S3Store",
@@ -30,6 +33,7 @@ __all__ = [
     "aread",
     "checked",
     "digest_of",
+    "download_for",
     "key_for",
     "open_store",
     "read",
@@ -55,6 +59,31 @@ def open_store(url: str, options: Mapping[str, Any] | None = None) -> ArtifactSt
     raise ArtifactError(
         url, f"no artifact store speaks {parts.scheme}:// (file:// or s3://)", "invalid-request"
     )
+
+
+@dataclass(frozen=True)
+class Download:
+    """A URL anyone holding it may read a result from, until ``expires_at_ms``."""
+
+    url: str
+    expires_at_ms: int
+
+    def wire(self) -> dict[str, Any]:
+        """As the API answers it: ``{"url", "expiresAtMs"}``."""
+        return {"url": self.url, "expiresAtMs": self.expires_at_ms}
+
+
+def download_for(store: ArtifactStore, ref: str, expires_s: int) -> Download | None:
+    """A presigned URL of ``ref`` lasting ``expires_s`` seconds, handed over beside a
+    delivery's receipt; None when ``ref`` is not in ``store`` or the store signs no URL
+    (a local directory)."""
+    try:
+        url = store.presign(ref, expires_s)
+    except ArtifactError:
+        return None
+    if url is None:
+        return None
+    return Download(url, int(time.time() * 1000) + expires_s * 1000)
 
 
 def read(store: ArtifactStore, ref: str, digest: str) -> bytes:

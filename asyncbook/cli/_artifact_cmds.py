@@ -18,7 +18,7 @@ from ..errors import ArtifactError
 from ._context import EXIT_USAGE, GroupOptions, book_errors, emit_json, fail, task_or_exit
 from ._terminal import echo
 
-__all__ = ["COMMANDS", "artifacts_option"]
+__all__ = ["COMMANDS", "artifacts_option", "open_artifacts"]
 
 ARTIFACTS_SETTING = "ASYNCBOOK_ARTIFACTS"
 
@@ -36,7 +36,8 @@ def artifacts_option(command: Any) -> Any:
     )(command)
 
 
-def _store(url: str | None) -> ArtifactStore:
+def open_artifacts(url: str | None) -> ArtifactStore:
+    """The store ``--artifacts`` names (a usage error when none does, or a bad one)."""
     if not url:
         fail(f"no artifact store: pass --artifacts or set {ARTIFACTS_SETTING}", EXIT_USAGE)
     try:
@@ -85,7 +86,7 @@ def result(
         data = _in_redis(settings, ref, digest)
     elif ref.startswith(("file://", "s3://")):
         try:
-            data = read(_store(artifacts_url), ref, digest)
+            data = read(open_artifacts(artifacts_url), ref, digest)
         except ArtifactError as error:
             fail(error.message)
     else:
@@ -124,7 +125,7 @@ def sweep(
 ) -> None:
     """The namespace's artifacts no record names (expired, pruned, a failed attempt's,
     a killed worker's): listed, or deleted with --delete."""
-    store = _store(artifacts_url)
+    store = open_artifacts(artifacts_url)
     with book_errors():
         try:
             report = sweep_orphans(

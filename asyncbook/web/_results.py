@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 from urllib.parse import quote
 
@@ -15,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .._models import AsyncState, DeliveryReceipt
-from ..artifacts import ArtifactStore, aread
+from ..artifacts import ArtifactStore, aread, download_for
 from ..errors import ArtifactError, UnknownTaskError
 from ._paths import raw_path, split_task_path
 from ._reader import Reader
@@ -81,17 +80,13 @@ class ResultApi:
 
     async def download(self, receipt: DeliveryReceipt) -> dict[str, Any] | None:
         """The presigned URL of a receipt's result and when it expires (None when the
-        result is not in an S3 store of this server's)."""
+        result is not in an S3 store of this server's); signed off the loop."""
         if self.store is None:
             return None
-        try:
-            url = await asyncio.to_thread(self.store.presign, receipt.result_ref, self.url_expiry_s)
-        except ArtifactError:
-            return None
-        if url is None:
-            return None
-        expires_at_ms = int(time.time() * 1000) + self.url_expiry_s * 1000
-        return {"url": url, "expiresAtMs": expires_at_ms}
+        found = await asyncio.to_thread(
+            download_for, self.store, receipt.result_ref, self.url_expiry_s
+        )
+        return None if found is None else found.wire()
 
 
 def with_download(body: dict[str, Any], download: dict[str, Any] | None) -> JSONResponse:

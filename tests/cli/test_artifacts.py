@@ -4,12 +4,17 @@ sweep`` (orphans listed, then deleted) on a local-directory store."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import pytest
+
 from asyncbook import RedisBook, StartEvent, SucceedEvent
-from asyncbook.artifacts import LocalStore, digest_of, key_for
+from asyncbook.artifacts import LocalStore, S3Store, digest_of, key_for
 
 from ..support.cli import run
+from ..support.s3 import S3Server, s3_server
 
 NOW = 1_700_000_000_000
 
@@ -93,3 +98,31 @@ def test_the_sweep_lists_then_deletes_orphans_only(book: RedisBook, tmp_path: Pa
     assert deleted.exit_code == 0, deleted.output
     assert "2 orphan(s), 1 artifact(s) named by a record" in deleted.stdout
     assert sorted(s.ref for s in store.list("")) == sorted([kept, other])
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    with s3_server(tmp_path_factory.mktemp("s3") / "moto.log") as server:
+        yield server
+
+
+def test_deliver_hands_over_a_presigned_url(
+    book: RedisBook, s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in s3.env.items():
+        monkeypatch.setenv(name, value)  # boto3 reads them, as a worker's would
+    url = f"s3://{s3.bucket()}/results"
+    store = S3Store(url, s3.options)
+    data = b"\x00audio" * 1000
+    ref = store.put(key_for(book.namespace, "t", digest_of(data)), data, "audio/wav")
+    succeeded(book, "t", ref, digest_of(data))
+    out = run(book, "deliver", "t", "--key", "k-1", "--artifacts", url, "--json")
+    assert out.exit_code == 0, out.output
+    body = json.loads(out.stdout)
+    assert body["receipt"]["resultRef"] == ref
+    assert httpx.get(body["download"]["url"]).content == data
+    plain = run(book, "deliver", "t", "--key", "k-1")
+    assert "download" not in plain.stdout
+    assert plain.stdout.startswith("duplicate-delivery: " + ref)
+    fetched = run(book, "result", "t", "--artifacts", url)
+    assert fetched.stdout_bytes == data
