@@ -79,9 +79,11 @@ def hold(self: Task[Any, Any], seconds: float = 30.0) -> str:
 
 
 @app.task(bind=True, tracked=True, ttl=timedelta(minutes=5), max_retries=0)
-def render(self: Task[Any, Any], size: int, seed: int = 0) -> bytes:
-    """``size`` bytes of output (a rendered image, say), the same for the same ``seed``:
-    stored by reference when ``asyncbook_artifacts`` is set (docs/artifacts.md)."""
+def render(self: Task[Any, Any], size: int, seed: int = 0, delay: float = 0.0) -> bytes:
+    """``size`` bytes of output (a rendered image, say), the same for the same ``seed``,
+    after ``delay`` seconds of work: stored by reference when ``asyncbook_artifacts`` is
+    set (docs/artifacts.md)."""
+    time.sleep(delay)
     block = hashlib.sha256(f"{seed}".encode()).digest()
     return (block * (size // len(block) + 1))[:size]
 
