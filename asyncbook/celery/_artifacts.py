@@ -122,10 +122,14 @@ class Artifacts:
         return {MARKER: {"ref": ref, "hash": digest, "size": len(data), "type": content_type}}
 
     @classmethod
-    def of(cls, settings: Any) -> Artifacts | None:
-        """The store ``Settings`` configure (None: every result stays in Redis)."""
+    def of(cls, settings: Any, integration: Any = None) -> Artifacts | None:
+        """The store ``Settings`` configure (None: every result stays in Redis); its keys
+        are under the namespace of the book ``install`` was given (else the setting's)."""
         store: ArtifactSettings = settings.artifacts
-        return None if store.url is None else cls(store, settings.namespace)
+        if store.url is None:
+            return None
+        namespace = getattr(getattr(integration, "book", None), "namespace", None)
+        return cls(store, namespace if isinstance(namespace, str) else settings.namespace)
 
     def offloaded(self, task_id: str, result: Any, task: Any, serializer: str) -> Any:
         """``result``, or the marker of its copy in the store when it is stored by

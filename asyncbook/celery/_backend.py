@@ -159,7 +159,7 @@ class AsyncBookBackend(MetaCapture):
     @functools.cached_property
     def artifacts(self) -> Artifacts | None:
         """The store results are kept in by reference (None: none is configured)."""
-        return Artifacts.of(Settings.from_conf(self.app.conf))
+        return Artifacts.of(Settings.from_conf(self.app.conf), installed(self.app))
 
     def meta_from_decoded(self, meta: Any) -> Any:
         """Celery's, with a result stored by reference fetched and checked (``_artifacts``)."""
