@@ -114,12 +114,13 @@ class Artifacts:
     ) -> dict[str, Any] | None:
         """Write ``result`` to the store when it is large enough; the marker to keep in
         its place (None: keep the result itself)."""
-        data, content_type = _encode(result, serializer)
+        data, content_type, codec = _encode(result, serializer)
         if len(data) < (self.settings.threshold if threshold is None else threshold):
             return None
         digest = digest_of(data)
         ref = self.store.put(key_for(self.namespace, task_id, digest), data, content_type)
-        return {MARKER: {"ref": ref, "hash": digest, "size": len(data), "type": content_type}}
+        fields = {"ref": ref, "hash": digest, "size": len(data), "type": content_type}
+        return {MARKER: {**fields, "codec": codec}}
 
     @classmethod
     def of(cls, settings: Any, integration: Any = None) -> Artifacts | None:
@@ -144,7 +145,7 @@ class Artifacts:
         """The result a marker names, fetched and checked against its hash; a type the
         backend's ``accept`` refuses is refused."""
         data = read(self.store, fields["ref"], str(fields.get("hash")))
-        return _decode(data, str(fields.get("type") or _JSON), accept)
+        return _decode(data, fields, accept)
 
     def discard(self, fields: Mapping[str, Any]) -> None:
         """Delete the artifact a marker names (its attempt's success was refused)."""
@@ -177,22 +178,26 @@ def restored(
     return meta
 
 
-def _encode(result: Any, serializer: str) -> tuple[bytes, str]:
+def _encode(result: Any, serializer: str) -> tuple[bytes, str, str]:
+    """The bytes stored, their content type, and the codec that reads them back:
+    ``bytes`` as is, ``json`` (canonical), else ``kombu`` (the result serializer's)."""
     if isinstance(result, bytes | bytearray | memoryview):
-        return bytes(result), _BYTES
+        return bytes(result), _BYTES, "bytes"
     try:
         text = json.dumps(
             result, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
     except (TypeError, ValueError):
         content_type, _encoding, data = dumps(result, serializer=serializer)
-        return (data.encode("utf-8") if isinstance(data, str) else data), content_type
-    return text.encode("utf-8"), _JSON
+        encoded = data.encode("utf-8") if isinstance(data, str) else data
+        return encoded, content_type, "kombu"
+    return text.encode("utf-8"), _JSON, "json"
 
 
-def _decode(data: bytes, content_type: str, accept: Collection[str] | None) -> Any:
-    if content_type == _BYTES:
+def _decode(data: bytes, fields: Mapping[str, Any], accept: Collection[str] | None) -> Any:
+    codec = fields.get("codec")
+    if codec == "bytes":
         return data
-    if content_type == _JSON:
-        return json.loads(data)
-    return loads(data, content_type, "binary", accept=accept)
+    if codec == "kombu":
+        return loads(data, str(fields.get("type")), "binary", accept=accept)
+    return json.loads(data)

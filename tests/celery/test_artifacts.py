@@ -18,7 +18,8 @@ from celery import Celery
 from celery.result import AsyncResult
 
 from asyncbook import ArtifactError, AsyncBookError, RedisBook
-from asyncbook.artifacts import LocalStore, digest_of, sweep_orphans
+from asyncbook.artifacts import digest_of
+from asyncbook.celery import cancel
 from asyncbook.celery._backend import AsyncBookBackend
 from asyncbook.celery._settings import Settings
 
@@ -31,7 +32,6 @@ from ..support.celery import (
     wait_for,
     wait_terminal,
 )
-from ..support.processes import kill_worker
 from ..support.s3 import S3Server, s3_server
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(180)]
@@ -183,39 +183,20 @@ def test_artifact_settings_read(tmp_path: Path) -> None:
     assert Settings.from_conf({}).artifacts.url is None
 
 
-def test_a_worker_killed_between_the_upload_and_the_success_leaves_an_orphan_the_sweep_deletes(
-    tmp_path: Path, client: redis.Redis
+def test_a_success_the_book_refuses_deletes_its_artifact(
+    app: Celery, worker: CeleryWorker, s3: S3Server, bucket: str
 ) -> None:
-    """The result is in the store, the book's write waits (CLIENT PAUSE WRITE: the
-    write never runs once its connection is gone), and the worker dies: no record names
-    the artifact, so the orphan sweep finds it and deletes it."""
+    """Cancelled while it ran: its success is refused, and what it stored is deleted."""
     from workers.tasks import render
 
-    store = LocalStore(tmp_path / "artifacts")
-    worker = CeleryWorker(ROOT, URL, tmp_path / "worker.log", concurrency=1)
-    worker.extra = ["-Q", worker.queue]
-    worker.env = {"ASYNCBOOK_ARTIFACTS": store.url, "ASYNCBOOK_ARTIFACT_THRESHOLD": "0"}
-    with worker.running(client), example_app(worker.queue, worker.namespace) as app:
-        book = RedisBook.from_url(URL, namespace=worker.namespace)
-        sent = render.apply_async((50_000,), {"delay": 1.0})
-        # The worker took the message (and marked it unacked) before writes wait.
-        wait_for(lambda: client.llen(worker.queue) == 0, timeout=20)
-        wait_for(lambda: client.hlen("unacked") > 0 or client.exists(f"{worker.queue}-unacked"))
-        client.client_pause(20_000, all=False)
-        try:
-            wait_for(lambda: list(store.list("")), timeout=15)  # uploaded
-            kill_worker(worker)
-        finally:
-            client.client_unpause()
-        close_result_backend(app)
-        task = book.get(sent.id)
-        assert task is not None
-        assert task.state.value != "succeeded"
-        assert task.result_ref is None
-        [orphan] = list(store.list(""))
-        assert orphan.size == 50_000
-        young = sweep_orphans(store, book, worker.namespace, delete=True)
-        assert young.orphans == []  # within the grace period: perhaps being written now
-        swept = sweep_orphans(store, book, worker.namespace, older_than_s=0, delete=True)
-        assert [o.ref for o in swept.orphans] == [orphan.ref]
-        assert list(store.list("")) == []
+    sent = render.apply_async((8192, 5), {"delay": 2.0})
+    book = RedisBook.from_url(URL, namespace=worker.namespace)
+    wait_for(lambda: (task := book.get(sent.id)) is not None and task.state.value == "running")
+    assert cancel(app, sent.id, reason="user left").reason == "cancelled"
+    wait_for(lambda: f"render[{sent.id}] succeeded" in worker.output(), timeout=20)
+    prefix = f"results/{worker.namespace}/{sent.id}/"
+    listed = boto3.client("s3", **s3.options).list_objects_v2(Bucket=bucket, Prefix=prefix)
+    assert listed.get("Contents", []) == []
+    task = book.get(sent.id)
+    assert task is not None
+    assert (task.state.value, task.result_ref) == ("cancelled", None)
