@@ -20,10 +20,7 @@ from ._paths import raw_path, split_task_path
 from ._reader import Reader
 from ._responses import error_response
 
-__all__ = ["INLINE_LIMIT", "ResultApi", "with_download"]
-
-INLINE_LIMIT = 64 * 1024
-"""The largest JSON or text result the task page shows inline (a larger one: a link)."""
+__all__ = ["ResultApi", "with_download"]
 
 _STATUS_OF_CODE = {"not-found": 404, "unavailable": 503, "damaged": 502, "invalid-request": 404}
 """An ``ArtifactError``'s answer: a stored result that does not match its hash is the

@@ -151,6 +151,23 @@ EXPORTS = {
         "serve",
     ],
     "asyncbook.cli": ["cli", "main"],
+    "asyncbook.artifacts": [
+        "ArtifactStore",
+        "Download",
+        "LocalStore",
+        "OrphanReport",
+        "S3Store",
+        "Stored",
+        "aread",
+        "checked",
+        "digest_of",
+        "download_for",
+        "key_for",
+        "open_store",
+        "read",
+        "sweep_orphans",
+        "task_of_key",
+    ],
 }
 
 
