@@ -19,7 +19,16 @@ from typing import Any
 
 from kombu.serialization import dumps, loads
 
-from ..artifacts import ArtifactStore, digest_of, key_for, open_store, read
+from .._book import AsyncBook
+from ..artifacts import (
+    ArtifactStore,
+    OrphanReport,
+    digest_of,
+    key_for,
+    open_store,
+    read,
+    sweep_orphans,
+)
 from ..errors import ArtifactError, AsyncBookError, invalid
 
 __all__ = [
@@ -67,6 +76,9 @@ class ArtifactSettings:
     options: Mapping[str, Any] = field(default_factory=dict)
     threshold: int = 0
     url_expiry_s: int = 3600
+    sweep_s: int = 3600
+    """``asyncbook_artifact_sweep``: every worker's upkeep deletes, this often, the
+    artifacts no record names that are older than this (0: never; the CLI still does)."""
 
     @classmethod
     def pop(cls, values: dict[str, Any]) -> ArtifactSettings:
@@ -97,7 +109,8 @@ class ArtifactSettings:
         expiry = _whole(
             values.pop("artifact_url_expiry", cls.url_expiry_s), "asyncbook_artifact_url_expiry", 1
         )
-        return cls(url, dict(options), threshold, expiry)
+        sweep = _whole(values.pop("artifact_sweep", cls.sweep_s), "asyncbook_artifact_sweep", 0)
+        return cls(url, dict(options), threshold, expiry, sweep)
 
 
 class Artifacts:
@@ -146,6 +159,19 @@ class Artifacts:
         backend's ``accept`` refuses is refused."""
         data = read(self.store, fields["ref"], str(fields.get("hash")))
         return _decode(data, fields, accept)
+
+    def sweep(self, book: AsyncBook) -> OrphanReport:
+        """Delete the namespace's artifacts no record names, older than ``sweep_s``."""
+        report = sweep_orphans(
+            self.store, book, self.namespace, older_than_s=self.settings.sweep_s, delete=True
+        )
+        if report.orphans:
+            logger.info(
+                "asyncbook: deleted %d artifact(s) no record names (%s)",
+                len(report.orphans),
+                self.namespace,
+            )
+        return report
 
     def discard(self, fields: Mapping[str, Any]) -> None:
         """Delete the artifact a marker names (its attempt's success was refused)."""

@@ -33,7 +33,7 @@ KNOWN_SETTINGS = tuple(
         "heartbeat_timeout", "record_info", "record_args", "info_limit", "redact",
         "keep_messages", "keep_message_limit", "wait_replicas", "wait_timeout_ms", "exit_wait",
         "keep_redacted_messages", "artifacts", "artifact_options", "artifact_threshold",
-        "artifact_url_expiry",
+        "artifact_url_expiry", "artifact_sweep",
     )
 )  # fmt: skip
 """Every ``asyncbook_*`` setting the integration reads."""

@@ -165,6 +165,7 @@ def test_a_changed_artifact_is_an_error_naming_its_ref(
         ({"asyncbook_artifact_threshold": "1k"}, "asyncbook_artifact_threshold"),
         ({"asyncbook_artifact_options": ["x"]}, "asyncbook_artifact_options"),
         ({"asyncbook_artifact_url_expiry": 0}, "asyncbook_artifact_url_expiry"),
+        ({"asyncbook_artifact_sweep": -5}, "asyncbook_artifact_sweep"),
     ],
 )
 def test_a_bad_artifact_setting_names_itself(conf: dict[str, Any], field: str) -> None:
