@@ -4,18 +4,17 @@ and checked against its ``resultHash``, or read from Celery's meta in Redis) and
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
-from redis.exceptions import RedisError
 
 from .._models import AsyncState
-from ..artifacts import ArtifactStore, digest_of, open_store, read, sweep_orphans
+from ..artifacts import ArtifactStore, open_store, read, sweep_orphans
 from ..errors import ArtifactError
 from ._context import EXIT_USAGE, GroupOptions, book_errors, emit_json, fail, task_or_exit
+from ._meta_results import META_PREFIX, meta_result
 from ._terminal import echo
 
 __all__ = ["COMMANDS", "artifacts_option", "open_artifacts"]
@@ -46,27 +45,6 @@ def open_artifacts(url: str | None) -> ArtifactStore:
         raise click.BadParameter(error.detail, param_hint="--artifacts") from None
 
 
-def _in_redis(settings: GroupOptions, ref: str, digest: str) -> bytes:
-    """A result Celery keeps in the book's Redis (``celery-task-meta-<id>``, JSON), as
-    its canonical JSON: the bytes ``resultHash`` hashes."""
-    try:
-        raw = settings.book.client.get(ref)
-    except RedisError as error:
-        fail(f"cannot reach Redis: {error}")
-    if raw is None:
-        fail(f"the result {ref} is gone (its meta expired, or lives on another Redis)")
-    try:
-        value = json.loads(raw)["result"]
-    except (ValueError, KeyError, TypeError):
-        fail(f"the result {ref} is not JSON (the result serializer is not json)")
-    data = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode()
-    if digest_of(data) != digest:
-        fail(f"the result {ref}: its bytes hash to {digest_of(data)}, the record says {digest}")
-    return data
-
-
 @click.command("result")
 @click.argument("task_id")
 @click.option(
@@ -82,15 +60,16 @@ def result(
     ref, digest = task.result_ref, task.result_hash
     if task.state is not AsyncState.SUCCEEDED or ref is None or digest is None:
         fail(f"task {task_id!r} has no result ({task.state.value})")
-    if ref.startswith("celery-task-meta-"):
-        data = _in_redis(settings, ref, digest)
-    elif ref.startswith(("file://", "s3://")):
-        try:
+    try:
+        if ref.startswith(META_PREFIX):
+            data = meta_result(settings.book.client, ref, digest)
+        elif ref.startswith(("file://", "s3://")):
             data = read(open_artifacts(artifacts_url), ref, digest)
-        except ArtifactError as error:
-            fail(error.message)
-    else:
-        fail(f"task {task_id!r}'s result is {ref}: asyncbook cannot read it")
+        else:
+            fail(f"task {task_id!r}'s result is {ref}: asyncbook cannot read it")
+    except ArtifactError as error:
+        fail(error.message)
+    assert data is not None
     if output is None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()

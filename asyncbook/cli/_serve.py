@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import click
@@ -11,6 +12,7 @@ from ..artifacts import open_store
 from ..errors import AsyncBookError
 from ._artifact_cmds import artifacts_option
 from ._context import GroupOptions
+from ._meta_results import meta_result
 from ._queues import broker_for, broker_options
 
 if TYPE_CHECKING:
@@ -161,6 +163,7 @@ def serve(
             broker=broker,
             resender=_resender(settings.book, broker_url),
             artifacts=artifacts,
+            results_elsewhere=partial(meta_result, book.client),
             **server,
         )
     except AsyncBookError as error:

@@ -34,7 +34,7 @@ from ._queues import QueuesApi
 from ._reader import Reader, close_reader, reader_for
 from ._resend import ResendApi, Resending, resender_of
 from ._responses import error_response
-from ._results import ResultApi
+from ._results import ResultApi, ResultReading
 from ._routes import open_paths, page_paths, starlette_routes
 from ._session_store import session_store_for
 from ._table import route_table
@@ -109,6 +109,7 @@ def create_app(
     retrier: Resending | None = None,
     artifacts: ArtifactStore | None = None,
     artifact_url_expiry: int = 3600,
+    results_elsewhere: ResultReading | None = None,
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
@@ -130,7 +131,8 @@ def create_app(
     without one, a resend is refused (503, ``no-broker``). ``artifacts``: the store
     results are kept in by reference (``asyncbook_artifacts``): ``/api/tasks/{id}/result``
     reads it, and a delivery hands over a presigned URL lasting ``artifact_url_expiry``
-    seconds beside its receipt (docs/artifacts.md). ``retrier`` is its old name
+    seconds beside its receipt (docs/artifacts.md); ``results_elsewhere`` reads a result
+    kept outside it (``asyncbook serve``: a Celery meta in Redis). ``retrier`` is its old name
     (deprecated; gone in 0.3.0).
     """
     rules = _rules(token, access)
@@ -140,7 +142,7 @@ def create_app(
     reader = reader_for(book)
     hub = Hub(reader)
     groups = GroupHub(reader)
-    results = ResultApi(reader, artifacts, artifact_url_expiry)
+    results = ResultApi(reader, artifacts, artifact_url_expiry, results_elsewhere)
     status = StatusApp(
         book, reader, hub, keepalive, signin=rules.signin, groups=groups, handover=results.download
     )

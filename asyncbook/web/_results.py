@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -20,7 +21,10 @@ from ._paths import raw_path, split_task_path
 from ._reader import Reader
 from ._responses import error_response
 
-__all__ = ["ResultApi", "with_download"]
+__all__ = ["ResultApi", "ResultReading", "with_download"]
+
+ResultReading = Callable[[str, str], "bytes | None"]
+"""``(ref, digest) -> checked bytes``, or None for a ref it does not read."""
 
 _STATUS_OF_CODE = {"not-found": 404, "unavailable": 503, "damaged": 502, "invalid-request": 404}
 """An ``ArtifactError``'s answer: a stored result that does not match its hash is the
@@ -44,10 +48,19 @@ class ResultApi:
     """Results by reference over HTTP, from ``store`` (None: the server has none, and
     answers 404 ``no-store``)."""
 
-    def __init__(self, reader: Reader, store: ArtifactStore | None, url_expiry_s: int) -> None:
+    def __init__(
+        self,
+        reader: Reader,
+        store: ArtifactStore | None,
+        url_expiry_s: int,
+        elsewhere: ResultReading | None = None,
+    ) -> None:
         self.reader = reader
         self.store = store
         self.url_expiry_s = url_expiry_s
+        self.elsewhere = elsewhere
+        """Reads a result kept outside the store (a Celery meta in Redis: ``asyncbook
+        serve`` hands one over); None when it is not one it knows."""
 
     async def result(self, request: Request) -> Response:
         task_id = split_task_path(raw_path(request.scope), request.query_params.get("id"))[0]
@@ -58,14 +71,14 @@ class ResultApi:
         if task.state is not AsyncState.SUCCEEDED or ref is None or digest is None:
             message = f"task {task_id!r} has no result ({task.state.value})"
             return error_response(409, "no-result", message)
-        if self.store is None:
-            message = "this server has no artifact store (asyncbook serve --artifacts)"
-            return error_response(404, "no-store", message, "resultRef")
         try:
-            data = await aread(self.store, ref, digest)
+            data = await self._read(ref, digest)
         except ArtifactError as error:
             status = _STATUS_OF_CODE.get(error.code, 502)
             return error_response(status, error.code, error.message, "resultRef")
+        if data is None:
+            message = "this server has no artifact store (asyncbook serve --artifacts)"
+            return error_response(404, "no-store", message, "resultRef")
         media = _media(data)
         name = quote(task_id, safe="") + (".json" if media == "application/json" else "")
         headers = {
@@ -74,6 +87,17 @@ class ResultApi:
             "Cache-Control": "no-store",
         }
         return Response(data, media_type=media, headers=headers)
+
+    async def _read(self, ref: str, digest: str) -> bytes | None:
+        """The checked bytes at ``ref``: from the store, or elsewhere; None when neither
+        holds it."""
+        if self.elsewhere is not None:
+            found = await asyncio.to_thread(self.elsewhere, ref, digest)
+            if found is not None:
+                return found
+        if self.store is None:
+            return None
+        return await aread(self.store, ref, digest)
 
     async def download(self, receipt: DeliveryReceipt) -> dict[str, Any] | None:
         """The presigned URL of a receipt's result and when it expires (None when the

@@ -20,6 +20,7 @@ from ._auth import check_bind
 from ._feed import BookChangeFeed, ChangeFeed
 from ._reader import Reader
 from ._resend import Resending, resender_of
+from ._results import ResultReading
 
 __all__ = ["BackgroundServer", "feed_for", "serve"]
 
@@ -118,6 +119,7 @@ def serve(
     retrier: Resending | None = None,
     access: AccessRules | None = None,
     artifacts: ArtifactStore | None = None,
+    results_elsewhere: ResultReading | None = None,
 ) -> None:
     """Serve until interrupted; without ``token`` (or ``access``) only a loopback
     ``host`` is allowed.
@@ -127,7 +129,8 @@ def serve(
     ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS).
     ``access``: roles instead of the one ``token``; ``broker``, ``own_queue`` (the queues
     page), ``resender`` (sends tasks again through the broker; ``retrier``: its old
-    name) and ``artifacts`` (results stored by reference) are ``create_app``'s.
+    name), ``artifacts`` (results stored by reference) and ``results_elsewhere`` are
+    ``create_app``'s.
     """
     rules = _checked(host, token, access, proxy_headers)
     names = _with_bind_name(host, allowed_hosts)
@@ -140,6 +143,7 @@ def serve(
         own_queue=own_queue,
         resender=resender_of(resender, retrier),
         artifacts=artifacts,
+        results_elsewhere=results_elsewhere,
     )
     server = _server(app, host, port, log_level, proxy_headers, forwarded_allow_ips)
     if on_ready is not None:
@@ -173,6 +177,7 @@ class BackgroundServer:
         retrier: Resending | None = None,
         access: AccessRules | None = None,
         artifacts: ArtifactStore | None = None,
+        results_elsewhere: ResultReading | None = None,
     ) -> None:
         rules = _checked(host, token, access, proxy_headers)
         names = _with_bind_name(host, allowed_hosts)
@@ -186,6 +191,7 @@ class BackgroundServer:
             own_queue=own_queue,
             resender=resender_of(resender, retrier),
             artifacts=artifacts,
+            results_elsewhere=results_elsewhere,
         )
         self._server = _server(self.app, host, port, log_level, proxy_headers, forwarded_allow_ips)
         self._host = host

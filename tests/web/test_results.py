@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
+import redis
 
 from asyncbook import RedisBook, StartEvent, SucceedEvent, to_wire
 from asyncbook.artifacts import ArtifactStore, LocalStore, S3Store, digest_of, key_for
+from asyncbook.cli._meta_results import meta_result
 from asyncbook.web import AccessRules
 
 from ..support.s3 import S3Server, s3_server
-from ..support.web_server import Running, assert_error, running_server
+from ..support.web_server import WEB_REDIS_URL, Running, assert_error, running_server
 
 pytestmark = pytest.mark.redis
 
@@ -133,3 +136,25 @@ def test_a_local_store_hands_over_no_url(server: Running, store: LocalStore) -> 
     )
     assert answer.status_code == 200, answer.text
     assert "download" not in answer.json()
+
+
+def test_a_result_celery_keeps_in_redis_is_read_as_asyncbook_serve_reads_it() -> None:
+    value = {"caption": "a cat on a mat", "score": 0.97}
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    client = redis.Redis.from_url(WEB_REDIS_URL)  # the book's Redis, as serve's book client
+    with running_server(results_elsewhere=partial(meta_result, client)) as server:
+        book = server.book
+        ref = f"celery-task-meta-{book.namespace}-t"
+        book.client.set(ref, json.dumps({"status": "SUCCESS", "result": value}), ex=60)
+        now = book.now_ms()
+        book.create(id="t", now_ms=now, ttl_ms=HOUR_MS, max_attempts=1)
+        book.apply("t", StartEvent(at_ms=now + 1, worker="w"))
+        digest = digest_of(canonical.encode())
+        book.apply("t", SucceedEvent(at_ms=now + 2, result_ref=ref, result_hash=digest))
+        answer = httpx.get(result_url(server, "t"))
+        assert answer.status_code == 200, answer.text
+        assert json.loads(answer.content) == value
+        assert answer.headers["content-type"] == "application/json"
+        book.client.delete(ref)
+        assert_error(httpx.get(result_url(server, "t")), 404, "not-found")
+    client.close()
