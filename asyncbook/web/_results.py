@@ -21,7 +21,11 @@ from ._paths import raw_path, split_task_path
 from ._reader import Reader
 from ._responses import error_response
 
-__all__ = ["ResultApi", "ResultReading", "with_download"]
+__all__ = ["READS_AT_ONCE", "ResultApi", "ResultReading", "with_download"]
+
+READS_AT_ONCE = 4
+"""Results read at once by one server (each is held whole while its hash is checked):
+many clients asking for a large result wait their turn instead of filling memory."""
 
 ResultReading = Callable[[str, str], "bytes | None"]
 """``(ref, digest) -> checked bytes``, or None for a ref it does not read."""
@@ -61,6 +65,8 @@ class ResultApi:
         self.elsewhere = elsewhere
         """Reads a result kept outside the store (a Celery meta in Redis: ``asyncbook
         serve`` hands one over); None when it is not one it knows."""
+        self._reading = asyncio.Semaphore(READS_AT_ONCE)
+        """A result is held whole while it is checked: so many at once, at most."""
 
     async def result(self, request: Request) -> Response:
         task_id = split_task_path(raw_path(request.scope), request.query_params.get("id"))[0]
@@ -72,7 +78,8 @@ class ResultApi:
             message = f"task {task_id!r} has no result ({task.state.value})"
             return error_response(409, "no-result", message)
         try:
-            data = await self._read(ref, digest)
+            async with self._reading:
+                data = await self._read(ref, digest)
         except ArtifactError as error:
             status = _STATUS_OF_CODE.get(error.code, 502)
             return error_response(status, error.code, error.message, "resultRef")
