@@ -37,6 +37,7 @@ __all__ = [
     "Artifacts",
     "artifact_of",
     "discard_refused",
+    "offload_success",
     "restored",
 ]
 
@@ -176,6 +177,17 @@ class Artifacts:
     def discard(self, fields: Mapping[str, Any]) -> None:
         """Delete the artifact a marker names (its attempt's success was refused)."""
         self.store.delete([self.store.key_of(fields["ref"])])
+
+
+def offload_success(
+    artifacts: Artifacts | None, state: str, task_id: Any, result: Any, task: Any, serializer: str
+) -> Any:
+    """What the result backend stores for ``result``: for a SUCCESS with a store, the
+    marker of its copy there when it is large enough; else ``result`` itself."""
+    if artifacts is None or state != "SUCCESS" or not task_id:
+        return result
+    name = task_id.decode() if isinstance(task_id, bytes) else str(task_id)
+    return artifacts.offloaded(name, result, task, serializer)
 
 
 def discard_refused(artifacts: Artifacts | None, result: Any) -> None:

@@ -63,7 +63,7 @@ from .._models import (
     FailEvent,
 )
 from ..errors import AsyncBookError, UnknownTaskError
-from ._artifacts import Artifacts, discard_refused, restored
+from ._artifacts import Artifacts, discard_refused, offload_success, restored
 from ._celery_seam import MetaCapture
 from ._end_write import Write, end_event, error_of, log_refusal, meta_expires, until_replicated
 from ._execution_args import ExecutionArgs
@@ -197,8 +197,7 @@ class AsyncBookBackend(MetaCapture):
         end = _ENDS.get(state)
         name = getattr(request, "task", None) if end is not None else None
         task = self.app.tasks.get(name) if isinstance(name, str) else None
-        if state == states.SUCCESS and task_id and (artifacts := self.artifacts) is not None:
-            result = artifacts.offloaded(bytes_to_str(task_id), result, task, self.serializer)
+        result = offload_success(self.artifacts, state, task_id, result, task, self.serializer)
         if state == states.REVOKED and request is None and task_id:
             # A revoke broadcast marks a task the worker does not hold (Celery 5.7): the
             # meta carries the reason the book holds, when the book cancelled it.
