@@ -73,6 +73,12 @@ if os.environ.get("ASYNCBOOK_SHARDS"):
 asyncbook_record_info = True
 asyncbook_record_args = True
 asyncbook_redact = ["password", "passwd", "secret", "token", "api_key", "apikey", "authorization"]
+# Results by reference (docs/artifacts.md): a success of ASYNCBOOK_ARTIFACT_THRESHOLD bytes
+# or more goes to the store at ASYNCBOOK_ARTIFACTS (file:///dir, or s3://bucket/prefix with
+# boto3's AWS_* environment); unset, every result stays in Redis.
+if os.environ.get("ASYNCBOOK_ARTIFACTS"):
+    asyncbook_artifacts = os.environ["ASYNCBOOK_ARTIFACTS"]
+    asyncbook_artifact_threshold = int(os.environ.get("ASYNCBOOK_ARTIFACT_THRESHOLD", "65536"))
 if os.environ.get("ASYNCBOOK_VISIBILITY_TIMEOUT"):
     # A short visibility timeout gives a dead worker's unacknowledged message to the next
     # worker that starts. The unacked keys are this queue's own, so that a short timeout

@@ -49,6 +49,7 @@ from ._sinks import Sink, SinkError, WebhookSink
 from ._sweep import SweepReport, sweep
 from ._version import __version__
 from .errors import (
+    ArtifactError,
     AsyncBookError,
     BookUnavailableError,
     DamagedRecordError,
@@ -126,6 +127,7 @@ __all__ = [
     "sweep",
     "sweep_health",
     # errors
+    "ArtifactError",
     "AsyncBookError",
     "BookUnavailableError",
     "NotReplicatedError",

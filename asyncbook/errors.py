@@ -14,6 +14,9 @@ value is to blame, the wire name of that ``field``::
         │                            have happened on the primary: retry it)
         ├── DamagedRecordError       "damaged": a stored record is incomplete (keys evicted
         │                            or deleted behind the book's back)
+        ├── ArtifactError            a stored result (``resultRef``) cannot be read:
+        │                            "damaged" (its bytes do not match ``resultHash``),
+        │                            "not-found" or "unavailable" (the store's answer)
         └── UnsupportedServerError   "unsupported-server": the book's server cannot run it
                                      (no scripting, or a version below Redis 7.0 / Valkey 8.1)
 
@@ -36,6 +39,7 @@ ErrorCode = Literal[
 ]
 
 __all__ = [
+    "ArtifactError",
     "AsyncBookError",
     "BookUnavailableError",
     "DamagedRecordError",
@@ -115,6 +119,16 @@ class DamagedRecordError(AsyncBookError):
         super().__init__("damaged", f"async-task: the record of {task_id!r} is damaged: {detail}")
         self.args = (task_id, detail)
         self.task_id = task_id
+
+
+class ArtifactError(AsyncBookError):
+    """Raised when a result stored by reference cannot be read as recorded: ``ref`` names it."""
+
+    def __init__(self, ref: str, detail: str, code: ErrorCode = "damaged") -> None:
+        super().__init__(code, f"asyncbook: the result {ref}: {detail}", field="resultRef")
+        self.args = (ref, detail, code)
+        self.ref = ref
+        self.detail = detail
 
 
 class UnsupportedServerError(AsyncBookError):

@@ -5,6 +5,7 @@ error of asyncbook's own, and one streams its output (``stream_tokens``)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from datetime import timedelta
@@ -19,6 +20,7 @@ from .main import app, flaky_fetch, generate, outlive, reject_input
 
 __all__ = [
     "flaky_fetch",
+    "render",
     "generate",
     "hold",
     "outlive",
@@ -75,6 +77,16 @@ def hold(self: Task[Any, Any], seconds: float = 30.0) -> str:
     and the sweep fails it as stalled once the heartbeats stop."""
     time.sleep(seconds)
     return "held"
+
+
+@app.task(bind=True, tracked=True, ttl=timedelta(minutes=5), max_retries=0)
+def render(self: Task[Any, Any], size: int, seed: int = 0, delay: float = 0.0) -> bytes:
+    """``size`` bytes of output (a rendered image, say), the same for the same ``seed``,
+    after ``delay`` seconds of work: stored by reference when ``asyncbook_artifacts`` is
+    set (docs/artifacts.md)."""
+    time.sleep(delay)
+    block = hashlib.sha256(f"{seed}".encode()).digest()
+    return (block * (size // len(block) + 1))[:size]
 
 
 @app.task(bind=True, tracked=True, ttl=timedelta(minutes=5), max_retries=0)

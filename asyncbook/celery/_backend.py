@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import threading
 from importlib import resources
 from typing import Any
@@ -64,14 +63,16 @@ from .._models import (
     FailEvent,
 )
 from ..errors import AsyncBookError, UnknownTaskError
-from ._celery_seam import MetaCapture, MetaWrite
-from ._end_write import Write, end_event, error_of, log_refusal, until_replicated
+from ._artifacts import Artifacts, discard_refused, offload_success, restored
+from ._celery_seam import MetaCapture
+from ._end_write import Write, end_event, error_of, log_refusal, meta_expires, until_replicated
 from ._execution_args import ExecutionArgs
 from ._integration import Integration
 from ._late import LateWrites
 from ._recorder import Taken
 from ._registry import installed
 from ._retrying import OUTAGE
+from ._settings import Settings
 from ._tracking import callback_id, is_tracked, now_ms
 
 __all__ = [
@@ -155,6 +156,15 @@ class AsyncBookBackend(MetaCapture):
         self._late: LateWrites | None = None
         """This backend's writes sent and not yet answered (made on the first)."""
 
+    @functools.cached_property
+    def artifacts(self) -> Artifacts | None:
+        """The store results are kept in by reference (None: none is configured)."""
+        return Artifacts.of(Settings.from_conf(self.app.conf), installed(self.app))
+
+    def meta_from_decoded(self, meta: Any) -> Any:
+        """Celery's, with a result stored by reference fetched and checked (``_artifacts``)."""
+        return restored(super().meta_from_decoded(meta), lambda: self.artifacts, self.accept)
+
     # -- reading -------------------------------------------------------------------------
 
     def get(self, key: Any) -> Any:
@@ -187,6 +197,7 @@ class AsyncBookBackend(MetaCapture):
         end = _ENDS.get(state)
         name = getattr(request, "task", None) if end is not None else None
         task = self.app.tasks.get(name) if isinstance(name, str) else None
+        result = offload_success(self.artifacts, state, task_id, result, task, self.serializer)
         if state == states.REVOKED and request is None and task_id:
             # A revoke broadcast marks a task the worker does not hold (Celery 5.7): the
             # meta carries the reason the book holds, when the book cancelled it.
@@ -229,6 +240,7 @@ class AsyncBookBackend(MetaCapture):
         if fused is None:
             book_state, answer = self._write_apart(integration, item)
             if f"|{book_state}|" in refused:
+                discard_refused(self.artifacts, result)
                 self._write_verdict(None, task_id, book_state, request, answer)
                 encoded = self.encode_result(result, state)
             else:
@@ -290,17 +302,6 @@ class AsyncBookBackend(MetaCapture):
             self._books[id(book)] = (book, fused)
             return fused
 
-    def _expires(self, meta: MetaWrite, book: EventsScript) -> int:
-        """The meta's expiry in seconds (0: none): Celery's, except that the meta outlives
-        the book's record of the task (its ``resultRef`` never names a key that is gone):
-        at least the book's retention, and none when the book keeps records forever."""
-        expires = int((self.expires if meta.expires is None else meta.expires) or 0)
-        if book.retention is None:
-            return 0
-        if expires > 0:
-            expires = max(expires, math.ceil(book.retention.total_seconds()))
-        return expires
-
     def _write_together(
         self,
         integration: Integration,
@@ -324,7 +325,9 @@ class AsyncBookBackend(MetaCapture):
             task_id, result, state, traceback, request, read_stored=not self._json_meta
         )
         guard = "json" if self._json_meta else "keep" if meta.value is None else "none"
-        args = ExecutionArgs(meta.value or "", self._expires(meta, fused), guard, refused).argv()
+        args = ExecutionArgs(
+            meta.value or "", meta_expires(self.expires, meta, fused), guard, refused
+        ).argv()
         recorder = integration.recorder
         taken = recorder.take(task_id)
         events = [(entry.item[1], entry.item[2]) for entry in taken] + [(item[1], item[2])]
@@ -408,6 +411,7 @@ class AsyncBookBackend(MetaCapture):
         recorder.answer(taken, answer.outcomes[:-1])
         log_refusal(item, answer.outcomes[-1])
         if answer.status == "refused":
+            discard_refused(self.artifacts, sent.result)
             self._write_verdict(fused, task_id, answer.state, sent.request, answer.outcomes[-1])
         return sent.meta.encoded
 
@@ -448,7 +452,9 @@ class AsyncBookBackend(MetaCapture):
         # No guard: the book refused this end, so no SUCCESS it accepted can be stored.
         meta = self.capture(task_id, error, state, None, request, read_stored=False)
         meta_key = bytes_to_str(meta.key)
-        args = ExecutionArgs(meta.value or "", self._expires(meta, fused), "none", "").argv()
+        args = ExecutionArgs(
+            meta.value or "", meta_expires(self.expires, meta, fused), "none", ""
+        ).argv()
         self.ensure(lambda: fused.apply(ScriptedWrite(task_id, [], meta_key, args)), ())
 
     def on_chord_part_return(self, request: Any, state: str, result: Any, **kwargs: Any) -> Any:

@@ -6,6 +6,7 @@ book's answer to it is logged."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,12 +19,13 @@ from .._limits import bounded_error
 from .._models import AsyncTransition, CallbackResult, FailEvent, SucceedEvent
 from ..errors import AsyncBookError, NotReplicatedError
 from ..redis import EventOutcome
+from ._artifacts import artifact_of
 from ._celery_seam import MetaWrite
 from ._integration import Integration
 from ._recorder import Taken
 from ._tracking import describe_error, now_ms, result_hash
 
-__all__ = ["Write", "end_event", "error_of", "log_refusal", "until_replicated"]
+__all__ = ["Write", "end_event", "error_of", "log_refusal", "meta_expires", "until_replicated"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -49,6 +51,19 @@ class Write:
     traceback: Any = None
 
 
+def meta_expires(default: Any, meta: MetaWrite, book: EventsScript) -> int:
+    """A Celery meta's expiry in seconds (0: none): Celery's (the meta's own, else the
+    backend's ``default``), except that the meta outlives the book's record of the task
+    (its ``resultRef`` never names a key that is gone): at least the book's retention,
+    and none when the book keeps records forever."""
+    expires = int((default if meta.expires is None else meta.expires) or 0)
+    if book.retention is None:
+        return 0
+    if expires > 0:
+        expires = max(expires, math.ceil(book.retention.total_seconds()))
+    return expires
+
+
 def until_replicated(call: Callable[[], _T], retry_for: float) -> _T:
     """``call()``, sent again with backoff while it reaches too few replicas
     (``asyncbook_wait_replicas``: it ran on the primary, and callback ids make the resend
@@ -70,6 +85,9 @@ def end_event(
     integration: Integration, task: Any, task_id: str, result: Any, state: str
 ) -> SucceedEvent | FailEvent:
     at = now_ms()
+    if state == states.SUCCESS and (stored := artifact_of(result)) is not None:
+        # Stored by reference (``_artifacts``): the store's URL and the hash of its bytes.
+        return SucceedEvent(at_ms=at, result_ref=stored["ref"], result_hash=stored["hash"])
     if state == states.SUCCESS:
         ref = integration.result_ref(task, task_id, result)
         digest = result_hash(result)

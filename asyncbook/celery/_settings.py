@@ -20,6 +20,7 @@ from .._webhook_signing import WebhookSecret, webhook_secrets
 from ..errors import invalid
 from ..redis._connection import DEFAULT_REDIS_URL
 from ..redis._shards import MAX_SHARDS
+from ._artifacts import ArtifactSettings
 
 __all__ = ["KNOWN_SETTINGS", "Settings", "duration_ms", "unknown_settings"]
 
@@ -31,7 +32,8 @@ KNOWN_SETTINGS = tuple(
         "consumer_group", "redelivery_idle", "queue", "worker_sweep", "heartbeat_interval",
         "heartbeat_timeout", "record_info", "record_args", "info_limit", "redact",
         "keep_messages", "keep_message_limit", "wait_replicas", "wait_timeout_ms", "exit_wait",
-        "keep_redacted_messages", "one_run",
+        "keep_redacted_messages", "one_run", "artifacts", "artifact_options",
+        "artifact_threshold", "artifact_url_expiry", "artifact_sweep",
     )
 )  # fmt: skip
 """Every ``asyncbook_*`` setting the integration reads."""
@@ -205,6 +207,8 @@ class Settings:
     as done; 0 sends no ``WAIT`` (docs/redis.md, "Waiting for a replica")."""
     wait_timeout_ms: int = 1000
     """How long (ms) a write waits for them; past it the write is sent again."""
+    artifacts: ArtifactSettings = field(default_factory=ArtifactSettings)
+    """Where results are stored by reference, from what size (docs/artifacts.md)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Every other ``asyncbook_*`` setting: unknown, so the integration warns (a typo?)."""
 
@@ -275,5 +279,6 @@ class Settings:
             "wait_timeout_ms": _count(
                 values.pop("wait_timeout_ms", cls.wait_timeout_ms), "asyncbook_wait_timeout_ms", 1
             ),
+            "artifacts": ArtifactSettings.pop(values),
         }
         return cls(**known, extra=values)

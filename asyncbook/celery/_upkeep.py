@@ -116,6 +116,8 @@ class Upkeep:
         sweep: bool = True,
         interval: float = SWEEP_INTERVAL,
         warn_interval: float = WARN_INTERVAL,
+        orphans: Callable[[], object] | None = None,
+        orphan_interval: float = 3600.0,
     ) -> None:
         self.integration = integration
         self.hostname = hostname
@@ -134,6 +136,11 @@ class Upkeep:
             ]
             if isinstance(integration.book, IndexedBook):
                 self.threads.append(Every("asyncbook-index", interval / 4, self.index))
+        self.orphans = orphans
+        """Deletes the artifacts no record names (``asyncbook_artifacts``), under the lease."""
+        if sweep and orphans is not None:
+            every = orphan_interval
+            self.threads.append(Every("asyncbook-artifacts", every, self.sweep_orphans, every))
 
     def start(self) -> None:
         """Start every thread."""
@@ -152,6 +159,15 @@ class Upkeep:
             return
         self.integration.sweep()
         self.sweeps += 1
+
+    def sweep_orphans(self) -> None:
+        """Delete orphaned artifacts, if this process holds the namespace's sweep lease."""
+        book = self.integration.book
+        if self.orphans is None:
+            return
+        if isinstance(book, SweepLease) and not book.claim_sweep(self.owner, self.lease_ms):
+            return
+        self.orphans()
 
     def index(self) -> None:
         """Build the console's indexes from the writes' changes (every process may: two

@@ -10,6 +10,7 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from celery import Celery, signals
@@ -26,6 +27,7 @@ from .._health import SILENT_MS
 from .._sinks import GroupSink, Sink
 from .._sweep import SweepReport, sweep
 from . import _configured
+from ._artifacts import Artifacts
 from ._beat import schedule_in
 from ._cancels import Controls
 from ._recorder import Recorder
@@ -123,7 +125,15 @@ class Service:
     def start_upkeep(self, hostname: str) -> None:
         """Sweep, deliver and check health in threads of this process (once per process)."""
         if self.upkeep is None or self.upkeep.pid != os.getpid():
-            self.upkeep = Upkeep(self, hostname, sweep=self.settings.get().worker_sweep)
+            settings = self.settings.get()
+            artifacts = Artifacts.of(settings, self) if settings.artifacts.sweep_s else None
+            self.upkeep = Upkeep(
+                self,
+                hostname,
+                sweep=settings.worker_sweep,
+                orphans=None if artifacts is None else partial(artifacts.sweep, self.book),
+                orphan_interval=settings.artifacts.sweep_s or 3600.0,
+            )
             self.upkeep.start()
 
     def stop_upkeep(self) -> None:

@@ -17,7 +17,10 @@ from .._models import STATE_NAMES, to_wire
 from .._reasons import Reason
 from .._sweep import sweep as run_sweep
 from .._watch import task_summary
+from ..artifacts import download_for
 from ..redis import DEFAULT_REDIS_URL
+from ._artifact_cmds import COMMANDS as ARTIFACT_COMMANDS
+from ._artifact_cmds import artifacts_option, open_artifacts
 from ._audit_cmd import COMMANDS as AUDIT_COMMANDS
 from ._audit_cmd import actor_option
 from ._console_cmds import COMMANDS as TASK_COMMANDS
@@ -135,21 +138,42 @@ def show_group(settings: GroupOptions, group_id: str, limit: int, as_json: bool)
 @cli.command()
 @click.argument("task_id")
 @click.option("--key", required=True, help="The idempotency key (reuse it when retrying).")
+@artifacts_option
+@click.option(
+    "--url-expiry",
+    type=click.IntRange(1, 7 * 24 * 3600),
+    default=3600,
+    show_default=True,
+    help="Seconds the presigned URL of a result in an S3 store lasts.",
+)
 @json_option
 @click.pass_obj
-def deliver(settings: GroupOptions, task_id: str, key: str, as_json: bool) -> None:
-    """Hand a task's result over once per idempotency key."""
+def deliver(
+    settings: GroupOptions,
+    task_id: str,
+    key: str,
+    artifacts_url: str | None,
+    url_expiry: int,
+    as_json: bool,
+) -> None:
+    """Hand a task's result over once per idempotency key (with --artifacts on S3, a
+    presigned URL of it too)."""
     with book_errors():
         result = settings.book.deliver_result(task_id, key, time.time() * 1000)
     if result.reason is Reason.KEY_REUSED_FOR_OTHER_TASK:
         fail("this key was already used for another task")
     if not result.ok:
         fail(f"task {task_id!r} has no result to deliver ({result.reason})")
+    assert result.receipt is not None
+    store = open_artifacts(artifacts_url) if artifacts_url else None
+    download = None if store is None else download_for(store, result.receipt.result_ref, url_expiry)
     if as_json:
-        emit_json(to_wire(result))
+        body = to_wire(result)
+        emit_json(body if download is None else {**body, "download": download.wire()})
     else:
-        assert result.receipt is not None
         echo(f"{result.reason}: {result.receipt.result_ref} ({result.receipt.result_hash})")
+        if download is not None:
+            echo(f"download: {download.url} (until {download.expires_at_ms} ms)")
 
 
 @cli.command("cancel")
@@ -364,6 +388,7 @@ _COMMANDS = (
     *RESEND_COMMANDS,
     *AUDIT_COMMANDS,
     *WATCH_COMMANDS,
+    *ARTIFACT_COMMANDS,
 )
 for _command in (*_COMMANDS, monitoring, serve):
     cli.add_command(_command)

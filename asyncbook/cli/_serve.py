@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import click
 
+from ..artifacts import open_store
 from ..errors import AsyncBookError
+from ._artifact_cmds import artifacts_option
 from ._context import GroupOptions
+from ._meta_results import meta_result
 from ._queues import broker_for, broker_options
 
 if TYPE_CHECKING:
@@ -23,6 +27,7 @@ _OPTION_OF_FIELD = {
     "trusted_header": "--trusted-header",
     "trusted_proxy": "--trusted-proxy",
     "allowedHosts": "--allowed-host",
+    "resultRef": "--artifacts",
 }
 
 
@@ -121,6 +126,7 @@ class ServerOptions(TypedDict):
     help="Event streams (a task's, its output's, a group's) open at once; one more is "
     "answered 503 with Retry-After (env ASYNCBOOK_MAX_STREAMS).",
 )
+@artifacts_option
 @broker_options(
     "its queues are shown (/queues, /api/queues) and resends are sent to it (without it, a "
     "resend answers 503 no-broker)"
@@ -135,6 +141,7 @@ def serve(
     trusted_proxies: list[str],
     operators: list[str],
     broker_url: str | None,
+    artifacts_url: str | None,
     **server: Unpack[ServerOptions],
 ) -> None:
     """Serve the JSON API, task streams, /metrics and the status page (with --broker,
@@ -153,6 +160,7 @@ def serve(
         book = settings.book
         served = book.async_twin() or book
         broker = broker_for(broker_url)
+        artifacts = open_store(artifacts_url) if artifacts_url else None
     except AsyncBookError as error:
         hint = _OPTION_OF_FIELD.get(error.field or "", "--host")
         raise click.BadParameter(error.message, param_hint=hint) from None
@@ -164,6 +172,8 @@ def serve(
             access=access,
             broker=broker,
             resender=_resender(settings.book, broker_url),
+            artifacts=artifacts,
+            results_elsewhere=partial(meta_result, book.client),
             **server,
         )
     except AsyncBookError as error:

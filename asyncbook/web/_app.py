@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
+from ..artifacts import ArtifactStore
 from ..errors import AsyncBookError, BookUnavailableError, invalid
 from ._access import Access, AccessRules
 from ._feed import Change, ChangeFeed, LocalChangeFeed
@@ -33,6 +34,7 @@ from ._queues import QueuesApi
 from ._reader import Reader, close_reader, reader_for
 from ._resend import ResendApi, Resending, resender_of
 from ._responses import MAX_STREAMS, StreamSlots, error_response
+from ._results import ResultApi, ResultReading
 from ._routes import open_paths, page_paths, starlette_routes
 from ._session_store import session_store_for
 from ._table import route_table
@@ -106,6 +108,9 @@ def create_app(
     resender: Resending | None = None,
     retrier: Resending | None = None,
     max_streams: int = MAX_STREAMS,
+    artifacts: ArtifactStore | None = None,
+    artifact_url_expiry: int = 3600,
+    results_elsewhere: ResultReading | None = None,
 ) -> Starlette:
     """The status server over ``book``, following ``feed`` (a ``LocalChangeFeed`` if None).
 
@@ -124,7 +129,11 @@ def create_app(
     and the queues page, beside ``own_queue`` (the Celery setting ``asyncbook_queue``);
     it stays the caller's to close.
     ``resender`` sends tasks again through the broker (``asyncbook.celery.Resender``);
-    without one, a resend is refused (503, ``no-broker``). ``retrier`` is its old name
+    without one, a resend is refused (503, ``no-broker``). ``artifacts``: the store
+    results are kept in by reference (``asyncbook_artifacts``): ``/api/tasks/{id}/result``
+    reads it, and a delivery hands over a presigned URL lasting ``artifact_url_expiry``
+    seconds beside its receipt (docs/artifacts.md); ``results_elsewhere`` reads a result
+    kept outside it (``asyncbook serve``: a Celery meta in Redis). ``retrier`` is its old name
     (deprecated; gone in 0.3.0).
 
     At most ``max_streams`` event streams (a task's, its output's, a group's) are open at
@@ -138,8 +147,16 @@ def create_app(
     hub = Hub(reader)
     groups = GroupHub(reader)
     streams = StreamSlots(max_streams)
+    results = ResultApi(reader, artifacts, artifact_url_expiry, results_elsewhere)
     status = StatusApp(
-        book, reader, hub, keepalive, signin=rules.signin, groups=groups, streams=streams
+        book,
+        reader,
+        hub,
+        keepalive,
+        signin=rules.signin,
+        groups=groups,
+        handover=results.download,
+        streams=streams,
     )
 
     def on_change(change: Change) -> None:
@@ -167,7 +184,8 @@ def create_app(
     throttle = FailureThrottle()
     sessions = session_store_for(reader)
     queues = QueuesApi(reader, broker, own_queue, with_info=status.console)
-    table = route_table(status, Login(rules, throttle, sessions), queues, ResendApi(resender))
+    login = Login(rules, throttle, sessions)
+    table = route_table(status, login, queues, ResendApi(resender), results)
     routes: list[BaseRoute] = starlette_routes(table, signin=rules.signin)
     static = StaticFiles(packages=[("asyncbook.web", "static")])
     routes.append(Mount("/static", static, name="static"))

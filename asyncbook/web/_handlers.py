@@ -17,7 +17,7 @@ from .._audit import AuditedBook
 from .._book import AsyncBook
 from .._checks import require_limit
 from .._console import NameTotals
-from .._models import AsyncTask, GroupSummary, to_wire
+from .._models import AsyncTask, DeliveryReceipt, GroupSummary, to_wire
 from .._reasons import Reason
 from .._watch import task_summary
 from ..errors import AsyncBookError, BookUnavailableError, UnknownTaskError, invalid
@@ -33,6 +33,7 @@ from ._pages import read_page
 from ._paths import raw_path, split_group_path, split_task_path
 from ._reader import Reader
 from ._responses import StreamSlots, error_response
+from ._results import with_download
 from ._sse import format_comment, format_event, parse_count, parse_cursor
 
 __all__ = ["StatusApp", "book_error"]
@@ -75,6 +76,7 @@ class StatusApp:
         signin: bool = False,
         groups: GroupHub | None = None,
         streams: StreamSlots | None = None,
+        handover: Callable[[DeliveryReceipt], Awaitable[dict[str, Any] | None]] | None = None,
     ):
         self.book = book
         self.reader = reader
@@ -85,6 +87,8 @@ class StatusApp:
         self.streams = streams if streams is not None else StreamSlots()
         """The event streams open, bounded (every stream of this server takes a slot)."""
         self.signin = signin
+        self.handover = handover
+        """What a delivery hands over beside its receipt (``ResultApi.download``)."""
         self.console = isinstance(book, ConsoleBook)
         """True when the book keeps task info (the console's API is served then)."""
         self.audited = isinstance(book, AuditedBook)
@@ -157,7 +161,10 @@ class StatusApp:
                 "message": f"task {task_id!r} has no result to deliver (not succeeded)",
             }
             return JSONResponse(body, status_code=409)
-        return JSONResponse(to_wire(result))
+        download = None
+        if self.handover is not None and result.receipt is not None:
+            download = await self.handover(result.receipt)
+        return with_download(to_wire(result), download)
 
     async def cancel(self, request: Request) -> Response:
         task_id = _task_id(request)

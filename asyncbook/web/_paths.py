@@ -1,6 +1,6 @@
-"""Task URLs: ``/api/tasks/<id>[/events|/stream|/delivery|/cancel|/resend|/audit]`` (and
-``/retry``, resend's old name; ``/output`` and ``/output-stream``), matched and split on
-the raw path.
+"""Task URLs: ``/api/tasks/<id>[/events|/stream|/delivery|/cancel|/resend|/audit|/result]``
+(and ``/retry``, resend's old name; ``/output`` and ``/output-stream``), matched and split
+on the raw path.
 
 A task id may hold ``/``, ``%``, spaces, newlines or any Unicode, so it travels
 percent-encoded (``encodeURIComponent``). Routing on the decoded path would confuse the id
@@ -64,6 +64,7 @@ SUFFIXES = frozenset(
         "audit",
         "output",
         "output-stream",
+        "result",
     }
 )
 GROUPS_PREFIX = "/api/groups/"

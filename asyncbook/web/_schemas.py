@@ -16,7 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 from .._audit import MAX_AUDIT_PAGE, AuditEntry
 from .._checks import MAX_PAGE
 from .._console import IndexLag, TaskInfo, WorkerSummary
-from .._models import STATE_NAMES, AsyncTask, GroupSummary, WireModel
+from .._models import STATE_NAMES, AsyncTask, DeliveryResult, GroupSummary, WireModel
 from .._queues import MAX_NAMED_QUEUES, MAX_QUEUE_NAME, MAX_QUEUES
 from .._reasons import Reason
 from ._cancel import MAX_REASON
@@ -180,6 +180,21 @@ CancelRequest = reason_body(
 
 class Extension:
     """Marks a model documented as ``allOf``: its first base, then the fields it adds."""
+
+
+class Download(WireModel):
+    """A URL anyone holding it may read the delivered result from, until ``expiresAtMs``
+    (a presigned URL of the server's S3 artifact store)."""
+
+    url: str
+    expires_at_ms: int
+
+
+class DeliveryAnswer(DeliveryResult, Extension):
+    """A delivery: the receipt as the book gives it, and beside it, when the result is
+    stored by reference in an S3 store of the server's, a presigned URL to read it."""
+
+    download: Download | Absent = None
 
 
 class GroupDetail(GroupSummary, Extension):

@@ -11,6 +11,7 @@ import uvicorn
 
 from .._book import AsyncBook
 from .._queues import DEFAULT_OWN_QUEUE, BrokerReader
+from ..artifacts import ArtifactStore
 from ..errors import invalid
 from ..redis import RedisBook
 from ._access import AccessRules
@@ -20,6 +21,7 @@ from ._feed import BookChangeFeed, ChangeFeed
 from ._reader import Reader
 from ._resend import Resending, resender_of
 from ._responses import MAX_STREAMS
+from ._results import ResultReading
 
 __all__ = ["BackgroundServer", "feed_for", "serve"]
 
@@ -118,6 +120,8 @@ def serve(
     retrier: Resending | None = None,
     access: AccessRules | None = None,
     max_streams: int = MAX_STREAMS,
+    artifacts: ArtifactStore | None = None,
+    results_elsewhere: ResultReading | None = None,
 ) -> None:
     """Serve until interrupted; without ``token`` (or ``access``) only a loopback
     ``host`` is allowed.
@@ -127,7 +131,8 @@ def serve(
     ``forwarded_allow_ips`` (uvicorn's default: 127.0.0.1, or env FORWARDED_ALLOW_IPS).
     ``access``: roles instead of the one ``token``; ``broker``, ``own_queue`` (the queues
     page), ``resender`` (sends tasks again through the broker; ``retrier``: its old
-    name) and ``max_streams`` (event streams open at once) are ``create_app``'s.
+    name), ``artifacts`` (results stored by reference), ``results_elsewhere`` and
+    ``max_streams`` (event streams open at once) are ``create_app``'s.
     """
     rules = _checked(host, token, access, proxy_headers)
     names = _with_bind_name(host, allowed_hosts)
@@ -140,6 +145,8 @@ def serve(
         own_queue=own_queue,
         resender=resender_of(resender, retrier),
         max_streams=max_streams,
+        artifacts=artifacts,
+        results_elsewhere=results_elsewhere,
     )
     server = _server(app, host, port, log_level, proxy_headers, forwarded_allow_ips)
     if on_ready is not None:
@@ -173,6 +180,8 @@ class BackgroundServer:
         retrier: Resending | None = None,
         access: AccessRules | None = None,
         max_streams: int = MAX_STREAMS,
+        artifacts: ArtifactStore | None = None,
+        results_elsewhere: ResultReading | None = None,
     ) -> None:
         rules = _checked(host, token, access, proxy_headers)
         names = _with_bind_name(host, allowed_hosts)
@@ -186,6 +195,8 @@ class BackgroundServer:
             own_queue=own_queue,
             resender=resender_of(resender, retrier),
             max_streams=max_streams,
+            artifacts=artifacts,
+            results_elsewhere=results_elsewhere,
         )
         self._server = _server(self.app, host, port, log_level, proxy_headers, forwarded_allow_ips)
         self._host = host

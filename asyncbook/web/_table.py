@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .._console import RUNTIME_BUCKETS_MS, SearchPage, TaskStats
-from .._models import AsyncTask, CallbackResult, DeliveryResult, ResumeResult
+from .._models import AsyncTask, CallbackResult, ResumeResult
 from .._queues import MAX_QUEUES, QueuesReport
 from ._audit_api import AuditApi
 from ._cancel import CANCEL_BODY_LIMIT
@@ -29,11 +29,13 @@ from ._output_api import output_operations
 from ._paths import GROUP_PAGES, GROUPS, TASKS
 from ._queues import REUSE_SECONDS, QueuesApi
 from ._resend import ResendApi
+from ._results import ResultApi
 from ._routes import ERROR, SSE, STREAMS_FULL, Answer, Operation, Page, json_answer, read_answers
 from ._schemas import (
     CancelRefusal,
     CancelRequest,
     CursorQuery,
+    DeliveryAnswer,
     DeliveryHeaders,
     Error,
     Forbidden,
@@ -151,6 +153,37 @@ _NO_TASK = json_answer(Error, "No such task; code `invalid-request`, field `task
 _FORBIDDEN = json_answer(Forbidden, "A change needs the operator role (`role`); code `forbidden`")
 
 
+_RESULT_HELP = (
+    "The bytes of a result stored by reference (`resultRef` in the server's artifact "
+    "store: `asyncbook serve --artifacts`), checked against `resultHash` first: "
+    "`application/json` when they are JSON, `text/plain` when text, else "
+    "`application/octet-stream`; `X-Result-Hash` is the hash. The read role suffices."
+)
+
+
+def _result_operation(results: ResultApi) -> Operation:
+    return Operation.at(
+        "GET /api/tasks/{id}/result",
+        results.result,
+        "A succeeded task's result, fetched from the artifact store and checked",
+        {
+            200: Answer("The result's bytes", media="application/octet-stream"),
+            400: ERROR,
+            404: json_answer(
+                Error,
+                "No such task, no artifact store (`no-store`), or the result is not in "
+                "it (`not-found`, `invalid-request`)",
+            ),
+            409: json_answer(Error, "The task has no result (`no-result`)"),
+            502: json_answer(Error, "The stored bytes do not match `resultHash` (`damaged`)"),
+            503: json_answer(Error, "The store did not answer (`unavailable`)"),
+        },
+        description=_RESULT_HELP,
+        path_params=TaskIdPath,
+        raw=TASKS,
+    )
+
+
 def _task_operations(status: StatusApp) -> Table:
     task: type[BaseModel] = TaskWithInfo if status.console else AsyncTask
     listing: type[BaseModel] = SearchQuery if status.console else ListingQuery
@@ -194,7 +227,7 @@ def _task_operations(status: StatusApp) -> Table:
             status.deliver,
             "Hand the result over once per idempotency key",
             {
-                200: json_answer(DeliveryResult, "Delivered (or delivered before)"),
+                200: json_answer(DeliveryAnswer, "Delivered (or delivered before)"),
                 400: ERROR,
                 404: _NO_TASK,
                 403: _FORBIDDEN,
@@ -369,7 +402,9 @@ def _signin_operations(login: Login) -> Table:
     ]
 
 
-def route_table(status: StatusApp, login: Login, queues: QueuesApi, resend: ResendApi) -> Table:
+def route_table(
+    status: StatusApp, login: Login, queues: QueuesApi, resend: ResendApi, results: ResultApi
+) -> Table:
     """Every route of a server over ``status``'s book; ``login``'s are mounted only when
     the server has a token (and documented always); ``queues`` reads the broker;
     ``resend``'s over a book that keeps task info."""
@@ -384,6 +419,7 @@ def route_table(status: StatusApp, login: Login, queues: QueuesApi, resend: Rese
         Page("/groups/{id}", status.page("group.html"), raw=GROUP_PAGES),
         *_task_operations(status),
         *output_operations(status.reader, status.keepalive, status.streams),
+        _result_operation(results),
         *_group_operations(status),
         Operation.at(
             "GET /api/changes",

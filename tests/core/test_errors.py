@@ -16,6 +16,7 @@ from redis.retry import Retry
 import asyncbook
 import asyncbook.errors
 from asyncbook import (
+    ArtifactError,
     AsyncBookError,
     BookUnavailableError,
     DamagedRecordError,
@@ -95,6 +96,7 @@ SAMPLES: list[BaseException] = [
     UnknownTaskError("t-1"),
     BookUnavailableError("down"),
     DamagedRecordError("t-1", "no history"),
+    ArtifactError("s3://b/k", "its bytes do not match sha256:00"),
     UnsupportedServerError("redis 6.2.14", "Redis 7.0 or newer"),
     NotReplicatedError(1, 0, 1000),
     RedisUnavailableError("the book's Redis did not answer"),

@@ -10,6 +10,7 @@ import pytest
 EXPORTS = {
     "asyncbook": [
         "ApplyItem",
+        "ArtifactError",
         "AsyncBook",
         "AsyncBookError",
         "AsyncEvent",
@@ -155,6 +156,23 @@ EXPORTS = {
         "serve",
     ],
     "asyncbook.cli": ["cli", "main"],
+    "asyncbook.artifacts": [
+        "ArtifactStore",
+        "Download",
+        "LocalStore",
+        "OrphanReport",
+        "S3Store",
+        "Stored",
+        "aread",
+        "checked",
+        "digest_of",
+        "download_for",
+        "key_for",
+        "open_store",
+        "read",
+        "sweep_orphans",
+        "task_of_key",
+    ],
 }
 
 

@@ -116,6 +116,7 @@ def test_id_routes_are_matched_on_the_raw_path(book: MemoryBook | RedisBook) -> 
         "/api/tasks/{id}/audit",
         "/api/tasks/{id}/output",
         "/api/tasks/{id}/output-stream",
+        "/api/tasks/{id}/result",
         "/api/groups/{id}",
         "/api/groups/{id}/stream",
         "/groups/{id}",

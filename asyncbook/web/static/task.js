@@ -11,6 +11,7 @@ let taskState = null; // the task's state as the stream last said
 let taskInfo = null; // the info last read
 let auditState = null; // the task's state when its audit trail was last asked for
 let auditRetriedAs = null; // the resend its info named then (a resend leaves the state as it is)
+let resultShown = null; // the resultRef whose result is shown
 let cancelling = false; // a cancel is on its way: its answer, not the stream, closes the dialog
 
 function showSummary(task) {
@@ -30,6 +31,7 @@ function showSummary(task) {
   taskState = task.state;
   showActions(task.state);
   if (task.state !== infoState) refreshInfo();
+  if (task.state === "succeeded" && task.resultRef !== resultShown) showResult(task.resultRef);
   if (task.state !== auditState) {
     auditState = task.state; // a change by hand changes the state: read the trail again
     refreshAudit();
@@ -45,6 +47,43 @@ function addHistory(entry) {
     el("td", { class: "time", title: String(atMs) + " ms" }, formatTime(atMs)),
     el("td", {}, el("pre", {}, JSON.stringify(details)))));
   if (type !== "progress") refreshInfo();
+}
+
+// -- result: a result stored by reference, inline when small JSON or text, else a link ------
+
+const INLINE_LIMIT = 65536;
+
+async function showResult(ref) {
+  resultShown = ref;
+  const url = taskUrl(taskId, "result");
+  let head;
+  try {
+    head = await fetch(url, { method: "HEAD", credentials: "same-origin" });
+  } catch (error) {
+    return;
+  }
+  // No artifact store, or a result Celery keeps in Redis: its resultRef above says where.
+  if (head.status === 404 || head.status === 409) return;
+  const note = document.getElementById("result-note");
+  const link = document.getElementById("result-download");
+  const inline = document.getElementById("result-inline");
+  document.getElementById("result-section").hidden = false;
+  link.hidden = !head.ok;
+  inline.hidden = true;
+  if (!head.ok) {
+    note.textContent = "The result could not be read (HTTP " + head.status + ")";
+    return;
+  }
+  link.href = url;
+  const type = (head.headers.get("Content-Type") || "").split(";")[0];
+  const size = Number(head.headers.get("Content-Length") || "0");
+  note.textContent = size + " bytes, " + type;
+  if (size > INLINE_LIMIT || !(type === "application/json" || type.startsWith("text/"))) return;
+  const response = await fetch(url, { credentials: "same-origin" });
+  if (!response.ok) return;
+  const text = await response.text();
+  inline.textContent = type === "application/json" ? JSON.stringify(JSON.parse(text), null, 2) : text;
+  inline.hidden = false;
 }
 
 // -- info: what Celery published and what the runs reported ------------------------------
