@@ -193,7 +193,7 @@ def main() -> None:
             calls = sent[:2]
         _lane.ScriptLane.call = call  # type: ignore[method-assign]
         execution = _execution_source() if kind == "execution" else ""
-        real = f"{_scripts.library()[0]}_apply"  # the book's own apply
+        real = f"{_scripts.library('')[0]}_apply"  # the book's own apply
 
         def again(
             texts: list[str],

@@ -97,7 +97,7 @@ def functions_check(client: Any) -> Check:
         listed = client.function_list(library="asyncbook_*")
     except redis.ResponseError:
         return Check("functions", "skipped", "no Redis Functions here: scripts go by EVALSHA")
-    current, others = library()[0], []
+    current, others = library("")[0], []
     for entry in map(_fields, listed):
         name = text_of(entry["library_name"])
         if name != current and f"{name}_apply" in {

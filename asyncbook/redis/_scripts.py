@@ -100,12 +100,13 @@ def load_source(name: str) -> str:
 
 
 @functools.cache
-def library(source: str = "") -> tuple[str, str]:
+def library(source: str) -> tuple[str, str]:
     """The book's scripts as one Redis Functions library, its name and source: the
     helpers are its locals, each script the body of a function ``<name>_<script>`` (a
     read's ``no-writes``), which sets KEYS and ARGV (the helpers keep no state of a
-    call). An ``events_script``'s ``source`` is a library of
-    its own, with one function, ``<name>_events``."""
+    call). ``source`` is "" for the book's own; an ``events_script``'s is a library of
+    its own, with one function, ``<name>_events``. (No default: ``library()`` and
+    ``library("")`` would be two cache entries, which a patched source can set apart.)"""
     parts = ["local KEYS, ARGV", *map(_lua, [FIRST_HELPER, "_info.lua", "_apply.lua", *_CREATE])]
     bodies = {"events": source} if source else {name: _lua(f"{name}.lua") for name in SCRIPT_ARGS}
     for name, body in bodies.items():

@@ -55,7 +55,7 @@ def private_server(folder: Path, *args: str, program: str = "redis-server") -> I
 
 
 def test_the_library_has_one_function_per_script_named_by_its_source() -> None:
-    name, source = library()
+    name, source = library("")
     assert re.fullmatch(r"asyncbook_[0-9a-f]{12}", name)
     assert source.startswith(f"#!lua name={name}\n")
     found = re.findall(r"function_name='([^']+)', flags=\{([^}]*)\}", source)
@@ -67,7 +67,9 @@ def test_the_library_has_one_function_per_script_named_by_its_source() -> None:
 def test_the_library_resets_each_table_its_helpers_fill() -> None:
     """A library's locals live from call to call: a helper's table that a call fills
     (``NAME[...] = ...``) is made again at the start of each function."""
-    reset = re.search(r"callback=function\(k, a\) KEYS, ARGV(?:, ([\w, ]+))? = k, a", library()[1])
+    reset = re.search(
+        r"callback=function\(k, a\) KEYS, ARGV(?:, ([\w, ]+))? = k, a", library("")[1]
+    )
     assert reset is not None
     tables = set()
     for helper in HELPERS:
@@ -85,7 +87,7 @@ def test_lives_go_by_fcall_once_the_library_is_loaded(tmp_path: Path) -> None:
         client = redis.Redis(port=port)
         book = RedisBook(client, namespace="fn")
         life(book, "a")  # the first call: "Function not found", FUNCTION LOAD, EVAL
-        listed = client.function_list(library()[0])
+        listed = client.function_list(library("")[0])
         assert len(listed) == 1
         entry = dict(zip(listed[0][::2], listed[0][1::2], strict=True))
         assert len(entry[b"functions"]) == len(SCRIPT_ARGS)
@@ -121,7 +123,7 @@ def test_a_function_flush_mid_run_loses_nothing(book: RedisBook, client: redis.R
     assert task is not None
     assert [entry.event.type for entry in task.history] == ["start", "progress"]
     # Other tests' events libraries may share the server: the book's is one of them.
-    assert library()[0].encode() in [entry[1] for entry in client.function_list()]
+    assert library("")[0].encode() in [entry[1] for entry in client.function_list()]
 
 
 @pytest.mark.parametrize(
