@@ -11,7 +11,7 @@ This layer does I/O and knows neither Redis nor Celery: the result backend
 from ._local import LocalStore
 from ._open import Download, aread, download_for, open_store, read
 from ._s3 import S3Store
-from ._store import ArtifactStore, Stored, checked, digest_of, key_for, task_of_key
+from ._store import ArtifactStore, Stored, checked, digest_of, fits, key_for, task_of_key
 from ._sweep import OrphanReport, sweep_orphans
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "checked",
     "digest_of",
     "download_for",
+    "fits",
     "key_for",
     "open_store",
     "read",

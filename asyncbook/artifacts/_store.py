@@ -11,7 +11,20 @@ from urllib.parse import quote, unquote
 
 from ..errors import ArtifactError
 
-__all__ = ["ArtifactStore", "Stored", "checked", "digest_of", "key_for", "task_of_key"]
+__all__ = [
+    "ArtifactStore",
+    "Stored",
+    "checked",
+    "digest_of",
+    "fits",
+    "key_for",
+    "task_of_key",
+]
+
+MAX_KEY_BYTES = 1024
+"""The longest key S3 takes (UTF-8 bytes)."""
+MAX_PART_BYTES = 255
+"""The longest name of one path segment a file system takes (a local store's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +83,15 @@ def key_for(namespace: str, task_id: str, digest: str) -> str:
     of one task (a redelivery) write two keys: neither overwrites the bytes the book
     recorded."""
     return f"{_part(namespace)}/{_part(task_id)}/{digest.removeprefix('sha256:')}"
+
+
+def fits(key: str) -> bool:
+    """True when every store takes ``key``: at most ``MAX_KEY_BYTES``, each segment at
+    most ``MAX_PART_BYTES`` (a task id may take 4,096 characters; escaped, it may not fit,
+    and its result then stays in Redis)."""
+    return len(key.encode()) <= MAX_KEY_BYTES and all(
+        len(part.encode()) <= MAX_PART_BYTES for part in key.split("/")
+    )
 
 
 def task_of_key(key: str) -> tuple[str, str] | None:

@@ -24,6 +24,7 @@ from ..artifacts import (
     ArtifactStore,
     OrphanReport,
     digest_of,
+    fits,
     key_for,
     open_store,
     read,
@@ -132,7 +133,15 @@ class Artifacts:
         if len(data) < (self.settings.threshold if threshold is None else threshold):
             return None
         digest = digest_of(data)
-        ref = self.store.put(key_for(self.namespace, task_id, digest), data, content_type)
+        key = key_for(self.namespace, task_id, digest)
+        if not fits(key):
+            logger.warning(
+                "asyncbook: the result of task %.80s... stays in Redis: its id is too long "
+                "for a key of the artifact store",
+                task_id,
+            )
+            return None
+        ref = self.store.put(key, data, content_type)
         fields = {"ref": ref, "hash": digest, "size": len(data), "type": content_type}
         return {MARKER: {**fields, "codec": codec}}
 

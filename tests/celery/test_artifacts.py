@@ -20,6 +20,7 @@ from celery.result import AsyncResult
 from asyncbook import ArtifactError, AsyncBookError, RedisBook
 from asyncbook.artifacts import digest_of
 from asyncbook.celery import cancel
+from asyncbook.celery._artifacts import Artifacts
 from asyncbook.celery._backend import AsyncBookBackend
 from asyncbook.celery._settings import Settings
 
@@ -182,6 +183,19 @@ def test_artifact_settings_read(tmp_path: Path) -> None:
     assert settings.artifacts.url == tmp_path.as_uri()
     assert settings.artifacts.threshold == 10
     assert Settings.from_conf({}).artifacts.url is None
+
+
+@pytest.mark.parametrize("task_id", ["é" * 50, "x" * 300, "é" * 4096])
+def test_a_result_whose_id_is_too_long_for_a_key_stays_in_redis(
+    tmp_path: Path, task_id: str
+) -> None:
+    """A task id may take 4,096 characters; escaped into a key it may pass a file name's
+    255 bytes or S3's 1,024: its result is kept in Redis, not failed at the store."""
+    settings = Settings.from_conf({"asyncbook_artifacts": tmp_path.as_uri()})
+    artifacts = Artifacts(settings.artifacts, "ns")
+    assert artifacts.offload(task_id, "x" * 1000, "json") is None  # 50 é: 300 escaped
+    assert list(tmp_path.iterdir()) == []
+    assert artifacts.offload("short", "x" * 1000, "json") is not None
 
 
 def test_a_success_the_book_refuses_deletes_its_artifact(
