@@ -31,9 +31,15 @@ class LocalStore:
 
     def put(self, key: str, data: bytes, content_type: str) -> str:
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Written beside, then renamed: a reader sees the whole file or none.
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+        for last in (False, False, True):  # a sweep may remove an emptied folder meanwhile
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                # Written beside, then renamed: a reader sees the whole file or none.
+                handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+                break
+            except FileNotFoundError:
+                if last:
+                    raise
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
@@ -73,12 +79,18 @@ class LocalStore:
         return len(keys)
 
     def list(self, prefix: str) -> Iterator[Stored]:
-        if not self.root.is_dir():
-            return
-        for path in sorted(self.root.rglob("*")):
-            key = path.relative_to(self.root).as_posix()
-            if path.is_file() and key.startswith(prefix) and not path.name.startswith(".part-"):
-                stat = path.stat()
+        # os.walk skips a folder removed while it walks (another sweep's deletes).
+        for folder, folders, files in os.walk(self.root):
+            folders.sort()
+            for name in sorted(files):
+                path = Path(folder, name)
+                key = path.relative_to(self.root).as_posix()
+                if not key.startswith(prefix) or name.startswith(".part-"):
+                    continue
+                try:
+                    stat = path.stat()
+                except FileNotFoundError:  # deleted since it was listed
+                    continue
                 yield Stored(key, path.as_uri(), stat.st_size, stat.st_mtime)
 
     def presign(self, ref: str, expires_s: int) -> str | None:

@@ -93,3 +93,18 @@ def test_open_store_by_url(tmp_path: Path) -> None:
         with pytest.raises(ArtifactError) as caught:
             open_store(bad)
         assert caught.value.code == "invalid-request", bad
+
+
+def test_a_listing_goes_on_while_another_sweep_deletes(store: ArtifactStore) -> None:
+    """Two sweeps at once (workers' upkeep, the CLI): one deletes what the other is
+    listing, and the listing goes on with what is left, no error."""
+    keys = [key_for("ns", f"t{n}", digest_of(str(n).encode())) for n in range(6)]
+    for n, key in enumerate(keys):
+        store.put(key, str(n).encode(), "application/octet-stream")
+    listing = store.list("ns/")
+    first = next(listing)
+    store.delete([key for key in keys if key != first.key])
+    assert {item.key for item in listing} <= set(keys)  # S3 lists a page ahead: no error
+    store.delete([first.key])
+    store.put(keys[0], b"0", "application/octet-stream")  # its emptied folders come back
+    assert [item.key for item in store.list("ns/")] == [keys[0]]

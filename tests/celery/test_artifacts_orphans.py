@@ -43,9 +43,9 @@ def test_a_worker_killed_between_the_upload_and_the_success_leaves_an_orphan_the
     with worker.running(client), example_app(worker.queue, worker.namespace) as app:
         book = RedisBook.from_url(URL, namespace=worker.namespace)
         sent = render.apply_async((50_000,), {"delay": 1.0})
-        # The worker took the message (and marked it unacked) before writes wait.
-        wait_for(lambda: client.llen(worker.queue) == 0, timeout=20)
-        wait_for(lambda: client.hlen("unacked") > 0 or client.exists(f"{worker.queue}-unacked"))
+        # The worker took the message (and marked it unacked) before writes wait: its
+        # "received" line, not the unacked hash, which other runs' messages may fill.
+        wait_for(lambda: f"render[{sent.id}] received" in worker.output(), timeout=20)
         client.client_pause(20_000, all=False)
         try:
             wait_for(lambda: list(store.list("")), timeout=15)  # uploaded
