@@ -167,6 +167,7 @@ EXPORTS = {
         "checked",
         "digest_of",
         "download_for",
+        "fits",
         "key_for",
         "open_store",
         "read",
