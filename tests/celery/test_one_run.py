@@ -29,6 +29,7 @@ RUNS: list[str] = []
 
 def make_app() -> Celery:
     app = memory_app("one-run")
+    app.conf.asyncbook_one_run = True  # opt-in (docs/one-run.md)
 
     @app.task(bind=True, shared=False, tracked=True, ttl=60, acks_late=True, name="one.work")
     def work(self: Task[Any, Any]) -> str:

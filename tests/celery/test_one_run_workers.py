@@ -47,6 +47,7 @@ app = Celery("one_run", broker={url!r}, backend="asyncbook+" + {url!r})
 app.conf.update(
     task_default_queue={queue!r},
     asyncbook_namespace={namespace!r},
+    asyncbook_one_run=True,
     asyncbook_queue={queue!r} + "-asyncbook",
     broker_connection_retry_on_startup=True,
     broker_transport_options={{
