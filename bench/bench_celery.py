@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 
 import redis
+from _servers import drop_keys
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -129,8 +130,7 @@ def main() -> None:
             print(f"round {round_}: {line}", flush=True)
     finally:
         client = redis.Redis.from_url(args.url)
-        for key in client.scan_iter(match="{" + namespace + "}:*", count=1000):
-            client.delete(key)
+        drop_keys(client, "{" + namespace + "}:*")
         client.close()
     print()
     print(f"tasks per run: {args.n}, rounds: {args.rounds}, solo worker, Redis broker+backend")

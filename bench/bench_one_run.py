@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_celery  # noqa: E402
+from _servers import drop_keys  # noqa: E402
 
 TASKS = ("tracked", "tracked_late")
 
@@ -70,8 +71,7 @@ def main() -> None:
             print(f"round {round_ + 1}: {line}", flush=True)
     finally:
         client = redis.Redis.from_url(args.url)
-        for key in client.scan_iter(match="{" + namespace + "}:*", count=1000):
-            client.delete(key)
+        drop_keys(client, "{" + namespace + "}:*")
         client.close()
     print()
     print(f"tasks per run: {args.n}, rounds: {args.rounds}, solo worker, asyncbook's backend")
