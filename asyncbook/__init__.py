@@ -43,6 +43,7 @@ from ._models import (
     parse_task,
     to_wire,
 )
+from ._one_run import Held
 from ._output import OutputAppend, OutputChunk, OutputPage
 from ._reasons import Reason
 from ._sinks import Sink, SinkError, WebhookSink
@@ -102,6 +103,8 @@ __all__ = [
     # the audit trail
     "AuditEntry",
     "AuditedBook",
+    # one run per task: claim_run's held answer
+    "Held",
     # the pure machine
     "apply_async_event",
     "create_async_task",

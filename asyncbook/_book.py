@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, NamedTuple, Protocol, Required, TypedDict, Unpack, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    NamedTuple,
+    Protocol,
+    Required,
+    TypedDict,
+    Unpack,
+    runtime_checkable,
+)
 
 from ._console import PublishInfo
 from ._jsrules import utf16_key
@@ -22,6 +31,9 @@ from ._models import (
 )
 from ._output import OutputAppend, OutputPage
 from .errors import AsyncBookError
+
+if TYPE_CHECKING:
+    from ._held import Held
 
 __all__ = [
     "ApplyItem",
@@ -223,13 +235,15 @@ class AsyncBook(Protocol):
         *,
         at_ms: int | float | None = None,
         callback_id: str | None = None,
-    ) -> CallbackResult | None:
+    ) -> CallbackResult | Held:
         """Start the task unless a live attempt holds it (one run per task, extension).
 
-        None when it is running and its heartbeat is not overdue: nothing changes, and
-        the audit gets an entry (action ``suppress``, outcome ``held``, actor
-        ``worker``). A running attempt whose heartbeat is overdue is first ended as
-        ``end_stalled`` would end it, retryable (this claim is its redelivery).
+        ``Held`` when it is running and its heartbeat is not overdue: the record does not
+        change, the audit gets an entry (action ``suppress``, outcome ``held``, actor
+        ``worker``), and ``Held.postpone`` says whether this delivery is the one to send
+        again (due after the holder's stall time). A running attempt whose heartbeat is
+        overdue is first ended as ``end_stalled`` would end it, retryable (this claim is
+        its redelivery).
         Otherwise exactly ``apply`` of ``{type: "start", atMs, worker}`` with
         ``callback_id``; ``at_ms`` defaults to the book's clock.
         """

@@ -58,7 +58,7 @@ from ._models import (
     ResumeResult,
     TaskPage,
 )
-from ._one_run import HELD, SUPPRESS, held_reason, require_worker, start_input
+from ._one_run import HELD, SUPPRESS, Held, held_reason, require_worker, start_input
 from ._output import MemoryOutputs, OutputAppend, OutputPage
 from ._reasons import Reason
 from .errors import AsyncBookError, UnknownTaskError, task_exists
@@ -280,7 +280,7 @@ class MemoryBook:
         *,
         at_ms: int | float | None = None,
         callback_id: str | None = None,
-    ) -> CallbackResult | None:
+    ) -> CallbackResult | Held:
         """Start the task unless a live attempt holds it (``AsyncBook.claim_run``)."""
         who = require_worker(worker)
         event = start_input(self.now_ms() if at_ms is None else at_ms, who)
@@ -291,11 +291,11 @@ class MemoryBook:
                 at = coerce_event(event).at_ms  # a bad shape raises as apply's would
                 now = self.now_ms()
                 holder = self._stalls.holder(task, at, now)
-                if holder is True:
+                if isinstance(holder, Held):
                     reason = held_reason(task.attempts)
                     self._audit.add(now, task_id, SUPPRESS, who, reason, HELD)
-                    return None
-                if holder is not False:
+                    return holder
+                if holder is not None:
                     self._apply(task_id, *holder)
             return self._apply(task_id, event, callback_id)
 

@@ -20,6 +20,7 @@ from ._models import (
     ProgressEvent,
     StartEvent,
 )
+from ._one_run import Held
 
 __all__ = ["MemoryStalls"]
 
@@ -32,6 +33,8 @@ class MemoryStalls:
         """Heartbeat timeout (ms) and retry-on-stall, of tasks created with a timeout."""
         self._stalls: dict[str, int] = {}
         """Running tasks with a timeout: when they stall, by this process's clock."""
+        self._postponed: dict[str, int] = {}
+        """When the delivery a held claim postponed is due (the Redis record's ``hp``)."""
 
     def timed(self, task_id: str, timeout_ms: int, retry_on_stall: bool) -> None:
         """``task_id`` was created with a heartbeat timeout."""
@@ -63,14 +66,20 @@ class MemoryStalls:
             if deadline <= now
         ][:count]
 
-    def holder(self, task: AsyncTask, at_ms: int | float, now: int) -> tuple[FailEvent, str] | bool:
-        """For a claim at ``at_ms``: True while a live attempt holds ``task``; a stale
-        holder's fail (always retryable: the claim is the redelivery) and callback id;
-        False when nothing holds it."""
+    def holder(
+        self, task: AsyncTask, at_ms: int | float, now: int
+    ) -> tuple[FailEvent, str] | Held | None:
+        """For a claim at ``at_ms``: ``Held`` while a live attempt holds ``task`` (its
+        postponement noted); a stale holder's fail (always retryable: the claim is the
+        redelivery) and callback id; None when nothing holds it."""
         stall = self._stalls.get(task.id)
         timed = math.isfinite(at_ms) and 0 <= at_ms < task.expires_at_ms
         if task.state is not AsyncState.RUNNING or stall is None or not timed:
-            return False
+            return None
         if stall > now:
-            return True
+            due = self._postponed.get(task.id)
+            postpone = due is None or due <= now
+            if postpone:
+                self._postponed[task.id] = stall
+            return Held(task.attempts, stall, now, postpone)
         return stall_event(now, self._liveness[task.id][0], True), f"stalled:{task.id}:{stall}"

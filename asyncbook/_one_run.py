@@ -7,9 +7,10 @@ from typing import Any
 
 from ._audit import require_actor
 from ._book import EventInput
+from ._held import Held
 from .errors import AsyncBookError, invalid
 
-__all__ = ["HELD", "SUPPRESS", "held_reason", "require_worker", "start_input"]
+__all__ = ["HELD", "SUPPRESS", "Held", "held_reason", "require_worker", "start_input"]
 
 SUPPRESS = "suppress"
 """The audit action of a delivery not run because a live attempt held its task."""

@@ -87,7 +87,7 @@ class Executions:
         start = StartEvent.model_construct(at_ms=now_ms(), worker=worker)
         callback = callback_id(task_id, "start", retries, execution.nonce)
         if claims and not self.one_run.claim(
-            task_id, worker, start.at_ms, callback, execution.create
+            task, task_id, worker, start.at_ms, callback, execution.create
         ):
             return  # another live attempt holds the task: this delivery's body is skipped
         process = self.running.process

@@ -33,6 +33,16 @@ run is over. The body is skipped by the task's ``before_start`` handler (Celery'
 documented hook, set on each tracked task's class when the app is finalized and when a
 worker starts), raising ``DuplicateRun``, an ``Ignore``: Celery acknowledges the message
 and stores no result, so the first run's result stays as it is.
+
+A held delivery is postponed, not dropped: a copy and a holder that died look alike from
+here (a killed pool child's ``acks_late`` message comes back at once, ``redelivered``,
+while the dead attempt's heartbeat is still fresh). One held claim per stall period
+(``Held.postpone``) sends its message again, as ``Task.retry`` does but with the same
+``retries`` and marked ``POSTPONED_HEADER``, to arrive a moment after the holder's stall
+time. Its claim then finds the holder ended (dropped), alive (postponed again), or
+stalled (it runs, as the stall's recovery). Held copies meanwhile are dropped: one is
+already on its way. A copy that would arrive after the task's deadline is not sent: the
+deadline ends the task if its holder does not.
 """
 
 from __future__ import annotations
@@ -50,11 +60,11 @@ from celery.exceptions import Ignore
 from .._audit import AuditedBook
 from .._book import AsyncBook
 from .._models import CallbackResult
-from .._one_run import SUPPRESS
+from .._one_run import SUPPRESS, Held
 from .._reasons import Reason
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ._configured import retried
-from ._publishing import DEADLINE_HEADER
+from ._publishing import CREATED_HEADER, DEADLINE_HEADER, POSTPONED_HEADER
 from ._settings import Settings
 from ._startup import SettingsError
 from ._state import Handler, Lazy
@@ -66,6 +76,9 @@ logger = logging.getLogger("asyncbook.celery")
 
 DEFAULT_VISIBILITY_TIMEOUT_MS = 3_600_000
 """kombu's Redis transport's ``visibility_timeout`` when the app sets none (1 h)."""
+POSTPONE_MARGIN_MS = 1_000
+"""How long after the holder's stall time a postponed delivery arrives: the worker's and
+the book's clocks may differ by this much (a little early, it is postponed once more)."""
 
 
 class DuplicateRun(Ignore):
@@ -181,6 +194,7 @@ class OneRun:
 
     def claim(
         self,
+        task: Task[Any, Any],
         task_id: str,
         worker: str,
         at_ms: int | float,
@@ -189,10 +203,10 @@ class OneRun:
     ) -> bool:
         """Claim the run: True to run the body (started, or the book did not answer:
         then the start is written with the result as usual), False when this delivery is
-        skipped (``before_start`` raises ``DuplicateRun``)."""
+        skipped (``before_start`` raises ``DuplicateRun``; a held one is postponed)."""
         book = self.book.get()
 
-        def call() -> tuple[CallbackResult | None]:
+        def call() -> tuple[CallbackResult | Held]:
             try:
                 return (book.claim_run(task_id, worker, at_ms=at_ms, callback_id=callback),)
             except UnknownTaskError:  # its publisher's create has not landed: create it
@@ -203,8 +217,10 @@ class OneRun:
         if answered is None:
             return True
         (result,) = answered
-        if result is None:
+        if isinstance(result, Held):
             why = "a live attempt holds it"
+            if result.postpone:
+                why += self._postpone(task, result)
         elif result.reason == Reason.TERMINAL_CONFLICT:
             why = f"it already ended ({result.task.state.value})"
             self._audit(book, task_id, worker, why, result.reason)
@@ -213,6 +229,30 @@ class OneRun:
         logger.info("asyncbook: task %s delivered again and not run: %s", task_id, why)
         _SKIP.skip = DuplicateRun(task_id, why)
         return False
+
+    def _postpone(self, task: Task[Any, Any], held: Held) -> str:
+        """Send this delivery's message again, due after the holder's stall time (the
+        module's rules); what became of it, for the log."""
+        request = task.request
+        countdown_ms = max(0, held.stall_at_ms - held.now_ms) + POSTPONE_MARGIN_MS
+        deadline = request.get(DEADLINE_HEADER)
+        if isinstance(deadline, int | float) and now_ms() + countdown_ms >= deadline:
+            return "; not postponed past its deadline"
+        headers = {
+            **(request.headers or {}),
+            DEADLINE_HEADER: deadline,
+            CREATED_HEADER: True,
+            POSTPONED_HEADER: int(request.get(POSTPONED_HEADER) or 0) + 1,
+        }
+        signature = task.signature_from_request(
+            request, retries=request.retries, countdown=countdown_ms / 1000, headers=headers
+        )
+        try:
+            signature.apply_async()
+        except Exception as error:  # the broker refused it: held copies may come again
+            logger.error("asyncbook: task %s not postponed: %r", request.id, error)
+            return "; not postponed (the broker refused it)"
+        return f"; postponed by {countdown_ms / 1000:.1f} s"
 
     def _audit(self, book: AsyncBook, task_id: str, worker: str, why: str, outcome: str) -> None:
         if isinstance(book, AuditedBook):

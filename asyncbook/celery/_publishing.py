@@ -37,7 +37,7 @@ from ._tracking import (
     ttl_ms,
 )
 
-__all__ = ["CREATED_HEADER", "DEADLINE_HEADER", "Publishing"]
+__all__ = ["CREATED_HEADER", "DEADLINE_HEADER", "POSTPONED_HEADER", "Publishing"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -45,6 +45,9 @@ CREATED_HEADER = "asyncbook_created"
 """Message header: the publisher created the task in the book."""
 DEADLINE_HEADER = "asyncbook_deadline_ms"
 """Message header: the task's deadline, in ms since the epoch."""
+POSTPONED_HEADER = "asyncbook_postponed"
+"""Message header: how often a delivery held by a live attempt was sent again (one run
+per task); such a publish creates nothing and records no retry."""
 
 
 class Publishing:
@@ -98,6 +101,8 @@ class Publishing:
                 TASK_ID_LIMIT,
             )
             return
+        if headers.get(POSTPONED_HEADER):
+            return  # a held delivery sent again: its task and deadline are the message's
         retries = int(headers.get("retries") or 0)
         if retries > 0:
             self._record_retry(task_id, retries - 1)

@@ -182,11 +182,10 @@ class Settings:
     heartbeat_timeout_ms: int = 60_000
     """How long a running attempt may stay silent before the sweep fails it as stalled
     (``asyncbook_heartbeat_timeout``; a task's own ``heartbeat_timeout`` option wins)."""
-    one_run: bool = False
+    one_run: bool = True
     """One run per task: a delivery of a tracked task whose running attempt is alive is
-    not run (docs/one-run.md); a task's own ``one_run`` option wins. Off by default: a
-    held delivery is dropped, so a holder that died with a fresh heartbeat (a killed pool
-    child whose ``acks_late`` message comes back at once) would lose its task."""
+    not run but postponed to after that attempt's stall time (docs/one-run.md); a task's
+    own ``one_run`` option wins. Tasks without a heartbeat timeout are never held."""
     record_info: bool = True
     """Record each tracked task's info for the console (name, queue, worker, times...)."""
     record_args: bool = True

@@ -29,6 +29,7 @@ from .._models import (
     HistoryEntry,
     ResumeResult,
 )
+from .._one_run import Held
 from .._reasons import Reason
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._args import dumps, number_text, utf8
@@ -150,16 +151,17 @@ class Stale(NamedTuple):
 
 def claim_run(
     shard: Shard, task_id: str, event: EventInput, callback_id: str | None, audit: AuditArgs
-) -> Plan[CallbackResult | Stale | None]:
-    """A start unless a live attempt holds the task (claim_run.lua): None when one does
-    (its audit entry written), ``Stale`` when the holder is overdue (nothing written)."""
+) -> Plan[CallbackResult | Stale | Held]:
+    """A start unless a live attempt holds the task (claim_run.lua): ``Held`` when one
+    does (its audit entry written), ``Stale`` when the holder is overdue (nothing written)."""
     yield SETTLE
     keys, args, shape_error = shard.apply_call(task_id, event, callback_id, only_if_stalled="u")
     yield from before_write(shard)
     reply = yield from apply_one(shard, keys, args, audit, "claim_run")
     status = text_of(reply[0])
     if status == ScriptStatus.HELD:
-        return None
+        attempts, stall_at, now = (int(text_of(part)) for part in reply[1:4])
+        return Held(attempts, stall_at, now, text_of(reply[4]) == "1")
     if status == ScriptStatus.STALE:
         return Stale(*(int(text_of(part)) for part in reply[1:4]))
     return callback_result(args.task_id, reply, shape_error)

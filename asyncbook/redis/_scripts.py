@@ -67,7 +67,8 @@ class ScriptStatus(StrEnum):
     FRESH = "!fresh"
     """apply, for the sweep's stall fail: a heartbeat came in time; nothing changed."""
     HELD = "!held"
-    """claim_run: a live attempt holds the task (its attempts follow); nothing changed."""
+    """claim_run: a live attempt holds the task (its attempts, stall time, the server's
+    clock and whether to postpone this delivery follow); the record unchanged."""
     STALE = "!stale"
     """claim_run: the attempt holding the task is overdue (its stall time, the server's
     now and the heartbeat timeout follow); nothing written."""

@@ -23,7 +23,7 @@ from .._models import (
     GroupSummary,
     ResumeResult,
 )
-from .._one_run import SUPPRESS, require_worker, start_input
+from .._one_run import SUPPRESS, Held, require_worker, start_input
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _audit as audits
 from . import _claims as claims
@@ -188,11 +188,12 @@ def claim_run(
     *,
     at_ms: int | float | None = None,
     callback_id: str | None = None,
-) -> MergedPlan[CallbackResult | None]:
+) -> MergedPlan[CallbackResult | Held]:
     """Start the task unless a live attempt holds it (one run per task, extension).
 
-    None when the task is running and its heartbeat is not overdue: nothing changed, and
-    the refused delivery's audit entry (``suppress``, outcome ``held``) is written in the
+    ``Held`` when the task is running and its heartbeat is not overdue: nothing changed
+    but the postponement's note, and the refused delivery's audit entry (``suppress``,
+    outcome ``held``) is written in the
     same call. A running attempt whose heartbeat is overdue is first ended as
     ``end_stalled`` would end it; otherwise this is ``apply`` of ``{type: start, atMs,
     worker}`` (``at_ms`` defaults to the server's clock). One round trip.
@@ -202,7 +203,7 @@ def claim_run(
     shard = ns.shards[index]
     entry = audits.audit_args(shard, who, SUPPRESS, "")
 
-    def run(taken: bool) -> MergedPlan[CallbackResult | None]:
+    def run(taken: bool) -> MergedPlan[CallbackResult | Held]:
         at = (yield from on(index, server_time())) if at_ms is None else at_ms
         event = start_input(at, who)
         if taken:  # another task's id: a duplicate-callback, whoever holds the run
@@ -211,12 +212,14 @@ def claim_run(
                     index, operations.apply(shard, task_id, event, callback_id, taken=True)
                 )
             )
+        last = None
         for _ in range(_STALE_TRIES):
             found = yield from on(
                 index, operations.claim_run(shard, task_id, event, callback_id, entry)
             )
             if not isinstance(found, operations.Stale):
                 return found
+            last = found
             stall = stall_event(found.now, found.timeout_ms, True)  # this is its redelivery
             callback = f"stalled:{task_id}:{found.stall_at}"
             keys, args, _ = shard.apply_call(task_id, stall, callback, only_if_stalled=True)
@@ -224,9 +227,12 @@ def claim_run(
             if text_of(reply[0]) != ScriptStatus.FRESH:
                 ended = callback_result(task_id, reply, None)
                 yield from groups.after_ends(ns, index, [ended], [task_id])
-        return None  # overdue holders kept coming back: a live one holds it now
+        # Overdue holders kept coming back (other workers' claims took the run and
+        # stalled): held, postponed to after the last one's timeout.
+        assert last is not None
+        return Held(0, last.now + last.timeout_ms, last.now, True)
 
-    result: CallbackResult | None = yield from _claimed(ns, task_id, callback_id, run)
+    result: CallbackResult | Held = yield from _claimed(ns, task_id, callback_id, run)
     return result
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from celery import Celery, Task
 from celery.app.task import Context
+from celery.signals import before_task_publish
 
 from asyncbook import AsyncBookError, RedisBook
 from asyncbook.celery import Integration, SettingsError, tracked
@@ -28,8 +29,7 @@ RUNS: list[str] = []
 
 
 def make_app() -> Celery:
-    app = memory_app("one-run")
-    app.conf.asyncbook_one_run = True  # opt-in (docs/one-run.md)
+    app = memory_app("one-run")  # one run per task is on by default
 
     @app.task(bind=True, shared=False, tracked=True, ttl=60, acks_late=True, name="one.work")
     def work(self: Task[Any, Any]) -> str:
@@ -145,6 +145,81 @@ def test_a_delivery_over_an_overdue_holder_runs_as_the_next_attempt(
     task = wait_for(lambda: (t := book.get(task_id)) and t.state == "succeeded" and t)
     assert (history(task), task.attempts) == (["start", "fail", "start", "succeed"], 2)
     assert task_id in RUNS
+
+
+def held_by_a_silent_holder(book: RedisBook, name: str, timeout_ms: int) -> str:
+    """A task whose first attempt ("elsewhere") is running and never beats."""
+    task_id = unique(name)
+    book.create(
+        id=task_id,
+        now_ms=book.now_ms(),
+        ttl_ms=60_000,
+        max_attempts=3,
+        heartbeat_timeout_ms=timeout_ms,
+        retry_on_stall=True,
+    )
+    assert book.claim_run(task_id, "elsewhere") is not None
+    return task_id
+
+
+def test_a_held_delivery_is_postponed_and_runs_when_its_holder_stalled(
+    app: Celery, book: RedisBook, worker: Integration
+) -> None:
+    """The killed pool child's case: the holder is dead but its heartbeat still fresh.
+    The delivery is sent again to after its stall time, and then runs as the next attempt."""
+    task_id = held_by_a_silent_holder(book, "postponed", 1_500)
+    result = app.tasks["one.work"].apply_async(task_id=task_id)
+    assert result.get(timeout=20) == "ran"
+    task = wait_for(lambda: (t := book.get(task_id)) and t.state == "succeeded" and t)
+    assert (history(task), task.attempts) == (["start", "fail", "start", "succeed"], 2)
+    assert task.history[1].event.error == "stalled: no heartbeat for 1500 ms"
+    assert [(e.action, e.outcome) for e in book.audit(task_id)] == [("suppress", "held")]
+    assert RUNS.count(task_id) == 1
+
+
+def test_a_postponed_delivery_whose_holder_ended_is_dropped(
+    app: Celery, book: RedisBook, worker: Integration
+) -> None:
+    task_id = held_by_a_silent_holder(book, "ended-meanwhile", 1_500)
+    app.tasks["one.work"].apply_async(task_id=task_id)
+    wait_for(lambda: book.audit(task_id), timeout=10)  # held, and sent again
+    book.apply(
+        task_id, {"type": "succeed", "atMs": book.now_ms(), "resultRef": "r", "resultHash": "h"}
+    )
+    wait_for(lambda: len(book.audit(task_id)) == 2, timeout=15)
+    outcomes = [e.outcome for e in book.audit(task_id)]
+    assert outcomes == ["terminal-conflict", "held"]  # newest first
+    assert task_id not in RUNS
+    assert app.AsyncResult(task_id).state == "PENDING"  # no result stored
+
+
+def test_held_copies_before_the_stall_time_are_dropped_not_postponed(
+    app: Celery, book: RedisBook, worker: Integration
+) -> None:
+    """Only the first held delivery per stall period is sent again."""
+    task_id = held_by_a_silent_holder(book, "copies", 10_000)
+    sent: list[dict[str, Any]] = []
+
+    def record(headers: dict[str, Any] | None = None, **_: Any) -> None:
+        if headers is not None and headers.get("id") == task_id:
+            sent.append(dict(headers))
+
+    before_task_publish.connect(record, weak=False)
+    try:
+        for _ in range(3):
+            app.tasks["one.work"].apply_async(task_id=task_id)
+        wait_for(lambda: len(book.audit(task_id)) == 3, timeout=10)
+    finally:
+        before_task_publish.disconnect(record)
+    postponed = [h for h in sent if h.get("asyncbook_postponed")]
+    assert len(postponed) == 1
+    (copy,) = postponed
+    assert (copy["asyncbook_postponed"], copy["retries"], copy["asyncbook_created"]) == (1, 0, True)
+    assert copy["eta"] is not None
+    assert task_id not in RUNS
+    task = book.get(task_id)
+    assert task is not None
+    assert (task.state, history(task)) == ("running", ["start"])  # no retry recorded
 
 
 def test_a_delivery_of_an_ended_task_is_not_run_again(

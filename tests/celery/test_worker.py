@@ -41,6 +41,9 @@ def worker(
     beat = ["-B", "-s", str(tmp / "beat-schedule")]
     worker = CeleryWorker(ROOT, URL, tmp / "worker.log", extra=beat)
     worker.env["ASYNCBOOK_WEBHOOK_SECRET"] = " ".join(SECRETS)
+    # A killed attempt is over once its heartbeat is overdue (one run per task).
+    worker.env["ASYNCBOOK_HEARTBEAT_INTERVAL"] = "1"
+    worker.env["ASYNCBOOK_HEARTBEAT_TIMEOUT"] = "5"
     with worker.running(client, webhook.url):
         yield worker
 
@@ -48,7 +51,7 @@ def worker(
 @pytest.fixture(scope="module")
 def app(worker: CeleryWorker) -> Iterator[Celery]:
     """The example app, publishing to the test worker's queue and namespace."""
-    with example_app(worker.queue, worker.namespace) as app:
+    with example_app(worker.queue, worker.namespace, asyncbook_heartbeat_timeout=5) as app:
         yield app
 
 
@@ -127,12 +130,17 @@ def test_killed_pool_child_runs_again_and_succeeds_once(
     pid = wait_for(lambda: active_pid(app, worker, result.id), 10)
     os.kill(pid, signal.SIGKILL)
 
-    task = settled(book, webhook, result.id)
-    assert (task.state, task.attempts) == ("succeeded", 1)
+    # Its message comes back at once (reject_on_worker_lost) while the killed attempt's
+    # heartbeat is fresh: held, and postponed to after its stall time, it then ends the
+    # dead attempt as stalled and runs as the next attempt (one run per task).
+    task = wait_terminal(book, result.id, timeout=45)
+    wait_for(lambda: notified(webhook, result.id), timeout=15)
+    assert (task.state, task.attempts) == ("succeeded", 2)
     types = history(task)
-    assert types.count("start") == 1
-    assert types.count("succeed") == 1
-    assert "fail" not in types
+    assert (types.count("start"), types.count("fail"), types.count("succeed")) == (2, 1, 1)
+    stalled = next(entry.event for entry in task.history if entry.event.type == "fail")
+    assert stalled.error.startswith("stalled")
+    assert [(e.action, e.outcome) for e in book.audit(result.id)] == [("suppress", "held")]
     assert result.get(timeout=10) == {
         "prompt": "kill",
         "text": " ".join(f"kill-{i}" for i in range(1, 11)),

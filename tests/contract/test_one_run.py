@@ -6,7 +6,15 @@ import time
 
 import pytest
 
-from asyncbook import AsyncBook, AsyncBookError, AuditedBook, AuditEntry, FailEvent
+from asyncbook import (
+    AsyncBook,
+    AsyncBookError,
+    AuditedBook,
+    AuditEntry,
+    CallbackResult,
+    FailEvent,
+    Held,
+)
 
 from ..support.events import progress, succeed
 
@@ -32,7 +40,7 @@ def watched(book: AsyncBook, task_id: str = "r", timeout: int = 60_000, retry: b
 def test_the_first_claim_starts_the_task_as_a_start_would(book: AsyncBook) -> None:
     watched(book)
     result = book.claim_run("r", "w1", callback_id="r:start:1")
-    assert result is not None
+    assert isinstance(result, CallbackResult)
     assert (result.reason, result.changed, result.task.state, result.task.attempts) == (
         "started",
         True,
@@ -47,7 +55,10 @@ def test_a_claim_on_a_live_run_changes_nothing_and_is_audited(book: AsyncBook) -
     watched(book)
     book.claim_run("r", "w1", callback_id="r:start:1")
     before = book.get("r")
-    assert book.claim_run("r", "w2", callback_id="r:start:2") is None
+    held = book.claim_run("r", "w2", callback_id="r:start:2")
+    assert isinstance(held, Held)
+    assert (held.attempts, held.postpone) == (1, True)
+    assert 0 < held.stall_at_ms - held.now_ms <= 60_000
     assert book.get("r") == before  # no version, no history entry: the contract's answers
     (entry,) = audit(book, "r")
     assert isinstance(entry, AuditEntry)
@@ -66,7 +77,7 @@ def test_a_repeated_callback_id_is_a_duplicate_callback_even_while_held(book: As
     watched(book)
     book.claim_run("r", "w1", callback_id="r:start:1")
     again = book.claim_run("r", "w1", callback_id="r:start:1")
-    assert again is not None
+    assert isinstance(again, CallbackResult)
     assert (again.reason, again.duplicate_callback) == ("duplicate-callback", True)
 
 
@@ -78,7 +89,7 @@ def test_a_claim_over_an_overdue_run_ends_it_as_the_sweep_would_and_starts(
     book.claim_run("r", "w1", callback_id="r:start:1")
     time.sleep(0.01)  # the first run's heartbeat is overdue now (1 ms timeout)
     result = book.claim_run("r", "w2", callback_id="r:start:2")
-    assert result is not None
+    assert isinstance(result, CallbackResult)
     assert (result.reason, result.task.state, result.task.attempts) == ("started", "running", 2)
     stalled = result.task.history[-2].event
     assert isinstance(stalled, FailEvent)
@@ -90,19 +101,19 @@ def test_a_claim_over_an_overdue_run_ends_it_as_the_sweep_would_and_starts(
 
 def test_without_a_heartbeat_watch_a_claim_is_a_start(book: AsyncBook) -> None:
     book.create(id="u", now_ms=book.now_ms(), ttl_ms=FAR, max_attempts=2)
-    assert book.claim_run("u", "w1") is not None
+    assert isinstance(book.claim_run("u", "w1"), CallbackResult)
     again = book.claim_run("u", "w2")
-    assert again is not None
+    assert isinstance(again, CallbackResult)
     assert (again.reason, again.duplicate) == ("already-running", True)
 
 
 def test_claims_answer_as_starts_on_queued_and_ended_tasks(book: AsyncBook) -> None:
     watched(book, retry=False)
     first = book.claim_run("r", "w1")
-    assert first is not None
+    assert isinstance(first, CallbackResult)
     book.apply("r", succeed(at=book.now_ms()))
     late = book.claim_run("r", "w2")
-    assert late is not None
+    assert isinstance(late, CallbackResult)
     assert late.reason == "terminal-conflict"
 
 
@@ -110,7 +121,7 @@ def test_a_claim_past_the_deadline_expires_the_task(book: AsyncBook) -> None:
     watched(book)
     book.claim_run("r", "w1")
     result = book.claim_run("r", "w2", at_ms=FAR * 2)
-    assert result is not None
+    assert isinstance(result, CallbackResult)
     assert (result.reason, result.task.state) == ("expired", "expired")
 
 
@@ -133,3 +144,24 @@ def test_a_claim_on_an_unknown_task_names_task_id(book: AsyncBook) -> None:
     with pytest.raises(AsyncBookError) as raised:
         book.claim_run("missing", "w1")
     assert raised.value.field == "taskId"
+
+
+def test_one_held_claim_per_stall_period_is_postponed(book: AsyncBook) -> None:
+    """The first held claim is sent again to after the holder's stall time; the copies
+    held before that time is past are dropped; once it is past (the holder beat on), the
+    next held claim is postponed again."""
+    watched(book, timeout=2_000)
+    book.claim_run("r", "w1")
+    first = book.claim_run("r", "w2")
+    second = book.claim_run("r", "w3")
+    assert isinstance(first, Held)
+    assert isinstance(second, Held)
+    assert (first.postpone, second.postpone) == (True, False)
+    time.sleep(1.2)
+    assert book.heartbeat(["r"]) == 1  # the holder is alive: its stall time moves on
+    time.sleep(1.2)  # past the first stall time, before the second
+    third = book.claim_run("r", "w4")
+    assert isinstance(third, Held)
+    assert third.postpone
+    assert third.stall_at_ms > first.stall_at_ms
+    assert [entry.outcome for entry in audit(book, "r")] == ["held"] * 3  # type: ignore[attr-defined]

@@ -33,6 +33,7 @@ EXPORTS = {
         "FailEvent",
         "GroupNotification",
         "GroupSummary",
+        "Held",
         "HistoryEntry",
         "MemoryBook",
         "MinuteStats",

@@ -166,16 +166,22 @@ def threaded_worker(app: Celery, book: AsyncBook) -> Iterator[Integration]:
 
 
 @contextmanager
-def example_app(queue: str, namespace: str) -> Iterator[Celery]:
+def example_app(queue: str, namespace: str, **settings: Any) -> Iterator[Celery]:
     """The example app (``workers.app``), publishing to ``queue`` on the Celery test Redis,
-    installed on the book of ``namespace`` (a worker subprocess's, see ``CeleryWorker``)."""
+    installed on the book of ``namespace`` (a worker subprocess's, see ``CeleryWorker``),
+    with ``settings`` (as the worker's environment gives them) until it is uninstalled."""
     import workers
 
     app: Celery = workers.app
     app.conf.update(broker_url=CELERY_URL, result_backend=CELERY_URL, task_default_queue=queue)
+    app.conf.update(settings)
     install(app, RedisBook.from_url(CELERY_URL, namespace=namespace))
     yield app
     uninstall(app)
+    changes = app.conf.changes
+    if changes is not None:
+        for key in settings:
+            changes.pop(key, None)
 
 
 def close_result_backend(app: Any) -> None:

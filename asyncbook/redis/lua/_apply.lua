@@ -404,7 +404,7 @@ local function apply_event(KEYS, e, c)
     if stall_at and t.hbt then
       local now = server_ms()
       if tonumber(stall_at) > now then
-        return {'!held', string.format('%d', t.att)}
+        return {'!held', string.format('%d', t.att), stall_at, string.format('%d', now)}
       end
       return {'!stale', stall_at, string.format('%d', now), string.format('%d', t.hbt)}
     end
