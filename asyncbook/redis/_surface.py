@@ -48,6 +48,7 @@ from ._reads import (
     overdue_count,
     transition_counts,
 )
+from ._fleet import announce_worker, retire_worker, worker_records
 from ._stats import name_totals, stats, workers
 from ._task_ops import (
     apply,
@@ -101,6 +102,9 @@ __all__ = [
     "info",
     "search",
     "workers",
+    "announce_worker",
+    "retire_worker",
+    "worker_records",
     "stats",
     "task_names",
     "name_totals",
