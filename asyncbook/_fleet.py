@@ -98,4 +98,3 @@ def consumers_by_queue(records: Iterable[tuple[WorkerRecord, bool]]) -> dict[str
 def unconsumed_queues(ready: Mapping[str, int], consumers: Mapping[str, int]) -> list[str]:
     """The queues with ready messages that no online worker consumes, by name."""
     return sorted(name for name, count in ready.items() if count > 0 and not consumers.get(name))
-

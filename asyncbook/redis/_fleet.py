@@ -54,7 +54,9 @@ def retire_worker(ns: Namespace, record: WorkerRecord) -> MergedPlan[int]:
 def _records(ns: Namespace) -> Plan[tuple[list[tuple[WorkerRecord, bool]], int]]:
     k = ns.first.keys
     now = yield from server_time()
-    names = [text_of(name) for name in (yield command("zrevrange", k.fleet, 0, WORKER_RECORDS_KEPT - 1))]
+    names = [
+        text_of(name) for name in (yield command("zrevrange", k.fleet, 0, WORKER_RECORDS_KEPT - 1))
+    ]
     if not names:
         return [], now
     keys: list[Any] = [*map(k.worker_record, names), *map(k.worker_live, names)]

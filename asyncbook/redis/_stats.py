@@ -221,7 +221,9 @@ def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[Worke
         tasks.update(text for text in map(text_or_none, running) if text)
     # Each worker's record (``_fleet``) beside: online ones first, then by last seen.
     records, now = yield from worker_records(ns)
-    announced = {r.name: (r, live) for r, live in records if live or r.renewed_ms >= now - within_ms}
+    announced = {
+        r.name: (r, live) for r, live in records if live or r.renewed_ms >= now - within_ms
+    }
     for name, (record, _live) in announced.items():
         known, tasks = merged.setdefault(name, ([0, 0, 0, 0], set()))
         known[0] = max(known[0], record.renewed_ms)
@@ -239,7 +241,9 @@ def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[Worke
         )
         for name, ([seen, started, succeeded, failed], tasks) in merged.items()
     ]
-    ordered = sorted(summaries, key=lambda w: (bool(w.online), w.last_seen_ms, w.name), reverse=True)
+    ordered = sorted(
+        summaries, key=lambda w: (bool(w.online), w.last_seen_ms, w.name), reverse=True
+    )
     return ordered[:WORKERS_LISTED]
 
 

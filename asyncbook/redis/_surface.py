@@ -32,6 +32,7 @@ from ._batch_ops import (
 )
 from ._book_driver import AsyncDriver, Driver
 from ._console import task_names
+from ._fleet import announce_worker, retire_worker, worker_records
 from ._groups import group, group_members
 from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
@@ -48,7 +49,6 @@ from ._reads import (
     overdue_count,
     transition_counts,
 )
-from ._fleet import announce_worker, retire_worker, worker_records
 from ._stats import name_totals, stats, workers
 from ._task_ops import (
     apply,

@@ -40,20 +40,26 @@ def test_a_started_worker_is_online_and_a_stopped_one_offline_at_once(
     try:
         worker.start()
         found = wait_for(lambda: _listed(book, worker.name), 10)
-        assert found is not None and found.online is True
+        assert found is not None
+        assert found.online is True
         record = found.record
         assert record is not None
         assert worker.queue in record.queues
         assert (record.pool, record.concurrency) == ("prefork", 2)
         assert record.prefetch == 2 * 1  # celeryconfig: worker_prefetch_multiplier = 1
-        assert worker.process is not None and record.pid == worker.process.pid
-        assert record.celery_version and record.asyncbook_version and record.started_ms
+        assert worker.process is not None
+        assert record.pid == worker.process.pid
+        assert record.celery_version
+        assert record.asyncbook_version
+        assert record.started_ms
         records, _now = book.worker_records()
         assert [(r.name, online) for r, online in records] == [(worker.name, True)]
         worker.stop()  # SIGTERM: a warm, graceful shutdown
         gone = _listed(book, worker.name)
-        assert gone is not None and gone.online is False  # at once, no silence waited
-        assert gone.record is not None and gone.record.stopped_ms is not None
+        assert gone is not None
+        assert gone.online is False
+        assert gone.record is not None
+        assert gone.record.stopped_ms is not None
     finally:
         worker.stop()
         delete_namespace(client, worker.namespace)
@@ -77,10 +83,13 @@ def test_a_killed_worker_goes_offline_after_the_silence(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(child), signal.SIGKILL)
         still = _listed(book, worker.name)
-        assert still is not None and still.online is True  # not yet: within the silence
+        assert still is not None
+        assert still.online is True
         assert wait_for(lambda: _online(book, worker.name) is False, 30)
         kept = _listed(book, worker.name)
-        assert kept is not None and kept.record is not None and kept.record.stopped_ms is None
+        assert kept is not None
+        assert kept.record is not None
+        assert kept.record.stopped_ms is None
         assert kept.record.renewed_ms >= kept.last_seen_ms - WORKER_SILENCE_MS
     finally:
         worker.stop()
