@@ -44,7 +44,7 @@ def test_workers_page_shows_who_is_online_with_pool_and_queues(
             pool="threads",
             concurrency=8,
             queues=("celery", "mail"),
-        )  # fmt: skip
+        )
     )
     page.goto(server.url + "/workers")
     page.wait_for_function("document.querySelectorAll('#workers tr').length === 3")
@@ -55,10 +55,10 @@ def test_workers_page_shows_who_is_online_with_pool_and_queues(
     cpu = '#workers tr[data-worker="celery@cpu-1"]'
     other = '#workers tr[data-worker="celery@gpu-2"]'
     assert page.inner_text(f"{gpu} .state") == "online"
-    assert page.inner_text(f"{gpu} .pool") == "prefork ×4, prefetch 4"
+    assert page.inner_text(f"{gpu} .pool") == "prefork \u00d74, prefetch 4"
     assert page.inner_text(f"{gpu} .queues") == "video"
     assert page.inner_text(f"{cpu} .state") == "offline"
     assert page.inner_text(f"{cpu} .queues") == "celery, mail"
-    assert page.inner_text(f"{other} .state") == "–"  # seen in its tasks only
+    assert page.inner_text(f"{other} .state") == "\u2013"  # seen in its tasks only
     assert "1 online" in page.inner_text("#found")
     shoot(page, tmp_path, "workers-online.png")
