@@ -9,8 +9,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import redis
-from kombu import Connection, Exchange, Queue
 from redis.crc import key_slot
 
 from asyncbook import WorkerRecord
@@ -18,8 +16,8 @@ from asyncbook._fleet import WORKER_HISTORY_MS, WORKER_SILENCE_MS
 from asyncbook.celery import RedisBroker
 from asyncbook.cli._doctor_fleet import fleet_checks
 
-from ..support.broker import remove_queue
-from ..support.celery import CELERY_URL, unique
+from ..support.broker import ready_queue
+from ..support.celery import CELERY_URL
 from ..support.web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
@@ -28,17 +26,8 @@ pytestmark = pytest.mark.redis
 @pytest.fixture
 def video() -> Iterator[str]:
     """A queue on the broker holding 2 ready messages, which no worker consumes."""
-    name = unique("video")
-    with Connection(CELERY_URL) as connection:
-        declared = Queue(name, Exchange(name, type="direct"), routing_key=name)
-        producer = connection.Producer()
-        for number in range(2):
-            producer.publish({"n": number}, exchange=declared.exchange, routing_key=name,
-                             declare=[declared])  # fmt: skip
-    yield name
-    client = redis.Redis.from_url(CELERY_URL)
-    remove_queue(client, name)
-    client.close()
+    with ready_queue(2) as name:
+        yield name
 
 
 @pytest.fixture
