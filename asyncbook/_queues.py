@@ -247,6 +247,11 @@ class QueuesReport(WireModel):
     unconsumed: list[str] = Field(
         default=[], description="The queues with ready messages no online worker consumes."
     )
+    stranded_tasks: dict[str, int] | None = Field(
+        default=None,
+        description="Per queue, the tracked tasks queued over 5 minutes that no online "
+        "worker consumes (of the 100 oldest queued; null: the book keeps no task info).",
+    )
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON answer: every key present, null where unknown."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._fleet import WORKER_SILENCE_MS, consumers_by_queue, unconsumed_queues
 from .._queues import DEFAULT_OWN_QUEUE, MAX_QUEUES, read_broker
+from .._stranded import stranded, stranded_query
 from ._doctor import Check
 from ._queues import broker_for
 
@@ -30,6 +31,7 @@ def fleet_checks(book: Any, broker_url: str | None, own_queue: str | None) -> It
     else:
         detail = f"no worker renewed its record within {silence} ({len(records)} offline kept)"
         yield Check("fleet", "warning", detail, "start one: celery -A <your app> worker")
+    yield _stranded_check(book, consumers_by_queue(records))
     broker = broker_for(broker_url)
     try:
         snapshot, state = read_broker(broker, [], own_queue or DEFAULT_OWN_QUEUE, MAX_QUEUES)
@@ -50,3 +52,18 @@ def fleet_checks(book: Any, broker_url: str | None, own_queue: str | None) -> It
         )
     if not waiting:
         yield Check("consumed", "ok", "every queue with ready messages has an online consumer")
+
+
+def _stranded_check(book: Any, consumers: dict[str, int]) -> Check:
+    """The tracked tasks queued over 5 minutes in a queue no online worker consumes."""
+    page = book.search(stranded_query())
+    found = stranded(page.tasks, consumers, book.now_ms())
+    if not found:
+        return Check(
+            "stranded", "ok", "no tracked task waits over 5 min for a queue nobody consumes"
+        )
+    waiting = ", ".join(f"{count} in {queue!r}" for queue, count in found.items())
+    fix = "start a worker for each: celery -A <your app> worker -Q " + ",".join(found)
+    return Check(
+        "stranded", "problem", f"tracked tasks queued over 5 min for nobody: {waiting}", fix
+    )

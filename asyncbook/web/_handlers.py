@@ -273,6 +273,7 @@ class StatusApp:
             names = await self.reader.name_totals()
             gauges = await self.reader.gauges(health.now_ms)
         fleet = None if self.fleet is None else await self.fleet.unconsumed()
+        waiting = None if self.fleet is None else await self.fleet.stranded()
         text = render_metrics(
             states,
             answers,
@@ -286,6 +287,7 @@ class StatusApp:
             health=health,
             gauges=gauges,
             fleet=fleet,
+            stranded=waiting,
         )
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 

@@ -40,14 +40,17 @@ class Unconsumed(Protocol):
 
     async def unconsumed(self) -> tuple[dict[str, int], list[str] | None] | None: ...
 
+    async def stranded(self) -> dict[str, int] | None: ...
+
 
 def health_handler(
     reader: Reader, queues: Unconsumed | None = None
 ) -> Callable[[Request], Awaitable[Response]]:
     """The ``/api/health`` handler, reading the book through ``reader``; with ``queues``
     (a broker and the workers' records) the body names ``unconsumedQueues`` too: the
-    queues whose ready messages no online worker consumes (a flag: the status code
-    follows the sweep alone)."""
+    queues whose ready messages no online worker consumes, and (a book with the console)
+    ``strandedTasks``: per queue, the tracked tasks queued over 5 minutes that no online
+    worker consumes (flags: the status code follows the sweep alone)."""
 
     async def health(request: Request) -> Response:
         answer = await read_health(reader)
@@ -55,6 +58,9 @@ def health_handler(
         fleet = None if queues is None else await queues.unconsumed()
         if fleet is not None and fleet[1] is not None:
             body["unconsumedQueues"] = fleet[1]
+        waiting = None if queues is None else await queues.stranded()
+        if waiting is not None:
+            body["strandedTasks"] = waiting
         return JSONResponse(
             body,
             status_code=200 if answer.ok else 503,

@@ -199,6 +199,7 @@ def render_metrics(
     health: SweepHealth | None = None,
     gauges: BookGauges | None = None,
     fleet: tuple[Mapping[str, int], Sequence[str] | None] | None = None,
+    stranded: Mapping[str, int] | None = None,
 ) -> bytes:
     """The exposition text (Prometheus text format 0.0.4), written by prometheus_client.
 
@@ -270,6 +271,16 @@ def render_metrics(
         families += gauge_families(gauges)
     if fleet is not None:
         families += fleet_families(fleet[0], fleet[1] or ())
+    if stranded is not None:
+        waiting = GaugeMetricFamily(
+            "asyncbook_tasks_stranded",
+            "Tracked tasks queued over 5 minutes in a queue no online worker consumes "
+            "(of the 100 oldest queued).",
+            labels=["queue"],
+        )
+        for queue, count in stranded.items():
+            waiting.add_metric([queue], count)
+        families.append(waiting)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(families))
     return generate_latest(registry)

@@ -32,6 +32,7 @@ from .._queues import (
     queues_report,
     read_broker,
 )
+from .._stranded import stranded, stranded_query
 from ..errors import invalid
 from ._health import read_health
 from ._reader import Reader
@@ -86,6 +87,7 @@ class QueuesApi:
         created = await self._created(oldest_task_ids(snapshot)) if self.with_info else {}
         consumers = await self.consumers()
         report = queues_report(snapshot, state, health, created, self.own_queue, consumers)
+        report = report.model_copy(update={"stranded_tasks": await self.stranded()})
         return JSONResponse(report.to_wire(), headers={"Cache-Control": "no-store"})
 
     async def consumers(self) -> dict[str, int] | None:
@@ -95,6 +97,15 @@ class QueuesApi:
             return None
         found = await self.reader.workers(WORKER_SILENCE_MS)
         return consumers_by_queue((w.record, bool(w.online)) for w in found if w.record)
+
+    async def stranded(self) -> dict[str, int] | None:
+        """Per queue, the tracked tasks queued over ``STRANDED_AFTER_MS`` in a queue no
+        online worker consumes (None: a book without the console)."""
+        consumers = await self.consumers()
+        if consumers is None:
+            return None
+        page = await self.reader.search(stranded_query())
+        return stranded(page.tasks, consumers, await self.reader.now_ms())
 
     async def unconsumed(self) -> tuple[dict[str, int], list[str] | None] | None:
         """Online workers per queue, and the queues whose ready messages no online

@@ -146,7 +146,8 @@ _HEALTH_HELP = (
     "`ok` is false while tasks are past their deadline and no sweep ran for "
     "`silentAfterMs` (30 s); the answer is then 503, else 200, with the same body. "
     "With a broker, `unconsumedQueues` names the queues whose ready messages no online "
-    "worker consumes (a flag only: the status follows the sweep)."
+    "worker consumes, and `strandedTasks` per queue the tracked tasks queued over 5 minutes "
+    "that no online worker consumes (flags only: the status follows the sweep)."
 )
 
 

@@ -12,7 +12,9 @@ import pytest
 from redis.crc import key_slot
 
 from asyncbook import WorkerRecord
+from asyncbook._console import PublishInfo
 from asyncbook._fleet import WORKER_HISTORY_MS, WORKER_SILENCE_MS
+from asyncbook._stranded import STRANDED_AFTER_MS
 from asyncbook.celery import RedisBroker
 from asyncbook.cli._doctor_fleet import fleet_checks
 
@@ -79,3 +81,25 @@ def test_the_records_keys_expire_and_share_the_namespaces_slot(server: Running) 
     assert 0 < ttls[2] <= WORKER_SILENCE_MS
     assert WORKER_SILENCE_MS < ttls[0] <= WORKER_HISTORY_MS
     assert WORKER_SILENCE_MS < ttls[1] <= WORKER_HISTORY_MS
+
+
+def test_a_tracked_task_waiting_for_nobody_is_flagged(server: Running) -> None:
+    book = server.book
+    now = book.now_ms()
+    old = PublishInfo(name="video.encode", queue="video-stranded")
+    book.create(id="old", now_ms=now - STRANDED_AFTER_MS - 1_000, ttl_ms=3_600_000,
+                max_attempts=1, info=old)  # fmt: skip
+    fresh = PublishInfo(name="video.encode", queue="video-fresh")
+    book.create(id="fresh", now_ms=now, ttl_ms=3_600_000, max_attempts=1, info=fresh)
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        assert http.get("/api/health").json()["strandedTasks"] == {"video-stranded": 1}
+        assert http.get("/api/queues").json()["strandedTasks"] == {"video-stranded": 1}
+        metrics = http.get("/metrics").text
+        assert 'asyncbook_tasks_stranded{queue="video-stranded"} 1.0' in metrics
+        (check,) = [c for c in fleet_checks(book, None, None) if c.name == "stranded"]
+        assert (check.status, check.detail.endswith("1 in 'video-stranded'")) == ("problem", True)
+        # A worker consuming it comes online: it waits for someone now.
+        book.announce_worker(WorkerRecord(name="w@h", pid=1, queues=("video-stranded",)))
+        assert http.get("/api/health").json()["strandedTasks"] == {}
+        (check,) = [c for c in fleet_checks(book, None, None) if c.name == "stranded"]
+        assert check.status == "ok"

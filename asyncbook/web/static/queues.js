@@ -46,6 +46,11 @@ function showQueues(answer) {
   if (answer.truncated) text += " More queues were found than are shown.";
   const unconsumed = answer.unconsumed || [];
   if (unconsumed.length) text += " No online worker consumes " + unconsumed.join(", ") + ".";
+  const stranded = Object.entries(answer.strandedTasks || {});
+  if (stranded.length) {
+    text += " Tracked tasks queued over 5 minutes for nobody: " +
+      stranded.map(([queue, count]) => count + " in " + queue).join(", ") + ".";
+  }
   if (!answer.broker.configured || answer.broker.problem) text = "The broker's queues are not shown.";
   // The live region speaks when the picture changes, not at every re-read.
   if (text !== lastSummary) document.getElementById("found").textContent = text;
