@@ -14,6 +14,7 @@ from ._console import (
     WorkerSummary,
 )
 from ._delivery import DeliveryReport, deliver_notifications, notification_source
+from ._fleet import WorkerRecord
 from ._health import SweepHealth, sweep_health
 from ._machine import apply_async_event, create_async_task, expire_task
 from ._memory import MemoryBook
@@ -99,6 +100,7 @@ __all__ = [
     "TaskInfo",
     "TaskQuery",
     "TaskStats",
+    "WorkerRecord",
     "WorkerSummary",
     # the audit trail
     "AuditEntry",

@@ -16,6 +16,7 @@ from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import Field, StrictInt, StrictStr
 
+from ._fleet import WorkerRecord
 from ._models import STATE_NAMES, AsyncTask, Number, WireModel
 from .errors import invalid
 
@@ -318,6 +319,11 @@ class WorkerSummary(WireModel):
     started: StrictInt
     succeeded: StrictInt
     failed: StrictInt
+    online: bool | None = None
+    """Whether its record is fresh (``asyncbook._fleet``); None: it keeps none (an older
+    asyncbook, or seen only in its tasks)."""
+    record: WorkerRecord | None = None
+    """What it announced of itself last: host, pid, versions, pool, queues, load."""
 
 
 class MinuteStats(WireModel):

@@ -200,6 +200,13 @@ class QueueDepth(WireModel):
     )
     oldest_note: str | None = Field(description="Why `oldestAgeMs` is null (if it is).")
     asyncbook: bool = Field(description="Whether this is asyncbook's own queue.")
+    online_workers: int | None = Field(
+        default=None,
+        description="Online workers consuming it, by their records (null: not known).",
+    )
+    unconsumed: bool = Field(
+        default=False, description="Messages are ready and no online worker consumes it."
+    )
 
 
 class BrokerState(WireModel):
@@ -237,6 +244,14 @@ class QueuesReport(WireModel):
     discovery_complete: bool = Field(description="Every binding key of the broker was scanned.")
     unacked: UnackedCount
     asyncbook: OwnQueue
+    unconsumed: list[str] = Field(
+        default=[], description="The queues with ready messages no online worker consumes."
+    )
+    stranded_tasks: dict[str, int] | None = Field(
+        default=None,
+        description="Per queue, the tracked tasks queued over 5 minutes that no online "
+        "worker consumes (of the 100 oldest queued; null: the book keeps no task info).",
+    )
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON answer: every key present, null where unknown."""
@@ -276,10 +291,13 @@ def queues_report(
     health: SweepHealth,
     created: Mapping[str, float | None],
     own_queue: str = DEFAULT_OWN_QUEUE,
+    consumers: Mapping[str, int] | None = None,
 ) -> QueuesReport:
     """The report from a broker read (None: not read, ``broker.problem`` says why), the
     book's creation times of the oldest messages' tasks (each id looked up, None when
-    the book does not hold it; see ``oldest_task_ids``), and the sweep's health."""
+    the book does not hold it; see ``oldest_task_ids``), and the sweep's health; with
+    ``consumers`` (online workers per queue, ``_fleet.consumers_by_queue``) each queue
+    says how many consume it, and whether its ready messages wait for nobody."""
     now = health.now_ms
     rows = []
     own_ready: int | None = None
@@ -298,6 +316,10 @@ def queues_report(
                 oldest_age_ms=age,
                 oldest_note=note,
                 asyncbook=queue.name == own_queue,
+                online_workers=None if consumers is None else consumers.get(queue.name, 0),
+                unconsumed=consumers is not None
+                and bool(queue.ready)
+                and not consumers.get(queue.name),
             )
         )
     unacked = UnackedCount(
@@ -313,6 +335,7 @@ def queues_report(
         discovery_complete=snapshot.discovery_complete if snapshot else False,
         unacked=unacked,
         asyncbook=OwnQueue(queue=own_queue, ready=own_ready, health=health.to_wire()),
+        unconsumed=[row.name for row in rows if row.unconsumed],
     )
 
 

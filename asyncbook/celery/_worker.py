@@ -27,6 +27,7 @@ from .._health import SILENT_MS
 from .._sinks import GroupSink, Sink
 from .._sweep import SweepReport, sweep
 from . import _configured
+from ._announce import Announcer
 from ._artifacts import Artifacts
 from ._beat import schedule_in
 from ._cancels import Controls
@@ -88,6 +89,7 @@ class Service:
     controls: Controls
     delivery: Delivery
     upkeep: Upkeep | None = field(default=None, init=False)
+    announcer: Announcer | None = field(default=None, init=False)
 
     @property
     def book(self) -> AsyncBook:
@@ -160,6 +162,8 @@ class Service:
             return
         self.controls.watch_cancels(getattr(sender, "timer", None))  # sender: the consumer
         self.start_upkeep(str(getattr(sender, "hostname", None) or socket.gethostname()))
+        self.announcer = Announcer(self._book.get(), sender)
+        self.announcer.start()
         settings = self.settings.get()
         name = settings.queue
         if settings.worker_sweep or name in self.app.amqp.queues.consume_from:
@@ -198,6 +202,9 @@ class Service:
         this app's book)."""
         if getattr(sender, "app", None) is not self.app:
             return
+        if self.announcer is not None and self.announcer.pid == os.getpid():
+            self.announcer.stop()
+        self.announcer = None
         self.stop_upkeep()
         self.controls.stop_watching()
         process = self.running.process

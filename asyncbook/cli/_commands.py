@@ -347,6 +347,7 @@ def doctor(settings: GroupOptions, app_name: str | None, timeout: float, as_json
     namespace, the sweep; with -A also install(), the queue and the sinks.
     """
     from . import _doctor
+    from ._doctor_fleet import fleet_checks
 
     checks: list[_doctor.Check] = []
     book = settings.book
@@ -357,6 +358,7 @@ def doctor(settings: GroupOptions, app_name: str | None, timeout: float, as_json
             fail(f"cannot load the Celery app {app_name!r}: {error}", EXIT_USAGE)
         checks += _doctor.app_checks(app, timeout)
         book = _doctor.app_book(app) or book  # the app's own URL and namespace
+        checks += fleet_checks(book, app.conf.broker_url, app.conf.get("asyncbook_queue"))
     checks[:0] = _doctor.book_checks(book)
     if app_name is None:
         checks.append(

@@ -38,8 +38,9 @@ __all__ = ["COMMANDS"]
 @json_option
 @click.pass_obj
 def workers(settings: GroupOptions, within: int, as_json: bool) -> None:
-    """List the workers seen recently, most recently seen first: their running tasks and
-    how many tasks they started, finished and failed."""
+    """List the workers seen recently, online ones first, then the most recently seen:
+    their state, pool, queues, running tasks and how many tasks they started, finished
+    and failed."""
     with book_errors(), naming_options():
         found = settings.book.workers(within_ms=within)
     if as_json:
@@ -52,7 +53,7 @@ def workers(settings: GroupOptions, within: int, as_json: bool) -> None:
 
 
 def _workers_table(found: Sequence[WorkerSummary], now_ms: int) -> Table:
-    table = Table("worker", "last seen", "running")
+    table = Table("worker", "state", "pool", "queues", "last seen", "running")
     for column in ("started", "succeeded", "failed"):
         table.add_column(column, justify="right")
     for worker in found:
@@ -60,8 +61,13 @@ def _workers_table(found: Sequence[WorkerSummary], now_ms: int) -> Table:
         if len(worker.running) > 3:
             ids += f", +{len(worker.running) - 3} more"
         running = f"{len(worker.running)}" + (f": {ids}" if ids else "")
+        record = worker.record
+        pool = f"{record.pool} x{record.concurrency}" if record and record.pool else "-"
         table.add_row(
             cell(worker.name),
+            "-" if worker.online is None else "online" if worker.online else "offline",
+            cell(pool),
+            cell(", ".join(record.queues) if record else "-"),
             f"{span(max(0, now_ms - worker.last_seen_ms))} ago",
             cell(running),
             str(worker.started),

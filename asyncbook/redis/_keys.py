@@ -193,6 +193,14 @@ class KeySchema:
     """Sorted set of a worker's latest 1,000 tasks (ids), scored by creation order."""
     worker_counts = _per_id("wc")
     """Hash of a worker's counts: started, succeeded, failed."""
+    fleet = _Tagged("fleet")
+    """Sorted set of the workers that announced themselves, by when each last renewed its
+    record (``_fleet``; trimmed to a day and 500 workers; on the first shard)."""
+    worker_record = _per_id("wr")
+    """String: a worker's last record (JSON ``WorkerRecord``), kept a day."""
+    worker_live = _per_id("wl")
+    """String: present while a worker is online (its record's pid; expires after the
+    silence that makes it offline, deleted at a graceful shutdown)."""
 
     def name_index(self, state: str, name: str) -> str:
         """Sorted set of one task name's ids in one state, scored by creation order."""

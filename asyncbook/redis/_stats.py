@@ -27,6 +27,7 @@ from .._console import (
 from .._models import GROUP_END_STATES
 from ..errors import invalid
 from ._console import number_of, text_or_none, until_given
+from ._fleet import worker_records
 from ._indexer import caught_up
 from ._merged import MergedPlan, asked, every, on
 from ._plan import Plan, ScriptCall, command, server_time
@@ -203,7 +204,8 @@ def name_totals(ns: Namespace) -> MergedPlan[list[NameTotals]]:
 
 
 def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[WorkerSummary]]:
-    """Workers seen in the last ``within_ms``, most recently seen first."""
+    """Workers seen in the last ``within_ms`` (their tasks, or their records), online
+    ones first, then the most recently seen first."""
     if type(within_ms) is not int or within_ms <= 0:
         raise invalid("within_ms must be a whole number of ms > 0", field="within_ms")
     # Each worker's rows of every shard as one: counts summed, last seen the latest,
@@ -217,6 +219,15 @@ def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[Worke
         for column, count in enumerate(counts, start=1):
             known[column] += int(number_of(count) or 0)
         tasks.update(text for text in map(text_or_none, running) if text)
+    # Each worker's record (``_fleet``) beside: online ones first, then by last seen.
+    records, now = yield from worker_records(ns)
+    announced = {
+        r.name: (r, live) for r, live in records if live or r.renewed_ms >= now - within_ms
+    }
+    for name, (record, _live) in announced.items():
+        known, tasks = merged.setdefault(name, ([0, 0, 0, 0], set()))
+        known[0] = max(known[0], record.renewed_ms)
+        tasks.update(record.running)
     summaries = [
         WorkerSummary(
             name=name,
@@ -225,10 +236,15 @@ def workers(ns: Namespace, within_ms: int = 86_400_000) -> MergedPlan[list[Worke
             started=started,
             succeeded=succeeded,
             failed=failed,
+            online=announced[name][1] if name in announced else None,
+            record=announced[name][0] if name in announced else None,
         )
         for name, ([seen, started, succeeded, failed], tasks) in merged.items()
     ]
-    return sorted(summaries, key=lambda w: (w.last_seen_ms, w.name), reverse=True)[:WORKERS_LISTED]
+    ordered = sorted(
+        summaries, key=lambda w: (bool(w.online), w.last_seen_ms, w.name), reverse=True
+    )
+    return ordered[:WORKERS_LISTED]
 
 
 def _workers(shard: Shard, within_ms: int) -> Plan[Any]:

@@ -32,6 +32,7 @@ from ._batch_ops import (
 )
 from ._book_driver import AsyncDriver, Driver
 from ._console import task_names
+from ._fleet import announce_worker, retire_worker, worker_records
 from ._groups import group, group_members
 from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
@@ -101,6 +102,9 @@ __all__ = [
     "info",
     "search",
     "workers",
+    "announce_worker",
+    "retire_worker",
+    "worker_records",
     "stats",
     "task_names",
     "name_totals",

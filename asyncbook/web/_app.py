@@ -184,6 +184,7 @@ def create_app(
     throttle = FailureThrottle()
     sessions = session_store_for(reader)
     queues = QueuesApi(reader, broker, own_queue, with_info=status.console)
+    status.fleet = queues
     login = Login(rules, throttle, sessions)
     table = route_table(status, login, queues, ResendApi(resender), results)
     routes: list[BaseRoute] = starlette_routes(table, signin=rules.signin)

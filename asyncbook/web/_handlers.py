@@ -26,7 +26,7 @@ from ._bodies import cross_site, read_json_object, refuse_cross_site
 from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, cancel_reason
 from ._console_api import CONSOLE_FILTERS, ConsoleBook, listing_answer, search_query, task_answer
 from ._groups import GROUP_MEMBERS, GroupHub, GroupWatcher, UnknownGroupError
-from ._health import read_health
+from ._health import Unconsumed, read_health
 from ._hub import Batch, Hub, Watcher
 from ._metrics import CONTENT_TYPE_LATEST, render_metrics, sweep_lateness
 from ._pages import read_page
@@ -91,6 +91,8 @@ class StatusApp:
         """What a delivery hands over beside its receipt (``ResultApi.download``)."""
         self.console = isinstance(book, ConsoleBook)
         """True when the book keeps task info (the console's API is served then)."""
+        self.fleet: Unconsumed | None = None
+        """What tells the queues no online worker consumes (the server's ``QueuesApi``)."""
         self.audited = isinstance(book, AuditedBook)
         """True when the book keeps an audit trail: a cancel names its actor, and the
         trail's API is served."""
@@ -270,6 +272,8 @@ class StatusApp:
         if self.console:
             names = await self.reader.name_totals()
             gauges = await self.reader.gauges(health.now_ms)
+        fleet = None if self.fleet is None else await self.fleet.unconsumed()
+        waiting = None if self.fleet is None else await self.fleet.stranded()
         text = render_metrics(
             states,
             answers,
@@ -282,6 +286,8 @@ class StatusApp:
             names=names,
             health=health,
             gauges=gauges,
+            fleet=fleet,
+            stranded=waiting,
         )
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 

@@ -34,6 +34,7 @@ from ._reader import Reader
 
 __all__ = [
     "CONTENT_TYPE_LATEST",
+    "fleet_families",
     "gauge_families",
     "health_families",
     "name_families",
@@ -164,6 +165,26 @@ def gauge_families(gauges: BookGauges) -> list[Metric]:
     return [entries, backlog, pending, seen]
 
 
+def fleet_families(consumers: Mapping[str, int], unconsumed: Sequence[str]) -> list[Metric]:
+    """Online workers per queue they consume, and the queues whose ready messages no
+    online worker consumes (1 each)."""
+    online = GaugeMetricFamily(
+        "asyncbook_workers_online",
+        "Online workers (their records fresh) consuming a queue.",
+        labels=["queue"],
+    )
+    for queue, count in sorted(consumers.items()):
+        online.add_metric([queue], count)
+    waiting = GaugeMetricFamily(
+        "asyncbook_queue_unconsumed",
+        "1 for a queue with ready messages that no online worker consumes.",
+        labels=["queue"],
+    )
+    for queue in unconsumed:
+        waiting.add_metric([queue], 1)
+    return [online, waiting]
+
+
 def render_metrics(
     states: Mapping[str, int],
     answers: Mapping[str, int],
@@ -177,6 +198,8 @@ def render_metrics(
     names: Sequence[NameTotals] = (),
     health: SweepHealth | None = None,
     gauges: BookGauges | None = None,
+    fleet: tuple[Mapping[str, int], Sequence[str] | None] | None = None,
+    stranded: Mapping[str, int] | None = None,
 ) -> bytes:
     """The exposition text (Prometheus text format 0.0.4), written by prometheus_client.
 
@@ -246,6 +269,18 @@ def render_metrics(
         families += health_families(health)
     if gauges is not None:
         families += gauge_families(gauges)
+    if fleet is not None:
+        families += fleet_families(fleet[0], fleet[1] or ())
+    if stranded is not None:
+        waiting = GaugeMetricFamily(
+            "asyncbook_tasks_stranded",
+            "Tracked tasks queued over 5 minutes in a queue no online worker consumes "
+            "(of the 100 oldest queued).",
+            labels=["queue"],
+        )
+        for queue, count in stranded.items():
+            waiting.add_metric([queue], count)
+        families.append(waiting)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(families))
     return generate_latest(registry)

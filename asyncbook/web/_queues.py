@@ -19,6 +19,7 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .._fleet import WORKER_SILENCE_MS, consumers_by_queue, unconsumed_queues
 from .._queues import (
     DEFAULT_OWN_QUEUE,
     MAX_NAMED_QUEUES,
@@ -31,6 +32,7 @@ from .._queues import (
     queues_report,
     read_broker,
 )
+from .._stranded import stranded, stranded_query
 from ..errors import invalid
 from ._health import read_health
 from ._reader import Reader
@@ -83,8 +85,37 @@ class QueuesApi:
         health = await read_health(self.reader)
         snapshot, state = await self._read(tuple(named), limit)
         created = await self._created(oldest_task_ids(snapshot)) if self.with_info else {}
-        report = queues_report(snapshot, state, health, created, self.own_queue)
+        consumers = await self.consumers()
+        report = queues_report(snapshot, state, health, created, self.own_queue, consumers)
+        report = report.model_copy(update={"stranded_tasks": await self.stranded()})
         return JSONResponse(report.to_wire(), headers={"Cache-Control": "no-store"})
+
+    async def consumers(self) -> dict[str, int] | None:
+        """Online workers per queue, by their records (None: a book without the
+        console keeps none)."""
+        if not self.with_info:
+            return None
+        found = await self.reader.workers(WORKER_SILENCE_MS)
+        return consumers_by_queue((w.record, bool(w.online)) for w in found if w.record)
+
+    async def stranded(self) -> dict[str, int] | None:
+        """Per queue, the tracked tasks queued over ``STRANDED_AFTER_MS`` in a queue no
+        online worker consumes (None: a book without the console)."""
+        consumers = await self.consumers()
+        if consumers is None:
+            return None
+        page = await self.reader.search(stranded_query())
+        return stranded(page.tasks, consumers, await self.reader.now_ms())
+
+    async def unconsumed(self) -> tuple[dict[str, int], list[str] | None] | None:
+        """Online workers per queue, and the queues whose ready messages no online
+        worker consumes (None without a broker); None for a book without the console."""
+        consumers = await self.consumers()
+        if consumers is None or self.broker is None:
+            return None if consumers is None else (consumers, None)
+        snapshot, _state = await self._read((), MAX_QUEUES)
+        ready = {queue.name: queue.ready for queue in snapshot.queues} if snapshot else {}
+        return consumers, unconsumed_queues(ready, consumers)
 
     async def _read(self, named: tuple[str, ...], limit: int) -> Read:
         """A read of the broker: a fresh one, or one made within ``REUSE_SECONDS``."""

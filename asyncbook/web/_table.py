@@ -144,7 +144,10 @@ _QUEUES_HELP = (
 )
 _HEALTH_HELP = (
     "`ok` is false while tasks are past their deadline and no sweep ran for "
-    "`silentAfterMs` (30 s); the answer is then 503, else 200, with the same body."
+    "`silentAfterMs` (30 s); the answer is then 503, else 200, with the same body. "
+    "With a broker, `unconsumedQueues` names the queues whose ready messages no online "
+    "worker consumes, and `strandedTasks` per queue the tracked tasks queued over 5 minutes "
+    "that no online worker consumes (flags only: the status follows the sweep)."
 )
 
 
@@ -436,7 +439,7 @@ def route_table(
         ),
         Operation.at(
             f"GET {HEALTH_PATH}",
-            health_handler(status.reader),
+            health_handler(status.reader, queues),
             "Whether the expiry sweep runs (no token needed)",
             {
                 200: Answer("Healthy: `{ok: true, lastSweepMs, overdueTasks, ...}`", media=None),

@@ -11,7 +11,7 @@ import click
 import pytest
 from click.testing import Result
 
-from asyncbook import CreateSpec, RedisBook
+from asyncbook import CreateSpec, RedisBook, WorkerRecord
 from asyncbook._console import MinuteStats, PublishInfo
 from asyncbook.cli import _console_stats, _console_units
 
@@ -339,3 +339,20 @@ def test_five_minute_rows_merge_counts_and_runtimes() -> None:
     assert [row.started for row in rows] == [5, 5]
     assert rows[0].runtime_buckets[0] == 5
     assert rows[0].p50_ms == pytest.approx(50.0)
+
+
+def test_workers_online_first_with_their_pool_and_queues(book: RedisBook, shop: int) -> None:
+    book.announce_worker(
+        WorkerRecord(name="w1", pid=9, pool="prefork", concurrency=4, queues=("mail", "celery"))
+    )
+    book.retire_worker(WorkerRecord(name="gone@host", pid=3, pool="threads", queues=("video",)))
+    found = ok_json(book, "workers")
+    assert isinstance(found, list)
+    states = [(w["name"], w.get("online")) for w in found]
+    assert states[0] == ("w1", True)  # online first
+    assert set(states[1:]) == {("gone@host", False), ("w2", None)}  # w2: no record kept
+    assert found[0]["record"]["queues"] == ["mail", "celery"]
+    table = run(book, "workers")
+    assert table.exit_code == 0, table.output
+    for shown in ("online", "prefork x4", "offline", "video"):
+        assert shown in table.stdout

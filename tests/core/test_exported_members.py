@@ -65,6 +65,7 @@ EXPORTS = {
         "UnknownTaskError",
         "UnsupportedServerError",
         "WebhookSink",
+        "WorkerRecord",
         "WorkerSummary",
         "__version__",
         "apply_async_event",

@@ -81,6 +81,25 @@ def amqp_queue() -> Iterator[str]:
             declared.bind(connection.channel()).delete()
 
 
+@contextmanager
+def ready_queue(count: int = 2) -> Iterator[str]:
+    """A queue of its own on the Celery test Redis holding ``count`` ready messages,
+    which no worker consumes; removed afterwards."""
+    name = unique("video")
+    with Connection(CELERY_URL) as connection:
+        declared = Queue(name, Exchange(name, type="direct"), routing_key=name)
+        producer = connection.Producer()
+        for number in range(count):
+            producer.publish({"n": number}, exchange=declared.exchange, routing_key=name,
+                             declare=[declared])  # fmt: skip
+    try:
+        yield name
+    finally:
+        client = redis.Redis.from_url(CELERY_URL)
+        remove_queue(client, name)
+        client.close()
+
+
 def remove_queue(client: redis.Redis, name: str) -> None:
     """A queue's lists and its binding sets (a Celery queue's exchange is named after it)."""
     keys = [sub_queue(name, step) for step in PRIORITY_STEPS]

@@ -24,8 +24,9 @@ import yaml
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from asyncbook import FailEvent, StartEvent, SucceedEvent
+from asyncbook import FailEvent, StartEvent, SucceedEvent, WorkerRecord
 from asyncbook._console import PublishInfo
+from asyncbook.celery import RedisBroker
 from asyncbook.cli import cli
 from asyncbook.web._monitoring import (
     DASHBOARD_FILE,
@@ -35,6 +36,8 @@ from asyncbook.web._monitoring import (
 )
 
 from ..support import ROOT
+from ..support.broker import ready_queue
+from ..support.celery import CELERY_URL
 from ..support.web_server import Running, running_server
 
 pytestmark = pytest.mark.redis
@@ -53,11 +56,16 @@ Exported = dict[str, set[str]]
 def exported() -> Exported:
     """The sample names and labels of a real server's ``/metrics``, over a book holding
     tasks of every kind (so every family has samples): named tasks ended every way, one
-    running, one queued, a worker seen, a consumer group reading the outbox."""
-    with running_server() as server:
+    running, one queued, a worker seen and online, a consumer group reading the outbox,
+    and a queue of ready messages no online worker consumes."""
+    broker = RedisBroker(CELERY_URL)
+    with ready_queue(1) as unconsumed, running_server(broker=broker) as server:
         seed(server)
+        server.book.announce_worker(WorkerRecord(name="celery@w1", queues=("mail",)))
         with httpx.Client(base_url=server.url, timeout=10) as client:
             text = client.get("/metrics").text
+    broker.close()
+    assert f'asyncbook_queue_unconsumed{{queue="{unconsumed}"}} 1.0' in text
     names: Exported = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -138,6 +146,8 @@ def test_every_dashboard_query_names_an_exported_metric(exported: Exported) -> N
         "asyncbook_sweep_last_run_timestamp_seconds",
         "asyncbook_outbox_backlog",
         "asyncbook_worker_last_seen_timestamp_seconds",
+        "asyncbook_workers_online",
+        "asyncbook_queue_unconsumed",
     ):
         assert family in used, family
 
@@ -179,6 +189,7 @@ def test_every_alert_names_exported_metrics_and_says_what_to_do(exported: Export
         "AsyncbookTasksOverdue",
         "AsyncbookOutboxBacklogGrowing",
         "AsyncbookNoWorkerSeen",
+        "AsyncbookQueueUnconsumed",
     }
     for rule in found:
         assert_names_exported(rule["expr"], exported)
@@ -200,7 +211,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
 def test_promtool_checks_the_rules() -> None:
     checked = promtool("check", "rules", str(MONITORING / RULES_FILE))
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 6 rules found" in checked.stdout
+    assert "SUCCESS: 7 rules found" in checked.stdout
 
 
 def test_promtool_unit_tests_of_the_alerts_pass() -> None:

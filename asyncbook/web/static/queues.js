@@ -31,7 +31,8 @@ function numberText(value) {
 function showQueues(answer) {
   const rows = answer.queues.map((queue) => el("tr", { "data-queue": queue.name },
     el("th", { scope: "row", class: "name", "data-label": "Queue" }, queue.name,
-      queue.asyncbook ? el("span", { class: "tag" }, " asyncbook") : ""),
+      queue.asyncbook ? el("span", { class: "tag" }, " asyncbook") : "",
+      queue.unconsumed ? el("span", { class: "tag unconsumed", title: "Messages wait and no online worker consumes this queue" }, " no online worker") : ""),
     el("td", { class: "num ready", "data-label": "Ready" }, String(queue.ready)),
     el("td", { class: "priorities", "data-label": "Per priority" }, priorityText(queue.priorities)),
     el("td", { class: "num unacked", "data-label": "Unacked" }, numberText(queue.unacked)),
@@ -43,6 +44,13 @@ function showQueues(answer) {
   let text = answer.queues.length + (answer.queues.length === 1 ? " queue, " : " queues, ") +
     ready + " waiting" + (unacked === null ? "." : ", " + unacked + " unacked.");
   if (answer.truncated) text += " More queues were found than are shown.";
+  const unconsumed = answer.unconsumed || [];
+  if (unconsumed.length) text += " No online worker consumes " + unconsumed.join(", ") + ".";
+  const stranded = Object.entries(answer.strandedTasks || {});
+  if (stranded.length) {
+    text += " Tracked tasks queued over 5 minutes for nobody: " +
+      stranded.map(([queue, count]) => count + " in " + queue).join(", ") + ".";
+  }
   if (!answer.broker.configured || answer.broker.problem) text = "The broker's queues are not shown.";
   // The live region speaks when the picture changes, not at every re-read.
   if (text !== lastSummary) document.getElementById("found").textContent = text;

@@ -1,5 +1,6 @@
 "use strict";
-// Every worker seen recently (/api/workers): last seen, its running tasks, its counts.
+// Every worker seen recently (/api/workers), online ones first: its state, pool and
+// queues (from its record), last seen, its running tasks, its counts.
 // The window lives in the URL; the book's change feed says when to read again.
 const WITHIN_DEFAULT = "1h";
 const RUNNING_SHOWN = 20; // a busy worker's running list links its first tasks, then counts
@@ -28,11 +29,28 @@ function runningCell(worker) {
   return list;
 }
 
+function stateCell(worker) {
+  if (worker.online === null || worker.online === undefined) return el("span", { class: "none", title: "It keeps no record (an older asyncbook)" }, "–");
+  const record = worker.record || {};
+  const title = worker.online
+    ? "Renewed its record " + formatAgo(record.renewedMs, Date.now())
+    : (record.stoppedMs ? "Shut down at " + formatTime(record.stoppedMs) + " (UTC)" : "Silent since " + formatTime(record.renewedMs) + " (UTC)");
+  return el("span", { class: "worker-state " + (worker.online ? "online" : "offline"), title }, worker.online ? "online" : "offline");
+}
+
+function poolText(record) {
+  if (!record || !record.pool) return "–";
+  return record.pool + " ×" + record.concurrency + (record.prefetch ? ", prefetch " + record.prefetch : "");
+}
+
 function showWorkers(workers, nowMs) {
   const body = document.getElementById("workers");
   body.replaceChildren(...workers.map((worker) => el("tr", { "data-worker": worker.name },
     el("th", { scope: "row", class: "name", "data-label": "Worker" },
       el("a", { href: listUrl({ worker: worker.name }), title: "Tasks run by " + worker.name }, worker.name)),
+    el("td", { class: "state", "data-label": "State" }, stateCell(worker)),
+    el("td", { class: "pool", "data-label": "Pool" }, poolText(worker.record)),
+    el("td", { class: "queues", "data-label": "Queues" }, worker.record ? worker.record.queues.join(", ") || "–" : "–"),
     el("td", { class: "seen", "data-label": "Last seen", "data-ms": String(worker.lastSeenMs) },
       el("time", { datetime: new Date(worker.lastSeenMs).toISOString(), title: formatTime(worker.lastSeenMs) + " (UTC)" },
         formatAgo(worker.lastSeenMs, nowMs))),
@@ -42,11 +60,14 @@ function showWorkers(workers, nowMs) {
     el("td", { class: "num succeeded", "data-label": "Succeeded" }, String(worker.succeeded)),
     el("td", { class: "num failed", "data-label": "Failed" }, String(worker.failed)))));
   const running = workers.reduce((sum, w) => sum + (w.running || []).length, 0);
+  const online = workers.filter((w) => w.online).length;
   const text = workers.length === 0
     ? "No worker seen within the last " + within() + "."
-    : workers.length + (workers.length === 1 ? " worker, " : " workers, ") + running + " running.";
+    : workers.length + (workers.length === 1 ? " worker, " : " workers, ") +
+      (workers.some((w) => w.online !== null && w.online !== undefined) ? online + " online, " : "") +
+      running + " running.";
   // The live region speaks when the picture changes, not at every re-read.
-  const count = workers.length + "/" + running;
+  const count = workers.length + "/" + online + "/" + running;
   if (count !== lastCount) document.getElementById("found").textContent = text;
   lastCount = count;
 }
