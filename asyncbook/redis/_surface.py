@@ -36,6 +36,7 @@ from ._groups import group, group_members
 from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
 from ._output import append_output, output, wait_output
+from ._slots import release_slot, take_slot
 from ._reads import (
     audit,
     count_by_state,
@@ -112,6 +113,8 @@ __all__ = [
     "append_output",
     "output",
     "wait_output",
+    "take_slot",
+    "release_slot",
 ]
 
 SURFACE = tuple(__all__[3:])

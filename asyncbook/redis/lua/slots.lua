@@ -1,0 +1,53 @@
+-- slots: a concurrency key's slots (concurrency limits across workers, extension;
+-- asyncbook/_slots.py has the rules): take one, or free one, then give free slots to
+-- the key's line, oldest first.
+-- KEYS: 1 stalls, 2 the key's running set (task id -> its lease's end, ms), 3 its line
+--       (list of task ids, oldest first), 4 its payloads (hash: waiting task id -> payload)
+-- Returns: {granted '1' or '0', the payloads of the tasks given a slot...}
+
+-- ARGV: SlotArgs (redis/_script_args.py)
+local op = ARGV[1]
+local task_id = ARGV[2]
+local limit = ARGV[3]
+local lease_ms = ARGV[4]
+local payload = ARGV[5]
+
+local now = server_ms()
+local cap, lease = tonumber(limit), now + tonumber(lease_ms)
+-- A member holds its slot while its lease or its attempt's stall time is ahead.
+local members = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+local count = 0
+for i = 1, #members, 2 do
+  local stall = redis.call('ZSCORE', KEYS[1], members[i])
+  if tonumber(members[i + 1]) > now or (stall and tonumber(stall) > now) then
+    count = count + 1
+  else
+    redis.call('ZREM', KEYS[2], members[i])
+  end
+end
+local granted = '0'
+if op == 'take' then
+  if redis.call('ZSCORE', KEYS[2], task_id) then
+    granted = '1'
+    redis.call('ZADD', KEYS[2], 'GT', lease, task_id)
+  elseif count < cap and redis.call('LLEN', KEYS[3]) == 0 then
+    granted, count = '1', count + 1
+    redis.call('ZADD', KEYS[2], lease, task_id)
+  elseif redis.call('HSETNX', KEYS[4], task_id, payload) == 1 then
+    redis.call('RPUSH', KEYS[3], task_id)
+  end
+else
+  count = count - redis.call('ZREM', KEYS[2], task_id)
+end
+local answer = {granted}
+while count < cap do
+  local next_id = redis.call('LPOP', KEYS[3])
+  if not next_id then
+    break
+  end
+  answer[#answer + 1] = redis.call('HGET', KEYS[4], next_id) or ''
+  redis.call('HDEL', KEYS[4], next_id)
+  redis.call('ZADD', KEYS[2], lease, next_id)
+  count = count + 1
+end
+return answer
