@@ -70,7 +70,8 @@ class MemorySlotCalls:
     _lock: threading.Lock
     _slots: MemorySlots
 
-    def now_ms(self) -> int: ...
+    def now_ms(self) -> int:
+        raise NotImplementedError  # MemoryBook's clock
 
     def take_slot(
         self, key: str, task_id: str, limit: int, *, lease_ms: int, payload: str = ""

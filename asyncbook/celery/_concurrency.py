@@ -25,7 +25,7 @@ from celery import Celery, Task
 from .._book import AsyncBook
 from .._models import AsyncState
 from .._slots import Slot, SlotBook
-from ..errors import invalid
+from ..errors import AsyncBookError, invalid
 from ._configured import retried
 from ._handback import resend, resend_json
 from ._one_run import DuplicateRun, skip
@@ -94,7 +94,11 @@ class Limits:
     def take(self, task: Task[Any, Any], task_id: str, timeout_ms: int | None) -> bool | None:
         """None: the task has no limit. True: it holds a slot (run it; claim its start).
         False: it waits in its key's line (``before_start`` raises ``OverLimit``)."""
-        option = limit_option(task)
+        try:
+            option = limit_option(task)
+        except AsyncBookError as error:  # a bad option: logged naming its field, runs
+            logger.error("asyncbook: task %s runs unlimited: %s", task_id, error)
+            return None
         book = self.book.get()
         if option is None:
             return None
@@ -129,7 +133,8 @@ class Limits:
         with self.lock:
             if task_id not in self.held:
                 return
-        found = retried(self.settings.get(), lambda: self.book.get().get(task_id), task_id, "reading", "read")
+        book = self.book.get()
+        found = retried(self.settings.get(), lambda: book.get(task_id), task_id, "reading", "read")
         if found is None or found.state is not AsyncState.RUNNING:
             self.release(task_id)
         else:

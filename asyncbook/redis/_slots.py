@@ -43,8 +43,7 @@ def release_slot(
 def _call(ns: Namespace, task_id: str, key: str, args: SlotArgs) -> MergedPlan[Slot]:
     if ns.count > 1:
         raise invalid(
-            "limit: concurrency limits need a namespace of one shard "
-            f"(this one has {ns.count})",
+            f"limit: concurrency limits need a namespace of one shard (this one has {ns.count})",
             field="limit",
         )
     return (yield from on(0, _slots(ns, key, args)))

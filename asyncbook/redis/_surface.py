@@ -36,7 +36,6 @@ from ._groups import group, group_members
 from ._merged import MergedPlan, NamespaceCall, on
 from ._namespace import Namespace
 from ._output import append_output, output, wait_output
-from ._slots import release_slot, take_slot
 from ._reads import (
     audit,
     count_by_state,
@@ -49,6 +48,7 @@ from ._reads import (
     overdue_count,
     transition_counts,
 )
+from ._slots import release_slot, take_slot
 from ._stats import name_totals, stats, workers
 from ._task_ops import (
     apply,
