@@ -33,8 +33,12 @@ class MemorySlots:
     def _live(self, key: str, now: int) -> _Key:
         slots = self._keys.setdefault(key, _Key())
         for task_id, lease in list(slots.running.items()):
+            if lease > now:
+                continue
             stall = self._stall_of(task_id)
-            if lease <= now and (stall is None or stall <= now):
+            if stall is not None and stall > now:
+                slots.running[task_id] = stall  # kept by its heartbeats: lease to then
+            else:
                 del slots.running[task_id]
         return slots
 

@@ -14,17 +14,19 @@ local payload = ARGV[5]
 
 local now = server_ms()
 local cap, lease = tonumber(limit), now + tonumber(lease_ms)
--- A member holds its slot while its lease or its attempt's stall time is ahead.
-local members = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
-local count = 0
-for i = 1, #members, 2 do
-  local stall = redis.call('ZSCORE', KEYS[1], members[i])
-  if tonumber(members[i + 1]) > now or (stall and tonumber(stall) > now) then
-    count = count + 1
+-- A member holds its slot while its lease or its attempt's stall time is ahead: only
+-- those whose lease lapsed are looked at; one kept by its heartbeats has its lease moved
+-- to its stall time (looked at again after it).
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+for _, member in ipairs(lapsed) do
+  local stall = redis.call('ZSCORE', KEYS[1], member)
+  if stall and tonumber(stall) > now then
+    redis.call('ZADD', KEYS[2], stall, member)
   else
-    redis.call('ZREM', KEYS[2], members[i])
+    redis.call('ZREM', KEYS[2], member)
   end
 end
+local count = redis.call('ZCARD', KEYS[2])
 local granted = '0'
 if op == 'take' then
   if redis.call('ZSCORE', KEYS[2], task_id) then
