@@ -15,7 +15,7 @@ backward):
 
 Reported: each run's worker throughput and CPU per task, and the medians of the
 per-round ratios (limited ÷ tracked), and the overhead per start in ms of wall clock
-(1/limited − 1/tracked, per task).
+(1/limited - 1/tracked, per task).
 """
 
 from __future__ import annotations
