@@ -50,12 +50,14 @@ class MemorySlots:
         elif task_id not in slots.payloads:
             slots.payloads[task_id] = payload
             slots.line.append(task_id)
-        return Slot(granted, self._fill(key, slots, limit, lease, now))
+        released = self._fill(key, slots, limit, lease, now)
+        return Slot(granted, released, len(slots.line))
 
     def release(self, key: str, task_id: str, limit: int, lease: int, now: int) -> Slot:
         slots = self._live(key, now)
         slots.running.pop(task_id, None)
-        return Slot(False, self._fill(key, slots, limit, lease, now))
+        released = self._fill(key, slots, limit, lease, now)
+        return Slot(False, released, len(slots.line))
 
     def _fill(self, key: str, slots: _Key, limit: int, lease: int, now: int) -> tuple[str, ...]:
         released = []

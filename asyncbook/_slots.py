@@ -34,10 +34,12 @@ PAYLOAD_LIMIT = 1 << 20
 @dataclass(frozen=True)
 class Slot:
     """``take_slot``'s answer: whether ``task_id`` holds a slot now (else it waits in
-    line), and the payloads of the waiting tasks this call gave a slot, oldest first."""
+    line), the payloads of the waiting tasks this call gave a slot, oldest first, and
+    how many still wait."""
 
     granted: bool
     released: tuple[str, ...] = ()
+    waiting: int = 0
 
 
 def _positive(value: Any, field: str) -> int:

@@ -9,13 +9,17 @@ as ``_handback`` sends it again, waits in the key's line in the book. When an at
 ends (``task_postrun``) its slot is freed, and the book gives it to the line's head,
 whose message this worker sends: waiting tasks run in their order, as slots free, with
 no polling. A worker that dies frees its slots when their heartbeats lapse, at the
-key's next take or release.
+key's next take or release; while a key has waiting tasks, the processes that saw them
+wait also free its lapsed slots once every heartbeat interval (``poke``), so a line
+whose slots all died moves on though no other call of the key comes.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +39,9 @@ from ._state import Lazy
 __all__ = ["Limits", "OverLimit", "limit_option"]
 
 logger = logging.getLogger("asyncbook.celery")
+
+POKE = "asyncbook:poke"
+"""The task id of a poke's release (no task holds a slot by it)."""
 
 KeyOf = Callable[..., Any]
 """A task's ``concurrency_key``: its args and kwargs -> the key (a str)."""
@@ -90,6 +97,11 @@ class Limits:
     held: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     """Task id -> (key, limit, lease ms) of the slots this process holds."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    watched: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Keys this process saw tasks wait for -> (limit, lease ms): poked every heartbeat
+    interval until none waits."""
+    poker: tuple[int, threading.Thread] | None = None
+    """This process's poking thread (its pid: a forked child starts its own)."""
 
     def take(self, task: Task[Any, Any], task_id: str, timeout_ms: int | None) -> bool | None:
         """None: the task has no limit. True: it holds a slot (run it; claim its start).
@@ -119,6 +131,7 @@ class Limits:
         if slot is None:
             return None  # the book did not answer: it runs, as a book outage never stops
         self.send(slot.released)
+        self.watch(key, limit, timeout_ms, slot)
         if not slot.granted:
             logger.info("asyncbook: task %s waits for a slot of %s", task_id, key)
             skip(OverLimit(task_id, f"{key} runs {limit}"))
@@ -156,6 +169,45 @@ class Limits:
         slot = retried(self.settings.get(), call, task_id, "freeing the slot of", "freed")
         if slot is not None:
             self.send(slot.released)
+            self.watch(key, limit, lease, slot)
+
+    def watch(self, key: str, limit: int, lease: int, slot: Slot) -> None:
+        """Poke ``key`` while tasks wait for it (a thread of this process's)."""
+        with self.lock:
+            if not slot.waiting:
+                self.watched.pop(key, None)
+                return
+            self.watched[key] = (limit, lease)
+            poker = self.poker
+            if poker is not None and poker[0] == os.getpid() and poker[1].is_alive():
+                return
+            thread = threading.Thread(target=self.poke, name="asyncbook-slots", daemon=True)
+            self.poker = (os.getpid(), thread)
+        thread.start()
+
+    def poke(self) -> None:
+        """Every heartbeat interval, free the lapsed slots of each watched key (and send
+        the messages of those given one); end when no watched key has tasks waiting."""
+        interval = self.settings.get().heartbeat_interval
+        while True:
+            time.sleep(interval)
+            with self.lock:
+                keys = list(self.watched.items())
+                if not keys:
+                    self.poker = None
+                    return
+            book = self.book.get()
+            for key, (limit, lease) in keys:
+                try:
+                    assert isinstance(book, SlotBook)
+                    slot = book.release_slot(key, POKE, limit, lease_ms=lease)
+                except Exception as error:  # the book is down: poked again next time
+                    logger.debug("asyncbook: slots of %s not freed: %r", key, error)
+                    continue
+                self.send(slot.released)
+                if not slot.waiting:
+                    with self.lock:
+                        self.watched.pop(key, None)
 
     def send(self, payloads: tuple[str, ...]) -> None:
         """Send the messages of waiting tasks given a slot (a refused one is logged)."""

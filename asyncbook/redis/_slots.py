@@ -56,4 +56,5 @@ def _slots(ns: Namespace, key: str, args: SlotArgs) -> Plan[Slot]:
     keys = shard.keys
     names = [keys.stalls, keys.slot_running(key), keys.slot_line(key), keys.slot_payloads(key)]
     reply = yield ScriptCall("slots", names, args.argv())
-    return Slot(text_of(reply[0]) == "1", tuple(text_of(part) for part in reply[1:]))
+    released = tuple(text_of(part) for part in reply[2:])
+    return Slot(text_of(reply[0]) == "1", released, int(reply[1]))

@@ -78,3 +78,24 @@ def test_a_name_wide_limit_runs_one_at_a_time_and_each_once() -> None:
 def _ended(book: MemoryBook, task_id: str) -> bool:
     task = book.get(task_id)
     return task is not None and task.state.value == "succeeded"
+
+
+def test_a_line_whose_slots_died_moves_on_without_another_call_of_its_key() -> None:
+    app = memory_app("limits-dead", asyncbook_heartbeat_interval=0.1)
+    book = MemoryBook()
+    name = unique("job")
+
+    @app.task(name=name, shared=False, tracked=True, limit=1, heartbeat_timeout=60)
+    def job() -> str:
+        return "ran"
+
+    task_id = unique("job")
+    with threaded_worker(app, book):
+        # A worker took the one slot and died before its start: no heartbeat, no release.
+        assert book.take_slot(f"name:{name}", "dead", 1, lease_ms=1500).granted
+        job.apply_async(task_id=task_id)
+        wait_for(lambda: book.take_slot(f"name:{name}", "dead", 1, lease_ms=1).waiting)
+        wait_for(lambda: _ended(book, task_id), timeout=10)  # its poke freed the slot
+    task = book.get(task_id)
+    assert task is not None
+    assert task.attempts == 1

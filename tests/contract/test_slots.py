@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from asyncbook import AsyncBook, AsyncBookError
+from asyncbook import AsyncBook, AsyncBookError, Slot
 
 FAR = 10**15
 
@@ -32,7 +32,8 @@ def test_slots_are_taken_up_to_the_limit_then_tasks_wait_in_order(book: Any) -> 
         assert not book.take_slot("k", waiting, 2, lease_ms=60_000, payload="p" + waiting).granted
     assert not book.take_slot("k", "c", 2, lease_ms=60_000, payload="again").granted  # once
     assert book.take_slot("other", "x", 2, lease_ms=60_000).granted  # keys are apart
-    assert book.release_slot("k", "a", 2, lease_ms=60_000).released == ("pc",)
+    assert book.take_slot("k", "e", 2, lease_ms=60_000).waiting == 3
+    assert book.release_slot("k", "a", 2, lease_ms=60_000) == Slot(False, ("pc",), 2)
     assert book.take_slot("k", "c", 2, lease_ms=60_000, payload="pc").granted  # given to it
     assert book.release_slot("k", "nobody", 2, lease_ms=60_000).released == ()
     assert book.release_slot("k", "b", 2, lease_ms=60_000).released == ("pd",)

@@ -3,7 +3,8 @@
 -- the key's line, oldest first.
 -- KEYS: 1 stalls, 2 the key's running set (task id -> its lease's end, ms), 3 its line
 --       (list of task ids, oldest first), 4 its payloads (hash: waiting task id -> payload)
--- Returns: {granted '1' or '0', the payloads of the tasks given a slot...}
+-- Returns: {granted '1' or '0', how many still wait, the payloads of the tasks given a
+--          slot...}
 
 -- ARGV: SlotArgs (redis/_script_args.py)
 local op = ARGV[1]
@@ -41,7 +42,7 @@ if op == 'take' then
 else
   count = count - redis.call('ZREM', KEYS[2], task_id)
 end
-local answer = {granted}
+local answer = {granted, 0}
 while count < cap do
   local next_id = redis.call('LPOP', KEYS[3])
   if not next_id then
@@ -52,4 +53,5 @@ while count < cap do
   redis.call('ZADD', KEYS[2], lease, next_id)
   count = count + 1
 end
+answer[2] = redis.call('LLEN', KEYS[3])
 return answer
