@@ -48,6 +48,7 @@ from ._one_run import Held
 from ._output import OutputAppend, OutputChunk, OutputPage
 from ._reasons import Reason
 from ._sinks import Sink, SinkError, WebhookSink
+from ._slots import Slot, SlotBook
 from ._sweep import SweepReport, sweep
 from ._version import __version__
 from .errors import (
@@ -107,6 +108,9 @@ __all__ = [
     "AuditedBook",
     # one run per task: claim_run's held answer
     "Held",
+    # concurrency limits: the book's slots
+    "Slot",
+    "SlotBook",
     # the pure machine
     "apply_async_event",
     "create_async_task",

@@ -42,6 +42,7 @@ from ._checks import (
 )
 from ._machine import apply_async_event, coerce_event, create_async_task
 from ._memory_groups import MemoryGroups
+from ._memory_slots import MemorySlotCalls, MemorySlots
 from ._memory_stalls import MemoryStalls
 from ._models import (
     AsyncState,
@@ -90,7 +91,7 @@ def _each(
     return results
 
 
-class MemoryBook:
+class MemoryBook(MemorySlotCalls):
     """An in-process book: the exact semantics of docs/spec.md, nothing durable, nothing expires."""
 
     def __init__(self, retention_versions: int = 8) -> None:
@@ -104,6 +105,7 @@ class MemoryBook:
         self._reasons: Counter[str] = Counter()
         self._sequence = itertools.count(1)
         self._stalls = MemoryStalls()
+        self._slots = MemorySlots(self._stalls.stall_of)
         self._cursors: dict[str, str] = {}
         self._groups = MemoryGroups()
         self._last_sweep_ms: int | None = None

@@ -50,6 +50,10 @@ class MemoryStalls:
         elif result.changed or isinstance(event, StartEvent | ProgressEvent):
             self._stalls[task_id] = now + liveness[0]
 
+    def stall_of(self, task_id: str) -> int | None:
+        """A running timed task's stall time, or None."""
+        return self._stalls.get(task_id)
+
     def beat(self, task_ids: list[str], now: int) -> int:
         """Heartbeats: the running ones' clocks move on; how many were running."""
         alive = [task_id for task_id in task_ids if task_id in self._stalls]

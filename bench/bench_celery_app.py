@@ -80,3 +80,9 @@ def tracked_late() -> None:
 @app.task(name="bench.untracked_late", acks_late=True)
 def untracked_late() -> None:
     """A no-op acknowledged after it ran."""
+
+
+@app.task(name="bench.tracked_limited", tracked=True, ttl=3600, limit=1_000_000)
+def tracked_limited() -> None:
+    """A no-op, tracked, under a name-wide limit it never reaches: every start takes a
+    slot (and claims its run), every end frees it (bench_limits.py)."""

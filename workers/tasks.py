@@ -28,6 +28,7 @@ __all__ = [
     "reject_input",
     "run_twice",
     "stream_tokens",
+    "tenant_job",
     "touch",
     "transcribe",
 ]
@@ -124,3 +125,14 @@ def stream_tokens(
         report_output(self, f"{attempt}:{n} ")
         time.sleep(delay)
     return tokens
+
+
+def _tenant(*_: Any, **kwargs: Any) -> str:
+    return str(kwargs["tenant"])
+
+
+@app.task(tracked=True, ttl=timedelta(minutes=5), limit=2, concurrency_key=_tenant)
+def tenant_job(tenant: str, seconds: float) -> str:
+    """At most two of one tenant run at a time, across every worker (docs/limits.md)."""
+    time.sleep(seconds)
+    return tenant

@@ -15,6 +15,7 @@ book = book_of(app)  # the book install(app) writes to
 
 from ._amqp_broker import AmqpBroker
 from ._backend import AsyncBookBackend, AsyncBookSentinelBackend, TaskEndedInBook, TaskExpired
+from ._concurrency import OverLimit
 from ._controls import apply_group, cancel, last_cursor
 from ._integration import CREATED_HEADER, DEADLINE_HEADER, Integration
 from ._lifecycle import TaskCancelled
@@ -44,6 +45,7 @@ __all__ = [
     "apply_group",
     "TaskCancelled",
     "DuplicateRun",
+    "OverLimit",
     "AsyncBookBackend",
     "AsyncBookSentinelBackend",
     "TaskExpired",

@@ -19,6 +19,7 @@ from .._limits import TASK_ID_LIMIT
 from .._models import ProgressEvent, StartEvent
 from .._output import OutputAppend
 from ..errors import AsyncBookError, invalid
+from ._concurrency import Limits
 from ._lifecycle import Heartbeats, TaskCancelled
 from ._one_run import DuplicateRun, OneRun, forget_skip
 from ._publishing import CREATED_HEADER, DEADLINE_HEADER, Publishing
@@ -49,6 +50,7 @@ class Executions:
     running: Running
     publishing: Publishing
     one_run: OneRun
+    limits: Limits | None = None
 
     def heartbeats(self) -> Heartbeats:
         """This process's running tracked executions, beating every interval (built on
@@ -82,6 +84,10 @@ class Executions:
             # Tried once: while the book is down the task runs at once, and its start,
             # held with how to create it, creates it when the book is back.
             self.publishing.create_late(task, task_id, request, once=True)
+        limited = None if self.limits is None else self.limits.take(task, task_id, timeout)
+        if limited is False:
+            return  # its key has no free slot: it waits in the book's line (_concurrency)
+        claims = claims or bool(limited)  # a slot is kept by the start's heartbeats
         worker = str(request.hostname or socket.gethostname())
         # Both values are this worker's own (an int, a str): no validation to run.
         start = StartEvent.model_construct(at_ms=now_ms(), worker=worker)
@@ -89,6 +95,8 @@ class Executions:
         if claims and not self.one_run.claim(
             task, task_id, worker, start.at_ms, callback, execution.create
         ):
+            if limited:
+                self.limits.refused(task_id)  # type: ignore[union-attr]
             return  # another live attempt holds the task: this delivery's body is skipped
         process = self.running.process
         with process.lock:
@@ -123,6 +131,8 @@ class Executions:
             process.executions.pop(task_id, None)
         if process.heartbeats is not None:
             process.heartbeats.discard(task_id)
+        if self.limits is not None:
+            self.limits.release(task_id)
 
     def results_ride(self) -> bool:
         """True when asyncbook's result backend writes an execution's buffered events

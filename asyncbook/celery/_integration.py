@@ -42,6 +42,7 @@ from .._sweep import SweepReport
 from . import _configured
 from ._beat import BeatRouter, add_schedule, is_configured, listed_routes, remove_schedule
 from ._cancels import Controls
+from ._concurrency import Limits
 from ._execution import Executions
 from ._info import InfoPolicy
 from ._late import flush_all
@@ -96,7 +97,10 @@ class Integration:
         self._info_policy, self._result_ref = info, result_ref
         self.publishing = publishing = Publishing(app, conf, books, recorder, info)
         self.one_run = one_run = OneRun(app, conf, books)
-        self.executions = Executions(app, conf, books, recorder, running, publishing, one_run)
+        self.limits = limits = Limits(app, conf, books)
+        self.executions = Executions(
+            app, conf, books, recorder, running, publishing, one_run, limits
+        )
         self.outcomes = Outcomes(app, conf, books, recorder, running, info, result_ref)
         self.controls = Controls(app, books, recorder, running, publishing.flush_creates)
         self.delivery = delivery = Delivery(conf, books)

@@ -64,13 +64,14 @@ from .._one_run import SUPPRESS, Held
 from .._reasons import Reason
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ._configured import retried
-from ._publishing import CREATED_HEADER, DEADLINE_HEADER, POSTPONED_HEADER
+from ._handback import handed_back
+from ._publishing import DEADLINE_HEADER
 from ._settings import Settings
 from ._startup import SettingsError
 from ._state import Handler, Lazy
 from ._tracking import is_tracked, now_ms, ttl_ms
 
-__all__ = ["DuplicateRun", "OneRun", "forget_skip", "one_run_option"]
+__all__ = ["DuplicateRun", "OneRun", "forget_skip", "one_run_option", "skip"]
 
 logger = logging.getLogger("asyncbook.celery")
 
@@ -133,6 +134,11 @@ def _hook(cls: type[Task[Any, Any]]) -> None:
     # (``task_has_custom``), and the wrapped one's is.
     cls.before_start = before_start  # type: ignore[method-assign]
     setattr(cls, _HOOKED, True)
+
+
+def skip(error: DuplicateRun) -> None:
+    """Skip this thread's delivery of ``error.task_id``: its ``before_start`` raises it."""
+    _SKIP.skip = error
 
 
 def forget_skip() -> None:
@@ -238,15 +244,7 @@ class OneRun:
         deadline = request.get(DEADLINE_HEADER)
         if isinstance(deadline, int | float) and now_ms() + countdown_ms >= deadline:
             return "; not postponed past its deadline"
-        headers = {
-            **(request.headers or {}),
-            DEADLINE_HEADER: deadline,
-            CREATED_HEADER: True,
-            POSTPONED_HEADER: int(request.get(POSTPONED_HEADER) or 0) + 1,
-        }
-        signature = task.signature_from_request(
-            request, retries=request.retries, countdown=countdown_ms / 1000, headers=headers
-        )
+        signature = handed_back(task, countdown_ms / 1000)
         try:
             signature.apply_async()
         except Exception as error:  # the broker refused it: held copies may come again

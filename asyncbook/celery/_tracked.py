@@ -37,6 +37,8 @@ class TrackOptions(TypedDict, total=False):
     max_attempts: int | None
     heartbeat_timeout: Duration | bool | None
     one_run: bool | None
+    limit: int | None
+    concurrency_key: Callable[..., str] | None
 
 
 def _options(
@@ -45,6 +47,8 @@ def _options(
     max_attempts: int | None,
     heartbeat_timeout: Duration | bool | None,
     one_run: bool | None = None,
+    limit: int | None = None,
+    concurrency_key: Callable[..., str] | None = None,
 ) -> dict[str, Any]:
     """The task options to set, checked (a bad one names its field)."""
     options: dict[str, Any] = {"tracked": True}
@@ -65,6 +69,17 @@ def _options(
         if not isinstance(one_run, bool):
             raise invalid("one_run must be True or False", field="one_run")
         options["one_run"] = one_run
+    if limit is not None:
+        options["limit"] = require_integer(limit, "limit", 1)
+    if concurrency_key is not None:
+        if not callable(concurrency_key):
+            raise invalid(
+                "concurrency_key must be a callable of the task's arguments",
+                field="concurrency_key",
+            )
+        if limit is None:
+            raise invalid("concurrency_key needs a limit", field="limit")
+        options["concurrency_key"] = concurrency_key
     return options
 
 
@@ -101,6 +116,8 @@ def tracked(
     max_attempts: int | None = None,
     heartbeat_timeout: Duration | bool | None = None,
     one_run: bool | None = None,
+    limit: int | None = None,
+    concurrency_key: Callable[..., str] | None = None,
 ) -> _T: ...
 @overload
 def tracked(task: None = None, /, **options: Unpack[TrackOptions]) -> Callable[[_T], _T]: ...
@@ -113,6 +130,8 @@ def tracked(
     max_attempts: int | None = None,
     heartbeat_timeout: Duration | bool | None = None,
     one_run: bool | None = None,
+    limit: int | None = None,
+    concurrency_key: Callable[..., str] | None = None,
 ) -> Any:
     """Track an existing task, as ``@app.task(tracked=True, ...)`` would; returns it.
 
@@ -120,9 +139,13 @@ def tracked(
     task of another package: ``tracked(thirdparty.tasks.resize, ttl=600)``. Options left
     out keep the task's own (``max_retries`` included); ``ttl`` and ``heartbeat_timeout``
     take a ``timedelta`` or seconds; ``one_run=False`` lets a second delivery run beside
-    a live one (docs/one-run.md).
+    a live one (docs/one-run.md); ``limit`` (and ``concurrency_key``, a callable of the
+    task's args and kwargs) bounds its running attempts per key across workers
+    (docs/limits.md).
     """
-    options = _options(ttl, max_retries, max_attempts, heartbeat_timeout, one_run)
+    options = _options(
+        ttl, max_retries, max_attempts, heartbeat_timeout, one_run, limit, concurrency_key
+    )
     if task is None:
         return lambda given: _track(given, options)
     return _track(task, options)
@@ -145,11 +168,15 @@ class TrackTasks:
         max_attempts: int | None = None,
         heartbeat_timeout: Duration | bool | None = None,
         one_run: bool | None = None,
+        limit: int | None = None,
+        concurrency_key: Callable[..., str] | None = None,
     ) -> None:
         if not patterns or not all(isinstance(p, str) and p for p in patterns):
             raise invalid("TrackTasks takes one or more task name patterns", field="patterns")
         self.patterns = patterns
-        self.options = _options(ttl, max_retries, max_attempts, heartbeat_timeout, one_run)
+        self.options = _options(
+            ttl, max_retries, max_attempts, heartbeat_timeout, one_run, limit, concurrency_key
+        )
 
     def annotate(self, task: Any) -> dict[str, Any] | None:
         """The options for ``task`` when its name matches (Celery's annotation hook)."""

@@ -49,7 +49,10 @@ __all__ = [
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
-TRACK_OPTIONS = ("tracked", "ttl", "max_retries", "max_attempts", "heartbeat_timeout", "one_run")
+TRACK_OPTIONS = (
+    "tracked", "ttl", "max_retries", "max_attempts", "heartbeat_timeout", "one_run",
+    "limit", "concurrency_key",
+)  # fmt: skip
 """The task options asyncbook reads (``@app.task(tracked=True, ttl=..., ...)``)."""
 
 UNLIMITED_ATTEMPTS = 2**31 - 1

@@ -101,6 +101,8 @@ class BookBase:
     catch_up_index = Method(surface.catch_up_index)
     append_output = Method(surface.append_output)
     output = Method(surface.output)
+    take_slot = Method(surface.take_slot)
+    release_slot = Method(surface.release_slot)
     wait_output = Method(surface.wait_output)
 
     def shard_of(self, task_id: Any) -> Shard:

@@ -142,6 +142,12 @@ class KeySchema:
     """String, only inside one MULTI/EXEC of apply calls (``apply_many``), the batch's own
     (its token): set by a call refused for facts, so that the calls after it write
     nothing; the batch's last call deletes it."""
+    slot_running = _per_id("sr")
+    """Sorted set of a concurrency key's running task ids, by their lease's end (slots.lua)."""
+    slot_line = _per_id("sl")
+    """List of a concurrency key's waiting task ids, oldest first."""
+    slot_payloads = _per_id("sp")
+    """Hash of a concurrency key's waiting task ids to what runs each again."""
     stalls = _Tagged("stalls")
     """Sorted set of running task ids with a heartbeat timeout, by when they stall."""
     counters = _Tagged("counters")

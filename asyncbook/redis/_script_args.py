@@ -28,6 +28,7 @@ __all__ = [
     "ResendArgs",
     "ScriptArgs",
     "SealGroupArgs",
+    "SlotArgs",
     "SearchArgs",
     "StatsArgs",
     "TaskIdsArgs",
@@ -237,6 +238,16 @@ class TaskIdsArgs(ScriptArgs):
     KEYS (from 3 on for heartbeat.lua, from 2 on for prune.lua)."""
 
     task_ids: tuple[str, ...]
+
+
+class SlotArgs(ScriptArgs):
+    """ARGV of slots.lua: take or free a slot of a concurrency key (``asyncbook._slots``)."""
+
+    op: str  # 'take' or 'release'
+    task_id: str
+    limit: int
+    lease_ms: int
+    payload: str  # what runs the task again, kept while it waits ('' for a release)
 
 
 class SealGroupArgs(ScriptArgs):

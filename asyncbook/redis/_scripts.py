@@ -177,6 +177,7 @@ class BookScripts:
     resend: BookScript = field(metadata={"args": records.ResendArgs})
     index: BookScript = field(metadata={"args": records.IndexArgs})
     output: BookScript = field(metadata={"args": records.OutputArgs})
+    slots: BookScript = field(metadata={"args": records.SlotArgs})
 
     @classmethod
     def register(cls, run: Callable[[ScriptCall], Any] | None = None) -> BookScripts:

@@ -49,6 +49,7 @@ from ._reads import (
     overdue_count,
     transition_counts,
 )
+from ._slots import release_slot, take_slot
 from ._stats import name_totals, stats, workers
 from ._task_ops import (
     apply,
@@ -116,6 +117,8 @@ __all__ = [
     "append_output",
     "output",
     "wait_output",
+    "take_slot",
+    "release_slot",
 ]
 
 SURFACE = tuple(__all__[3:])

@@ -29,6 +29,7 @@ from asyncbook._queues import BrokerUnreadableError
 from asyncbook._sinks import PermanentSinkError, SinkError
 from asyncbook.celery import (
     DuplicateRun,
+    OverLimit,
     SettingsError,
     TaskCancelled,
     TaskEndedInBook,
@@ -103,6 +104,7 @@ SAMPLES: list[BaseException] = [
     UnknownGroupError("g-1"),
     TaskCancelled("t-1", "user left"),
     DuplicateRun("t-1", "a live attempt holds it"),
+    OverLimit("t-1", "key:acme runs 2"),
     TaskExpired("task t-1 ended after its deadline: it expired"),
     TaskEndedInBook("task t-1 had already ended failed"),
     SettingsError("asyncbook: asyncbook_shards must be ... (fix asyncbook_shards)"),

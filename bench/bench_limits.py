@@ -1,0 +1,81 @@
+"""Concurrency limits: what a limit costs a tracked task's start (issue 34, part 4).
+
+Run:  .venv/bin/python bench/bench_limits.py [--url redis://127.0.0.1:6379/13]
+      [-n 2000] [--rounds 6]
+
+Reuses ``bench_celery.run_once`` (publish ``n`` tasks to a fresh queue, then a solo
+worker on it, timed from ready to the last result), with asyncbook's result backend, for
+two no-op tracked tasks of this tree, interleaved round by round (forward, then
+backward):
+
+- ``tracked``: no limit: its start is buffered and written with its result;
+- ``tracked_limited``: a name-wide limit it never reaches: each start takes a slot (one
+  script call), claims its run (one more: a limited start is written at once, so its
+  heartbeats keep the slot), and each end frees the slot (a third).
+
+Reported: each run's worker throughput and CPU per task, and the medians of the
+per-round ratios (limited ÷ tracked), and the overhead per start in ms of wall clock
+(1/limited - 1/tracked, per task).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import uuid
+from pathlib import Path
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import bench_celery  # noqa: E402
+from _servers import drop_keys  # noqa: E402
+
+RUNS = ("tracked", "tracked_limited")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--url", default="redis://127.0.0.1:6379/13")
+    parser.add_argument("-n", type=int, default=2000, help="tasks per run")
+    parser.add_argument("--rounds", type=int, default=6, help="an even number")
+    args = parser.parse_args()
+    rest = args.url.split("://", 1)[1]
+    os.environ["BENCH_BACKEND_URL"] = f"asyncbook+redis://{rest}"
+    rates: dict[str, list[float]] = {run: [] for run in RUNS}
+    cpu: dict[str, list[float]] = {run: [] for run in RUNS}
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    try:
+        for round_ in range(args.rounds):
+            for task in RUNS if round_ % 2 == 0 else RUNS[::-1]:
+                _, done, cpu_ms = bench_celery.run_once(args.url, task, args.n, namespace)
+                rates[task].append(done)
+                cpu[task].append(cpu_ms)
+            line = "  ".join(f"{task} {rates[task][-1]:5.0f}/s" for task in RUNS)
+            print(f"round {round_ + 1}: {line}", flush=True)
+    finally:
+        client = redis.Redis.from_url(args.url)
+        drop_keys(client, "{" + namespace + "}:*")
+        client.close()
+    print()
+    print(f"tasks per run: {args.n}, rounds: {args.rounds}, solo worker, asyncbook's backend")
+    for task in RUNS:
+        print(
+            f"  {task:<16} worker {statistics.median(rates[task]):6.0f} tasks/s"
+            f"   worker CPU {statistics.median(cpu[task]):.3f} ms/task (medians)"
+        )
+    limited, plain = rates["tracked_limited"], rates["tracked"]
+    for label, values in (("throughput", rates), ("CPU per task", cpu)):
+        ratio = [x / y for x, y in zip(values["tracked_limited"], values["tracked"], strict=True)]
+        rounds = ", ".join(f"{value:.2f}" for value in ratio)
+        print(f"  {label}: limited ÷ tracked median {statistics.median(ratio):.3f} ({rounds})")
+    extra = [1000 / x - 1000 / y for x, y in zip(limited, plain, strict=True)]
+    print(f"  limit overhead per start: median {statistics.median(extra):.3f} ms of wall clock")
+
+
+if __name__ == "__main__":
+    main()
