@@ -16,9 +16,11 @@ def seeded(
     group: str | None = None,
     name: str = "app.step",
     at: int = 0,
+    message: str | None = None,
 ) -> None:
-    """Task ``task_id`` created as Celery publishes it (``root_id``, ``parent_id``)."""
-    info = PublishInfo(name=name, queue="celery", root_id=root, parent_id=parent)
+    """Task ``task_id`` created as Celery publishes it (``root_id``, ``parent_id``; its
+    message kept when ``message``, a ``KeptMessage``'s JSON)."""
+    info = PublishInfo(name=name, queue="celery", root_id=root, parent_id=parent, message=message)
     now = book.now_ms() + at
     book.create(id=task_id, now_ms=now, ttl_ms=HOUR_MS, max_attempts=1, info=info, group_id=group)
 
