@@ -42,18 +42,19 @@ members; ``callback``: a chord's last member to the callback it sent."""
 
 EdgeKind = Literal["spawned", "member", "callback"]
 
-COLUMN_WIDTH, NODE_WIDTH, ROW_HEIGHT, NODE_HEIGHT, MARGIN = 200, 168, 40, 30, 16
+COLUMN_WIDTH, NODE_WIDTH, ROW_HEIGHT, NODE_HEIGHT, MARGIN = 200, 168, 42, 34, 16
 LABEL_LIMIT = 22
 """The longest name drawn in a node (characters); longer names end with an ellipsis."""
 
 STATE_COLOURS = {
-    "queued": "#d0d7de",
-    "running": "#54aeff",
-    "succeeded": "#4ac26b",
-    "failed": "#ff8182",
-    "expired": "#d4a72c",
-    "cancelled": "#8c959f",
+    "queued": "#e5e7eb",
+    "running": "#bfdbfe",
+    "succeeded": "#bbf7d0",
+    "failed": "#fecaca",
+    "expired": "#fde68a",
+    "cancelled": "#ddd6fe",
 }
+"""A node's fill by state (the console's state chips, a shade deeper)."""
 
 
 class CanvasMember(WireModel):
@@ -263,9 +264,10 @@ def canvas_svg(canvas: Canvas) -> str:
             f'<a href="{escape(href)}"><g class="node task" data-id="{node_id}" '
             f'data-state="{escape(node.state or "")}" transform="translate({x},{y})">'
             f"<title>{title}</title>{box}"
-            f'<rect class="bar" y="{NODE_HEIGHT - 4}" width="{bar}" height="4" fill="#1f2328"/>'
+            f'<rect class="node-progress" y="{NODE_HEIGHT - 5}" width="{bar}" height="5" '
+            'fill="#1f2328" fill-opacity="0.55"/>'
             f'<text x="6" y="13">{escape(_label(node))}</text>'
-            f'<text class="state" x="6" y="24">{escape(node.state or "")}</text></g></a>'
+            f'<text class="node-state" x="6" y="25">{escape(node.state or "")}</text></g></a>'
         )
     parts.append("</svg>")
     return "".join(parts)

@@ -160,6 +160,8 @@ async function showCanvas() {
   const response = await fetch(itemUrl("/api/canvas/", taskId, "svg"), { credentials: "same-origin" });
   if (!response.ok) return;
   document.getElementById("task-canvas").innerHTML = await response.text();
+  const mine = document.querySelector('#task-canvas g.node[data-id="' + CSS.escape(taskId) + '"] rect');
+  if (mine) mine.setAttribute("stroke-width", "3"); // this task, among the canvas's
   document.getElementById("canvas-link").href = itemUrl("/canvas/", taskId);
   document.getElementById("canvas-section").hidden = false;
 }
