@@ -10,6 +10,7 @@ bar, edges styled by kind, columns by depth from the root, one row per node of a
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Sequence
 from html import escape
@@ -219,7 +220,9 @@ _EDGE_STYLE = {
 
 def canvas_svg(canvas: Canvas) -> str:
     """The canvas drawn as one SVG document: a node per box (its state's colour, a
-    progress bar, its name and state; a link to its task page), edges by kind."""
+    progress bar, its name and state; a link to its task page), edges by kind. The root
+    element carries the canvas's root, counts and open members (``data-*``): a page
+    needs one request."""
     place = {node.id: node for node in canvas.nodes}
     columns = max((node.column for node in canvas.nodes), default=0) + 1
     rows = max((node.row for node in canvas.nodes), default=0) + 1
@@ -227,7 +230,10 @@ def canvas_svg(canvas: Canvas) -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="canvas-graph" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="canvas {escape(canvas.root_id)}: {len(canvas.nodes)} nodes">',
+        f'aria-label="canvas {escape(canvas.root_id)}: {len(canvas.nodes)} nodes" '
+        f'data-root-id="{escape(canvas.root_id)}" data-open="{canvas.open}" '
+        f'data-truncated="{str(canvas.truncated).lower()}" data-limit="{canvas.limit}" '
+        f'data-counts="{escape(json.dumps(canvas.counts))}">',
         "<style>text{font:11px sans-serif;fill:#1f2328}.state{fill:#57606a}</style>",
     ]
     for edge in canvas.edges:

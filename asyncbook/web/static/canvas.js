@@ -1,6 +1,6 @@
 "use strict";
 // One canvas (a chain, group, chord or spawned tasks) drawn by the server as SVG
-// (/api/canvas/ID/svg), with its counts (/api/canvas/ID); read again every 2 s while any
+// (/api/canvas/ID/svg, its counts on the drawing's root); read again every 2 s while any
 // member is open. Operators cancel its open members or resend its failed ones at once.
 const REFRESH_MS = 2000;
 const canvasId = readCanvasId();
@@ -16,28 +16,37 @@ function readCanvasId() {
 function canvasUrl(suffix) { return itemUrl("/api/canvas/", canvasId, suffix); }
 
 async function load() {
-  let canvas;
+  // One request: the drawing, whose root element carries the counts (data-*).
+  let response;
   try {
-    canvas = await getJson(canvasUrl());
-  } catch (error) {
-    document.getElementById("message").textContent = error.status === 404
-      ? "No task " + JSON.stringify(canvasId) + "." : error.message;
+    response = await fetch(canvasUrl("svg"), { credentials: "same-origin" });
+  } catch (failure) {
+    document.getElementById("message").textContent = "The server did not answer: " + failure.message;
     return;
   }
-  const response = await fetch(canvasUrl("svg"), { credentials: "same-origin" });
-  if (response.ok) document.getElementById("canvas-graph").innerHTML = await response.text();
-  document.getElementById("title").textContent = canvas.rootId;
-  const members = canvas.nodes.filter((node) => node.kind === "task").length;
-  document.getElementById("canvas-summary").textContent = members + " tasks, " + canvas.open
-    + " open" + (canvas.truncated ? " (the first " + canvas.limit + " shown)" : "");
+  if (!response.ok) {
+    const answer = await response.json().catch(() => ({}));
+    document.getElementById("message").textContent = response.status === 404
+      ? "No task " + JSON.stringify(canvasId) + "." : (answer.message || "The server answered " + response.status);
+    return;
+  }
+  const graph = document.getElementById("canvas-graph");
+  graph.innerHTML = await response.text();
+  const svg = graph.querySelector("svg");
+  const counts = JSON.parse(svg.dataset.counts);
+  const open = Number(svg.dataset.open);
+  const members = graph.querySelectorAll("g.node.task").length;
+  document.getElementById("title").textContent = svg.dataset.rootId;
+  document.getElementById("canvas-summary").textContent = members + " tasks, " + open + " open"
+    + (svg.dataset.truncated === "true" ? " (the first " + svg.dataset.limit + " shown)" : "");
   document.getElementById("canvas-counts").replaceChildren(...STATES
-    .filter((state) => canvas.counts[state])
-    .map((state) => el("li", { "data-chip": state }, stateBadge(state), " " + canvas.counts[state])));
+    .filter((state) => counts[state])
+    .map((state) => el("li", { "data-chip": state }, stateBadge(state), " " + counts[state])));
   document.getElementById("actions").hidden = !mayChange;
-  document.getElementById("cancelall-open").disabled = canvas.open === 0;
-  document.getElementById("resendall-open").disabled = !canvas.counts.failed;
+  document.getElementById("cancelall-open").disabled = open === 0;
+  document.getElementById("resendall-open").disabled = !counts.failed;
   clearTimeout(timer);
-  if (canvas.open > 0) timer = setTimeout(load, REFRESH_MS);
+  if (open > 0) timer = setTimeout(load, REFRESH_MS);
 }
 
 function changeAll(prefix, suffix, verb, said) {
