@@ -73,12 +73,14 @@ def main(argv: list[str] | None = None) -> None:
             "task": "/api/tasks/" + big,
         }
         times: dict[str, list[float]] = {name: [] for name in paths}
-        with BackgroundServer(book, feed_for(book)) as server:
-            with httpx.Client(base_url=server.url.rstrip("/"), timeout=60) as client:
-                nodes = len(client.get(paths["graph 501"]).json()["nodes"])
-                for _ in range(args.rounds):
-                    for name, path in paths.items():
-                        times[name].append(per_call(client, path, args.calls))
+        with (
+            BackgroundServer(book, feed_for(book)) as server,
+            httpx.Client(base_url=server.url.rstrip("/"), timeout=60) as client,
+        ):
+            nodes = len(client.get(paths["graph 501"]).json()["nodes"])
+            for _ in range(args.rounds):
+                for name, path in paths.items():
+                    times[name].append(per_call(client, path, args.calls))
         median = {name: statistics.median(values) for name, values in times.items()}
         print(f"{nodes} nodes (501 tasks and no group); medians of {args.rounds} rounds")
         for name, value in median.items():

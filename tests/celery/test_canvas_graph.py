@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery, Task, chain, chord, group
+from celery.result import GroupResult
 
 from asyncbook import RedisBook
 from asyncbook._canvas import Canvas
@@ -92,13 +93,16 @@ def test_chain_group_chord_and_spawned_tasks_are_drawn(app: Celery, book: RedisB
     with threaded_worker(app, book):
         links = chain(add.s(1), add.s(), add.s()).apply_async()
         members = group(add.s(i) for i in range(3)).apply_async()
+        assert isinstance(members, GroupResult)
+        assert members.results
         callback = chord([add.s(i) for i in range(3)], total.s()).apply_async()
         parent = spawn.delay(2)
 
         # A chain, from its last link: root, then each link spawned by the one before.
         canvas = settled(book, links.id, 3)
         columns = {node.id: node.column for node in canvas.nodes}
-        assert sorted(columns.values()) == [0, 1, 2] and columns[links.id] == 2
+        assert sorted(columns.values()) == [0, 1, 2]
+        assert columns[links.id] == 2
         assert kinds(canvas) == ["spawned", "spawned"]
 
         # A group, from any member: its node, then the members.

@@ -53,15 +53,18 @@ def test_the_canvas_of_any_member_is_its_root_s_graph(
     assert ("k-a", "k-b", "spawned") in edges
     assert ("group:k-g", "k-m1", "member") in edges
     assert ("k-m2", "k-cb", "callback") in edges
-    assert canvas["open"] == 3 and canvas["truncated"] is False
+    assert canvas["open"] == 3
+    assert canvas["truncated"] is False
     progress = {node["id"]: node.get("progress") for node in canvas["nodes"]}
     assert progress["k-b"] == 40
     svg = client.get("/api/canvas/k-b/svg", headers=AS_READER)
     assert svg.status_code == 200
     assert svg.headers["content-type"].startswith("image/svg+xml")
-    assert svg.text.startswith("<svg") and 'data-id="k-cb"' in svg.text
+    assert svg.text.startswith("<svg")
+    assert 'data-id="k-cb"' in svg.text
     page = client.get("/canvas/k-b", headers=AS_READER)
-    assert page.status_code == 200 and "canvas.js" in page.text
+    assert page.status_code == 200
+    assert "canvas.js" in page.text
 
 
 def test_bad_ids_are_refused_naming_root_id(server: Running, client: httpx.Client) -> None:
@@ -93,7 +96,8 @@ def test_cancel_every_open_member_each_audited(server: Running, client: httpx.Cl
         )
     assert server.book.get("c-m0").state == "succeeded"  # type: ignore[union-attr]
     again = client.post("/api/canvas/c-root/cancel", headers=AS_OPERATOR).json()
-    assert again["cancelled"] == [] and again["refused"] == []
+    assert again["cancelled"] == []
+    assert again["refused"] == []
 
 
 def test_resend_the_failed_members(server: Running, client: httpx.Client, queue: str) -> None:
@@ -108,11 +112,13 @@ def test_resend_the_failed_members(server: Running, client: httpx.Client, queue:
     answer = client.post("/api/canvas/r-m2/resend", json={"reason": "retry"}, headers=AS_OPERATOR)
     assert answer.status_code == 200, answer.text
     made = {r["taskId"]: r["retriedAs"] for r in answer.json()["results"]}
-    assert sorted(made) == ["r-m0", "r-m1"] and answer.json()["retried"] == 2
+    assert sorted(made) == ["r-m0", "r-m1"]
+    assert answer.json()["retried"] == 2
     assert len(sent(queue)) == 2
     canvas = client.get("/api/canvas/r-root", headers=AS_READER).json()
     assert {n["id"] for n in canvas["nodes"] if n.get("resent")} == {"r-m0", "r-m1"}
     again = client.post("/api/canvas/r-root/resend", headers=AS_OPERATOR).json()
     assert again["results"] == []  # resent ones are not sent twice
     [entry] = client.get("/api/tasks/r-m0/audit", headers=AS_READER).json()["entries"]
-    assert entry["action"] == "resend" and entry["actor"] == "token:operator"
+    assert entry["action"] == "resend"
+    assert entry["actor"] == "token:operator"

@@ -64,7 +64,8 @@ def test_edges_are_drawn_by_kind_and_columns_by_depth() -> None:
         "m1": (2, 2),
         "cb": (3, 0),
     }
-    assert canvas.counts["queued"] == 2 and canvas.counts["failed"] == 1
+    assert canvas.counts["queued"] == 2
+    assert canvas.counts["failed"] == 1
     assert canvas.open == 3  # a (running), b and cb (queued)
 
 
