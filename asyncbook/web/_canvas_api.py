@@ -12,9 +12,9 @@ its summary, O(1) each; a group's members in one call), and the read stops at
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio.to_thread
 from pydantic import BaseModel, Field
@@ -25,6 +25,7 @@ from .._canvas import CANVAS_LIMIT, Canvas, CanvasMember, build_canvas, canvas_s
 from .._models import AsyncTask, CallbackResult, to_wire
 from .._reasons import Reason
 from ..errors import DamagedRecordError, UnknownTaskError
+from ..redis._console import CHILDREN_LISTED
 from ._access import actor_of
 from ._bodies import cross_site, read_json_object, refuse_cross_site
 from ._cancel import CANCEL_BODY_LIMIT, CANCEL_FIELDS, cancel_reason
@@ -34,10 +35,30 @@ from ._resend import RESEND_BATCH, Resending
 from ._responses import error_response
 from ._sse import MAX_CURSOR
 
-__all__ = ["CANCEL_AT_ONCE", "CanvasApi", "CanvasCancel", "CanvasIdPath", "read_canvas"]
+__all__ = [
+    "AT_ONCE",
+    "CanvasApi",
+    "CanvasCancel",
+    "CanvasIdPath",
+    "ChildrenReader",
+    "in_turns",
+    "read_canvas",
+]
 
-CANCEL_AT_ONCE = 50
-"""Cancels of one canvas sent to the book at once (each audited on its own)."""
+AT_ONCE = 16
+"""Calls of one canvas in flight at once (its reads, its cancels): a big canvas must not
+take every connection of the book's pool."""
+
+_T = TypeVar("_T")
+_I = TypeVar("_I")
+
+
+async def in_turns(call: Callable[[_I], Awaitable[_T]], items: Sequence[_I]) -> list[_T]:
+    """``call`` of each item, ``AT_ONCE`` at a time; the answers in the items' order."""
+    answers: list[_T] = []
+    for start in range(0, len(items), AT_ONCE):
+        answers += await asyncio.gather(*(call(item) for item in items[start : start + AT_ONCE]))
+    return answers
 
 
 class CanvasIdPath(BaseModel):
@@ -67,6 +88,26 @@ async def _member(reader: Reader, task_id: str) -> CanvasMember | None:
     return CanvasMember(task=task, info=info)
 
 
+@runtime_checkable
+class ChildrenReader(Protocol):
+    """A reader that reads a task's children from every shard (``AsyncRedisBook``)."""
+
+    shards: int
+
+    async def children(self, task_id: str, limit: int = ...) -> list[str]: ...
+
+
+async def _children(reader: Reader, member: CanvasMember, *, limit: int) -> list[str]:
+    """The tasks ``member`` published: as its info lists them (those of its own shard, the
+    first ``CHILDREN_LISTED``), else read from every shard (several shards, or more)."""
+    listed = list(member.info.children)
+    if not isinstance(reader, ChildrenReader):
+        return listed
+    if reader.shards == 1 and len(listed) < CHILDREN_LISTED:
+        return listed
+    return await reader.children(member.task.id, max(1, limit))
+
+
 async def _root_of(reader: Reader, task_id: str) -> str | None:
     """The canvas root of ``task_id`` (its info's root when the book holds it), or None
     when the book holds no such task."""
@@ -92,13 +133,16 @@ async def read_canvas(reader: Reader, task_id: str, limit: int = CANVAS_LIMIT) -
         room = limit - len(found)
         if len(level) > room:
             level, truncated = level[:room], True
-        read = await asyncio.gather(*(_member(reader, task_id) for task_id in level))
+        read = await in_turns(lambda task_id: _member(reader, task_id), level)
         members = [member for member in read if member is not None]
         for member in members:
             found[member.task.id] = member
         following: list[str] = []
+        room = max(1, limit - len(found))
+        read_children = partial(_children, reader, limit=room)
+        for children in await in_turns(read_children, members):
+            following += children
         for member in members:
-            following += member.info.children
             group = member.info.group_id
             if group is not None and group not in groups:
                 groups.add(group)
@@ -171,10 +215,7 @@ class CanvasApi:
         if isinstance(canvas, Response):
             return canvas
         open_ids = [n.id for n in canvas.nodes if n.state in ("queued", "running")]
-        done: list[bool] = []
-        for start in range(0, len(open_ids), CANCEL_AT_ONCE):
-            batch = open_ids[start : start + CANCEL_AT_ONCE]
-            done += await asyncio.gather(*(self._cancel_one(request, i, reason) for i in batch))
+        done = await in_turns(lambda task_id: self._cancel_one(request, task_id, reason), open_ids)
         cancelled = [task_id for task_id, ok in zip(open_ids, done, strict=True) if ok]
         refused = [task_id for task_id, ok in zip(open_ids, done, strict=True) if not ok]
         answer = CanvasCancel(

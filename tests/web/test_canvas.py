@@ -4,12 +4,15 @@ resends the failed ones; the read role may look but not change."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from asyncbook._canvas import Canvas
 from asyncbook.web import AccessRules
+from asyncbook.web._canvas_api import read_canvas
 
 from ..support.canvases import ended, seed_canvas, seeded
 from ..support.retries import kept_message, sent
@@ -122,3 +125,37 @@ def test_resend_the_failed_members(server: Running, client: httpx.Client, queue:
     [entry] = client.get("/api/tasks/r-m0/audit", headers=AS_READER).json()["entries"]
     assert entry["action"] == "resend"
     assert entry["actor"] == "token:operator"
+
+
+def test_a_sharded_canvas_is_whole_and_cancelled_on_every_shard() -> None:
+    with running_server(shards=3) as sharded, httpx.Client(base_url=sharded.url) as http:
+        seed_canvas(sharded.book, "s-")
+        for n in range(150):  # more children than a task's info lists (100)
+            seeded(sharded.book, f"s-many-{n}", "s-root", "s-a", name="app.leaf")
+        canvas = http.get("/api/canvas/s-b").json()
+        assert len(canvas["nodes"]) == 8 + 150
+        spawned = {e["target"] for e in canvas["edges"] if e["source"] == "s-a"}
+        assert len(spawned) == 151  # b and the 150, wherever their shard
+        answer = http.post("/api/canvas/s-root/cancel", json={}).json()
+        assert len(answer["cancelled"]) == canvas["open"] == 153
+        assert http.get("/api/canvas/s-root").json()["open"] == 0
+
+
+def test_the_read_stops_at_its_limit_and_says_so(server: Running) -> None:
+    seed_canvas(server.book, "t-")
+
+    async def read(limit: int) -> Canvas | None:
+        reader = server.book.async_twin()
+        assert reader is not None
+        try:
+            return await read_canvas(reader, "t-b", limit)
+        finally:
+            await reader.aclose()
+
+    whole, part = asyncio.run(read(2000)), asyncio.run(read(5))
+    assert whole is not None
+    assert part is not None
+    assert not whole.truncated
+    assert part.truncated
+    assert sum(part.counts.values()) == 5
+    assert asyncio.run(read(1)) is not None
