@@ -12,7 +12,7 @@ from ._canvas_api import CanvasApi, CanvasCancel, CanvasIdPath
 from ._paths import CANVASES
 from ._resend import RESEND_BATCH, ResendBatch, ResendRequest
 from ._routes import Answer, Operation, Page, json_answer
-from ._schemas import Error
+from ._schemas import CancelRequest, Error
 
 __all__ = ["canvas_operations"]
 
@@ -67,8 +67,10 @@ def canvas_operations(api: CanvasApi) -> list[Operation | Page]:
             api.cancel,
             "Cancel every open (queued or running) member of a canvas",
             {200: json_answer(CanvasCancel, "The members cancelled, and refused"), **change},
-            description=_CHANGE_HELP + "Each cancel is on its task's audit trail.",
-            body=ResendRequest,
+            description=_CHANGE_HELP
+            + "Each cancel is on its task's audit trail. Only the members read are "
+            + f"cancelled: at most {CANVAS_LIMIT} (`truncated` says there were more).",
+            body=CancelRequest,
             **ids,
         ),
         Operation.at(
