@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .._canvas import CANVAS_LIMIT, Canvas, CanvasMember, build_canvas, canvas_svg
+from .._console import TaskInfo
 from .._models import AsyncTask, CallbackResult, to_wire
 from .._reasons import Reason
 from ..errors import DamagedRecordError, UnknownTaskError
@@ -77,15 +78,21 @@ class CanvasCancel(BaseModel):
 
 
 async def _member(reader: Reader, task_id: str) -> CanvasMember | None:
-    """The task's summary (no history) and info, or None when the book lacks either."""
-    try:
-        info = await reader.info(task_id)
-        if info is None:
+    """The task's summary (no history) and info, read at once, or None when the book
+    lacks either."""
+    info, resumed = await asyncio.gather(
+        reader.info(task_id),
+        reader.resume(task_id, MAX_CURSOR, full_task=False),
+        return_exceptions=True,
+    )
+    for answer in (info, resumed):
+        if isinstance(answer, (UnknownTaskError, DamagedRecordError)):
             return None
-        task = (await reader.resume(task_id, MAX_CURSOR, full_task=False)).task
-    except (UnknownTaskError, DamagedRecordError):
+        if isinstance(answer, BaseException):
+            raise answer
+    if info is None or not isinstance(info, TaskInfo) or isinstance(resumed, BaseException):
         return None
-    return CanvasMember(task=task, info=info)
+    return CanvasMember(task=resumed.task, info=info)
 
 
 @runtime_checkable
