@@ -47,8 +47,8 @@ __all__ = [
 ]
 
 AT_ONCE = 16
-"""Calls of one canvas in flight at once (its reads, its cancels): a big canvas must not
-take every connection of the book's pool."""
+"""Members of one canvas read (two calls each) or cancelled at once: a big canvas must
+not take every connection of the book's pool."""
 
 _T = TypeVar("_T")
 _I = TypeVar("_I")
