@@ -86,6 +86,7 @@ class BookBase:
     group_members = Method(surface.group_members)
     now_ms = Method(surface.now_ms)
     info = Method(surface.info)
+    children = Method(surface.children)
     search = Method(surface.search)
     workers = Method(surface.workers)
     announce_worker = Method(surface.announce_worker)

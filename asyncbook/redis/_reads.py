@@ -13,7 +13,13 @@ from typing import Any
 
 from .._audit import AuditEntry
 from .._book import sort_notifications
-from .._checks import require_limit, require_non_negative, require_page_cursor, require_state
+from .._checks import (
+    require_limit,
+    require_non_negative,
+    require_page_cursor,
+    require_state,
+    require_string,
+)
 from .._console import TaskInfo
 from .._gauges import GAUGE_WORKERS_LIMIT, GAUGE_WORKERS_WITHIN_MS, BookGauges, GroupBacklog
 from .._models import STATE_NAMES, AsyncTask, TaskPage
@@ -23,6 +29,7 @@ from . import _batches as batches
 from . import _console as console
 from . import _operations as operations
 from . import _outbox as outbox
+from ._args import utf8
 from ._gauges import gauges as shard_gauges
 from ._groups import tasks_in_order
 from ._indexer import caught_up
@@ -35,6 +42,7 @@ from ._shard import Shard
 __all__ = [
     "ack",
     "audit",
+    "children",
     "consume",
     "count_by_state",
     "drain",
@@ -66,6 +74,25 @@ def info(ns: Namespace, task_id: str) -> OneShard[TaskInfo | None]:
     """A task's info (Celery name, arguments, queue, worker, times, traceback), or None."""
     index = ns.index_of(task_id)
     return OneShard(index, console.info(ns.shards[index], task_id))
+
+
+def children(ns: Namespace, task_id: str, limit: int = 1000) -> MergedPlan[list[str]]:
+    """The tasks ``task_id`` published (a chain's next link, a spawned task, a chord's
+    callback), from every shard (a child is kept on its own), oldest first, at most
+    ``limit``; a task's ``info`` lists those of its own shard only."""
+    task_id = utf8(require_string(task_id, "taskId"), "taskId")
+    count = require_limit(limit, maximum=10_000)
+    pages = yield every(ns.shards, lambda shard: _children(shard, task_id, count))
+    rows = sorted((float(score), text_of(raw)) for page in pages for raw, score in page)
+    return [child for _score, child in rows[:count]]
+
+
+def _children(shard: Shard, task_id: str, count: int) -> Plan[list[Any]]:
+    yield SETTLE
+    rows: list[Any] = yield command(
+        "zrange", shard.keys.children(task_id), 0, count - 1, withscores=True
+    )
+    return rows
 
 
 def last_cursor(ns: Namespace, task_id: str) -> OneShard[str | None]:

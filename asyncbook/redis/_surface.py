@@ -39,6 +39,7 @@ from ._namespace import Namespace
 from ._output import append_output, output, wait_output
 from ._reads import (
     audit,
+    children,
     count_by_state,
     gauges,
     info,
@@ -101,6 +102,7 @@ __all__ = [
     "group_members",
     "now_ms",
     "info",
+    "children",
     "search",
     "workers",
     "announce_worker",

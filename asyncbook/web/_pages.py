@@ -32,6 +32,7 @@ _SHELLED = {
     "index.html": Shelled("tasks", "/", ("index.js", "bulk-resend.js")),
     "task.html": Shelled("task", None, ("task.js",)),
     "group.html": Shelled("group", None, ("group.js",)),
+    "canvas.html": Shelled("canvas", None, ("canvas.js",)),
     "workers.html": Shelled("workers", "/workers", ("workers.js",)),
     "stats.html": Shelled("stats", "/stats", ("charts.js", "stats.js")),
     "queues.html": Shelled("queues", "/queues", ("queues.js",)),

@@ -32,6 +32,9 @@ from .._limits import require_task_id_length
 from ..errors import invalid
 
 __all__ = [
+    "CANVASES",
+    "CANVAS_PAGES",
+    "CANVAS_SUFFIXES",
     "GROUPS_PREFIX",
     "GROUP_PAGE_PREFIX",
     "GROUP_PAGES",
@@ -45,6 +48,7 @@ __all__ = [
     "group_path",
     "groups_remainder",
     "raw_path",
+    "split_canvas_path",
     "split_group_path",
     "split_task_path",
     "suffix_of",
@@ -73,6 +77,9 @@ GROUP_PAGE_PREFIX = "/groups/"
 _PREFIX_SEGMENTS = ["", "api", "tasks"]
 _GROUP_SEGMENTS = ["", "api", "groups"]
 _GROUP_PAGE_SEGMENTS = ["", "groups"]
+CANVAS_SUFFIXES = frozenset({"svg", "cancel", "resend"})
+_CANVAS_SEGMENTS = ["", "api", "canvas"]
+_CANVAS_PAGE_SEGMENTS = ["", "canvas"]
 _DOT_SEGMENTS = {".": "%2E", "..": "%2E%2E"}
 
 
@@ -107,6 +114,19 @@ def groups_remainder(path: bytes) -> str | None:
 def group_page_remainder(path: bytes) -> str | None:
     """The raw text after ``/groups/`` (the group page), or None when not under it."""
     return _remainder(path, _GROUP_PAGE_SEGMENTS)
+
+
+def split_canvas_path(path: bytes, query_id: str | None = None) -> tuple[str, str | None]:
+    """``(task id, suffix or None)`` from the raw path under ``/api/canvas/`` or the
+    page's ``/canvas/`` (the id: any task of the canvas; as for tasks)."""
+    rest = _remainder(path, _CANVAS_SEGMENTS)
+    if rest is None:
+        rest = _remainder(path, _CANVAS_PAGE_SEGMENTS)
+    if rest is None:
+        raise invalid("not a canvas URL: expected /api/canvas/<id>", field="rootId")
+    task_id, suffix = _split(rest, CANVAS_SUFFIXES, query_id, "root", "rootId")
+    require_task_id_length(task_id, "rootId")
+    return task_id, suffix
 
 
 def suffix_of(rest: str, suffixes: frozenset[str]) -> str | None:
@@ -197,3 +217,5 @@ def group_path(group_id: str, suffix: str | None = None) -> str:
 TASKS = IdUrls(TASKS_PREFIX, tasks_remainder, SUFFIXES)
 GROUPS = IdUrls(GROUPS_PREFIX, groups_remainder, GROUP_SUFFIXES)
 GROUP_PAGES = IdUrls(GROUP_PAGE_PREFIX, group_page_remainder)
+CANVASES = IdUrls("/api/canvas/", lambda path: _remainder(path, _CANVAS_SEGMENTS), CANVAS_SUFFIXES)
+CANVAS_PAGES = IdUrls("/canvas/", lambda path: _remainder(path, _CANVAS_PAGE_SEGMENTS))

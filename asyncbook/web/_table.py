@@ -18,6 +18,8 @@ from .._models import AsyncTask, CallbackResult, ResumeResult
 from .._queues import MAX_QUEUES, QueuesReport
 from ._audit_api import AuditApi
 from ._cancel import CANCEL_BODY_LIMIT
+from ._canvas_api import CanvasApi
+from ._canvas_table import canvas_operations
 from ._console_api import ConsoleApi
 from ._csv_export import NEXT_AFTER_HEADER, SEARCH_CSV_PATH, CsvExport
 from ._handlers import StatusApp
@@ -26,7 +28,7 @@ from ._login import LOGIN_BODY_LIMIT, Login
 from ._openapi import openapi_document
 from ._operator_table import audit_operations, resend_operations
 from ._output_api import output_operations
-from ._paths import GROUP_PAGES, GROUPS, TASKS
+from ._paths import CANVAS_PAGES, GROUP_PAGES, GROUPS, TASKS
 from ._queues import REUSE_SECONDS, QueuesApi
 from ._resend import ResendApi
 from ._results import ResultApi
@@ -465,5 +467,7 @@ def route_table(
         export = CsvExport(status.reader)
         table += _console_operations(ConsoleApi(status.reader), export, queues)
         table += resend_operations(resend)
+        table += [Page("/canvas/{id}", status.page("canvas.html"), raw=CANVAS_PAGES)]
+        table += canvas_operations(CanvasApi(status.reader, status.audited, resend.resender))
     document.update(openapi_document(e for e in table if isinstance(e, Operation)))
     return table

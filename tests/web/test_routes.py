@@ -107,6 +107,11 @@ def test_id_routes_are_matched_on_the_raw_path(book: MemoryBook | RedisBook) -> 
     for name in ("resend", "retry"):
         assert (f"/api/tasks/{{id}}/{name}" in raw) is isinstance(book, RedisBook)
         raw.discard(f"/api/tasks/{{id}}/{name}")
+    # So are the canvas routes (a canvas is found through its tasks' info).
+    canvas = {"/canvas/{id}", "/api/canvas/{id}"}
+    canvas |= {f"/api/canvas/{{id}}/{suffix}" for suffix in ("svg", "cancel", "resend")}
+    assert (canvas <= raw) is isinstance(book, RedisBook)
+    raw -= canvas
     assert raw == {
         "/api/tasks/{id}",
         "/api/tasks/{id}/events",

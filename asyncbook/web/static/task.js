@@ -152,6 +152,18 @@ function showInfo(info) {
   ]);
   taskInfo = info;
   if (taskState) showActions(taskState);
+  if ((info.rootId && info.rootId !== taskId) || info.groupId || children.length) showCanvas();
+}
+
+async function showCanvas() {
+  // The canvas this task is part of, drawn by the server (its page stays live).
+  const response = await fetch(itemUrl("/api/canvas/", taskId, "svg"), { credentials: "same-origin" });
+  if (!response.ok) return;
+  document.getElementById("task-canvas").innerHTML = await response.text();
+  const mine = document.querySelector('#task-canvas g.node[data-id="' + CSS.escape(taskId) + '"] rect');
+  if (mine) mine.setAttribute("stroke-width", "3"); // this task, among the canvas's
+  document.getElementById("canvas-link").href = itemUrl("/canvas/", taskId);
+  document.getElementById("canvas-section").hidden = false;
 }
 
 async function readInfo() {
