@@ -1,0 +1,254 @@
+"""Lifecycle traces (``asyncbook_tracing = True``, the ``otel`` extra; docs/tracing.md).
+
+A tracked task's life becomes OpenTelemetry spans in its publisher's trace:
+
+| span | kind | from, to |
+|---|---|---|
+| ``send <queue>`` | producer | the publish (each retry's too) |
+| ``queued <task>`` | internal | the publish to its attempt's start: the queue wait |
+| ``process <queue>`` | consumer | one attempt, prerun to postrun |
+
+The send span's context goes with the message (W3C ``traceparent``, through
+``opentelemetry.propagate``, so whatever propagator the app set), and the publish time
+(``asyncbook_published_ns``); the worker's spans are its children. An attempt's span is
+current while it runs: a task it publishes is its child. A retry's send span is a child
+of the publisher's context again, so attempts are siblings. An attempt's span records its
+retry (event ``asyncbook.retry``) or its task's end (event ``asyncbook.end``, attribute
+``asyncbook.state``).
+
+Only opentelemetry-api is used, imported when tracing is first needed: the app sets the
+tracer provider and exporter up. The messaging attributes follow OpenTelemetry's
+semantic conventions, the older names unless ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists
+``messaging`` (the newer) or ``messaging/dup`` (both).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from celery import Celery, Task, signals
+
+from .._version import __version__
+from ._settings import Settings
+from ._state import Handler, Lazy
+from ._tracking import describe_error, is_tracked
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer
+
+__all__ = ["PUBLISHED_HEADER", "TRACE_HEADERS", "Tracing", "messaging_attributes"]
+
+PUBLISHED_HEADER = "asyncbook_published_ns"
+"""Message header: when it was published, in ns since the epoch (the queued span's start)."""
+TRACE_HEADERS = ("traceparent", "tracestate", "baggage")
+"""The headers the standard propagators write (W3C Trace Context and Baggage)."""
+
+_OLD_OPERATION = {"send": "publish", "receive": "receive", "process": "process"}
+
+
+def messaging_attributes(operation: str, queue: str | None, message_id: str) -> dict[str, str]:
+    """OpenTelemetry's messaging attributes for ``operation`` (send, receive or process),
+    named as ``OTEL_SEMCONV_STABILITY_OPT_IN`` asks: ``messaging`` the newer names,
+    ``messaging/dup`` both, else the older."""
+    opted = {
+        part.strip() for part in os.environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",")
+    }
+    attributes = {"messaging.system": "celery", "messaging.message.id": message_id}
+    if queue:
+        attributes["messaging.destination.name"] = queue
+    if "messaging" in opted or "messaging/dup" in opted:
+        attributes["messaging.operation.type"] = operation
+        attributes["messaging.operation.name"] = operation
+    if "messaging" not in opted:
+        attributes["messaging.operation"] = _OLD_OPERATION[operation]
+    return attributes
+
+
+@dataclass
+class _Attempt:
+    task_id: str
+    parent: Context
+    """The publisher's context the message carried: a retry's send span is its child."""
+    span: Span
+    token: object
+    ended: bool = False
+
+
+class _Otel:
+    """The opentelemetry-api modules, imported on first use."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context, propagate, trace
+
+        self.context, self.propagate, self.trace = context, propagate, trace
+
+    def tracer(self) -> Tracer:
+        # Asked each time: an app may set its tracer provider after the first publish.
+        return self.trace.get_tracer("asyncbook", __version__)
+
+
+class Tracing:
+    """The spans of tracked tasks published and run in this process (off unless
+    ``asyncbook_tracing``)."""
+
+    def __init__(self, app: Celery, settings: Lazy[Settings]) -> None:
+        self.app = app
+        self.settings = settings
+        self.otel: Lazy[_Otel] = Lazy(_Otel)
+        self.local = threading.local()
+
+    def _on(self, task: object) -> bool:
+        return (
+            isinstance(task, Task)
+            and task.app is self.app
+            and is_tracked(task)
+            and self.settings.get().tracing
+        )
+
+    def _attempts(self) -> list[_Attempt]:
+        attempts: list[_Attempt] | None = getattr(self.local, "attempts", None)
+        if attempts is None:
+            attempts = self.local.attempts = []
+        return attempts
+
+    def _attempt(self, task_id: object) -> _Attempt | None:
+        for attempt in reversed(self._attempts()):
+            if attempt.task_id == task_id:
+                return attempt
+        return None
+
+    # -- publish ------------------------------------------------------------------------
+
+    def on_before_task_publish(
+        self,
+        sender: object = None,
+        headers: dict[str, Any] | None = None,
+        routing_key: Any = None,
+        **_: Any,
+    ) -> None:
+        """A send span, its context and the publish time into the message's headers."""
+        if headers is None or not isinstance(sender, str):
+            return
+        task_id = headers.get("id")
+        if not isinstance(task_id, str) or not self._on(self.app.tasks.get(sender)):
+            return
+        otel = self.otel.get()
+        parent = None
+        if int(headers.get("retries") or 0) > 0:
+            running = self._attempt(task_id)  # a retry: beside its attempt, not under it
+            parent = None if running is None else running.parent
+        queue = routing_key if isinstance(routing_key, str) else None
+        span = otel.tracer().start_span(
+            f"send {queue or sender}",
+            context=parent,
+            kind=otel.trace.SpanKind.PRODUCER,
+            attributes={
+                **messaging_attributes("send", queue, task_id),
+                "asyncbook.task.name": sender,
+                "asyncbook.retries": int(headers.get("retries") or 0),
+            },
+        )
+        for name in TRACE_HEADERS:
+            headers.pop(name, None)
+        otel.propagate.inject(headers, context=otel.trace.set_span_in_context(span, parent))
+        headers[PUBLISHED_HEADER] = time.time_ns()
+        span.end()
+
+    # -- an attempt -----------------------------------------------------------------------
+
+    def on_task_prerun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
+        """The queued span (publish to now) and the attempt's span, made current."""
+        if task_id is None or not self._on(task):
+            return
+        assert isinstance(task, Task)
+        otel, request = self.otel.get(), task.request
+        carrier = {name: request.get(name) for name in TRACE_HEADERS}
+        parent = otel.propagate.extract({k: v for k, v in carrier.items() if isinstance(v, str)})
+        tracer, now = otel.tracer(), time.time_ns()
+        retries = int(request.retries or 0)
+        queue = (request.delivery_info or {}).get("routing_key")
+        queue = queue if isinstance(queue, str) else None
+        task_attributes = {"asyncbook.task.name": task.name, "asyncbook.retries": retries}
+        published = request.get(PUBLISHED_HEADER)
+        if isinstance(published, int) and 0 < published <= now:
+            queued = tracer.start_span(
+                f"queued {task.name}",
+                context=parent,
+                start_time=published,
+                attributes={**messaging_attributes("receive", queue, task_id), **task_attributes},
+            )
+            queued.end(end_time=now)
+        span = tracer.start_span(
+            f"process {queue or task.name}",
+            context=parent,
+            kind=otel.trace.SpanKind.CONSUMER,
+            start_time=now,
+            attributes={**messaging_attributes("process", queue, task_id), **task_attributes},
+        )
+        token = otel.context.attach(otel.trace.set_span_in_context(span, parent))
+        self._attempts().append(_Attempt(task_id, parent, span, token))
+
+    def on_task_retry(
+        self, sender: object = None, request: Any = None, reason: Any = None, **_: Any
+    ) -> None:
+        """The attempt asked for a retry."""
+        attempt = self._attempt(getattr(request, "id", None))
+        if attempt is None:
+            return
+        error = getattr(reason, "exc", None) or reason
+        text = describe_error(error) if isinstance(error, BaseException) else str(reason)
+        attempt.span.add_event("asyncbook.retry", {"exception.message": text})
+        attempt.span.set_attribute("asyncbook.outcome", "retry")
+        attempt.span.set_status(self.otel.get().trace.StatusCode.ERROR, text)
+
+    def _end(self, task_id: object, state: str, error: BaseException | None = None) -> None:
+        attempt = self._attempt(task_id)
+        if attempt is None or attempt.ended:
+            return
+        attempt.ended = True
+        span, status = attempt.span, self.otel.get().trace.StatusCode
+        if error is not None:
+            span.record_exception(error)
+            span.set_status(status.ERROR, describe_error(error))
+        else:
+            span.set_status(status.OK)
+        span.set_attribute("asyncbook.outcome", state)
+        span.set_attribute("asyncbook.state", state)
+        span.add_event("asyncbook.end", {"asyncbook.state": state})
+
+    def on_task_success(self, sender: object = None, **_: Any) -> None:
+        """The task succeeded: its end on the attempt's span."""
+        self._end(getattr(getattr(sender, "request", None), "id", None), "succeeded")
+
+    def on_task_failure(
+        self, task_id: str | None = None, exception: BaseException | None = None, **_: Any
+    ) -> None:
+        """The task failed (no retry left): its end on the attempt's span."""
+        self._end(task_id, "failed", exception)
+
+    def on_task_postrun(self, task_id: str | None = None, **_: Any) -> None:
+        """The attempt is over: its span ends and is no longer current."""
+        attempts = self._attempts()
+        attempt = self._attempt(task_id)
+        if attempt is None:
+            return
+        attempts.remove(attempt)
+        otel = self.otel.get()
+        otel.context.detach(attempt.token)  # type: ignore[arg-type]
+        attempt.span.end()
+
+    def handlers(self) -> list[Handler]:
+        """Its signals: a publish, an attempt's start, retry, end and postrun."""
+        return [
+            (signals.before_task_publish, self.on_before_task_publish),
+            (signals.task_prerun, self.on_task_prerun),
+            (signals.task_retry, self.on_task_retry),
+            (signals.task_success, self.on_task_success),
+            (signals.task_failure, self.on_task_failure),
+            (signals.task_postrun, self.on_task_postrun),
+        ]
