@@ -38,6 +38,8 @@ from ._state import Handler, Lazy
 from ._tracking import describe_error, is_tracked
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
@@ -75,7 +77,7 @@ class _Attempt:
     parent: Context
     """The publisher's context the message carried: a retry's send span is its child."""
     span: Span
-    token: object
+    token: Token[Context]
     ended: bool = False
 
 
@@ -124,7 +126,7 @@ class Tracing:
 
     # -- publish ------------------------------------------------------------------------
 
-    def on_before_task_publish(
+    def trace_publish(
         self,
         sender: object = None,
         headers: dict[str, Any] | None = None,
@@ -161,7 +163,7 @@ class Tracing:
 
     # -- an attempt -----------------------------------------------------------------------
 
-    def on_task_prerun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
+    def trace_prerun(self, task_id: str | None = None, task: object = None, **_: Any) -> None:
         """The queued span (publish to now) and the attempt's span, made current."""
         if task_id is None or not self._on(task):
             return
@@ -173,7 +175,10 @@ class Tracing:
         retries = int(request.retries or 0)
         queue = (request.delivery_info or {}).get("routing_key")
         queue = queue if isinstance(queue, str) else None
-        task_attributes = {"asyncbook.task.name": task.name, "asyncbook.retries": retries}
+        task_attributes: dict[str, str | int] = {
+            "asyncbook.task.name": task.name,
+            "asyncbook.retries": retries,
+        }
         published = request.get(PUBLISHED_HEADER)
         if isinstance(published, int) and 0 < published <= now:
             queued = tracer.start_span(
@@ -193,7 +198,7 @@ class Tracing:
         token = otel.context.attach(otel.trace.set_span_in_context(span, parent))
         self._attempts().append(_Attempt(task_id, parent, span, token))
 
-    def on_task_retry(
+    def trace_retry(
         self, sender: object = None, request: Any = None, reason: Any = None, **_: Any
     ) -> None:
         """The attempt asked for a retry."""
@@ -221,17 +226,17 @@ class Tracing:
         span.set_attribute("asyncbook.state", state)
         span.add_event("asyncbook.end", {"asyncbook.state": state})
 
-    def on_task_success(self, sender: object = None, **_: Any) -> None:
+    def trace_success(self, sender: object = None, **_: Any) -> None:
         """The task succeeded: its end on the attempt's span."""
         self._end(getattr(getattr(sender, "request", None), "id", None), "succeeded")
 
-    def on_task_failure(
+    def trace_failure(
         self, task_id: str | None = None, exception: BaseException | None = None, **_: Any
     ) -> None:
         """The task failed (no retry left): its end on the attempt's span."""
         self._end(task_id, "failed", exception)
 
-    def on_task_postrun(self, task_id: str | None = None, **_: Any) -> None:
+    def trace_postrun(self, task_id: str | None = None, **_: Any) -> None:
         """The attempt is over: its span ends and is no longer current."""
         attempts = self._attempts()
         attempt = self._attempt(task_id)
@@ -239,16 +244,16 @@ class Tracing:
             return
         attempts.remove(attempt)
         otel = self.otel.get()
-        otel.context.detach(attempt.token)  # type: ignore[arg-type]
+        otel.context.detach(attempt.token)
         attempt.span.end()
 
     def handlers(self) -> list[Handler]:
         """Its signals: a publish, an attempt's start, retry, end and postrun."""
         return [
-            (signals.before_task_publish, self.on_before_task_publish),
-            (signals.task_prerun, self.on_task_prerun),
-            (signals.task_retry, self.on_task_retry),
-            (signals.task_success, self.on_task_success),
-            (signals.task_failure, self.on_task_failure),
-            (signals.task_postrun, self.on_task_postrun),
+            (signals.before_task_publish, self.trace_publish),
+            (signals.task_prerun, self.trace_prerun),
+            (signals.task_retry, self.trace_retry),
+            (signals.task_success, self.trace_success),
+            (signals.task_failure, self.trace_failure),
+            (signals.task_postrun, self.trace_postrun),
         ]
