@@ -94,12 +94,16 @@ def test_a_task_joins_its_publishers_trace(app: Celery, spans: InMemorySpanExpor
     (process,) = named(found, "process")
     trace_id = request.get_span_context().trace_id
     assert {span.context.trace_id for span in found if span.context} == {trace_id}
-    assert send.parent is not None and send.parent.span_id == request.get_span_context().span_id
-    assert send.kind is trace.SpanKind.PRODUCER and process.kind is trace.SpanKind.CONSUMER
+    assert send.parent is not None
+    assert send.parent.span_id == request.get_span_context().span_id
+    assert send.kind is trace.SpanKind.PRODUCER
+    assert process.kind is trace.SpanKind.CONSUMER
     assert send.context is not None
     for span in (queued, process):
-        assert span.parent is not None and span.parent.span_id == send.context.span_id
-    assert queued.start_time is not None and queued.end_time is not None
+        assert span.parent is not None
+        assert span.parent.span_id == send.context.span_id
+    assert queued.start_time is not None
+    assert queued.end_time is not None
     assert queued.end_time <= (process.start_time or 0)
     assert (process.attributes or {})["asyncbook.state"] == "succeeded"
     assert [event.name for event in process.events] == ["asyncbook.end"]
@@ -113,7 +117,8 @@ def test_a_task_published_by_a_task_is_its_attempts_child(
     (outer,) = named(ended(spans, result.id), "process")
     child = ended(spans, child_id)
     (send,) = named(child, "send")
-    assert outer.context is not None and send.parent is not None
+    assert outer.context is not None
+    assert send.parent is not None
     assert send.parent.span_id == outer.context.span_id
     assert {span.context.trace_id for span in child if span.context} == {outer.context.trace_id}
 
@@ -130,7 +135,8 @@ def test_each_attempt_is_a_span_and_a_retry_an_event(
     assert (first.attributes or {})["asyncbook.retries"] == 0
     assert (second.attributes or {})["asyncbook.retries"] == 1
     assert (second.attributes or {})["asyncbook.state"] == "succeeded"
-    assert len(named(found, "send")) == 2 and len(named(found, "queued")) == 2
+    assert len(named(found, "send")) == 2
+    assert len(named(found, "queued")) == 2
     assert len({span.context.trace_id for span in found if span.context}) == 1
 
 
@@ -138,7 +144,7 @@ def test_a_failure_ends_its_attempts_span_in_error(
     app: Celery, spans: InMemorySpanExporter
 ) -> None:
     result = task_of(app, "doomed").delay()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="bad input"):
         result.get(timeout=10)
     (process,) = named(ended(spans, result.id), "process")
     assert process.status.status_code is trace.StatusCode.ERROR
