@@ -74,7 +74,7 @@ def named(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
 
 
 def ended(spans: InMemorySpanExporter, task_id: str, attempts: int = 1) -> list[ReadableSpan]:
-    return wait_for(
+    found: list[ReadableSpan] = wait_for(
         lambda: (
             (found := spans_of(spans, task_id))
             and len(named(found, "process")) == attempts
@@ -82,6 +82,7 @@ def ended(spans: InMemorySpanExporter, task_id: str, attempts: int = 1) -> list[
         ),
         timeout=30,
     )
+    return found
 
 
 def test_a_task_joins_its_publishers_trace(app: Celery, spans: InMemorySpanExporter) -> None:
