@@ -14,7 +14,8 @@ The send span's context goes with the message (W3C ``traceparent``, through
 current while it runs: a task it publishes is its child. A retry's send span is a child
 of the publisher's context again, so attempts are siblings. An attempt's span records its
 retry (event ``asyncbook.retry``) or its task's end (event ``asyncbook.end``, attribute
-``asyncbook.state``).
+``asyncbook.state``); a message a worker revokes (expired, or cancelled) ends in a short
+``end <task>`` span of its trace with that event.
 
 Only opentelemetry-api is used, imported when tracing is first needed: the app sets the
 tracer provider and exporter up. The messaging attributes follow OpenTelemetry's
@@ -236,6 +237,44 @@ class Tracing:
         """The task failed (no retry left): its end on the attempt's span."""
         self._end(task_id, "failed", exception)
 
+    def trace_revoked(
+        self,
+        sender: object = None,
+        request: Any = None,
+        expired: bool = False,
+        terminated: bool = False,
+        **_: Any,
+    ) -> None:
+        """A worker revoked the message (expired, or cancelled): a short span in its
+        trace, with the end as its event."""
+        task_id = getattr(request, "id", None)
+        if not isinstance(task_id, str) or not self._on(sender):
+            return
+        assert isinstance(sender, Task)
+        state = "expired" if expired else "cancelled"
+        reason = "expired" if expired else "terminated" if terminated else "revoked"
+        attempt = self._attempt(task_id)
+        if attempt is not None:  # revoked while running, in this thread
+            attempt.span.add_event("asyncbook.end", {"asyncbook.state": state})
+            return
+        self.end_span(sender.name, task_id, request.get, state, reason)
+
+    def end_span(self, name: str, task_id: str, header: Any, state: str, reason: str) -> None:
+        """A task's end away from its attempts (a revoked message, a sweep's): a short span
+        in the trace its message carried (``header(name)`` reads a header), its event
+        ``asyncbook.end``."""
+        otel = self.otel.get()
+        carrier = {key: header(key) for key in TRACE_HEADERS}
+        parent = otel.propagate.extract({k: v for k, v in carrier.items() if isinstance(v, str)})
+        span = otel.tracer().start_span(
+            f"end {name}",
+            context=parent,
+            attributes={"messaging.message.id": task_id, "asyncbook.task.name": name},
+        )
+        span.set_attribute("asyncbook.state", state)
+        span.add_event("asyncbook.end", {"asyncbook.state": state, "asyncbook.reason": reason})
+        span.end()
+
     def trace_postrun(self, task_id: str | None = None, **_: Any) -> None:
         """The attempt is over: its span ends and is no longer current."""
         attempts = self._attempts()
@@ -256,4 +295,5 @@ class Tracing:
             (signals.task_success, self.trace_success),
             (signals.task_failure, self.trace_failure),
             (signals.task_postrun, self.trace_postrun),
+            (signals.task_revoked, self.trace_revoked),
         ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import fakeredis
@@ -151,6 +152,18 @@ def test_a_failure_ends_its_attempts_span_in_error(
     assert process.status.status_code is trace.StatusCode.ERROR
     assert (process.attributes or {})["asyncbook.state"] == "failed"
     assert [event.name for event in process.events] == ["exception", "asyncbook.end"]
+
+
+def test_an_expired_message_ends_in_its_trace(app: Celery, spans: InMemorySpanExporter) -> None:
+    past = datetime.now(UTC) - timedelta(seconds=5)
+    with trace.get_tracer("test").start_as_current_span("request") as request:
+        result = task_of(app, "leaf").apply_async((1,), expires=past)
+    end = wait_for(lambda: named(spans_of(spans, result.id), "end"), timeout=30)[0]
+    assert end.context is not None
+    assert end.context.trace_id == request.get_span_context().trace_id
+    assert (end.attributes or {})["asyncbook.state"] == "expired"
+    assert [event.name for event in end.events] == ["asyncbook.end"]
+    assert named(spans_of(spans, result.id), "process") == []
 
 
 def test_tracing_is_off_unless_asked(spans: InMemorySpanExporter) -> None:
