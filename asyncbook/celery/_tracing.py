@@ -156,7 +156,7 @@ class Tracing:
                 "asyncbook.retries": int(headers.get("retries") or 0),
             },
         )
-        for name in TRACE_HEADERS:
+        for name in TRACE_HEADERS[:2]:  # a retry's message has its attempt's (the baggage stays)
             headers.pop(name, None)
         otel.propagate.inject(headers, context=otel.trace.set_span_in_context(span, parent))
         headers[PUBLISHED_HEADER] = time.time_ns()
