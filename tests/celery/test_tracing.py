@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from asyncbook import AsyncBookError, RedisBook
 from asyncbook.celery import Integration
+from asyncbook.celery import _settings as settings_module
 from asyncbook.celery._settings import Settings
 from asyncbook.celery._tracing import messaging_attributes
 
@@ -183,6 +184,14 @@ def test_a_bad_value_is_refused_by_name() -> None:
     with pytest.raises(AsyncBookError, match="asyncbook_tracing") as raised:
         Settings.from_conf({"asyncbook_tracing": "yes"})
     assert raised.value.field == "asyncbook_tracing"
+
+
+def test_tracing_without_the_api_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings_module, "find_spec", lambda name: None)
+    with pytest.raises(AsyncBookError, match=r"asyncbook\[otel\]") as raised:
+        Settings.from_conf({"asyncbook_tracing": True})
+    assert raised.value.field == "asyncbook_tracing"
+    assert Settings.from_conf({"asyncbook_tracing": False}).tracing is False
 
 
 @pytest.mark.parametrize(
