@@ -89,10 +89,16 @@ class _Otel:
         from opentelemetry import context, propagate, trace
 
         self.context, self.propagate, self.trace = context, propagate, trace
+        self._tracer: tuple[object, Tracer] | None = None
 
     def tracer(self) -> Tracer:
-        # Asked each time: an app may set its tracer provider after the first publish.
-        return self.trace.get_tracer("asyncbook", __version__)
+        """asyncbook's tracer from the global provider (made again when an app sets its
+        provider after the first use; making one costs about as much as a span)."""
+        provider = self.trace.get_tracer_provider()
+        made = self._tracer
+        if made is None or made[0] is not provider:
+            made = self._tracer = (provider, provider.get_tracer("asyncbook", __version__))
+        return made[1]
 
 
 class Tracing:
