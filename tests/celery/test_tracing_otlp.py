@@ -1,5 +1,6 @@
 """Lifecycle traces from a prefork worker, exported through OTLP/HTTP to a receiver this
-test runs on loopback (the spans decoded with opentelemetry-proto)."""
+test runs on loopback (the spans decoded with opentelemetry-proto): the publisher's trace,
+task from task, a retry, an expired message's end."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ from ..support.celery import CELERY_URL, CeleryWorker, wait_for
 
 PUBLISH = """
 import json
+from datetime import datetime, timedelta, timezone
 from opentelemetry import trace
-from tests.support.traced_app import flaky, parent, provider
+from tests.support.traced_app import flaky, leaf, parent, provider
+past = datetime.now(timezone.utc) - timedelta(seconds=5)
 with trace.get_tracer("publisher").start_as_current_span("request") as span:
     ids = {"parent": parent.delay().id, "flaky": flaky.delay().id}
+    ids["expired"] = leaf.apply_async((2,), expires=past).id
 ids["trace"] = format(span.get_span_context().trace_id, "032x")
 ids["child"] = parent.AsyncResult(ids["parent"]).get(timeout=30)
 provider.force_flush()
@@ -111,11 +115,20 @@ def test_a_prefork_workers_spans_join_the_publishers_trace(tmp_path: Path) -> No
                     s for s in spans if _message_id(s) == task_id and s.name.startswith("process")
                 ]
 
+            def ended(task_id: str) -> list[Span]:
+                return [s for s in spans if _message_id(s) == task_id and s.name.startswith("end")]
+
             wait_for(
-                lambda: len(processed(ids["flaky"])) == 2 and processed(ids["child"]), timeout=60
+                lambda: (
+                    len(processed(ids["flaky"])) == 2
+                    and processed(ids["child"])
+                    and ended(ids["expired"])
+                ),
+                timeout=60,
             )
     trace_id = bytes.fromhex(ids["trace"])
-    ours = [s for s in spans if _message_id(s) in {ids["parent"], ids["flaky"], ids["child"]}]
+    mine = {ids["parent"], ids["flaky"], ids["child"], ids["expired"]}
+    ours = [s for s in spans if _message_id(s) in mine]
     assert {s.trace_id for s in ours} == {trace_id}
     (outer,) = processed(ids["parent"])
     (child_send,) = [
@@ -125,3 +138,6 @@ def test_a_prefork_workers_spans_join_the_publishers_trace(tmp_path: Path) -> No
     first, second = sorted(processed(ids["flaky"]), key=lambda s: s.start_time_unix_nano)
     assert [event.name for event in first.events] == ["asyncbook.retry"]
     assert [event.name for event in second.events] == ["asyncbook.end"]
+    (expired,) = ended(ids["expired"])
+    assert [event.name for event in expired.events] == ["asyncbook.end"]
+    assert processed(ids["expired"]) == []
