@@ -5,7 +5,8 @@ results and book), ``BENCH_NAMESPACE``, ``BENCH_READY_FILE`` (touched when the w
 is ready to consume); ``BENCH_BACKEND_URL`` (set by ``bench_backend.py``) overrides the
 result backend, ``asyncbook+redis://...`` for asyncbook's own; ``BENCH_BROKER_URL`` (set by
 ``bench_backend.py --broker``) the broker (default: ``BENCH_REDIS_URL``); ``BENCH_SHARDS`` is
-``asyncbook_shards`` (set by ``bench_shards.py``).
+``asyncbook_shards`` (set by ``bench_shards.py``); ``BENCH_TRACING`` (``1`` or ``0``, set by
+``bench_tracing.py``) is ``asyncbook_tracing``, spans going to the SDK's batch processor.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ if os.environ.get("BENCH_ONE_RUN"):  # bench_one_run.py: the claim on ("1") or o
     app.conf.asyncbook_one_run = os.environ["BENCH_ONE_RUN"] == "1"
 if os.environ.get("BENCH_FLUSH_DELAY"):
     app.conf.asyncbook_flush_delay = float(os.environ["BENCH_FLUSH_DELAY"])
+if os.environ.get("BENCH_TRACING"):  # bench_tracing.py: lifecycle traces on ("1") or off
+    import _tracing_sdk
+
+    _tracing_sdk.set_up()
+    app.conf.asyncbook_tracing = os.environ["BENCH_TRACING"] == "1"
 install(app)
 
 

@@ -56,6 +56,7 @@ from ._revoke import install_control, uninstall_control
 from ._settings import Settings
 from ._startup import SettingsGate, StartChecks
 from ._state import Handler, Lazy, Running
+from ._tracing import Tracing
 from ._worker import Delivery, Service
 
 __all__ = ["CREATED_HEADER", "DEADLINE_HEADER", "BeatTask", "Integration"]
@@ -103,6 +104,7 @@ class Integration:
         )
         self.outcomes = Outcomes(app, conf, books, recorder, running, info, result_ref)
         self.controls = Controls(app, books, recorder, running, publishing.flush_creates)
+        self.tracing = Tracing(app, conf)
         self.delivery = delivery = Delivery(conf, books)
         self.service = Service(app, conf, books, recorder, running, self.controls, delivery)
         self.startup = StartChecks(app, conf, result_ref, delivery.sinks, delivery.group_sinks)
@@ -206,6 +208,7 @@ class Integration:
             *self.executions.handlers(),
             *self.one_run.handlers(),
             *self.outcomes.handlers(),
+            *self.tracing.handlers(),  # after the publish's own headers (a kept message)
             *self.controls.handlers(),
             # Before the service's (which flush the recorder): a late answer may hand
             # events back to the recorder.

@@ -12,6 +12,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from importlib.util import find_spec
 from typing import Any
 
 from .._console import DEFAULT_REDACT, INFO_LIMIT
@@ -33,7 +34,7 @@ KNOWN_SETTINGS = tuple(
         "heartbeat_timeout", "record_info", "record_args", "info_limit", "redact",
         "keep_messages", "keep_message_limit", "wait_replicas", "wait_timeout_ms", "exit_wait",
         "keep_redacted_messages", "one_run", "artifacts", "artifact_options",
-        "artifact_threshold", "artifact_url_expiry", "artifact_sweep",
+        "artifact_threshold", "artifact_url_expiry", "artifact_sweep", "tracing",
     )
 )  # fmt: skip
 """Every ``asyncbook_*`` setting the integration reads."""
@@ -70,6 +71,16 @@ def _switch(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise invalid(f"{name} must be True or False", field=name)
     return value
+
+
+def _tracing(value: Any) -> bool:
+    """``asyncbook_tracing``: on only with opentelemetry-api installed (the ``otel`` extra)."""
+    if _switch(value, "asyncbook_tracing") and find_spec("opentelemetry") is None:
+        raise invalid(
+            "asyncbook_tracing needs opentelemetry-api: pip install 'asyncbook[otel]'",
+            field="asyncbook_tracing",
+        )
+    return bool(value)
 
 
 def _wait(value: Any, name: str) -> float:
@@ -186,6 +197,9 @@ class Settings:
     """One run per task: a delivery of a tracked task whose running attempt is alive is
     not run but postponed to after that attempt's stall time (docs/one-run.md); a task's
     own ``one_run`` option wins. Tasks without a heartbeat timeout are never held."""
+    tracing: bool = False
+    """Lifecycle traces: each tracked task's publish, queue wait and attempts become
+    OpenTelemetry spans in its publisher's trace (the ``otel`` extra; docs/tracing.md)."""
     record_info: bool = True
     """Record each tracked task's info for the console (name, queue, worker, times...)."""
     record_args: bool = True
@@ -261,6 +275,7 @@ class Settings:
                 values.pop("heartbeat_timeout", timedelta(minutes=1)), "asyncbook_heartbeat_timeout"
             ),
             "one_run": _switch(values.pop("one_run", cls.one_run), "asyncbook_one_run"),
+            "tracing": _tracing(values.pop("tracing", cls.tracing)),
             "record_info": bool(values.pop("record_info", cls.record_info)),
             "record_args": bool(values.pop("record_args", cls.record_args)),
             "info_limit": _info_limit(values.pop("info_limit", cls.info_limit)),

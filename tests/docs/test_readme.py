@@ -15,6 +15,7 @@ import pytest
 from ..support import ROOT
 from ..support.celery import quick_memory_transport, shared_tasks_kept
 from ..support.snippets import README, SNIPPETS, snippets_db
+from ..support.tracing import fresh_tracer_provider
 
 
 @pytest.fixture
@@ -42,7 +43,17 @@ def own_shared_tasks() -> Iterator[None]:
         yield
 
 
-@pytest.mark.usefixtures("readme_namespaces", "quick_memory_broker", "own_shared_tasks")
+@pytest.fixture
+def own_tracer_provider() -> Iterator[None]:
+    """A snippet sets the tracer provider as an app does (once per process)."""
+    fresh_tracer_provider()
+    yield
+    fresh_tracer_provider()
+
+
+@pytest.mark.usefixtures(
+    "readme_namespaces", "quick_memory_broker", "own_shared_tasks", "own_tracer_provider"
+)
 @pytest.mark.parametrize(
     ("page", "source"), SNIPPETS, ids=[_snippet_id(i) for i in range(len(SNIPPETS))]
 )
