@@ -218,11 +218,17 @@ class Integration:
             (self.app.on_after_configure, self.on_after_configure),
         ]
 
+    def _dispatch_uid(self, handler: Callable[..., Any]) -> str:
+        """The handler's id on its signal: one per class and method, so that two parts'
+        handlers of one name (``on_worker_init``) are both connected (a signal keeps one
+        receiver per id and sender)."""
+        return f"{self._uid}-{handler.__module__}.{handler.__qualname__}"
+
     def connect(self, beat_tasks: Mapping[str, BeatTask]) -> None:
         """Connect the handlers, register the beat tasks (``asyncbook.sweep``,
         ``asyncbook.deliver``) and route them to their queue (once the app is configured)."""
         for signal, handler in self._handlers():
-            signal.connect(handler, weak=False, dispatch_uid=f"{self._uid}-{handler.__name__}")
+            signal.connect(handler, weak=False, dispatch_uid=self._dispatch_uid(handler))
         # The same module-level callables each time: installing again re-registers nothing.
         for name, beat_task in beat_tasks.items():
             self.app.task(name=name, bind=True, ignore_result=True, shared=False)(beat_task)
@@ -233,7 +239,7 @@ class Integration:
     def disconnect(self) -> None:
         """Disconnect the handlers, remove the route and write what is buffered."""
         for signal, handler in self._handlers():
-            signal.disconnect(handler, dispatch_uid=f"{self._uid}-{handler.__name__}")
+            signal.disconnect(handler, dispatch_uid=self._dispatch_uid(handler))
         if is_configured(self.app):
             conf = self.app.conf
             routes = listed_routes(conf.task_routes)

@@ -33,3 +33,30 @@ def test_reading_a_given_book_reads_no_settings_and_builds_no_writer(
         assert reads == []
     finally:
         uninstall(app)
+
+
+def test_every_handler_of_every_part_is_connected() -> None:
+    """Parts whose handlers share a name (``on_worker_init``: the startup check, one run
+    per task and the cancels' ring) are each connected to their signal: a signal keeps
+    one receiver per dispatch id, and the id was the handler's bare name."""
+    import weakref
+
+    from celery import signals
+
+    from asyncbook.celery import installed
+
+    app = Celery("handlers", broker="memory://")
+    install(app, MemoryBook())
+    try:
+        integration = installed(app)
+        assert integration is not None
+        wanted = [h for s, h in integration._handlers() if s is signals.worker_init]
+        assert len(wanted) >= 3
+        connected = [
+            ref() if isinstance(ref, weakref.ReferenceType) else ref
+            for _key, ref in signals.worker_init.receivers
+        ]
+        for handler in wanted:
+            assert handler in connected, handler.__qualname__
+    finally:
+        uninstall(app)
