@@ -105,7 +105,7 @@ class Integration:
         )
         self.outcomes = Outcomes(app, conf, books, recorder, running, info, result_ref)
         self.controls = Controls(app, books, recorder, running, publishing.flush_creates)
-        self.tracing = Tracing(app, conf)
+        self.tracing = Tracing(app, conf, books)
         self.delivery = delivery = Delivery(conf, books, TraceEnds(conf, books, self.tracing))
         self.service = Service(app, conf, books, recorder, running, self.controls, delivery)
         self.startup = StartChecks(app, conf, result_ref, delivery.sinks, delivery.group_sinks)

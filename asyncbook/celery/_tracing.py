@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Celery, Task, signals
 
+from .._book import AsyncBook
 from .._console import TRACE_LIMIT
+from .._trace_store import TraceStore
 from .._version import __version__
 from ._settings import Settings
 from ._state import Handler, Lazy
@@ -133,9 +135,14 @@ class Tracing:
     """The spans of tracked tasks published and run in this process (off unless
     ``asyncbook_tracing``)."""
 
-    def __init__(self, app: Celery, settings: Lazy[Settings]) -> None:
+    def __init__(
+        self, app: Celery, settings: Lazy[Settings], book: Lazy[AsyncBook] | None = None
+    ) -> None:
         self.app = app
         self.settings = settings
+        self.book = book
+        """The book: one that keeps trace contexts records the ends of revoked messages
+        in the delivery pass (``_trace_ends``), once per end."""
         self.otel: Lazy[_Otel] = Lazy(_Otel)
         self.local = threading.local()
 
@@ -291,7 +298,12 @@ class Tracing:
         if attempt is not None:  # revoked while running, in this thread
             attempt.span.add_event("asyncbook.end", {"asyncbook.state": state})
             return
+        if request.get(PUBLISHED_HEADER) is not None and self._keeps_traces():
+            return  # a traced publish's context is in the book: the delivery records the end
         self.end_span(sender.name, task_id, request.get, state, reason)
+
+    def _keeps_traces(self) -> bool:
+        return self.book is not None and isinstance(self.book.get(), TraceStore)
 
     def end_span(self, name: str, task_id: str, header: Any, state: str, reason: str) -> None:
         """A task's end away from its attempts (a revoked message, a sweep's): a short span

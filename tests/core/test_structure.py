@@ -297,7 +297,9 @@ def test_no_type_ignore_override() -> None:
     assert _IGNORE_OVERRIDE.search(f"def f(self): ...  # type: ignore[misc, {code}]")
 
 
-REDIS_MAX_LINES = 9_081 - 1_500 + 312 + 14 + 13 + 128 + 163 + 60 + 160 + 105 + 10 + 104 + 90 + 29 + 59
+REDIS_MAX_LINES = (
+    9_081 - 1_500 + 312 + 14 + 13 + 128 + 163 + 60 + 160 + 105 + 10 + 104 + 90 + 29 + 59
+)
 """Issue 31's acceptance: ``asyncbook/redis/`` at least 1,500 lines smaller than its 9,081
 at b52dce1 (the Python files under it, counted as ``wc -l`` counts them), every feature
 kept; plus 312 for what issue 32 added that b52dce1 did not have: the Redis Functions
