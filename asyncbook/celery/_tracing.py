@@ -14,8 +14,10 @@ The send span's context goes with the message (W3C ``traceparent``, through
 current while it runs: a task it publishes is its child. A retry's send span is a child
 of the publisher's context again, so attempts are siblings. An attempt's span records its
 retry (event ``asyncbook.retry``) or its task's end (event ``asyncbook.end``, attribute
-``asyncbook.state``); a message a worker revokes (expired, or cancelled) ends in a short
-``end <task>`` span of its trace with that event.
+``asyncbook.state``). An end no attempt records (the sweep's, a cancel through the book, a
+revoked message) is a short ``end <task>`` span of its trace with that event: recorded by
+the delivery pass from the context the book keeps (``trace_context``, ``stored_end``,
+``_trace_ends``), or by the worker that revoked the message when the book keeps none.
 
 Only opentelemetry-api is used, imported when tracing is first needed: the app sets the
 tracer provider and exporter up. The messaging attributes follow OpenTelemetry's
