@@ -15,9 +15,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from asyncbook import RedisBook, sweep
+from asyncbook import AsyncBookError, RedisBook, sweep
+from asyncbook._console import TRACE_LIMIT, PublishInfo
 from asyncbook.celery import Integration, install, uninstall
 from asyncbook.celery._trace_ends import GROUP_SUFFIX
+from asyncbook.celery._tracing import trace_context
 
 from ..support.celery import memory_app
 from ..support.tracing import memory_spans, spans_of
@@ -47,8 +49,8 @@ class Traced:
         return end
 
 
-def make(tracing: bool) -> Traced:
-    app = memory_app("trace-ends", asyncbook_tracing=tracing)
+def make(tracing: bool, shards: int = 1, **conf: Any) -> Traced:
+    app = memory_app("trace-ends", asyncbook_tracing=tracing, **conf)
 
     @app.task(name="ends.wait", shared=False, tracked=True, ttl=60)
     def wait() -> None: ...
@@ -57,7 +59,7 @@ def make(tracing: bool) -> Traced:
     def beat() -> None: ...
 
     client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    book = RedisBook(client, namespace="trace-ends")
+    book = RedisBook(client, namespace="trace-ends", shards=shards)
     return Traced(app, book, install(app, book), memory_spans(), client)
 
 
@@ -151,3 +153,50 @@ def test_the_context_is_kept_beside_the_record_never_shown(traced: Traced) -> No
     info = traced.book.info(task_id)
     assert info is not None
     assert "00-" not in info.model_dump_json()
+
+
+def test_each_shard_s_ends_are_read_in_one_pass() -> None:
+    made = make(tracing=True, shards=3)
+    try:
+        published = [made.publish("ends.wait") for _ in range(6)]
+        for task_id, _request in published:
+            made.book.cancel(task_id, "not needed")
+        made.integration.deliver()
+        for task_id, request in published:
+            (end,) = [s for s in spans_of(made.spans, task_id) if s.name.startswith("end")]
+            assert_in_trace(end, made, task_id, request)
+    finally:
+        uninstall(made.app)
+
+
+def test_a_kept_message_keeps_no_trace_context() -> None:
+    """A resend publishes it as a new task, in the resender's trace."""
+    made = make(tracing=True, asyncbook_keep_messages=True)
+    try:
+        task_id, _request = made.publish("ends.wait")
+        kept = made.client.get(made.book.ns.first.keys.message(task_id))
+        assert kept is not None
+        assert b"traceparent" not in kept
+        assert b"asyncbook_published_ns" not in kept
+        assert made.client.hget(made.book.ns.first.keys.task(task_id), "tc") is not None
+    finally:
+        uninstall(made.app)
+
+
+def test_the_stored_context_is_bounded() -> None:
+    parent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    assert trace_context({"traceparent": parent}) == parent
+    assert trace_context({"traceparent": parent, "tracestate": "a=1"}) == f"{parent}\na=1"
+    long_state = "k=" + "v" * TRACE_LIMIT
+    assert trace_context({"traceparent": parent, "tracestate": long_state}) == parent
+    assert trace_context({"traceparent": "x" * (TRACE_LIMIT + 1)}) is None
+    assert trace_context({"traceparent": parent + "\n"}) is None
+    assert trace_context({}) is None
+
+
+def test_a_book_refuses_a_trace_context_past_the_limit_by_name() -> None:
+    book = RedisBook(fakeredis.FakeRedis(server=fakeredis.FakeServer()), namespace="bounded")
+    info = PublishInfo(trace="0" * (TRACE_LIMIT + 1))
+    with pytest.raises(AsyncBookError, match=r"info\.trace") as raised:
+        book.create(id="t", now_ms=0, ttl_ms=HOUR_MS, max_attempts=1, info=info)
+    assert raised.value.field == "info.trace"
