@@ -30,6 +30,7 @@ __all__ = [
     "STATS_MINUTE_MS",
     "STATS_WINDOW_MS",
     "TEXT_LIMIT",
+    "TRACE_LIMIT",
     "IndexLag",
     "IndexedBook",
     "MinuteStats",
@@ -52,6 +53,9 @@ INFO_LIMIT = 512
 
 TEXT_LIMIT = 4096
 """The longest info text the book stores (the Celery integration keeps a traceback's end)."""
+
+TRACE_LIMIT = 512
+"""The longest trace context (``PublishInfo.trace``) the book stores."""
 
 DEFAULT_REDACT = ("password", "passwd", "secret", "token", "api_key", "apikey", "authorization")
 """Keyword arguments masked by default (by name, case-insensitive)."""
@@ -98,6 +102,10 @@ class PublishInfo:
     message: str | None = dataclass_field(default=None, repr=False)
     """The message as published (``KeptMessage.to_json``), kept to send it again (a resend);
     never shown by any read."""
+    trace: str | None = dataclass_field(default=None, repr=False)
+    """The publish's W3C trace context (``traceparent``, then a newline and ``tracestate``
+    if any; at most ``TRACE_LIMIT`` characters) with ``asyncbook_tracing``: the trace an
+    end no worker sees is recorded in (docs/tracing.md); never shown by any read."""
 
 
 class TaskInfo(WireModel):

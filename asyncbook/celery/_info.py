@@ -76,11 +76,15 @@ class InfoPolicy:
         body: Any,
         routing_key: Any,
         message: str | None = None,
+        trace: str | None = None,
     ) -> PublishInfo | None:
         """The info of a task being published (protocol 2: ``body`` is args, kwargs, embed),
-        with its kept ``message`` (``asyncbook_keep_messages``), if any."""
+        with its kept ``message`` (``asyncbook_keep_messages``) and its publish's ``trace``
+        context (``asyncbook_tracing``), if any: both are kept without the info too."""
         if not self.record_info:
-            return None if message is None else PublishInfo(message=message)
+            if message is None and trace is None:
+                return None
+            return PublishInfo(message=message, trace=trace)
         args = kwargs = None
         if isinstance(body, list | tuple) and len(body) >= 2:
             args, kwargs = self.render(body[0], body[1])
@@ -96,6 +100,7 @@ class InfoPolicy:
             parent_id=text(headers.get("parent_id")),
             root_id=text(headers.get("root_id")),
             message=message,
+            trace=trace,
         )
 
     def failure_event(self, event: FailEvent, error: Any, traceback: Any) -> Any:

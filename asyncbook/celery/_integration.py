@@ -56,6 +56,7 @@ from ._revoke import install_control, uninstall_control
 from ._settings import Settings
 from ._startup import SettingsGate, StartChecks
 from ._state import Handler, Lazy, Running
+from ._trace_ends import TraceEnds
 from ._tracing import Tracing
 from ._worker import Delivery, Service
 
@@ -104,8 +105,8 @@ class Integration:
         )
         self.outcomes = Outcomes(app, conf, books, recorder, running, info, result_ref)
         self.controls = Controls(app, books, recorder, running, publishing.flush_creates)
-        self.tracing = Tracing(app, conf)
-        self.delivery = delivery = Delivery(conf, books)
+        self.tracing = Tracing(app, conf, books)
+        self.delivery = delivery = Delivery(conf, books, TraceEnds(conf, books, self.tracing))
         self.service = Service(app, conf, books, recorder, running, self.controls, delivery)
         self.startup = StartChecks(app, conf, result_ref, delivery.sinks, delivery.group_sinks)
         # The router stays in app.conf after uninstall: it holds no integration.
@@ -204,11 +205,13 @@ class Integration:
     def _handlers(self) -> list[Handler]:
         return [
             *self.startup.handlers(),  # first: a worker whose settings do not read stops
+            # The send span before the create: the book keeps its context (trace ends).
+            *self.tracing.publish_handlers(),
             *self.publishing.handlers(),
             *self.executions.handlers(),
             *self.one_run.handlers(),
             *self.outcomes.handlers(),
-            *self.tracing.handlers(),  # after the publish's own headers (a kept message)
+            *self.tracing.handlers(),
             *self.controls.handlers(),
             # Before the service's (which flush the recorder): a late answer may hand
             # events back to the recorder.

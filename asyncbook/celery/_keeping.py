@@ -23,13 +23,16 @@ from kombu.serialization import dumps
 from kombu.utils.json import dumps as json_dumps
 
 from .._kept import KeptMessage, json_record, omission, redacted_omission
+from ._tracing import PUBLISHED_HEADER, TRACE_HEADERS
 
 __all__ = ["kept_message"]
 
 _REPLACED = frozenset(
     {"id", "root_id", "parent_id", "retries", "eta", "expires", "group", "group_index"}
+    | {*TRACE_HEADERS, PUBLISHED_HEADER}
 )
-"""Headers a resend sets anew (a fresh task's): not kept."""
+"""Headers a resend sets anew (a fresh task's; its publish's trace context and time, with
+``asyncbook_tracing``): not kept."""
 _PROPERTIES = ("priority",)
 """The message properties a resend sends again (besides routing: its reply queue and
 correlation id belong to the first send)."""

@@ -25,6 +25,7 @@ from ._recorder import Recorder
 from ._retries import retry_reason
 from ._settings import Settings
 from ._state import Handler, Lazy
+from ._tracing import trace_context
 from ._tracking import (
     callback_id,
     describe_error,
@@ -128,7 +129,8 @@ class Publishing:
                 redact=info_policy.redact,
                 keep_redacted=task.name in settings.keep_redacted_messages,
             )
-        info = info_policy.publish_info(sender, headers, body, routing_key, kept)
+        trace = trace_context(headers) if settings.tracing else None  # the send span's
+        info = info_policy.publish_info(sender, headers, body, routing_key, kept, trace)
         creates = self.deferred_creates()
         if creates is not None:
             creates.add(self.create_spec(task, task_id, now, ttl, group_id, info))

@@ -14,8 +14,10 @@ The send span's context goes with the message (W3C ``traceparent``, through
 current while it runs: a task it publishes is its child. A retry's send span is a child
 of the publisher's context again, so attempts are siblings. An attempt's span records its
 retry (event ``asyncbook.retry``) or its task's end (event ``asyncbook.end``, attribute
-``asyncbook.state``); a message a worker revokes (expired, or cancelled) ends in a short
-``end <task>`` span of its trace with that event.
+``asyncbook.state``). An end no attempt records (the sweep's, a cancel through the book, a
+revoked message) is a short ``end <task>`` span of its trace with that event: recorded by
+the delivery pass from the context the book keeps (``trace_context``, ``stored_end``,
+``_trace_ends``), or by the worker that revoked the message when the book keeps none.
 
 Only opentelemetry-api is used, imported when tracing is first needed: the app sets the
 tracer provider and exporter up. The messaging attributes follow OpenTelemetry's
@@ -28,11 +30,15 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery, Task, signals
 
+from .._book import AsyncBook
+from .._console import TRACE_LIMIT
+from .._trace_store import TraceStore
 from .._version import __version__
 from ._settings import Settings
 from ._state import Handler, Lazy
@@ -44,7 +50,13 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["PUBLISHED_HEADER", "TRACE_HEADERS", "Tracing", "messaging_attributes"]
+__all__ = [
+    "PUBLISHED_HEADER",
+    "TRACE_HEADERS",
+    "Tracing",
+    "messaging_attributes",
+    "trace_context",
+]
 
 PUBLISHED_HEADER = "asyncbook_published_ns"
 """Message header: when it was published, in ns since the epoch (the queued span's start)."""
@@ -72,6 +84,23 @@ def messaging_attributes(operation: str, queue: str | None, message_id: str) -> 
     return attributes
 
 
+def trace_context(headers: Mapping[str, Any]) -> str | None:
+    """The W3C trace context a publish injected into ``headers`` as the book keeps it
+    (``PublishInfo.trace``): ``traceparent``, then a newline and ``tracestate`` if any,
+    the tracestate left out past ``TRACE_LIMIT``; None without a traceparent."""
+    traceparent = headers.get("traceparent")
+    if not isinstance(traceparent, str) or not traceparent.isascii() or "\n" in traceparent:
+        return None
+    if len(traceparent) > TRACE_LIMIT:
+        return None
+    tracestate = headers.get("tracestate")
+    if isinstance(tracestate, str) and tracestate and tracestate.isascii():
+        both = f"{traceparent}\n{tracestate}"
+        if len(both) <= TRACE_LIMIT and both.count("\n") == 1:
+            return both
+    return traceparent
+
+
 @dataclass
 class _Attempt:
     task_id: str
@@ -87,8 +116,11 @@ class _Otel:
 
     def __init__(self) -> None:
         from opentelemetry import context, propagate, trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         self.context, self.propagate, self.trace = context, propagate, trace
+        self.w3c = TraceContextTextMapPropagator()
+        """Reads a stored trace context (``trace_context``), whatever the app's propagator."""
         self._tracer: tuple[object, Tracer] | None = None
 
     def tracer(self) -> Tracer:
@@ -105,9 +137,14 @@ class Tracing:
     """The spans of tracked tasks published and run in this process (off unless
     ``asyncbook_tracing``)."""
 
-    def __init__(self, app: Celery, settings: Lazy[Settings]) -> None:
+    def __init__(
+        self, app: Celery, settings: Lazy[Settings], book: Lazy[AsyncBook] | None = None
+    ) -> None:
         self.app = app
         self.settings = settings
+        self.book = book
+        """The book: one that keeps trace contexts records the ends of revoked messages
+        in the delivery pass (``_trace_ends``), once per end."""
         self.otel: Lazy[_Otel] = Lazy(_Otel)
         self.local = threading.local()
 
@@ -263,7 +300,12 @@ class Tracing:
         if attempt is not None:  # revoked while running, in this thread
             attempt.span.add_event("asyncbook.end", {"asyncbook.state": state})
             return
+        if request.get(PUBLISHED_HEADER) is not None and self._keeps_traces():
+            return  # a traced publish's context is in the book: the delivery records the end
         self.end_span(sender.name, task_id, request.get, state, reason)
+
+    def _keeps_traces(self) -> bool:
+        return self.book is not None and isinstance(self.book.get(), TraceStore)
 
     def end_span(self, name: str, task_id: str, header: Any, state: str, reason: str) -> None:
         """A task's end away from its attempts (a revoked message, a sweep's): a short span
@@ -281,6 +323,44 @@ class Tracing:
         span.add_event("asyncbook.end", {"asyncbook.state": state, "asyncbook.reason": reason})
         span.end()
 
+    def stored_end(
+        self,
+        name: str,
+        task_id: str,
+        stored: str,
+        state: str,
+        at_ms: float,
+        error: str | None = None,
+    ) -> bool:
+        """An end no worker saw (the sweep's, a cancel through the book): a short span at
+        ``at_ms``, a child of the publish's ``stored`` context (``trace_context``), its
+        event ``asyncbook.end``; False when ``stored`` is no W3C trace context."""
+        otel = self.otel.get()
+        traceparent, _, tracestate = stored.partition("\n")
+        carrier = {"traceparent": traceparent, **({"tracestate": tracestate} if tracestate else {})}
+        parent = otel.w3c.extract(carrier)
+        if not otel.trace.get_current_span(parent).get_span_context().is_valid:
+            return False
+        at_ns = int(at_ms * 1_000_000)
+        span = otel.tracer().start_span(
+            f"end {name}",
+            context=parent,
+            kind=otel.trace.SpanKind.INTERNAL,
+            start_time=at_ns,
+            attributes={
+                "messaging.message.id": task_id,
+                "asyncbook.task.name": name,
+                "asyncbook.state": state,
+            },
+        )
+        event: dict[str, str] = {"asyncbook.state": state}
+        if error is not None:
+            event["exception.message"] = error
+            span.set_status(otel.trace.StatusCode.ERROR, error)
+        span.add_event("asyncbook.end", event, timestamp=at_ns)
+        span.end(end_time=at_ns)
+        return True
+
     def trace_postrun(self, task_id: str | None = None, **_: Any) -> None:
         """The attempt is over: its span ends and is no longer current."""
         attempts = self._attempts()
@@ -292,10 +372,14 @@ class Tracing:
         otel.context.detach(attempt.token)
         attempt.span.end()
 
+    def publish_handlers(self) -> list[Handler]:
+        """Its signal at a publish (before the book's create: its info keeps the send
+        span's context, ``trace_context``)."""
+        return [(signals.before_task_publish, self.trace_publish)]
+
     def handlers(self) -> list[Handler]:
-        """Its signals: a publish, an attempt's start, retry, end and postrun."""
+        """Its signals at an attempt: its start, retry, end and postrun."""
         return [
-            (signals.before_task_publish, self.trace_publish),
             (signals.task_prerun, self.trace_prerun),
             (signals.task_retry, self.trace_retry),
             (signals.task_success, self.trace_success),

@@ -34,6 +34,7 @@ from ._cancels import Controls
 from ._recorder import Recorder
 from ._settings import Settings
 from ._state import Handler, Lazy, Running
+from ._trace_ends import TraceEnds
 from ._tracking import now_ms
 from ._upkeep import Upkeep
 
@@ -46,8 +47,12 @@ class Delivery:
     """The book's notifications, handed to the sinks (each resolved on first use: a sink
     may be defined further down the module that calls ``install``)."""
 
-    def __init__(self, settings: Lazy[Settings], book: Lazy[AsyncBook]) -> None:
+    def __init__(
+        self, settings: Lazy[Settings], book: Lazy[AsyncBook], ends: TraceEnds | None = None
+    ) -> None:
         self.settings = settings
+        self.ends = ends
+        """Records the ends no worker saw in their traces (``asyncbook_tracing``)."""
         self.sinks: Lazy[tuple[Sink, ...]] = Lazy(lambda: _configured.sinks(settings.get()))
         self.group_sinks: Lazy[tuple[GroupSink, ...]] = Lazy(
             lambda: _configured.group_sinks(settings.get())
@@ -59,6 +64,11 @@ class Delivery:
     def deliver(self, consumer: str | None = None) -> DeliveryReport:
         """Hand pending notifications to the sinks, at least once (``asyncbook.deliver``)."""
         settings = self.settings.get()
+        if self.ends is not None and settings.tracing:
+            try:
+                self.ends.record(consumer or socket.gethostname())
+            except Exception as error:  # the sinks' delivery goes on: ends wait in the book
+                logger.warning("asyncbook: trace ends not recorded this pass (%s)", error)
         delivered = failed = dropped = 0
         sinks: tuple[tuple[Any, ...], ...] = (self.sinks.get(), self.group_sinks.get())
         for source, to in zip(self.sources.get(), sinks, strict=True):

@@ -104,6 +104,7 @@ class BookBase:
     output = Method(surface.output)
     take_slot = Method(surface.take_slot)
     release_slot = Method(surface.release_slot)
+    stored_traces = Method(surface.stored_traces)
     wait_output = Method(surface.wait_output)
 
     def shard_of(self, task_id: Any) -> Shard:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .._book import CreateSpec
 from .._checks import require_heartbeat_timeout, require_text
-from .._console import TEXT_LIMIT, PublishInfo
+from .._console import TEXT_LIMIT, TRACE_LIMIT, PublishInfo
 from .._machine import create_async_task
 from .._models import AsyncTask
 from ..errors import invalid, task_exists
@@ -93,7 +93,7 @@ def life_and_retention_ms(shard: Shard, spec: CreateSpec) -> str:
 
 def _publish_fields(given: PublishInfo | None) -> dict[str, str]:
     """create.lua's info ARGV for what the publisher gave (checked: text, bounded; the
-    kept message as ``KeptMessage.to_json`` writes it)."""
+    kept message as ``KeptMessage.to_json`` writes it; the trace context ASCII)."""
     if given is None:
         return {}
     if not isinstance(given, PublishInfo):
@@ -106,6 +106,13 @@ def _publish_fields(given: PublishInfo | None) -> dict[str, str]:
             if not isinstance(value, str) or not value.isascii():
                 raise invalid(
                     "info.message must be KeptMessage.to_json's text", field="info.message"
+                )
+            fields[field] = value
+        elif field == "trace":
+            if not isinstance(value, str) or not value.isascii() or len(value) > TRACE_LIMIT:
+                raise invalid(
+                    f"info.trace must be ASCII text of at most {TRACE_LIMIT} characters",
+                    field="info.trace",
                 )
             fields[field] = value
         elif not isinstance(value, str) or len(value) > TEXT_LIMIT:

@@ -108,6 +108,7 @@ class CreateArgs(ScriptArgs):
     children_keep_ms: str = ""  # how long a parent's list of children is kept; '' for ever
     message: str = ""  # the message as published (KeptMessage JSON), for a resend; '' none
     message_keep_ms: str = ""  # the kept message's life (the task's and retention); '' ever
+    trace: str = ""  # the publish's trace context (PublishInfo.trace); '' none
 
 
 class ResendArgs(ScriptArgs):

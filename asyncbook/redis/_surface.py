@@ -62,6 +62,7 @@ from ._task_ops import (
     resume,
     seal_group,
 )
+from ._trace_reads import stored_traces
 
 __all__ = [
     "SURFACE",
@@ -121,6 +122,7 @@ __all__ = [
     "wait_output",
     "take_slot",
     "release_slot",
+    "stored_traces",
 ]
 
 SURFACE = tuple(__all__[3:])

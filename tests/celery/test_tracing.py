@@ -16,7 +16,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from asyncbook import AsyncBookError, RedisBook
+from asyncbook import AsyncBookError, MemoryBook, RedisBook
 from asyncbook.celery import Integration
 from asyncbook.celery import _settings as settings_module
 from asyncbook.celery._settings import Settings
@@ -155,16 +155,38 @@ def test_a_failure_ends_its_attempts_span_in_error(
     assert [event.name for event in process.events] == ["exception", "asyncbook.end"]
 
 
-def test_an_expired_message_ends_in_its_trace(app: Celery, spans: InMemorySpanExporter) -> None:
+def test_an_expired_message_ends_in_its_trace(
+    app: Celery, integration: Integration, spans: InMemorySpanExporter
+) -> None:
+    """The book keeps the publish's trace context: the delivery pass records the end (a
+    worker's delivery thread; this in-process worker runs none), once."""
     past = datetime.now(UTC) - timedelta(seconds=5)
     with trace.get_tracer("test").start_as_current_span("request") as request:
         result = task_of(app, "leaf").apply_async((1,), expires=past)
-    end = wait_for(lambda: named(spans_of(spans, result.id), "end"), timeout=30)[0]
+    end = wait_for(
+        lambda: integration.deliver() and named(spans_of(spans, result.id), "end"), timeout=30
+    )[0]
     assert end.context is not None
     assert end.context.trace_id == request.get_span_context().trace_id
     assert (end.attributes or {})["asyncbook.state"] == "expired"
     assert [event.name for event in end.events] == ["asyncbook.end"]
     assert named(spans_of(spans, result.id), "process") == []
+
+
+def test_a_book_without_trace_contexts_has_the_worker_record_the_end(
+    spans: InMemorySpanExporter,
+) -> None:
+    app = memory_app("traced-memory", asyncbook_tracing=True)
+
+    @app.task(shared=False, tracked=True, ttl=30)
+    def late() -> int:
+        return 1
+
+    past = datetime.now(UTC) - timedelta(seconds=5)
+    with threaded_worker(app, MemoryBook()):
+        result = late.apply_async(expires=past)
+        end = wait_for(lambda: named(spans_of(spans, result.id), "end"), timeout=30)[0]
+    assert (end.attributes or {})["asyncbook.state"] == "expired"
 
 
 def test_tracing_is_off_unless_asked(spans: InMemorySpanExporter) -> None:

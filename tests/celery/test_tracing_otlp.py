@@ -1,6 +1,7 @@
 """Lifecycle traces from a prefork worker, exported through OTLP/HTTP to a receiver this
 test runs on loopback (the spans decoded with opentelemetry-proto): the publisher's trace,
-task from task, a retry, an expired message's end."""
+task from task, a retry, an expired message's end (recorded by the worker's delivery
+thread from the trace context the book keeps)."""
 
 from __future__ import annotations
 
@@ -138,6 +139,10 @@ def test_a_prefork_workers_spans_join_the_publishers_trace(tmp_path: Path) -> No
     first, second = sorted(processed(ids["flaky"]), key=lambda s: s.start_time_unix_nano)
     assert [event.name for event in first.events] == ["asyncbook.retry"]
     assert [event.name for event in second.events] == ["asyncbook.end"]
-    (expired,) = ended(ids["expired"])
+    (expired,) = ended(ids["expired"])  # once: by the worker's delivery thread, from the book
     assert [event.name for event in expired.events] == ["asyncbook.end"]
+    (expired_send,) = [
+        s for s in ours if _message_id(s) == ids["expired"] and s.name.startswith("send")
+    ]
+    assert expired.parent_span_id == expired_send.span_id
     assert processed(ids["expired"]) == []

@@ -54,7 +54,7 @@ local function create_task(KEYS, a)
     redis.call('ZADD', KEYS[7], seq, a.task_id)
   end
   info_created(KEYS, a.task_id, seq, {c = a.created_ms, n = a.name, q = a.queue,
-    pid = a.parent_id, rid = a.root_id, a = a.args, k = a.kwargs}, a.children_keep_ms, fields)
+    pid = a.parent_id, rid = a.root_id, tc = a.trace, a = a.args, k = a.kwargs}, a.children_keep_ms, fields)
   for _, extra in ipairs(a.extra or {}) do
     fields[#fields + 1] = extra
   end

@@ -36,14 +36,14 @@ local function info_missing(c, t, events)
   return nil
 end
 
--- create: the info the publisher gave (given: c, n, q, pid, rid, a, k as create.lua's
+-- create: the info the publisher gave (given: c, n, q, pid, rid, tc, a, k as create.lua's
 -- ARGV has them, '' where not given; KEYS from 8 on: see create.lua). Its short fields
 -- are appended to fields, which the caller writes into the task's hash (and its index
 -- change: create_task).
 local function info_created(KEYS, task_id, seq, given, children_keep_ms, fields)
   fields[#fields + 1] = 'c'
   fields[#fields + 1] = given.c
-  for _, field in ipairs({'n', 'q', 'pid', 'rid'}) do
+  for _, field in ipairs({'n', 'q', 'pid', 'rid', 'tc'}) do
     if given[field] ~= '' then
       fields[#fields + 1] = field
       fields[#fields + 1] = given[field]

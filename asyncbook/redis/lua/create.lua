@@ -25,6 +25,7 @@ local kwargs = ARGV[16]
 local children_keep_ms = ARGV[17]     -- how long a parent's list of children is kept ('' ever)
 local message = ARGV[18]              -- the message as published ('' for none)
 local message_keep_ms = ARGV[19]      -- how long it is kept ('' ever)
+local trace = ARGV[20]                -- the publish's trace context ('' for none)
 
 return create_task(KEYS, {task_id = task_id, task_id_json = task_id_json,
   deadline = deadline, max_attempts = max_attempts, exist_ok = exist_ok,
@@ -32,4 +33,4 @@ return create_task(KEYS, {task_id = task_id, task_id_json = task_id_json,
   retry_on_stall = retry_on_stall, group_id_json = group_id_json, created_ms = created_ms,
   name = name, queue = queue, parent_id = parent_id, root_id = root_id, args = args,
   kwargs = kwargs, children_keep_ms = children_keep_ms, message = message,
-  message_keep_ms = message_keep_ms})
+  message_keep_ms = message_keep_ms, trace = trace})

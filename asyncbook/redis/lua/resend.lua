@@ -32,13 +32,14 @@ local kwargs = ARGV[16]
 local children_keep_ms = ARGV[17]
 local message = ARGV[18]              -- unused: the original's is copied
 local message_keep_ms = ARGV[19]
-local original_id = ARGV[20]
-local actor = ARGV[21]                -- '' when not said: no audit entry
-local action = ARGV[22]
-local reason_given = ARGV[23]         -- 1/0
-local reason = ARGV[24]
-local log_cap = ARGV[25]
-local task_cap = ARGV[26]
+local trace = ARGV[20]                -- '' (a resend's publish is a new trace's)
+local original_id = ARGV[21]
+local actor = ARGV[22]                -- '' when not said: no audit entry
+local action = ARGV[23]
+local reason_given = ARGV[24]         -- 1/0
+local reason = ARGV[25]
+local log_cap = ARGV[26]
+local task_cap = ARGV[27]
 
 local function audited(outcome, retried_as)
   if actor ~= '' then
@@ -79,7 +80,7 @@ local answer = create_task(KEYS, {task_id = task_id, task_id_json = task_id_json
   retry_on_stall = retry_on_stall, group_id_json = group_id_json, created_ms = created_ms,
   name = name, queue = queue, parent_id = parent_id, root_id = root_id, args = args,
   kwargs = kwargs, children_keep_ms = children_keep_ms, message = kept,
-  message_keep_ms = message_keep_ms, extra = extra})
+  message_keep_ms = message_keep_ms, trace = trace, extra = extra})
 if answer[1] ~= 'created' then
   return answer
 end
