@@ -104,6 +104,7 @@ class BookBase:
     output = Method(surface.output)
     take_slot = Method(surface.take_slot)
     release_slot = Method(surface.release_slot)
+    claim_run_in_slot = Method(surface.claim_run_in_slot)
     wait_output = Method(surface.wait_output)
 
     def shard_of(self, task_id: Any) -> Shard:
