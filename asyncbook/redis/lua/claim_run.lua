@@ -36,7 +36,8 @@ local at, slot = APPLY_ARGC + AUDIT_ARGC + #INFO_ARGV + 1, nil
 local gate = #ARGV > at and function()
   local n = #KEYS
   local keys = {KEYS[K_STALLS], KEYS[n - 2], KEYS[n - 1], KEYS[n]}
-  slot = slot_call(keys, 'take', event.task_id, ARGV[at], ARGV[at + 1], ARGV[at + 2])
+  local limit, lease_ms, payload = unpack(ARGV, at, at + 2)
+  slot = slot_call(keys, 'take', event.task_id, limit, lease_ms, payload)
   return slot[1] ~= '1' and {} or nil
 end
 local answer = apply_event(KEYS, event, block, gate or nil)
