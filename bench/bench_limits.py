@@ -9,9 +9,10 @@ two no-op tracked tasks of this tree, interleaved round by round (forward, then
 backward):
 
 - ``tracked``: no limit: its start is buffered and written with its result;
-- ``tracked_limited``: a name-wide limit it never reaches: each start takes a slot (one
-  script call), claims its run (one more: a limited start is written at once, so its
-  heartbeats keep the slot), and each end frees the slot (a third).
+- ``tracked_limited``: a name-wide limit it never reaches: each start claims its run
+  and takes a slot in one script call (``claim_run_in_slot``: a limited start is
+  written at once, so its heartbeats keep the slot), and each end frees the slot (a
+  second call).
 
 Reported: each run's worker throughput and CPU per task, and the medians of the
 per-round ratios (limited ÷ tracked), and the overhead per start in ms of wall clock
