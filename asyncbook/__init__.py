@@ -48,7 +48,7 @@ from ._one_run import Held
 from ._output import OutputAppend, OutputChunk, OutputPage
 from ._reasons import Reason
 from ._sinks import Sink, SinkError, WebhookSink
-from ._slots import Slot, SlotBook
+from ._slots import Slot, SlotBook, SlotRequest, SlotStart
 from ._sweep import SweepReport, sweep
 from ._version import __version__
 from .errors import (
@@ -111,6 +111,8 @@ __all__ = [
     # concurrency limits: the book's slots
     "Slot",
     "SlotBook",
+    "SlotRequest",
+    "SlotStart",
     # the pure machine
     "apply_async_event",
     "create_async_task",

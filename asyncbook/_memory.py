@@ -62,6 +62,7 @@ from ._models import (
 from ._one_run import HELD, SUPPRESS, Held, held_reason, require_worker, start_input
 from ._output import MemoryOutputs, OutputAppend, OutputPage
 from ._reasons import Reason
+from ._slots import Slot, SlotRequest
 from .errors import AsyncBookError, UnknownTaskError, task_exists
 
 __all__ = ["MemoryBook"]
@@ -275,31 +276,39 @@ class MemoryBook(MemorySlotCalls):
                 self._audit.add(self.now_ms(), task_id, "cancel", who, given, result.reason)
         return result
 
-    def claim_run(
+    def _claim_run(
         self,
         task_id: str,
         worker: str,
-        *,
-        at_ms: int | float | None = None,
-        callback_id: str | None = None,
-    ) -> CallbackResult | Held:
-        """Start the task unless a live attempt holds it (``AsyncBook.claim_run``)."""
+        at_ms: int | float | None,
+        callback_id: str | None,
+        slot: SlotRequest | None,
+    ) -> tuple[CallbackResult | Held | None, Slot | None]:
+        """``claim_run``, or ``claim_run_in_slot`` (with ``slot``): None for a task that
+        waits for its slot, and the slot's take."""
         who = require_worker(worker)
         event = start_input(self.now_ms() if at_ms is None else at_ms, who)
         with self._lock:
             task = self._task(task_id)
             callback = require_optional_string(callback_id, "callbackId")
+            taken = None
             if callback is None or callback not in self._callbacks:
-                at = coerce_event(event).at_ms  # a bad shape raises as apply's would
+                parsed = coerce_event(event)  # a bad shape raises as apply's would
                 now = self.now_ms()
-                holder = self._stalls.holder(task, at, now)
+                holder = self._stalls.holder(task, parsed.at_ms, now)
                 if isinstance(holder, Held):
                     reason = held_reason(task.attempts)
                     self._audit.add(now, task_id, SUPPRESS, who, reason, HELD)
-                    return holder
+                    return holder, None
                 if holder is not None:
                     self._apply(task_id, *holder)
-            return self._apply(task_id, event, callback_id)
+                task = self._task(task_id)
+                if slot is not None and apply_async_event(task, parsed).reason == Reason.STARTED:
+                    key, limit, lease, payload = slot
+                    taken = self._slots.take(key, task_id, limit, lease, payload, now)
+                    if not taken.granted:
+                        return None, taken
+            return self._apply(task_id, event, callback_id), taken
 
     def audit(
         self, task_id: str | None = None, *, since_ms: int | float | None = None, limit: int = 100

@@ -9,7 +9,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ._slots import Slot, slot_args
+from ._held import Held
+from ._models import CallbackResult
+from ._slots import Slot, SlotRequest, SlotStart, slot_args, slot_request
 
 __all__ = ["MemorySlotCalls", "MemorySlots"]
 
@@ -71,13 +73,45 @@ class MemorySlots:
 
 
 class MemorySlotCalls:
-    """``MemoryBook``'s slot calls (``SlotBook``), under the book's lock."""
+    """``MemoryBook``'s slot calls (``SlotBook``), under the book's lock, and its
+    ``claim_run`` (the slot's claim without a slot)."""
 
     _lock: threading.Lock
     _slots: MemorySlots
+    _claim_run: Callable[
+        [str, str, int | float | None, str | None, SlotRequest | None],
+        tuple[CallbackResult | Held | None, Slot | None],
+    ]
+    """MemoryBook's claim: ``claim_run``, or with a slot, ``claim_run_in_slot``."""
 
     def now_ms(self) -> int:
         raise NotImplementedError  # MemoryBook's clock
+
+    def claim_run(
+        self,
+        task_id: str,
+        worker: str,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+    ) -> CallbackResult | Held:
+        """Start the task unless a live attempt holds it (``AsyncBook.claim_run``)."""
+        result = self._claim_run(task_id, worker, at_ms, callback_id, None)[0]
+        assert result is not None  # waits only for a slot
+        return result
+
+    def claim_run_in_slot(
+        self,
+        task_id: str,
+        worker: str,
+        slot: SlotRequest,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+    ) -> SlotStart:
+        """A limited start: the claim and the slot together (``SlotBook.claim_run_in_slot``)."""
+        request = slot_request(slot)
+        return SlotStart(*self._claim_run(task_id, worker, at_ms, callback_id, request))
 
     def take_slot(
         self, key: str, task_id: str, limit: int, *, lease_ms: int, payload: str = ""

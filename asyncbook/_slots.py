@@ -14,16 +14,31 @@ moved on by its heartbeats) is ahead of the book's clock; after both, it is drop
 the key's next take or release. So every end of the attempt frees its slot: its worker's
 release, or, when the worker died or the sweep ended the task, the lapse of its
 heartbeat. Keys are independent: one key's line never takes another key's slots.
+
+``claim_run_in_slot`` is a limited start's one call: ``claim_run``, whose start, about to
+be granted, first takes the slot; over the limit the task joins the line instead, its
+record unchanged.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from ._held import Held
+from ._models import CallbackResult
 from .errors import invalid
 
-__all__ = ["KEY_LIMIT", "PAYLOAD_LIMIT", "Slot", "SlotBook", "slot_args"]
+__all__ = [
+    "KEY_LIMIT",
+    "PAYLOAD_LIMIT",
+    "Slot",
+    "SlotBook",
+    "SlotRequest",
+    "SlotStart",
+    "slot_args",
+    "slot_request",
+]
 
 KEY_LIMIT = 1024
 """The longest concurrency key, in characters."""
@@ -40,6 +55,28 @@ class Slot:
     granted: bool
     released: tuple[str, ...] = ()
     waiting: int = 0
+
+
+class SlotRequest(NamedTuple):
+    """The slot a limited start takes (``SlotBook.claim_run_in_slot``): its key, limit,
+    lease and the payload kept while it waits, as ``take_slot`` takes them."""
+
+    key: str
+    limit: int
+    lease_ms: int
+    payload: str = ""
+
+
+@dataclass(frozen=True)
+class SlotStart:
+    """``claim_run_in_slot``'s answer."""
+
+    result: CallbackResult | Held | None
+    """``claim_run``'s answer; None when the key had no free slot: the task waits in its
+    line (``slot.granted`` is False) and its record is unchanged."""
+    slot: Slot | None
+    """The slot's take, as ``take_slot`` answers it; None when the start was refused
+    before it (held, ended, a callback id seen...): the slots unchanged."""
 
 
 def _positive(value: Any, field: str) -> int:
@@ -70,6 +107,15 @@ def slot_args(
     )
 
 
+def slot_request(slot: Any) -> SlotRequest:
+    """A checked ``SlotRequest`` (a tuple of 3 or 4 items; each bad one named, as
+    ``slot_args`` names them; another value names ``slot``)."""
+    if not isinstance(slot, tuple) or len(slot) not in (3, 4):
+        raise invalid("slot must be (key, limit, lease_ms[, payload])", field="slot")
+    key, _, limit, lease, payload = slot_args(slot[0], "-", *slot[1:])
+    return SlotRequest(key, limit, lease, payload)
+
+
 @runtime_checkable
 class SlotBook(Protocol):
     """A book that keeps concurrency slots (``MemoryBook``, ``RedisBook`` of one shard)."""
@@ -85,4 +131,18 @@ class SlotBook(Protocol):
     def release_slot(self, key: str, task_id: str, limit: int, *, lease_ms: int) -> Slot:
         """Free ``task_id``'s slot of ``key`` (none held: nothing freed), then give free
         slots to the line; ``granted`` is False."""
+        ...
+
+    def claim_run_in_slot(
+        self,
+        task_id: str,
+        worker: str,
+        slot: SlotRequest,
+        *,
+        at_ms: int | float | None = None,
+        callback_id: str | None = None,
+    ) -> SlotStart:
+        """``claim_run``, whose start, about to be granted (not held, ended, seen), takes
+        ``task_id``'s slot of ``slot.key`` first, in the same call: over the limit the
+        task joins the key's line with ``slot.payload`` and nothing else changes."""
         ...

@@ -91,4 +91,4 @@ def untracked_late() -> None:
 @app.task(name="bench.tracked_limited", tracked=True, ttl=3600, limit=1_000_000)
 def tracked_limited() -> None:
     """A no-op, tracked, under a name-wide limit it never reaches: every start takes a
-    slot (and claims its run), every end frees it (bench_limits.py)."""
+    slot with its run's claim (one call), every end frees it (bench_limits.py)."""

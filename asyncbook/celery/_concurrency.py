@@ -2,10 +2,11 @@
 key apart, ``concurrency_key``) runs only while its key has a free slot in the book
 (``asyncbook._slots``; docs/limits.md).
 
-At the task's start (``task_prerun``) it takes a slot (one script call); granted, its
-start is claimed at once (``_one_run``), so its heartbeats keep the slot. Refused, the
-delivery is not run (``before_start`` raises ``OverLimit``, an ``Ignore``): its message,
-as ``_handback`` sends it again, waits in the key's line in the book. When an attempt
+At the task's start (``task_prerun``) its run's claim (``_one_run``) takes a slot in
+the same script call (``claim_run_in_slot``), so its heartbeats keep the slot; a start
+the claim refuses (held, ended) takes none. Over the limit, the delivery is not run
+(``before_start`` raises ``OverLimit``, an ``Ignore``): its message, as ``_handback``
+sends it again, waits in the key's line in the book, and its record is unchanged. When an attempt
 ends (``task_postrun``) its slot is freed, and the book gives it to the line's head,
 whose message this worker sends: waiting tasks run in their order, as slots free, with
 no polling. A worker that dies frees its slots when their heartbeats lapse, at the
@@ -27,8 +28,7 @@ from typing import Any
 from celery import Celery, Task
 
 from .._book import AsyncBook
-from .._models import AsyncState
-from .._slots import Slot, SlotBook
+from .._slots import Slot, SlotBook, SlotRequest, SlotStart
 from ..errors import AsyncBookError, invalid
 from ._configured import retried
 from ._handback import resend, resend_json
@@ -103,18 +103,20 @@ class Limits:
     poker: tuple[int, threading.Thread] | None = None
     """This process's poking thread (its pid: a forked child starts its own)."""
 
-    def take(self, task: Task[Any, Any], task_id: str, timeout_ms: int | None) -> bool | None:
-        """None: the task has no limit. True: it holds a slot (run it; claim its start).
-        False: it waits in its key's line (``before_start`` raises ``OverLimit``)."""
+    def request(
+        self, task: Task[Any, Any], task_id: str, timeout_ms: int | None
+    ) -> SlotRequest | None:
+        """The slot the task's start takes with its claim (``claim_run_in_slot``), or
+        None: it runs unlimited (no limit; a bad option, a failing key, no heartbeats or
+        a book without slots: logged)."""
         try:
             option = limit_option(task)
         except AsyncBookError as error:  # a bad option: logged naming its field, runs
             logger.error("asyncbook: task %s runs unlimited: %s", task_id, error)
             return None
-        book = self.book.get()
         if option is None:
             return None
-        if timeout_ms is None or not isinstance(book, SlotBook):
+        if timeout_ms is None or not isinstance(self.book.get(), SlotBook):
             logger.error("asyncbook: task %s runs unlimited: no heartbeats or no slots", task_id)
             return None
         try:
@@ -122,37 +124,26 @@ class Limits:
         except Exception as error:  # the key function failed: run, logged
             logger.error("asyncbook: task %s runs unlimited: %s", task_id, error)
             return None
-        limit, payload = option[1], resend_json(task)
+        return SlotRequest(key, option[1], timeout_ms, resend_json(task))
 
-        def call() -> Slot:
-            return book.take_slot(key, task_id, limit, lease_ms=timeout_ms, payload=payload)
-
-        slot = retried(self.settings.get(), call, task_id, "taking a slot for", "limited")
-        if slot is None:
-            return None  # the book did not answer: it runs, as a book outage never stops
-        self.send(slot.released)
-        self.watch(key, limit, timeout_ms, slot)
-        if not slot.granted:
+    def answered(self, task_id: str, slot: SlotRequest, start: SlotStart) -> bool:
+        """The claim's answer with its slot: send the messages of those given one; False
+        when the task waits in its key's line (``before_start`` raises ``OverLimit``)."""
+        key, limit, lease, _ = slot
+        if start.slot is not None:
+            self.send(start.slot.released)
+            self.watch(key, limit, lease, start.slot)
+        if start.result is None:
             logger.info("asyncbook: task %s waits for a slot of %s", task_id, key)
             skip(OverLimit(task_id, f"{key} runs {limit}"))
             return False
-        with self.lock:
-            self.held[task_id] = (key, limit, timeout_ms)
         return True
 
-    def refused(self, task_id: str) -> None:
-        """The run's claim refused this delivery: free its slot unless an attempt of the
-        task runs (elsewhere: it holds the slot)."""
+    def hold(self, task_id: str, slot: SlotRequest) -> None:
+        """The task runs: its slot is freed at its end (``release``; none held by it:
+        nothing freed)."""
         with self.lock:
-            if task_id not in self.held:
-                return
-        book = self.book.get()
-        found = retried(self.settings.get(), lambda: book.get(task_id), task_id, "reading", "read")
-        if found is None or found.state is not AsyncState.RUNNING:
-            self.release(task_id)
-        else:
-            with self.lock:
-                self.held.pop(task_id, None)
+            self.held[task_id] = (slot.key, slot.limit, slot.lease_ms)
 
     def release(self, task_id: str) -> None:
         """The attempt is over: free its slot, and send the messages of those given one."""

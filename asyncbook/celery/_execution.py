@@ -84,20 +84,22 @@ class Executions:
             # Tried once: while the book is down the task runs at once, and its start,
             # held with how to create it, creates it when the book is back.
             self.publishing.create_late(task, task_id, request, once=True)
-        limited = None if self.limits is None else self.limits.take(task, task_id, timeout)
-        if limited is False:
-            return  # its key has no free slot: it waits in the book's line (_concurrency)
-        claims = claims or bool(limited)  # a slot is kept by the start's heartbeats
+        limits = self.limits
+        slot = None if limits is None else limits.request(task, task_id, timeout)
+        claims = claims or slot is not None  # a slot is kept by the start's heartbeats
         worker = str(request.hostname or socket.gethostname())
         # Both values are this worker's own (an int, a str): no validation to run.
         start = StartEvent.model_construct(at_ms=now_ms(), worker=worker)
         callback = callback_id(task_id, "start", retries, execution.nonce)
+        taking = None  # a limited start takes its slot in its claim's call (_concurrency)
+        if limits is not None and slot is not None:
+            taking = (slot, functools.partial(limits.answered, task_id, slot))
         if claims and not self.one_run.claim(
-            task, task_id, worker, start.at_ms, callback, execution.create
+            task, task_id, worker, start.at_ms, callback, execution.create, taking
         ):
-            if limited:
-                self.limits.refused(task_id)  # type: ignore[union-attr]
-            return  # another live attempt holds the task: this delivery's body is skipped
+            return  # a live attempt holds the task, or it waits for a slot: skipped
+        if limits is not None and slot is not None:
+            limits.hold(task_id, slot)
         process = self.running.process
         with process.lock:
             process.running.setdefault(task.name, []).append(execution)

@@ -62,6 +62,7 @@ from .._book import AsyncBook
 from .._models import CallbackResult
 from .._one_run import SUPPRESS, Held
 from .._reasons import Reason
+from .._slots import SlotBook, SlotRequest, SlotStart
 from ..errors import AsyncBookError, UnknownTaskError, invalid
 from ._configured import retried
 from ._handback import handed_back
@@ -206,23 +207,38 @@ class OneRun:
         at_ms: int | float,
         callback: str,
         create: Callable[[], object],
+        slot: tuple[SlotRequest, Callable[[SlotStart], bool]] | None = None,
     ) -> bool:
         """Claim the run: True to run the body (started, or the book did not answer:
         then the start is written with the result as usual), False when this delivery is
-        skipped (``before_start`` raises ``DuplicateRun``; a held one is postponed)."""
+        skipped (``before_start`` raises ``DuplicateRun``; a held one is postponed).
+        With ``slot`` (a limited start: its request, and what reads the slot's answer,
+        False when the task waits for it) the slot is taken in the claim's call."""
         book = self.book.get()
 
-        def call() -> tuple[CallbackResult | Held]:
+        def once() -> CallbackResult | Held | SlotStart:
+            if slot is None or not isinstance(book, SlotBook):
+                return book.claim_run(task_id, worker, at_ms=at_ms, callback_id=callback)
+            return book.claim_run_in_slot(
+                task_id, worker, slot[0], at_ms=at_ms, callback_id=callback
+            )
+
+        def call() -> tuple[CallbackResult | Held | SlotStart]:
             try:
-                return (book.claim_run(task_id, worker, at_ms=at_ms, callback_id=callback),)
+                return (once(),)
             except UnknownTaskError:  # its publisher's create has not landed: create it
                 create()
-                return (book.claim_run(task_id, worker, at_ms=at_ms, callback_id=callback),)
+                return (once(),)
 
         answered = retried(self.settings.get(), call, task_id, "claiming the run of", "claimed")
         if answered is None:
             return True
         (result,) = answered
+        if isinstance(result, SlotStart):
+            assert slot is not None
+            if not slot[1](result) or result.result is None:
+                return False  # it waits for a slot
+            result = result.result
         if isinstance(result, Held):
             why = "a live attempt holds it"
             if result.postpone:

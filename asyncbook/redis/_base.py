@@ -105,6 +105,7 @@ class BookBase:
     take_slot = Method(surface.take_slot)
     release_slot = Method(surface.release_slot)
     stored_traces = Method(surface.stored_traces)
+    claim_run_in_slot = Method(surface.claim_run_in_slot)
     wait_output = Method(surface.wait_output)
 
     def shard_of(self, task_id: Any) -> Shard:

@@ -31,12 +31,13 @@ from .._models import (
 )
 from .._one_run import Held
 from .._reasons import Reason
+from .._slots import Slot, SlotRequest, SlotStart
 from ..errors import AsyncBookError, DamagedRecordError, UnknownTaskError
 from ._args import dumps, number_text, utf8
 from ._creating import create_args, created_on
 from ._plan import SETTLE, Pipeline, Plan, ScriptCall, command, server_command
 from ._replies import callback_result, status_of, text_of
-from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, ResumeArgs
+from ._script_args import ApplyArgs, AuditArgs, CancelArgs, DeliverArgs, ResumeArgs, SlotArgs
 from ._scripts import ScriptStatus
 from ._server import PROBE_SCRIPT, require_supported, server_info
 from ._shard import Shard
@@ -150,21 +151,44 @@ class Stale(NamedTuple):
 
 
 def claim_run(
-    shard: Shard, task_id: str, event: EventInput, callback_id: str | None, audit: AuditArgs
-) -> Plan[CallbackResult | Stale | Held]:
+    shard: Shard,
+    task_id: str,
+    event: EventInput,
+    callback_id: str | None,
+    audit: AuditArgs,
+    slot: SlotRequest | None = None,
+) -> Plan[CallbackResult | Stale | Held | SlotStart]:
     """A start unless a live attempt holds the task (claim_run.lua): ``Held`` when one
-    does (its audit entry written), ``Stale`` when the holder is overdue (nothing written)."""
+    does (its audit entry written), ``Stale`` when the holder is overdue (nothing written).
+    With ``slot``, a start about to be granted takes it first (``SlotStart``)."""
     yield SETTLE
     keys, args, shape_error = shard.apply_call(task_id, event, callback_id, only_if_stalled="u")
     yield from before_write(shard)
-    reply = yield from apply_one(shard, keys, args, audit, "claim_run")
+    extra: tuple[list[str], list[str]] = ([], [])
+    if slot is not None:
+        k = shard.keys
+        names = [k.slot_running(slot.key), k.slot_line(slot.key), k.slot_payloads(slot.key)]
+        extra = (names, SlotArgs("take", args.task_id, *slot[1:]).argv()[2:])
+    reply = yield from apply_one(shard, keys, args, audit, "claim_run", extra)
+    if text_of(reply[0]) == "!slot":  # a limited start's take, then the start's answer
+        end = 2 + int(reply[1])
+        released = tuple(map(text_of, reply[4:end]))
+        taken = Slot(text_of(reply[2]) == "1", released, int(reply[3]))
+        rest = reply[end:]  # none: it waits in the key's line
+        result = _claimed(args.task_id, rest, shape_error) if rest else None
+        assert not isinstance(result, Stale)  # a stale holder is answered before the slot
+        return SlotStart(result, taken)
+    return _claimed(args.task_id, reply, shape_error)
+
+
+def _claimed(task_id: str, reply: Any, shape_error: Any) -> CallbackResult | Stale | Held:
     status = text_of(reply[0])
     if status == ScriptStatus.HELD:
         attempts, stall_at, now = (int(text_of(part)) for part in reply[1:4])
         return Held(attempts, stall_at, now, text_of(reply[4]) == "1")
     if status == ScriptStatus.STALE:
         return Stale(*(int(text_of(part)) for part in reply[1:4]))
-    return callback_result(args.task_id, reply, shape_error)
+    return callback_result(task_id, reply, shape_error)
 
 
 def apply_one(
@@ -173,6 +197,7 @@ def apply_one(
     args: ApplyArgs,
     audit: AuditArgs | None = None,
     script: str = "cancel",
+    extra: tuple[list[str], list[str]] = ([], []),
 ) -> Plan[Any]:
     """apply.lua's reply to one call, sent with the task's info block (``_facts``); with
     ``audit``, ``script``'s (cancel.lua or claim_run.lua: the task's audit list and the
@@ -183,7 +208,10 @@ def apply_one(
         name, argv = script, CancelArgs(args, audit).argv()
     return (
         yield from shard.facts.run(
-            args.task_id, lambda block, facts: ScriptCall(name, keys + block + also, argv + facts)
+            args.task_id,
+            lambda block, facts: ScriptCall(
+                name, keys + block + also + extra[0], argv + facts + extra[1]
+            ),
         )
     )
 

@@ -32,6 +32,8 @@ __all__ = [
 FIRST_HELPER = "_task.lua"
 """The helpers in front of every script begin with this file."""
 _CREATE = ["_create.lua"]
+_HELPERS = [FIRST_HELPER, "_info.lua", "_apply.lua", "_slots.lua"]
+"""The shared helpers (_slots.lua: a concurrency key's slots, slots.lua's and claim_run.lua's)."""
 _CREATING = frozenset({"create.lua", "resend.lua"})
 """The scripts that create a task (``create_task``, in _create.lua)."""
 READING_SCRIPTS = frozenset({"get", "get_many", "info", "resume", "search", "stats", "workers"})
@@ -87,7 +89,7 @@ def _lua(name: str) -> str:
 def with_helpers(source: str) -> str:
     """``source`` with the shared helpers in front of it: the task helpers and
     ``apply_event`` (one event applied as apply.lua applies it)."""
-    return "\n".join([_lua(FIRST_HELPER), _lua("_info.lua"), _lua("_apply.lua"), source])
+    return "\n".join([*map(_lua, _HELPERS), source])
 
 
 @functools.cache
@@ -108,7 +110,7 @@ def library(source: str) -> tuple[str, str]:
     call). ``source`` is "" for the book's own; an ``events_script``'s is a library of
     its own, with one function, ``<name>_events``. (No default: ``library()`` and
     ``library("")`` would be two cache entries, which a patched source can set apart.)"""
-    parts = ["local KEYS, ARGV", *map(_lua, [FIRST_HELPER, "_info.lua", "_apply.lua", *_CREATE])]
+    parts = ["local KEYS, ARGV", *map(_lua, [*_HELPERS, *_CREATE])]
     bodies = {"events": source} if source else {name: _lua(f"{name}.lua") for name in SCRIPT_ARGS}
     for name, body in bodies.items():
         flags = "'no-writes'" if name in READING_SCRIPTS else ""

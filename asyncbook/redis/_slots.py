@@ -1,6 +1,7 @@
 """A Redis book's concurrency slots (extension; ``asyncbook._slots`` has the rules): one
 script call on the namespace's hash tag (lua/slots.lua), which also reads its running
-tasks' stall times.
+tasks' stall times; a limited start's take rides in its claim's call (claim_run.lua),
+as the task's keys and the slot's share that tag.
 
 A sharded namespace is refused (``invalid-request`` naming ``limit``): a task's stall
 time lies on its own shard's tag, and a script touches one Cluster slot, so a key's
@@ -10,7 +11,7 @@ shard (a Cluster included) keeps them all in one slot.
 
 from __future__ import annotations
 
-from .._slots import Slot, slot_args
+from .._slots import Slot, SlotRequest, SlotStart, slot_args, slot_request
 from ..errors import invalid
 from ._merged import MergedPlan, on
 from ._namespace import Namespace
@@ -18,8 +19,26 @@ from ._operations import before_write
 from ._plan import SETTLE, Plan, ScriptCall
 from ._replies import text_of
 from ._script_args import SlotArgs
+from ._task_ops import claim_in_slot
 
-__all__ = ["release_slot", "take_slot"]
+__all__ = ["claim_run_in_slot", "release_slot", "take_slot"]
+
+
+def claim_run_in_slot(
+    ns: Namespace,
+    task_id: str,
+    worker: str,
+    slot: SlotRequest,
+    *,
+    at_ms: int | float | None = None,
+    callback_id: str | None = None,
+) -> MergedPlan[SlotStart]:
+    """A limited start: ``claim_run`` whose start, about to be granted, takes the slot
+    first, in the same script call (``SlotBook.claim_run_in_slot``)."""
+    request = slot_request(slot)
+    _one_shard(ns)
+    found = yield from claim_in_slot(ns, task_id, worker, at_ms, callback_id, request)
+    return found if isinstance(found, SlotStart) else SlotStart(found, None)
 
 
 def take_slot(
@@ -40,12 +59,16 @@ def release_slot(
     return (yield from _call(ns, args.task_id, key, args))
 
 
-def _call(ns: Namespace, task_id: str, key: str, args: SlotArgs) -> MergedPlan[Slot]:
+def _one_shard(ns: Namespace) -> None:
     if ns.count > 1:
         raise invalid(
             f"limit: concurrency limits need a namespace of one shard (this one has {ns.count})",
             field="limit",
         )
+
+
+def _call(ns: Namespace, task_id: str, key: str, args: SlotArgs) -> MergedPlan[Slot]:
+    _one_shard(ns)
     return (yield from on(0, _slots(ns, key, args)))
 
 

@@ -50,7 +50,7 @@ from ._reads import (
     overdue_count,
     transition_counts,
 )
-from ._slots import release_slot, take_slot
+from ._slots import claim_run_in_slot, release_slot, take_slot
 from ._stats import name_totals, stats, workers
 from ._task_ops import (
     apply,
@@ -121,6 +121,7 @@ __all__ = [
     "output",
     "wait_output",
     "take_slot",
+    "claim_run_in_slot",
     "release_slot",
     "stored_traces",
 ]

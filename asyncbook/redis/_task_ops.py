@@ -24,6 +24,7 @@ from .._models import (
     ResumeResult,
 )
 from .._one_run import SUPPRESS, Held, require_worker, start_input
+from .._slots import SlotRequest, SlotStart
 from ..errors import AsyncBookError, DamagedRecordError
 from . import _audit as audits
 from . import _claims as claims
@@ -43,6 +44,7 @@ __all__ = [
     "apply",
     "cancel",
     "claim",
+    "claim_in_slot",
     "claim_run",
     "create",
     "deliver_result",
@@ -198,12 +200,27 @@ def claim_run(
     ``end_stalled`` would end it; otherwise this is ``apply`` of ``{type: start, atMs,
     worker}`` (``at_ms`` defaults to the server's clock). One round trip.
     """
+    found = yield from claim_in_slot(ns, task_id, worker, at_ms, callback_id, None)
+    assert not isinstance(found, SlotStart)
+    return found
+
+
+def claim_in_slot(
+    ns: Namespace,
+    task_id: str,
+    worker: str,
+    at_ms: int | float | None,
+    callback_id: str | None,
+    slot: SlotRequest | None,
+) -> MergedPlan[CallbackResult | Held | SlotStart]:
+    """``claim_run``; with ``slot`` (a namespace of one shard), a start about to be
+    granted takes it first, in the same call (``SlotStart``)."""
     who = require_worker(worker)
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
     entry = audits.audit_args(shard, who, SUPPRESS, "")
 
-    def run(taken: bool) -> MergedPlan[CallbackResult | Held]:
+    def run(taken: bool) -> MergedPlan[CallbackResult | Held | SlotStart]:
         at = (yield from on(index, server_time())) if at_ms is None else at_ms
         event = start_input(at, who)
         if taken:  # another task's id: a duplicate-callback, whoever holds the run
@@ -215,7 +232,7 @@ def claim_run(
         last = None
         for _ in range(_STALE_TRIES):
             found = yield from on(
-                index, operations.claim_run(shard, task_id, event, callback_id, entry)
+                index, operations.claim_run(shard, task_id, event, callback_id, entry, slot)
             )
             if not isinstance(found, operations.Stale):
                 return found
@@ -232,7 +249,7 @@ def claim_run(
         assert last is not None
         return Held(0, last.now + last.timeout_ms, last.now, True)
 
-    result: CallbackResult | Held = yield from _claimed(ns, task_id, callback_id, run)
+    result: CallbackResult | Held | SlotStart = yield from _claimed(ns, task_id, callback_id, run)
     return result
 
 

@@ -99,3 +99,46 @@ def test_a_line_whose_slots_died_moves_on_without_another_call_of_its_key() -> N
     task = book.get(task_id)
     assert task is not None
     assert task.attempts == 1
+
+
+class _Counted(MemoryBook):
+    """A MemoryBook that notes the slot and claim calls a worker makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def take_slot(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append("take_slot")
+        return super().take_slot(*args, **kwargs)
+
+    def claim_run(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append("claim_run")
+        return super().claim_run(*args, **kwargs)
+
+    def claim_run_in_slot(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append("claim_run_in_slot")
+        return super().claim_run_in_slot(*args, **kwargs)
+
+    def release_slot(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append("release_slot")
+        return super().release_slot(*args, **kwargs)
+
+
+def test_a_limited_start_takes_its_slot_in_its_claim_one_call_before_its_body() -> None:
+    app = memory_app("limits-one-call")
+    book = _Counted()
+    seen: list[list[str]] = []
+
+    @app.task(name=unique("job"), shared=False, tracked=True, limit=1, heartbeat_timeout=60)
+    def job() -> str:
+        seen.append(list(book.calls))  # the calls made before the body
+        return "ran"
+
+    task_id = unique("job")
+    with threaded_worker(app, book):
+        job.apply_async(task_id=task_id)
+        wait_for(lambda: _ended(book, task_id), timeout=10)
+        wait_for(lambda: "release_slot" in book.calls, timeout=10)
+    assert seen == [["claim_run_in_slot"]]
+    assert book.calls == ["claim_run_in_slot", "release_slot"]

@@ -55,6 +55,8 @@ EXPORTS = {
         "SinkError",
         "Slot",
         "SlotBook",
+        "SlotRequest",
+        "SlotStart",
         "StartEvent",
         "SucceedEvent",
         "SweepHealth",

@@ -359,7 +359,9 @@ local function compact_answer(s)
   return {s.reason, flags_of(s), s.st, s.err or ''}
 end
 
-local function apply_event(KEYS, e, c)
+-- gate (claim_run.lua's limited start): called for a start about to be granted, before
+-- anything is written; an answer from it is returned instead, the record unchanged.
+local function apply_event(KEYS, e, c, gate)
   local with_history = e.with_history == '1'
   local compact = e.with_history == 'c'
   local loaded = with_history and load_full(KEYS[K_TASK], KEYS[K_HISTORY]) or load_task(KEYS[K_TASK])
@@ -412,6 +414,10 @@ local function apply_event(KEYS, e, c)
   local s, invalid = transition(t, e, kind, at_text, at, KEYS[K_HISTORY])
   if not s then
     return invalid
+  end
+  local waits = gate and s.reason == 'started' and gate()
+  if waits then
+    return waits
   end
   commit(KEYS, c, t, {s})
   if compact then

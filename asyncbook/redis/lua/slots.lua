@@ -1,57 +1,14 @@
--- slots: a concurrency key's slots (concurrency limits across workers, extension;
--- asyncbook/_slots.py has the rules): take one, or free one, then give free slots to
--- the key's line, oldest first.
--- KEYS: 1 stalls, 2 the key's running set (task id -> its lease's end, ms), 3 its line
---       (list of task ids, oldest first), 4 its payloads (hash: waiting task id -> payload)
--- Returns: {granted '1' or '0', how many still wait, the payloads of the tasks given a
---          slot...}
-
+-- slots: a concurrency key's slots (concurrency limits across workers, extension):
+-- slot_call (_slots.lua, which claim_run.lua's limited start shares) on its keys.
+-- KEYS: 1 stalls, 2 the key's running set, 3 its line, 4 its payloads (_slots.lua)
 -- ARGV: SlotArgs (redis/_script_args.py)
+-- Returns: slot_call's answer: {granted '1' or '0', how many still wait, the payloads of
+--          the tasks given a slot...}
+
 local op = ARGV[1]
 local task_id = ARGV[2]
 local limit = ARGV[3]
 local lease_ms = ARGV[4]
 local payload = ARGV[5]
 
-local now = server_ms()
-local cap, lease = tonumber(limit), now + tonumber(lease_ms)
--- A member holds its slot while its lease or its attempt's stall time is ahead: only
--- those whose lease lapsed are looked at; one kept by its heartbeats has its lease moved
--- to its stall time (looked at again after it).
-local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
-for _, member in ipairs(lapsed) do
-  local stall = redis.call('ZSCORE', KEYS[1], member)
-  if stall and tonumber(stall) > now then
-    redis.call('ZADD', KEYS[2], stall, member)
-  else
-    redis.call('ZREM', KEYS[2], member)
-  end
-end
-local count = redis.call('ZCARD', KEYS[2])
-local granted = '0'
-if op == 'take' then
-  if redis.call('ZSCORE', KEYS[2], task_id) then
-    granted = '1'
-    redis.call('ZADD', KEYS[2], 'GT', lease, task_id)
-  elseif count < cap and redis.call('LLEN', KEYS[3]) == 0 then
-    granted, count = '1', count + 1
-    redis.call('ZADD', KEYS[2], lease, task_id)
-  elseif redis.call('HSETNX', KEYS[4], task_id, payload) == 1 then
-    redis.call('RPUSH', KEYS[3], task_id)
-  end
-else
-  count = count - redis.call('ZREM', KEYS[2], task_id)
-end
-local answer = {granted, 0}
-while count < cap do
-  local next_id = redis.call('LPOP', KEYS[3])
-  if not next_id then
-    break
-  end
-  answer[#answer + 1] = redis.call('HGET', KEYS[4], next_id) or ''
-  redis.call('HDEL', KEYS[4], next_id)
-  redis.call('ZADD', KEYS[2], lease, next_id)
-  count = count + 1
-end
-answer[2] = redis.call('LLEN', KEYS[3])
-return answer
+return slot_call(KEYS, op, task_id, limit, lease_ms, payload)
