@@ -13,7 +13,7 @@ from asyncbook import AsyncBookError, CreateSpec, RedisBook
 from asyncbook.redis import _expiries
 
 from ..support.books import delete_namespace
-from .test_expiries import T0, _fill, _same_writes, _wire
+from .test_expiries import T0, _fill, _same_writes, _wire, script_calls
 
 
 def _entries(book: RedisBook, task_id: str) -> list[tuple[Any, ...]]:
@@ -64,32 +64,6 @@ def test_a_bad_actor_cancels_nothing(book: RedisBook) -> None:
     assert book.audit() == []
 
 
-def _script_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The script calls made from now on: EVALSHA, or FCALL to the library, alone or in
-    a pipeline."""
-    calls: list[int] = []
-    real_execute = redis.client.Pipeline.execute
-
-    def counted(method: str) -> Any:
-        real = getattr(redis.Redis, method)
-
-        def call(self: Any, *args: Any) -> Any:
-            calls.append(1)
-            return real(self, *args)
-
-        return call
-
-    def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
-        scripts = ("EVALSHA", "FCALL")
-        calls.extend(1 for command in self.command_stack if command[0][0] in scripts)
-        return real_execute(self, *args, **kwargs)
-
-    for method in ("evalsha", "fcall"):
-        monkeypatch.setattr(redis.Redis, method, counted(method))
-    monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
-    return calls
-
-
 def test_one_script_call_per_shard(
     client: redis.Redis, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,7 +77,7 @@ def test_one_script_call_per_shard(
         )
     few = [f"t{n}" for n in range(40)]
     assert len({book.ns.index_of(task_id) for task_id in few}) == 4
-    calls = _script_calls(monkeypatch)
+    calls = script_calls(monkeypatch)
     results = book.cancel_many(few, actor="cli:ann", reason="stop", at_ms=T0 + 1)
     assert [getattr(r, "reason", r) for r in results] == ["cancelled"] * len(few)
     assert len(calls) == 4
