@@ -248,14 +248,15 @@ def cancel_many(
     place, with the same writes, notification and audit entry. One script call per
     shard per thousand ids (each cancel atomic on its own); ``at_ms`` defaults to each
     shard's clock, read once."""
-    # At the cancel's time (a late cancel expires the task: not at the deadline).
-    event = None if at_ms is None else {"atMs": at_ms}
+    # A group ends at its member's cancel's time (a late cancel expires the task: not at
+    # the deadline), each shard's clock when none was given.
+    times: dict[str, int | float] = {}
     return (
         yield from _each_shard(
             ns,
             task_ids,
-            lambda shard, ids: cancels.cancel_many(shard, ids, actor, reason, at_ms),
-            event,
+            lambda shard, ids: cancels.cancel_many(shard, ids, actor, reason, at_ms, times),
+            lambda task_id: {"atMs": times.get(task_id)},
         )
     )
 
@@ -264,11 +265,12 @@ def _each_shard(
     ns: Namespace,
     task_ids: Iterable[str],
     make: Callable[[Any, list[str]], Plan[list[Any]]],
-    event: Any = None,
+    event_of: Callable[[Any], Any] = lambda _task_id: None,
 ) -> MergedPlan[list[Any]]:
     """``make(shard, its ids)`` on each shard holding some of ``task_ids``, the shards at
     once; the answers in the ids' order, the groups of the members they ended checked
-    after (each ended by ``event``: its ``atMs``, None at the task's own time)."""
+    after (each task ended by ``event_of(its id)``: its ``atMs``, None at the task's own
+    time)."""
     yield from writing(ns)
     ids = list(task_ids)
     parts = ns.by_shard(ids)
@@ -278,7 +280,8 @@ def _each_shard(
     ends: list[groups.End] = []
     for index, ats in parts.items():
         results, its_ids = [out[at] for at in ats], [ids[at] for at in ats]
-        ends += groups.ends_of(ns.shards[index], results, its_ids, [event] * len(ats), ats)
+        events = [event_of(task_id) for task_id in its_ids]
+        ends += groups.ends_of(ns.shards[index], results, its_ids, events, ats)
     yield from groups.after_batch(ns, ends)
     return out
 

@@ -33,16 +33,18 @@ def cancel_many(
     actor: str,
     reason: str | None,
     at_ms: int | float | None,
+    times: dict[str, int | float],
 ) -> Plan[list[Outcome]]:
     """Each task cancelled at ``at_ms`` (the server's clock, read once per script call,
     when None) and audited as ``actor``'s, in order; an id the book refuses, or a task
-    it cannot cancel, answers its error in its place. A bad ``actor`` raises (nothing
-    written)."""
+    it cannot cancel, answers its error in its place; ``times`` notes each id's cancel
+    time. A bad ``actor`` raises (nothing written)."""
     entry = audits.cancel_entry(shard, actor, reason)
     assert entry is not None
 
     def run(ids: list[str]) -> Plan[list[Outcome]]:
         at = (yield from server_time()) if at_ms is None else at_ms
+        times.update(dict.fromkeys(ids, at))
         _keys, event, shape_error = shard.apply_call(ids[0], cancel_input(at, reason), None)
         event = dataclasses.replace(event, task_id="")
         return (

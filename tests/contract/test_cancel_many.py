@@ -98,3 +98,18 @@ def test_a_bad_reason_is_each_task_s_shape_error(book: AsyncBook) -> None:
     assert isinstance(book, AuditedBook)
     assert book.audit() == []
     assert _many(book)([], actor="ops") == []
+
+
+def test_a_late_cancel_ends_its_group_at_the_cancel_s_time(make_book: BookFactory) -> None:
+    """Past the deadline a cancel expires its task; its group ends at the cancel's time
+    (the book's clock when none is given), not at the deadline: alone or many at once."""
+    book = make_book()
+    for p in ("one/", "many/"):
+        book.create(id=f"{p}m", now_ms=0, ttl_ms=10, max_attempts=1, group_id=f"{p}g")
+        book.seal_group(f"{p}g", 1)
+    before = book.now_ms()
+    assert book.cancel("one/m", actor="ops").reason == "expired"
+    assert [a.reason for a in _many(book)(["many/m"], actor="ops")] == ["expired"]
+    notes = book.drain_group_notifications()
+    assert sorted(n.group_id for n in notes) == ["many/g", "one/g"]
+    assert all(n.at_ms >= before - 1000 for n in notes), notes  # the clock's, not 10

@@ -298,7 +298,7 @@ def test_no_type_ignore_override() -> None:
 
 
 REDIS_MAX_LINES = (
-    9_081 - 1_500 + 312 + 14 + 13 + 128 + 163 + 60 + 160 + 105 + 10 + 104 + 90 + 29 + 184
+    9_081 - 1_500 + 312 + 14 + 13 + 128 + 163 + 60 + 160 + 105 + 10 + 104 + 90 + 29 + 190
 )
 """Issue 31's acceptance: ``asyncbook/redis/`` at least 1,500 lines smaller than its 9,081
 at b52dce1 (the Python files under it, counted as ``wc -l`` counts them), every feature
@@ -332,11 +332,12 @@ calls, the three keys, and ``workers`` merging the records into its summaries); 
 for concurrency limits (issue 34: ``_slots``, its two surface calls and ``Method`` rows,
 slots.lua's keys and ARGV record); plus 29 for a task's children read from every shard
 (``_reads.children``, its surface call): a canvas (issue 34) on a sharded namespace,
-whose children are kept on their own shards, and past the 100 a task's info lists; plus 184
+whose children are kept on their own shards, and past the 100 a task's info lists; plus 190
 for many audited cancels at once (issue 34: ``_cancels``, ``cancel_many``'s surface call
 and ``Method`` row, ``_expiries.many_call``, ``in_chunks`` and ``Resend``, which
 expire_many now shares, ``_batch_ops._each_shard``, the ``CancelManyArgs`` record): a
-canvas cancel in one script call per shard where it made one per member."""
+canvas cancel in one script call per shard where it made one per member (and a sharded
+cancel's group ended at the cancel's time when the server's clock gave it)."""
 
 
 def test_the_redis_layer_is_1500_lines_smaller() -> None:
