@@ -41,6 +41,7 @@ from ._checks import (
     require_text,
 )
 from ._machine import apply_async_event, coerce_event, create_async_task
+from ._memory_cancels import MemoryCancelCalls
 from ._memory_groups import MemoryGroups
 from ._memory_slots import MemorySlotCalls, MemorySlots
 from ._memory_stalls import MemoryStalls
@@ -92,7 +93,7 @@ def _each(
     return results
 
 
-class MemoryBook(MemorySlotCalls):
+class MemoryBook(MemorySlotCalls, MemoryCancelCalls):
     """An in-process book: the exact semantics of docs/spec.md, nothing durable, nothing expires."""
 
     def __init__(self, retention_versions: int = 8) -> None:

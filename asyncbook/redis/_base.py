@@ -56,6 +56,7 @@ class BookBase:
     get = Method(surface.get)
     apply = Method(surface.apply)
     cancel = Method(surface.cancel)
+    cancel_many = Method(surface.cancel_many)
     claim_run = Method(surface.claim_run)
     audit = Method(surface.audit)
     record_audit = Method(surface.record_audit)

@@ -6,7 +6,7 @@ groups of the members that ended checked after (``_groups``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .._book import ApplyItem, CreateSpec, EventInput
@@ -14,6 +14,7 @@ from .._checks import require_non_negative, require_string
 from .._models import GROUP_END_STATES, AsyncTask, AsyncTransition, CallbackResult
 from ..errors import AsyncBookError, invalid
 from . import _batches as batches
+from . import _cancels as cancels
 from . import _claims as claims
 from . import _expiries as expiries
 from . import _groups as groups
@@ -31,6 +32,7 @@ __all__ = [
     "apply_in_script",
     "apply_many",
     "apply_many_then",
+    "cancel_many",
     "create_many",
     "end_stalled",
     "expire_many",
@@ -227,21 +229,61 @@ def expire_many(
 ) -> MergedPlan[list[AsyncTransition | AsyncBookError]]:
     """Expire many tasks at their deadlines: one script call per thousand (each
     expiry is ``expire``'s, atomic on its own)."""
+    out = yield from _each_shard(
+        ns, task_ids, lambda shard, ids: expiries.expire_many(shard, ids, full_task)
+    )
+    return [r if isinstance(r, AsyncBookError) else r.transition() for r in out]
+
+
+def cancel_many(
+    ns: Namespace,
+    task_ids: Iterable[str],
+    *,
+    actor: str,
+    reason: str | None = None,
+    at_ms: int | float | None = None,
+) -> MergedPlan[list[CallbackResult | AsyncBookError]]:
+    """Cancel many tasks, each audited as ``actor``'s (extension): for each id what
+    ``cancel(task_id, reason, at_ms=at_ms, actor=actor)`` answers, its error in its
+    place, with the same writes, notification and audit entry. One script call per
+    shard per thousand ids (each cancel atomic on its own); ``at_ms`` defaults to each
+    shard's clock, read once."""
+    # A group ends at its member's cancel's time (a late cancel expires the task: not at
+    # the deadline), each shard's clock when none was given.
+    times: dict[str, int | float] = {}
+    return (
+        yield from _each_shard(
+            ns,
+            task_ids,
+            lambda shard, ids: cancels.cancel_many(shard, ids, actor, reason, at_ms, times),
+            lambda task_id: {"atMs": times.get(task_id)},
+        )
+    )
+
+
+def _each_shard(
+    ns: Namespace,
+    task_ids: Iterable[str],
+    make: Callable[[Any, list[str]], Plan[list[Any]]],
+    event_of: Callable[[Any], Any] = lambda _task_id: None,
+) -> MergedPlan[list[Any]]:
+    """``make(shard, its ids)`` on each shard holding some of ``task_ids``, the shards at
+    once; the answers in the ids' order, the groups of the members they ended checked
+    after (each task ended by ``event_of(its id)``: its ``atMs``, None at the task's own
+    time)."""
     yield from writing(ns)
     ids = list(task_ids)
     parts = ns.by_shard(ids)
-    out: list[Outcome] = yield from spread(
-        ns.shards,
-        parts,
-        lambda shard, ats: expiries.expire_many(shard, [ids[at] for at in ats], full_task),
-        len(ids),
+    out: list[Any] = yield from spread(
+        ns.shards, parts, lambda shard, ats: make(shard, [ids[at] for at in ats]), len(ids)
     )
     ends: list[groups.End] = []
     for index, ats in parts.items():
-        results, task_ids = [out[at] for at in ats], [ids[at] for at in ats]
-        ends += groups.ends_of(ns.shards[index], results, task_ids, None, ats)
+        results, its_ids = [out[at] for at in ats], [ids[at] for at in ats]
+        events = [event_of(task_id) for task_id in its_ids]
+        ends += groups.ends_of(ns.shards[index], results, its_ids, events, ats)
     yield from groups.after_batch(ns, ends)
-    return [r if isinstance(r, AsyncBookError) else r.transition() for r in out]
+    return out
 
 
 def end_stalled(

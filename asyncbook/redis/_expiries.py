@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import redis
 from redis.exceptions import ResponseError
@@ -28,13 +28,25 @@ from ._keys import escape_id
 from ._lane import packed
 from ._plan import SETTLE, Plan, ScriptCall
 from ._replies import callback_result, outcome, script_error, text_of
-from ._script_args import expiry_slots
+from ._script_args import ApplyArgs, AuditArgs, expiry_slots
 from ._scripts import EventOutcome
 from ._shard import Shard
 
-__all__ = ["CHUNK", "COMPACT", "expire_call", "expire_many", "overlapped", "overlaps", "read_chunk"]
+__all__ = [
+    "CHUNK",
+    "COMPACT",
+    "Resend",
+    "expire_call",
+    "expire_many",
+    "in_chunks",
+    "many_call",
+    "overlapped",
+    "overlaps",
+    "read_chunk",
+]
 
 
+_A = TypeVar("_A")
 CHUNK = 1000
 """Tasks per script call (a script holds the server while it runs)."""
 Tally = Callable[[int, Sequence[Any]], bool]
@@ -48,8 +60,16 @@ def expire_many(
 ) -> Plan[list[CallbackResult | EventOutcome | AsyncBookError]]:
     """Each task expired at its deadline, in order; an id the book refuses, or a task it
     cannot expire, answers its error in its place."""
+    return (yield from in_chunks(shard, task_ids, lambda ids: _expire_chunk(shard, ids, full_task)))
+
+
+def in_chunks(
+    shard: Shard, task_ids: Iterable[Any], run: Callable[[list[str]], Plan[list[_A]]]
+) -> Plan[list[_A | AsyncBookError]]:
+    """``run``'s answers for these tasks' ids, ``CHUNK`` at a time, in order, after what
+    runs before a write; an id the book refuses answers its error in its place."""
     given = list(task_ids)
-    results: list[CallbackResult | EventOutcome | AsyncBookError | None] = [None] * len(given)
+    results: list[_A | AsyncBookError | None] = [None] * len(given)
     ids: list[tuple[int, str]] = []
     for index, task_id in enumerate(given):
         try:
@@ -60,7 +80,7 @@ def expire_many(
     yield SETTLE
     for at in range(0, len(ids), CHUNK):
         chunk = ids[at : at + CHUNK]
-        answers = yield from _expire_chunk(shard, [task_id for _index, task_id in chunk], full_task)
+        answers = yield from run([task_id for _index, task_id in chunk])
         for (index, _task_id), result in zip(chunk, answers, strict=True):
             results[index] = result
     return [result for result in results if result is not None]
@@ -78,13 +98,25 @@ def _expire_chunk(
 
 
 def read_chunk(
-    shard: Shard, ids: Sequence[str], answers: list[Any], full_task: bool | str
+    shard: Shard,
+    ids: Sequence[str],
+    answers: list[Any],
+    full_task: bool | str,
+    how: Resend | None = None,
 ) -> Plan[list[CallbackResult | EventOutcome | AsyncBookError]]:
-    """The answers of an expire_many.lua call for these tasks, read (``_expire_chunk``).
+    """The answers of an expire_many.lua call for these tasks, read (``_expire_chunk``;
+    ``how``: another script's call and its answer for a task alone, cancel_many.lua's).
     Compact answers alike (the same reason, flags and state, no error) are read once."""
+    if how is None:
+        how = Resend(
+            lambda again: expire_call(shard, again, full_task),
+            lambda task_id, full: operations.apply_one(
+                shard, *shard.apply_call(task_id, None, None, full)[:2]
+            ),
+        )
     again = [n for n, answer in enumerate(answers) if _learned(shard.facts, ids[n], answer)]
     if again:
-        sent = yield expire_call(shard, [ids[n] for n in again], full_task)
+        sent = yield how.call([ids[n] for n in again])
         for n, answer in zip(again, sent, strict=True):
             answers[n] = answer
     results: list[CallbackResult | EventOutcome | AsyncBookError] = []
@@ -100,12 +132,11 @@ def read_chunk(
         try:
             if n in sent_again and _learned(shard.facts, task_id, answer):
                 # Its record changed since the last answer: this task again, alone.
-                one_keys, one_args, _ = shard.apply_call(task_id, None, None, full_task)
-                answer = yield from operations.apply_one(shard, one_keys, one_args)
+                answer = yield from how.alone(task_id, full_task)
             shape = tuple(answer) if read is outcome and len(answer) == 4 else None
             result: CallbackResult | EventOutcome | AsyncBookError | None = alike.get(shape)
             if result is None:
-                result = read(task_id, answer, None)
+                result = read(task_id, answer, how.shape_error)
                 if shape and not answer[3] and isinstance(result, EventOutcome):
                     alike[shape] = result
             results.append(result)
@@ -122,15 +153,36 @@ def _learned(facts: FactBook, task_id: str, answer: Any) -> bool:
     return learned is not None
 
 
+class Resend(NamedTuple):
+    """How a chunk's tasks refused for facts go again (``read_chunk``): together, by
+    ``call`` (their ids), and a task refused again, alone (``alone``: its reply)."""
+
+    call: Callable[[Sequence[str]], ScriptCall]
+    alone: Callable[[str, bool | str], Plan[Any]]
+    shape_error: AsyncBookError | None = None
+    """The event's shape error (a cancel's bad reason): a ``!shape`` answer raises it."""
+
+
 def expire_call(shard: Shard, ids: Sequence[str], full_task: bool | str) -> ScriptCall:
     """One expire_many.lua call for these tasks (it answers one reply per task)."""
+    # The slots apply.lua gets for an expiry at the deadline, less the task id.
+    _keys, event, _error = shard.apply_call(ids[0], None, None, full_task)
+    return many_call(shard, ids, dataclasses.replace(event, task_id=""))
+
+
+def many_call(
+    shard: Shard, ids: Sequence[str], event: ApplyArgs, audit: AuditArgs | None = None
+) -> ScriptCall:
+    """One call applying ``event`` (its task id blank) to each of these tasks:
+    expire_many.lua's, or with ``audit`` cancel_many.lua's (each task's audit list after
+    its keys, the namespace's log after the shared ones)."""
     k = shard.keys
     shapes: dict[str, int] = {}
     blocks: list[tuple[int, Sequence[str]]] = []
     block_keys: list[str] = []
     task_keys: list[str] = []
     # Each task's keys: the kinds' prefixes (``_per_id``) and its id escaped, once.
-    task, history, info = k.task(""), k.history(""), k.info("")
+    task, history, info, trail = k.task(""), k.history(""), k.info(""), k.task_audit("")
     tasks: list[tuple[str, int]] = []
     for task_id in ids:
         facts = shard.facts.get(task_id) or TaskFacts()
@@ -143,12 +195,12 @@ def expire_call(shard: Shard, ids: Sequence[str], full_task: bool | str) -> Scri
         tasks.append((task_id, number))
         escaped = escape_id(task_id)
         task_keys += (task + escaped, history + escaped, info + escaped)
-    # The slots apply.lua gets for an expiry at the deadline, less the task id.
-    _keys, event, _error = shard.apply_call(ids[0], None, None, full_task)
-    event = dataclasses.replace(event, task_id="")
-    keys = [k.callback(""), *shard.apply_keys, *block_keys, *task_keys]
-    argv = expiry_slots(blocks, event, tasks).argv()
-    return ScriptCall("expire_many", keys, argv)
+        if audit is not None:
+            task_keys.append(trail + escaped)
+    shared = [k.callback(""), *shard.apply_keys] + ([] if audit is None else [k.audit_log])
+    argv = list(expiry_slots(blocks, event, tasks, audit))
+    name = "expire_many" if audit is None else "cancel_many"
+    return ScriptCall(name, [*shared, *block_keys, *task_keys], argv)
 
 
 def first_due(shard: Shard, now_ms: int | float, limit: int) -> Plan[list[str]]:

@@ -13,6 +13,7 @@ __all__ = [
     "ApplyArgs",
     "AuditArgs",
     "CancelArgs",
+    "CancelManyArgs",
     "CreateArgs",
     "DeliverArgs",
     "EventArgs",
@@ -300,18 +301,29 @@ class ExpireManyArgs(ScriptArgs):
     slots: tuple[str, ...]
 
 
+class CancelManyArgs(ScriptArgs):
+    """ARGV of cancel_many.lua, all of it one list (``slots``): ``expiry_slots`` builds it,
+    the audit's slots (``AuditArgs``) after the cancel's."""
+
+    slots: tuple[str, ...]
+
+
 def expiry_slots(
     blocks: Sequence[tuple[int, Sequence[str]]],
     event: ApplyArgs,
     tasks: Sequence[tuple[str, int]],
-) -> ExpireManyArgs:
-    """expire_many.lua's ARGV: ``blocks`` (each its key count and ``InfoBlockArgs``'s
-    ARGV), the expiry's slots, then the tasks (each its id and block number)."""
+    own: ScriptArgs | None = None,
+) -> tuple[str, ...]:
+    """expire_many.lua's ARGV (and cancel_many.lua's): ``blocks`` (each its key count and
+    ``InfoBlockArgs``'s ARGV), the event's slots, the script's ``own`` (cancel_many's
+    audit), then the tasks (each its id and block number)."""
     out: list[str] = [str(len(blocks))]
     for key_count, info in blocks:
         out.append(str(key_count))
         out += info
     out += event.argv()
+    if own is not None:
+        out += own.argv()
     for task_id, block in tasks:
         out += (task_id, str(block))
-    return ExpireManyArgs(tuple(out))
+    return tuple(out)

@@ -176,6 +176,7 @@ class BookScripts:
     stats: BookScript = field(metadata={"args": records.StatsArgs})
     workers: BookScript = field(metadata={"args": records.WorkersArgs})
     expire_many: BookScript = field(metadata={"args": records.ExpireManyArgs})
+    cancel_many: BookScript = field(metadata={"args": records.CancelManyArgs})
     resend: BookScript = field(metadata={"args": records.ResendArgs})
     index: BookScript = field(metadata={"args": records.IndexArgs})
     output: BookScript = field(metadata={"args": records.OutputArgs})

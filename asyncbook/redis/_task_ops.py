@@ -158,11 +158,12 @@ def cancel(
     """
     index = yield from writing(ns, task_id)
     shard = ns.shards[index]
+    event: dict[str, Any] = {}
 
     def run(taken: bool) -> MergedPlan[CallbackResult]:
         audit = None if taken else audits.cancel_entry(shard, actor, reason)
         at = (yield from on(index, server_time())) if at_ms is None else at_ms
-        event = cancel_input(at, reason)
+        event.update(cancel_input(at, reason))
         plan = operations.apply(shard, task_id, event, callback_id, taken=taken, audit=audit)
         answer: CallbackResult = yield from on(index, plan)
         if taken and actor is not None:
@@ -172,9 +173,9 @@ def cancel(
         return answer
 
     result: CallbackResult = yield from _claimed(ns, task_id, callback_id, run)
-    # At the cancel's time (a late cancel expires the task: not at the deadline).
-    events = None if at_ms is None else [{"atMs": at_ms}]
-    yield from groups.after_ends(ns, index, [result], [task_id], events)
+    # At the cancel's time, the server's when none was given (a late cancel expires the
+    # task: not at the deadline).
+    yield from groups.after_ends(ns, index, [result], [task_id], [event])
     return result
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import anyio.to_thread
 from pydantic import BaseModel, Field
@@ -47,8 +47,8 @@ __all__ = [
 ]
 
 AT_ONCE = 16
-"""Members of one canvas read (two calls each) or cancelled at once: a big canvas must
-not take every connection of the book's pool."""
+"""Members of one canvas read (two calls each) at once, or cancelled at once by a book
+without an audit trail: a big canvas must not take every connection of the book's pool."""
 
 _T = TypeVar("_T")
 _I = TypeVar("_I")
@@ -206,12 +206,19 @@ class CanvasApi:
         return cancel_reason(body.get("reason"))
 
     async def _cancel_one(self, request: Request, task_id: str, reason: str | None) -> bool:
-        actor: dict[str, Any] = {"actor": actor_of(request)} if self.audited else {}
         try:
-            result: CallbackResult = await self.reader.cancel(task_id, reason, **actor)
+            result: CallbackResult = await self.reader.cancel(task_id, reason)
         except UnknownTaskError:
             return False
         return result.reason is Reason.CANCELLED
+
+    async def _cancel_all(self, request: Request, ids: list[str], reason: str | None) -> list[bool]:
+        """Each member cancelled: audited, in one book call (``cancel_many``: one script
+        call per shard); else (a book without an audit trail) ``AT_ONCE`` at a time."""
+        if not self.audited:
+            return await in_turns(lambda task_id: self._cancel_one(request, task_id, reason), ids)
+        answers = await self.reader.cancel_many(ids, actor=actor_of(request), reason=reason)
+        return [isinstance(a, CallbackResult) and a.reason is Reason.CANCELLED for a in answers]
 
     async def cancel(self, request: Request) -> Response:
         """Cancel every open member (audited, as the request's principal)."""
@@ -222,7 +229,7 @@ class CanvasApi:
         if isinstance(canvas, Response):
             return canvas
         open_ids = [n.id for n in canvas.nodes if n.state in ("queued", "running")]
-        done = await in_turns(lambda task_id: self._cancel_one(request, task_id, reason), open_ids)
+        done = await self._cancel_all(request, open_ids, reason)
         cancelled = [task_id for task_id, ok in zip(open_ids, done, strict=True) if ok]
         refused = [task_id for task_id, ok in zip(open_ids, done, strict=True) if not ok]
         answer = CanvasCancel(

@@ -17,8 +17,10 @@ from .._audit import AuditedBook
 from .._book import AsyncBook
 from .._console import NameTotals, SearchPage, TaskInfo, TaskQuery, TaskStats, WorkerSummary
 from .._gauges import GAUGE_WORKERS_WITHIN_MS, BookGauges
+from .._models import CallbackResult
 from .._output import OutputChunk
 from .._output_feed import OutputFeeds
+from ..errors import AsyncBookError
 from ..redis import AsyncRedisBook, KeySchema
 
 __all__ = [
@@ -115,6 +117,24 @@ class InPlaceReader:
     name_totals = _awaited(ConsoleBook.name_totals)
     audit = _awaited(AuditedBook.audit)
     record_audit = _awaited(AuditedBook.record_audit)
+
+    async def cancel_many(
+        self, task_ids: list[str], *, actor: str, reason: str | None = None
+    ) -> list[CallbackResult | AsyncBookError]:
+        """The book's ``cancel_many`` (``MemoryBook``'s); a book without one cancels each
+        task on its own (the same answers: ``AsyncBook.cancel`` with ``actor``)."""
+        many = getattr(self.book, "cancel_many", None)
+        if many is not None:
+            return cast(
+                list[CallbackResult | AsyncBookError], many(task_ids, actor=actor, reason=reason)
+            )
+        answers: list[CallbackResult | AsyncBookError] = []
+        for task_id in task_ids:
+            try:
+                answers.append(self.book.cancel(task_id, reason, actor=actor))
+            except AsyncBookError as error:
+                answers.append(error)
+        return answers
 
     def follow_output(
         self, task_id: str, cursor: int | str = 0

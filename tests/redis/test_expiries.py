@@ -279,16 +279,13 @@ def test_the_outbox_is_trimmed_as_one_by_one_around_its_consumer_groups(
         delete_namespace(client, twin)
 
 
-def test_a_thousand_expiries_per_script_call(
-    book: RedisBook, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    count = 2 * _expiries.CHUNK + 5
-    for at in range(0, count, 500):
-        book.create_many([CreateSpec(f"t{n}", T0, 1, 1) for n in range(at, min(count, at + 500))])
+def script_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The script calls made from now on (one item each): EVALSHA, or FCALL to the
+    library, alone or in a pipeline."""
     calls: list[int] = []
     real_execute = redis.client.Pipeline.execute
 
-    def counted(method: str) -> Any:  # a script call: EVALSHA, or FCALL to the library
+    def counted(method: str) -> Any:
         real = getattr(redis.Redis, method)
 
         def call(self: Any, *args: Any) -> Any:
@@ -305,6 +302,16 @@ def test_a_thousand_expiries_per_script_call(
     for method in ("evalsha", "fcall"):
         monkeypatch.setattr(redis.Redis, method, counted(method))
     monkeypatch.setattr(redis.client.Pipeline, "execute", execute)
+    return calls
+
+
+def test_a_thousand_expiries_per_script_call(
+    book: RedisBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    count = 2 * _expiries.CHUNK + 5
+    for at in range(0, count, 500):
+        book.create_many([CreateSpec(f"t{n}", T0, 1, 1) for n in range(at, min(count, at + 500))])
+    calls = script_calls(monkeypatch)
     results = book.expire_many([f"t{n}" for n in range(count)], full_task=False)
     assert [getattr(r, "reason", r) for r in results] == ["expired"] * count
     assert len(calls) == 3

@@ -5,10 +5,11 @@ facade on every layout can be held to the in-memory book's answers and notificat
 A step is ``(method, args, kwargs)``. The sequences cover groups (members, seals, reads,
 group notifications), callback ids of the task's own and derived from another task's id
 (``<other>:1``, ``celery:<other>:success:0``: claimed in a foreign shard), callback ids
-delivered again, cancels (audited with an actor), expiries, retryable failures (the
-reference's events, ``reference_cases.random_event``), deliveries under repeated and
-foreign idempotency keys, the audit, and the reads. Every time is given (``now_ms``,
-``at_ms``), so that no answer depends on a clock but where ``normalised`` says.
+delivered again, cancels (audited with an actor; many at once, ``cancel_many``),
+expiries, retryable failures (the reference's events, ``reference_cases.random_event``),
+deliveries under repeated and foreign idempotency keys, the audit, and the reads. Every
+time is given (``now_ms``, ``at_ms``; but some of ``cancel_many``'s), so that no answer
+depends on a clock but where ``normalised`` says.
 
 The asyncio facade runs each step's coroutine on the sequence's event loop. A method
 ``AsyncRedisBook`` lacks runs through a ``RedisBook`` of the same namespace instead:
@@ -71,6 +72,7 @@ SURFACE = (
     "apply",
     "apply_many",
     "cancel",
+    "cancel_many",
     "expire",
     "expire_many",
     "seal_group",
@@ -107,6 +109,7 @@ WEIGHTS = {
     "redeliver": 2,
     "apply_many": 2,
     "cancel": 4,
+    "cancel_many": 2,
     "expire": 1,
     "expire_many": 1,
     "seal_group": 3,
@@ -209,6 +212,13 @@ class _Draft:
                 "actor": rng.choice([None, *ACTORS]),
             }
             return ("cancel", (task_id, rng.choice([None, "stop", ""])), kwargs)
+        if kind == "cancel_many":  # unknown, bad and repeated ids among them
+            ids: list[Any] = [self.task() for _ in range(rng.randint(1, 4))]
+            ids += rng.choice([[], [], ["nope"], [7], ids[:1]])
+            kwargs = {"actor": rng.choice(ACTORS), "reason": rng.choice([None, "stop", ""])}
+            if rng.random() < 0.8:
+                kwargs["at_ms"] = random_time(rng)
+            return ("cancel_many", (ids,), kwargs)
         if kind == "expire":
             return ("expire", (self.task(),), {})
         if kind == "expire_many":

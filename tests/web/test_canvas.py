@@ -5,12 +5,15 @@ resends the failed ones; the read role may look but not change."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
 from asyncbook._canvas import Canvas
+from asyncbook.redis import AsyncRedisBook
 from asyncbook.web import AccessRules
 from asyncbook.web._canvas_api import read_canvas
 
@@ -127,7 +130,17 @@ def test_resend_the_failed_members(server: Running, client: httpx.Client, queue:
     assert entry["actor"] == "token:operator"
 
 
-def test_a_sharded_canvas_is_whole_and_cancelled_on_every_shard() -> None:
+def test_a_sharded_canvas_is_whole_and_cancelled_on_every_shard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    real = inspect.getattr_static(AsyncRedisBook, "cancel_many").awaited  # a ``Method``
+
+    async def counted(book: AsyncRedisBook, ids: list[str], **options: Any) -> Any:
+        calls.append(len(ids))
+        return await real(book, ids, **options)
+
+    monkeypatch.setattr(AsyncRedisBook, "cancel_many", counted)
     with running_server(shards=3) as sharded, httpx.Client(base_url=sharded.url) as http:
         seed_canvas(sharded.book, "s-")
         for n in range(150):  # more children than a task's info lists (100)
@@ -139,6 +152,10 @@ def test_a_sharded_canvas_is_whole_and_cancelled_on_every_shard() -> None:
         answer = http.post("/api/canvas/s-root/cancel", json={}).json()
         assert len(answer["cancelled"]) == canvas["open"] == 153
         assert http.get("/api/canvas/s-root").json()["open"] == 0
+        assert calls == [153]  # one book call: one script call per shard
+        for task_id in answer["cancelled"]:  # one cancel_many, one entry per member
+            [entry] = sharded.book.audit(task_id)
+            assert (entry.action, entry.outcome) == ("cancel", "cancelled")
 
 
 def test_the_read_stops_at_its_limit_and_says_so(server: Running) -> None:

@@ -505,3 +505,72 @@ local function apply_events(KEYS, ARGV, at)
   end
   return answers
 end
+
+-- apply_each(KEYS, slots, how): one event record applied to each of many tasks by
+-- apply_event, in order, as expire_many.lua documents its KEYS and ARGV (slots); how
+-- says what a script adds (cancel_many: an audit entry per task):
+--   how.name: the script's, in a task's error; how.later: the writes that add up over
+--   the tasks made once, after the last (later_writes);
+--   how.shared: its own KEYS after apply.lua's 4..9; how.per_task: its own KEYS after
+--   each task's three; how.argc: its own slots after the event's;
+--   how.each(keys, e, answer, own, at): after each task's answer (not an error): keys
+--   apply.lua's for the task, own the script's KEYS (the shared ones, then the task's
+--   own), at the first of its slots.
+-- Returns: per task, in order, its answer; an error its apply_event raised is its answer.
+local function apply_each(KEYS, slots, how)
+  local SHARED = 1 + APPLY_KEYC - K_DEADLINES + 1  -- KEYS 1..SHARED: the marker, 4..9
+  local shared = how.shared or 0
+  local per_task = 3 + (how.per_task or 0)
+  local block_count = tonumber(slots[1])
+  local blocks = {}
+  local k, a = SHARED + shared + 1, 2
+  for b = 1, block_count do
+    local key_count = tonumber(slots[a])
+    local block_keys = {}
+    for i = 1, key_count do
+      block_keys[i] = KEYS[k + i - 1]
+    end
+    -- One record per block (info_block): each task's own info hash goes in it.
+    blocks[b] = info_block(block_keys, 1, slots, a + 1)
+    k, a = k + key_count, a + 1 + #INFO_ARGV
+  end
+  -- One event record for every task (apply_event sets only its worker, for each event):
+  -- each task's own id goes in it.
+  local e = apply_args(slots, a, KEYS[1])
+  if how.later then
+    e.later = later_writes()
+  end
+  local own_at = a + APPLY_ARGC
+  a = own_at + (how.argc or 0)
+  local keys = {'', '', KEYS[1]}
+  for i = K_DEADLINES, APPLY_KEYC do
+    keys[i] = KEYS[i - K_DEADLINES + 2]
+  end
+  local own_keys = {}
+  for i = 1, shared do
+    own_keys[i] = KEYS[SHARED + i]
+  end
+  local answers = {}
+  while a <= #slots do
+    local block = blocks[tonumber(slots[a + 1])]
+    keys[K_TASK], keys[K_HISTORY] = KEYS[k], KEYS[k + 1]
+    block.info = KEYS[k + 2]
+    for i = 4, per_task do
+      own_keys[shared + i - 3] = KEYS[k + i - 1]
+    end
+    e.task_id = slots[a]
+    local ok, answer = pcall(apply_event, keys, e, block)
+    if not ok then
+      local why = type(answer) == 'table' and answer.err or tostring(answer)
+      answer = {err = 'ERR Error running script ' .. how.name .. ': ' .. tostring(why)}
+    elseif how.each then
+      how.each(keys, e, answer, own_keys, own_at)
+    end
+    answers[#answers + 1] = answer
+    k, a = k + per_task, a + 2
+  end
+  if how.later then
+    write_later(keys, e)
+  end
+  return answers
+end

@@ -13,46 +13,7 @@
 -- Returns: per task, in order, what apply.lua answers for it; an error a task's
 --          apply_event raised is that task's answer (an error reply), the others go on.
 
-local slots = ARGV  -- all of it: ExpireManyArgs, read in order below
+local slots = ARGV  -- all of it: ExpireManyArgs, read in order (apply_each, _apply.lua)
 
-local SHARED = 1 + APPLY_KEYC - K_DEADLINES + 1  -- KEYS 1..SHARED: the marker, 4..9
-local block_count = tonumber(slots[1])
-local blocks = {}
-local k, a = SHARED + 1, 2
-for b = 1, block_count do
-  local key_count = tonumber(slots[a])
-  local block_keys = {}
-  for i = 1, key_count do
-    block_keys[i] = KEYS[k + i - 1]
-  end
-  -- One record per block (info_block): each task's own info hash goes in it.
-  blocks[b] = info_block(block_keys, 1, slots, a + 1)
-  k, a = k + key_count, a + 1 + #INFO_ARGV
-end
--- One event record for every task (apply_event sets only its worker, for each event):
--- each task's own id goes in it. The writes that add up over the tasks are made once,
--- after the last (e.later, _apply.lua).
-local e = apply_args(slots, a, KEYS[1])
-e.later = later_writes()
-a = a + APPLY_ARGC
-
-local keys = {'', '', KEYS[1]}
-for i = K_DEADLINES, APPLY_KEYC do
-  keys[i] = KEYS[i - K_DEADLINES + 2]
-end
-local answers = {}
-while a <= #slots do
-  local block = blocks[tonumber(slots[a + 1])]
-  keys[K_TASK], keys[K_HISTORY] = KEYS[k], KEYS[k + 1]
-  block.info = KEYS[k + 2]
-  e.task_id = slots[a]
-  local ok, answer = pcall(apply_event, keys, e, block)
-  if not ok then
-    local why = type(answer) == 'table' and answer.err or tostring(answer)
-    answer = {err = 'ERR Error running script expire_many: ' .. tostring(why)}
-  end
-  answers[#answers + 1] = answer
-  k, a = k + 3, a + 2
-end
-write_later(keys, e)
-return answers
+-- The writes that add up over the tasks are made once, after the last (e.later).
+return apply_each(KEYS, slots, {name = 'expire_many', later = true})
