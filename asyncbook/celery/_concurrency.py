@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from celery import Celery, Task
+from celery import Celery, Task, signals
 
 from .._book import AsyncBook
 from .._slots import Slot, SlotBook, SlotRequest, SlotStart
@@ -34,7 +34,9 @@ from ._configured import retried
 from ._handback import resend, resend_json
 from ._one_run import DuplicateRun, skip
 from ._settings import Settings
-from ._state import Lazy
+from ._startup import SettingsError
+from ._state import Handler, Lazy
+from ._tracking import is_tracked
 
 __all__ = ["Limits", "OverLimit", "limit_option"]
 
@@ -207,3 +209,19 @@ class Limits:
                 resend(self.app, payload)
             except Exception as error:
                 logger.error("asyncbook: a task given a slot was not sent: %r", error)
+
+    def on_worker_init(self, sender: Any = None, **_: Any) -> None:
+        """A worker starts: a tracked task's bad ``limit`` or ``concurrency_key`` set on
+        the task itself refuses the start, naming the field (``SettingsError``)."""
+        if getattr(sender, "app", None) is not self.app:
+            return
+        for task in list(self.app.tasks.values()):
+            if isinstance(task, Task) and is_tracked(task):
+                try:
+                    limit_option(task)
+                except AsyncBookError as error:
+                    raise SettingsError.of(error) from None
+
+    def handlers(self) -> list[Handler]:
+        """Its signal: a worker is made (check the tracked tasks' limits)."""
+        return [(signals.worker_init, self.on_worker_init)]

@@ -210,6 +210,7 @@ class Integration:
             *self.publishing.handlers(),
             *self.executions.handlers(),
             *self.one_run.handlers(),
+            *self.limits.handlers(),
             *self.outcomes.handlers(),
             *self.tracing.handlers(),
             *self.controls.handlers(),

@@ -44,6 +44,28 @@ def test_bad_options_are_refused_naming_their_field(options: dict[str, Any], fie
     assert refused.value.field == field
 
 
+def test_a_bad_limit_set_on_a_tracked_task_refuses_the_worker_naming_it() -> None:
+    """Set on the task itself (not through ``tracked``), a bad ``limit`` stops the worker
+    at its start, as a bad ``one_run`` does, instead of running the task unlimited."""
+    from types import SimpleNamespace
+
+    from asyncbook.celery import SettingsError, install, uninstall
+
+    app = memory_app("limits-start")
+
+    @app.task(name=unique("job"), shared=False, tracked=True, ttl=60, limit="2")
+    def job() -> None: ...
+
+    integration = install(app, MemoryBook())
+    try:
+        assert integration.limits is not None
+        with pytest.raises(SettingsError, match=r"limit of task .* must be an integer"):
+            integration.limits.on_worker_init(sender=SimpleNamespace(app=app))
+        integration.limits.on_worker_init(sender=SimpleNamespace(app=memory_app("other")))
+    finally:
+        uninstall(app)
+
+
 def test_an_over_limit_delivery_is_an_ignore_naming_its_key() -> None:
     assert str(OverLimit("t-1", "key:acme runs 2")) == "task t-1 waits for a slot: key:acme runs 2"
 
