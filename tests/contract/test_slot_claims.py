@@ -5,6 +5,7 @@ leaves the record unchanged while the task waits in the key's line."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,23 +13,41 @@ from redis.crc import key_slot
 
 from asyncbook import AsyncBook, AsyncBookError, CallbackResult, Held, Slot, SlotStart
 
+from ..conftest import BOOK_KINDS, SHARDED_KINDS, book_factories
+from ..support.books import BookFactory
+
 FAR = 10**15
 LEASE = 60_000
 
 
+@pytest.fixture(params=BOOK_KINDS)
+def make_book(request: pytest.FixtureRequest, namespace: str) -> Iterator[BookFactory]:
+    """Books of one shard (a sharded namespace refuses limited claims: the test below)."""
+    yield from book_factories(request, request.param, namespace)
+
+
+@pytest.fixture(params=SHARDED_KINDS)
+def sharded(request: pytest.FixtureRequest, namespace: str) -> Iterator[AsyncBook]:
+    for factory in book_factories(request, request.param, namespace):
+        yield factory()
+
+
+def test_a_sharded_namespace_refuses_a_limited_claim_naming_limit(sharded: Any) -> None:
+    sharded.create(id="a", now_ms=sharded.now_ms(), ttl_ms=FAR, max_attempts=3,
+                   heartbeat_timeout_ms=60_000)  # fmt: skip
+    with pytest.raises(AsyncBookError) as refused:
+        sharded.claim_run_in_slot("a", "w", ("k", 1, LEASE))
+    assert refused.value.field == "limit"
+    assert sharded.get("a").state.value == "queued"
+
+
 def limited(book: AsyncBook, *ids: str, timeout: int = 60_000) -> Any:
-    """The book with queued tasks ``ids``, or a skip for a sharded one (after checking it
-    refuses a limited claim naming ``limit``)."""
+    """The book with queued tasks ``ids``."""
     for task_id in ids:
         book.create(
             id=task_id, now_ms=book.now_ms(), ttl_ms=FAR, max_attempts=3,
             heartbeat_timeout_ms=timeout,
         )  # fmt: skip
-    if getattr(book, "shards", 1) > 1:
-        with pytest.raises(AsyncBookError) as refused:
-            book.claim_run_in_slot(ids[0], "w", ("k", 1, LEASE))  # type: ignore[attr-defined]
-        assert refused.value.field == "limit"
-        pytest.skip("a sharded namespace keeps no slots")
     return book
 
 
@@ -102,10 +121,9 @@ def test_a_bad_slot_is_refused_naming_its_field(book: Any, slot: Any, field: str
     assert book.get("a").state.value == "queued"
 
 
+@pytest.mark.parametrize("make_book", [k for k in BOOK_KINDS if k != "memory"], indirect=True)
 def test_a_task_and_its_slots_share_one_cluster_slot(book: Any) -> None:
     book = limited(book, "a")
-    if not hasattr(book, "shard_of"):
-        pytest.skip("a book in memory has no keys")
     keys = book.shard_of("a").keys
     assert key_slot(keys.task("a").encode()) == key_slot(keys.slot_running("k").encode())
     assert key_slot(keys.stalls.encode()) == key_slot(keys.slot_line("k").encode())
