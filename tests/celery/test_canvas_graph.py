@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import redis
-from celery import Celery, Task, chain, chord, group
+from celery import VERSION, Celery, Task, chain, chord, group
 from celery.result import GroupResult
 
 from asyncbook import RedisBook
@@ -19,6 +19,8 @@ from asyncbook.web._canvas_api import read_canvas
 from ..support.books import delete_namespace
 from ..support.celery import CELERY_URL as URL
 from ..support.celery import close_result_backend, memory_app, threaded_worker, unique, wait_for
+
+CELERY = (VERSION.major, VERSION.minor)
 
 pytestmark = [
     pytest.mark.redis,
@@ -112,8 +114,12 @@ def test_chain_group_chord_and_spawned_tasks_are_drawn(app: Celery, book: RedisB
 
         # A chord: the header's group, then the callback its last member sent.
         canvas = settled(book, callback.id, 4)
-        assert kinds(canvas) == ["callback", "member", "member", "member"]
-        [edge] = [edge for edge in canvas.edges if edge.kind == "callback"]
+        if CELERY < (5, 6):  # Celery 5.5 gives the callback no group id: spawned by it
+            assert kinds(canvas) == ["member", "member", "member", "spawned"]
+            [edge] = [edge for edge in canvas.edges if edge.kind == "spawned"]
+        else:
+            assert kinds(canvas) == ["callback", "member", "member", "member"]
+            [edge] = [edge for edge in canvas.edges if edge.kind == "callback"]
         assert edge.target == callback.id
         names = {node.id: node.name for node in canvas.nodes}
         assert names[callback.id] == "canvas.total"
