@@ -13,7 +13,7 @@ from redis.crc import key_slot
 
 from asyncbook import AsyncBook, AsyncBookError, CallbackResult, Held, Slot, SlotStart
 
-from ..conftest import BOOK_KINDS, SHARDED_KINDS, book_factories
+from ..conftest import BOOK_KINDS, book_factories
 from ..support.books import BookFactory
 
 FAR = 10**15
@@ -24,12 +24,6 @@ LEASE = 60_000
 def make_book(request: pytest.FixtureRequest, namespace: str) -> Iterator[BookFactory]:
     """Books of one shard (a sharded namespace refuses limited claims: the test below)."""
     yield from book_factories(request, request.param, namespace)
-
-
-@pytest.fixture(params=SHARDED_KINDS)
-def sharded(request: pytest.FixtureRequest, namespace: str) -> Iterator[AsyncBook]:
-    for factory in book_factories(request, request.param, namespace):
-        yield factory()
 
 
 def test_a_sharded_namespace_refuses_a_limited_claim_naming_limit(sharded: Any) -> None:

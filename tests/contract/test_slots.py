@@ -11,7 +11,7 @@ import pytest
 
 from asyncbook import AsyncBook, AsyncBookError, Slot
 
-from ..conftest import BOOK_KINDS, SHARDED_KINDS, book_factories
+from ..conftest import BOOK_KINDS, book_factories
 from ..support.books import BookFactory
 
 FAR = 10**15
@@ -21,12 +21,6 @@ FAR = 10**15
 def make_book(request: pytest.FixtureRequest, namespace: str) -> Iterator[BookFactory]:
     """Books of one shard (a sharded namespace refuses slots: the test below)."""
     yield from book_factories(request, request.param, namespace)
-
-
-@pytest.fixture(params=SHARDED_KINDS)
-def sharded(request: pytest.FixtureRequest, namespace: str) -> Iterator[AsyncBook]:
-    for factory in book_factories(request, request.param, namespace):
-        yield factory()
 
 
 def test_a_sharded_namespace_refuses_slots_naming_limit(sharded: Any) -> None:
